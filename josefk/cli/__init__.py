@@ -1,0 +1,1 @@
+"""The ``josefk`` command line."""

@@ -1,0 +1,379 @@
+"""The v2 record batch header (magic 2) as a zero-copy view, and splitting buffers of batches.
+
+Owns the batch header layout; record bodies are handled in ``josefk.records.record``.
+Imports nothing from josefk but ``records.errors``.
+
+Byte layout of a batch, all integers big-endian::
+
+    offset  size  field
+         0     8  base_offset
+         8     4  batch_length           bytes after this field: total size = batch_length + 12
+        12     4  partition_leader_epoch
+        16     1  magic                  always 2 here
+        17     4  crc                    CRC32C (unsigned) of bytes 21..end
+        21     2  attributes             bits 0-2 compression, 3 timestamp type,
+                                         4 transactional, 5 control, 6 delete horizon
+        23     4  last_offset_delta
+        27     8  base_timestamp
+        35     8  max_timestamp
+        43     8  producer_id
+        51     2  producer_epoch
+        53     4  base_sequence
+        57     4  record_count
+        61     -  records (compressed as a whole when the codec is not none)
+
+The fields before ``attributes`` are outside the CRC, which is why the broker can assign
+``base_offset`` and ``partition_leader_epoch`` in place without touching the checksum.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Iterator
+from typing import Final
+
+from crc32c import crc32c
+
+from josefk.records.errors import CorruptRecordError, InvalidRecordError
+
+MAGIC: Final = 2
+LOG_OVERHEAD: Final = 12  # base_offset + batch_length, the part batch_length does not count
+HEADER_SIZE: Final = 61
+CRC_OFFSET: Final = 17
+ATTRIBUTES_OFFSET: Final = 21
+MAX_TIMESTAMP_OFFSET: Final = 35
+PARTITION_LEADER_EPOCH_OFFSET: Final = 12
+# The smallest batch_length a header can claim: everything after batch_length up to records.
+MIN_BATCH_LENGTH: Final = HEADER_SIZE - LOG_OVERHEAD
+
+NO_TIMESTAMP: Final = -1
+NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+NO_SEQUENCE: Final = -1
+NO_PARTITION_LEADER_EPOCH: Final = -1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LENGTH_PREFIX = struct.Struct(">qi")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+
+_COMPRESSION_MASK: Final = 0x07
+_TIMESTAMP_TYPE_BIT: Final = 0x08
+_TRANSACTIONAL_BIT: Final = 0x10
+_CONTROL_BIT: Final = 0x20
+_DELETE_HORIZON_BIT: Final = 0x40
+
+
+class Compression(enum.IntEnum):
+    """The codec named by attributes bits 0-2."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class TimestampType(enum.IntEnum):
+    """Attributes bit 3. Kafka's wire value for 'no timestamp type' is -1, never stored here."""
+
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class RecordBatch:
+    """A view of one v2 batch over a memoryview of exactly its bytes; nothing is copied.
+
+    Reading a field unpacks it from the buffer each time, so a view stays correct after the
+    in-place setters run. The setters need a writable buffer (a bytearray or an mmap).
+    """
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: memoryview) -> None:
+        self.buffer = buffer
+
+    # -- header fields -------------------------------------------------------------------
+
+    @property
+    def base_offset(self) -> int:
+        return int(_INT64.unpack_from(self.buffer, 0)[0])
+
+    @property
+    def batch_length(self) -> int:
+        return int(_INT32.unpack_from(self.buffer, 8)[0])
+
+    @property
+    def size_in_bytes(self) -> int:
+        return len(self.buffer)
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return int(_INT32.unpack_from(self.buffer, PARTITION_LEADER_EPOCH_OFFSET)[0])
+
+    @property
+    def magic(self) -> int:
+        return int(self.buffer[16])
+
+    @property
+    def crc(self) -> int:
+        return int(_UINT32.unpack_from(self.buffer, CRC_OFFSET)[0])
+
+    @property
+    def attributes(self) -> int:
+        return int(_INT16.unpack_from(self.buffer, ATTRIBUTES_OFFSET)[0])
+
+    @property
+    def compression(self) -> Compression:
+        code = self.attributes & _COMPRESSION_MASK
+        try:
+            return Compression(code)
+        except ValueError:
+            raise CorruptRecordError(f"unknown compression codec {code}") from None
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.attributes & _TIMESTAMP_TYPE_BIT:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_BIT)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & _DELETE_HORIZON_BIT)
+
+    @property
+    def last_offset_delta(self) -> int:
+        return int(_INT32.unpack_from(self.buffer, 23)[0])
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def base_timestamp(self) -> int:
+        return int(_INT64.unpack_from(self.buffer, 27)[0])
+
+    @property
+    def max_timestamp(self) -> int:
+        return int(_INT64.unpack_from(self.buffer, MAX_TIMESTAMP_OFFSET)[0])
+
+    @property
+    def producer_id(self) -> int:
+        return int(_INT64.unpack_from(self.buffer, 43)[0])
+
+    @property
+    def producer_epoch(self) -> int:
+        return int(_INT16.unpack_from(self.buffer, 51)[0])
+
+    @property
+    def base_sequence(self) -> int:
+        return int(_INT32.unpack_from(self.buffer, 53)[0])
+
+    @property
+    def last_sequence(self) -> int:
+        """The sequence of the last record; sequences wrap at 2**31 as in Kafka."""
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) % (1 << 31)
+
+    @property
+    def record_count(self) -> int:
+        return int(_INT32.unpack_from(self.buffer, 57)[0])
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+    def header(self) -> BatchHeader:
+        """All header fields in one unpack, for code that needs several of them."""
+        return BatchHeader(*_HEADER.unpack_from(self.buffer, 0))
+
+    def records_buffer(self) -> memoryview:
+        """The bytes after the header: the records, compressed if the codec is not none."""
+        return self.buffer[HEADER_SIZE:]
+
+    # -- checks --------------------------------------------------------------------------
+
+    def compute_crc(self) -> int:
+        return int(crc32c(self.buffer[ATTRIBUTES_OFFSET:]))
+
+    def is_valid(self) -> bool:
+        try:
+            self.ensure_valid()
+        except (CorruptRecordError, InvalidRecordError):
+            return False
+        return True
+
+    def ensure_valid(self) -> None:
+        """Check what a reader of the log relies on: size, magic and CRC.
+
+        Raises CorruptRecordError naming the first thing that is wrong.
+        """
+        size = len(self.buffer)
+        if size < HEADER_SIZE:
+            raise CorruptRecordError(f"batch of {size} bytes is shorter than a v2 header")
+        batch_length = self.batch_length
+        if batch_length + LOG_OVERHEAD != size:
+            raise CorruptRecordError(
+                f"batch_length {batch_length} does not match the {size} bytes of the batch"
+            )
+        if self.magic != MAGIC:
+            raise CorruptRecordError(f"magic {self.magic} is not supported, only v2")
+        stored, computed = self.crc, self.compute_crc()
+        if stored != computed:
+            raise CorruptRecordError(
+                f"CRC mismatch at base offset {self.base_offset}: "
+                f"stored {stored:#010x}, computed {computed:#010x}"
+            )
+        attributes = self.attributes
+        if attributes & _COMPRESSION_MASK > Compression.ZSTD:
+            raise CorruptRecordError(f"unknown compression codec {attributes & 7}")
+
+    def ensure_valid_from_producer(self) -> None:
+        """``ensure_valid`` plus the rules Kafka applies to batches a producer sends.
+
+        A producer's batch numbers its records 0..count-1, so the count must be
+        last_offset_delta + 1 (a compacted batch may have gaps, which is why the log's own
+        reader does not ask this).
+        """
+        self.ensure_valid()
+        count = self.record_count
+        if count <= 0:
+            raise InvalidRecordError(f"batch claims {count} records")
+        if self.last_offset_delta != count - 1:
+            raise InvalidRecordError(
+                f"record count {count} disagrees with last offset delta {self.last_offset_delta}"
+            )
+
+    # -- in-place rewrite of broker-owned fields ------------------------------------------
+
+    def set_base_offset(self, base_offset: int) -> None:
+        """Assign the batch's offsets; base_offset is outside the CRC, so nothing else changes."""
+        _INT64.pack_into(self.buffer, 0, base_offset)
+
+    def set_partition_leader_epoch(self, epoch: int) -> None:
+        _INT32.pack_into(self.buffer, PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+    def set_log_append_time(self, timestamp: int) -> None:
+        """Stamp the batch with the broker's time (LogAppendTime) and recompute the CRC.
+
+        Kafka sets the timestamp type bit and the max timestamp; readers then take every
+        record's timestamp to be max_timestamp.
+        """
+        attributes = self.attributes | _TIMESTAMP_TYPE_BIT
+        _INT16.pack_into(self.buffer, ATTRIBUTES_OFFSET, attributes)
+        _INT64.pack_into(self.buffer, MAX_TIMESTAMP_OFFSET, timestamp)
+        _UINT32.pack_into(self.buffer, CRC_OFFSET, self.compute_crc())
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"count={self.record_count}, size={self.size_in_bytes}, "
+            f"compression={self.compression.name})"
+        )
+
+
+class BatchHeader:
+    """The 61-byte header unpacked at once; a plain value, detached from the buffer."""
+
+    __slots__ = (
+        "attributes",
+        "base_offset",
+        "base_sequence",
+        "base_timestamp",
+        "batch_length",
+        "crc",
+        "last_offset_delta",
+        "magic",
+        "max_timestamp",
+        "partition_leader_epoch",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+    )
+
+    def __init__(
+        self,
+        base_offset: int,
+        batch_length: int,
+        partition_leader_epoch: int,
+        magic: int,
+        crc: int,
+        attributes: int,
+        last_offset_delta: int,
+        base_timestamp: int,
+        max_timestamp: int,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        record_count: int,
+    ) -> None:
+        self.base_offset = base_offset
+        self.batch_length = batch_length
+        self.partition_leader_epoch = partition_leader_epoch
+        self.magic = magic
+        self.crc = crc
+        self.attributes = attributes
+        self.last_offset_delta = last_offset_delta
+        self.base_timestamp = base_timestamp
+        self.max_timestamp = max_timestamp
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.record_count = record_count
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+
+def peek_batch_size(buffer: memoryview | bytes, position: int = 0) -> int | None:
+    """Total size of the batch starting at ``position``, or None if the 12-byte prefix is cut.
+
+    Raises CorruptRecordError when the prefix claims a length no v2 batch can have.
+    """
+    if len(buffer) - position < LOG_OVERHEAD:
+        return None
+    batch_length = int(_INT32.unpack_from(buffer, position + 8)[0])
+    if batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(
+            f"batch at position {position} claims batch_length {batch_length}, "
+            f"less than the {MIN_BATCH_LENGTH} bytes of a header"
+        )
+    return batch_length + LOG_OVERHEAD
+
+
+def split_batches(buffer: memoryview | bytes | bytearray) -> Iterator[RecordBatch]:
+    """Yield a view of each whole batch in a buffer of concatenated batches.
+
+    Stops cleanly at a truncated tail (a fetch response may end with a partial batch), and
+    raises CorruptRecordError when a length prefix is impossible. Batches are not
+    CRC-checked here; call ``ensure_valid`` where that matters.
+    """
+    view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+    position, end = 0, len(view)
+    while position < end:
+        size = peek_batch_size(view, position)
+        if size is None or position + size > end:
+            return
+        yield RecordBatch(view[position : position + size])
+        position += size

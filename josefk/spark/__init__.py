@@ -1,0 +1,1 @@
+"""A PySpark data source (format ``josefk``) built on josefk.client."""
