@@ -1,0 +1,139 @@
+"""Small value types the partition log hands out: offsets with their position, append results.
+
+Owns ``TopicPartition`` (and the ``<topic>-<partition>`` directory name), ``LogOffsetMetadata``
+(an offset with the base offset and byte position of its segment), ``FetchIsolation``,
+``LogAppendInfo``, ``TimestampAndOffset`` and the special ListOffsets timestamps. Imports
+nothing from josefk; the broker and the storage layer both use these without further imports.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Final, NamedTuple
+
+UNKNOWN_OFFSET: Final = -1
+UNKNOWN_POSITION: Final = -1
+
+# ListOffsets' special timestamps (the request's "timestamp" field).
+LATEST_TIMESTAMP: Final = -1
+EARLIEST_TIMESTAMP: Final = -2
+MAX_TIMESTAMP: Final = -3
+
+# Kafka's legal topic names: letters, digits, '.', '_', '-', at most 249 characters.
+_LEGAL_TOPIC: Final = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic; its log lives in the directory ``<topic>-<partition>``."""
+
+    topic: str
+    partition: int
+
+    @property
+    def dir_name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @classmethod
+    def from_dir_name(cls, name: str) -> TopicPartition:
+        """Parse ``<topic>-<partition>``; the topic itself may contain dashes.
+
+        Raises ValueError for names that are not a partition directory (``.deleted`` dirs
+        of deleted topics, ``-future``/``-stray`` dirs and stray files are told apart by the
+        caller before asking).
+        """
+        topic, sep, number = name.rpartition("-")
+        if not sep or not topic or not number.isdigit() or not _LEGAL_TOPIC.fullmatch(topic):
+            raise ValueError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
+        return cls(topic, int(number))
+
+    def __str__(self) -> str:
+        return self.dir_name
+
+
+def is_legal_topic_name(topic: str) -> bool:
+    return topic not in (".", "..") and _LEGAL_TOPIC.fullmatch(topic) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetMetadata:
+    """An offset plus where it is: the base offset of its segment and its byte position there.
+
+    The position lets a fetch compute how many bytes lie between two offsets of the same
+    segment (delayed fetch's min_bytes) without touching the index. ``message_offset_only``
+    metadata (segment unknown, e.g. a high watermark restored from a checkpoint) cannot be
+    compared by position; the log resolves it on demand.
+    """
+
+    message_offset: int
+    segment_base_offset: int = UNKNOWN_OFFSET
+    relative_position_in_segment: int = UNKNOWN_POSITION
+
+    @property
+    def message_offset_only(self) -> bool:
+        return (
+            self.segment_base_offset == UNKNOWN_OFFSET
+            and self.relative_position_in_segment == UNKNOWN_POSITION
+        )
+
+    def on_older_segment(self, that: LogOffsetMetadata) -> bool:
+        """Whether this offset's segment is older than ``that``'s (both must know theirs)."""
+        if self.message_offset_only or that.message_offset_only:
+            raise ValueError(f"{self} cannot compare its segment with {that}")
+        return self.segment_base_offset < that.segment_base_offset
+
+    def on_same_segment(self, that: LogOffsetMetadata) -> bool:
+        if self.message_offset_only or that.message_offset_only:
+            raise ValueError(f"{self} cannot compare its segment with {that}")
+        return self.segment_base_offset == that.segment_base_offset
+
+    def position_diff(self, that: LogOffsetMetadata) -> int:
+        """Bytes from ``that`` to this offset; both must lie on the same segment."""
+        if not self.on_same_segment(that):
+            raise ValueError(f"{self} and {that} are on different segments")
+        return self.relative_position_in_segment - that.relative_position_in_segment
+
+
+class FetchIsolation(enum.Enum):
+    """How far a read may go: the log end (followers), the high watermark (consumers with
+    read_uncommitted) or the last stable offset (read_committed)."""
+
+    LOG_END = "log_end"
+    HIGH_WATERMARK = "high_watermark"
+    TXN_COMMITTED = "txn_committed"
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """What an append did, all a produce response needs.
+
+    ``log_append_time`` is -1 unless the topic uses LogAppendTime; ``max_timestamp`` and
+    ``offset_of_max_timestamp`` are the largest batch max timestamp of the append and the
+    last offset of the (first) batch that has it, as Kafka's shallow tracking does.
+    """
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    record_count: int
+    batch_count: int
+    valid_bytes: int
+    last_offset_of_first_batch: int
+
+    @property
+    def num_messages(self) -> int:
+        return self.last_offset - self.first_offset + 1
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """A ListOffsets answer: the offset found, the timestamp that matched and the batch's
+    leader epoch (-1 when unknown)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int = -1
