@@ -4,3 +4,66 @@ Owns the byte layout of record batches and records: a zero-copy header view, val
 CRC32C, the in-place rewrite of broker-owned fields, record iteration and batch building, and
 the compression codecs. Imports nothing else from josefk.
 """
+
+from josefk.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    BatchHeader,
+    Compression,
+    RecordBatch,
+    TimestampType,
+    peek_batch_size,
+    split_batches,
+)
+from josefk.records.builder import BatchBuilder, build_control_batch
+from josefk.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
+from josefk.records.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordsError,
+    UnsupportedCompressionError,
+)
+from josefk.records.record import (
+    ControlRecordType,
+    Record,
+    decode_control_type,
+    decode_end_txn_marker,
+    iter_records,
+)
+
+__all__ = [
+    "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "MAGIC",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "BatchBuilder",
+    "BatchHeader",
+    "Compression",
+    "ControlRecordType",
+    "CorruptRecordError",
+    "InvalidRecordError",
+    "Record",
+    "RecordBatch",
+    "RecordsError",
+    "TimestampType",
+    "UnsupportedCompressionError",
+    "build_control_batch",
+    "compress",
+    "decode_control_type",
+    "decode_end_txn_marker",
+    "decompress",
+    "iter_records",
+    "peek_batch_size",
+    "split_batches",
+]

@@ -1,0 +1,273 @@
+"""Compression codecs of record batches: gzip, snappy (xerial framing), lz4 (frame) and zstd.
+
+Owns the byte formats the Java client writes inside a compressed batch and a bounded
+decompressor for each. Imports nothing from josefk but ``records.batch`` (for the Compression
+enum) and ``records.errors``; the codecs themselves come from the ``cramjam`` package.
+
+Formats, as the Java client writes and reads them:
+
+- gzip: a standard gzip stream (RFC 1952); concatenated members are read as one stream.
+- snappy: xerial's framing, not snappy's own framing format::
+
+      8 bytes  magic b"\\x82SNAPPY\\x00"
+      4 bytes  version (int32 BE, 1)
+      4 bytes  compatible version (int32 BE, 1)
+      repeated: 4 bytes block length (int32 BE), then one raw snappy block
+
+  Some non-Java producers send a single raw snappy block without the framing; the reader
+  accepts both.
+- lz4: the LZ4 frame format (magic 0x184D2204) with a correct header checksum, as Kafka has
+  used since 0.10; written with independent 64 KiB blocks, which is what the Java reader
+  requires.
+- zstd: standard zstd frames.
+
+Decompression is bounded: a batch of a few hundred bytes can claim gigabytes of output, so
+every decompressor writes into a buffer no larger than ``max_size`` and raises
+CorruptRecordError when the output would not fit, before allocating more.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Final
+
+import cramjam
+
+from josefk.records.batch import Compression
+from josefk.records.errors import CorruptRecordError, UnsupportedCompressionError
+
+Buffer = bytes | bytearray | memoryview
+
+DEFAULT_MAX_DECOMPRESSED_SIZE: Final = 64 * 1024 * 1024
+
+XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+XERIAL_HEADER: Final = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+XERIAL_BLOCK_SIZE: Final = 32 * 1024  # what xerial's SnappyOutputStream uses by default
+
+LZ4_MAGIC: Final = b"\x04\x22\x4d\x18"
+LZ4_BLOCK_SIZE: Final = 64 * 1024
+# FLG 0x60: version 01, independent blocks, no block checksums, no content size, no content
+# checksum. BD 0x40: 64 KiB maximum block size. The last byte is the header checksum,
+# (xxh32(FLG BD, seed 0) >> 8) & 0xFF, constant because FLG and BD are.
+LZ4_FRAME_HEADER: Final = LZ4_MAGIC + b"\x60\x40\x82"
+_LZ4_END_MARK: Final = b"\x00\x00\x00\x00"
+_LZ4_UNCOMPRESSED_BIT: Final = 0x80000000
+
+ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+
+_INT32 = struct.Struct(">i")
+_UINT32_LE = struct.Struct("<I")
+_UINT64_LE = struct.Struct("<Q")
+
+# Java's GZIPOutputStream uses zlib's default level; zstd's default level is 3.
+_DEFAULT_LEVEL: Final = {Compression.GZIP: 6, Compression.ZSTD: 3}
+
+# The message cramjam gives when the output buffer is full: the only decompression error
+# that means "give me more room" rather than "these bytes are broken".
+_BUFFER_FULL: Final = "failed to write whole buffer"
+_GROWTH: Final = 4
+_MIN_GUESS: Final = 64 * 1024
+
+
+# -- compression ---------------------------------------------------------------------------
+
+
+def compress(codec: Compression, data: Buffer, *, level: int | None = None) -> bytes:
+    """Compress ``data`` in the format a Kafka reader expects for ``codec``."""
+    if codec == Compression.NONE:
+        return bytes(data)
+    if codec == Compression.GZIP:
+        return bytes(cramjam.gzip.compress(data, level=level or _DEFAULT_LEVEL[codec]))
+    if codec == Compression.SNAPPY:
+        return snappy_xerial_compress(data)
+    if codec == Compression.LZ4:
+        return lz4_frame_compress(data)
+    if codec == Compression.ZSTD:
+        return bytes(cramjam.zstd.compress(data, level=level or _DEFAULT_LEVEL[codec]))
+    raise UnsupportedCompressionError(f"unknown compression codec {codec}")
+
+
+def snappy_xerial_compress(data: Buffer, *, block_size: int = XERIAL_BLOCK_SIZE) -> bytes:
+    """Xerial-framed snappy, one raw snappy block per ``block_size`` bytes of input."""
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    out = bytearray(XERIAL_HEADER)
+    for start in range(0, len(view), block_size):
+        block = cramjam.snappy.compress_raw(view[start : start + block_size])
+        out += _INT32.pack(len(block))
+        out += block
+    return bytes(out)
+
+
+def lz4_frame_compress(data: Buffer) -> bytes:
+    """An LZ4 frame of independent 64 KiB blocks, readable by Kafka's Java LZ4 reader."""
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    out = bytearray(LZ4_FRAME_HEADER)
+    for start in range(0, len(view), LZ4_BLOCK_SIZE):
+        chunk = view[start : start + LZ4_BLOCK_SIZE]
+        block = cramjam.lz4.compress_block(chunk, store_size=False)
+        if len(block) < len(chunk):
+            out += _UINT32_LE.pack(len(block))
+            out += block
+        else:
+            # Incompressible input is stored as is; the frame format marks it with the high bit.
+            out += _UINT32_LE.pack(len(chunk) | _LZ4_UNCOMPRESSED_BIT)
+            out += chunk
+    out += _LZ4_END_MARK
+    return bytes(out)
+
+
+# -- decompression -------------------------------------------------------------------------
+
+
+def decompress(
+    codec: Compression, data: Buffer, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+) -> memoryview:
+    """Decompress the records of a batch; raises CorruptRecordError on bad or oversized input.
+
+    The result is a memoryview over a fresh buffer (never over ``data``), at most
+    ``max_size`` bytes long.
+    """
+    try:
+        if codec == Compression.NONE:
+            return memoryview(data)
+        if codec == Compression.GZIP:
+            return _bounded(cramjam.gzip.decompress_into, data, max_size, _gzip_size_hint(data))
+        if codec == Compression.SNAPPY:
+            return snappy_decompress(data, max_size=max_size)
+        if codec == Compression.LZ4:
+            return _bounded(cramjam.lz4.decompress_into, data, max_size, _lz4_size_hint(data))
+        if codec == Compression.ZSTD:
+            return _bounded(cramjam.zstd.decompress_into, data, max_size, _zstd_size_hint(data))
+    except CorruptRecordError:
+        raise
+    except Exception as error:
+        # cramjam raises its own DecompressionError, and ValueError/OverflowError on some
+        # malformed headers; all of them mean the same thing to a reader of the log.
+        raise CorruptRecordError(f"{Compression(codec).name} data is corrupt: {error}") from None
+    raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+def snappy_decompress(data: Buffer, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> memoryview:
+    """Xerial-framed snappy or, without the magic, one raw snappy block."""
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    if bytes(view[: len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
+        return _snappy_raw_into_new(view, max_size)
+    if len(view) < len(XERIAL_HEADER):
+        raise CorruptRecordError(f"xerial snappy header cut short at {len(view)} bytes")
+    # First pass: walk the block lengths and add up the sizes each raw block declares, so
+    # the output is allocated once, exactly, and only if it fits max_size.
+    blocks: list[tuple[memoryview, int]] = []
+    total = 0
+    position, end = len(XERIAL_HEADER), len(view)
+    while position < end:
+        if end - position < 4:
+            raise CorruptRecordError(f"xerial snappy block length cut short at {position}")
+        (length,) = _INT32.unpack_from(view, position)
+        position += 4
+        if length < 0 or position + length > end:
+            raise CorruptRecordError(
+                f"xerial snappy block at {position - 4} claims {length} bytes, "
+                f"{end - position} remain"
+            )
+        block = view[position : position + length]
+        position += length
+        size = _snappy_raw_length(block)
+        total += size
+        if total > max_size:
+            raise CorruptRecordError(f"snappy data decompresses to more than {max_size} bytes")
+        blocks.append((block, size))
+    out = bytearray(total)
+    target = memoryview(out)
+    offset = 0
+    for block, size in blocks:
+        written = cramjam.snappy.decompress_raw_into(block, target[offset : offset + size])
+        if written != size:
+            raise CorruptRecordError(f"snappy block gave {written} bytes, declared {size}")
+        offset += size
+    return target
+
+
+def _snappy_raw_length(block: memoryview) -> int:
+    # A raw snappy block starts with its uncompressed length as an unsigned varint.
+    try:
+        return int(cramjam.snappy.decompress_raw_len(block))
+    except Exception as error:
+        raise CorruptRecordError(f"snappy block header is corrupt: {error}") from None
+
+
+def _snappy_raw_into_new(view: memoryview, max_size: int) -> memoryview:
+    size = _snappy_raw_length(view)
+    if size > max_size:
+        raise CorruptRecordError(f"snappy data claims {size} bytes, more than {max_size}")
+    out = bytearray(size)
+    written = cramjam.snappy.decompress_raw_into(view, out)
+    if written != size:
+        raise CorruptRecordError(f"snappy block gave {written} bytes, declared {size}")
+    return memoryview(out)
+
+
+def _bounded(
+    decompress_into: Callable[[Buffer, bytearray], int],
+    data: Buffer,
+    max_size: int,
+    hint: int | None,
+) -> memoryview:
+    """Run a cramjam ``decompress_into`` with a growing output buffer capped at max_size.
+
+    cramjam stops as soon as the output buffer is full, so a hostile input costs at most
+    about max_size bytes of memory and 4/3 of max_size bytes of decompression work. Sizes a
+    header declares are only hints: a liar gets the wrong size and falls back to growing.
+    """
+    if hint is not None and 0 <= hint <= max_size:
+        size = hint
+    else:
+        size = min(max_size, max(_MIN_GUESS, len(data) * _GROWTH))
+    while True:
+        # One spare byte tells "exactly the hint" apart from "the hint was too small".
+        capacity = min(size + 1, max_size)
+        out = bytearray(capacity)
+        try:
+            written = decompress_into(data, out)
+        except Exception as error:
+            if _BUFFER_FULL not in str(error):
+                raise
+            if capacity >= max_size:
+                raise CorruptRecordError(
+                    f"compressed data decompresses to more than {max_size} bytes"
+                ) from None
+            size = max(size * _GROWTH, _MIN_GUESS)
+            continue
+        return memoryview(out)[:written]
+
+
+def _gzip_size_hint(data: Buffer) -> int | None:
+    # ISIZE, the last 4 bytes, is the uncompressed size mod 2**32 of the last member.
+    if len(data) < 18:
+        return None
+    return int(_UINT32_LE.unpack_from(data, len(data) - 4)[0])
+
+
+def _lz4_size_hint(data: Buffer) -> int | None:
+    # FLG bit 3 says an 8-byte content size follows BD.
+    if len(data) < 15 or bytes(data[:4]) != LZ4_MAGIC or not data[4] & 0x08:
+        return None
+    return int(_UINT64_LE.unpack_from(data, 6)[0])
+
+
+def _zstd_size_hint(data: Buffer) -> int | None:
+    """Frame_Content_Size of the first frame, when its header carries one."""
+    if len(data) < 6 or bytes(data[:4]) != ZSTD_MAGIC:
+        return None
+    descriptor = data[4]
+    size_flag = descriptor >> 6
+    single_segment = bool(descriptor & 0x20)
+    dict_id_size = (0, 1, 2, 4)[descriptor & 0x03]
+    size_bytes = (1 if single_segment else 0, 2, 4, 8)[size_flag]
+    if size_bytes == 0:
+        return None
+    position = 5 + (0 if single_segment else 1) + dict_id_size
+    if len(data) < position + size_bytes:
+        return None
+    value = int.from_bytes(data[position : position + size_bytes], "little")
+    return value + 256 if size_bytes == 2 else value
