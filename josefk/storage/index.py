@@ -1,0 +1,632 @@
+"""The sparse indexes of a segment: OffsetIndex (.index) and TimeIndex (.timeindex).
+
+Owns the byte layout and the mmap handling of both index files. Imports only
+``josefk.storage.errors``; never josefk.records, josefk.protocol or josefk.broker.
+
+Both files are arrays of fixed-size big-endian entries, preallocated to ``max_index_size``
+rounded down to a whole number of entries (sparse zeros on disk) while their segment is
+active, and trimmed to exactly ``entries * entry_size`` bytes when it stops being active or
+closes. That is why opening an existing file counts its entries from its length. Nothing is
+checksummed: an index found wrong after a crash is rebuilt from the .log by recovery.
+
+.index (OffsetIndex), 8 bytes per entry::
+
+    offset  size  field
+         0     4  relative_offset   int32: offset - base_offset of the *last* offset of a batch
+         4     4  position          int32: file position in the .log where that batch starts
+
+.timeindex (TimeIndex), 12 bytes per entry::
+
+    offset  size  field
+         0     8  timestamp         int64: the largest timestamp seen in the segment so far
+         8     4  relative_offset   int32: offset - base_offset of the batch holding it
+
+Entries strictly increase in offset (both files) and in timestamp (.timeindex).
+
+Indexes open lazily: building the object touches nothing on disk, the first use opens and
+maps the file. A broker with 10,000 segments thus maps only the ones it reads.
+
+Concurrency: single writer; a method never awaits, so an asyncio task sees each append,
+truncation or resize whole. Lookups may run in a worker thread while the loop appends (as in
+Kafka, a reader sees a consistent prefix because ``_entries`` grows after the bytes land).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import ClassVar, Final, NamedTuple
+
+from josefk.storage.errors import (
+    CorruptIndexError,
+    IndexFullError,
+    InvalidOffsetError,
+    KafkaStorageError,
+)
+
+NO_TIMESTAMP: Final = -1
+INT32_MAX: Final = 0x7FFFFFFF
+DEFAULT_MAX_INDEX_SIZE: Final = 10 * 1024 * 1024  # segment.index.bytes
+
+# Lookups first search the last 8 KiB of entries. Why: the index is appended at its end, and
+# nearly every lookup (consumers and followers at the tail, the append path) targets the most
+# recent entries. A plain binary search over a 10 MiB index starts in the middle and touches
+# pages at 1/2, 1/4, 3/8, ... of the file: pages no tail reader has used for a long time, which
+# the OS may have evicted, so a lookup can stall on a page fault to disk. Worked example with
+# 8-byte entries: 1,310,720 slots; a lookup of the newest offset probes slots 655,360, then
+# 983,040, 1,146,880, ... ~20 pages, most of them cold. With the warm section (8192 / 8 = 1024
+# entries, at most 3 pages of 4 KiB as the section need not be page-aligned) the same lookup
+# first compares against the section's first entry, finds the target is newer, and searches
+# only those 3 pages, which every tail lookup and every append keep hot. 8 KiB of offset
+# index covers about 4 MiB of log at the default index.interval.bytes of 4096, enough for
+# in-sync followers and caught-up consumers. Lookups of older offsets fall back to the whole
+# cold part, as before.
+WARM_SECTION_BYTES: Final = 8192
+
+_INT32_PAIR = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+
+
+class OffsetPosition(NamedTuple):
+    """An offset (absolute) and the .log position of the batch that ends at it."""
+
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    """A timestamp and the (absolute) offset of the batch that holds it."""
+
+    timestamp: int
+    offset: int
+
+
+def round_down_to_exact_multiple(number: int, factor: int) -> int:
+    """``round_down_to_exact_multiple(67, 8) == 64``."""
+    return factor * (number // factor)
+
+
+class AbstractIndex:
+    """What both indexes share: the file, the mmap, the entry count, resizing, the search.
+
+    Subclasses set ``ENTRY_SIZE`` and say how to read an entry's key (what lookups search
+    by) and value (the other column, also searchable).
+    """
+
+    ENTRY_SIZE: ClassVar[int] = 0
+    KIND: ClassVar[str] = "index"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        base_offset: int,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        *,
+        writable: bool = True,
+    ) -> None:
+        self._path = Path(path)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._mmap: mmap.mmap | None = None
+        self._opened = False
+        self._length = 0
+        self._entries = 0
+        self._max_entries = 0
+
+    # -- lazy opening -----------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the file has been opened and mapped (False until first use)."""
+        return self._opened
+
+    def _ensure_open(self) -> None:
+        if not self._opened:
+            self._open()
+
+    def _open(self) -> None:
+        path = self._path
+        try:
+            newly_created = not path.exists()
+            if newly_created and not self.writable:
+                raise KafkaStorageError(f"{self.KIND} file does not exist", path=path)
+            fd = os.open(path, (os.O_RDWR | os.O_CREAT) if self.writable else os.O_RDONLY, 0o644)
+            try:
+                if newly_created:
+                    os.ftruncate(
+                        fd, round_down_to_exact_multiple(self.max_index_size, self.ENTRY_SIZE)
+                    )
+                length = os.fstat(fd).st_size
+                self._mmap = self._map(fd, length)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open {self.KIND} file: {e}", path=path) from e
+        self._length = length
+        # A new file has no entries; an existing one was trimmed to its entries when its
+        # segment stopped being active, so its length counts them.
+        self._entries = 0 if newly_created else length // self.ENTRY_SIZE
+        self._max_entries = length // self.ENTRY_SIZE
+        self._opened = True
+        self._after_entries_changed()
+
+    def _map(self, fd: int, length: int) -> mmap.mmap | None:
+        if length == 0:
+            return None  # mmap cannot map an empty file; an empty index needs no map
+        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+        return mmap.mmap(fd, length, access=access)
+
+    def _after_entries_changed(self) -> None:
+        """Hook for subclasses caching their last entry."""
+
+    # -- sizes ----------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def entries(self) -> int:
+        self._ensure_open()
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        self._ensure_open()
+        return self._max_entries
+
+    @property
+    def length(self) -> int:
+        """The file's length in bytes (preallocated or trimmed)."""
+        self._ensure_open()
+        return self._length
+
+    def size_in_bytes(self) -> int:
+        """Bytes used by entries."""
+        return self.entries * self.ENTRY_SIZE
+
+    def is_full(self) -> bool:
+        self._ensure_open()
+        return self._entries >= self._max_entries
+
+    # -- resizing ---------------------------------------------------------------------------
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length to ``new_size`` rounded down to whole entries.
+
+        Used to trim an index (``trim_to_valid_size``) and to give room back to the index of
+        a segment that becomes active again (``reset``, after truncation). Returns whether the
+        length changed. The entry count never exceeds the new capacity.
+        """
+        self._ensure_open()
+        rounded = round_down_to_exact_multiple(new_size, self.ENTRY_SIZE)
+        if rounded == self._length:
+            return False
+        self._unmap()
+        try:
+            fd = os.open(self._path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, rounded)
+                self._mmap = self._map(fd, rounded)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot resize {self.KIND} file: {e}", path=self._path) from e
+        self._length = rounded
+        self._max_entries = rounded // self.ENTRY_SIZE
+        if self._entries > self._max_entries:
+            self._entries = self._max_entries
+        self._after_entries_changed()
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        """Cut the preallocated tail: the file keeps exactly its entries."""
+        self.resize(self.ENTRY_SIZE * self.entries)
+
+    def reset(self) -> None:
+        """Remove every entry and preallocate again (recovery starts from here)."""
+        self.truncate()
+        self.resize(self.max_index_size)
+
+    def truncate(self) -> None:
+        """Remove every entry (the file keeps its length)."""
+        self._truncate_to_entries(0)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._ensure_open()
+        self._entries = entries
+        self._after_entries_changed()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        if self._mmap is not None:
+            try:
+                self._mmap.flush()
+            except OSError as e:
+                raise KafkaStorageError(f"cannot flush {self.KIND}: {e}", path=self._path) from e
+
+    def close(self) -> None:
+        """Trim to the entries and unmap; the object may be opened again by a later use."""
+        if self._opened:
+            if self.writable:
+                self.trim_to_valid_size()
+            self.close_handler()
+
+    def close_handler(self) -> None:
+        """Unmap without trimming (the dir went offline, or the file is being deleted)."""
+        self._unmap()
+        self._opened = False
+
+    def _unmap(self) -> None:
+        if self._mmap is not None:
+            try:
+                self._mmap.close()
+            except BufferError:
+                # A lookup result never keeps a view of the map, so this means a bug; the map
+                # stays valid until the last view goes, which is safe if wasteful.
+                pass
+            self._mmap = None
+
+    def rename_to(self, path: str | os.PathLike[str]) -> None:
+        """Rename the file (for .deleted, .cleaned, .swap); works whether open or not."""
+        new_path = Path(path)
+        try:
+            os.replace(self._path, new_path)
+        except FileNotFoundError:
+            pass  # an index that was never written (lazy, segment empty) has no file
+        except OSError as e:
+            raise KafkaStorageError(f"cannot rename {self.KIND}: {e}", path=self._path) from e
+        self._path = new_path
+
+    def delete_if_exists(self) -> bool:
+        self.close_handler()
+        try:
+            os.unlink(self._path)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise KafkaStorageError(f"cannot delete {self.KIND}: {e}", path=self._path) from e
+        return True
+
+    # -- search -----------------------------------------------------------------------------
+
+    def _key(self, buffer: mmap.mmap, n: int) -> int:
+        raise NotImplementedError
+
+    def _value(self, buffer: mmap.mmap, n: int) -> int:
+        raise NotImplementedError
+
+    def _index_slot_range_for(self, target: int, by_value: bool) -> tuple[int, int]:
+        """(largest slot with entry <= target, smallest slot with entry >= target); -1 = none.
+
+        With entries [1, 4, 6, 8]: 0 -> (-1, 0); 3 -> (0, 1); 4 -> (1, 1); 9 -> (3, -1).
+        Searches the warm section (the last WARM_SECTION_BYTES of entries) first, see above.
+        """
+        self._ensure_open()
+        entries = self._entries
+        buffer = self._mmap
+        if entries == 0 or buffer is None:
+            return -1, -1
+        read = self._value if by_value else self._key
+
+        def binary_search(begin: int, end: int) -> tuple[int, int]:
+            lo, hi = begin, end
+            while lo < hi:
+                mid = (lo + hi + 1) >> 1
+                found = read(buffer, mid)
+                if found > target:
+                    hi = mid - 1
+                elif found < target:
+                    lo = mid
+                else:
+                    return mid, mid
+            return lo, (-1 if lo == entries - 1 else lo + 1)
+
+        warm_entries = WARM_SECTION_BYTES // self.ENTRY_SIZE
+        first_hot_entry = max(0, entries - 1 - warm_entries)
+        if read(buffer, first_hot_entry) < target:
+            return binary_search(first_hot_entry, entries - 1)
+        if read(buffer, 0) > target:
+            return -1, 0
+        return binary_search(0, first_hot_entry)
+
+    def largest_lower_bound_slot_for(self, target: int, *, by_value: bool = False) -> int:
+        return self._index_slot_range_for(target, by_value)[0]
+
+    def smallest_upper_bound_slot_for(self, target: int, *, by_value: bool = False) -> int:
+        return self._index_slot_range_for(target, by_value)[1]
+
+    def relative_offset(self, offset: int) -> int:
+        """``offset - base_offset``, checked to fit the int32 of an entry."""
+        relative = offset - self.base_offset
+        if not 0 <= relative <= INT32_MAX:
+            raise InvalidOffsetError(
+                f"offset {offset} is not in [{self.base_offset}, "
+                f"{self.base_offset + INT32_MAX}] of the segment",
+                path=self._path,
+            )
+        return relative
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def _writable_map(self) -> mmap.mmap:
+        self._ensure_open()
+        if self._entries >= self._max_entries or self._mmap is None:
+            raise IndexFullError(
+                f"attempt to append to a full {self.KIND} ({self._entries} entries)",
+                path=self._path,
+            )
+        return self._mmap
+
+    def __repr__(self) -> str:
+        state = f"entries={self._entries}" if self._opened else "not opened"
+        return f"{type(self).__name__}(path={str(self._path)!r}, {state})"
+
+
+class OffsetIndex(AbstractIndex):
+    """Maps offsets to .log positions, one entry per ``index.interval.bytes`` of batches.
+
+    An entry (relative_offset, position) says: the batch starting at ``position`` ends at
+    offset ``base_offset + relative_offset``. A lookup gives the position of the largest
+    entry <= the target, from which a short scan of the .log finds the batch.
+    """
+
+    ENTRY_SIZE = 8
+    KIND = "offset index"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        base_offset: int,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        *,
+        writable: bool = True,
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size, writable=writable)
+        self._last_offset = base_offset
+
+    def _key(self, buffer: mmap.mmap, n: int) -> int:
+        return int(_INT32.unpack_from(buffer, n * 8)[0]) + self.base_offset
+
+    def _value(self, buffer: mmap.mmap, n: int) -> int:
+        return int(_INT32.unpack_from(buffer, n * 8 + 4)[0])
+
+    def _after_entries_changed(self) -> None:
+        self._last_offset = self._last_entry().offset
+
+    def _last_entry(self) -> OffsetPosition:
+        if self._entries == 0 or self._mmap is None:
+            return OffsetPosition(self.base_offset, 0)
+        relative, position = _INT32_PAIR.unpack_from(self._mmap, (self._entries - 1) * 8)
+        return OffsetPosition(self.base_offset + relative, position)
+
+    @property
+    def last_offset(self) -> int:
+        """The offset of the last entry, or the base offset when there is none."""
+        self._ensure_open()
+        return self._last_offset
+
+    def last_entry(self) -> OffsetPosition:
+        self._ensure_open()
+        return self._last_entry()
+
+    def entry(self, n: int) -> OffsetPosition:
+        """The n-th entry, with its absolute offset."""
+        self._ensure_open()
+        if not 0 <= n < self._entries or self._mmap is None:
+            raise IndexError(f"entry {n} is out of range of {self._entries} entries")
+        relative, position = _INT32_PAIR.unpack_from(self._mmap, n * 8)
+        return OffsetPosition(self.base_offset + relative, position)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The largest entry whose offset is <= ``target_offset``; (base_offset, 0) if none."""
+        slot = self.largest_lower_bound_slot_for(target_offset)
+        if slot == -1:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(slot)
+
+    def fetch_upper_bound_offset(
+        self, fetch_offset: OffsetPosition, fetch_size: int
+    ) -> OffsetPosition | None:
+        """The first entry at or after position ``fetch_offset.position + fetch_size``."""
+        slot = self.smallest_upper_bound_slot_for(fetch_offset.position + fetch_size, by_value=True)
+        if slot == -1:
+            return None
+        return self.entry(slot)
+
+    def append(self, offset: int, position: int) -> None:
+        """Add (offset, position); offsets must strictly increase.
+
+        Raises InvalidOffsetError for an offset not above the last entry or not relative to
+        this segment, IndexFullError when no slot is free.
+        """
+        buffer = self._writable_map()
+        if self._entries != 0 and offset <= self._last_offset:
+            raise InvalidOffsetError(
+                f"attempt to append offset {offset} to position {self._entries} no larger "
+                f"than the last offset appended ({self._last_offset})",
+                path=self._path,
+            )
+        relative = self.relative_offset(offset)
+        _INT32_PAIR.pack_into(buffer, self._entries * 8, relative, position)
+        self._entries += 1
+        self._last_offset = offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        self._ensure_open()
+        slot = self.largest_lower_bound_slot_for(offset)
+        if slot < 0:
+            new_entries = 0
+        elif self.entry(slot).offset == offset:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError when the file cannot be this segment's offset index."""
+        self._ensure_open()
+        if self._entries != 0 and self._last_offset < self.base_offset:
+            raise CorruptIndexError(
+                f"corrupt offset index: last offset {self._last_offset} is below the base "
+                f"offset {self.base_offset}",
+                path=self._path,
+            )
+        if self._length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"offset index length {self._length} is not a multiple of {self.ENTRY_SIZE}",
+                path=self._path,
+            )
+        previous = -1
+        # Entries are checked for order only at their ends and in the warm section, which is
+        # what a crash can leave wrong; a full scan would make start-up O(index size).
+        start = max(0, self._entries - WARM_SECTION_BYTES // self.ENTRY_SIZE)
+        for n in range(start, self._entries):
+            offset = self.entry(n).offset
+            if offset <= previous:
+                raise CorruptIndexError(
+                    f"corrupt offset index: entry {n} (offset {offset}) does not increase",
+                    path=self._path,
+                )
+            previous = offset
+
+
+class TimeIndex(AbstractIndex):
+    """Maps timestamps to offsets: entry (timestamp, relative_offset) says the records up to
+    ``base_offset + relative_offset`` include one with ``timestamp``, the largest so far.
+
+    An entry is added only when the largest timestamp grows. One slot is always kept free for
+    the entry written when the segment stops being active (the "roll entry", carrying the
+    segment's max timestamp), which is why ``is_full`` says full one slot early.
+    """
+
+    ENTRY_SIZE = 12
+    KIND = "time index"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        base_offset: int,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        *,
+        writable: bool = True,
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size, writable=writable)
+        self._last = TimestampOffset(NO_TIMESTAMP, base_offset)
+
+    def _key(self, buffer: mmap.mmap, n: int) -> int:
+        return int(_INT64.unpack_from(buffer, n * 12)[0])
+
+    def _value(self, buffer: mmap.mmap, n: int) -> int:
+        return int(_INT32.unpack_from(buffer, n * 12 + 8)[0]) + self.base_offset
+
+    def _after_entries_changed(self) -> None:
+        if self._entries == 0 or self._mmap is None:
+            self._last = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        else:
+            timestamp, relative = _TIME_ENTRY.unpack_from(self._mmap, (self._entries - 1) * 12)
+            self._last = TimestampOffset(timestamp, self.base_offset + relative)
+
+    def is_full(self) -> bool:
+        self._ensure_open()
+        return self._entries >= self._max_entries - 1
+
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or (NO_TIMESTAMP, base_offset) when there is none."""
+        self._ensure_open()
+        return self._last
+
+    def entry(self, n: int) -> TimestampOffset:
+        self._ensure_open()
+        if not 0 <= n < self._entries or self._mmap is None:
+            raise IndexError(f"entry {n} is out of range of {self._entries} entries")
+        timestamp, relative = _TIME_ENTRY.unpack_from(self._mmap, n * 12)
+        return TimestampOffset(timestamp, self.base_offset + relative)
+
+    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
+        """Add (timestamp, offset) if ``timestamp`` is larger than the last entry's.
+
+        ``skip_full_check`` lets the roll entry use the slot kept for it. Raises
+        InvalidOffsetError when ``offset`` goes backwards, or the timestamp does.
+        """
+        self._ensure_open()
+        if not skip_full_check and self.is_full():
+            raise IndexFullError(
+                f"attempt to append to a full time index ({self._entries} entries)",
+                path=self._path,
+            )
+        last = self._last
+        if self._entries != 0 and offset < last.offset:
+            raise InvalidOffsetError(
+                f"attempt to append offset {offset} to slot {self._entries} no larger than "
+                f"the last offset appended ({last.offset})",
+                path=self._path,
+            )
+        if self._entries != 0 and timestamp < last.timestamp:
+            raise InvalidOffsetError(
+                f"attempt to append timestamp {timestamp} to slot {self._entries} no larger "
+                f"than the last timestamp appended ({last.timestamp})",
+                path=self._path,
+            )
+        if timestamp > last.timestamp:
+            if self._mmap is None or self._entries >= self._max_entries:
+                raise IndexFullError(
+                    f"no slot left in the time index ({self._entries} entries)", path=self._path
+                )
+            relative = self.relative_offset(offset)
+            _TIME_ENTRY.pack_into(self._mmap, self._entries * 12, timestamp, relative)
+            self._entries += 1
+            self._last = TimestampOffset(timestamp, offset)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The largest entry whose timestamp is <= target; (NO_TIMESTAMP, base_offset) if none.
+
+        Every record up to that entry's offset has a timestamp <= the entry's, hence <= the
+        target, so the first record at or after the target is found by scanning the .log
+        from the batch holding that offset.
+        """
+        slot = self.largest_lower_bound_slot_for(target_timestamp)
+        if slot == -1:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return self.entry(slot)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        self._ensure_open()
+        slot = self.largest_lower_bound_slot_for(offset, by_value=True)
+        if slot < 0:
+            new_entries = 0
+        elif self.entry(slot).offset == offset:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+
+    def sanity_check(self) -> None:
+        self._ensure_open()
+        last = self._last
+        if self._entries != 0 and last.timestamp < self.entry(0).timestamp:
+            raise CorruptIndexError(
+                f"corrupt time index: last timestamp {last.timestamp} is below the first "
+                f"{self.entry(0).timestamp}",
+                path=self._path,
+            )
+        if self._entries != 0 and last.offset < self.base_offset:
+            raise CorruptIndexError(
+                f"corrupt time index: last offset {last.offset} is below the base offset "
+                f"{self.base_offset}",
+                path=self._path,
+            )
+        if self._length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"time index length {self._length} is not a multiple of {self.ENTRY_SIZE}",
+                path=self._path,
+            )
