@@ -2,7 +2,7 @@
 
 Owns the file I/O of .log files: appending batches, slicing without reading (the broker hands
 a ``FileSlice`` to ``os.sendfile``), scanning batches in large chunks, truncating, flushing,
-renaming and deleting. Imports ``josefk.records``, ``josefk.storage.errors`` and ``josefk.storage.offsets`` only; never
+renaming and deleting. Imports ``josefk.records`` and ``josefk.storage.errors`` only; never
 josefk.protocol or josefk.broker.
 
 Byte layout of a .log file::
@@ -34,7 +34,6 @@ from josefk.records.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH, RecordBatch
 from josefk.records.errors import RecordsError
 from josefk.records.record import iter_records
 from josefk.storage.errors import CorruptRecordsError, KafkaStorageError, StorageError
-from josefk.storage.offsets import TimestampAndOffset
 
 # Reading batches 4 MiB at a time keeps the syscalls per batch far below one for the usual
 # 16 KiB to 1 MiB batches, while a chunk still fits comfortably in L2/L3-friendly sizes.
@@ -76,6 +75,16 @@ class LogOffsetPosition(NamedTuple):
     offset: int
     position: int
     size: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """A ListOffsets answer: the timestamp that matched, its offset and the batch's leader
+    epoch (-1 when unknown)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int = -1
 
 
 class FileRecords:

@@ -4,7 +4,7 @@ Owns the segment's files and their names, appending with sparse index entries, r
 file slices, recovery (validate batches, rebuild indexes, truncate the invalid tail),
 truncation, the roll conditions and offset/timestamp lookups within one segment. Imports
 ``josefk.records`` and the rest of ``josefk.storage``'s lower half (errors, file_records,
-index), ``storage.clock`` and ``storage.offsets``; never josefk.protocol, josefk.broker or josefk.metrics.
+index), ``storage.clock``; never josefk.protocol, josefk.broker or josefk.metrics.
 
 A segment of base offset B is three files in the partition directory, named by B as 20
 zero-padded digits (``00000000000000012345.log`` for B = 12345)::
@@ -39,16 +39,50 @@ from josefk.storage.errors import (
     LogSegmentOffsetOverflowError,
     StorageError,
 )
-from josefk.storage.file_records import FileBatch, FileRecords, FileSlice, LogOffsetPosition
+from josefk.storage.file_records import (
+    FileBatch,
+    FileRecords,
+    FileSlice,
+    LogOffsetPosition,
+    TimestampAndOffset,
+)
 from josefk.storage.index import (
     DEFAULT_MAX_INDEX_SIZE,
     INT32_MAX,
     NO_TIMESTAMP,
     OffsetIndex,
+    OffsetPosition,
     TimeIndex,
     TimestampOffset,
 )
-from josefk.storage.offsets import LogOffsetMetadata, TimestampAndOffset
+
+__all__ = [
+    "CLEANED_FILE_SUFFIX",
+    "DEFAULT_INDEX_INTERVAL_BYTES",
+    "DELETED_FILE_SUFFIX",
+    "INDEX_FILE_SUFFIX",
+    "LOG_FILE_SUFFIX",
+    "PRODUCER_SNAPSHOT_FILE_SUFFIX",
+    "SWAP_FILE_SUFFIX",
+    "TIME_INDEX_FILE_SUFFIX",
+    "TXN_INDEX_FILE_SUFFIX",
+    "UNKNOWN_OFFSET",
+    "UNKNOWN_POSITION",
+    "FetchDataInfo",
+    "FileSlice",
+    "LogOffsetMetadata",
+    "LogOffsetPosition",
+    "LogSegment",
+    "OffsetPosition",
+    "RollParams",
+    "TimestampAndOffset",
+    "TimestampOffset",
+    "filename_prefix_from_offset",
+    "log_file",
+    "offset_from_file_name",
+    "offset_index_file",
+    "time_index_file",
+]
 
 LOG_FILE_SUFFIX: Final = ".log"
 INDEX_FILE_SUFFIX: Final = ".index"
@@ -96,6 +130,49 @@ def offset_from_file_name(name: str | os.PathLike[str]) -> int:
 
 
 # -- values -------------------------------------------------------------------------------
+
+
+UNKNOWN_OFFSET: Final = -1
+UNKNOWN_POSITION: Final = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetMetadata:
+    """An offset plus where it is: the base offset of its segment and its byte position there.
+
+    The position lets a fetch count the bytes between two offsets of the same segment
+    (delayed fetch's min_bytes) without touching the index. ``message_offset_only`` metadata
+    (segment unknown, e.g. a high watermark restored from a checkpoint) cannot be compared by
+    position; the log resolves it on demand.
+    """
+
+    message_offset: int
+    segment_base_offset: int = UNKNOWN_OFFSET
+    relative_position_in_segment: int = UNKNOWN_POSITION
+
+    @property
+    def message_offset_only(self) -> bool:
+        return (
+            self.segment_base_offset == UNKNOWN_OFFSET
+            and self.relative_position_in_segment == UNKNOWN_POSITION
+        )
+
+    def on_older_segment(self, that: LogOffsetMetadata) -> bool:
+        """Whether this offset's segment is older than ``that``'s (both must know theirs)."""
+        if self.message_offset_only or that.message_offset_only:
+            raise ValueError(f"{self} cannot compare its segment with {that}")
+        return self.segment_base_offset < that.segment_base_offset
+
+    def on_same_segment(self, that: LogOffsetMetadata) -> bool:
+        if self.message_offset_only or that.message_offset_only:
+            raise ValueError(f"{self} cannot compare its segment with {that}")
+        return self.segment_base_offset == that.segment_base_offset
+
+    def position_diff(self, that: LogOffsetMetadata) -> int:
+        """Bytes from ``that`` to this offset; both must lie on the same segment."""
+        if not self.on_same_segment(that):
+            raise ValueError(f"{self} and {that} are on different segments")
+        return self.relative_position_in_segment - that.relative_position_in_segment
 
 
 @dataclass(frozen=True, slots=True)
