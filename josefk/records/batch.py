@@ -294,10 +294,15 @@ class RecordBatch:
         _UINT32.pack_into(self.buffer, CRC_OFFSET, self.compute_crc())
 
     def __repr__(self) -> str:
+        # repr ends up in error messages about bad batches, so it must not fail on them.
+        if len(self.buffer) < HEADER_SIZE:
+            return f"RecordBatch(<{len(self.buffer)} bytes, shorter than a v2 header>)"
+        codec = self.attributes & _COMPRESSION_MASK
+        name = Compression(codec).name if codec <= Compression.ZSTD else f"unknown({codec})"
         return (
             f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
             f"count={self.record_count}, size={self.size_in_bytes}, "
-            f"compression={self.compression.name})"
+            f"compression={name})"
         )
 
 
