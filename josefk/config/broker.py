@@ -21,8 +21,7 @@ Keys accepted for compatibility and documented as unused: ``num.network.threads`
 ``replica.*`` (until replication lands), the KRaft controller keys and a list of prefixes
 (``ssl.``, ``sasl.``, ``controller.``, ...) that a Kafka ``server.properties`` often carries.
 
-Must not import josefk.broker, josefk.storage or josefk.protocol. ``josefk.config.topic`` is
-imported lazily, only where a LogConfig is built.
+Must not import josefk.broker, josefk.storage or josefk.protocol.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ import re
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -44,8 +43,7 @@ from pydantic import (
     model_validator,
 )
 
-if TYPE_CHECKING:
-    from josefk.config.topic import LogConfig
+from josefk.config.topic import BROKER_DEFAULT_KEYS, LogConfig
 
 __all__ = [
     "ACCEPTED_UNUSED_KEYS",
@@ -836,21 +834,19 @@ class BrokerConfig(BaseModel):
         return tuple(result)
 
     def log_properties(self) -> dict[str, str]:
-        """The ``log.*`` and other topic-default keys, as topic.py's synonym table reads them."""
-        return {
-            key: value
-            for key, value in self.to_properties().items()
-            if key.startswith(("log.", "compression.", "message.max.", "min.insync."))
-            or key == "unclean.leader.election.enable"
-        }
+        """The broker keys that give topic defaults (topic.py's synonym table), as strings.
+
+        Unset nullable keys (``log.retention.ms``, ``log.roll.ms``) are absent, so the table's
+        precedence falls through to the next unit, as Kafka's does.
+        """
+        wanted = _TOPIC_DEFAULT_BROKER_KEYS
+        return {key: value for key, value in self.to_properties().items() if key in wanted}
 
     def default_log_config(self) -> LogConfig:
         """The LogConfig a new topic starts from: Kafka's topic defaults under this broker's
         ``log.*`` settings (``segment.bytes`` <- ``log.segment.bytes``, ``retention.ms`` <-
         ``log.retention.ms``/``minutes``/``hours``, ...), per topic.py's synonym table.
         """
-        from josefk.config.topic import LogConfig
-
         return LogConfig.from_broker_properties(self.log_properties())
 
 
@@ -891,3 +887,6 @@ _KEY_BY_FIELD: Final[dict[str, str]] = {
 }
 _FIELD_BY_KEY: Final[dict[str, str]] = {key: name for name, key in _KEY_BY_FIELD.items()}
 BROKER_CONFIG_KEYS: Final[tuple[str, ...]] = tuple(sorted(_FIELD_BY_KEY))
+_TOPIC_DEFAULT_BROKER_KEYS: Final = frozenset(
+    candidate.key for candidates in BROKER_DEFAULT_KEYS.values() for candidate in candidates
+)
