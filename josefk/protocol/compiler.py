@@ -1,0 +1,889 @@
+"""Turns message declarations into classes and straight-line codecs.
+
+Owns the compilation of a ``josefk.protocol.schema.MessageSpec``:
+
+* **Classes.** One frozen, slotted, keyword-only dataclass per message and per nested struct,
+  generated as source and exec'd once per message. The message class is named after the spec
+  (``ProduceRequest``); each struct class is named after its struct (``TopicProduceData``),
+  with ``__qualname__`` ``ProduceRequest.TopicProduceData``, and is reachable as an attribute
+  of the message class (``ProduceRequest.TopicProduceData``) and of its parent struct. If two
+  different structs of one message share a name, the later one is reachable only through its
+  parent. Every field has a default (its declared default, else the zero value of its type:
+  0, False, "", b"", [], a default instance for structs, None for records), so any subset of
+  fields may be given.
+* **Codecs.** One decoder and one encoder per (message, version), generated as straight-line
+  Python on first use and cached: consecutive fixed-size fields are read and written with one
+  precompiled ``struct.Struct``; strings, arrays and tagged fields are inlined; nested structs
+  get their own generated function per version. Nothing looks at the declaration at run time.
+
+Decoding takes a memoryview and returns the object; ``records`` fields come back as
+memoryview slices of the input (zero copy). Bad bytes raise only ``ProtocolDecodeError``
+subclasses; claimed lengths are checked against the bytes left before anything is allocated.
+
+Encoding appends to a bytearray. ``encode_parts`` instead returns the encoded bytes split
+around ``records`` values, which are passed through untouched, so a caller can hand the
+broker's file slices (any object with ``__len__``) to ``sendfile`` while the rest of the
+response is written from memory.
+
+Imports josefk.protocol.schema, .types and .errors only; no I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+import keyword
+import struct
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from typing import Any, Final
+
+from josefk.protocol import types as t
+from josefk.protocol.errors import (
+    BufferUnderflow,
+    InvalidLength,
+    InvalidString,
+    MalformedData,
+    ProtocolDecodeError,
+    ProtocolEncodeError,
+    UnexpectedNull,
+    UnsupportedVersion,
+)
+from josefk.protocol.schema import MISSING, Field, MessageSpec
+
+Decoder = Callable[[memoryview, int], tuple[Any, int]]
+Encoder = Callable[[bytearray, Any, "list[tuple[int, Any]] | None"], None]
+
+_PY_TYPES: Final = {
+    "bool": "bool",
+    "int8": "int",
+    "int16": "int",
+    "uint16": "int",
+    "int32": "int",
+    "uint32": "int",
+    "int64": "int",
+    "float64": "float",
+    "string": "str",
+    "bytes": "bytes",
+    "records": "bytes | memoryview | None",
+    "uuid": "uuid.UUID",
+}
+
+_ZERO: Final[dict[str, Any]] = {
+    "bool": False,
+    "int8": 0,
+    "int16": 0,
+    "uint16": 0,
+    "int32": 0,
+    "uint32": 0,
+    "int64": 0,
+    "float64": 0.0,
+    "string": "",
+    "bytes": b"",
+    "records": None,
+    "uuid": t.ZERO_UUID,
+}
+
+_INT_TYPES: Final = frozenset({"int8", "int16", "uint16", "int32", "uint32", "int64"})
+
+
+def _coerce_default(f: Field, value: Any) -> Any:
+    """Declared defaults may be written as Kafka's JSON writes them ("-1", "null", "true")."""
+    if value is None:
+        return None
+    if isinstance(value, str) and not f.is_array:
+        kind = f.type
+        if value == "null" and kind != "string":
+            return None
+        if kind in _INT_TYPES:
+            return int(value, 0)
+        if kind == "bool":
+            return value.strip().lower() == "true"
+        if kind == "float64":
+            return float(value)
+        if kind == "uuid":
+            return uuid.UUID(value) if value else t.ZERO_UUID
+        if kind in ("bytes", "records"):
+            return value.encode()
+    if f.type == "uuid" and isinstance(value, bytes | bytearray):
+        return uuid.UUID(bytes=bytes(value))
+    return value
+
+
+@dataclass(slots=True)
+class _StructInfo:
+    """One struct (or the message itself) and the class generated for it."""
+
+    name: str
+    qualname: str
+    fields: tuple[Field, ...]
+    parent: _StructInfo | None
+    index: int
+    cls: Any = None
+    children: list[tuple[Field, _StructInfo]] = dc_field(default_factory=list)
+
+
+class CompiledMessage:
+    """The class and the per-version codecs of one request or response.
+
+    Thread-safe: codecs are generated under a lock the first time a version is used.
+    """
+
+    def __init__(self, spec: MessageSpec) -> None:
+        self.spec = spec
+        self.api_key = spec.api_key
+        self.name = spec.class_name
+        self._structs: list[_StructInfo] = []
+        self._by_field: dict[int, _StructInfo] = {}
+        self._lock = threading.Lock()
+        self._decoders: dict[int, Decoder] = {}
+        self._encoders: dict[int, Encoder] = {}
+        self._sources: dict[int, str] = {}
+        root = _StructInfo(spec.class_name, spec.class_name, spec.fields, None, 0)
+        self._structs.append(root)
+        self._collect(root)
+        self._build_classes()
+        self.cls: Any = root.cls
+        self._root = root
+        # Lets entry points find the codec from an instance (encode_response(body=...)).
+        root.cls.API_KEY = spec.api_key
+        root.cls.KIND = spec.kind
+        root.cls.COMPILED = self
+
+    # -- declarations -> classes -------------------------------------------------------------
+
+    def _collect(self, info: _StructInfo) -> None:
+        seen: set[str] = set()
+        for f in info.fields:
+            if f.name in seen:
+                raise ValueError(f"{info.qualname}: field {f.name!r} declared twice")
+            if not f.name.isidentifier() or keyword.iskeyword(f.name):
+                raise ValueError(f"{info.qualname}: {f.name!r} is not a valid field name")
+            seen.add(f.name)
+            if f.is_struct:
+                name = f.struct_name
+                assert name is not None
+                child = _StructInfo(
+                    name, f"{info.qualname}.{name}", f.fields, info, len(self._structs)
+                )
+                self._structs.append(child)
+                self._by_field[id(f)] = child
+                info.children.append((f, child))
+                self._collect(child)
+
+    def _annotation(self, f: Field) -> str:
+        if f.is_struct:
+            child = self._by_field[id(f)]
+            base = f"{child.name}"
+        else:
+            base = _PY_TYPES[f.element_type]
+        if f.is_array:
+            base = f"list[{base}]"
+        nv = f.nullable_versions
+        nullable = nv.high is None or nv.low <= nv.high
+        if nullable and f.type != "records":
+            base = f"{base} | None"
+        return base
+
+    def _default_of(self, f: Field) -> tuple[str, Any]:
+        """("value", v) or ("factory", callable) for a field's default."""
+        if f.default is not MISSING:
+            value = _coerce_default(f, f.default)
+            if value is None:
+                return ("value", None)
+            if f.is_array:
+                return ("factory", lambda v=tuple(value): list(v))
+            if f.is_struct:
+                return ("value", value)
+            return ("value", value)
+        if f.is_array:
+            return ("factory", list)
+        if f.is_struct:
+            return ("factory", self._by_field[id(f)].cls)
+        return ("value", _ZERO[f.type])
+
+    def _build_classes(self) -> None:
+        # Children first so a parent's default factory can reference its child's class.
+        for info in sorted(self._structs, key=lambda s: -s.qualname.count(".")):
+            ns: dict[str, Any] = {
+                "dataclass": dataclass,
+                "dc_field": dc_field,
+                "uuid": uuid,
+            }
+            lines = [
+                "@dataclass(frozen=True, slots=True, kw_only=True)",
+                f"class {info.name}:",
+                f'    """{info.qualname} of Kafka API {self.api_key}."""',
+            ]
+            for f in info.fields:
+                kind, value = self._default_of(f)
+                ns[f"_d_{f.name}"] = value
+                if kind == "factory":
+                    rhs = f"dc_field(default_factory=_d_{f.name})"
+                else:
+                    rhs = f"_d_{f.name}"
+                lines.append(f"    {f.name}: {self._annotation(f)!r} = {rhs}")
+            exec("\n".join(lines), ns)
+            cls = ns[info.name]
+            cls.__qualname__ = info.qualname
+            cls.__module__ = "josefk.protocol.messages"
+            info.cls = cls
+        root = self._structs[0]
+        attached: set[str] = set()
+        for info in self._structs[1:]:
+            assert info.parent is not None
+            if not hasattr(info.parent.cls, info.name):
+                setattr(info.parent.cls, info.name, info.cls)
+            if info.name not in attached and not hasattr(root.cls, info.name):
+                setattr(root.cls, info.name, info.cls)
+                attached.add(info.name)
+
+    def struct_classes(self) -> dict[str, Any]:
+        """Qualified name -> class, for every struct of this message."""
+        return {info.qualname: info.cls for info in self._structs}
+
+    def struct_info_for(self, f: Field) -> tuple[Any, tuple[Field, ...]]:
+        """The class and fields of a struct-typed field (for value generators in tests)."""
+        info = self._by_field[id(f)]
+        return info.cls, info.fields
+
+    # -- codecs ------------------------------------------------------------------------------
+
+    def check_version(self, version: int) -> None:
+        if not self.spec.valid_versions.contains(version):
+            raise UnsupportedVersion(self.api_key, version)
+
+    def _compile(self, version: int) -> None:
+        with self._lock:
+            if version in self._decoders:
+                return
+            self.check_version(version)
+            gen = _Generator(self, version)
+            source, ns = gen.generate()
+            exec(source, ns)
+            self._sources[version] = source
+            self._encoders[version] = ns[gen.encoder_name(self._structs[0])]
+            self._decoders[version] = ns[gen.decoder_name(self._structs[0])]
+
+    def source(self, version: int) -> str:
+        """The generated codec source for ``version`` (for debugging and curiosity)."""
+        if version not in self._sources:
+            self._compile(version)
+        return self._sources[version]
+
+    def decoder(self, version: int) -> Decoder:
+        fn = self._decoders.get(version)
+        if fn is None:
+            self._compile(version)
+            fn = self._decoders[version]
+        return fn
+
+    def encoder(self, version: int) -> Encoder:
+        fn = self._encoders.get(version)
+        if fn is None:
+            self._compile(version)
+            fn = self._encoders[version]
+        return fn
+
+    def decode_from(self, buf: memoryview, pos: int, version: int) -> tuple[Any, int]:
+        """Decode one message starting at ``pos``; returns it and the position after it."""
+        fn = self._decoders.get(version) or self.decoder(version)
+        try:
+            return fn(buf, pos)
+        except ProtocolDecodeError:
+            raise
+        except Exception as exc:
+            raise translate_decode_error(exc) from None
+
+    def decode(self, data: bytes | bytearray | memoryview, version: int) -> Any:
+        """Decode a whole message body (trailing bytes are ignored, as Kafka does)."""
+        return self.decode_from(as_byte_view(data), 0, version)[0]
+
+    def encode_into(self, out: bytearray, obj: Any, version: int) -> None:
+        """Append the encoding of ``obj`` to ``out`` (records copied in)."""
+        fn = self._encoders.get(version) or self.encoder(version)
+        try:
+            fn(out, obj, None)
+        except ProtocolEncodeError:
+            raise
+        except (struct.error, TypeError, AttributeError, ValueError, OverflowError) as exc:
+            raise ProtocolEncodeError(f"cannot encode {self.name} v{version}: {exc}") from None
+
+    def encode(self, obj: Any, version: int) -> bytes:
+        out = bytearray()
+        self.encode_into(out, obj, version)
+        return bytes(out)
+
+    def encode_parts_into(self, out: bytearray, obj: Any, version: int) -> list[tuple[int, Any]]:
+        """Append ``obj`` to ``out`` leaving records out; returns (position in out, records).
+
+        Each records value belongs at the given position of ``out`` (after its length prefix,
+        which is in ``out``); ``split_parts`` turns the result into the list to write.
+        """
+        fn = self._encoders.get(version) or self.encoder(version)
+        external: list[tuple[int, Any]] = []
+        try:
+            fn(out, obj, external)
+        except ProtocolEncodeError:
+            raise
+        except (struct.error, TypeError, AttributeError, ValueError, OverflowError) as exc:
+            raise ProtocolEncodeError(f"cannot encode {self.name} v{version}: {exc}") from None
+        return external
+
+    def encode_parts(self, obj: Any, version: int) -> list[Any]:
+        """The encoding as a list of buffers: memoryviews of encoded bytes, and each
+        non-empty records value as given (bytes, memoryview, or a file slice object)."""
+        out = bytearray()
+        external = self.encode_parts_into(out, obj, version)
+        return split_parts(out, external)
+
+
+def split_parts(out: bytearray, external: list[tuple[int, Any]]) -> list[Any]:
+    """Interleave slices of ``out`` with the records values recorded by the encoder."""
+    if not external:
+        return [memoryview(out)]
+    view = memoryview(out)
+    parts: list[Any] = []
+    start = 0
+    for position, records in external:
+        if position > start:
+            parts.append(view[start:position])
+        if len(records):
+            parts.append(records)
+        start = position
+    if start < len(out):
+        parts.append(view[start:])
+    return parts
+
+
+def as_byte_view(data: bytes | bytearray | memoryview) -> memoryview:
+    view = memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+def translate_decode_error(exc: BaseException) -> ProtocolDecodeError:
+    """Map what Python raises on bad bytes to the codec's own error types."""
+    if isinstance(exc, ProtocolDecodeError):
+        return exc
+    if isinstance(exc, IndexError | struct.error):
+        return BufferUnderflow(f"input ended early ({exc})")
+    if isinstance(exc, UnicodeDecodeError):
+        return InvalidString(str(exc))
+    if isinstance(exc, MemoryError):
+        return InvalidLength("length too large")
+    return MalformedData(f"{type(exc).__name__}: {exc}")
+
+
+# -- code generation ---------------------------------------------------------------------------
+
+
+class _Generator:
+    """Writes the source of one version's decoders and encoders for all structs."""
+
+    def __init__(self, message: CompiledMessage, version: int) -> None:
+        self.message = message
+        self.version = version
+        self.flexible = message.spec.flexible_versions.contains(version)
+        self.ns: dict[str, Any] = {
+            "_BU": BufferUnderflow,
+            "_IL": InvalidLength,
+            "_UN": UnexpectedNull,
+            "_MD": MalformedData,
+            "_EE": ProtocolEncodeError,
+            "_ruv": t.read_uvarint,
+            "_uvb": t.uvarint_bytes,
+            "_I16": t.INT16,
+            "_I32": t.INT32,
+            "_I8": t.INT8,
+            "_UUID": uuid.UUID,
+            "_unpack_from": struct.unpack_from,
+            "_pack": struct.pack,
+            "_read_string": t.read_string,
+            "_read_bytes": t.read_bytes,
+            "_write_string": t.write_string,
+            "_write_bytes": t.write_bytes,
+        }
+        self._structs: dict[str, str] = {}
+        self._counter = itertools.count()
+        self._min_sizes: dict[int, int] = {}
+
+    def decoder_name(self, info: _StructInfo) -> str:
+        return f"_dec_{info.index}"
+
+    def encoder_name(self, info: _StructInfo) -> str:
+        return f"_enc_{info.index}"
+
+    def _struct(self, fmt: str) -> str:
+        name = self._structs.get(fmt)
+        if name is None:
+            name = f"_S{len(self._structs)}"
+            self._structs[fmt] = name
+            self.ns[name] = struct.Struct(">" + fmt)
+        return name
+
+    def _const(self, value: Any) -> str:
+        name = f"_K{next(self._counter)}"
+        self.ns[name] = value
+        return name
+
+    def _var(self, stem: str) -> str:
+        return f"{stem}{next(self._counter)}"
+
+    # Field classification for this version.
+
+    def _is_tagged(self, f: Field) -> bool:
+        return f.tag is not None and self.flexible and f.tagged_versions.contains(self.version)
+
+    def _regular(self, fields: tuple[Field, ...]) -> list[Field]:
+        return [f for f in fields if f.versions.contains(self.version) and not self._is_tagged(f)]
+
+    def _tagged(self, fields: tuple[Field, ...]) -> list[Field]:
+        return sorted((f for f in fields if self._is_tagged(f)), key=lambda f: f.tag or 0)
+
+    def _nullable(self, f: Field) -> bool:
+        return f.nullable_versions.contains(self.version)
+
+    def _fixed(self, f: Field) -> tuple[str, int] | None:
+        if f.is_array or f.is_struct:
+            return None
+        return t.FIXED_FORMATS.get(f.type)
+
+    def _fixed_of(self, f: Field) -> tuple[str, int]:
+        fixed = self._fixed(f)
+        assert fixed is not None
+        return fixed
+
+    def min_size(self, info: _StructInfo) -> int:
+        """The fewest bytes one encoded instance of ``info`` can take in this version."""
+        cached = self._min_sizes.get(info.index)
+        if cached is not None:
+            return cached
+        size = 1 if self.flexible else 0
+        for f in self._regular(info.fields):
+            fixed = self._fixed(f)
+            if fixed is not None:
+                size += fixed[1]
+            elif f.is_array:
+                size += 1 if self.flexible else 4
+            elif f.is_struct:
+                if self._nullable(f):
+                    size += 1
+                else:
+                    size += self.min_size(self.message._by_field[id(f)])
+            elif f.type == "string":
+                size += 1 if self.flexible else 2
+            else:
+                size += 1 if self.flexible else 4
+        self._min_sizes[info.index] = size
+        return size
+
+    def generate(self) -> tuple[str, dict[str, Any]]:
+        chunks: list[str] = []
+        for info in self.message._structs:
+            chunks.append(self._decoder(info))
+            chunks.append(self._encoder(info))
+        return "\n\n".join(chunks), self.ns
+
+    # -- decoders ----------------------------------------------------------------------------
+
+    def _decoder(self, info: _StructInfo) -> str:
+        cls_name = self._const(info.cls)
+        lines = [f"def {self.decoder_name(info)}(buf, pos):", "    end = len(buf)"]
+        body: list[str] = []
+        regular = self._regular(info.fields)
+        i = 0
+        kwargs: list[str] = []
+        while i < len(regular):
+            f = regular[i]
+            if self._fixed(f) is not None:
+                group = [f]
+                while i + 1 < len(regular) and self._fixed(regular[i + 1]) is not None:
+                    i += 1
+                    group.append(regular[i])
+                self._decode_fixed_group(body, group)
+                kwargs.extend(f"{g.name}=v_{g.name}" for g in group)
+            else:
+                self._decode_field(body, f, f"v_{f.name}", "buf", "pos", "end", 1)
+                kwargs.append(f"{f.name}=v_{f.name}")
+            i += 1
+        tagged = self._tagged(info.fields)
+        if self.flexible:
+            self._decode_tagged_section(body, tagged)
+        lines.extend("    " + line for line in body)
+        args = ", ".join(kwargs)
+        if tagged:
+            args = f"{args}, **kw" if args else "**kw"
+        lines.append(f"    return {cls_name}({args}), pos")
+        return "\n".join(lines)
+
+    def _decode_fixed_group(self, out: list[str], group: list[Field]) -> None:
+        fmt = "".join(self._fixed_of(f)[0] for f in group)
+        size = sum(self._fixed_of(f)[1] for f in group)
+        s = self._struct(fmt)
+        names = ", ".join(f"v_{f.name}" for f in group)
+        if len(group) == 1:
+            out.append(f"v_{group[0].name} = {s}.unpack_from(buf, pos)[0]")
+        else:
+            out.append(f"{names} = {s}.unpack_from(buf, pos)")
+        out.append(f"pos += {size}")
+        for f in group:
+            if f.type == "uuid":
+                out.append(f"v_{f.name} = _UUID(bytes=v_{f.name})")
+
+    def _length(self, out: list[str], var: str, b: str, p: str, wide: bool) -> None:
+        """Read a length prefix into ``var`` (-1 for null, compact lengths already adjusted)."""
+        if self.flexible:
+            out.append(f"{var} = {b}[{p}]")
+            out.append(f"if {var} < 0x80:")
+            out.append(f"    {p} += 1")
+            out.append("else:")
+            out.append(f"    {var}, {p} = _ruv({b}, {p})")
+            out.append(f"{var} -= 1")
+        elif wide:
+            out.append(f"{var} = _I32.unpack_from({b}, {p})[0]")
+            out.append(f"{p} += 4")
+        else:
+            out.append(f"{var} = _I16.unpack_from({b}, {p})[0]")
+            out.append(f"{p} += 2")
+
+    def _null_check(self, out: list[str], n: str, target: str, nullable: bool, what: str) -> None:
+        out.append(f"if {n} < 0:")
+        if nullable:
+            out.append(f"    if {n} != -1:")
+            out.append(f"        raise _IL('negative {what} length %d' % {n})")
+            out.append(f"    {target} = None")
+        else:
+            out.append(f"    if {n} == -1:")
+            out.append(f"        raise _UN('{what} is not nullable here')")
+            out.append(f"    raise _IL('negative {what} length %d' % {n})")
+
+    def _decode_field(
+        self, out: list[str], f: Field, target: str, b: str, p: str, e: str, depth: int
+    ) -> None:
+        """Append statements decoding field ``f`` from ``b`` at ``p`` into ``target``."""
+        nullable = self._nullable(f)
+        if f.is_array:
+            n = self._var("n")
+            self._length(out, n, b, p, wide=True)
+            self._null_check(out, n, target, nullable, f"array {f.name}")
+            out.append("else:")
+            inner: list[str] = []
+            self._decode_array_body(inner, f, target, n, b, p, e, depth)
+            out.extend("    " + line for line in inner)
+            return
+        if f.is_struct:
+            child = self.message._by_field[id(f)]
+            call = f"{target}, {p} = {self.decoder_name(child)}({b}, {p})"
+            if nullable:
+                flag = self._var("flag")
+                out.append(f"{flag} = _I8.unpack_from({b}, {p})[0]")
+                out.append(f"{p} += 1")
+                out.append(f"if {flag} < 0:")
+                out.append(f"    {target} = None")
+                out.append("else:")
+                out.append(f"    {call}")
+            else:
+                out.append(call)
+            return
+        fixed = self._fixed(f)
+        if fixed is not None:
+            s = self._struct(fixed[0])
+            out.append(f"{target} = {s}.unpack_from({b}, {p})[0]")
+            out.append(f"{p} += {fixed[1]}")
+            if f.type == "uuid":
+                out.append(f"{target} = _UUID(bytes={target})")
+            return
+        n = self._var("n")
+        self._length(out, n, b, p, wide=f.type != "string")
+        self._null_check(out, n, target, nullable, f"{f.type} {f.name}")
+        out.append("else:")
+        stop = self._var("stop")
+        out.append(f"    {stop} = {p} + {n}")
+        out.append(f"    if {stop} > {e}:")
+        out.append(f"        raise _BU('{f.name}: %d bytes claimed, %d left' % ({n}, {e} - {p}))")
+        if f.type == "string":
+            out.append(f"    {target} = str({b}[{p}:{stop}], 'utf-8')")
+        elif f.type == "bytes":
+            out.append(f"    {target} = bytes({b}[{p}:{stop}])")
+        else:  # records: a zero-copy slice
+            out.append(f"    {target} = {b}[{p}:{stop}]")
+        out.append(f"    {p} = {stop}")
+
+    def _decode_array_body(
+        self, out: list[str], f: Field, target: str, n: str, b: str, p: str, e: str, depth: int
+    ) -> None:
+        element = f.element_type
+        if f.is_struct:
+            child = self.message._by_field[id(f)]
+            min_size = max(self.min_size(child), 1)
+        elif element in t.FIXED_FORMATS:
+            min_size = t.FIXED_FORMATS[element][1]
+        elif element == "string":
+            min_size = 1 if self.flexible else 2
+        else:
+            min_size = 1 if self.flexible else 4
+        out.append(f"if {n} * {min_size} > {e} - {p}:")
+        out.append(
+            f"    raise _IL('array {f.name} of %d elements cannot fit in %d bytes' % ({n}, {e} - {p}))"
+        )
+        if f.is_struct:
+            child = self.message._by_field[id(f)]
+            item = self._var("it")
+            append = self._var("ap")
+            out.append(f"{target} = []")
+            out.append(f"{append} = {target}.append")
+            out.append(f"for _ in range({n}):")
+            out.append(f"    {item}, {p} = {self.decoder_name(child)}({b}, {p})")
+            out.append(f"    {append}({item})")
+        elif element in t.FIXED_FORMATS and element != "uuid":
+            code, size = t.FIXED_FORMATS[element]
+            out.append(f"{target} = list(_unpack_from('>%d{code}' % {n}, {b}, {p}))")
+            out.append(f"{p} += {n} * {size}")
+        elif element == "uuid":
+            out.append(
+                f"{target} = [_UUID(bytes=bytes({b}[{p} + 16 * i:{p} + 16 * i + 16])) for i in range({n})]"
+            )
+            out.append(f"{p} += {n} * 16")
+        else:
+            item = self._var("it")
+            compact = self.flexible
+            if element == "string":
+                reader = f"_read_string({b}, {p}, compact={compact})"
+            elif element == "bytes":
+                reader = f"_read_bytes({b}, {p}, compact={compact})"
+            else:
+                raise ValueError(f"{f.name}: arrays of {element} are not supported")
+            out.append(f"{target} = []")
+            out.append(f"for _ in range({n}):")
+            out.append(f"    {item}, {p} = {reader}")
+            out.append(f"    {target}.append({item})")
+
+    def _decode_tagged_section(self, out: list[str], tagged: list[Field]) -> None:
+        count = self._var("ntag")
+        out.append(f"{count} = buf[pos]")
+        out.append(f"if {count} < 0x80:")
+        out.append("    pos += 1")
+        out.append("else:")
+        out.append(f"    {count}, pos = _ruv(buf, pos)")
+        if tagged:
+            out.append("kw = {}")
+        out.append(f"if {count}:")
+        body: list[str] = []
+        body.append(f"if {count} > end - pos:")
+        body.append(
+            f"    raise _IL('%d tagged fields cannot fit in %d bytes' % ({count}, end - pos))"
+        )
+        body.append(f"for _ in range({count}):")
+        loop: list[str] = []
+        loop.append("tag, pos = _ruv(buf, pos)")
+        loop.append("size, pos = _ruv(buf, pos)")
+        loop.append("stop = pos + size")
+        loop.append("if stop > end:")
+        loop.append(
+            "    raise _BU('tagged field %d: %d bytes claimed, %d left' % (tag, size, end - pos))"
+        )
+        first = True
+        for f in tagged:
+            loop.append(f"{'if' if first else 'elif'} tag == {f.tag}:")
+            first = False
+            sub: list[str] = []
+            sub.append("tb = buf[pos:stop]")
+            sub.append("tp = 0")
+            sub.append("te = stop - pos")
+            value = self._var("tv")
+            self._decode_field(sub, f, value, "tb", "tp", "te", 2)
+            sub.append(f"kw[{f.name!r}] = {value}")
+            loop.extend("    " + line for line in sub)
+        loop.append("pos = stop")
+        body.extend("    " + line for line in loop)
+        out.extend("    " + line for line in body)
+
+    # -- encoders ----------------------------------------------------------------------------
+
+    def _encoder(self, info: _StructInfo) -> str:
+        lines = [f"def {self.encoder_name(info)}(w, o, ext):"]
+        body: list[str] = []
+        regular = self._regular(info.fields)
+        i = 0
+        while i < len(regular):
+            f = regular[i]
+            if self._fixed(f) is not None:
+                group = [f]
+                while i + 1 < len(regular) and self._fixed(regular[i + 1]) is not None:
+                    i += 1
+                    group.append(regular[i])
+                fmt = "".join(self._fixed_of(g)[0] for g in group)
+                s = self._struct(fmt)
+                args = ", ".join(
+                    f"o.{g.name}.bytes" if g.type == "uuid" else f"o.{g.name}" for g in group
+                )
+                body.append(f"w += {s}.pack({args})")
+            else:
+                value = self._var("v")
+                body.append(f"{value} = o.{f.name}")
+                self._encode_field(body, f, value, "w", "ext")
+            i += 1
+        if self.flexible:
+            self._encode_tagged_section(body, info)
+        if not body:
+            body.append("pass")
+        lines.extend("    " + line for line in body)
+        return "\n".join(lines)
+
+    def _write_length(self, out: list[str], w: str, n: str, wide: bool) -> None:
+        if self.flexible:
+            m = self._var("m")
+            out.append(f"{m} = {n} + 1")
+            out.append(f"if {m} < 0x80:")
+            out.append(f"    {w}.append({m})")
+            out.append("else:")
+            out.append(f"    {w} += _uvb({m})")
+        elif wide:
+            out.append(f"{w} += _I32.pack({n})")
+        else:
+            out.append(f"{w} += _I16.pack({n})")
+
+    def _write_null(self, out: list[str], w: str, wide: bool) -> None:
+        if self.flexible:
+            out.append(f"{w}.append(0)")
+        elif wide:
+            out.append(f"{w} += b'\\xff\\xff\\xff\\xff'")
+        else:
+            out.append(f"{w} += b'\\xff\\xff'")
+
+    def _encode_field(self, out: list[str], f: Field, v: str, w: str, ext: str) -> None:
+        nullable = self._nullable(f)
+        inner: list[str] = []
+        if f.is_array:
+            wide = True
+        elif f.is_struct:
+            wide = False
+        else:
+            wide = f.type != "string"
+        if nullable:
+            out.append(f"if {v} is None:")
+            if f.is_struct and not f.is_array:
+                out.append(f"    {w} += b'\\xff'")
+            else:
+                self._write_null_indented(out, w, wide)
+            out.append("else:")
+        if f.is_array:
+            n = self._var("n")
+            inner.append(f"{n} = len({v})")
+            self._write_length(inner, w, n, wide=True)
+            self._encode_array_items(inner, f, v, w, ext)
+        elif f.is_struct:
+            child = self.message._by_field[id(f)]
+            if nullable:
+                inner.append(f"{w}.append(1)")
+            inner.append(f"{self.encoder_name(child)}({w}, {v}, {ext})")
+        elif f.type == "string":
+            data = self._var("s")
+            n = self._var("n")
+            inner.append(f"{data} = {v}.encode()")
+            inner.append(f"{n} = len({data})")
+            self._write_length(inner, w, n, wide=False)
+            inner.append(f"{w} += {data}")
+        elif f.type == "bytes":
+            n = self._var("n")
+            inner.append(f"{n} = len({v})")
+            self._write_length(inner, w, n, wide=True)
+            inner.append(f"{w} += {v}")
+        elif f.type == "records":
+            n = self._var("n")
+            inner.append(f"{n} = len({v})")
+            self._write_length(inner, w, n, wide=True)
+            inner.append(f"if {ext} is None:")
+            inner.append(f"    {w} += {v}")
+            inner.append("else:")
+            inner.append(f"    {ext}.append((len({w}), {v}))")
+        else:
+            fixed = self._fixed(f)
+            assert fixed is not None
+            s = self._struct(fixed[0])
+            arg = f"{v}.bytes" if f.type == "uuid" else v
+            inner.append(f"{w} += {s}.pack({arg})")
+        if nullable:
+            out.extend("    " + line for line in inner)
+        else:
+            out.extend(inner)
+
+    def _write_null_indented(self, out: list[str], w: str, wide: bool) -> None:
+        tmp: list[str] = []
+        self._write_null(tmp, w, wide)
+        out.extend("    " + line for line in tmp)
+
+    def _encode_array_items(self, out: list[str], f: Field, v: str, w: str, ext: str) -> None:
+        element = f.element_type
+        item = self._var("it")
+        if f.is_struct:
+            child = self.message._by_field[id(f)]
+            out.append(f"for {item} in {v}:")
+            out.append(f"    {self.encoder_name(child)}({w}, {item}, {ext})")
+        elif element in t.FIXED_FORMATS and element != "uuid":
+            code = t.FIXED_FORMATS[element][0]
+            out.append(f"{w} += _pack('>%d{code}' % len({v}), *{v})")
+        elif element == "uuid":
+            out.append(f"for {item} in {v}:")
+            out.append(f"    {w} += {item}.bytes")
+        elif element == "string":
+            out.append(f"for {item} in {v}:")
+            out.append(f"    if {item} is None:")
+            out.append(f"        raise _EE('{f.name}: null element')")
+            out.append(f"    _write_string({w}, {item}, compact={self.flexible})")
+        elif element == "bytes":
+            out.append(f"for {item} in {v}:")
+            out.append(f"    if {item} is None:")
+            out.append(f"        raise _EE('{f.name}: null element')")
+            out.append(f"    _write_bytes({w}, {item}, compact={self.flexible})")
+        else:
+            raise ValueError(f"{f.name}: arrays of {element} are not supported")
+
+    def _encode_tagged_section(self, out: list[str], info: _StructInfo) -> None:
+        tagged = self._tagged(info.fields)
+        if not tagged:
+            out.append("w.append(0)")
+            return
+        out.append("tg = []")
+        for f in tagged:
+            kind, default = self.message._default_of(f)
+            if kind == "factory":
+                default = default()
+            d = self._const(default)
+            v = self._var("v")
+            out.append(f"{v} = o.{f.name}")
+            out.append(f"if {v} != {d}:")
+            sub: list[str] = ["tw = bytearray()"]
+            self._encode_field(sub, f, v, "tw", "None")
+            sub.append(f"tg.append(({f.tag}, tw))")
+            out.extend("    " + line for line in sub)
+        out.append("if tg:")
+        out.append("    w += _uvb(len(tg))")
+        out.append("    for tag, tw in tg:")
+        out.append("        w += _uvb(tag)")
+        out.append("        w += _uvb(len(tw))")
+        out.append("        w += tw")
+        out.append("else:")
+        out.append("    w.append(0)")
+
+
+_CACHE: dict[int, tuple[MessageSpec, CompiledMessage]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def compile_message(spec: MessageSpec) -> CompiledMessage:
+    """The compiled form of ``spec``, built once and cached for the life of the process."""
+    hit = _CACHE.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    with _CACHE_LOCK:
+        hit = _CACHE.get(id(spec))
+        if hit is not None and hit[0] is spec:
+            return hit[1]
+        compiled = CompiledMessage(spec)
+        _CACHE[id(spec)] = (spec, compiled)
+        return compiled
