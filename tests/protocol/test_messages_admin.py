@@ -283,8 +283,8 @@ def _field(spec: MessageSpec, dotted: str) -> Field:
         (describe_cluster.RESPONSE, "brokers.is_fenced", "2+", None, False, None),
         (describe_cluster.RESPONSE, "cluster_authorized_operations", "0+", None, -(2**31), None),
         (describe_topic_partitions.REQUEST, "response_partition_limit", "0+", None, 2000, None),
-        (describe_topic_partitions.REQUEST, "cursor", "0+", "0+", MISSING, None),
-        (describe_topic_partitions.RESPONSE, "next_cursor", "0+", "0+", MISSING, None),
+        (describe_topic_partitions.REQUEST, "cursor", "0+", "0+", None, None),
+        (describe_topic_partitions.RESPONSE, "next_cursor", "0+", "0+", None, None),
         (
             describe_topic_partitions.RESPONSE,
             "topics.partitions.eligible_leader_replicas",

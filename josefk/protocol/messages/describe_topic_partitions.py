@@ -6,6 +6,8 @@ stops after ``response_partition_limit`` partitions and ``next_cursor`` says whe
 request should start.
 """
 
+from dataclasses import replace
+
 from josefk.protocol.schema import Field, array, field, request, response, struct
 
 # INT32_MIN: "authorized operations were not requested".
@@ -13,7 +15,8 @@ _OPERATIONS_NOT_REQUESTED = -(2**31)
 
 
 def _cursor(name: str) -> Field:
-    return struct(
+    # struct() takes no default; Kafka's is null (no cursor), not an empty Cursor.
+    cursor = struct(
         name,
         "Cursor",
         "0+",
@@ -23,6 +26,7 @@ def _cursor(name: str) -> Field:
         ],
         nullable="0+",
     )
+    return replace(cursor, default=None)
 
 
 REQUEST = request(
