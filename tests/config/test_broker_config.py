@@ -241,7 +241,7 @@ def test_inconsistent_settings_name_the_key(props: dict[str, str], key: str, wor
 
 
 def test_unknown_key_is_refused_by_the_model() -> None:
-    with pytest.raises(BrokerConfigError, match="no.such.key"):
+    with pytest.raises(BrokerConfigError, match=r"no\.such\.key"):
         BrokerConfig.from_properties({"no.such.key": "1"})
 
 
