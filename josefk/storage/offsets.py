@@ -1,8 +1,8 @@
 """Small value types the partition log hands out: offsets with their position, append results.
 
-Owns ``TopicPartition`` (and the ``<topic>-<partition>`` directory name), ``LogOffsetMetadata``
-(an offset with the base offset and byte position of its segment), ``FetchIsolation``,
-``LogAppendInfo``, ``TimestampAndOffset`` and the special ListOffsets timestamps. Imports
+Owns ``TopicPartition`` (and the ``<topic>-<partition>`` directory name), ``FetchIsolation``,
+``LogAppendInfo`` and the special ListOffsets timestamps (``LogOffsetMetadata`` and
+``FetchDataInfo`` live with the segment that produces them, in josefk.storage.segment). Imports
 nothing from josefk; the broker and the storage layer both use these without further imports.
 """
 
@@ -56,45 +56,6 @@ def is_legal_topic_name(topic: str) -> bool:
     return topic not in (".", "..") and _LEGAL_TOPIC.fullmatch(topic) is not None
 
 
-@dataclass(frozen=True, slots=True)
-class LogOffsetMetadata:
-    """An offset plus where it is: the base offset of its segment and its byte position there.
-
-    The position lets a fetch compute how many bytes lie between two offsets of the same
-    segment (delayed fetch's min_bytes) without touching the index. ``message_offset_only``
-    metadata (segment unknown, e.g. a high watermark restored from a checkpoint) cannot be
-    compared by position; the log resolves it on demand.
-    """
-
-    message_offset: int
-    segment_base_offset: int = UNKNOWN_OFFSET
-    relative_position_in_segment: int = UNKNOWN_POSITION
-
-    @property
-    def message_offset_only(self) -> bool:
-        return (
-            self.segment_base_offset == UNKNOWN_OFFSET
-            and self.relative_position_in_segment == UNKNOWN_POSITION
-        )
-
-    def on_older_segment(self, that: LogOffsetMetadata) -> bool:
-        """Whether this offset's segment is older than ``that``'s (both must know theirs)."""
-        if self.message_offset_only or that.message_offset_only:
-            raise ValueError(f"{self} cannot compare its segment with {that}")
-        return self.segment_base_offset < that.segment_base_offset
-
-    def on_same_segment(self, that: LogOffsetMetadata) -> bool:
-        if self.message_offset_only or that.message_offset_only:
-            raise ValueError(f"{self} cannot compare its segment with {that}")
-        return self.segment_base_offset == that.segment_base_offset
-
-    def position_diff(self, that: LogOffsetMetadata) -> int:
-        """Bytes from ``that`` to this offset; both must lie on the same segment."""
-        if not self.on_same_segment(that):
-            raise ValueError(f"{self} and {that} are on different segments")
-        return self.relative_position_in_segment - that.relative_position_in_segment
-
-
 class FetchIsolation(enum.Enum):
     """How far a read may go: the log end (followers), the high watermark (consumers with
     read_uncommitted) or the last stable offset (read_committed)."""
@@ -127,13 +88,3 @@ class LogAppendInfo:
     @property
     def num_messages(self) -> int:
         return self.last_offset - self.first_offset + 1
-
-
-@dataclass(frozen=True, slots=True)
-class TimestampAndOffset:
-    """A ListOffsets answer: the offset found, the timestamp that matched and the batch's
-    leader epoch (-1 when unknown)."""
-
-    timestamp: int
-    offset: int
-    leader_epoch: int = -1

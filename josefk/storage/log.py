@@ -1,0 +1,1307 @@
+"""The partition log: the segments of one ``<topic>-<partition>`` directory and its offsets.
+
+Owns ``Log``: loading a partition directory (leftover files, recovery of an unclean tail), the
+sorted map of segments, the key offsets (log start offset, high watermark, recovery point, log
+end offset), appends as leader and as follower, reads with isolation, rolling, truncation,
+prefix deletion (DeleteRecords, retention) and offset lookups by timestamp; plus the errors
+only the log raises. Imports josefk.records, josefk.config.topic and the rest of
+josefk.storage; never josefk.protocol, josefk.broker or josefk.metrics.
+
+The key offsets, in the order they must always keep::
+
+    log_start_offset <= high_watermark <= log_end_offset
+    recovery_point <= log_end_offset
+
+    offsets:  0 ........ 100 ....... 180 ........... 250 ......... 300
+              |          |           |               |             |
+        first segment  log_start   recovery_point  high_watermark  log_end_offset (LEO)
+        base offset    (visible     (everything     (replicated;    (the next offset
+                       from here)   below is        consumers see   to assign; no record
+                                    fsynced)        below it)       is at the LEO itself)
+
+Segments are kept by base offset: each segment's base offset is <= every offset in it and >
+every offset in earlier segments, so the segment holding offset O is the one with the
+greatest base offset <= O (``floor_segment``).
+
+Concurrency contract: a Log lives on one asyncio event loop and every method is synchronous:
+none of them awaits, so no task ever sees half an append, roll, truncation or deletion. The
+only ``async`` methods, ``flush_async`` and ``delete_old_segments`` callers' file removal,
+split their work into a synchronous snapshot on the loop, blocking I/O in an executor thread
+(fsync, unlink) that touches only segments already chosen, and a synchronous bookkeeping step
+back on the loop. ``Log.load`` is blocking and runs before the log is shared (the LogManager
+runs many loads in a thread pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import concurrent.futures
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Final
+
+from josefk.config.topic import LogConfig
+from josefk.records.batch import (
+    NO_TIMESTAMP,
+    RecordBatch,
+    TimestampType,
+    peek_batch_size,
+)
+from josefk.records.errors import CorruptRecordError, InvalidRecordError, RecordsError
+from josefk.storage.clock import Clock, JitterSource, SystemClock
+from josefk.storage.errors import (
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+)
+from josefk.storage.file_records import FileRecords, TimestampAndOffset
+from josefk.storage.offsets import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    FetchIsolation,
+    LogAppendInfo,
+    TopicPartition,
+)
+from josefk.storage.scheduler import Scheduler
+from josefk.storage.segment import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    FetchDataInfo,
+    LogOffsetMetadata,
+    LogSegment,
+    RollParams,
+    log_file,
+    offset_from_file_name,
+    offset_index_file,
+    time_index_file,
+)
+
+_log = logging.getLogger(__name__)
+
+LONG_MAX: Final = (1 << 63) - 1
+
+IoErrorHandler = Callable[[Path, BaseException], None]
+
+
+# -- errors only the log raises ---------------------------------------------------------------
+
+
+class RecordBatchTooLargeError(RecordTooLargeError):
+    """An append larger than ``segment.bytes``: no segment could ever hold it."""
+
+
+class InvalidTimestampError(StorageError):
+    """A CreateTime batch's timestamp is outside message.timestamp.before/after.max.ms of now."""
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append starts below the log end offset (the follower must truncate first)."""
+
+    def __init__(self, message: str, *, first_offset: int, last_offset: int, path: Path) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        super().__init__(message, path=path)
+
+
+class OffsetsOutOfOrderError(StorageError):
+    """A follower append whose batches' offsets do not strictly increase."""
+
+
+class LogClosedError(StorageError):
+    """The log was closed or deleted, or its log dir went offline."""
+
+
+# -- the log ----------------------------------------------------------------------------------
+
+
+class Log:
+    """One partition's log: segments by base offset, key offsets, append, read, retention.
+
+    Build with ``Log.load``. See the module docstring for the offsets' invariants and the
+    concurrency contract.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        topic_partition: TopicPartition,
+        segments: Sequence[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        clock: Clock,
+        jitter: JitterSource,
+        scheduler: Scheduler | None,
+        executor: concurrent.futures.Executor | None,
+        on_io_error: IoErrorHandler | None,
+    ) -> None:
+        if not segments:
+            raise ValueError("a log has at least one segment")
+        self._dir = directory
+        self._config = config
+        self.topic_partition = topic_partition
+        self._clock = clock
+        self._jitter = jitter
+        self._scheduler = scheduler
+        self._executor = executor
+        self._on_io_error = on_io_error
+        self._segments: dict[int, LogSegment] = {s.base_offset: s for s in segments}
+        self._base_offsets: list[int] = sorted(self._segments)
+        self._closed = False
+        self._offline = False
+        self.last_flush_time_ms = clock.milliseconds()
+        active = self.active_segment
+        self._next_offset_metadata = LogOffsetMetadata(
+            active.read_next_offset(), active.base_offset, active.size()
+        )
+        self._log_start_offset = max(log_start_offset, self._base_offsets[0])
+        self._recovery_point = min(recovery_point, self.log_end_offset)
+        self._high_watermark_metadata = LogOffsetMetadata(self._log_start_offset)
+
+    # -- loading ------------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        directory: str | os.PathLike[str],
+        config: LogConfig,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        had_clean_shutdown: bool = False,
+        clock: Clock | None = None,
+        jitter: JitterSource | None = None,
+        scheduler: Scheduler | None = None,
+        executor: concurrent.futures.Executor | None = None,
+        on_io_error: IoErrorHandler | None = None,
+    ) -> Log:
+        """Open (creating if needed) the partition directory and load its segments.
+
+        Blocking: run it in a worker thread when on the event loop. Leftovers of interrupted
+        operations are handled as Kafka does: ``.deleted`` and ``.cleaned`` files are removed,
+        a ``.log.swap`` (a finished compaction whose rename was cut short) replaces the
+        segments it covers, index files without a ``.log`` are removed. Unless the log dir
+        had a clean shutdown, every segment from the one holding ``recovery_point`` onwards
+        is recovered (batches validated, indexes rebuilt); the first segment found with an
+        invalid tail is truncated there and every later segment deleted.
+
+        Raises KafkaStorageError (naming the path) on an I/O error.
+        """
+        path = Path(directory)
+        clock = clock if clock is not None else SystemClock()
+        jitter = jitter if jitter is not None else JitterSource()
+        topic_partition = TopicPartition.from_dir_name(path.name)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            needs_recovery = _remove_temp_files_and_complete_swaps(path)
+            segments: dict[int, LogSegment] = {}
+            for log_path in sorted(path.glob(f"*{LOG_FILE_SUFFIX}")):
+                try:
+                    base_offset = offset_from_file_name(log_path.name)
+                except ValueError:
+                    _log.warning("ignoring %s: not named after an offset", log_path)
+                    continue
+                segment = _open_segment(path, base_offset, config, clock, jitter, exists=True)
+                segments[base_offset] = segment
+                if (
+                    not offset_index_file(path, base_offset).exists()
+                    or not time_index_file(path, base_offset).exists()
+                ):
+                    needs_recovery.add(base_offset)
+            bases = sorted(segments)
+            if not had_clean_shutdown:
+                first = bisect.bisect_right(bases, recovery_point) - 1
+                needs_recovery.update(bases[max(first, 0) :])
+            for position, base_offset in enumerate(bases):
+                if base_offset not in needs_recovery or base_offset not in segments:
+                    continue
+                truncated = segments[base_offset].recover(config.max_message_bytes)
+                if truncated > 0:
+                    _log.warning(
+                        "%s: truncated %d invalid bytes at the end of segment %d",
+                        topic_partition,
+                        truncated,
+                        base_offset,
+                    )
+                    # Everything after corruption is unreachable by offset order: drop it.
+                    for later in bases[position + 1 :]:
+                        doomed = segments.pop(later)
+                        doomed.close_handlers()
+                        doomed.delete_if_exists()
+                    break
+            bases = sorted(segments)
+            if bases:
+                active = segments[bases[-1]]
+                if active.read_next_offset() < log_start_offset:
+                    # The checkpoint says records were deleted beyond what is on disk
+                    # (DeleteRecords then a crash before retention ran): start afresh there.
+                    for segment in segments.values():
+                        segment.close_handlers()
+                        segment.delete_if_exists()
+                    segments.clear()
+                    bases = []
+            if not bases:
+                segments[log_start_offset] = _open_segment(
+                    path, log_start_offset, config, clock, jitter, exists=False
+                )
+                bases = [log_start_offset]
+            segments[bases[-1]].resize_indexes(config.segment_index_bytes)
+            log = cls(
+                path,
+                config,
+                topic_partition=topic_partition,
+                segments=[segments[b] for b in bases],
+                log_start_offset=log_start_offset,
+                recovery_point=recovery_point,
+                clock=clock,
+                jitter=jitter,
+                scheduler=scheduler,
+                executor=executor,
+                on_io_error=on_io_error,
+            )
+        except OSError as exc:
+            raise KafkaStorageError(f"error while loading log: {exc}", path=path) from exc
+        if had_clean_shutdown:
+            log._recovery_point = log.log_end_offset
+        return log
+
+    # -- simple accessors -----------------------------------------------------------------------
+
+    @property
+    def dir(self) -> Path:
+        return self._dir
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """Swap in a new topic config; it applies from the next append or roll."""
+        self._config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset_metadata.message_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._next_offset_metadata
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark_metadata.message_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset a read_committed consumer may not see yet.
+
+        josefk has no transaction state yet, so no transaction is open and the last stable
+        offset is the high watermark (Kafka's value when no transaction is ongoing).
+        """
+        return self.high_watermark
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self._recovery_point
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[self._base_offsets[-1]]
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._base_offsets)
+
+    def log_segments(self) -> list[LogSegment]:
+        """Every segment, oldest first (a copy: callers may hold it across appends)."""
+        return [self._segments[b] for b in self._base_offsets]
+
+    def segments_in_range(self, from_offset: int, to_offset: int) -> list[LogSegment]:
+        """Segments that may hold offsets in [from_offset, to_offset), oldest first."""
+        if from_offset > to_offset:
+            raise ValueError(f"invalid range [{from_offset}, {to_offset})")
+        first = max(bisect.bisect_right(self._base_offsets, from_offset) - 1, 0)
+        end = bisect.bisect_left(self._base_offsets, to_offset)
+        return [self._segments[b] for b in self._base_offsets[first:end]]
+
+    def floor_segment(self, offset: int) -> LogSegment | None:
+        """The segment with the greatest base offset <= ``offset``."""
+        position = bisect.bisect_right(self._base_offsets, offset)
+        return self._segments[self._base_offsets[position - 1]] if position else None
+
+    def higher_segment(self, base_offset: int) -> LogSegment | None:
+        """The first segment with a base offset > ``base_offset``."""
+        position = bisect.bisect_right(self._base_offsets, base_offset)
+        if position < len(self._base_offsets):
+            return self._segments[self._base_offsets[position]]
+        return None
+
+    def size(self) -> int:
+        """Bytes of all segments' .log files."""
+        return sum(s.size() for s in self._segments.values())
+
+    @property
+    def is_offline(self) -> bool:
+        return self._offline
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic_partition}, start={self._log_start_offset}, "
+            f"hw={self.high_watermark}, leo={self.log_end_offset}, "
+            f"segments={len(self._base_offsets)})"
+        )
+
+    # -- I/O error handling ------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._offline:
+            raise KafkaStorageError(
+                f"log {self.topic_partition} is unavailable: its log dir is offline",
+                path=self._dir,
+            )
+        if self._closed:
+            raise LogClosedError(f"log {self.topic_partition} is closed", path=self._dir)
+
+    @contextlib.contextmanager
+    def _io(self, what: str) -> Iterator[None]:
+        """Turn an I/O error into KafkaStorageError and report the log dir as failed."""
+        self._check_usable()
+        try:
+            yield
+        except KafkaStorageError as exc:
+            self._report_io_error(exc)
+            raise
+        except OSError as exc:
+            error = KafkaStorageError(
+                f"error while {what} for {self.topic_partition}: {exc.strerror or exc}",
+                path=self._dir,
+            )
+            self._report_io_error(error)
+            raise error from exc
+
+    def _report_io_error(self, error: BaseException) -> None:
+        self._offline = True
+        if self._on_io_error is not None:
+            self._on_io_error(self._dir.parent, error)
+
+    def mark_offline(self) -> None:
+        """The log dir failed: every later call raises KafkaStorageError. Closes the fds."""
+        if self._offline:
+            return
+        self._offline = True
+        for segment in self._segments.values():
+            with contextlib.suppress(Exception):
+                segment.close_handlers()
+
+    # -- high watermark ----------------------------------------------------------------------------
+
+    def update_high_watermark(self, high_watermark: int) -> int:
+        """Set the high watermark, clamped to [log start offset, log end offset]; returns it.
+
+        Followers call this with the leader's high watermark, which may be ahead of their own
+        log end offset or behind their log start offset, hence the clamp. The position is
+        kept only when the HW lands on the LEO (otherwise it is resolved lazily on read).
+        """
+        if high_watermark < self._log_start_offset:
+            new = self._log_start_offset
+        elif high_watermark > self.log_end_offset:
+            new = self.log_end_offset
+        else:
+            new = high_watermark
+        if new == self.log_end_offset:
+            self._high_watermark_metadata = self._next_offset_metadata
+        else:
+            self._high_watermark_metadata = LogOffsetMetadata(new)
+        return new
+
+    def maybe_increment_high_watermark(
+        self, new_high_watermark: LogOffsetMetadata
+    ) -> LogOffsetMetadata | None:
+        """Advance the high watermark (leader side); it never moves back.
+
+        Returns the old value when it moved, else None. The same offset on a newer segment
+        also counts as a move, so that the stored position stays valid after a roll. Raises
+        ValueError past the log end offset.
+        """
+        if new_high_watermark.message_offset > self.log_end_offset:
+            raise ValueError(
+                f"high watermark {new_high_watermark} update exceeds the log end offset "
+                f"{self._next_offset_metadata} of {self.topic_partition}"
+            )
+        old = self._high_watermark_metadata
+        if old.message_offset < new_high_watermark.message_offset or (
+            old.message_offset == new_high_watermark.message_offset
+            and not old.message_offset_only
+            and not new_high_watermark.message_offset_only
+            and old.on_older_segment(new_high_watermark)
+        ):
+            self._high_watermark_metadata = new_high_watermark
+            return old
+        return None
+
+    def fetch_high_watermark_metadata(self) -> LogOffsetMetadata:
+        """The high watermark with its segment and position, resolving them if unknown."""
+        self._check_usable()
+        metadata = self._high_watermark_metadata
+        if metadata.message_offset_only:
+            metadata = self.convert_to_offset_metadata(metadata.message_offset)
+            self._high_watermark_metadata = metadata
+        return metadata
+
+    def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """The segment and position of the batch holding ``offset`` (OffsetOutOfRange if none)."""
+        if offset == self.log_end_offset:
+            return self._next_offset_metadata
+        info = self.read(offset, 1, FetchIsolation.LOG_END, min_one_message=False)
+        return info.fetch_offset_metadata
+
+    def _update_log_end_offset(self, offset: int) -> None:
+        active = self.active_segment
+        self._next_offset_metadata = LogOffsetMetadata(offset, active.base_offset, active.size())
+        if self.high_watermark >= offset:
+            self._high_watermark_metadata = self._next_offset_metadata
+        if self._recovery_point > offset:
+            self._recovery_point = offset
+
+    def _update_log_start_offset(self, offset: int) -> None:
+        self._log_start_offset = offset
+        if self.high_watermark < offset:
+            self.update_high_watermark(offset)
+        if self._recovery_point < offset:
+            self._recovery_point = offset
+
+    # -- append -------------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        records: memoryview | bytearray,
+        leader_epoch: int,
+        *,
+        validate_timestamps: bool = True,
+    ) -> LogAppendInfo:
+        """Validate the producer's batches, assign their offsets in place and append them.
+
+        The twelve steps of Kafka's append, per batch and never per record: check each
+        batch (size, magic, CRC, record count, ``max.message.bytes``, timestamp bounds for
+        CreateTime), then write into the caller's buffer the base offset (from the LEO),
+        the partition leader epoch and, under LogAppendTime, the broker's time with the CRC
+        recomputed; roll when a roll condition holds; append to the active segment; advance
+        the LEO; flush when ``flush.messages`` unflushed records have built up.
+
+        ``records`` must be writable (a bytearray or a writable memoryview), as the offsets
+        are assigned in it. Nothing is written to disk if any batch is invalid. Raises
+        CorruptRecordError / InvalidRecordError (records layer), RecordTooLargeError,
+        RecordBatchTooLargeError, InvalidTimestampError, KafkaStorageError.
+        """
+        view = records if isinstance(records, memoryview) else memoryview(records)
+        if view.readonly:
+            raise ValueError("append_as_leader needs a writable buffer to assign offsets in")
+        with self._io("appending"):
+            batches = self._split_exact(view)
+            config = self._config
+            now = self._clock.milliseconds()
+            log_append_time = config.log_append_time
+            max_bytes = config.max_message_bytes
+            before_max = config.message_timestamp_before_max_ms
+            after_max = config.message_timestamp_after_max_ms
+            record_count = 0
+            for batch in batches:
+                batch.ensure_valid_from_producer()
+                size = batch.size_in_bytes
+                if size > max_bytes:
+                    raise RecordTooLargeError(
+                        f"batch of {size} bytes exceeds max.message.bytes {max_bytes} "
+                        f"of {self.topic_partition}",
+                        path=self._dir,
+                    )
+                if validate_timestamps and not log_append_time:
+                    _check_timestamps(batch, now, before_max, after_max, self._dir)
+                record_count += batch.record_count
+            first_offset = self.log_end_offset
+            next_offset = first_offset
+            max_timestamp = NO_TIMESTAMP
+            offset_of_max_timestamp = -1
+            last_offset_of_first_batch = -1
+            for batch in batches:
+                batch.set_base_offset(next_offset)
+                batch.set_partition_leader_epoch(leader_epoch)
+                if log_append_time:
+                    batch.set_log_append_time(now)
+                last = next_offset + batch.last_offset_delta
+                if last_offset_of_first_batch < 0:
+                    last_offset_of_first_batch = last
+                batch_max = batch.max_timestamp
+                if batch_max > max_timestamp:
+                    max_timestamp, offset_of_max_timestamp = batch_max, last
+                next_offset = last + 1
+            last_offset = next_offset - 1
+            if log_append_time:
+                max_timestamp, offset_of_max_timestamp = now, last_offset
+            self._append_to_segment(
+                view, first_offset, last_offset, max_timestamp, offset_of_max_timestamp
+            )
+            return LogAppendInfo(
+                first_offset=first_offset,
+                last_offset=last_offset,
+                max_timestamp=max_timestamp,
+                offset_of_max_timestamp=offset_of_max_timestamp,
+                log_append_time=now if log_append_time else -1,
+                log_start_offset=self._log_start_offset,
+                record_count=record_count,
+                batch_count=len(batches),
+                valid_bytes=view.nbytes,
+                last_offset_of_first_batch=last_offset_of_first_batch,
+            )
+
+    def append_as_follower(self, records: memoryview | bytes | bytearray) -> LogAppendInfo:
+        """Append batches whose offsets the leader assigned (replication, not producers).
+
+        A partial batch at the end (a fetch response cut at its size limit) is dropped. The
+        batches' offsets must strictly increase and the first must not be below the log end
+        offset; a gap above it is allowed, as compaction leaves gaps. Raises
+        OffsetsOutOfOrderError, UnexpectedAppendOffsetError, CorruptRecordError,
+        RecordTooLargeError, KafkaStorageError. An empty buffer appends nothing.
+        """
+        view = records if isinstance(records, memoryview) else memoryview(records)
+        with self._io("appending as follower"):
+            batches, valid_bytes = _split_valid_prefix(view)
+            if not batches:
+                leo = self.log_end_offset
+                return LogAppendInfo(
+                    leo, leo - 1, NO_TIMESTAMP, -1, -1, self._log_start_offset, 0, 0, 0, -1
+                )
+            max_bytes = self._config.max_message_bytes
+            previous_last = -1
+            max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
+            record_count = 0
+            for batch in batches:
+                batch.ensure_valid()
+                if batch.size_in_bytes > max_bytes:
+                    raise RecordTooLargeError(
+                        f"batch of {batch.size_in_bytes} bytes exceeds max.message.bytes "
+                        f"{max_bytes} of {self.topic_partition}",
+                        path=self._dir,
+                    )
+                base, last = batch.base_offset, batch.last_offset
+                if base <= previous_last or last < base:
+                    raise OffsetsOutOfOrderError(
+                        f"out of order offsets in append to {self.topic_partition}: batch "
+                        f"{base}-{last} after offset {previous_last}",
+                        path=self._dir,
+                    )
+                previous_last = last
+                if batch.max_timestamp > max_timestamp:
+                    max_timestamp, offset_of_max_timestamp = batch.max_timestamp, last
+                record_count += batch.record_count
+            first_offset = batches[0].base_offset
+            if first_offset < self.log_end_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"unexpected offset in append to {self.topic_partition}: first offset "
+                    f"{first_offset} is below the log end offset {self.log_end_offset}",
+                    first_offset=first_offset,
+                    last_offset=previous_last,
+                    path=self._dir,
+                )
+            self._append_to_segment(
+                view[:valid_bytes],
+                first_offset,
+                previous_last,
+                max_timestamp,
+                offset_of_max_timestamp,
+            )
+            return LogAppendInfo(
+                first_offset=first_offset,
+                last_offset=previous_last,
+                max_timestamp=max_timestamp,
+                offset_of_max_timestamp=offset_of_max_timestamp,
+                log_append_time=-1,
+                log_start_offset=self._log_start_offset,
+                record_count=record_count,
+                batch_count=len(batches),
+                valid_bytes=valid_bytes,
+                last_offset_of_first_batch=batches[0].last_offset,
+            )
+
+    def _split_exact(self, view: memoryview) -> list[RecordBatch]:
+        """Every batch of a produce buffer, which must hold whole batches and nothing else."""
+        batches: list[RecordBatch] = []
+        position, end = 0, view.nbytes
+        while position < end:
+            size = peek_batch_size(view, position)
+            if size is None or position + size > end:
+                raise CorruptRecordError(
+                    f"produce to {self.topic_partition} ends with a partial batch at "
+                    f"position {position} of {end} bytes"
+                )
+            batches.append(RecordBatch(view[position : position + size]))
+            position += size
+        if not batches:
+            raise InvalidRecordError(f"produce to {self.topic_partition} holds no batch")
+        return batches
+
+    def _append_to_segment(
+        self,
+        view: memoryview,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+    ) -> None:
+        size = view.nbytes
+        if size > self._config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"append of {size} bytes to {self.topic_partition} exceeds segment.bytes "
+                f"{self._config.segment_bytes}",
+                path=self._dir,
+            )
+        segment = self._maybe_roll(size, first_offset, last_offset, max_timestamp)
+        segment.append(
+            largest_offset=last_offset,
+            largest_timestamp=max_timestamp,
+            shallow_offset_of_max_timestamp=offset_of_max_timestamp,
+            records=view,
+        )
+        self._update_log_end_offset(last_offset + 1)
+        if self.unflushed_messages >= self._config.flush_messages:
+            self.flush()
+
+    # -- roll -----------------------------------------------------------------------------------------
+
+    def _maybe_roll(
+        self, messages_size: int, first_offset: int, last_offset: int, max_timestamp: int
+    ) -> LogSegment:
+        segment = self.active_segment
+        params = RollParams(
+            max_segment_bytes=self._config.segment_bytes,
+            max_segment_ms=self._config.segment_ms,
+            max_timestamp_in_messages=max_timestamp,
+            max_offset_in_messages=last_offset,
+            messages_size=messages_size,
+            now=self._clock.milliseconds(),
+        )
+        if segment.should_roll(params):
+            return self.roll(first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, LEO); returns it.
+
+        The old active segment gets its final time index entry and trimmed files, and is
+        flushed in the background (an executor thread) when a scheduler is present. Rolling
+        an empty active segment at its own base offset is a no-op.
+        """
+        with self._io("rolling"):
+            new_offset = max(expected_next_offset or 0, self.log_end_offset)
+            active = self.active_segment
+            if active.base_offset == new_offset and active.size() == 0:
+                return active
+            if new_offset in self._segments:
+                raise StorageError(
+                    f"cannot roll {self.topic_partition} to {new_offset}: a segment with that "
+                    f"base offset already exists",
+                    path=self._dir,
+                )
+            for stale in (
+                log_file(self._dir, new_offset),
+                offset_index_file(self._dir, new_offset),
+                time_index_file(self._dir, new_offset),
+            ):
+                if stale.exists():
+                    _log.warning("deleting stale file %s before rolling", stale)
+                    stale.unlink()
+            active.on_becoming_inactive_segment()
+            segment = _open_segment(
+                self._dir, new_offset, self._config, self._clock, self._jitter, exists=False
+            )
+            self._add_segment(segment)
+            self._update_log_end_offset(self.log_end_offset)
+            if self._scheduler is not None:
+                self._scheduler.schedule(
+                    f"flush-log-{self.topic_partition}",
+                    lambda: self.flush_async(new_offset),
+                )
+            return segment
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        base = segment.base_offset
+        if base not in self._segments:
+            bisect.insort(self._base_offsets, base)
+        self._segments[base] = segment
+
+    # -- read -----------------------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_length: int,
+        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
+        *,
+        min_one_message: bool = False,
+    ) -> FetchDataInfo:
+        """Slice up to ``max_length`` bytes of whole batches starting with the one holding
+        ``start_offset``, up to the limit ``isolation`` sets.
+
+        The slice begins at the batch holding ``start_offset``, which may start before it:
+        the reader skips the offsets below the one it asked for. With ``min_one_message`` the
+        first batch comes whole even if larger than ``max_length`` (KIP-74). Reading exactly
+        at the limit (the LEO, HW or LSO) returns an empty slice.
+
+        Raises OffsetOutOfRangeError below the log start offset or above the LEO.
+        """
+        self._check_usable()
+        end = self._next_offset_metadata
+        segment = self.floor_segment(start_offset)
+        if (
+            start_offset > end.message_offset
+            or start_offset < self._log_start_offset
+            or (segment is None)
+        ):
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is out of range for {self.topic_partition}: "
+                f"log start offset {self._log_start_offset}, log end offset "
+                f"{end.message_offset}",
+                path=self._dir,
+            )
+        if isolation is FetchIsolation.LOG_END:
+            max_metadata = end
+        else:
+            max_metadata = self.fetch_high_watermark_metadata()
+        if start_offset == max_metadata.message_offset:
+            return self._empty_read(max_metadata)
+        if start_offset > max_metadata.message_offset:
+            return self._empty_read(self.convert_to_offset_metadata(start_offset))
+        with self._io("reading"):
+            while segment is not None:
+                if max_metadata.segment_base_offset == segment.base_offset:
+                    max_position = max_metadata.relative_position_in_segment
+                else:
+                    max_position = segment.size()
+                info = segment.read(start_offset, max_length, max_position, min_one_message)
+                if info is not None:
+                    return info
+                segment = self.higher_segment(segment.base_offset)
+            return self._empty_read(self._next_offset_metadata)
+
+    def _empty_read(self, metadata: LogOffsetMetadata) -> FetchDataInfo:
+        segment = self._segments.get(metadata.segment_base_offset, self.active_segment)
+        position = max(metadata.relative_position_in_segment, 0)
+        return FetchDataInfo(metadata, segment.log.slice(position, 0))
+
+    # -- offsets by timestamp ----------------------------------------------------------------------------
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: earliest (-2), latest (-1), max timestamp (-3) or the first record
+        with a timestamp >= ``target_timestamp``; None when no record is that recent.
+
+        Segments are searched by their largest timestamp, then within the one found
+        through its time index.
+        """
+        self._check_usable()
+        if target_timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset)
+        if target_timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self.log_end_offset)
+        with self._io("looking up an offset by timestamp"):
+            segments = self.log_segments()
+            if target_timestamp == MAX_TIMESTAMP:
+                best: LogSegment | None = None
+                for segment in segments:
+                    if best is None or segment.max_timestamp_so_far() > best.max_timestamp_so_far():
+                        best = segment
+                if best is None or best.max_timestamp_so_far() < 0:
+                    return None
+                found = best.find_offset_by_timestamp(best.max_timestamp_so_far(), best.base_offset)
+                if found is None:
+                    return TimestampAndOffset(
+                        best.max_timestamp_so_far(), best.shallow_offset_of_max_timestamp_so_far()
+                    )
+                return found
+            if target_timestamp < 0:
+                raise ValueError(f"invalid target timestamp {target_timestamp}")
+            for segment in segments:
+                if segment.largest_timestamp() >= target_timestamp:
+                    found = segment.find_offset_by_timestamp(
+                        target_timestamp, max(self._log_start_offset, segment.base_offset)
+                    )
+                    if found is not None:
+                        return found
+            return None
+
+    # -- flush --------------------------------------------------------------------------------------------
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery point, up_to_offset) (default:
+        the LEO) and move the recovery point there. Blocking; see ``flush_async``."""
+        target = self.log_end_offset if up_to_offset is None else up_to_offset
+        if target <= self._recovery_point:
+            return
+        with self._io("flushing"):
+            segments = self.segments_in_range(self._recovery_point, target)
+            for segment in segments:
+                segment.flush()
+            self._mark_flushed(target)
+
+    async def flush_async(self, up_to_offset: int | None = None) -> None:
+        """``flush`` with the fsyncs in the executor, keeping the event loop free.
+
+        The segments are chosen on the loop, flushed in a thread (appends may go on: the
+        fsyncs touch only bytes already written) and the recovery point moves back on the
+        loop, never past the LEO of that moment (a truncation may have happened meanwhile).
+        """
+        if self._closed or self._offline:
+            return
+        target = self.log_end_offset if up_to_offset is None else up_to_offset
+        if target <= self._recovery_point:
+            return
+        segments = self.segments_in_range(self._recovery_point, target)
+        loop = asyncio.get_running_loop()
+        with self._io("flushing"):
+            await loop.run_in_executor(self._executor, _flush_segments, segments)
+        if not self._closed:
+            self._mark_flushed(target)
+
+    def _mark_flushed(self, target: int) -> None:
+        target = min(target, self.log_end_offset)
+        if target > self._recovery_point:
+            self._recovery_point = target
+        self.last_flush_time_ms = self._clock.milliseconds()
+
+    # -- truncation ---------------------------------------------------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every batch at or after ``target_offset``; True if anything was removed.
+
+        Used by followers to cut a divergent tail. Truncation works on whole batches: the
+        batch holding ``target_offset`` goes whole, so callers pass a batch boundary (a
+        leader epoch's end offset). Later segments are deleted (asynchronously); the high
+        watermark and recovery point come down with the LEO.
+
+        Example: segments at 0 (offsets 0-99) and 100 (100-149); truncate_to(80) deletes
+        segment 100, cuts segment 0 before the batch holding 80, and sets the LEO to 80.
+        """
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate {self.topic_partition} to {target_offset}")
+        with self._io("truncating"):
+            if target_offset >= self.log_end_offset:
+                return False
+            if self._base_offsets[0] > target_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            doomed = [self._segments[b] for b in self._base_offsets if b > target_offset]
+            self._remove_and_delete_segments(doomed)
+            self.active_segment.truncate_to(target_offset)
+            self._update_log_end_offset(target_offset)
+            self._log_start_offset = min(target_offset, self._log_start_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start empty at ``new_offset`` (log start = HW = LEO)."""
+        if new_offset < 0:
+            raise ValueError(f"cannot start {self.topic_partition} at {new_offset}")
+        with self._io("truncating fully"):
+            self._remove_and_delete_segments(self.log_segments())
+            segment = _open_segment(
+                self._dir, new_offset, self._config, self._clock, self._jitter, exists=False
+            )
+            self._add_segment(segment)
+            self._update_log_end_offset(new_offset)
+            self._log_start_offset = new_offset
+            self._high_watermark_metadata = self._next_offset_metadata
+            self._recovery_point = min(self._recovery_point, new_offset)
+
+    # -- prefix deletion: DeleteRecords and retention -------------------------------------------------------
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
+        """Raise the log start offset (DeleteRecords); True if it moved. It never moves back.
+
+        Raises OffsetOutOfRangeError past the high watermark: records consumers may not see
+        yet cannot be deleted. Segments wholly below the new start go at the next retention
+        check (or at once through ``delete_records``).
+        """
+        self._check_usable()
+        if new_log_start_offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot increment the log start offset of {self.topic_partition} to "
+                f"{new_log_start_offset}: it is above the high watermark {self.high_watermark}",
+                path=self._dir,
+            )
+        if new_log_start_offset > self._log_start_offset:
+            self._update_log_start_offset(new_log_start_offset)
+            return True
+        return False
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: raise the log start offset to ``offset`` and drop the segments now
+        wholly below it; returns the (new) log start offset."""
+        self.maybe_increment_log_start_offset(offset)
+        self.delete_log_start_offset_breached_segments()
+        return self._log_start_offset
+
+    def delete_old_segments(self) -> int:
+        """Apply retention; returns how many segments were deleted.
+
+        With ``cleanup.policy`` containing ``delete``: segments older than ``retention.ms``
+        (by their largest timestamp), segments beyond ``retention.bytes`` (oldest first) and
+        segments below the log start offset; otherwise only the last. A segment is deleted
+        only if all of it is below the high watermark, and the active segment never while
+        empty; if every segment goes, a new empty one is rolled first.
+        """
+        if self._config.delete_enabled:
+            return (
+                self.delete_retention_ms_breached_segments()
+                + self.delete_retention_size_breached_segments()
+                + self.delete_log_start_offset_breached_segments()
+            )
+        return self.delete_log_start_offset_breached_segments()
+
+    def delete_retention_ms_breached_segments(self) -> int:
+        retention_ms = self._config.retention_ms
+        if retention_ms < 0:
+            return 0
+        now = self._clock.milliseconds()
+
+        def breached(segment: LogSegment, next_segment: LogSegment | None) -> bool:
+            return now - segment.largest_timestamp() > retention_ms
+
+        return self._delete_old_segments(breached, f"retention.ms {retention_ms}")
+
+    def delete_retention_size_breached_segments(self) -> int:
+        retention_bytes = self._config.retention_bytes
+        if retention_bytes < 0:
+            return 0
+        excess = self.size() - retention_bytes
+        if excess <= 0:
+            return 0
+
+        def breached(segment: LogSegment, next_segment: LogSegment | None) -> bool:
+            nonlocal excess
+            size = segment.size()
+            if excess - size >= 0:
+                excess -= size
+                return True
+            return False
+
+        return self._delete_old_segments(breached, f"retention.bytes {retention_bytes}")
+
+    def delete_log_start_offset_breached_segments(self) -> int:
+        start = self._log_start_offset
+
+        def breached(segment: LogSegment, next_segment: LogSegment | None) -> bool:
+            return next_segment is not None and next_segment.base_offset <= start
+
+        return self._delete_old_segments(breached, f"log start offset {start}")
+
+    def deletable_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
+    ) -> list[LogSegment]:
+        """The oldest segments, in order, while ``predicate`` holds, all of each segment is
+        below the high watermark, and the segment is not the empty active one."""
+        result: list[LogSegment] = []
+        high_watermark = self.high_watermark
+        bases = self._base_offsets
+        for position, base in enumerate(bases):
+            segment = self._segments[base]
+            if position + 1 < len(bases):
+                next_segment: LogSegment | None = self._segments[bases[position + 1]]
+                upper_bound = bases[position + 1]
+                last_and_empty = False
+            else:
+                next_segment = None
+                upper_bound = self.log_end_offset
+                last_and_empty = segment.size() == 0
+            if (
+                high_watermark >= upper_bound
+                and not last_and_empty
+                and predicate(segment, next_segment)
+            ):
+                result.append(segment)
+            else:
+                break
+        return result
+
+    def _delete_old_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str
+    ) -> int:
+        with self._io("deleting segments"):
+            deletable = self.deletable_segments(predicate)
+            if not deletable:
+                return 0
+            _log.info(
+                "%s: deleting segments %s (%s)",
+                self.topic_partition,
+                [s.base_offset for s in deletable],
+                reason,
+            )
+            if len(deletable) == len(self._base_offsets):
+                self.roll()
+            self._remove_and_delete_segments(deletable)
+            first = self._base_offsets[0]
+            if first > self._log_start_offset:
+                self._update_log_start_offset(first)
+            return len(deletable)
+
+    def _remove_and_delete_segments(self, segments: Sequence[LogSegment]) -> None:
+        """Take segments out of the map, rename them ``.deleted`` and delete their files
+        after ``file.delete.delay.ms`` (so in-flight fetches of their slices still work)."""
+        if not segments:
+            return
+        for segment in segments:
+            if self._segments.get(segment.base_offset) is segment:
+                del self._segments[segment.base_offset]
+                index = bisect.bisect_left(self._base_offsets, segment.base_offset)
+                del self._base_offsets[index]
+        for segment in segments:
+            segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+        doomed = list(segments)
+        if self._scheduler is not None:
+            self._scheduler.schedule_blocking(
+                f"delete-file-{self.topic_partition}",
+                lambda: _delete_segment_files(doomed),
+                self._executor,
+                delay_ms=self._config.file_delete_delay_ms,
+            )
+        else:
+            _delete_segment_files(doomed)
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush nothing, close every segment (writing their roll entries). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._offline:
+            return
+        errors: list[BaseException] = []
+        for segment in self.log_segments():
+            try:
+                segment.close()
+            except (OSError, StorageError) as exc:
+                errors.append(exc)
+        if errors:
+            error = KafkaStorageError(
+                f"error while closing {self.topic_partition}: {errors[0]}", path=self._dir
+            )
+            self._report_io_error(error)
+            raise error from errors[0]
+
+    def close_handlers(self) -> None:
+        """Release every fd and map without writing (the log dir failed)."""
+        self._closed = True
+        for segment in self.log_segments():
+            with contextlib.suppress(Exception):
+                segment.close_handlers()
+
+    def delete(self) -> None:
+        """Close the log and delete its directory with every file in it. Blocking."""
+        segments = self.log_segments()
+        self._closed = True
+        for segment in segments:
+            with contextlib.suppress(Exception):
+                segment.close_handlers()
+        self._segments.clear()
+        self._base_offsets.clear()
+        try:
+            _remove_tree(self._dir)
+        except OSError as exc:
+            error = KafkaStorageError(f"error while deleting log: {exc}", path=self._dir)
+            self._report_io_error(error)
+            raise error from exc
+
+
+# -- helpers ----------------------------------------------------------------------------------------------
+
+
+def _open_segment(
+    directory: Path,
+    base_offset: int,
+    config: LogConfig,
+    clock: Clock,
+    jitter: JitterSource,
+    *,
+    exists: bool,
+) -> LogSegment:
+    return LogSegment.open(
+        directory,
+        base_offset,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes,
+        rolling_jitter_ms=jitter.segment_jitter_ms(config.segment_jitter_ms, config.segment_ms),
+        clock=clock,
+        file_already_exists=exists,
+        init_file_size=config.initial_file_size,
+        preallocate=config.preallocate,
+    )
+
+
+def _check_timestamps(
+    batch: RecordBatch, now: int, before_max: int, after_max: int, directory: Path
+) -> None:
+    # Per batch, not per record: the max timestamp bounds the future side and the base
+    # timestamp (the first record's) the past side. A batch whose records go back in time
+    # past its first one can slip through the "before" check; producers never build those.
+    if batch.timestamp_type is not TimestampType.CREATE_TIME:
+        return
+    max_timestamp = batch.max_timestamp
+    if max_timestamp != NO_TIMESTAMP and max_timestamp - now > after_max:
+        raise InvalidTimestampError(
+            f"batch at base offset {batch.base_offset} has timestamp {max_timestamp}, more "
+            f"than message.timestamp.after.max.ms {after_max} ahead of the broker's {now}",
+            path=directory,
+        )
+    base_timestamp = batch.base_timestamp
+    if base_timestamp != NO_TIMESTAMP and now - base_timestamp > before_max:
+        raise InvalidTimestampError(
+            f"batch at base offset {batch.base_offset} has timestamp {base_timestamp}, more "
+            f"than message.timestamp.before.max.ms {before_max} behind the broker's {now}",
+            path=directory,
+        )
+
+
+def _split_valid_prefix(view: memoryview) -> tuple[list[RecordBatch], int]:
+    """Whole batches at the start of ``view`` and their total size; a partial tail is cut."""
+    batches: list[RecordBatch] = []
+    position, end = 0, view.nbytes
+    while position < end:
+        size = peek_batch_size(view, position)
+        if size is None or position + size > end:
+            break
+        batches.append(RecordBatch(view[position : position + size]))
+        position += size
+    return batches, position
+
+
+def _flush_segments(segments: Sequence[LogSegment]) -> None:
+    for segment in segments:
+        segment.flush()
+
+
+def _delete_segment_files(segments: Sequence[LogSegment]) -> None:
+    for segment in segments:
+        try:
+            segment.close_handlers()
+            segment.delete_if_exists()
+        except (OSError, StorageError):
+            _log.exception("error while deleting the files of %s", segment)
+
+
+def _remove_tree(directory: Path) -> None:
+    if not directory.exists():
+        return
+    for child in directory.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            _remove_tree(child)
+        else:
+            child.unlink(missing_ok=True)
+    directory.rmdir()
+
+
+def _remove_temp_files_and_complete_swaps(directory: Path) -> set[int]:
+    """Kafka's clean-up of a partition directory before loading; returns base offsets whose
+    indexes must be rebuilt.
+
+    - ``*.deleted``: a deletion the crash interrupted; finish it.
+    - ``*.cleaned``: output of a compaction that never got swapped in; discard it, and every
+      ``.swap`` file at or above the smallest cleaned offset (it belongs to that compaction).
+    - ``*.log.swap``: a compaction whose swap-in was interrupted after the new segment was
+      complete: delete the segments its offsets cover, then rename it into place. Its
+      indexes are rebuilt (index ``.swap`` files are discarded).
+    - an ``.index``/``.timeindex`` without its ``.log``: an orphan; remove it.
+    """
+    needs_recovery: set[int] = set()
+    swaps: list[Path] = []
+    cleaned_offsets: list[int] = []
+    for path in list(directory.iterdir()):
+        if not path.is_file():
+            continue
+        name = path.name
+        if name.endswith(DELETED_FILE_SUFFIX):
+            path.unlink(missing_ok=True)
+        elif name.endswith(CLEANED_FILE_SUFFIX):
+            with contextlib.suppress(ValueError):
+                cleaned_offsets.append(offset_from_file_name(name))
+            path.unlink(missing_ok=True)
+        elif name.endswith(SWAP_FILE_SUFFIX):
+            swaps.append(path)
+    min_cleaned = min(cleaned_offsets) if cleaned_offsets else None
+    for swap in sorted(swaps):
+        try:
+            base = offset_from_file_name(swap.name)
+        except ValueError:
+            continue
+        is_log = swap.name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX)
+        if not is_log or (min_cleaned is not None and base >= min_cleaned):
+            swap.unlink(missing_ok=True)
+            continue
+        next_offset = _next_offset_of_log_file(swap)
+        for existing in directory.glob(f"*{LOG_FILE_SUFFIX}"):
+            try:
+                existing_base = offset_from_file_name(existing.name)
+            except ValueError:
+                continue
+            if base <= existing_base < max(next_offset, base + 1):
+                for stale in (
+                    existing,
+                    offset_index_file(directory, existing_base),
+                    time_index_file(directory, existing_base),
+                ):
+                    stale.unlink(missing_ok=True)
+        swap.rename(log_file(directory, base))
+        offset_index_file(directory, base).unlink(missing_ok=True)
+        time_index_file(directory, base).unlink(missing_ok=True)
+        needs_recovery.add(base)
+    for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
+        for index_path in directory.glob(f"*{suffix}"):
+            try:
+                base = offset_from_file_name(index_path.name)
+            except ValueError:
+                continue
+            if not log_file(directory, base).exists():
+                index_path.unlink(missing_ok=True)
+    return needs_recovery
+
+
+def _next_offset_of_log_file(path: Path) -> int:
+    records = FileRecords.open(path, file_already_exists=True)
+    try:
+        next_offset = -1
+        for _, batch in records.batches_from(0):
+            next_offset = batch.next_offset
+        return next_offset
+    except (RecordsError, StorageError):
+        return next_offset
+    finally:
+        records.close()
+
+
+__all__ = [
+    "FetchDataInfo",
+    "FetchIsolation",
+    "InvalidTimestampError",
+    "Log",
+    "LogAppendInfo",
+    "LogClosedError",
+    "LogOffsetMetadata",
+    "OffsetsOutOfOrderError",
+    "RecordBatchTooLargeError",
+    "UnexpectedAppendOffsetError",
+]
