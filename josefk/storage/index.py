@@ -326,6 +326,9 @@ class AbstractIndex:
                     lo = mid
                 else:
                     return mid, mid
+            # ``lo`` may be the untested start of the range and equal to the target.
+            if read(buffer, lo) == target:
+                return lo, lo
             return lo, (-1 if lo == entries - 1 else lo + 1)
 
         warm_entries = WARM_SECTION_BYTES // self.ENTRY_SIZE

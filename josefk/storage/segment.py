@@ -35,6 +35,7 @@ from josefk.records.errors import RecordsError
 from josefk.storage.clock import Clock, SystemClock
 from josefk.storage.errors import (
     CorruptRecordsError,
+    InvalidOffsetError,
     KafkaStorageError,
     LogSegmentOffsetOverflowError,
     StorageError,
@@ -256,7 +257,10 @@ class LogSegment:
     ) -> LogSegment:
         """Open the segment of ``base_offset`` in ``directory``, creating its .log if needed.
 
-        Only the .log is opened; the indexes are mapped on first use.
+        For an existing segment (``file_already_exists``, as at start-up) only the .log is
+        opened; its indexes are mapped on first use, so loading thousands of segments reads
+        no index. A new segment's indexes are created and preallocated right away, so the
+        directory always holds all three files.
         """
         log = FileRecords.open(
             log_file(directory, base_offset, file_suffix),
@@ -264,7 +268,7 @@ class LogSegment:
             init_file_size=init_file_size,
             preallocate=preallocate,
         )
-        return cls(
+        segment = cls(
             log,
             OffsetIndex(
                 offset_index_file(directory, base_offset, file_suffix), base_offset, max_index_size
@@ -277,6 +281,10 @@ class LogSegment:
             rolling_jitter_ms,
             clock,
         )
+        if not file_already_exists:
+            segment.offset_index.entries  # noqa: B018 - first use opens and preallocates
+            segment.time_index.entries  # noqa: B018
+        return segment
 
     # -- sizes and simple facts -----------------------------------------------------------
 
@@ -551,7 +559,7 @@ class LogSegment:
         """Rebuild the indexes from the .log and cut the invalid tail; returns bytes cut.
 
         Every batch is validated (size, magic, CRC, size <= ``max_message_size``, offsets
-        in range); the first invalid or incomplete batch ends the valid prefix. Index entries
+        increasing from the base offset and in range); the first invalid or incomplete batch ends the valid prefix. Index entries
         are placed exactly as ``append`` places them. ``on_batch`` sees each valid batch in
         order (producer state, leader epoch cache). A LogSegmentOffsetOverflowError is
         raised, not swallowed: such a segment must be split by the Log.
@@ -567,10 +575,19 @@ class LogSegment:
         max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
         self._max_timestamp_and_offset_so_far = TimestampOffset(NO_TIMESTAMP, -1)
         try:
+            next_offset = self.base_offset
             for position, batch in self.log.batches_from(0, max_batch_size=max_message_size):
                 batch.ensure_valid()
-                last_offset = batch.last_offset
+                base_offset, last_offset = batch.base_offset, batch.last_offset
+                # base_offset is outside the CRC, so check it is plausible: offsets only grow.
+                if base_offset < next_offset or last_offset < base_offset:
+                    raise InvalidOffsetError(
+                        f"batch at position {position} has offsets {base_offset}..{last_offset}"
+                        f" below the next expected offset {next_offset}",
+                        path=self.log.path,
+                    )
                 self._ensure_offset_in_range(last_offset)
+                next_offset = last_offset + 1
                 if batch.max_timestamp > max_timestamp:
                     max_timestamp, offset_of_max_timestamp = batch.max_timestamp, last_offset
                 if valid_bytes - last_index_entry > self.index_interval_bytes:
@@ -580,7 +597,7 @@ class LogSegment:
                 valid_bytes = position + batch.size_in_bytes
                 if on_batch is not None:
                     on_batch(batch)
-        except (CorruptRecordsError, RecordsError):
+        except (CorruptRecordsError, InvalidOffsetError, RecordsError):
             pass  # the valid prefix ends here; everything after it is cut below
         truncated = self.log.size_in_bytes() - valid_bytes
         self.log.truncate_to(valid_bytes)
