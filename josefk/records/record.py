@@ -31,8 +31,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from josefk.records.batch import HEADER_SIZE, MAGIC, Compression, RecordBatch, TimestampType
 from josefk.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
@@ -42,12 +41,13 @@ from josefk.records.varint import Buffer, decode_varint, decode_varlong
 Header = tuple[str, bytes | None]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Record:
+class Record(NamedTuple):
     """One record of a batch, with its absolute offset and timestamp resolved.
 
-    ``offset_delta`` and ``timestamp_delta`` are as stored; under LogAppendTime the
-    ``timestamp`` is the batch's max_timestamp whatever the delta says.
+    An immutable value (a named tuple, because a consumer makes millions of them and tuple
+    construction is the cheapest Python offers). ``offset_delta`` and ``timestamp_delta``
+    are as stored; under LogAppendTime the ``timestamp`` is the batch's max_timestamp
+    whatever the delta says.
     """
 
     offset: int
@@ -95,50 +95,112 @@ def _read_records(
     base_timestamp: int,
     log_append_time: int | None,
 ) -> Iterator[Record]:
+    # The hot loop of every consumer: one-byte varints (deltas, short lengths, -1 for null)
+    # are decoded inline, longer ones by the checked decoders. Inline indexing can run off
+    # the end of a corrupt buffer, hence the IndexError handler around each record.
     end = len(data)
     position = 0
+    new_record = Record
     for index in range(count):
         start = position
-        length, position = decode_varint(data, position)
-        record_end = position + length
-        if length < 0 or record_end > end:
+        try:
+            byte = data[position]
+            if byte < 0x80:
+                length = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                length, position = decode_varint(data, position)
+            record_end = position + length
+            if length <= 0 or record_end > end:
+                raise CorruptRecordError(
+                    f"record {index} of the batch at offset {base_offset} claims {length} "
+                    f"bytes at position {start}, {end - position} remain"
+                )
+            attributes = data[position]
+            byte = data[position + 1]
+            if byte < 0x80:
+                timestamp_delta = (byte >> 1) ^ -(byte & 1)
+                position += 2
+            else:
+                timestamp_delta, position = decode_varlong(data, position + 1)
+            byte = data[position]
+            if byte < 0x80:
+                offset_delta = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                offset_delta, position = decode_varint(data, position)
+
+            byte = data[position]
+            if byte < 0x80:
+                key_length = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                key_length, position = decode_varint(data, position)
+            if key_length < 0:
+                if key_length != -1:
+                    raise CorruptRecordError(f"key length {key_length} at position {position}")
+                key = None
+            else:
+                stop = position + key_length
+                if stop > record_end:
+                    raise CorruptRecordError(
+                        f"key of {key_length} bytes at position {position} overruns its record"
+                    )
+                key = bytes(data[position:stop])
+                position = stop
+
+            byte = data[position]
+            if byte < 0x80:
+                value_length = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                value_length, position = decode_varint(data, position)
+            if value_length < 0:
+                if value_length != -1:
+                    raise CorruptRecordError(f"value length {value_length} at position {position}")
+                value = None
+            else:
+                stop = position + value_length
+                if stop > record_end:
+                    raise CorruptRecordError(
+                        f"value of {value_length} bytes at position {position} overruns its record"
+                    )
+                value = bytes(data[position:stop])
+                position = stop
+
+            byte = data[position]
+            if byte < 0x80:
+                header_count = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                header_count, position = decode_varint(data, position)
+        except IndexError:
             raise CorruptRecordError(
-                f"record {index} of the batch at offset {base_offset} claims {length} bytes "
-                f"at position {start}, {end - position} remain"
-            )
-        if position >= record_end:
-            raise CorruptRecordError(f"record {index} at offset {base_offset}+ is empty")
-        attributes = data[position]
-        position += 1
-        timestamp_delta, position = decode_varlong(data, position)
-        offset_delta, position = decode_varint(data, position)
-        key, position = _read_bytes(data, position, record_end, "key")
-        value, position = _read_bytes(data, position, record_end, "value")
-        header_count, position = decode_varint(data, position)
-        if header_count < 0:
-            raise CorruptRecordError(
-                f"record at offset {base_offset + offset_delta} claims {header_count} headers"
-            )
+                f"record {index} of the batch at offset {base_offset} runs past the end of the "
+                f"batch's {end} record bytes"
+            ) from None
         headers: tuple[Header, ...] = ()
         if header_count:
+            if header_count < 0:
+                raise CorruptRecordError(
+                    f"record at offset {base_offset + offset_delta} claims {header_count} headers"
+                )
             headers = _read_headers(data, position, record_end, header_count)
-            position = record_end
         elif position != record_end:
             raise CorruptRecordError(
                 f"record at offset {base_offset + offset_delta} ends at position {record_end} "
                 f"but its fields end at {position}"
             )
-        yield Record(
-            offset=base_offset + offset_delta,
-            timestamp=(
-                base_timestamp + timestamp_delta if log_append_time is None else log_append_time
-            ),
-            key=key,
-            value=value,
-            headers=headers,
-            attributes=attributes,
-            offset_delta=offset_delta,
-            timestamp_delta=timestamp_delta,
+        position = record_end
+        yield new_record(
+            base_offset + offset_delta,
+            base_timestamp + timestamp_delta if log_append_time is None else log_append_time,
+            key,
+            value,
+            headers,
+            attributes,
+            offset_delta,
+            timestamp_delta,
         )
     if position != end:
         raise CorruptRecordError(
