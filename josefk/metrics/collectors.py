@@ -1,0 +1,247 @@
+"""Collectors that read state on scrape: partition logs, purgatories, consumer groups.
+
+Owns the plain stats records the broker hands over (``PartitionLogStats``, ``GroupStats``,
+...) and the custom prometheus collectors that turn them into metric families when
+``/metrics`` is scraped. The owner of the state registers a callback returning stats; nothing
+is updated on the hot path, and storage never sees a metrics object.
+
+Callbacks run on the thread that serves the scrape: the asyncio exporter serves on the event
+loop, so callbacks may read loop-owned state without locks but must not block or await. A
+callback that raises costs its own families for that scrape (logged), never the whole page.
+
+Must not import josefk.storage, josefk.broker or josefk.protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+__all__ = [
+    "GROUP_STATES",
+    "GroupCollector",
+    "GroupPartitionStats",
+    "GroupStats",
+    "PartitionLogCollector",
+    "PartitionLogStats",
+    "PurgatoryCollector",
+    "PurgatoryStats",
+]
+
+_log = logging.getLogger(__name__)
+
+GROUP_STATES: Final = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLogStats:
+    """One partition's log as the storage layer reports it; ``high_watermark`` from Partition."""
+
+    topic: str
+    partition: int
+    size_bytes: int
+    num_segments: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    is_leader: bool = True
+
+
+class PartitionLogCollector(Collector):
+    """Per-partition log gauges (Kafka's ``kafka.log:type=Log``), labels ``topic, partition``.
+
+    - ``kafka_log_log_size``, ``kafka_log_log_numlogsegments``, ``kafka_log_log_logstartoffset``,
+      ``kafka_log_log_logendoffset``, ``kafka_log_log_highwatermark`` (josefk's own; Kafka has
+      no per-partition HW metric)
+    - ``kafka_server_replicamanager_partitioncount``, ``kafka_server_replicamanager_leadercount``
+    """
+
+    def __init__(self, source: Callable[[], Iterable[PartitionLogStats]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            stats = list(self._source())
+        except Exception:
+            _log.exception("partition log stats callback failed; log metrics skipped")
+            return
+        labels = ["topic", "partition"]
+        families = {
+            "size": GaugeMetricFamily(
+                "kafka_log_log_size", "Bytes in the partition's segments.", labels=labels
+            ),
+            "segments": GaugeMetricFamily(
+                "kafka_log_log_numlogsegments", "Segments of the partition's log.", labels=labels
+            ),
+            "start": GaugeMetricFamily(
+                "kafka_log_log_logstartoffset", "The log start offset.", labels=labels
+            ),
+            "end": GaugeMetricFamily(
+                "kafka_log_log_logendoffset", "The log end offset (LEO).", labels=labels
+            ),
+            "hw": GaugeMetricFamily(
+                "kafka_log_log_highwatermark", "The high watermark.", labels=labels
+            ),
+        }
+        leaders = 0
+        for entry in stats:
+            values = [entry.topic, str(entry.partition)]
+            families["size"].add_metric(values, entry.size_bytes)
+            families["segments"].add_metric(values, entry.num_segments)
+            families["start"].add_metric(values, entry.log_start_offset)
+            families["end"].add_metric(values, entry.log_end_offset)
+            families["hw"].add_metric(values, entry.high_watermark)
+            leaders += entry.is_leader
+        yield from families.values()
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_partitioncount",
+            "Partitions hosted by this broker.",
+            value=len(stats),
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_leadercount",
+            "Partitions this broker leads.",
+            value=leaders,
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        # Declared empty so registering does not call the callback before the broker is up.
+        return iter(())
+
+
+@dataclass(frozen=True, slots=True)
+class PurgatoryStats:
+    """A purgatory's ``watched`` operations (PurgatorySize) and ``delayed`` ones pending."""
+
+    watched: int
+    delayed: int
+
+
+class PurgatoryCollector(Collector):
+    """Kafka's ``kafka.server:type=DelayedOperationPurgatory``, label ``delayed_operation``.
+
+    - ``kafka_server_delayedoperationpurgatory_purgatorysize``
+    - ``kafka_server_delayedoperationpurgatory_numdelayedoperations``
+    """
+
+    def __init__(self) -> None:
+        self._sources: dict[str, Callable[[], PurgatoryStats]] = {}
+
+    def register(self, name: str, source: Callable[[], PurgatoryStats]) -> None:
+        """Report purgatory ``name`` (``Produce``, ``Fetch``, ``Heartbeat``, ``Rebalance``...)."""
+        self._sources[name] = source
+
+    def unregister(self, name: str) -> None:
+        self._sources.pop(name, None)
+
+    def collect(self) -> Iterator[Metric]:
+        size = GaugeMetricFamily(
+            "kafka_server_delayedoperationpurgatory_purgatorysize",
+            "Operations watched in the purgatory (an operation counts once per key).",
+            labels=["delayed_operation"],
+        )
+        delayed = GaugeMetricFamily(
+            "kafka_server_delayedoperationpurgatory_numdelayedoperations",
+            "Operations waiting to complete or expire.",
+            labels=["delayed_operation"],
+        )
+        for name, source in sorted(self._sources.items()):
+            try:
+                stats = source()
+            except Exception:
+                _log.exception("purgatory %s stats callback failed", name)
+                continue
+            size.add_metric([name], stats.watched)
+            delayed.add_metric([name], stats.delayed)
+        yield size
+        yield delayed
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPartitionStats:
+    """A group's committed offset for one partition and its lag (HW minus committed)."""
+
+    topic: str
+    partition: int
+    committed_offset: int
+    lag: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """One consumer group as the coordinator sees it."""
+
+    group: str
+    state: str
+    members: int
+    generation: int = 0
+    offsets: Sequence[GroupPartitionStats] = field(default_factory=tuple)
+
+
+class GroupCollector(Collector):
+    """Consumer groups, read on scrape (Kafka's ``kafka.coordinator.group`` domain).
+
+    - ``kafka_coordinator_group_groupmetadatamanager_numgroups{state}``: groups per state
+    - ``kafka_coordinator_group_group_members{group}``, ``..._group_generation{group}``
+    - ``kafka_coordinator_group_group_state{group,state}``: 1 for the group's state, 0 for
+      the others (a state set)
+    - ``kafka_coordinator_group_group_committedoffset{group,topic,partition}``
+    - ``kafka_coordinator_group_group_lag{group,topic,partition}``: high watermark minus the
+      committed offset, where the coordinator knows the HW
+    """
+
+    def __init__(self, source: Callable[[], Iterable[GroupStats]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            groups = list(self._source())
+        except Exception:
+            _log.exception("group stats callback failed; group metrics skipped")
+            return
+        prefix = "kafka_coordinator_group_group_"
+        num_groups = GaugeMetricFamily(
+            "kafka_coordinator_group_groupmetadatamanager_numgroups",
+            "Consumer groups, by state.",
+            labels=["state"],
+        )
+        members = GaugeMetricFamily(prefix + "members", "Members of the group.", labels=["group"])
+        generation = GaugeMetricFamily(
+            prefix + "generation", "The group's generation id.", labels=["group"]
+        )
+        state = GaugeMetricFamily(
+            prefix + "state", "1 for the group's current state.", labels=["group", "state"]
+        )
+        offset_labels = ["group", "topic", "partition"]
+        committed = GaugeMetricFamily(
+            prefix + "committedoffset", "The committed offset.", labels=offset_labels
+        )
+        lag = GaugeMetricFamily(
+            prefix + "lag", "High watermark minus the committed offset.", labels=offset_labels
+        )
+        per_state = dict.fromkeys(GROUP_STATES, 0)
+        for entry in groups:
+            per_state[entry.state] = per_state.get(entry.state, 0) + 1
+            members.add_metric([entry.group], entry.members)
+            generation.add_metric([entry.group], entry.generation)
+            for name in GROUP_STATES:
+                state.add_metric([entry.group, name], 1 if name == entry.state else 0)
+            for offset in entry.offsets:
+                values = [entry.group, offset.topic, str(offset.partition)]
+                committed.add_metric(values, offset.committed_offset)
+                if offset.lag is not None:
+                    lag.add_metric(values, offset.lag)
+        for name, count in per_state.items():
+            num_groups.add_metric([name], count)
+        yield from (num_groups, members, generation, state, committed, lag)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())

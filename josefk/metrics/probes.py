@@ -1,0 +1,373 @@
+"""Probes: the only objects in josefk that own prometheus-client metrics.
+
+Each probe is made for one ``CollectorRegistry`` (never the global one, so a test process can
+hold several brokers) and offers methods named for what happened: ``produced``,
+``request_completed``, ``connection_opened``... Hot-path methods cache the labelled children
+per topic or per API so a call costs a dict lookup and a few increments, not a label lookup.
+
+Values that already live in broker or storage objects (log size, offsets, purgatory sizes,
+group lag) are not copied into gauges on every change: the owner registers a callback and
+the collectors in ``josefk.metrics.collectors`` read it when Prometheus scrapes.
+
+Naming follows the scheme in ``josefk.metrics``' docstring.
+
+Must not import josefk.storage, josefk.broker or josefk.protocol: callers pass API names and
+error names as strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = [
+    "LATENCY_BUCKETS",
+    "GroupProbe",
+    "LogDirProbe",
+    "RequestProbe",
+    "SocketServerProbe",
+    "TopicProbe",
+]
+
+# Seconds: from 100 us (an in-memory ApiVersions) to 30 s (a long-polling Fetch's max wait).
+LATENCY_BUCKETS: Final = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+
+
+class _RequestSeries:
+    __slots__ = ("latency", "request_bytes", "requests")
+
+    def __init__(self, requests: Counter, request_bytes: Counter, latency: Histogram) -> None:
+        self.requests = requests
+        self.request_bytes = request_bytes
+        self.latency = latency
+
+
+class RequestProbe:
+    """Per-API request rate, errors and latency (Kafka's ``kafka.network:type=RequestMetrics``).
+
+    - ``kafka_network_requestmetrics_requests_total{request,version}``
+    - ``kafka_network_requestmetrics_requestbytes_total{request}``
+    - ``kafka_network_requestmetrics_errors_total{request,error}`` (error names, NONE not counted)
+    - ``kafka_network_requestmetrics_totaltime_seconds{request}`` (histogram)
+
+    ``request`` is the API's name as Kafka writes it (``Produce``, ``Fetch``, ``ApiVersions``).
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._requests = Counter(
+            "kafka_network_requestmetrics_requests",
+            "Requests received, by API and version.",
+            ["request", "version"],
+            registry=registry,
+        )
+        self._request_bytes = Counter(
+            "kafka_network_requestmetrics_requestbytes",
+            "Bytes of request frames received, by API.",
+            ["request"],
+            registry=registry,
+        )
+        self._errors = Counter(
+            "kafka_network_requestmetrics_errors",
+            "Error codes in responses (per partition where the API has partitions), by name.",
+            ["request", "error"],
+            registry=registry,
+        )
+        self._latency = Histogram(
+            "kafka_network_requestmetrics_totaltime_seconds",
+            "Time from a request's arrival to its response being queued, by API.",
+            ["request"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self._series: dict[tuple[str, int], _RequestSeries] = {}
+
+    def _for(self, api: str, version: int) -> _RequestSeries:
+        series = self._series.get((api, version))
+        if series is None:
+            series = _RequestSeries(
+                self._requests.labels(api, str(version)),
+                self._request_bytes.labels(api),
+                self._latency.labels(api),
+            )
+            self._series[(api, version)] = series
+        return series
+
+    def request_completed(
+        self, api: str, version: int, *, seconds: float, request_bytes: int = 0
+    ) -> None:
+        """One request of ``api``/``version`` answered ``seconds`` after it arrived."""
+        series = self._for(api, version)
+        series.requests.inc()
+        if request_bytes:
+            series.request_bytes.inc(request_bytes)
+        series.latency.observe(seconds)
+
+    def errors(self, api: str, counts: Mapping[str, int]) -> None:
+        """Error names a response carried, with how many times each (``{"NONE": 3}`` is skipped)."""
+        for name, count in counts.items():
+            if name != "NONE" and count:
+                self._errors.labels(api, name).inc(count)
+
+    def error(self, api: str, name: str) -> None:
+        if name != "NONE":
+            self._errors.labels(api, name).inc()
+
+
+class _TopicSeries:
+    __slots__ = (
+        "bytes_in",
+        "bytes_out",
+        "bytes_rejected",
+        "failed_fetch",
+        "failed_produce",
+        "fetch_requests",
+        "messages_in",
+        "produce_requests",
+    )
+
+    def __init__(self, probe: TopicProbe, topic: str) -> None:
+        self.messages_in = probe._messages_in.labels(topic)
+        self.bytes_in = probe._bytes_in.labels(topic)
+        self.bytes_out = probe._bytes_out.labels(topic)
+        self.bytes_rejected = probe._bytes_rejected.labels(topic)
+        self.produce_requests = probe._produce_requests.labels(topic)
+        self.fetch_requests = probe._fetch_requests.labels(topic)
+        self.failed_produce = probe._failed_produce.labels(topic)
+        self.failed_fetch = probe._failed_fetch.labels(topic)
+
+
+class TopicProbe:
+    """Per-topic traffic (Kafka's ``kafka.server:type=BrokerTopicMetrics``), label ``topic``.
+
+    ``kafka_server_brokertopicmetrics_`` + ``messagesin_total``, ``bytesin_total``,
+    ``bytesout_total``, ``bytesrejected_total``, ``totalproducerequests_total``,
+    ``totalfetchrequests_total``, ``failedproducerequests_total``,
+    ``failedfetchrequests_total``. Kafka's topic-less aggregates are a ``sum()`` away.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(
+                f"kafka_server_brokertopicmetrics_{name}", doc, ["topic"], registry=registry
+            )
+
+        self._messages_in = counter("messagesin", "Records appended to the topic's logs.")
+        self._bytes_in = counter("bytesin", "Record batch bytes appended to the topic's logs.")
+        self._bytes_out = counter("bytesout", "Record batch bytes sent to fetchers.")
+        self._bytes_rejected = counter(
+            "bytesrejected", "Record batch bytes refused (too large, corrupt, invalid)."
+        )
+        self._produce_requests = counter(
+            "totalproducerequests", "Produce requests (per partition) for the topic."
+        )
+        self._fetch_requests = counter(
+            "totalfetchrequests", "Fetch requests (per partition) for the topic."
+        )
+        self._failed_produce = counter(
+            "failedproducerequests", "Produce requests (per partition) that failed."
+        )
+        self._failed_fetch = counter(
+            "failedfetchrequests", "Fetch requests (per partition) that failed."
+        )
+        self._series: dict[str, _TopicSeries] = {}
+
+    def _for(self, topic: str) -> _TopicSeries:
+        series = self._series.get(topic)
+        if series is None:
+            series = self._series[topic] = _TopicSeries(self, topic)
+        return series
+
+    def produced(self, topic: str, *, messages: int, nbytes: int) -> None:
+        """One partition's records of a Produce request were appended."""
+        series = self._for(topic)
+        series.produce_requests.inc()
+        series.messages_in.inc(messages)
+        series.bytes_in.inc(nbytes)
+
+    def produce_failed(self, topic: str, *, rejected_bytes: int = 0) -> None:
+        """One partition of a Produce request failed; ``rejected_bytes`` were refused."""
+        series = self._for(topic)
+        series.produce_requests.inc()
+        series.failed_produce.inc()
+        if rejected_bytes:
+            series.bytes_rejected.inc(rejected_bytes)
+
+    def fetched(self, topic: str, *, nbytes: int) -> None:
+        """One partition of a Fetch response carried ``nbytes`` of record batches."""
+        series = self._for(topic)
+        series.fetch_requests.inc()
+        if nbytes:
+            series.bytes_out.inc(nbytes)
+
+    def fetch_failed(self, topic: str) -> None:
+        series = self._for(topic)
+        series.fetch_requests.inc()
+        series.failed_fetch.inc()
+
+    def remove_topic(self, topic: str) -> None:
+        """Drop a deleted topic's series so they stop being exported."""
+        if self._series.pop(topic, None) is None:
+            return
+        for metric in (
+            self._messages_in,
+            self._bytes_in,
+            self._bytes_out,
+            self._bytes_rejected,
+            self._produce_requests,
+            self._fetch_requests,
+            self._failed_produce,
+            self._failed_fetch,
+        ):
+            metric.remove(topic)
+
+
+class SocketServerProbe:
+    """Connections per listener (Kafka's ``kafka.server:type=socket-server-metrics``).
+
+    - ``kafka_server_socketservermetrics_connection_count{listener}`` (gauge)
+    - ``kafka_server_socketservermetrics_connection_creation_total{listener}``
+    - ``kafka_server_socketservermetrics_connection_close_total{listener}``
+    - ``kafka_server_socketservermetrics_oversized_requests_total{listener}``: frames above
+      ``socket.request.max.bytes`` (the connection was closed); josefk's own.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._count = Gauge(
+            "kafka_server_socketservermetrics_connection_count",
+            "Open client connections.",
+            ["listener"],
+            registry=registry,
+        )
+        self._created = Counter(
+            "kafka_server_socketservermetrics_connection_creation",
+            "Connections accepted.",
+            ["listener"],
+            registry=registry,
+        )
+        self._closed = Counter(
+            "kafka_server_socketservermetrics_connection_close",
+            "Connections closed, by either side.",
+            ["listener"],
+            registry=registry,
+        )
+        self._oversized = Counter(
+            "kafka_server_socketservermetrics_oversized_requests",
+            "Connections closed for a frame larger than socket.request.max.bytes.",
+            ["listener"],
+            registry=registry,
+        )
+
+    def connection_opened(self, listener: str) -> None:
+        self._created.labels(listener).inc()
+        self._count.labels(listener).inc()
+
+    def connection_closed(self, listener: str) -> None:
+        self._closed.labels(listener).inc()
+        self._count.labels(listener).dec()
+
+    def oversized_request(self, listener: str) -> None:
+        self._oversized.labels(listener).inc()
+
+
+class LogDirProbe:
+    """Log dir health (Kafka's ``kafka.log:type=LogManager``).
+
+    - ``kafka_log_logmanager_offlinelogdirectorycount`` (gauge)
+    - ``kafka_log_logmanager_logdirectoryoffline{log_directory}`` (1 offline, 0 online)
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._offline_count = Gauge(
+            "kafka_log_logmanager_offlinelogdirectorycount",
+            "Log dirs taken offline by an I/O error.",
+            registry=registry,
+        )
+        self._offline = Gauge(
+            "kafka_log_logmanager_logdirectoryoffline",
+            "Whether a log dir is offline (1) or online (0).",
+            ["log_directory"],
+            registry=registry,
+        )
+        self._state: dict[str, bool] = {}
+
+    def log_dir_online(self, log_dir: str) -> None:
+        self._set(log_dir, offline=False)
+
+    def log_dir_offline(self, log_dir: str) -> None:
+        self._set(log_dir, offline=True)
+
+    def _set(self, log_dir: str, *, offline: bool) -> None:
+        self._state[log_dir] = offline
+        self._offline.labels(log_dir).set(1 if offline else 0)
+        self._offline_count.set(sum(self._state.values()))
+
+    @property
+    def offline_log_dirs(self) -> tuple[str, ...]:
+        return tuple(sorted(d for d, offline in self._state.items() if offline))
+
+
+class GroupProbe:
+    """Group coordinator events; the per-group state is read on scrape (GroupCollector).
+
+    - ``kafka_coordinator_group_group_rebalances_total{group}``: rebalances completed
+    - ``kafka_coordinator_group_groupmetadatamanager_offsetcommits_total{group}``: offsets
+      committed (one per partition)
+    - ``kafka_coordinator_group_groupmetadatamanager_offsetexpirations_total``: committed
+      offsets removed by ``offsets.retention.minutes``
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._rebalances = Counter(
+            "kafka_coordinator_group_group_rebalances",
+            "Rebalances completed (generation bumps).",
+            ["group"],
+            registry=registry,
+        )
+        self._commits = Counter(
+            "kafka_coordinator_group_groupmetadatamanager_offsetcommits",
+            "Partition offsets committed.",
+            ["group"],
+            registry=registry,
+        )
+        self._expired = Counter(
+            "kafka_coordinator_group_groupmetadatamanager_offsetexpirations",
+            "Committed offsets expired by offsets.retention.minutes.",
+            registry=registry,
+        )
+
+    def rebalance_completed(self, group: str) -> None:
+        self._rebalances.labels(group).inc()
+
+    def offsets_committed(self, group: str, count: int = 1) -> None:
+        self._commits.labels(group).inc(count)
+
+    def offsets_expired(self, count: int) -> None:
+        if count:
+            self._expired.inc(count)
+
+    def remove_group(self, group: str) -> None:
+        for metric in (self._rebalances, self._commits):
+            try:
+                metric.remove(group)
+            except KeyError:
+                pass
