@@ -1,0 +1,201 @@
+"""The group and SASL API declarations (OffsetCommit .. OffsetDelete).
+
+Static sanity of every declaration (no compiler needed), the version ranges Kafka 4.x accepts,
+the wire shape of the versions that changed it, and, once the compiler is there, byte-for-byte
+agreement with kafka-python's and aiokafka's protocol classes on every version they implement.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from josefk.protocol.messages import all_specs
+from josefk.protocol.schema import MessageSpec
+from tests.protocol.group_txn_checks import (
+    aiokafka_classes,
+    check_declaration,
+    check_pair,
+    cross_check_aiokafka,
+    cross_check_kafka_python,
+    kafka_python_classes,
+    kp_versions,
+    value_strategy,
+)
+
+# module -> (api key, valid versions, flexible versions), as a Kafka 4.x broker accepts them
+# (KIP-896 removed OffsetCommit v0-1 and OffsetFetch v0).
+VERSIONS = {
+    "offset_commit": (8, "2-10", "8+"),
+    "offset_fetch": (9, "1-10", "6+"),
+    "find_coordinator": (10, "0-6", "3+"),
+    "join_group": (11, "0-9", "6+"),
+    "heartbeat": (12, "0-4", "4+"),
+    "leave_group": (13, "0-5", "4+"),
+    "sync_group": (14, "0-5", "4+"),
+    "describe_groups": (15, "0-6", "5+"),
+    "list_groups": (16, "0-5", "3+"),
+    "sasl_handshake": (17, "0-1", "none"),
+    "sasl_authenticate": (36, "0-2", "2+"),
+    "delete_groups": (42, "0-2", "2+"),
+    "offset_delete": (47, "0", "none"),
+}
+
+
+def module(name: str) -> Any:
+    return importlib.import_module(f"josefk.protocol.messages.{name}")
+
+
+def names_at(spec: MessageSpec, version: int, path: str = "") -> list[str]:
+    """Field names present in ``version`` at ``path`` (dotted struct field names)."""
+    fields = spec.fields
+    for step in filter(None, path.split(".")):
+        fields = next(f for f in fields if f.name == step).fields
+    return [f.name for f in fields if f.versions.contains(version)]
+
+
+@pytest.mark.parametrize("name", sorted(VERSIONS))
+def test_versions_and_discovery(name: str) -> None:
+    mod = module(name)
+    api_key, valid, flexible = VERSIONS[name]
+    assert mod.__doc__ and mod.__doc__.strip()
+    for spec in (mod.REQUEST, mod.RESPONSE):
+        assert spec.api_key == api_key
+        assert str(spec.valid_versions) == valid
+        assert str(spec.flexible_versions) == flexible
+    assert (mod.REQUEST, mod.RESPONSE) in all_specs()
+
+
+@pytest.mark.parametrize("name", sorted(VERSIONS))
+def test_declaration_is_sound(name: str) -> None:
+    mod = module(name)
+    problems = check_pair(mod.REQUEST, mod.RESPONSE)
+    problems += check_declaration(mod.REQUEST) + check_declaration(mod.RESPONSE)
+    assert problems == []
+
+
+# (module, REQUEST/RESPONSE, version, struct path, the fields on the wire there, in order)
+SHAPES = [
+    ("offset_commit", "REQUEST", 2, "", ["group_id", "generation_id_or_member_epoch", "member_id", "retention_time_ms", "topics"]),
+    ("offset_commit", "REQUEST", 5, "", ["group_id", "generation_id_or_member_epoch", "member_id", "topics"]),
+    ("offset_commit", "REQUEST", 7, "", ["group_id", "generation_id_or_member_epoch", "member_id", "group_instance_id", "topics"]),
+    ("offset_commit", "REQUEST", 5, "topics.partitions", ["partition_index", "committed_offset", "committed_metadata"]),
+    ("offset_commit", "REQUEST", 6, "topics.partitions", ["partition_index", "committed_offset", "committed_leader_epoch", "committed_metadata"]),
+    ("offset_commit", "REQUEST", 9, "topics", ["name", "partitions"]),
+    ("offset_commit", "REQUEST", 10, "topics", ["topic_id", "partitions"]),
+    ("offset_commit", "RESPONSE", 2, "", ["topics"]),
+    ("offset_commit", "RESPONSE", 10, "topics", ["topic_id", "partitions"]),
+    ("offset_fetch", "REQUEST", 7, "", ["group_id", "topics", "require_stable"]),
+    ("offset_fetch", "REQUEST", 8, "", ["groups", "require_stable"]),
+    ("offset_fetch", "REQUEST", 8, "groups", ["group_id", "topics"]),
+    ("offset_fetch", "REQUEST", 9, "groups", ["group_id", "member_id", "member_epoch", "topics"]),
+    ("offset_fetch", "REQUEST", 10, "groups.topics", ["topic_id", "partition_indexes"]),
+    ("offset_fetch", "RESPONSE", 1, "", ["topics"]),
+    ("offset_fetch", "RESPONSE", 7, "", ["throttle_time_ms", "topics", "error_code"]),
+    ("offset_fetch", "RESPONSE", 8, "", ["throttle_time_ms", "groups"]),
+    ("offset_fetch", "RESPONSE", 8, "groups", ["group_id", "topics", "error_code"]),
+    ("find_coordinator", "REQUEST", 0, "", ["key"]),
+    ("find_coordinator", "REQUEST", 3, "", ["key", "key_type"]),
+    ("find_coordinator", "REQUEST", 4, "", ["key_type", "coordinator_keys"]),
+    ("find_coordinator", "RESPONSE", 0, "", ["error_code", "node_id", "host", "port"]),
+    ("find_coordinator", "RESPONSE", 1, "", ["throttle_time_ms", "error_code", "error_message", "node_id", "host", "port"]),
+    ("find_coordinator", "RESPONSE", 4, "", ["throttle_time_ms", "coordinators"]),
+    ("join_group", "REQUEST", 0, "", ["group_id", "session_timeout_ms", "member_id", "protocol_type", "protocols"]),
+    ("join_group", "REQUEST", 8, "", ["group_id", "session_timeout_ms", "rebalance_timeout_ms", "member_id", "group_instance_id", "protocol_type", "protocols", "reason"]),
+    ("join_group", "RESPONSE", 9, "", ["throttle_time_ms", "error_code", "generation_id", "protocol_type", "protocol_name", "leader", "skip_assignment", "member_id", "members"]),
+    ("leave_group", "REQUEST", 2, "", ["group_id", "member_id"]),
+    ("leave_group", "REQUEST", 3, "", ["group_id", "members"]),
+    ("leave_group", "REQUEST", 5, "members", ["member_id", "group_instance_id", "reason"]),
+    ("leave_group", "RESPONSE", 3, "", ["throttle_time_ms", "error_code", "members"]),
+    ("sync_group", "REQUEST", 5, "", ["group_id", "generation_id", "member_id", "group_instance_id", "protocol_type", "protocol_name", "assignments"]),
+    ("describe_groups", "RESPONSE", 6, "groups", ["error_code", "error_message", "group_id", "group_state", "protocol_type", "protocol_data", "members", "authorized_operations"]),
+    ("list_groups", "REQUEST", 3, "", []),
+    ("list_groups", "REQUEST", 4, "", ["states_filter"]),
+    ("list_groups", "REQUEST", 5, "", ["states_filter", "types_filter"]),
+    ("list_groups", "RESPONSE", 5, "groups", ["group_id", "protocol_type", "group_state", "group_type"]),
+    ("sasl_authenticate", "RESPONSE", 1, "", ["error_code", "error_message", "auth_bytes", "session_lifetime_ms"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "kind", "version", "path", "expected"), SHAPES)
+def test_wire_shape(name: str, kind: str, version: int, path: str, expected: list[str]) -> None:
+    assert names_at(getattr(module(name), kind), version, path) == expected
+
+
+def test_nullability_and_defaults() -> None:
+    commit = module("offset_commit").REQUEST
+    partition = commit.fields[-1].fields[-1].fields
+    epoch = next(f for f in partition if f.name == "committed_leader_epoch")
+    assert epoch.default == -1
+    fetch = module("offset_fetch").REQUEST
+    topics = next(f for f in fetch.fields if f.name == "topics")
+    # A null topic list asks for every topic, from v2 on.
+    assert not topics.nullable_versions.contains(1)
+    assert topics.nullable_versions.contains(2)
+    join = module("join_group").RESPONSE
+    protocol_name = next(f for f in join.fields if f.name == "protocol_name")
+    assert not protocol_name.nullable_versions.contains(6)
+    assert protocol_name.nullable_versions.contains(7)
+    described = module("describe_groups").RESPONSE.fields[1].fields
+    operations = next(f for f in described if f.name == "authorized_operations")
+    assert operations.default == -(2**31)
+
+
+# -- against kafka-python and aiokafka ----------------------------------------------------------
+
+
+def _cases(names: list[str]) -> list[Any]:
+    kp = kafka_python_classes()
+    aio = aiokafka_classes()
+    cases = []
+    for name in names:
+        mod = module(name)
+        for spec in (mod.REQUEST, mod.RESPONSE):
+            kp_cls = kp.get(spec.class_name)
+            top = spec.valid_versions.high
+            assert top is not None
+            for version in range(spec.valid_versions.low, top + 1):
+                if kp_cls is not None and version in kp_versions(kp_cls):
+                    cases.append(
+                        pytest.param(
+                            "kafka-python",
+                            spec,
+                            version,
+                            kp_cls,
+                            id=f"kp-{spec.class_name}-v{version}",
+                        )
+                    )
+                aio_cls = aio.get(f"{spec.class_name}_v{version}".lower())
+                if aio_cls is not None:
+                    cases.append(
+                        pytest.param(
+                            "aiokafka",
+                            spec,
+                            version,
+                            aio_cls,
+                            id=f"aio-{spec.class_name}-v{version}",
+                        )
+                    )
+    return cases
+
+
+CASES = _cases(sorted(VERSIONS))
+
+
+@pytest.mark.parametrize(("library", "spec", "version", "their_cls"), CASES)
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_same_bytes_as_reference_clients(
+    library: str, spec: MessageSpec, version: int, their_cls: Any, data: st.DataObject
+) -> None:
+    compiler = pytest.importorskip("josefk.protocol.compiler")
+    compiled = compiler.compile_message(spec)
+    obj = data.draw(value_strategy(compiled, spec.fields, compiled.cls, version))
+    if library == "kafka-python":
+        cross_check_kafka_python(compiled, their_cls, obj, version)
+    else:
+        cross_check_aiokafka(compiled, their_cls, obj, version)
