@@ -74,17 +74,23 @@ _MIN_GUESS: Final = 64 * 1024
 
 
 def compress(codec: Compression, data: Buffer, *, level: int | None = None) -> bytes:
-    """Compress ``data`` in the format a Kafka reader expects for ``codec``."""
+    """Compress ``data`` in the format a Kafka reader expects for ``codec``.
+
+    ``level`` (KIP-390's compression.gzip.level / compression.zstd.level) applies to gzip
+    and zstd; snappy has no levels and lz4 is written at its default, fast level.
+    """
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
-        return bytes(cramjam.gzip.compress(data, level=level or _DEFAULT_LEVEL[codec]))
+        level = _DEFAULT_LEVEL[codec] if level is None else level
+        return bytes(cramjam.gzip.compress(data, level=level))
     if codec == Compression.SNAPPY:
         return snappy_xerial_compress(data)
     if codec == Compression.LZ4:
         return lz4_frame_compress(data)
     if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data, level=level or _DEFAULT_LEVEL[codec]))
+        level = _DEFAULT_LEVEL[codec] if level is None else level
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise UnsupportedCompressionError(f"unknown compression codec {codec}")
 
 

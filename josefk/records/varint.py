@@ -168,6 +168,12 @@ def decode_varint(buffer: Buffer, position: int = 0) -> tuple[int, int]:
         byte = buffer[position]
         if byte < 0x80:
             return (byte >> 1) ^ -(byte & 1), position + 1
+        if position + 1 < len(buffer):
+            # Two bytes cover record lengths up to 8 KiB, the next most common case.
+            second = buffer[position + 1]
+            if second < 0x80:
+                raw = (byte & 0x7F) | (second << 7)
+                return (raw >> 1) ^ -(raw & 1), position + 2
     raw, position = _read_unsigned(buffer, position, MAX_VARINT_BYTES, UINT32_MAX)
     return (raw >> 1) ^ -(raw & 1), position
 
@@ -178,5 +184,11 @@ def decode_varlong(buffer: Buffer, position: int = 0) -> tuple[int, int]:
         byte = buffer[position]
         if byte < 0x80:
             return (byte >> 1) ^ -(byte & 1), position + 1
+        if position + 1 < len(buffer):
+            # Two bytes cover record lengths up to 8 KiB, the next most common case.
+            second = buffer[position + 1]
+            if second < 0x80:
+                raw = (byte & 0x7F) | (second << 7)
+                return (raw >> 1) ^ -(raw & 1), position + 2
     raw, position = _read_unsigned(buffer, position, MAX_VARLONG_BYTES, UINT64_MAX)
     return (raw >> 1) ^ -(raw & 1), position
