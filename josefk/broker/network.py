@@ -1,0 +1,481 @@
+"""The broker's network layer: listeners, connections, frames in and responses out.
+
+Owns sockets and nothing else: it reads size-prefixed frames, hands each to a dispatcher,
+and writes the responses back in request order, sending record data from segment files with
+``os.sendfile``. It knows no API and no storage; it must not import josefk.storage,
+josefk.protocol message classes or the handlers.
+
+Why raw non-blocking sockets and not asyncio transports: a transport owns its socket's write
+side, so data that must go out with ``os.sendfile`` (uvloop implements neither
+``loop.sendfile`` nor ``loop.sock_sendfile``) cannot be interleaved with transport writes.
+With ``sock_recv_into`` we also read straight into buffers whose slices become the request
+frames, so a produced batch reaches the log without being copied in Python.
+
+Reading. A connection reads into a chunk (a bytearray of ``CHUNK_SIZE``) and hands out
+memoryviews of the complete frames in it. A chunk from which frames were handed out is never
+written again (the views keep it alive); the unfinished tail is copied to a fresh chunk, which
+costs at most one small partial frame. A frame larger than a chunk gets a bytearray of exactly
+its size, and the rest of it is received straight into that.
+
+Ordering and flow control. Frames are dispatched as they arrive (pipelining) but responses are
+written strictly in request order: the writer takes pending responses first in, first out. When
+``max_in_flight`` requests of one connection are waiting for their responses the reader stops
+reading that socket until the writer catches up, which pushes back on the client through TCP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import socket
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias, runtime_checkable
+
+logger = logging.getLogger(__name__)
+
+CHUNK_SIZE = 256 * 1024
+_SIZE = struct.Struct(">i")
+
+
+@runtime_checkable
+class FileRegion(Protocol):
+    """A range of a file to send with sendfile: the storage layer's file slice fits this."""
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def fileno(self) -> int: ...
+
+
+Chunk: TypeAlias = bytes | bytearray | memoryview | FileRegion
+Response: TypeAlias = Sequence[Chunk]
+"""The parts of one response body (header included, size prefix not): sent back to back."""
+
+DispatchResult: TypeAlias = Response | Awaitable[Response | None] | None
+"""What a dispatcher returns: a response, None for no response (acks=0), or an awaitable."""
+
+
+@dataclass(slots=True)
+class ConnectionInfo:
+    """What handlers may know about the connection a request came on."""
+
+    connection_id: int
+    listener_name: str
+    peer: str
+    local_port: int
+
+
+class Dispatcher(Protocol):
+    def dispatch(self, frame: memoryview, connection: ConnectionInfo) -> DispatchResult: ...
+
+
+class Clock(Protocol):
+    def monotonic_ms(self) -> int: ...
+
+
+def chunk_size(chunk: Chunk) -> int:
+    if isinstance(chunk, bytes | bytearray):
+        return len(chunk)
+    if isinstance(chunk, memoryview):
+        return chunk.nbytes
+    return chunk.size
+
+
+class Connection:
+    """One client connection: a reader task and a writer task over one socket.
+
+    Both tasks run on the event loop thread; ``_pending`` is touched only there.
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        info: ConnectionInfo,
+        dispatcher: Dispatcher,
+        *,
+        max_request_bytes: int,
+        max_in_flight: int,
+        clock: Clock,
+        on_close: Callable[[Connection], None],
+    ) -> None:
+        self.sock = sock
+        self.info = info
+        self._dispatcher = dispatcher
+        self._max_request_bytes = max_request_bytes
+        self._max_in_flight = max_in_flight
+        self._clock = clock
+        self._on_close = on_close
+        self._loop = asyncio.get_running_loop()
+        self._pending: deque[DispatchResult | _End] = deque()
+        self._has_pending = asyncio.Event()
+        self._has_room = asyncio.Event()
+        self._has_room.set()
+        self._reading = True
+        self._closed = False
+        self.last_active_ms = clock.monotonic_ms()
+        self._reader: asyncio.Task[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._reader = self._loop.create_task(self._read_loop())
+        self._writer = self._loop.create_task(self._write_loop())
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        try:
+            await self._read_frames()
+        except (ConnectionError, OSError) as exc:
+            logger.debug("connection %s: read failed: %s", self.info.peer, exc)
+        except FrameTooLarge as exc:
+            logger.warning("closing connection from %s: %s", self.info.peer, exc)
+            self.close()
+            return
+        except asyncio.CancelledError:
+            # stop_reading() during shutdown, or close(); either way no more requests.
+            if self._closed:
+                raise
+        finally:
+            self._reading = False
+        # The peer closed its side or reading stopped: let the writer drain, then close.
+        self._push(_END)
+
+    async def _read_frames(self) -> None:
+        loop, sock = self._loop, self.sock
+        buf = bytearray(CHUNK_SIZE)
+        view = memoryview(buf)
+        start = filled = 0
+        while self._reading:
+            if filled == len(buf):
+                buf, view, start, filled = self._fresh_chunk(view, start, filled)
+            received = await loop.sock_recv_into(sock, view[filled:])
+            if received == 0:
+                return
+            filled += received
+            self.last_active_ms = self._clock.monotonic_ms()
+            while filled - start >= 4:
+                size = _SIZE.unpack_from(buf, start)[0]
+                if size < 0 or size > self._max_request_bytes:
+                    raise FrameTooLarge(size, self._max_request_bytes)
+                end = start + 4 + size
+                if end <= filled:
+                    await self._submit(view[start + 4 : end])
+                    start = end
+                    continue
+                if 4 + size > len(buf):
+                    # Larger than a chunk: receive the rest of it straight into its own buffer.
+                    frame = await self._read_large_frame(view[start + 4 : filled], size)
+                    if frame is None:
+                        return
+                    await self._submit(frame)
+                    start = filled
+                break
+            if start == filled:
+                # Everything handed out: a fresh chunk, never overwrite frames still in use.
+                if start:
+                    buf = bytearray(CHUNK_SIZE)
+                    view = memoryview(buf)
+                    start = filled = 0
+            elif start and filled == len(buf):
+                buf, view, start, filled = self._fresh_chunk(view, start, filled)
+
+    @staticmethod
+    def _fresh_chunk(
+        view: memoryview, start: int, filled: int
+    ) -> tuple[bytearray, memoryview, int, int]:
+        tail = filled - start
+        buf = bytearray(CHUNK_SIZE)
+        buf[:tail] = view[start:filled]
+        return buf, memoryview(buf), 0, tail
+
+    async def _read_large_frame(self, head: memoryview, size: int) -> memoryview | None:
+        frame = bytearray(size)
+        frame[: len(head)] = head
+        view = memoryview(frame)
+        got = len(head)
+        while got < size:
+            received = await self._loop.sock_recv_into(self.sock, view[got:])
+            if received == 0:
+                return None
+            got += received
+        self.last_active_ms = self._clock.monotonic_ms()
+        return view
+
+    async def _submit(self, frame: memoryview) -> None:
+        result = self._dispatcher.dispatch(frame, self.info)
+        if isinstance(result, Awaitable) and not isinstance(result, asyncio.Future):
+            # Run it now so that it makes progress while earlier responses are written.
+            result = asyncio.ensure_future(result)
+        self._push(result)
+        if len(self._pending) >= self._max_in_flight:
+            self._has_room.clear()
+            await self._has_room.wait()
+
+    def _push(self, item: DispatchResult | _End) -> None:
+        self._pending.append(item)
+        self._has_pending.set()
+
+    # -- writing -------------------------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        try:
+            while True:
+                if not self._pending:
+                    self._has_pending.clear()
+                    await self._has_pending.wait()
+                    continue
+                item = self._pending[0]
+                if isinstance(item, _End):
+                    break
+                if isinstance(item, Awaitable):
+                    try:
+                        response = await item
+                    except Exception:
+                        # A handler bug must not take other connections down; this one cannot
+                        # answer in order any more, so it closes, as Kafka does.
+                        logger.exception("request from %s failed; closing", self.info.peer)
+                        break
+                else:
+                    response = item
+                self._pending.popleft()
+                if len(self._pending) < self._max_in_flight:
+                    self._has_room.set()
+                if response is not None:
+                    await self._send(response)
+                    self.last_active_ms = self._clock.monotonic_ms()
+        except (ConnectionError, OSError) as exc:
+            logger.debug("connection %s: write failed: %s", self.info.peer, exc)
+        finally:
+            self.close()
+
+    async def _send(self, response: Response) -> None:
+        total = 0
+        for part in response:
+            total += chunk_size(part)
+        pieces: list[bytes | bytearray | memoryview] = [_SIZE.pack(total)]
+        for part in response:
+            if isinstance(part, bytes | bytearray | memoryview):
+                pieces.append(part)
+                continue
+            await self._sock_sendall(pieces)
+            pieces = []
+            await self._sendfile(part)
+        if pieces:
+            await self._sock_sendall(pieces)
+
+    async def _sock_sendall(self, pieces: list[bytes | bytearray | memoryview]) -> None:
+        if not pieces:
+            return
+        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        await self._loop.sock_sendall(self.sock, data)
+
+    async def _sendfile(self, region: FileRegion) -> None:
+        out = self.sock.fileno()
+        source, position, remaining = region.fileno(), region.position, region.size
+        while remaining > 0:
+            try:
+                sent = os.sendfile(out, source, position, remaining)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                raise
+            if sent == 0:
+                # The file is shorter than the slice: truncated underneath us. Closing is the
+                # only honest answer, the response size is already on the wire.
+                raise ConnectionAbortedError(f"file region ended {remaining} bytes early")
+            position += sent
+            remaining -= sent
+
+    async def _writable(self) -> None:
+        fd = self.sock.fileno()
+        waiter = self._loop.create_future()
+        self._loop.add_writer(fd, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            self._loop.remove_writer(fd)
+
+    # -- closing -------------------------------------------------------------------------
+
+    def stop_reading(self) -> None:
+        """Take no new requests; those already read are still answered."""
+        self._reading = False
+        if self._reader is not None and not self._reader.done():
+            self._reader.cancel()
+
+    async def drained(self) -> None:
+        if self._writer is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self._writer)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._reading = False
+        for task in (self._reader, self._writer):
+            if task is not None and not task.done() and task is not asyncio.current_task():
+                task.cancel()
+        for item in self._pending:
+            if isinstance(item, asyncio.Future):
+                item.cancel()
+        self._pending.clear()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        self._on_close(self)
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class FrameTooLarge(Exception):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"request of {size} bytes is larger than socket.request.max.bytes ({limit})"
+        )
+        self.size = size
+        self.limit = limit
+
+
+class _End:
+    __slots__ = ()
+
+
+_END = _End()
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSpec:
+    name: str
+    host: str
+    port: int
+
+
+class SocketServer:
+    """Listeners and the connections they accept; knows nothing of Kafka's APIs."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        clock: Clock,
+        max_request_bytes: int,
+        max_idle_ms: int,
+        max_in_flight: int = 64,
+        on_connections_changed: Callable[[int], None] | None = None,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._clock = clock
+        self._max_request_bytes = max_request_bytes
+        self._max_idle_ms = max_idle_ms
+        self._max_in_flight = max_in_flight
+        self._on_connections_changed = on_connections_changed
+        self._listeners: list[tuple[ListenerSpec, socket.socket, asyncio.Task[None]]] = []
+        self.connections: set[Connection] = set()
+        self._next_connection_id = 0
+
+    async def listen(self, spec: ListenerSpec) -> ListenerSpec:
+        """Bind and start accepting; returns the spec with the bound port (port 0 resolved)."""
+        family = socket.AF_INET6 if ":" in spec.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        host = "" if spec.host in ("", "0.0.0.0") else spec.host
+        sock.bind((host, spec.port))
+        sock.listen(1024)
+        sock.setblocking(False)
+        bound = ListenerSpec(spec.name, spec.host, sock.getsockname()[1])
+        task = asyncio.get_running_loop().create_task(self._accept_loop(bound, sock))
+        self._listeners.append((bound, sock, task))
+        return bound
+
+    async def _accept_loop(self, spec: ListenerSpec, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, address = await loop.sock_accept(listener)
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    logger.error("cannot accept on %s: %s", spec.name, exc)
+                    await asyncio.sleep(0.1)  # back off from fd exhaustion; nothing to wait on
+                    continue
+                raise
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._next_connection_id += 1
+            info = ConnectionInfo(
+                connection_id=self._next_connection_id,
+                listener_name=spec.name,
+                peer=f"{address[0]}:{address[1]}",
+                local_port=spec.port,
+            )
+            connection = Connection(
+                sock,
+                info,
+                self._dispatcher,
+                max_request_bytes=self._max_request_bytes,
+                max_in_flight=self._max_in_flight,
+                clock=self._clock,
+                on_close=self._forget,
+            )
+            self.connections.add(connection)
+            connection.start()
+            self._connections_changed()
+
+    def _forget(self, connection: Connection) -> None:
+        self.connections.discard(connection)
+        self._connections_changed()
+
+    def _connections_changed(self) -> None:
+        if self._on_connections_changed is not None:
+            self._on_connections_changed(len(self.connections))
+
+    def close_idle_connections(self) -> int:
+        """Close connections idle longer than connections.max.idle.ms; returns how many."""
+        now = self._clock.monotonic_ms()
+        idle = [
+            c
+            for c in self.connections
+            if c.in_flight == 0 and now - c.last_active_ms > self._max_idle_ms
+        ]
+        for connection in idle:
+            connection.close()
+        return len(idle)
+
+    async def stop_listening(self) -> None:
+        for _, sock, task in self._listeners:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            sock.close()
+        self._listeners.clear()
+
+    async def shutdown(self, deadline_s: float) -> None:
+        """Stop accepting, let in-flight requests finish until the deadline, close the rest."""
+        await self.stop_listening()
+        connections = list(self.connections)
+        for connection in connections:
+            connection.stop_reading()
+        if connections:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(deadline_s):
+                    await asyncio.gather(*(c.drained() for c in connections))
+        for connection in list(self.connections):
+            connection.close()

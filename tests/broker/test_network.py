@@ -1,0 +1,140 @@
+"""The socket layer over real loopback sockets, with a dispatcher that echoes frames."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from josefk.broker.network import (
+    ConnectionInfo,
+    DispatchResult,
+    ListenerSpec,
+    SocketServer,
+)
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 0
+
+    def monotonic_ms(self) -> int:
+        return self.now
+
+
+@dataclass
+class Region:
+    file: object
+    position: int
+    size: int
+
+    def fileno(self) -> int:
+        return self.file.fileno()  # type: ignore[attr-defined, no-any-return]
+
+
+class EchoDispatcher:
+    """Echoes each frame; a frame starting with b'wait' is answered only when released."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.region: Region | None = None
+
+    def dispatch(self, frame: memoryview, connection: ConnectionInfo) -> DispatchResult:
+        data = bytes(frame)
+        if data.startswith(b"wait"):
+            return self._later(data)
+        if data == b"noreply":
+            return None
+        if data == b"file" and self.region is not None:
+            return [b"F:", self.region]
+        return [data]
+
+    async def _later(self, data: bytes) -> list[bytes]:
+        await self.release.wait()
+        return [data]
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    return await reader.readexactly(size)
+
+
+def frame(data: bytes) -> bytes:
+    return struct.pack(">i", len(data)) + data
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[SocketServer, EchoDispatcher, int]]:
+    dispatcher = EchoDispatcher()
+    srv = SocketServer(dispatcher, clock=ManualClock(), max_request_bytes=1 << 20, max_idle_ms=1000)
+    bound = await srv.listen(ListenerSpec("PLAINTEXT", "127.0.0.1", 0))
+    yield srv, dispatcher, bound.port
+    await srv.shutdown(1.0)
+
+
+async def test_responses_come_back_in_request_order(server) -> None:  # type: ignore[no-untyped-def]
+    _srv, dispatcher, port = server
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(frame(b"wait-1") + frame(b"second") + frame(b"noreply") + frame(b"third"))
+    await writer.drain()
+    dispatcher.release.set()
+    assert [await read_frame(reader) for _ in range(3)] == [b"wait-1", b"second", b"third"]
+    writer.close()
+
+
+async def test_frames_split_across_reads_and_larger_than_a_chunk(server) -> None:  # type: ignore[no-untyped-def]
+    _srv, _dispatcher, port = server
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    big = bytes(range(256)) * 2000  # 512 KB, twice a chunk
+    stream = frame(b"a" * 100) + frame(big) + frame(b"b" * 300_000) + frame(b"c")
+    for i in range(0, len(stream), 7919):
+        writer.write(stream[i : i + 7919])
+        await writer.drain()
+    assert await read_frame(reader) == b"a" * 100
+    assert await read_frame(reader) == big
+    assert await read_frame(reader) == b"b" * 300_000
+    assert await read_frame(reader) == b"c"
+    writer.close()
+
+
+async def test_oversized_request_closes_only_that_connection(server) -> None:  # type: ignore[no-untyped-def]
+    _srv, _dispatcher, port = server
+    bad_reader, bad_writer = await asyncio.open_connection("127.0.0.1", port)
+    good_reader, good_writer = await asyncio.open_connection("127.0.0.1", port)
+    bad_writer.write(struct.pack(">i", (1 << 20) + 1))
+    await bad_writer.drain()
+    assert await bad_reader.read() == b""  # closed by the broker
+    good_writer.write(frame(b"still here"))
+    assert await read_frame(good_reader) == b"still here"
+    good_writer.close()
+
+
+async def test_file_regions_are_sent_with_sendfile(server) -> None:  # type: ignore[no-untyped-def]
+    _srv, dispatcher, port = server
+    with tempfile.TemporaryFile() as f:
+        payload = bytes(range(256)) * 8000
+        f.write(b"xx" + payload + b"yy")
+        f.flush()
+        dispatcher.region = Region(f, 2, len(payload))
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(frame(b"file"))
+        assert await read_frame(reader) == b"F:" + payload
+        writer.close()
+
+
+async def test_idle_connections_are_closed() -> None:
+    clock = ManualClock()
+    srv = SocketServer(EchoDispatcher(), clock=clock, max_request_bytes=1024, max_idle_ms=1000)
+    bound = await srv.listen(ListenerSpec("PLAINTEXT", "127.0.0.1", 0))
+    reader, writer = await asyncio.open_connection("127.0.0.1", bound.port)
+    writer.write(frame(b"hello"))
+    assert await read_frame(reader) == b"hello"
+    assert srv.close_idle_connections() == 0
+    clock.now += 1001
+    assert srv.close_idle_connections() == 1
+    assert await reader.read() == b""
+    await srv.shutdown(1.0)
