@@ -16,7 +16,8 @@ Owns the reading and writing of the text format Kafka's ``server.properties`` an
 
 Also owns ``MetaProperties``: the ``meta.properties`` file Kafka keeps in every log dir
 (``version``, ``node.id`` or ``broker.id``, ``cluster.id`` as a 22-character base64-url uuid
-without padding, ``directory.id``), so the cluster id survives restarts.
+without padding, ``directory.id``), so the cluster id survives restarts, and
+``ensure_meta_properties``, the start-up check that creates or verifies it in every log dir.
 
 Must not import josefk.broker, josefk.storage or josefk.protocol.
 """
@@ -29,7 +30,7 @@ import os
 import re
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +41,7 @@ __all__ = [
     "MetaProperties",
     "MetaPropertiesError",
     "PropertiesSyntaxError",
+    "ensure_meta_properties",
     "format_properties",
     "generate_uuid",
     "is_valid_uuid",
@@ -328,3 +330,63 @@ class MetaProperties:
         finally:
             os.close(dir_fd)
         return target
+
+
+def ensure_meta_properties(
+    log_dirs: Sequence[str | os.PathLike[str]],
+    *,
+    node_id: int,
+    random_bytes: Callable[[int], bytes] = os.urandom,
+) -> str:
+    """Check or create ``meta.properties`` in every log dir; return the cluster id.
+
+    Kafka's rules at start-up: every log dir that has the file must name this ``node_id`` and
+    the same cluster id. Where Kafka would demand ``kafka-storage format`` first, josefk
+    formats on first start: log dirs without the file get one (version 1) with the cluster id
+    the others carry, or a new random one when no dir has any, and a fresh ``directory.id``.
+    Raises MetaPropertiesError naming the file that disagrees. Blocking (file I/O).
+    """
+    found: list[tuple[Path, MetaProperties]] = []
+    missing: list[Path] = []
+    for log_dir in log_dirs:
+        directory = Path(log_dir)
+        meta = MetaProperties.read(directory)
+        if meta is None:
+            missing.append(directory)
+        else:
+            found.append((directory, meta))
+    cluster_id: str | None = None
+    cluster_source: Path | None = None
+    for directory, meta in found:
+        path = str(directory / META_PROPERTIES_FILE)
+        if meta.node_id != node_id:
+            raise MetaPropertiesError(
+                path,
+                f"stored node id {meta.node_id} does not match node.id={node_id} of the config",
+            )
+        if meta.cluster_id is None:
+            continue
+        if cluster_id is None:
+            cluster_id, cluster_source = meta.cluster_id, directory
+        elif meta.cluster_id != cluster_id:
+            raise MetaPropertiesError(
+                path,
+                f"cluster id {meta.cluster_id} differs from {cluster_id} "
+                f"in {cluster_source}; the log dirs belong to different clusters",
+            )
+    if cluster_id is None:
+        cluster_id = generate_uuid(random_bytes)
+    for directory, meta in found:
+        if meta.cluster_id is None:
+            # A version 0 file without cluster.id: record the id now, as Kafka did on upgrade.
+            MetaProperties(
+                version=meta.version,
+                node_id=meta.node_id,
+                cluster_id=cluster_id,
+                directory_id=meta.directory_id,
+            ).write(directory)
+    for directory in missing:
+        MetaProperties(
+            node_id=node_id, cluster_id=cluster_id, directory_id=generate_uuid(random_bytes)
+        ).write(directory)
+    return cluster_id

@@ -16,6 +16,7 @@ from josefk.config import (
     MetaProperties,
     MetaPropertiesError,
     PropertiesSyntaxError,
+    ensure_meta_properties,
     format_properties,
     generate_uuid,
     parse_properties,
@@ -170,3 +171,52 @@ def test_meta_properties_version_0() -> None:
 def test_meta_properties_errors(props: dict[str, str], words: str) -> None:
     with pytest.raises(MetaPropertiesError, match=words):
         MetaProperties.from_properties(props, path="/d/meta.properties")
+
+
+@given(st.text(max_size=200))
+def test_any_text_parses_or_raises_the_syntax_error(text: str) -> None:
+    try:
+        result = parse_properties(text)
+    except PropertiesSyntaxError:
+        return
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in result.items())
+
+
+# ------------------------------------------------------------------------------ start-up identity
+
+
+def test_ensure_meta_properties_formats_fresh_dirs(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    cluster_id = ensure_meta_properties(dirs, node_id=2)
+    assert is_valid_uuid(cluster_id)
+    metas = [MetaProperties.read(d) for d in dirs]
+    assert all(m is not None and m.cluster_id == cluster_id and m.node_id == 2 for m in metas)
+    directory_ids = {m.directory_id for m in metas if m is not None}
+    assert len(directory_ids) == 2
+    # A restart keeps the identity.
+    assert ensure_meta_properties(dirs, node_id=2) == cluster_id
+    assert [MetaProperties.read(d) for d in dirs] == metas
+
+
+def test_ensure_meta_properties_adopts_the_existing_cluster(tmp_path: Path) -> None:
+    MetaProperties(node_id=1, cluster_id="5L6g3nShT-eMCtK--X86sw").write(tmp_path / "old")
+    cluster_id = ensure_meta_properties([tmp_path / "old", tmp_path / "new"], node_id=1)
+    assert cluster_id == "5L6g3nShT-eMCtK--X86sw"
+    new = MetaProperties.read(tmp_path / "new")
+    assert new is not None and new.cluster_id == cluster_id
+
+
+def test_ensure_meta_properties_refuses_mismatches(tmp_path: Path) -> None:
+    MetaProperties(node_id=1, cluster_id=generate_uuid()).write(tmp_path / "a")
+    with pytest.raises(MetaPropertiesError, match=r"stored node id 1 does not match node\.id=2"):
+        ensure_meta_properties([tmp_path / "a"], node_id=2)
+    MetaProperties(node_id=1, cluster_id=generate_uuid()).write(tmp_path / "b")
+    with pytest.raises(MetaPropertiesError, match="different clusters"):
+        ensure_meta_properties([tmp_path / "a", tmp_path / "b"], node_id=1)
+
+
+def test_ensure_meta_properties_fills_a_version_0_cluster_id(tmp_path: Path) -> None:
+    (tmp_path / "meta.properties").write_text("version=0\nbroker.id=4\n")
+    cluster_id = ensure_meta_properties([tmp_path], node_id=4)
+    meta = MetaProperties.read(tmp_path)
+    assert meta == MetaProperties(version=0, node_id=4, cluster_id=cluster_id)
