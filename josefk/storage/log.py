@@ -557,7 +557,12 @@ class Log:
             if log_append_time:
                 max_timestamp, offset_of_max_timestamp = now, last_offset
             self._append_to_segment(
-                view, first_offset, last_offset, max_timestamp, offset_of_max_timestamp
+                view,
+                first_offset,
+                last_offset,
+                max_timestamp,
+                offset_of_max_timestamp,
+                len(batches),
             )
             return LogAppendInfo(
                 first_offset=first_offset,
@@ -627,6 +632,7 @@ class Log:
                 previous_last,
                 max_timestamp,
                 offset_of_max_timestamp,
+                len(batches),
             )
             return LogAppendInfo(
                 first_offset=first_offset,
@@ -665,6 +671,7 @@ class Log:
         last_offset: int,
         max_timestamp: int,
         offset_of_max_timestamp: int,
+        batch_count: int,
     ) -> None:
         size = view.nbytes
         if size > self._config.segment_bytes:
@@ -673,7 +680,7 @@ class Log:
                 f"{self._config.segment_bytes}",
                 path=self._dir,
             )
-        segment = self._maybe_roll(size, first_offset, last_offset, max_timestamp)
+        segment = self._maybe_roll(size, batch_count, first_offset, last_offset, max_timestamp)
         segment.append(
             largest_offset=last_offset,
             largest_timestamp=max_timestamp,
@@ -687,7 +694,12 @@ class Log:
     # -- roll -----------------------------------------------------------------------------------------
 
     def _maybe_roll(
-        self, messages_size: int, first_offset: int, last_offset: int, max_timestamp: int
+        self,
+        messages_size: int,
+        batch_count: int,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
     ) -> LogSegment:
         segment = self.active_segment
         params = RollParams(
@@ -698,7 +710,9 @@ class Log:
             messages_size=messages_size,
             now=self._clock.milliseconds(),
         )
-        if segment.should_roll(params):
+        if segment.should_roll(params) or not _index_room_for(
+            segment, batch_count, messages_size, self._config.index_interval_bytes
+        ):
             return self.roll(first_offset)
         return segment
 
@@ -1150,6 +1164,27 @@ def _open_segment(
         file_already_exists=exists,
         init_file_size=config.initial_file_size,
         preallocate=config.preallocate,
+    )
+
+
+def _index_room_for(
+    segment: LogSegment, batch_count: int, messages_size: int, index_interval_bytes: int
+) -> bool:
+    """Whether the segment's indexes can take the entries an append may add.
+
+    The segment indexes per batch (so that recovery rebuilds identical indexes), so one
+    multi-batch append may add several entries: at most one per batch and one per
+    ``index.interval.bytes`` written. ``should_roll`` only asks "is the index full now?",
+    which is enough for one entry per append, as in Kafka, but not here.
+    """
+    if batch_count <= 1:
+        return True
+    needed = min(batch_count, messages_size // (index_interval_bytes + 1) + 1)
+    offset_index, time_index = segment.offset_index, segment.time_index
+    # The time index keeps its last slot for the entry written when the segment rolls.
+    return (
+        offset_index.max_entries - offset_index.entries >= needed
+        and time_index.max_entries - 1 - time_index.entries >= needed
     )
 
 
