@@ -94,8 +94,9 @@ def check_declaration(spec: MessageSpec) -> list[str]:
             bounded = f.versions.high is not None and not is_empty(f.versions)
             if bounded and not valid.low <= (f.versions.high or 0) <= top:
                 problems.append(f"{at}: versions {f.versions} end outside {valid}")
-            if not (present | tagged) <= parent:
-                problems.append(f"{at}: versions {f.versions} exceed its parent's")
+            # "0+" inside a struct that appears in "4+" reads "whenever its parent is there".
+            if not (present | tagged) & parent:
+                problems.append(f"{at}: exists in none of its parent's versions")
             if f.tag is not None:
                 if f.tag < 0:
                     problems.append(f"{at}: negative tag")
@@ -131,7 +132,7 @@ def check_declaration(spec: MessageSpec) -> list[str]:
                     problems.append(f"{at}: struct {name} declared with two different shapes")
                 if not f.fields:
                     problems.append(f"{at}: struct {name} has no fields")
-                check(f.fields, present | tagged, at)
+                check(f.fields, (present | tagged) & parent, at)
 
     check(spec.fields, all_valid, spec.class_name)
     return problems

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from josefk.protocol.messages import all_specs
-from josefk.protocol.schema import MessageSpec
+from josefk.protocol.schema import MessageSpec, array, field, request
 from tests.protocol.group_txn_checks import (
     aiokafka_classes,
     check_declaration,
@@ -76,6 +76,45 @@ def test_declaration_is_sound(name: str) -> None:
     problems = check_pair(mod.REQUEST, mod.RESPONSE)
     problems += check_declaration(mod.REQUEST) + check_declaration(mod.RESPONSE)
     assert problems == []
+
+
+def test_sanity_checks_catch_bad_declarations() -> None:
+    """The checks above would notice the mistakes they are meant to catch."""
+    bad = request(
+        api_key=999,
+        name="Bad",
+        valid="0-3",
+        flexible="2+",
+        fields=[
+            field("group_id", "string", "0+"),
+            field("group_id", "string", "1+"),
+            field("GroupState", "string", "0+"),
+            field("epoch", "int32", "0+", nullable="0+"),
+            field("late", "int32", "5+"),
+            field("gone", "int32", "0-7"),
+            field("short_name", "string", "2+", nullable="0+"),
+            field("first", "int32", "2+", tag=0, tagged="1+"),
+            field("second", "int32", "2+", tag=0, tagged="2+"),
+            field("member", "string", "0+", default=None),
+            field("count", "int8", "0+", default=300),
+            array("topics", "Topic", "2+", [field("name", "string", "0-1")]),
+        ],
+    )
+    text = "\n".join(check_declaration(bad))
+    for expected in (
+        "'group_id' declared twice",
+        "GroupState: name is not snake_case",
+        "epoch: a int32 cannot be null",
+        "late: exists in no valid version",
+        "gone: versions 0-7 end outside 0-3",
+        "short_name: nullable versions",
+        "tag 0 used twice",
+        "first: tagged in non-flexible versions",
+        "member: default null but never nullable",
+        "count: default 300 is not a int8",
+        "topics.name: exists in none of its parent's versions",
+    ):
+        assert expected in text
 
 
 # (module, REQUEST/RESPONSE, version, struct path, the fields on the wire there, in order)
