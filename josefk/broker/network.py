@@ -45,15 +45,16 @@ _SIZE = struct.Struct(">i")
 
 @runtime_checkable
 class FileRegion(Protocol):
-    """A range of a file to send with sendfile: the storage layer's file slice fits this."""
+    """A range of a file to send with sendfile: the storage layer's FileSlice fits this."""
+
+    @property
+    def fd(self) -> int: ...
 
     @property
     def position(self) -> int: ...
 
     @property
     def size(self) -> int: ...
-
-    def fileno(self) -> int: ...
 
 
 Chunk: TypeAlias = bytes | bytearray | memoryview | FileRegion
@@ -284,7 +285,7 @@ class Connection:
 
     async def _sendfile(self, region: FileRegion) -> None:
         out = self.sock.fileno()
-        source, position, remaining = region.fileno(), region.position, region.size
+        source, position, remaining = region.fd, region.position, region.size
         while remaining > 0:
             try:
                 sent = os.sendfile(out, source, position, remaining)

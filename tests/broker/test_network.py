@@ -32,7 +32,8 @@ class Region:
     position: int
     size: int
 
-    def fileno(self) -> int:
+    @property
+    def fd(self) -> int:
         return self.file.fileno()  # type: ignore[attr-defined, no-any-return]
 
 
