@@ -1,0 +1,185 @@
+"""Loading a partition directory: clean and unclean restarts, corrupted tails, leftovers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from log_helpers import check_invariants, open_log, producer_batch, read_all, small_config
+
+from josefk.storage.log import Log
+from josefk.storage.segment import LogSegment
+
+
+def populated(path: Path, batches: int = 30) -> Log:
+    log = open_log(path)
+    for _ in range(batches):
+        log.append_as_leader(producer_batch(3, value_size=60), 0)
+    return log
+
+
+@pytest.fixture
+def recover_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    original = LogSegment.recover
+
+    def counting(self: LogSegment, *args: object, **kwargs: object) -> int:
+        calls.append(self.base_offset)
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogSegment, "recover", counting)
+    return calls
+
+
+def test_clean_restart_skips_recovery(tmp_path: Path, recover_calls: list[int]) -> None:
+    path = tmp_path / "t-0"
+    log = populated(path)
+    leo, segments = log.log_end_offset, log.num_segments
+    log.flush()
+    log.close()
+    reopened = open_log(path, had_clean_shutdown=True, recovery_point=0, log_start_offset=0)
+    assert recover_calls == []
+    assert reopened.log_end_offset == leo and reopened.num_segments == segments
+    assert reopened.recovery_point == leo
+    assert [b.base_offset for b in read_all(reopened)] == list(range(0, leo, 3))
+    check_invariants(reopened)
+
+
+def test_unclean_restart_recovers_after_recovery_point(
+    tmp_path: Path, recover_calls: list[int]
+) -> None:
+    path = tmp_path / "t-0"
+    log = populated(path)
+    leo = log.log_end_offset
+    recovery_point = log.log_segments()[-3].base_offset + 1
+    log.close()
+    reopened = open_log(path, had_clean_shutdown=False, recovery_point=recovery_point)
+    bases = [s.base_offset for s in reopened.log_segments()]
+    assert recover_calls == bases[-3:]
+    assert reopened.log_end_offset == leo
+    assert reopened.recovery_point == recovery_point
+    check_invariants(reopened)
+
+
+def test_unclean_restart_truncates_corrupted_tail(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = populated(path)
+    batch_size = len(producer_batch(3, value_size=60))
+    active = log.active_segment
+    active_log = active.path
+    last_base = active.base_offset
+    log.close()
+    size = active_log.stat().st_size
+    assert size >= 2 * batch_size
+    # Flip a byte inside the last batch and add half a batch of garbage after it.
+    with open(active_log, "r+b") as handle:
+        handle.seek(size - 5)
+        byte = handle.read(1)
+        handle.seek(size - 5)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+        handle.seek(size)
+        handle.write(b"\x00" * (batch_size // 2))
+    reopened = open_log(path, had_clean_shutdown=False, recovery_point=0)
+    batches = read_all(reopened)
+    assert batches[-1].last_offset == reopened.log_end_offset - 1
+    assert reopened.log_end_offset == (size // batch_size - 1) * 3 + last_base
+    assert reopened.active_segment.path.stat().st_size == size - batch_size
+    for batch in batches:
+        batch.ensure_valid()
+    check_invariants(reopened)
+    # Appending continues right after the valid prefix.
+    info = reopened.append_as_leader(producer_batch(1), 0)
+    assert info.first_offset == batches[-1].next_offset
+
+
+def test_corruption_in_an_older_segment_drops_later_segments(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = populated(path)
+    second = log.log_segments()[1]
+    second_path, second_base = second.path, second.base_offset
+    log.close()
+    with open(second_path, "r+b") as handle:
+        handle.seek(30)
+        handle.write(b"\xff\xff")
+    reopened = open_log(path, had_clean_shutdown=False, recovery_point=0)
+    assert reopened.log_end_offset == second_base
+    assert reopened.num_segments == 2
+    assert [p.name for p in sorted(path.glob("*.log"))][-1] == second_path.name
+    check_invariants(reopened)
+
+
+def test_missing_index_is_rebuilt_even_after_clean_shutdown(
+    tmp_path: Path, recover_calls: list[int]
+) -> None:
+    path = tmp_path / "t-0"
+    log = populated(path)
+    first = log.log_segments()[0]
+    index_path = first.offset_index.path
+    expected = [b.base_offset for b in read_all(log)]
+    log.close()
+    index_path.unlink()
+    reopened = open_log(path, had_clean_shutdown=True)
+    assert recover_calls == [0]
+    assert index_path.exists()
+    assert [b.base_offset for b in read_all(reopened)] == expected
+
+
+def test_leftover_files_are_handled(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = populated(path)
+    segments = log.log_segments()
+    expected = [b.base_offset for b in read_all(log)]
+    # A compaction finished writing its .swap for segments 2 and 3 before a crash: the swap
+    # holds the same batches as the segments it replaces.
+    third, fourth = segments[2], segments[3]
+    swap_bytes = third.path.read_bytes() + fourth.path.read_bytes()
+    swap_base = third.base_offset
+    fourth_base = fourth.base_offset
+    log.close()
+    (path / f"{swap_base:020d}.log.swap").write_bytes(swap_bytes)
+    (path / f"{swap_base:020d}.index.swap").write_bytes(b"")
+    (path / "00000000000000099999.log.deleted").write_bytes(b"x")
+    (path / "00000000000000099999.index.deleted").write_bytes(b"x")
+    (path / "00000000000000088888.log.cleaned").write_bytes(b"x")
+    (path / "00000000000000088888.log.swap").write_bytes(b"x")  # after the cleaned offset
+    (path / "00000000000000077777.index").write_bytes(b"")  # orphan
+    reopened = open_log(path, had_clean_shutdown=True)
+    names = sorted(os.listdir(path))
+    assert not [n for n in names if n.endswith((".deleted", ".cleaned", ".swap"))]
+    assert "00000000000000077777.index" not in names
+    assert f"{fourth_base:020d}.log" not in names
+    assert [b.base_offset for b in read_all(reopened)] == expected
+    check_invariants(reopened)
+
+
+def test_checkpointed_log_start_offset_beyond_the_data(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = populated(path, batches=3)
+    log.close()
+    reopened = open_log(path, had_clean_shutdown=True, log_start_offset=100, recovery_point=100)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (100, 100)
+    assert reopened.num_segments == 1 and reopened.active_segment.base_offset == 100
+
+
+def test_log_start_offset_from_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = populated(path)
+    log.close()
+    reopened = open_log(path, had_clean_shutdown=True, log_start_offset=10)
+    assert reopened.log_start_offset == 10
+    assert reopened.high_watermark == 10
+    assert read_all(reopened, 10)[0].base_offset == 9
+
+
+def test_preallocated_segments_survive_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = open_log(path, small_config(preallocate=True, segment_bytes=4096))
+    for _ in range(5):
+        log.append_as_leader(producer_batch(2), 0)
+    leo = log.log_end_offset
+    # No close: the file stays at its preallocated size, zeros after the last batch.
+    assert log.active_segment.path.stat().st_size == 4096
+    reopened = open_log(path, small_config(preallocate=True, segment_bytes=4096))
+    assert reopened.log_end_offset == leo
+    check_invariants(reopened)
