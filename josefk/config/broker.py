@@ -43,7 +43,7 @@ from pydantic import (
     model_validator,
 )
 
-from josefk.config.topic import BROKER_DEFAULT_KEYS, LogConfig
+from josefk.config.topic import BROKER_DEFAULT_KEYS, InvalidConfigError, LogConfig
 
 __all__ = [
     "ACCEPTED_UNUSED_KEYS",
@@ -687,6 +687,7 @@ class BrokerConfig(BaseModel):
                 self.group_min_session_timeout_ms,
                 f"is above group.max.session.timeout.ms={self.group_max_session_timeout_ms}",
             )
+        yield from self._topic_default_problems()
         if self.metrics_enable and self.metrics_port != 0:
             for listener in listeners:
                 if listener.port == self.metrics_port:
@@ -695,6 +696,20 @@ class BrokerConfig(BaseModel):
                         self.metrics_port,
                         f"is also the port of listener {listener}",
                     )
+
+    def _topic_default_problems(self) -> Iterator[ConfigProblem]:
+        """Broker values that would make an invalid topic default stop start-up here, named
+        by the broker key, rather than fail the first CreateTopics."""
+        try:
+            self.default_log_config()
+        except InvalidConfigError as exc:
+            present = self.log_properties()
+            for candidate in BROKER_DEFAULT_KEYS.get(exc.key, ()):
+                if candidate.key in present:
+                    reason = f"as the default of topic config {exc.key}: {exc.reason}"
+                    yield ConfigProblem(candidate.key, present[candidate.key], reason)
+                    return
+            yield ConfigProblem(exc.key, exc.value, exc.reason)
 
     # -- construction ------------------------------------------------------------------------
 

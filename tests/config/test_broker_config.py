@@ -231,6 +231,7 @@ def test_every_invalid_key_is_reported_at_once() -> None:
             "TLS",
         ),
         ({"log.dirs": "/a,/a"}, "log.dirs", "twice"),
+        ({"log.retention.bytes": "-5"}, "log.retention.bytes", "topic config retention.bytes"),
     ],
 )
 def test_inconsistent_settings_name_the_key(props: dict[str, str], key: str, words: str) -> None:
