@@ -255,25 +255,101 @@ def _gzip_size_hint(data: Buffer) -> int | None:
 
 
 def _lz4_size_hint(data: Buffer) -> int | None:
-    # FLG bit 3 says an 8-byte content size follows BD.
-    if len(data) < 15 or bytes(data[:4]) != LZ4_MAGIC or not data[4] & 0x08:
+    """An upper bound of an LZ4 frame's output, or None when the frame looks unusual.
+
+    The content size when the header has one (FLG bit 3); otherwise the block walk: each
+    block regenerates at most the block maximum size of BD (its own size when stored
+    uncompressed). Java's writer uses 64 KiB blocks, so the bound is within one block of the
+    truth and the output buffer is allocated once.
+    """
+    end = len(data)
+    if end < 7 or bytes(data[:4]) != LZ4_MAGIC:
         return None
-    return int(_UINT64_LE.unpack_from(data, 6)[0])
+    flags, descriptor = data[4], data[5]
+    if flags & 0x08:
+        return int(_UINT64_LE.unpack_from(data, 6)[0]) if end >= 15 else None
+    block_max = _LZ4_BLOCK_MAX.get((descriptor >> 4) & 0x07)
+    if block_max is None:
+        return None
+    position = 7 + (4 if flags & 0x01 else 0)  # optional dictionary id, then the checksum
+    block_checksum = 4 if flags & 0x10 else 0
+    bound = 0
+    while position + 4 <= end:
+        (word,) = _UINT32_LE.unpack_from(data, position)
+        position += 4
+        if word == 0:
+            return bound if position + (4 if flags & 0x04 else 0) == end else None
+        size = word & ~_LZ4_UNCOMPRESSED_BIT
+        bound += size if word & _LZ4_UNCOMPRESSED_BIT else block_max
+        position += size + block_checksum
+    return None
+
+
+_LZ4_BLOCK_MAX: Final = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+_ZSTD_BLOCK_MAX: Final = 128 << 10
 
 
 def _zstd_size_hint(data: Buffer) -> int | None:
-    """Frame_Content_Size of the first frame, when its header carries one."""
-    if len(data) < 6 or bytes(data[:4]) != ZSTD_MAGIC:
-        return None
-    descriptor = data[4]
-    size_flag = descriptor >> 6
-    single_segment = bool(descriptor & 0x20)
-    dict_id_size = (0, 1, 2, 4)[descriptor & 0x03]
-    size_bytes = (1 if single_segment else 0, 2, 4, 8)[size_flag]
-    if size_bytes == 0:
-        return None
-    position = 5 + (0 if single_segment else 1) + dict_id_size
-    if len(data) < position + size_bytes:
-        return None
-    value = int.from_bytes(data[position : position + size_bytes], "little")
-    return value + 256 if size_bytes == 2 else value
+    """An upper bound of the output of a run of zstd frames, or None when one looks unusual.
+
+    A frame's Frame_Content_Size when its header has one (zstd's one-shot compressors write
+    it); otherwise the block walk: raw and RLE blocks say what they regenerate, compressed
+    ones regenerate at most min(window size, 128 KiB). Streaming writers such as the Java
+    client's leave the content size out, and the walk still gets within a block of the truth.
+    """
+    end = len(data)
+    position = 0
+    bound = 0
+    while position < end:
+        if end - position < 8:
+            return None
+        magic = bytes(data[position : position + 4])
+        if magic[1:] == b"\x2a\x4d\x18" and magic[0] & 0xF0 == 0x50:  # a skippable frame
+            position += 8 + int(_UINT32_LE.unpack_from(data, position + 4)[0])
+            continue
+        if magic != ZSTD_MAGIC:
+            return None
+        descriptor = data[position + 4]
+        single_segment = bool(descriptor & 0x20)
+        position += 5
+        window = 0
+        if not single_segment:
+            window_descriptor = data[position]
+            window_base = 1 << (10 + (window_descriptor >> 3))
+            window = window_base + (window_base >> 3) * (window_descriptor & 0x07)
+            position += 1
+        position += (0, 1, 2, 4)[descriptor & 0x03]
+        size_bytes = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
+        if size_bytes:
+            if end < position + size_bytes:
+                return None
+            value = int.from_bytes(data[position : position + size_bytes], "little")
+            content_size = value + 256 if size_bytes == 2 else value
+            if single_segment:
+                window = content_size
+        position += size_bytes
+        block_max = min(window, _ZSTD_BLOCK_MAX) if window else _ZSTD_BLOCK_MAX
+        frame_bound = 0
+        while True:
+            if end - position < 3:
+                return None
+            header = int.from_bytes(data[position : position + 3], "little")
+            position += 3
+            block_type, block_size = (header >> 1) & 0x03, header >> 3
+            if block_type == 0:  # raw
+                frame_bound += block_size
+                position += block_size
+            elif block_type == 1:  # RLE: one byte repeated block_size times
+                frame_bound += block_size
+                position += 1
+            elif block_type == 2:
+                frame_bound += block_max
+                position += block_size
+            else:
+                return None
+            if header & 0x01:
+                break
+        if descriptor & 0x04:
+            position += 4  # content checksum
+        bound += content_size if size_bytes else frame_bound
+    return bound if position == end else None

@@ -180,3 +180,67 @@ def test_garbage_raises_only_corrupt_record_error(
         except CorruptRecordError:
             continue
         assert len(out) <= 1 << 20
+
+
+def _zstd_frames_without_content_size(data: bytes) -> list[bytes]:
+    zstandard = pytest.importorskip("zstandard")
+    frames = [zstandard.ZstdCompressor(write_content_size=False).compress(data)]
+    # A streaming writer flushing now and then, as a Java producer's stream does.
+    chunked = zstandard.ZstdCompressor(write_checksum=True).compressobj()
+    parts = []
+    for start in range(0, len(data), 50_000):
+        parts.append(chunked.compress(data[start : start + 50_000]))
+        parts.append(chunked.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK))
+    parts.append(chunked.flush())
+    frames.append(b"".join(parts))
+    return frames
+
+
+@given(data_strategy)
+def test_size_hints_bound_the_output_tightly(data: bytes) -> None:
+    """Walking lz4/zstd block headers gives an upper bound within a few blocks of the size."""
+    from josefk.records.compression import _lz4_size_hint, _zstd_size_hint
+
+    lz4_hint = _lz4_size_hint(lz4_frame_compress(data))
+    assert lz4_hint is not None
+    assert len(data) <= lz4_hint <= len(data) + 64 * 1024
+    zstd_hint = _zstd_size_hint(compress(Compression.ZSTD, data))
+    assert zstd_hint == len(data)  # one-shot frames carry their content size
+    for frame in _zstd_frames_without_content_size(data):
+        hint = _zstd_size_hint(frame)
+        assert hint is not None
+        assert len(data) <= hint <= len(data) + 128 * 1024 * (1 + len(data) // 50_000)
+        assert bytes(decompress(Compression.ZSTD, frame)) == data
+        assert _zstd_size_hint(frame + frame) == (None if hint is None else 2 * hint)
+
+
+def test_lz4_frames_of_other_writers() -> None:
+    lz4_frame = pytest.importorskip("lz4.frame")
+    data = bytes(range(256)) * 4000
+    for options in (
+        {},
+        {"block_linked": False, "block_checksum": True},
+        {"store_size": False, "block_size": lz4_frame.BLOCKSIZE_MAX4MB},
+        {"store_size": False, "content_checksum": True},
+    ):
+        frame = lz4_frame.compress(data, **options)
+        assert bytes(decompress(Compression.LZ4, frame)) == data
+        from josefk.records.compression import _lz4_size_hint
+
+        hint = _lz4_size_hint(frame)
+        assert hint is not None and hint >= len(data)
+
+
+def test_decompression_allocates_within_the_cap() -> None:
+    import tracemalloc
+
+    bombs = {codec: compress(codec, bytes(32 << 20)) for codec in CODECS}
+    for codec, bomb in bombs.items():
+        tracemalloc.start()
+        try:
+            with pytest.raises(CorruptRecordError):
+                decompress(codec, bomb, max_size=1 << 20)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 3 << 20, f"{codec.name} allocated {peak} bytes under a 1 MiB cap"
