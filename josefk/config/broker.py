@@ -54,6 +54,7 @@ __all__ = [
     "SECURITY_PROTOCOLS",
     "BrokerConfig",
     "BrokerConfigError",
+    "ConfigEntry",
     "ConfigProblem",
     "Listener",
 ]
@@ -104,6 +105,22 @@ class BrokerConfigError(Exception):
         lines = "\n".join(f"  {problem}" for problem in problems)
         noun = "setting" if len(problems) == 1 else "settings"
         super().__init__(f"invalid broker configuration ({len(problems)} {noun}):\n{lines}")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One broker setting as DescribeConfigs reports it.
+
+    ``source`` is the name of Kafka's ConfigSource (DEFAULT_CONFIG = 5, STATIC_BROKER_CONFIG =
+    4 on the wire); ``origin`` says which file, variable or flag set it.
+    """
+
+    name: str
+    value: str | None
+    source: Literal["DEFAULT_CONFIG", "STATIC_BROKER_CONFIG"]
+    origin: str | None = None
+    read_only: bool = True
+    sensitive: bool = False
 
 
 # ------------------------------------------------------------------------------- listeners
@@ -369,6 +386,10 @@ class BrokerConfig(BaseModel):
     queued_max_requests: Int = _key("queued.max.requests", 500, ge=1, le=INT_MAX)
     queued_max_request_bytes: Int = _key("queued.max.request.bytes", -1, ge=-1, le=LONG_MAX)
     fetch_max_bytes: Int = _key("fetch.max.bytes", 57_671_680, ge=1024, le=INT_MAX)
+    # KIP-227 fetch sessions: 0 makes the broker decline every incremental session.
+    max_incremental_fetch_session_cache_slots: Int = _key(
+        "max.incremental.fetch.session.cache.slots", 1000, ge=0, le=INT_MAX
+    )
     # Accepted for compatibility; josefk runs one event loop and has no thread pools to size.
     num_network_threads: Int = _key("num.network.threads", 3, ge=1, le=INT_MAX)
     num_io_threads: Int = _key("num.io.threads", 8, ge=1, le=INT_MAX)
@@ -757,6 +778,21 @@ class BrokerConfig(BaseModel):
     def value_of(self, key: str) -> str | None:
         """The Kafka string form of one key's value (None for an unset nullable key)."""
         return _format(getattr(self, _FIELD_BY_KEY[key]))
+
+    def describe_entries(self) -> list[ConfigEntry]:
+        """Every key with its value and whether it is a default, for DescribeConfigs.
+
+        All of josefk's broker settings are static (read at start-up), hence read-only.
+        """
+        return [
+            ConfigEntry(
+                name=key,
+                value=self.value_of(key),
+                source="DEFAULT_CONFIG" if self.is_default(key) else "STATIC_BROKER_CONFIG",
+                origin=self.origin(key),
+            )
+            for key in BROKER_CONFIG_KEYS
+        ]
 
     def to_properties(self, *, include_defaults: bool = True) -> dict[str, str]:
         """Kafka-named string properties; unset nullable keys are left out."""

@@ -60,6 +60,7 @@ KAFKA_DEFAULTS: dict[str, str] = {
     "transaction.max.timeout.ms": "900000",
     "producer.id.expiration.ms": "86400000",
     "fetch.max.bytes": "57671680",
+    "max.incremental.fetch.session.cache.slots": "1000",
     "replica.fetch.max.bytes": "1048576",
     "replica.lag.time.max.ms": "30000",
 }
@@ -378,3 +379,17 @@ def test_internal_topic_replication_factor_fits_the_cluster() -> None:
     rf = config.offsets_topic_replication_factor
     assert config.internal_topic_replication_factor(1, configured=rf) == 1
     assert config.internal_topic_replication_factor(5, configured=rf) == 3
+
+
+def test_describe_entries() -> None:
+    config = BrokerConfig.from_properties(
+        {"num.partitions": "3"}, origins={"num.partitions": "file server.properties"}
+    )
+    entries = {entry.name: entry for entry in config.describe_entries()}
+    assert set(entries) == set(BROKER_CONFIG_KEYS)
+    assert entries["num.partitions"].value == "3"
+    assert entries["num.partitions"].source == "STATIC_BROKER_CONFIG"
+    assert entries["num.partitions"].origin == "file server.properties"
+    assert entries["log.segment.bytes"].source == "DEFAULT_CONFIG"
+    assert entries["log.retention.ms"].value is None
+    assert all(entry.read_only and not entry.sensitive for entry in entries.values())
