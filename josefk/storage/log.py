@@ -1135,7 +1135,7 @@ class Log:
         self._segments.clear()
         self._base_offsets.clear()
         try:
-            _remove_tree(self._dir)
+            remove_tree(self._dir)
         except OSError as exc:
             error = KafkaStorageError(f"error while deleting log: {exc}", path=self._dir)
             self._report_io_error(error)
@@ -1239,12 +1239,13 @@ def _delete_segment_files(segments: Sequence[LogSegment]) -> None:
             _log.exception("error while deleting the files of %s", segment)
 
 
-def _remove_tree(directory: Path) -> None:
+def remove_tree(directory: Path) -> None:
+    """Delete a directory and everything in it (blocking; symlinks are not followed)."""
     if not directory.exists():
         return
     for child in directory.iterdir():
         if child.is_dir() and not child.is_symlink():
-            _remove_tree(child)
+            remove_tree(child)
         else:
             child.unlink(missing_ok=True)
     directory.rmdir()

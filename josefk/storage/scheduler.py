@@ -31,6 +31,8 @@ from josefk.storage.clock import Clock
 
 _log = logging.getLogger(__name__)
 
+_MAX_SLEEP_S = 3600.0
+
 T = TypeVar("T")
 TaskFunction = Callable[[], Awaitable[None] | None]
 
@@ -173,7 +175,12 @@ class Scheduler:
                 await self.run_due()
                 due = self.next_due_ms()
                 self._wakeup.clear()
-                timeout = None if due is None else max(0, due - self._clock.monotonic_ms()) / 1000
+                # Capped: periods of Long.MAX ms ("never") would overflow the loop's timer.
+                timeout = (
+                    None
+                    if due is None
+                    else min(max(0, due - self._clock.monotonic_ms()) / 1000, _MAX_SLEEP_S)
+                )
                 try:
                     await asyncio.wait_for(self._wakeup.wait(), timeout)
                 except TimeoutError:

@@ -1,0 +1,512 @@
+"""LogManager: every partition log of a broker across its log dirs, and their background work.
+
+Owns the log dirs (``log.dirs``): loading every ``<topic>-<partition>`` directory at start-up
+(recovering unclean ones, in a thread pool), the clean-shutdown marker, the three checkpoint
+files per log dir, creating and deleting logs, the periodic retention, flush and checkpoint
+tasks, and taking a log dir offline after an I/O error. Imports josefk.config.topic and the
+rest of josefk.storage; never josefk.protocol, josefk.broker or josefk.metrics.
+
+A log dir on disk::
+
+    <log dir>/
+        .kafka_cleanshutdown               present only between a clean shutdown and start-up
+        recovery-point-offset-checkpoint   offsets below which each log is known flushed
+        log-start-offset-checkpoint        each log's log start offset (if above its first segment)
+        replication-offset-checkpoint      each log's high watermark
+        meta.properties                    (the broker's, not touched here)
+        orders-0/ orders-1/ ...            one directory per partition
+        orders-2.<id>-delete/              a deleted partition waiting for removal
+
+Concurrency: one event loop. Blocking work (loading and recovery, fsync, checkpoint writes,
+removing deleted directories) runs in the ``executor`` passed in; everything that changes the
+set of logs runs on the loop and never awaits halfway through. An I/O error in a log dir,
+wherever it happens, calls ``_handle_log_dir_failure``: the dir goes offline, its logs become
+unavailable (their methods raise KafkaStorageError) and the broker goes on with the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from josefk.config.topic import LogConfig
+from josefk.storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    fsync_dir,
+)
+from josefk.storage.clock import Clock, JitterSource
+from josefk.storage.errors import KafkaStorageError, StorageError
+from josefk.storage.log import Log, remove_tree
+from josefk.storage.offsets import TopicPartition, is_legal_topic_name
+from josefk.storage.scheduler import ScheduledTask, Scheduler
+
+_log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX: Final = "-delete"
+FUTURE_DIR_SUFFIX: Final = "-future"
+STRAY_DIR_SUFFIX: Final = "-stray"
+LONG_MAX: Final = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class LogManagerConfig:
+    """The broker-level settings the LogManager uses, with Kafka's defaults.
+
+    Field <- broker key: ``retention_check_interval_ms`` <- log.retention.check.interval.ms,
+    ``flush_check_interval_ms`` <- log.flush.scheduler.interval.ms,
+    ``recovery_point_checkpoint_interval_ms`` <- log.flush.offset.checkpoint.interval.ms,
+    ``log_start_offset_checkpoint_interval_ms`` <-
+    log.flush.start.offset.checkpoint.interval.ms, ``high_watermark_checkpoint_interval_ms``
+    <- replica.high.watermark.checkpoint.interval.ms, ``initial_task_delay_ms`` <-
+    log.initial.task.delay.ms, ``recovery_threads_per_data_dir`` <-
+    num.recovery.threads.per.data.dir.
+    """
+
+    log_dirs: tuple[Path, ...]
+    retention_check_interval_ms: int = 300_000
+    flush_check_interval_ms: int = LONG_MAX
+    recovery_point_checkpoint_interval_ms: int = 60_000
+    log_start_offset_checkpoint_interval_ms: int = 60_000
+    high_watermark_checkpoint_interval_ms: int = 5_000
+    initial_task_delay_ms: int = 30_000
+    recovery_threads_per_data_dir: int = 1
+
+
+# A period this long means "never": Kafka's Long.MAX defaults for the flush scheduler.
+_NEVER: Final = 1 << 62
+
+
+class LogManager:
+    """All partition logs of the broker.
+
+    Start with ``await startup()``, stop with ``await shutdown()``. ``topic_config`` gives a
+    topic's LogConfig (the broker's defaults with the topic's overrides); it is asked when a
+    log is loaded or created.
+    """
+
+    def __init__(
+        self,
+        config: LogManagerConfig,
+        default_log_config: LogConfig,
+        *,
+        clock: Clock,
+        scheduler: Scheduler,
+        executor: concurrent.futures.Executor | None = None,
+        topic_config: Callable[[str], LogConfig] | None = None,
+        jitter: JitterSource | None = None,
+        on_log_dir_failure: Callable[[Path, BaseException], None] | None = None,
+    ) -> None:
+        if not config.log_dirs:
+            raise ValueError("at least one log dir is needed")
+        resolved = [Path(d).absolute() for d in config.log_dirs]
+        if len(set(resolved)) != len(resolved):
+            raise ValueError(f"duplicate log dirs in {[str(d) for d in resolved]}")
+        self._config = config
+        self._log_dirs: tuple[Path, ...] = tuple(resolved)
+        self._default_log_config = default_log_config
+        self._topic_config = topic_config
+        self._clock = clock
+        self._scheduler = scheduler
+        self._executor = executor
+        self._jitter = jitter if jitter is not None else JitterSource()
+        self._on_log_dir_failure = on_log_dir_failure
+        self._logs: dict[TopicPartition, Log] = {}
+        self._offline_dirs: dict[Path, BaseException] = {}
+        self._tasks: list[ScheduledTask] = []
+        self._started = False
+        self._shut_down = False
+        # What the last load found, for tests and the broker's log line.
+        self.had_clean_shutdown: dict[Path, bool] = {}
+
+    # -- accessors ----------------------------------------------------------------------------
+
+    @property
+    def log_dirs(self) -> tuple[Path, ...]:
+        return self._log_dirs
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        return [d for d in self._log_dirs if d not in self._offline_dirs]
+
+    @property
+    def offline_log_dirs(self) -> dict[Path, BaseException]:
+        return dict(self._offline_dirs)
+
+    def get_log(self, topic_partition: TopicPartition) -> Log | None:
+        """The partition's log, None if this broker has none. An offline log is returned (its
+        operations raise KafkaStorageError) so the broker can answer KAFKA_STORAGE_ERROR."""
+        return self._logs.get(topic_partition)
+
+    def all_logs(self) -> list[Log]:
+        """Every log in a live log dir."""
+        return [log for log in self._logs.values() if not log.is_offline]
+
+    def logs_by_dir(self) -> dict[Path, list[Log]]:
+        result: dict[Path, list[Log]] = {d: [] for d in self.live_log_dirs}
+        for log in self.all_logs():
+            result.setdefault(log.dir.parent, []).append(log)
+        return result
+
+    def _config_for(self, topic: str) -> LogConfig:
+        if self._topic_config is not None:
+            return self._topic_config(topic)
+        return self._default_log_config
+
+    # -- start-up --------------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        """Load every log of every log dir, then start the periodic tasks."""
+        if self._started:
+            raise RuntimeError("LogManager already started")
+        self._started = True
+        await self.load_logs()
+        self._schedule_tasks()
+
+    async def load_logs(self) -> None:
+        """Load each live log dir's partitions (recovering them in the executor)."""
+        loop = asyncio.get_running_loop()
+        for log_dir in self._log_dirs:
+            try:
+                await self._load_log_dir(loop, log_dir)
+            except (OSError, StorageError) as exc:
+                self._handle_log_dir_failure(log_dir, exc)
+
+    async def _load_log_dir(self, loop: asyncio.AbstractEventLoop, log_dir: Path) -> None:
+        await loop.run_in_executor(self._executor, _ensure_dir, log_dir)
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[log_dir] = clean
+        recovery_points, start_offsets, high_watermarks = await loop.run_in_executor(
+            self._executor, _read_checkpoints, log_dir
+        )
+        to_load: list[tuple[TopicPartition, Path]] = []
+        for entry in sorted(log_dir.iterdir()):
+            if not entry.is_dir():
+                continue
+            name = entry.name
+            if name.endswith(DELETE_DIR_SUFFIX):
+                self._schedule_dir_removal(entry, delay_ms=0)
+                continue
+            if name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+                _log.warning("ignoring %s: future and stray replicas are not supported", entry)
+                continue
+            try:
+                tp = TopicPartition.from_dir_name(name)
+            except ValueError:
+                _log.warning("ignoring %s: not a partition directory", entry)
+                continue
+            if tp in self._logs:
+                raise KafkaStorageError(
+                    f"duplicate log directories for {tp}: {self._logs[tp].dir} and {entry}",
+                    path=entry,
+                )
+            to_load.append((tp, entry))
+
+        limit = asyncio.Semaphore(max(1, self._config.recovery_threads_per_data_dir))
+
+        async def load(tp: TopicPartition, path: Path) -> Log:
+            config = self._config_for(tp.topic)
+            async with limit:
+                return await loop.run_in_executor(
+                    self._executor,
+                    lambda: Log.load(
+                        path,
+                        config,
+                        log_start_offset=start_offsets.get(tp, 0),
+                        recovery_point=recovery_points.get(tp, 0),
+                        had_clean_shutdown=clean,
+                        clock=self._clock,
+                        jitter=self._jitter,
+                        scheduler=self._scheduler,
+                        executor=self._executor,
+                        on_io_error=self._handle_log_dir_failure,
+                    ),
+                )
+
+        logs = await asyncio.gather(*(load(tp, path) for tp, path in to_load))
+        for (tp, _), log in zip(to_load, logs, strict=True):
+            hw = high_watermarks.get(tp)
+            if hw is not None:
+                log.update_high_watermark(hw)
+            self._logs[tp] = log
+        if clean:
+            # The marker describes the previous run only: from now on a crash is unclean.
+            await loop.run_in_executor(self._executor, _remove_marker, marker)
+        _log.info(
+            "loaded %d logs from %s (%s shutdown)",
+            len(logs),
+            log_dir,
+            "clean" if clean else "unclean",
+        )
+
+    # -- creating and deleting logs ----------------------------------------------------------------
+
+    def get_or_create_log(
+        self, topic_partition: TopicPartition, config: LogConfig | None = None
+    ) -> Log:
+        """The partition's log, created in the live log dir holding the fewest partitions.
+
+        Blocking but short (a mkdir and an empty segment); runs on the loop like an append.
+        Raises KafkaStorageError if the log's dir is offline or no log dir is live.
+        """
+        existing = self._logs.get(topic_partition)
+        if existing is not None:
+            if existing.is_offline:
+                raise KafkaStorageError(
+                    f"log of {topic_partition} is in an offline log dir", path=existing.dir
+                )
+            return existing
+        if not is_legal_topic_name(topic_partition.topic) or topic_partition.partition < 0:
+            raise ValueError(f"illegal topic partition {topic_partition!r}")
+        live = self.live_log_dirs
+        if not live:
+            raise KafkaStorageError("no live log dir to create the log in")
+        counts = {d: 0 for d in live}
+        for log in self.all_logs():
+            if log.dir.parent in counts:
+                counts[log.dir.parent] += 1
+        log_dir = min(live, key=lambda d: (counts[d], live.index(d)))
+        path = log_dir / topic_partition.dir_name
+        try:
+            log = Log.load(
+                path,
+                config if config is not None else self._config_for(topic_partition.topic),
+                had_clean_shutdown=True,
+                clock=self._clock,
+                jitter=self._jitter,
+                scheduler=self._scheduler,
+                executor=self._executor,
+                on_io_error=self._handle_log_dir_failure,
+            )
+        except KafkaStorageError as exc:
+            self._handle_log_dir_failure(log_dir, exc)
+            raise
+        self._logs[topic_partition] = log
+        _log.info("created log for %s in %s", topic_partition, log_dir)
+        return log
+
+    def delete_log(self, topic_partition: TopicPartition) -> Log | None:
+        """Remove the partition's log: closed and renamed ``<dir>.<id>-delete`` at once, its
+        files removed off the loop after ``file.delete.delay.ms``. Returns the removed log."""
+        log = self._logs.pop(topic_partition, None)
+        if log is None:
+            return None
+        if log.is_offline:
+            return log
+        target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        try:
+            log.close()
+            os.rename(log.dir, target)
+            fsync_dir(log.dir.parent)
+        except (OSError, StorageError) as exc:
+            self._handle_log_dir_failure(log.dir.parent, exc)
+            raise KafkaStorageError(
+                f"error while deleting the log of {topic_partition}: {exc}", path=log.dir
+            ) from exc
+        self._schedule_dir_removal(target, delay_ms=log.config.file_delete_delay_ms)
+        return log
+
+    def _schedule_dir_removal(self, path: Path, *, delay_ms: int) -> None:
+        def remove() -> None:
+            try:
+                remove_tree(path)
+            except OSError:
+                _log.exception("error while removing deleted log directory %s", path)
+
+        if self._shut_down:
+            return
+        self._scheduler.schedule_blocking(
+            f"delete-dir-{path.name}", remove, self._executor, delay_ms=delay_ms
+        )
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Apply a changed topic config to the topic's existing logs."""
+        for tp, log in self._logs.items():
+            if tp.topic == topic:
+                log.update_config(config)
+
+    # -- periodic work -----------------------------------------------------------------------------
+
+    def _schedule_tasks(self) -> None:
+        config = self._config
+        delay = config.initial_task_delay_ms
+
+        def every(name: str, period: int, function: Callable[[], object]) -> None:
+            if period >= _NEVER or period <= 0:
+                return
+            self._tasks.append(
+                self._scheduler.schedule(
+                    name,
+                    function,  # type: ignore[arg-type]
+                    delay_ms=min(delay, period),
+                    period_ms=period,
+                )
+            )
+
+        every("kafka-log-retention", config.retention_check_interval_ms, self.cleanup_logs)
+        every("kafka-log-flusher", config.flush_check_interval_ms, self.flush_dirty_logs)
+        every(
+            "kafka-recovery-point-checkpoint",
+            config.recovery_point_checkpoint_interval_ms,
+            self.checkpoint_recovery_points,
+        )
+        every(
+            "kafka-log-start-offset-checkpoint",
+            config.log_start_offset_checkpoint_interval_ms,
+            self.checkpoint_log_start_offsets,
+        )
+        every(
+            "highwatermark-checkpoint",
+            config.high_watermark_checkpoint_interval_ms,
+            self.checkpoint_high_watermarks,
+        )
+
+    async def cleanup_logs(self) -> int:
+        """One retention pass over every log; returns the number of segments deleted."""
+        total = 0
+        for log in self.all_logs():
+            try:
+                total += log.delete_old_segments()
+            except KafkaStorageError:
+                continue  # the dir is offline now; the others go on
+        return total
+
+    async def flush_dirty_logs(self) -> None:
+        """Flush every log whose last flush is older than its ``flush.ms``."""
+        now = self._clock.milliseconds()
+        for log in self.all_logs():
+            if now - log.last_flush_time_ms >= log.config.flush_ms:
+                with contextlib.suppress(KafkaStorageError):
+                    await log.flush_async()
+
+    async def checkpoint_recovery_points(self) -> None:
+        await self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+
+    async def checkpoint_log_start_offsets(self) -> None:
+        # As Kafka: only logs whose start offset is above their first segment's base need it.
+        await self._write_checkpoints(
+            LOG_START_OFFSET_CHECKPOINT,
+            lambda log: log.log_start_offset,
+            only=lambda log: log.log_start_offset > log.log_segments()[0].base_offset,
+        )
+
+    async def checkpoint_high_watermarks(self) -> None:
+        await self._write_checkpoints(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+
+    async def _write_checkpoints(
+        self,
+        file_name: str,
+        value: Callable[[Log], int],
+        *,
+        only: Callable[[Log], bool] | None = None,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        for log_dir, logs in self.logs_by_dir().items():
+            offsets = {
+                log.topic_partition: value(log)
+                for log in logs
+                if not log.is_offline and (only is None or only(log))
+            }
+            checkpoint = OffsetCheckpointFile(log_dir / file_name)
+            try:
+                await loop.run_in_executor(self._executor, checkpoint.write, offsets)
+            except (OSError, StorageError) as exc:
+                self._handle_log_dir_failure(log_dir, exc)
+
+    async def checkpoint_all(self) -> None:
+        await self.checkpoint_recovery_points()
+        await self.checkpoint_log_start_offsets()
+        await self.checkpoint_high_watermarks()
+
+    # -- failure and shutdown ----------------------------------------------------------------------
+
+    def _handle_log_dir_failure(self, log_dir: Path, error: BaseException) -> None:
+        log_dir = Path(log_dir).absolute()
+        if log_dir in self._offline_dirs or log_dir not in self._log_dirs:
+            return
+        self._offline_dirs[log_dir] = error
+        _log.error("log dir %s is offline: %s", log_dir, error)
+        for log in self._logs.values():
+            if log.dir.parent == log_dir:
+                log.mark_offline()
+        if self._on_log_dir_failure is not None:
+            self._on_log_dir_failure(log_dir, error)
+
+    async def shutdown(self) -> None:
+        """Stop the tasks, flush every log, write the checkpoints, close the logs, then leave
+        the clean-shutdown marker in every live log dir (so the next start skips recovery)."""
+        if self._shut_down:
+            return
+        for task in self._tasks:
+            task.cancel()
+        self._tasks.clear()
+        loop = asyncio.get_running_loop()
+        for log in self.all_logs():
+            with contextlib.suppress(KafkaStorageError):
+                await log.flush_async()
+        await self.checkpoint_all()
+        for log in self.all_logs():
+            with contextlib.suppress(KafkaStorageError):
+                log.close()
+        self._shut_down = True
+        for log_dir in self.live_log_dirs:
+            try:
+                await loop.run_in_executor(self._executor, _write_marker, log_dir)
+            except OSError as exc:
+                self._handle_log_dir_failure(log_dir, exc)
+
+    def close_offline(self, logs: Iterable[Log] | None = None) -> None:
+        """Release the fds of offline logs (after the broker has stopped serving them)."""
+        for log in logs if logs is not None else list(self._logs.values()):
+            if log.is_offline:
+                log.close_handlers()
+
+
+# -- blocking helpers (run in the executor) ------------------------------------------------------
+
+
+def _ensure_dir(log_dir: Path) -> None:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if not os.access(log_dir, os.W_OK):
+        raise KafkaStorageError("log dir is not writable", path=log_dir)
+
+
+def _read_checkpoints(
+    log_dir: Path,
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int], dict[TopicPartition, int]]:
+    return (
+        OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read(),
+        OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read(),
+        OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read(),
+    )
+
+
+def _remove_marker(marker: Path) -> None:
+    marker.unlink(missing_ok=True)
+    fsync_dir(marker.parent)
+
+
+def _write_marker(log_dir: Path) -> None:
+    marker = log_dir / CLEAN_SHUTDOWN_FILE
+    with open(marker, "wb") as handle:
+        os.fsync(handle.fileno())
+    fsync_dir(log_dir)
+
+
+__all__: Sequence[str] = [
+    "CLEAN_SHUTDOWN_FILE",
+    "LogManager",
+    "LogManagerConfig",
+]

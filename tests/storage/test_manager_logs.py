@@ -1,0 +1,281 @@
+"""LogManager: log dirs, start-up recovery, checkpoints, schedulers, offline dirs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from log_helpers import NOW, producer_batch, read_all, small_config
+
+from josefk.config.topic import LogConfig
+from josefk.storage.checkpoint import OffsetCheckpointFile
+from josefk.storage.clock import JitterSource, ManualClock
+from josefk.storage.errors import KafkaStorageError
+from josefk.storage.manager import CLEAN_SHUTDOWN_FILE, LogManager, LogManagerConfig
+from josefk.storage.offsets import TopicPartition
+from josefk.storage.scheduler import InlineExecutor, Scheduler
+from josefk.storage.segment import LogSegment
+
+DAY = 86_400_000
+
+
+class Broker:
+    """A LogManager with a manual clock and scheduler, restartable over the same dirs."""
+
+    def __init__(self, dirs: list[Path], config: LogConfig | None = None, **settings: int) -> None:
+        self.dirs = dirs
+        self.config = config if config is not None else small_config()
+        self.settings = settings
+        self.clock = ManualClock(wall_ms=NOW)
+        self.failures: list[Path] = []
+        self.manager = self._new_manager()
+
+    def _new_manager(self) -> LogManager:
+        self.scheduler = Scheduler(self.clock)
+        return LogManager(
+            LogManagerConfig(log_dirs=tuple(self.dirs), **self.settings),
+            self.config,
+            clock=self.clock,
+            scheduler=self.scheduler,
+            executor=InlineExecutor(),
+            jitter=JitterSource(3),
+            on_log_dir_failure=lambda path, error: self.failures.append(path),
+        )
+
+    async def restart(self, *, clean: bool) -> LogManager:
+        if clean:
+            await self.manager.shutdown()
+        else:
+            for log in self.manager.all_logs():
+                log.close_handlers()  # a crash: nothing flushed, no marker
+        self.manager = self._new_manager()
+        await self.manager.startup()
+        return self.manager
+
+    async def tick(self, ms: int) -> None:
+        self.clock.advance(ms)
+        await self.scheduler.run_due()
+
+
+def append(manager: LogManager, tp: TopicPartition, batches: int = 10, **kwargs: object) -> None:
+    log = manager.get_or_create_log(tp)
+    for _ in range(batches):
+        log.append_as_leader(producer_batch(2, value_size=60, **kwargs), 0)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def recover_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    original = LogSegment.recover
+
+    def counting(self: LogSegment, *args: object, **kwargs: object) -> int:
+        calls.append(self.base_offset)
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogSegment, "recover", counting)
+    return calls
+
+
+async def test_logs_spread_over_dirs_and_survive_a_clean_restart(
+    tmp_path: Path, recover_calls: list[int]
+) -> None:
+    broker = Broker([tmp_path / "a", tmp_path / "b"])
+    manager = broker.manager
+    await manager.startup()
+    tps = [TopicPartition("orders", p) for p in range(4)]
+    for tp in tps:
+        append(manager, tp)
+    parents = sorted(manager.get_log(tp).dir.parent.name for tp in tps)  # type: ignore[union-attr]
+    assert parents == ["a", "a", "b", "b"]
+    log0 = manager.get_or_create_log(tps[0])
+    log0.update_high_watermark(12)
+    log0.delete_records(4)
+    await broker.restart(clean=True)
+    for d in ("a", "b"):
+        assert not (tmp_path / d / CLEAN_SHUTDOWN_FILE).exists()  # removed after loading
+    assert broker.manager.had_clean_shutdown == {tmp_path / "a": True, tmp_path / "b": True}
+    assert recover_calls == []
+    reopened = broker.manager.get_log(tps[0])
+    assert reopened is not None
+    assert (reopened.log_start_offset, reopened.high_watermark, reopened.log_end_offset) == (
+        4,
+        12,
+        20,
+    )
+    assert reopened.recovery_point == 20
+    assert sorted(log.topic_partition for log in broker.manager.all_logs()) == tps
+
+
+async def test_shutdown_writes_checkpoints_and_marker(tmp_path: Path) -> None:
+    broker = Broker([tmp_path / "a"])
+    await broker.manager.startup()
+    tp = TopicPartition("t", 0)
+    append(broker.manager, tp)
+    log = broker.manager.get_or_create_log(tp)
+    log.update_high_watermark(6)
+    await broker.manager.shutdown()
+    root = tmp_path / "a"
+    assert (root / CLEAN_SHUTDOWN_FILE).exists()
+    assert OffsetCheckpointFile(root / "recovery-point-offset-checkpoint").read() == {tp: 20}
+    assert OffsetCheckpointFile(root / "replication-offset-checkpoint").read() == {tp: 6}
+    assert OffsetCheckpointFile(root / "log-start-offset-checkpoint").read() == {}
+    assert (root / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 20\n"
+
+
+async def test_unclean_restart_recovers_and_truncates_a_torn_tail(
+    tmp_path: Path, recover_calls: list[int]
+) -> None:
+    broker = Broker([tmp_path / "a"])
+    await broker.manager.startup()
+    tp = TopicPartition("t", 0)
+    append(broker.manager, tp, batches=12)
+    await broker.manager.checkpoint_recovery_points()  # recovery point 0: nothing flushed
+    log = broker.manager.get_or_create_log(tp)
+    active = log.active_segment.path
+    expected_leo = log.log_end_offset - 2
+    await broker.restart(clean=False)
+    recover_calls.clear()
+    # A torn write: the last batch half on disk.
+    size = active.stat().st_size
+    os.truncate(active, size - 20)
+    await broker.restart(clean=False)
+    assert recover_calls  # every segment after the recovery point was recovered
+    reopened = broker.manager.get_log(tp)
+    assert reopened is not None and reopened.log_end_offset == expected_leo
+    assert read_all(reopened)[-1].next_offset == expected_leo
+
+
+async def test_retention_runs_on_schedule_and_files_go_after_the_delay(tmp_path: Path) -> None:
+    broker = Broker(
+        [tmp_path / "a"],
+        small_config(retention_ms=DAY, file_delete_delay_ms=60_000),
+        retention_check_interval_ms=300_000,
+        initial_task_delay_ms=1000,
+    )
+    await broker.manager.startup()
+    tp = TopicPartition("t", 0)
+    append(broker.manager, tp, batches=30, timestamp=NOW - 2 * DAY)
+    log = broker.manager.get_or_create_log(tp)
+    log.update_high_watermark(log.log_end_offset)
+    segments = log.num_segments
+    assert segments > 2
+    await broker.tick(999)
+    assert log.num_segments == segments
+    await broker.tick(1)
+    assert log.num_segments == 1 and log.active_segment.size() == 0
+    assert log.log_start_offset == log.log_end_offset
+    assert any(p.name.endswith(".deleted") for p in log.dir.iterdir())
+    await broker.tick(60_000)
+    assert not any(p.name.endswith(".deleted") for p in log.dir.iterdir())
+
+
+async def test_flush_and_checkpoint_schedulers(tmp_path: Path) -> None:
+    broker = Broker(
+        [tmp_path / "a"],
+        small_config(flush_ms=10_000, segment_bytes=1 << 20),
+        flush_check_interval_ms=1000,
+        recovery_point_checkpoint_interval_ms=60_000,
+        high_watermark_checkpoint_interval_ms=5_000,
+        initial_task_delay_ms=0,
+    )
+    await broker.manager.startup()
+    tp = TopicPartition("t", 0)
+    append(broker.manager, tp)
+    log = broker.manager.get_or_create_log(tp)
+    log.update_high_watermark(8)
+    await broker.tick(5_000)
+    assert log.recovery_point == 0
+    assert OffsetCheckpointFile(tmp_path / "a" / "replication-offset-checkpoint").read() == {tp: 8}
+    await broker.tick(5_000)
+    assert log.recovery_point == 20
+    await broker.tick(60_000)
+    assert OffsetCheckpointFile(tmp_path / "a" / "recovery-point-offset-checkpoint").read() == {
+        tp: 20
+    }
+
+
+async def test_delete_log(tmp_path: Path) -> None:
+    broker = Broker([tmp_path / "a"], small_config(file_delete_delay_ms=1000))
+    await broker.manager.startup()
+    tp = TopicPartition("gone", 0)
+    append(broker.manager, tp)
+    broker.manager.delete_log(tp)
+    assert broker.manager.get_log(tp) is None
+    names = os.listdir(tmp_path / "a")
+    assert [n for n in names if n.startswith("gone-0.") and n.endswith("-delete")]
+    await broker.tick(1000)
+    assert [n for n in os.listdir(tmp_path / "a") if n.startswith("gone")] == []
+    # A fresh log of the same name starts empty.
+    assert broker.manager.get_or_create_log(tp).log_end_offset == 0
+
+
+async def test_leftover_delete_dirs_are_removed_at_start_up(tmp_path: Path) -> None:
+    leftover = tmp_path / "a" / "old-0.0123abcd-delete"
+    leftover.mkdir(parents=True)
+    (leftover / "00000000000000000000.log").write_bytes(b"x")
+    (tmp_path / "a" / "not a partition").mkdir()
+    broker = Broker([tmp_path / "a"])
+    await broker.manager.startup()
+    await broker.scheduler.run_due()
+    assert not leftover.exists()
+    assert broker.manager.all_logs() == []
+
+
+async def test_io_error_takes_the_log_dir_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = Broker([tmp_path / "a", tmp_path / "b"])
+    await broker.manager.startup()
+    bad, good = TopicPartition("t", 0), TopicPartition("t", 1)
+    append(broker.manager, bad)
+    append(broker.manager, good)
+    bad_log = broker.manager.get_or_create_log(bad)
+    bad_dir = bad_log.dir.parent
+    original_flush = LogSegment.flush
+
+    def failing_flush(self: LogSegment) -> None:
+        if self.path.parent.parent == bad_dir:
+            raise OSError(5, "Input/output error")
+        original_flush(self)
+
+    monkeypatch.setattr(LogSegment, "flush", failing_flush)
+    with pytest.raises(KafkaStorageError) as info:
+        bad_log.flush()
+    assert str(bad_dir) in str(info.value)
+    assert broker.failures == [bad_dir]
+    assert list(broker.manager.offline_log_dirs) == [bad_dir]
+    with pytest.raises(KafkaStorageError):
+        bad_log.append_as_leader(producer_batch(1), 0)
+    with pytest.raises(KafkaStorageError):
+        broker.manager.get_or_create_log(bad)
+    # The other dir carries on, and new logs go there.
+    good_log = broker.manager.get_or_create_log(good)
+    good_log.append_as_leader(producer_batch(1), 0)
+    assert broker.manager.get_or_create_log(TopicPartition("new", 0)).dir.parent != bad_dir
+    assert [log.topic_partition for log in broker.manager.all_logs()] == [
+        good,
+        TopicPartition("new", 0),
+    ]
+    await broker.manager.shutdown()
+    assert not (bad_dir / CLEAN_SHUTDOWN_FILE).exists()
+    assert (good_log.dir.parent / CLEAN_SHUTDOWN_FILE).exists()
+
+
+async def test_unusable_log_dir_at_start_up_goes_offline(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    broker = Broker([tmp_path / "file", tmp_path / "b"])
+    await broker.manager.startup()
+    assert list(broker.manager.offline_log_dirs) == [tmp_path / "file"]
+    assert broker.manager.get_or_create_log(TopicPartition("t", 0)).dir.parent == tmp_path / "b"
+
+
+async def test_corrupt_checkpoint_takes_only_its_dir_offline(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "recovery-point-offset-checkpoint").write_text("0\n5\n")
+    broker = Broker([tmp_path / "a", tmp_path / "b"])
+    await broker.manager.startup()
+    assert list(broker.manager.offline_log_dirs) == [tmp_path / "a"]
+    assert "recovery-point-offset-checkpoint" in str(
+        broker.manager.offline_log_dirs[tmp_path / "a"]
+    )
