@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from records_strategies import BatchSpec, InputRecord, batch_specs, build, record_lists
 
@@ -211,6 +211,7 @@ def test_control_record_decoding_edges() -> None:
             decode_end_txn_marker(value)
 
 
+@settings(max_examples=50)
 @given(st.lists(batch_specs, min_size=1, max_size=4), st.data())
 def test_split_batches_stops_at_a_truncated_tail(
     specs: list[BatchSpec], data: st.DataObject

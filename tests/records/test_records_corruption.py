@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from records_strategies import batch_specs, build
 
@@ -91,6 +91,7 @@ def test_sealed_flips_in_the_header(spec: object, data: st.DataObject) -> None:
     _exercise(_reseal(raw))
 
 
+@settings(max_examples=60)
 @given(
     batch_specs.filter(lambda s: s.compression == Compression.NONE),
     st.sampled_from(list(Compression)),
