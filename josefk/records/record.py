@@ -80,7 +80,9 @@ def iter_records(
         raise CorruptRecordError(f"batch at offset {header.base_offset} claims {count} records")
     codec = batch.compression
     data: Buffer = batch.records_buffer()
-    if codec != Compression.NONE:
+    # An empty batch (what the log cleaner leaves to keep a producer's state) has no record
+    # bytes at all, whatever codec its attributes name.
+    if codec != Compression.NONE and (count or len(data)):
         data = decompress(codec, data, max_size=max_decompressed_size)
     log_append_time = (
         header.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else None

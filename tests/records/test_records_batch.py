@@ -269,3 +269,18 @@ def test_decompressed_size_cap_applies_to_iteration() -> None:
     with pytest.raises(CorruptRecordError):
         list(batch.records(max_decompressed_size=1 << 20))
     assert len(next(iter(batch.records())).value or b"") == 2 << 20
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_empty_batch_left_by_the_cleaner(codec: Compression) -> None:
+    builder = BatchBuilder(base_offset=7, compression=codec, producer_id=3, producer_epoch=0)
+    builder.append(None, b"v", (), 1)
+    raw = bytearray(builder.build()[:HEADER_SIZE])
+    # No records, but the offset range and the producer state stay.
+    raw[57:61] = (0).to_bytes(4, "big")
+    raw[8:12] = (HEADER_SIZE - 12).to_bytes(4, "big")
+    batch = RecordBatch(memoryview(raw))
+    raw[17:21] = batch.compute_crc().to_bytes(4, "big")
+    batch.ensure_valid()
+    assert list(batch.records()) == []
+    assert (batch.base_offset, batch.producer_id) == (7, 3)
