@@ -284,3 +284,18 @@ def test_empty_batch_left_by_the_cleaner(codec: Compression) -> None:
     batch.ensure_valid()
     assert list(batch.records()) == []
     assert (batch.base_offset, batch.producer_id) == (7, 3)
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_lengths_across_varint_size_boundaries(codec: Compression) -> None:
+    """Record lengths of one to four varint bytes: the builder's size arithmetic must hold."""
+    sizes = [0, 1, 55, 56, 63, 64, 127, 128, 8000, 8191, 8192, 8193, 1 << 20, (1 << 20) + 3]
+    builder = BatchBuilder(compression=codec)
+    for size in sizes:
+        builder.append(
+            b"k" * (size % 300), b"\xab" * size, [("h" * (size % 70), b"x" * size)], size
+        )
+    (batch,) = split_batches(builder.build())
+    batch.ensure_valid()
+    got = [(len(r.key or b""), len(r.value or b""), r.timestamp) for r in batch.records()]
+    assert got == [(size % 300, size, size) for size in sizes]
