@@ -508,7 +508,8 @@ class Log:
         the LEO; flush when ``flush.messages`` unflushed records have built up.
 
         ``records`` must be writable (a bytearray or a writable memoryview), as the offsets
-        are assigned in it. Nothing is written to disk if any batch is invalid. Raises
+        are assigned in it. Batches are stored compressed as the producer sent them: a topic
+        ``compression.type`` other than ``producer`` is not applied (no recompression yet). Nothing is written to disk if any batch is invalid. Raises
         CorruptRecordError / InvalidRecordError (records layer), RecordTooLargeError,
         RecordBatchTooLargeError, InvalidTimestampError, KafkaStorageError.
         """
@@ -526,6 +527,12 @@ class Log:
             record_count = 0
             for batch in batches:
                 batch.ensure_valid_from_producer()
+                if batch.base_offset != 0:
+                    # As Kafka: offsets are the broker's to assign; a producer sends 0.
+                    raise InvalidRecordError(
+                        f"the base offset of a batch produced to {self.topic_partition} "
+                        f"should be 0, but it is {batch.base_offset}"
+                    )
                 size = batch.size_in_bytes
                 if size > max_bytes:
                     raise RecordTooLargeError(
@@ -1083,6 +1090,10 @@ class Log:
                 del self._segments[segment.base_offset]
                 index = bisect.bisect_left(self._base_offsets, segment.base_offset)
                 del self._base_offsets[index]
+        hw = self._high_watermark_metadata
+        if not hw.message_offset_only and hw.segment_base_offset not in self._segments:
+            # The HW's cached position pointed into a segment that is going away.
+            self._high_watermark_metadata = LogOffsetMetadata(hw.message_offset)
         for segment in segments:
             segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
         doomed = list(segments)

@@ -269,3 +269,45 @@ def test_flush_messages_moves_recovery_point(tmp_path: Path) -> None:
     log.append_as_leader(producer_batch(1), 0)
     log.flush(up_to_offset=5)
     assert log.recovery_point == 5
+
+
+def test_producer_batches_must_start_at_offset_zero(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    batch = producer_batch(2)
+    RecordBatch(memoryview(batch)).set_base_offset(42)
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(batch, 0)
+    assert log.log_end_offset == 0
+
+
+def test_roll_schedules_a_flush_of_the_old_segments(tmp_path: Path) -> None:
+    import asyncio
+
+    from josefk.storage.scheduler import Scheduler
+
+    clock = ManualClock(wall_ms=NOW)
+    scheduler = Scheduler(clock)
+    log = open_log(tmp_path / "t-0", clock=clock, scheduler=scheduler)
+    log.append_as_leader(producer_batch(3), 0)
+    log.roll()
+    assert log.recovery_point == 0
+    asyncio.run(scheduler.run_due())
+    assert log.recovery_point == 3
+    # Rolling an empty active segment is a no-op.
+    assert log.roll() is log.active_segment and log.num_segments == 2
+
+
+def test_hw_position_is_forgotten_when_its_segment_is_deleted(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(producer_batch(3), 0)
+    end_of_first = log.log_end_offset_metadata
+    log.roll()
+    log.append_as_leader(producer_batch(2), 0)
+    # A follower reported the old LEO metadata: offset 3 at the end of segment 0.
+    assert log.maybe_increment_high_watermark(end_of_first) is not None
+    assert log.fetch_high_watermark_metadata().segment_base_offset == 0
+    log.delete_records(3)
+    metadata = log.fetch_high_watermark_metadata()
+    assert (metadata.message_offset, metadata.segment_base_offset) == (3, 3)
+    assert metadata.relative_position_in_segment == 0
+    assert log.read(3, 100).size == 0
