@@ -23,13 +23,16 @@ Segments are kept by base offset: each segment's base offset is <= every offset 
 every offset in earlier segments, so the segment holding offset O is the one with the
 greatest base offset <= O (``floor_segment``).
 
-Concurrency contract: a Log lives on one asyncio event loop and every method is synchronous:
-none of them awaits, so no task ever sees half an append, roll, truncation or deletion. The
-only ``async`` methods, ``flush_async`` and ``delete_old_segments`` callers' file removal,
-split their work into a synchronous snapshot on the loop, blocking I/O in an executor thread
-(fsync, unlink) that touches only segments already chosen, and a synchronous bookkeeping step
-back on the loop. ``Log.load`` is blocking and runs before the log is shared (the LogManager
-runs many loads in a thread pool).
+Concurrency contract: a Log lives on one asyncio event loop and every method but one is
+synchronous: none of them awaits, so no task ever sees half an append, roll, truncation or
+deletion, and none of them may be changed to await in the middle of a state change. The one
+``async`` method, ``flush_async``, splits its work into three steps: choose the segments on
+the loop, fsync them in an executor thread (touching only bytes already written), then move
+the recovery point back on the loop, re-checked against the LEO of that moment. Deleted
+segments' files are removed the same way, by a scheduler task in the executor, after they
+left the segment map. ``Log.load`` is blocking and runs before the log is shared (the
+LogManager runs many loads in a thread pool). Writes to the page cache (appends) stay on
+the loop: they do not wait for the disk.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from josefk.records.batch import (
 from josefk.records.errors import CorruptRecordError, InvalidRecordError, RecordsError
 from josefk.storage.clock import Clock, JitterSource, SystemClock
 from josefk.storage.errors import (
+    CorruptIndexError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -220,9 +224,21 @@ class Log:
                 ):
                     needs_recovery.add(base_offset)
             bases = sorted(segments)
+            unflushed = bases[max(bisect.bisect_right(bases, recovery_point) - 1, 0) :]
             if not had_clean_shutdown:
-                first = bisect.bisect_right(bases, recovery_point) - 1
-                needs_recovery.update(bases[max(first, 0) :])
+                needs_recovery.update(unflushed)
+            else:
+                # Indexes stay closed until first use so that start-up is fast; only the
+                # segments past the recovery point (normally just the active one) are
+                # checked now, and rebuilt if their index is unusable.
+                for base_offset in unflushed:
+                    if base_offset in needs_recovery:
+                        continue
+                    try:
+                        segments[base_offset].sanity_check()
+                    except CorruptIndexError as exc:
+                        _log.warning("%s: rebuilding indexes: %s", topic_partition, exc)
+                        needs_recovery.add(base_offset)
             for position, base_offset in enumerate(bases):
                 if base_offset not in needs_recovery or base_offset not in segments:
                     continue

@@ -183,3 +183,18 @@ def test_preallocated_segments_survive_a_crash(tmp_path: Path) -> None:
     reopened = open_log(path, small_config(preallocate=True, segment_bytes=4096))
     assert reopened.log_end_offset == leo
     check_invariants(reopened)
+
+
+def test_corrupt_active_index_is_rebuilt_on_clean_restart(
+    tmp_path: Path, recover_calls: list[int]
+) -> None:
+    path = tmp_path / "t-0"
+    log = populated(path, batches=4)
+    expected = [b.base_offset for b in read_all(log)]
+    index_path = log.active_segment.offset_index.path
+    base = log.active_segment.base_offset
+    log.close()
+    index_path.write_bytes(b"\x00" * 13)  # not a whole number of entries
+    reopened = open_log(path, had_clean_shutdown=True, recovery_point=expected[-1] + 3)
+    assert recover_calls == [base]
+    assert [b.base_offset for b in read_all(reopened)] == expected
