@@ -75,6 +75,11 @@ class ConnectionInfo:
     local_port: int
 
 
+class CloseConnection(Exception):
+    """Raised by a dispatcher when a request cannot be answered: the connection is closed
+    after the responses before it are written, and the reason is logged."""
+
+
 class Dispatcher(Protocol):
     def dispatch(self, frame: memoryview, connection: ConnectionInfo) -> DispatchResult: ...
 
@@ -174,6 +179,8 @@ class Connection:
                 end = start + 4 + size
                 if end <= filled:
                     await self._submit(view[start + 4 : end])
+                    if not self._reading:
+                        return
                     start = end
                     continue
                 if 4 + size > len(buf):
@@ -182,6 +189,8 @@ class Connection:
                     if frame is None:
                         return
                     await self._submit(frame)
+                    if not self._reading:
+                        return
                     start = filled
                 break
             if start == filled:
@@ -216,7 +225,12 @@ class Connection:
         return view
 
     async def _submit(self, frame: memoryview) -> None:
-        result = self._dispatcher.dispatch(frame, self.info)
+        try:
+            result = self._dispatcher.dispatch(frame, self.info)
+        except CloseConnection as exc:
+            logger.info("closing connection from %s: %s", self.info.peer, exc)
+            self._reading = False
+            return
         if isinstance(result, Awaitable) and not isinstance(result, asyncio.Future):
             # Run it now so that it makes progress while earlier responses are written.
             result = asyncio.ensure_future(result)
@@ -244,6 +258,9 @@ class Connection:
                 if isinstance(item, Awaitable):
                     try:
                         response = await item
+                    except CloseConnection as exc:
+                        logger.info("closing connection from %s: %s", self.info.peer, exc)
+                        break
                     except Exception:
                         # A handler bug must not take other connections down; this one cannot
                         # answer in order any more, so it closes, as Kafka does.
@@ -381,14 +398,14 @@ class SocketServer:
         max_request_bytes: int,
         max_idle_ms: int,
         max_in_flight: int = 64,
-        on_connections_changed: Callable[[int], None] | None = None,
+        on_connection_event: Callable[[str, bool], None] | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._clock = clock
         self._max_request_bytes = max_request_bytes
         self._max_idle_ms = max_idle_ms
         self._max_in_flight = max_in_flight
-        self._on_connections_changed = on_connections_changed
+        self._on_connection_event = on_connection_event
         self._listeners: list[tuple[ListenerSpec, socket.socket, asyncio.Task[None]]] = []
         self.connections: set[Connection] = set()
         self._next_connection_id = 0
@@ -438,15 +455,13 @@ class SocketServer:
             )
             self.connections.add(connection)
             connection.start()
-            self._connections_changed()
+            if self._on_connection_event is not None:
+                self._on_connection_event(spec.name, True)
 
     def _forget(self, connection: Connection) -> None:
         self.connections.discard(connection)
-        self._connections_changed()
-
-    def _connections_changed(self) -> None:
-        if self._on_connections_changed is not None:
-            self._on_connections_changed(len(self.connections))
+        if self._on_connection_event is not None:
+            self._on_connection_event(connection.info.listener_name, False)
 
     def close_idle_connections(self) -> int:
         """Close connections idle longer than connections.max.idle.ms; returns how many."""

@@ -17,7 +17,9 @@ def cli() -> None:
 
 
 # Each entry names a module of josefk.cli and the click command it defines.
-_COMMANDS: list[tuple[str, str]] = []
+_COMMANDS: list[tuple[str, str]] = [
+    ("serve", "serve"),
+]
 
 
 def _register() -> None:

@@ -1,0 +1,177 @@
+"""The topic catalog of a single broker: which topics exist, their ids, partition counts and
+config overrides, persisted in the first log dir.
+
+Owns ``TopicCatalog`` and the file ``josefk-topics.json``. Kafka keeps this in its metadata
+log (KRaft); one node needs no consensus, so a small JSON document replaced atomically
+(write temp, fsync, rename, fsync dir) does the same job. Each partition directory also gets
+Kafka's ``partition.metadata`` file (``version: 0`` / ``topic_id: <base64>``) so that Kafka's
+tools read the topic id where they expect it.
+
+Imports josefk.config.topic only; must not import josefk.protocol or the handlers.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+CATALOG_FILE: Final = "josefk-topics.json"
+PARTITION_METADATA_FILE: Final = "partition.metadata"
+MAX_TOPIC_NAME_LENGTH: Final = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class InvalidTopicError(ValueError):
+    """A topic name Kafka would refuse (INVALID_TOPIC_EXCEPTION)."""
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rules: 1-249 characters of [a-zA-Z0-9._-], and not "." or ".."."""
+    if not name:
+        raise InvalidTopicError("topic name is empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"topic name is {len(name)} characters long, more than {MAX_TOPIC_NAME_LENGTH}"
+        )
+    if not _LEGAL_TOPIC.match(name):
+        raise InvalidTopicError(
+            f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_', '-'"
+        )
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+def topic_id_base64(topic_id: uuid.UUID) -> str:
+    """Kafka prints topic ids as URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+
+
+class TopicCatalog:
+    """Topics by name and by id. Changed only from the event loop thread; each change is
+    written to disk before the method returns, so a crash never forgets a created topic."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._path = directory / CATALOG_FILE
+        self._by_name: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+
+    @classmethod
+    def load(cls, directory: Path) -> TopicCatalog:
+        catalog = cls(directory)
+        if catalog._path.exists():
+            try:
+                document = json.loads(catalog._path.read_text())
+                for entry in document["topics"]:
+                    info = TopicInfo(
+                        name=entry["name"],
+                        topic_id=uuid.UUID(entry["topic_id"]),
+                        partitions=int(entry["partitions"]),
+                        configs={str(k): str(v) for k, v in entry.get("configs", {}).items()},
+                    )
+                    catalog._add(info)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{catalog._path}: unreadable topic catalog: {exc}") from exc
+        return catalog
+
+    def _add(self, info: TopicInfo) -> None:
+        self._by_name[info.name] = info
+        self._by_id[info.topic_id] = info
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self._by_name.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    def topics(self) -> list[TopicInfo]:
+        return sorted(self._by_name.values(), key=lambda info: info.name)
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def create(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        info = TopicInfo(name, uuid.uuid4(), partitions, dict(configs))
+        self._add(info)
+        self.save()
+        return info
+
+    def adopt(self, name: str, partitions: int) -> TopicInfo:
+        """Record a topic found on disk but missing from the catalog (a log dir from Kafka,
+        or a catalog lost in a crash before its first write)."""
+        return self.create(name, partitions, {})
+
+    def set_partitions(self, name: str, partitions: int) -> None:
+        self._by_name[name].partitions = partitions
+        self.save()
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._by_name[name].configs = dict(configs)
+        self.save()
+
+    def delete(self, name: str) -> TopicInfo | None:
+        info = self._by_name.pop(name, None)
+        if info is not None:
+            self._by_id.pop(info.topic_id, None)
+            self.save()
+        return info
+
+    def save(self) -> None:
+        document = {
+            "version": 1,
+            "topics": [
+                {
+                    "name": info.name,
+                    "topic_id": str(info.topic_id),
+                    "partitions": info.partitions,
+                    "configs": info.configs,
+                }
+                for info in self.topics()
+            ],
+        }
+        write_atomically(self._path, json.dumps(document, indent=1).encode())
+
+
+def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
+    path = partition_dir / PARTITION_METADATA_FILE
+    text = f"version: 0\ntopic_id: {topic_id_base64(topic_id)}\n"
+    if path.exists() and path.read_text() == text:
+        return
+    write_atomically(path, text.encode())
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write temp, fsync, rename over, fsync the directory: readers see old or new, whole."""
+    temp = path.with_name(path.name + ".tmp")
+    with open(temp, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -1,0 +1,57 @@
+"""What a handler can reach: the broker-wide state and the request at hand.
+
+Owns ``BrokerContext`` (built once at start-up) and ``RequestContext`` (one per request).
+Must not import the handlers, the server or the network layer beyond its value types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from josefk.broker.network import ConnectionInfo
+from josefk.protocol.headers import RequestHeader
+
+if TYPE_CHECKING:
+    from josefk.broker.handlers import HandlerSpec
+    from josefk.broker.replica_manager import ReplicaManager
+    from josefk.config.broker import BrokerConfig
+    from josefk.storage.clock import Clock
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    """An advertised listener: what Metadata and DescribeCluster tell clients."""
+
+    listener_name: str
+    host: str
+    port: int
+
+
+@dataclass(slots=True)
+class BrokerContext:
+    config: BrokerConfig
+    broker_id: int
+    cluster_id: str
+    replica_manager: ReplicaManager
+    clock: Clock
+    handlers: dict[int, HandlerSpec]
+    endpoints: list[BrokerEndpoint] = field(default_factory=list)
+    log_dirs: list[str] = field(default_factory=list)
+    metrics: Any = None
+    group_coordinator: Any = None
+
+    def endpoint_for(self, listener_name: str) -> BrokerEndpoint:
+        """The advertised endpoint of the listener a request came in on."""
+        for endpoint in self.endpoints:
+            if endpoint.listener_name == listener_name:
+                return endpoint
+        return self.endpoints[0]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: BrokerContext
+    header: RequestHeader
+    api_version: int
+    connection: ConnectionInfo

@@ -1,0 +1,138 @@
+"""Request dispatch: frame -> header and body -> handler -> encoded response parts.
+
+Owns the rules for requests that cannot be served: an ApiVersions request of a version we do
+not support is answered v0-shaped with UNSUPPORTED_VERSION and our ranges (KIP-511); any
+other unknown API, unsupported version or undecodable body closes that connection with the
+reason logged, as Kafka does, while the broker goes on serving everyone else.
+
+Imports josefk.protocol, the handler registry and the network layer's types; must not import
+josefk.storage.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+from josefk.broker.context import BrokerContext, RequestContext
+from josefk.broker.handlers import NO_RESPONSE, HandlerSpec
+from josefk.broker.network import CloseConnection, ConnectionInfo, DispatchResult, Response
+from josefk.protocol.api import (
+    ApiKey,
+    RequestDecodeError,
+    decode_request,
+    encode_response_parts,
+    response_class,
+)
+from josefk.protocol.errors import ErrorCode, ProtocolDecodeError
+from josefk.protocol.headers import RequestHeader
+
+logger = logging.getLogger(__name__)
+
+
+class RequestDispatcher:
+    """Turns frames into responses. Runs on the event loop thread."""
+
+    def __init__(self, broker: BrokerContext) -> None:
+        self._broker = broker
+        self._handlers: dict[int, HandlerSpec] = broker.handlers
+        self._metrics = broker.metrics
+
+    def dispatch(self, frame: memoryview, connection: ConnectionInfo) -> DispatchResult:
+        started = time.perf_counter()
+        try:
+            header, body = decode_request(frame)
+        except RequestDecodeError as exc:
+            return self._undecodable(exc, connection)
+        except ProtocolDecodeError as exc:
+            raise CloseConnection(f"unreadable request header: {exc}") from None
+        api_key, version = header.request_api_key, header.request_api_version
+        spec = self._handlers.get(api_key)
+        if spec is None or not spec.supports(version):
+            if api_key == ApiKey.API_VERSIONS:
+                return self._unsupported_api_versions(header.correlation_id)
+            raise CloseConnection(
+                f"no handler for api key {api_key} version {version} (client {header.client_id!r})"
+            )
+        context = RequestContext(self._broker, header, version, connection)
+        result = spec.fn(context, body)
+        if inspect.isawaitable(result):
+            return self._finish(context, spec, result, started, frame.nbytes)
+        return self._respond(context, spec, result, started, frame.nbytes)
+
+    async def _finish(
+        self,
+        context: RequestContext,
+        spec: HandlerSpec,
+        pending: Awaitable[Any],
+        started: float,
+        size: int,
+    ) -> Response | None:
+        return self._respond(context, spec, await pending, started, size)
+
+    def _respond(
+        self,
+        context: RequestContext,
+        spec: HandlerSpec,
+        body: Any,
+        started: float,
+        size: int,
+    ) -> Response | None:
+        if self._metrics is not None:
+            self._metrics.requests.request_completed(
+                spec.name,
+                context.api_version,
+                seconds=time.perf_counter() - started,
+                request_bytes=size,
+            )
+        if body is NO_RESPONSE:
+            return None
+        return encode_parts(context.header, body, context.api_version)
+
+    def _undecodable(self, exc: RequestDecodeError, connection: ConnectionInfo) -> DispatchResult:
+        info = exc.info
+        if info.api_key == ApiKey.API_VERSIONS:
+            # KIP-511: a client newer than us learns our ranges instead of being cut off.
+            return self._unsupported_api_versions(info.correlation_id)
+        raise CloseConnection(
+            f"cannot decode api key {info.api_key} version {info.api_version} from "
+            f"{connection.peer}: {exc}"
+        )
+
+    def _unsupported_api_versions(self, correlation_id: int) -> Response:
+        return encode_parts(
+            RequestHeader(
+                request_api_key=ApiKey.API_VERSIONS,
+                request_api_version=0,
+                correlation_id=correlation_id,
+                client_id=None,
+            ),
+            api_versions_body(self._handlers, ErrorCode.UNSUPPORTED_VERSION),
+            0,
+        )
+
+
+def api_versions_body(handlers: dict[int, HandlerSpec], error: ErrorCode) -> Any:
+    """The ApiVersions response listing exactly the registered handlers' ranges."""
+    cls = response_class(ApiKey.API_VERSIONS)
+    return cls(
+        error_code=int(error),
+        api_keys=[
+            cls.ApiVersion(api_key=key, min_version=spec.min_version, max_version=spec.max_version)
+            for key, spec in sorted(handlers.items())
+        ],
+    )
+
+
+def encode_parts(header: RequestHeader, body: Any, version: int) -> Response:
+    """Encode a response body; record fields stay as they are (file slices for sendfile)."""
+    _, parts = encode_response_parts(
+        header.correlation_id, body, version, api_key=header.request_api_key
+    )
+    # The network layer writes the size prefix itself.
+    first = parts[0]
+    parts[0] = first[4:]
+    return parts  # type: ignore[no-any-return]

@@ -1,0 +1,54 @@
+"""How failures of the layers below become Kafka error codes on the wire.
+
+Owns ``error_code_for``: one table from storage and records exceptions to ``ErrorCode``, so
+that every handler answers the same failure the same way. Imports josefk.protocol.errors,
+josefk.records.errors and josefk.storage errors only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from josefk.config.topic import InvalidConfigError
+from josefk.protocol.errors import ErrorCode
+from josefk.records.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    UnsupportedCompressionError,
+)
+from josefk.storage.errors import (
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+)
+from josefk.storage.log import (
+    InvalidTimestampError,
+    LogClosedError,
+    RecordBatchTooLargeError,
+)
+
+logger = logging.getLogger(__name__)
+
+_TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+    (RecordBatchTooLargeError, ErrorCode.RECORD_LIST_TOO_LARGE),
+    (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
+    (CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
+    (InvalidRecordError, ErrorCode.INVALID_RECORD),
+    (UnsupportedCompressionError, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+    (InvalidTimestampError, ErrorCode.INVALID_TIMESTAMP),
+    (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
+    (KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
+    (LogClosedError, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (InvalidConfigError, ErrorCode.INVALID_CONFIG),
+    (StorageError, ErrorCode.KAFKA_STORAGE_ERROR),
+)
+
+
+def error_code_for(exc: BaseException) -> ErrorCode:
+    """The error code a client should see for ``exc``; unexpected ones are logged."""
+    for kind, code in _TABLE:
+        if isinstance(exc, kind):
+            return code
+    logger.exception("unexpected error while serving a request", exc_info=exc)
+    return ErrorCode.UNKNOWN_SERVER_ERROR

@@ -1,0 +1,135 @@
+"""Metadata (3): brokers, controller, cluster id and topics, auto-creating topics on request.
+
+A topic is auto-created when the request allows it (v4+ ``allow_auto_topic_creation``;
+always below v4) and ``auto.create.topics.enable`` is on, with ``num.partitions``
+partitions, as Kafka does. Names Kafka would refuse get INVALID_TOPIC_EXCEPTION.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from josefk.broker.catalog import InvalidTopicError, TopicInfo, validate_topic_name
+from josefk.broker.context import RequestContext
+from josefk.broker.handlers import handles
+from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.errors import ErrorCode
+
+# Kafka's "authorized operations not requested" marker.
+_NO_OPERATIONS = -(2**31)
+
+Response = response_class(ApiKey.METADATA)
+TopicEntry = Response.MetadataResponseTopic
+PartitionEntry = TopicEntry.MetadataResponsePartition
+BrokerEntry = Response.MetadataResponseBroker
+
+
+@handles(ApiKey.METADATA)
+def handle_metadata(context: RequestContext, request: Any) -> Any:
+    broker = context.broker
+    replicas = broker.replica_manager
+    catalog = replicas.catalog
+    version = context.api_version
+    endpoint = broker.endpoint_for(context.connection.listener_name)
+
+    if request.topics is None or (version == 0 and not request.topics):
+        wanted: list[Any] = [info for info in catalog.topics()]
+    else:
+        wanted = []
+        allow_auto_create = version < 4 or request.allow_auto_topic_creation
+        for topic in request.topics:
+            name = topic.name
+            if name is None:
+                info = catalog.by_id(topic.topic_id)
+                wanted.append(info if info is not None else _unknown_id(topic.topic_id))
+                continue
+            info = catalog.get(name)
+            if info is None:
+                wanted.append(_maybe_auto_create(context, name, allow_auto_create))
+            else:
+                wanted.append(info)
+
+    topics = [
+        _topic_entry(context, item) if isinstance(item, TopicInfo) else item for item in wanted
+    ]
+    return Response(
+        brokers=[
+            BrokerEntry(node_id=broker.broker_id, host=endpoint.host, port=endpoint.port, rack=None)
+        ],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.broker_id,
+        topics=topics,
+        cluster_authorized_operations=_NO_OPERATIONS,
+    )
+
+
+def _maybe_auto_create(context: RequestContext, name: str, allowed: bool) -> Any:
+    broker = context.broker
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError:
+        return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if not (allowed and broker.config.auto_create_topics_enable):
+        return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    info = broker.replica_manager.create_topic(name, broker.config.num_partitions, {})
+    return info
+
+
+def _topic_entry(context: RequestContext, info: TopicInfo) -> Any:
+    broker_id = context.broker.broker_id
+    replicas = context.broker.replica_manager
+    partitions = []
+    for index in range(info.partitions):
+        partition = replicas.get_partition(info.name, index)
+        if partition is None:
+            partitions.append(
+                PartitionEntry(
+                    error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                    partition_index=index,
+                    leader_id=-1,
+                    leader_epoch=-1,
+                    replica_nodes=[broker_id],
+                    isr_nodes=[],
+                    offline_replicas=[broker_id],
+                )
+            )
+            continue
+        offline = partition.log.is_offline
+        partitions.append(
+            PartitionEntry(
+                error_code=ErrorCode.KAFKA_STORAGE_ERROR if offline else ErrorCode.NONE,
+                partition_index=index,
+                leader_id=-1 if offline else partition.leader_id,
+                leader_epoch=partition.leader_epoch,
+                replica_nodes=list(partition.replicas),
+                isr_nodes=[] if offline else list(partition.isr),
+                offline_replicas=[broker_id] if offline else [],
+            )
+        )
+    return TopicEntry(
+        error_code=ErrorCode.NONE,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.is_internal,
+        partitions=partitions,
+        topic_authorized_operations=_NO_OPERATIONS,
+    )
+
+
+def _error_entry(name: str, error: ErrorCode) -> Any:
+    return TopicEntry(
+        error_code=error,
+        name=name,
+        partitions=[],
+        topic_authorized_operations=_NO_OPERATIONS,
+    )
+
+
+def _unknown_id(topic_id: Any) -> Any:
+    return TopicEntry(
+        error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+        name=None,
+        topic_id=topic_id,
+        partitions=[],
+        topic_authorized_operations=_NO_OPERATIONS,
+    )

@@ -1,0 +1,132 @@
+"""The replica manager: every partition this broker hosts, and topic lifecycle on top of them.
+
+Owns the map of ``Partition`` objects, the fetch purgatory, and the operations that create,
+grow, reconfigure and delete topics (catalog + logs together). Handlers call it with whole
+requests' worth of partitions; it never sees protocol classes.
+
+Imports josefk.storage, josefk.config and the broker's catalog/partition/purgatory; must not
+import josefk.protocol or the handlers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+
+from josefk.broker.catalog import TopicCatalog, TopicInfo, write_partition_metadata
+from josefk.broker.partition import Partition, TopicPartition
+from josefk.broker.purgatory import Purgatory
+from josefk.config.topic import LogConfig
+from josefk.storage.manager import LogManager
+from josefk.storage.offsets import LogAppendInfo
+
+logger = logging.getLogger(__name__)
+
+
+def topic_log_config(catalog: TopicCatalog, defaults: LogConfig, topic: str) -> LogConfig:
+    """The broker's topic defaults with the topic's own overrides on top."""
+    info = catalog.get(topic)
+    if info is None or not info.configs:
+        return defaults
+    return defaults.with_overrides(info.configs, ignore_unknown=True)
+
+
+class TopicExistsError(Exception):
+    pass
+
+
+class ReplicaManager:
+    """All partitions of this broker. Runs on the event loop thread; no method awaits, so a
+    topic is never seen half created or half deleted."""
+
+    def __init__(
+        self,
+        log_manager: LogManager,
+        catalog: TopicCatalog,
+        *,
+        broker_id: int,
+        default_log_config: LogConfig,
+    ) -> None:
+        self._logs = log_manager
+        self.catalog = catalog
+        self.broker_id = broker_id
+        self._default_log_config = default_log_config
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self.fetch_purgatory = Purgatory("Fetch")
+
+    # -- start-up -------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Open a Partition for every partition the catalog knows."""
+        for info in self.catalog.topics():
+            self._open_partitions(info, range(info.partitions))
+
+    def _open_partitions(self, info: TopicInfo, indexes: range) -> None:
+        config = self.log_config_for(info.name)
+        for index in indexes:
+            tp = TopicPartition(info.name, index)
+            log = self._logs.get_or_create_log(tp, config)
+            write_partition_metadata(log.dir, info.topic_id)
+            self._partitions[tp] = Partition(tp, log, local_broker_id=self.broker_id)
+
+    # -- lookups --------------------------------------------------------------------------
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get(TopicPartition(topic, partition))
+
+    def partitions(self) -> Iterator[Partition]:
+        return iter(self._partitions.values())
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        return topic_log_config(self.catalog, self._default_log_config, topic)
+
+    @property
+    def default_log_config(self) -> LogConfig:
+        return self._default_log_config
+
+    # -- topic lifecycle ------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
+        """Create a topic and its logs. Configs are validated first (InvalidConfigError)."""
+        if name in self.catalog:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        self._default_log_config.with_overrides(configs)
+        info = self.catalog.create(name, partitions, dict(configs))
+        self._open_partitions(info, range(partitions))
+        logger.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    def create_partitions(self, name: str, total: int) -> None:
+        info = self.catalog.get(name)
+        if info is None:
+            raise KeyError(name)
+        old = info.partitions
+        self.catalog.set_partitions(name, total)
+        self._open_partitions(info, range(old, total))
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace the topic's overrides (validated first) and apply them to its logs."""
+        config = self._default_log_config.with_overrides(configs)
+        self.catalog.set_configs(name, dict(configs))
+        for partition in self._partitions.values():
+            if partition.tp.topic == name:
+                partition.log.update_config(config)
+
+    def delete_topic(self, name: str) -> None:
+        info = self.catalog.delete(name)
+        if info is None:
+            raise KeyError(name)
+        for index in range(info.partitions):
+            tp = TopicPartition(name, index)
+            self._partitions.pop(tp, None)
+            self._logs.delete_log(tp)
+            self.fetch_purgatory.notify(tp)
+        logger.info("deleted topic %s", name)
+
+    # -- data path ------------------------------------------------------------------------
+
+    def append_to_leader(self, partition: Partition, records: memoryview) -> LogAppendInfo:
+        info = partition.append_records_to_leader(records)
+        # Fetches parked on this partition may now have enough bytes.
+        self.fetch_purgatory.notify(partition.tp)
+        return info

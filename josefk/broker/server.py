@@ -1,0 +1,301 @@
+"""The broker daemon: start-up, the serving loop and graceful shutdown.
+
+Owns ``Broker``, which builds every part from a ``BrokerConfig`` in order (log dirs and
+meta.properties, the LogManager and its recovery, the topic catalog, the replica manager, the
+handler registry, metrics, listeners) and takes them down in reverse: stop accepting, let
+in-flight requests finish until a deadline, then flush, write the checkpoints and leave the
+clean-shutdown marker. Also owns ``run_broker``, the process entry point with signal handling.
+
+Imports every broker part; nothing imports it but the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from josefk.broker.catalog import TopicCatalog
+from josefk.broker.context import BrokerContext, BrokerEndpoint
+from josefk.broker.dispatch import RequestDispatcher
+from josefk.broker.handlers import registered_handlers
+from josefk.broker.network import ListenerSpec, SocketServer
+from josefk.broker.replica_manager import ReplicaManager, topic_log_config
+from josefk.config.broker import BrokerConfig
+from josefk.config.properties import ensure_meta_properties
+from josefk.metrics.broker_metrics import BrokerMetrics
+from josefk.metrics.collectors import PartitionLogStats, PurgatoryStats
+from josefk.metrics.exporter import MetricsExporter
+from josefk.storage.clock import Clock, SystemClock
+from josefk.storage.manager import LogManager, LogManagerConfig
+from josefk.storage.scheduler import Scheduler
+
+logger = logging.getLogger(__name__)
+
+SHUTDOWN_DEADLINE_S = 10.0
+IDLE_CHECK_INTERVAL_S = 10.0
+
+
+class ListenError(Exception):
+    """A listener could not bind (port in use, address not local...)."""
+
+
+class Broker:
+    """One broker process's worth of state. ``start`` then ``stop``, both on one loop."""
+
+    def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.broker_id = config.node_id
+        self.endpoints: list[BrokerEndpoint] = []
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(2, config.num_recovery_threads_per_data_dir), thread_name_prefix="io"
+        )
+        self._scheduler = Scheduler(self.clock)
+        self._background: list[asyncio.Task[None]] = []
+        self._exporter: MetricsExporter | None = None
+        self._server: SocketServer | None = None
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.metrics: BrokerMetrics | None = None
+
+    async def start(self) -> list[BrokerEndpoint]:
+        config = self.config
+        loop = asyncio.get_running_loop()
+        log_dirs = [Path(d) for d in config.log_dirs]
+        for log_dir in log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        cluster_id = await loop.run_in_executor(
+            self._executor,
+            lambda: ensure_meta_properties(log_dirs, node_id=self.broker_id),
+        )
+
+        default_log_config = config.default_log_config()
+        catalog = TopicCatalog.load(log_dirs[0])
+        self.log_manager = LogManager(
+            LogManagerConfig(
+                log_dirs=tuple(log_dirs),
+                retention_check_interval_ms=config.log_retention_check_interval_ms,
+                flush_check_interval_ms=config.log_flush_scheduler_interval_ms,
+                recovery_point_checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
+                log_start_offset_checkpoint_interval_ms=(
+                    config.log_flush_start_offset_checkpoint_interval_ms
+                ),
+                high_watermark_checkpoint_interval_ms=(
+                    config.replica_high_watermark_checkpoint_interval_ms
+                ),
+                recovery_threads_per_data_dir=config.num_recovery_threads_per_data_dir,
+            ),
+            default_log_config,
+            clock=self.clock,
+            scheduler=self._scheduler,
+            executor=self._executor,
+            topic_config=lambda topic: topic_log_config(catalog, default_log_config, topic),
+            on_log_dir_failure=self._log_dir_failed,
+        )
+        await self.log_manager.startup()
+        self._background.append(loop.create_task(self._scheduler.run_forever()))
+
+        replicas = ReplicaManager(
+            self.log_manager,
+            catalog,
+            broker_id=self.broker_id,
+            default_log_config=default_log_config,
+        )
+        self._adopt_unknown_logs(catalog)
+        replicas.load()
+        self.replica_manager = replicas
+
+        if config.metrics_enable:
+            self.metrics = BrokerMetrics(node_id=self.broker_id, version=_version())
+            self.metrics.watch_partition_logs(self._partition_stats)
+            self.metrics.watch_purgatory(
+                "Fetch",
+                lambda: PurgatoryStats(
+                    watched=replicas.fetch_purgatory.size, delayed=replicas.fetch_purgatory.size
+                ),
+            )
+            for log_dir in log_dirs:
+                self.metrics.log_dirs.log_dir_online(str(log_dir))
+
+        context = BrokerContext(
+            config=config,
+            broker_id=self.broker_id,
+            cluster_id=cluster_id,
+            replica_manager=replicas,
+            clock=self.clock,
+            handlers=registered_handlers(),
+            log_dirs=[str(d) for d in log_dirs],
+            metrics=self.metrics,
+        )
+        self._server = SocketServer(
+            RequestDispatcher(context),
+            clock=self.clock,
+            max_request_bytes=config.socket_request_max_bytes,
+            max_idle_ms=config.connections_max_idle_ms,
+            on_connection_event=self._connection_event,
+        )
+        bound: dict[str, int] = {}
+        for listener in config.client_listeners():
+            try:
+                spec = await self._server.listen(
+                    ListenerSpec(listener.name, listener.bind_host or "0.0.0.0", listener.port)
+                )
+            except OSError as exc:
+                raise ListenError(f"cannot listen on {listener}: {exc.strerror or exc}") from exc
+            bound[listener.name] = spec.port
+        for advertised in config.effective_advertised_listeners(bound=bound):
+            port = advertised.port or bound.get(advertised.name, 0)
+            self.endpoints.append(BrokerEndpoint(advertised.name, advertised.host, port))
+        context.endpoints = self.endpoints
+        self._background.append(loop.create_task(self._close_idle_connections()))
+
+        if self.metrics is not None:
+            self._exporter = MetricsExporter(
+                self.metrics.registry, host=config.metrics_host, port=config.metrics_port
+            )
+            await self._exporter.start()
+        return self.endpoints
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self._exporter.port if self._exporter is not None else None
+
+    def _adopt_unknown_logs(self, catalog: TopicCatalog) -> None:
+        """Partitions on disk that the catalog does not know (a log dir written by Kafka,
+        or a crash between creating a log and saving the catalog) become topics again."""
+        assert self.log_manager is not None
+        found: dict[str, int] = {}
+        for log in self.log_manager.all_logs():
+            topic, partition = log.topic_partition
+            found[topic] = max(found.get(topic, 0), partition + 1)
+        for topic, partitions in sorted(found.items()):
+            info = catalog.get(topic)
+            if info is None:
+                logger.warning("adopting topic %s found on disk (%d partitions)", topic, partitions)
+                catalog.adopt(topic, partitions)
+            elif info.partitions < partitions:
+                catalog.set_partitions(topic, partitions)
+
+    def _partition_stats(self) -> list[PartitionLogStats]:
+        replicas = self.replica_manager
+        if replicas is None:
+            return []
+        stats = []
+        for partition in replicas.partitions():
+            log = partition.log
+            if log.is_offline:
+                continue
+            stats.append(
+                PartitionLogStats(
+                    topic=partition.tp.topic,
+                    partition=partition.tp.partition,
+                    size_bytes=log.size(),
+                    num_segments=log.num_segments,
+                    log_start_offset=log.log_start_offset,
+                    log_end_offset=log.log_end_offset,
+                    high_watermark=log.high_watermark,
+                )
+            )
+        return stats
+
+    def _connection_event(self, listener_name: str, opened: bool) -> None:
+        if self.metrics is not None:
+            if opened:
+                self.metrics.sockets.connection_opened(listener_name)
+            else:
+                self.metrics.sockets.connection_closed(listener_name)
+
+    def _log_dir_failed(self, log_dir: Path, error: BaseException) -> None:
+        logger.error("log dir %s is offline: %s", log_dir, error)
+        if self.metrics is not None:
+            self.metrics.log_dirs.log_dir_offline(str(log_dir))
+
+    async def _close_idle_connections(self) -> None:
+        while True:
+            await asyncio.sleep(IDLE_CHECK_INTERVAL_S)
+            if self._server is not None:
+                self._server.close_idle_connections()
+
+    async def stop(self, deadline_s: float = SHUTDOWN_DEADLINE_S) -> None:
+        """Stop accepting, finish in-flight requests, then close the logs cleanly."""
+        if self._server is not None:
+            await self._server.shutdown(deadline_s)
+        for task in self._background:
+            task.cancel()
+        for task in self._background:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._background.clear()
+        if self.log_manager is not None:
+            await self.log_manager.shutdown()
+        self._scheduler.shutdown()
+        if self._exporter is not None:
+            await self._exporter.stop()
+        self._executor.shutdown(wait=True)
+
+
+def _version() -> str:
+    from josefk import __version__
+
+    return __version__
+
+
+async def serve(config: BrokerConfig, *, ready: asyncio.Event | None = None) -> None:
+    """Run a broker until SIGTERM or SIGINT; a second signal exits at once."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            logger.warning("second signal: exiting without a clean shutdown")
+            os._exit(1)
+        logger.info("received %s, shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+
+    broker = Broker(config)
+    try:
+        endpoints = await broker.start()
+    except BaseException:
+        await broker.stop(0)
+        raise
+    for endpoint in endpoints:
+        # The one line on stdout: tests and scripts wait for it.
+        print(
+            f"josefk: listening on {endpoint.listener_name}://{endpoint.host}:{endpoint.port}",
+            flush=True,
+        )
+    if broker.metrics_port is not None:
+        logger.info("metrics on http://%s:%d/metrics", config.metrics_host, broker.metrics_port)
+    if ready is not None:
+        ready.set()
+    await stop.wait()
+    await broker.stop()
+    logger.info("shut down cleanly")
+
+
+def run_broker(config: BrokerConfig) -> None:
+    """The process entry point: uvloop when available, exit code 0 after a clean stop."""
+    try:
+        if sys.platform != "win32":
+            import uvloop
+
+            uvloop.run(serve(config))
+        else:  # pragma: no cover - uvloop is a dependency wherever it builds
+            asyncio.run(serve(config))
+    except KeyboardInterrupt:  # pragma: no cover - signal handlers normally catch it
+        sys.exit(1)
+    except ListenError as exc:
+        logger.error("%s", exc)
+        sys.exit(1)
