@@ -526,11 +526,23 @@ class LogSegment:
 
     def on_becoming_inactive_segment(self) -> None:
         """Called when a newer segment takes over: write the roll entry, trim files."""
-        max_so_far = self.max_timestamp_and_offset_so_far()
-        self.time_index.maybe_append(max_so_far.timestamp, max_so_far.offset, skip_full_check=True)
+        self._append_roll_entry(self.max_timestamp_and_offset_so_far())
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.log.trim()
+
+    def _append_roll_entry(self, max_so_far: TimestampOffset) -> None:
+        """Write the segment's max timestamp as the time index's last entry if it is new.
+
+        The time index keeps a slot for it, but a trimmed index (a segment reopened and not
+        resized) has none; grow it by one entry rather than fail a close.
+        """
+        time_index = self.time_index
+        if max_so_far.timestamp <= time_index.last_entry().timestamp:
+            return
+        if time_index.entries >= time_index.max_entries:
+            time_index.resize((time_index.entries + 1) * time_index.ENTRY_SIZE)
+        time_index.maybe_append(max_so_far.timestamp, max_so_far.offset, skip_full_check=True)
 
     def resize_indexes(self, size: int) -> None:
         """Give the indexes room again (the last segment after loading becomes active)."""
@@ -608,7 +620,7 @@ class LogSegment:
         self._rolling_based_timestamp = None
         self.offset_index.trim_to_valid_size()
         # A segment closed cleanly ends its time index with its max timestamp; do the same.
-        self.time_index.maybe_append(max_timestamp, offset_of_max_timestamp, skip_full_check=True)
+        self._append_roll_entry(TimestampOffset(max_timestamp, offset_of_max_timestamp))
         self.time_index.trim_to_valid_size()
         return truncated
 
@@ -655,10 +667,7 @@ class LogSegment:
         """Write the roll entry (if the max timestamp is known), trim and close every file."""
         try:
             if self._max_timestamp_and_offset_so_far is not _UNKNOWN:
-                max_so_far = self._max_timestamp_and_offset_so_far
-                self.time_index.maybe_append(
-                    max_so_far.timestamp, max_so_far.offset, skip_full_check=True
-                )
+                self._append_roll_entry(self._max_timestamp_and_offset_so_far)
         finally:
             self.offset_index.close()
             self.time_index.close()
