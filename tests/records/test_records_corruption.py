@@ -64,7 +64,10 @@ def _flip(raw: bytearray, data: st.DataObject, start: int) -> None:
 @given(batch_specs, st.data())
 def test_unsealed_flips_are_caught_by_ensure_valid(spec: object, data: st.DataObject) -> None:
     raw = build(spec)  # type: ignore[arg-type]
+    original = bytes(raw)
     _flip(raw, data, ATTRIBUTES_OFFSET)  # everything the CRC covers
+    if raw == original:  # two flips of the same bit cancel out
+        return
     batch = RecordBatch(memoryview(raw))
     try:
         batch.ensure_valid()
