@@ -63,11 +63,14 @@ class Record(NamedTuple):
 def iter_records(
     batch: RecordBatch, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
 ) -> Iterator[Record]:
-    """Yield the records of ``batch``, decompressing its records once if needed.
+    """An iterator over the records of ``batch``, decompressing its records once if needed.
 
     The batch is not CRC-checked here (call ``ensure_valid`` first where that matters), but
-    any malformed content raises CorruptRecordError. ``max_decompressed_size`` caps what a
-    compressed batch may expand to.
+    any malformed content raises CorruptRecordError: a bad header or codec data at once,
+    when this function is called; a bad record when iteration reaches it (records before it
+    have been yielded by then). ``max_decompressed_size`` caps what a compressed batch may
+    expand to. Keys and values are bytes of their own, so the batch's buffer may be reused
+    once the records have been read.
     """
     buffer = batch.buffer
     if len(buffer) < HEADER_SIZE:
