@@ -43,15 +43,17 @@ import concurrent.futures
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Final
 
 from josefk.config.topic import LogConfig
 from josefk.records.batch import (
+    LOG_OVERHEAD,
     NO_TIMESTAMP,
+    BatchHeader,
     RecordBatch,
-    TimestampType,
     peek_batch_size,
 )
 from josefk.records.errors import CorruptRecordError, InvalidRecordError, RecordsError
@@ -93,6 +95,7 @@ from josefk.storage.segment import (
 _log = logging.getLogger(__name__)
 
 LONG_MAX: Final = (1 << 63) - 1
+_LOG_APPEND_TIME_BIT: Final = 0x08  # attributes bit 3: the timestamp type
 
 IoErrorHandler = Callable[[Path, BaseException], None]
 
@@ -397,22 +400,14 @@ class Log:
         if self._closed:
             raise LogClosedError(f"log {self.topic_partition} is closed", path=self._dir)
 
-    @contextlib.contextmanager
-    def _io(self, what: str) -> Iterator[None]:
-        """Turn an I/O error into KafkaStorageError and report the log dir as failed."""
+    def _io(self, what: str) -> _IoGuard:
+        """Turn an I/O error into KafkaStorageError and report the log dir as failed.
+
+        A plain object rather than a generator-based context manager: it wraps every append,
+        where contextlib's overhead would show.
+        """
         self._check_usable()
-        try:
-            yield
-        except KafkaStorageError as exc:
-            self._report_io_error(exc)
-            raise
-        except OSError as exc:
-            error = KafkaStorageError(
-                f"error while {what} for {self.topic_partition}: {exc.strerror or exc}",
-                path=self._dir,
-            )
-            self._report_io_error(error)
-            raise error from exc
+        return _IoGuard(self, what)
 
     def _report_io_error(self, error: BaseException) -> None:
         self._offline = True
@@ -525,7 +520,8 @@ class Log:
 
         ``records`` must be writable (a bytearray or a writable memoryview), as the offsets
         are assigned in it. Batches are stored compressed as the producer sent them: a topic
-        ``compression.type`` other than ``producer`` is not applied (no recompression yet). Nothing is written to disk if any batch is invalid. Raises
+        ``compression.type`` other than ``producer`` is not applied (no recompression yet).
+        Nothing is written to disk if any batch is invalid. Raises
         CorruptRecordError / InvalidRecordError (records layer), RecordTooLargeError,
         RecordBatchTooLargeError, InvalidTimestampError, KafkaStorageError.
         """
@@ -541,15 +537,17 @@ class Log:
             before_max = config.message_timestamp_before_max_ms
             after_max = config.message_timestamp_after_max_ms
             record_count = 0
+            headers: list[BatchHeader] = []
             for batch in batches:
                 batch.ensure_valid_from_producer()
-                if batch.base_offset != 0:
+                header = batch.header()  # one unpack for every field used below
+                if header.base_offset != 0:
                     # As Kafka: offsets are the broker's to assign; a producer sends 0.
                     raise InvalidRecordError(
                         f"the base offset of a batch produced to {self.topic_partition} "
-                        f"should be 0, but it is {batch.base_offset}"
+                        f"should be 0, but it is {header.base_offset}"
                     )
-                size = batch.size_in_bytes
+                size = header.batch_length + LOG_OVERHEAD
                 if size > max_bytes:
                     raise RecordTooLargeError(
                         f"batch of {size} bytes exceeds max.message.bytes {max_bytes} "
@@ -557,24 +555,24 @@ class Log:
                         path=self._dir,
                     )
                 if validate_timestamps and not log_append_time:
-                    _check_timestamps(batch, now, before_max, after_max, self._dir)
-                record_count += batch.record_count
+                    _check_timestamps(header, now, before_max, after_max, self._dir)
+                record_count += header.record_count
+                headers.append(header)
             first_offset = self.log_end_offset
             next_offset = first_offset
             max_timestamp = NO_TIMESTAMP
             offset_of_max_timestamp = -1
             last_offset_of_first_batch = -1
-            for batch in batches:
+            for batch, header in zip(batches, headers, strict=True):
                 batch.set_base_offset(next_offset)
                 batch.set_partition_leader_epoch(leader_epoch)
                 if log_append_time:
                     batch.set_log_append_time(now)
-                last = next_offset + batch.last_offset_delta
+                last = next_offset + header.last_offset_delta
                 if last_offset_of_first_batch < 0:
                     last_offset_of_first_batch = last
-                batch_max = batch.max_timestamp
-                if batch_max > max_timestamp:
-                    max_timestamp, offset_of_max_timestamp = batch_max, last
+                if header.max_timestamp > max_timestamp:
+                    max_timestamp, offset_of_max_timestamp = header.max_timestamp, last
                 next_offset = last + 1
             last_offset = next_offset - 1
             if log_append_time:
@@ -1172,6 +1170,36 @@ class Log:
 # -- helpers ----------------------------------------------------------------------------------------------
 
 
+class _IoGuard:
+    __slots__ = ("log", "what")
+
+    def __init__(self, log: Log, what: str) -> None:
+        self.log = log
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            return
+        log = self.log
+        if isinstance(exc, KafkaStorageError):
+            log._report_io_error(exc)
+        elif isinstance(exc, OSError):
+            error = KafkaStorageError(
+                f"error while {self.what} for {log.topic_partition}: {exc.strerror or exc}",
+                path=log.dir,
+            )
+            log._report_io_error(error)
+            raise error from exc
+
+
 def _open_segment(
     directory: Path,
     base_offset: int,
@@ -1216,25 +1244,25 @@ def _index_room_for(
 
 
 def _check_timestamps(
-    batch: RecordBatch, now: int, before_max: int, after_max: int, directory: Path
+    header: BatchHeader, now: int, before_max: int, after_max: int, directory: Path
 ) -> None:
     # Per batch, not per record: the max timestamp bounds the future side and the base
     # timestamp (the first record's) the past side. A batch whose records go back in time
     # past its first one can slip through the "before" check; producers never build those.
-    if batch.timestamp_type is not TimestampType.CREATE_TIME:
+    if header.attributes & _LOG_APPEND_TIME_BIT:
         return
-    max_timestamp = batch.max_timestamp
+    max_timestamp = header.max_timestamp
     if max_timestamp != NO_TIMESTAMP and max_timestamp - now > after_max:
         raise InvalidTimestampError(
-            f"batch at base offset {batch.base_offset} has timestamp {max_timestamp}, more "
-            f"than message.timestamp.after.max.ms {after_max} ahead of the broker's {now}",
+            f"batch has timestamp {max_timestamp}, more than "
+            f"message.timestamp.after.max.ms {after_max} ahead of the broker's {now}",
             path=directory,
         )
-    base_timestamp = batch.base_timestamp
+    base_timestamp = header.base_timestamp
     if base_timestamp != NO_TIMESTAMP and now - base_timestamp > before_max:
         raise InvalidTimestampError(
-            f"batch at base offset {batch.base_offset} has timestamp {base_timestamp}, more "
-            f"than message.timestamp.before.max.ms {before_max} behind the broker's {now}",
+            f"batch has timestamp {base_timestamp}, more than "
+            f"message.timestamp.before.max.ms {before_max} behind the broker's {now}",
             path=directory,
         )
 
