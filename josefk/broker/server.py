@@ -130,7 +130,7 @@ class Broker:
             replica_manager=replicas,
             clock=self.clock,
             handlers=registered_handlers(),
-            log_dirs=[str(d) for d in log_dirs],
+            log_dirs=[str(d.absolute()) for d in log_dirs],
             metrics=self.metrics,
         )
         self._server = SocketServer(

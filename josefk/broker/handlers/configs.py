@@ -1,0 +1,196 @@
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Topic configs are dynamic: they are stored in the topic catalog and applied to the topic's
+logs at once. Broker configs are static in josefk (read from server.properties, the
+environment and the command line at start-up): describing them works, altering them is
+refused with INVALID_CONFIG naming the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from josefk.broker.configs import (
+    ConfigEntry,
+    ResourceType,
+    broker_config_entries,
+    topic_config_entries,
+)
+from josefk.broker.context import RequestContext
+from josefk.broker.handlers import handles
+from josefk.config.topic import InvalidConfigError
+from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.errors import ErrorCode
+
+DescribeResponse = response_class(ApiKey.DESCRIBE_CONFIGS)
+DescribeResult = DescribeResponse.DescribeConfigsResult
+DescribeEntry = DescribeResult.DescribeConfigsResourceResult
+DescribeSynonym = DescribeEntry.DescribeConfigsSynonym
+AlterResponse = response_class(ApiKey.ALTER_CONFIGS)
+AlterResult = AlterResponse.AlterConfigsResourceResponse
+IncrementalResponse = response_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+IncrementalResult = IncrementalResponse.AlterConfigsResourceResponse
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+# Kafka's ConfigType for DescribeConfigs v3+: josefk reports UNKNOWN (0) for all keys.
+_UNKNOWN_TYPE = 0
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS)
+def handle_describe_configs(context: RequestContext, request: Any) -> Any:
+    broker = context.broker
+    replicas = broker.replica_manager
+    results = []
+    for resource in request.resources:
+        error, message, entries = ErrorCode.NONE, None, list[ConfigEntry]()
+        if resource.resource_type == ResourceType.TOPIC:
+            info = replicas.catalog.get(resource.resource_name)
+            if info is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                message = f"Topic '{resource.resource_name}' does not exist."
+            else:
+                entries = topic_config_entries(
+                    broker.config, replicas.default_log_config, info.configs
+                )
+        elif resource.resource_type == ResourceType.BROKER:
+            if resource.resource_name not in ("", str(broker.broker_id)):
+                error = ErrorCode.INVALID_REQUEST
+                message = f"unexpected broker id {resource.resource_name}"
+            else:
+                entries = broker_config_entries(broker.config)
+        else:
+            error = ErrorCode.INVALID_REQUEST
+            message = f"unsupported resource type {resource.resource_type}"
+        keys = resource.configuration_keys
+        if keys is not None:
+            wanted = set(keys)
+            entries = [entry for entry in entries if entry.name in wanted]
+        results.append(
+            DescribeResult(
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=[_describe_entry(entry, request.include_synonyms) for entry in entries],
+            )
+        )
+    return DescribeResponse(results=results)
+
+
+def _describe_entry(entry: ConfigEntry, include_synonyms: bool) -> Any:
+    return DescribeEntry(
+        name=entry.name,
+        value=entry.value,
+        read_only=entry.read_only,
+        config_source=int(entry.source),
+        is_sensitive=entry.is_sensitive,
+        synonyms=[
+            DescribeSynonym(name=s.name, value=s.value, source=int(s.source))
+            for s in entry.synonyms
+        ]
+        if include_synonyms
+        else [],
+        config_type=_UNKNOWN_TYPE,
+        documentation=None,
+    )
+
+
+@handles(ApiKey.ALTER_CONFIGS)
+def handle_alter_configs(context: RequestContext, request: Any) -> Any:
+    results = []
+    for resource in request.resources:
+        # AlterConfigs replaces the whole set of overrides with the given one.
+        configs = {c.name: c.value for c in resource.configs if c.value is not None}
+        error, message = _apply(context, resource, configs, request.validate_only)
+        results.append(
+            AlterResult(
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return AlterResponse(responses=results)
+
+
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+def handle_incremental_alter_configs(context: RequestContext, request: Any) -> Any:
+    replicas = context.broker.replica_manager
+    results = []
+    for resource in request.resources:
+        error, message = ErrorCode.NONE, None
+        info = (
+            replicas.catalog.get(resource.resource_name)
+            if resource.resource_type == ResourceType.TOPIC
+            else None
+        )
+        configs = dict(info.configs) if info is not None else {}
+        if info is not None:
+            try:
+                current = replicas.log_config_for(info.name).to_properties()
+                for change in resource.configs:
+                    _incremental(configs, current, change)
+            except _Invalid as exc:
+                error, message = ErrorCode.INVALID_CONFIG, str(exc)
+        if error == ErrorCode.NONE:
+            error, message = _apply(context, resource, configs, request.validate_only)
+        results.append(
+            IncrementalResult(
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return IncrementalResponse(responses=results)
+
+
+class _Invalid(Exception):
+    pass
+
+
+def _incremental(configs: dict[str, str], current: dict[str, str], change: Any) -> None:
+    name, op = change.name, change.config_operation
+    if op == SET:
+        if change.value is None:
+            raise _Invalid(f"Null value not supported for {name}")
+        configs[name] = change.value
+    elif op == DELETE:
+        configs.pop(name, None)
+    elif op in (APPEND, SUBTRACT):
+        items = [v for v in configs.get(name, current.get(name, "")).split(",") if v]
+        given = [v for v in (change.value or "").split(",") if v]
+        if op == APPEND:
+            items += [v for v in given if v not in items]
+        else:
+            items = [v for v in items if v not in given]
+        configs[name] = ",".join(items)
+    else:
+        raise _Invalid(f"unknown config operation {op} for {name}")
+
+
+def _apply(
+    context: RequestContext, resource: Any, configs: dict[str, str], validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    replicas = context.broker.replica_manager
+    if resource.resource_type == ResourceType.BROKER:
+        return (
+            ErrorCode.INVALID_CONFIG,
+            "josefk's broker configs are static: set them in server.properties, "
+            "JOSEFK_* variables or --set, then restart",
+        )
+    if resource.resource_type != ResourceType.TOPIC:
+        return ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
+    if resource.resource_name not in replicas.catalog:
+        return (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            f"Topic '{resource.resource_name}' does not exist.",
+        )
+    try:
+        if validate_only:
+            replicas.default_log_config.with_overrides(configs)
+        else:
+            replicas.alter_topic_configs(resource.resource_name, configs)
+    except InvalidConfigError as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    return ErrorCode.NONE, None

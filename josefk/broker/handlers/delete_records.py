@@ -1,0 +1,54 @@
+"""DeleteRecords (21): raise a partition's log start offset (the "low watermark").
+
+Offset -1 means the high watermark. An offset past the high watermark is refused with
+OFFSET_OUT_OF_RANGE, as Kafka does; segments wholly below the new log start offset go.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from josefk.broker.context import RequestContext
+from josefk.broker.errors import error_code_for
+from josefk.broker.handlers import handles
+from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.errors import ErrorCode
+from josefk.storage.errors import StorageError
+
+Response = response_class(ApiKey.DELETE_RECORDS)
+TopicResult = Response.DeleteRecordsTopicResult
+PartitionResult = TopicResult.DeleteRecordsPartitionResult
+
+HIGH_WATERMARK = -1
+
+
+@handles(ApiKey.DELETE_RECORDS)
+def handle_delete_records(context: RequestContext, request: Any) -> Any:
+    replicas = context.broker.replica_manager
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            low_watermark, error = -1, ErrorCode.NONE
+            partition = replicas.get_partition(topic.name, wanted.partition_index)
+            if partition is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                log = partition.log
+                offset = log.high_watermark if wanted.offset == HIGH_WATERMARK else wanted.offset
+                if offset < 0 or offset > log.high_watermark:
+                    error = ErrorCode.OFFSET_OUT_OF_RANGE
+                else:
+                    try:
+                        low_watermark = log.delete_records(offset)
+                    except (StorageError, ValueError) as exc:
+                        error = error_code_for(exc)
+            partitions.append(
+                PartitionResult(
+                    partition_index=wanted.partition_index,
+                    low_watermark=low_watermark,
+                    error_code=error,
+                )
+            )
+        topics.append(TopicResult(name=topic.name, partitions=partitions))
+    return Response(topics=topics)

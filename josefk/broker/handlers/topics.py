@@ -1,0 +1,214 @@
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
+
+One broker means one replica per partition: a replication factor other than 1 (or -1, "the
+broker's default") is refused with INVALID_REPLICATION_FACTOR, as Kafka refuses a factor larger
+than the number of live brokers. Manual assignments must name this broker.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from josefk.broker.catalog import InvalidTopicError, validate_topic_name
+from josefk.broker.configs import topic_config_entries
+from josefk.broker.context import RequestContext
+from josefk.broker.handlers import handles
+from josefk.config.topic import InvalidConfigError
+from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.errors import ErrorCode
+from josefk.storage.errors import StorageError
+
+CreateResponse = response_class(ApiKey.CREATE_TOPICS)
+CreateResult = CreateResponse.CreatableTopicResult
+CreateResultConfig = CreateResult.CreatableTopicConfigs
+DeleteResponse = response_class(ApiKey.DELETE_TOPICS)
+DeleteResult = DeleteResponse.DeletableTopicResult
+PartitionsResponse = response_class(ApiKey.CREATE_PARTITIONS)
+PartitionsResult = PartitionsResponse.CreatePartitionsTopicResult
+
+
+class _Refused(Exception):
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+@handles(ApiKey.CREATE_TOPICS)
+def handle_create_topics(context: RequestContext, request: Any) -> Any:
+    broker = context.broker
+    replicas = broker.replica_manager
+    counts = Counter(topic.name for topic in request.topics)
+    results = []
+    for topic in request.topics:
+        name = topic.name
+        try:
+            if counts[name] > 1:
+                raise _Refused(ErrorCode.INVALID_REQUEST, f"topic {name!r} is named twice")
+            partitions, configs = _check_creatable(context, topic)
+            topic_id = None
+            if not request.validate_only:
+                topic_id = replicas.create_topic(name, partitions, configs).topic_id
+        except _Refused as refused:
+            results.append(
+                CreateResult(
+                    name=name,
+                    error_code=refused.error,
+                    error_message=refused.message,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=None,
+                )
+            )
+            continue
+        entries = topic_config_entries(broker.config, replicas.default_log_config, configs)
+        results.append(
+            CreateResult(
+                name=name,
+                topic_id=topic_id if topic_id is not None else CreateResult().topic_id,
+                error_code=ErrorCode.NONE,
+                error_message=None,
+                num_partitions=partitions,
+                replication_factor=1,
+                configs=[
+                    CreateResultConfig(
+                        name=entry.name,
+                        value=entry.value,
+                        read_only=entry.read_only,
+                        config_source=int(entry.source),
+                        is_sensitive=entry.is_sensitive,
+                    )
+                    for entry in entries
+                ],
+            )
+        )
+    return CreateResponse(topics=results)
+
+
+def _check_creatable(context: RequestContext, topic: Any) -> tuple[int, dict[str, str]]:
+    broker = context.broker
+    name = topic.name
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as exc:
+        raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
+    if name in broker.replica_manager.catalog:
+        raise _Refused(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            raise _Refused(
+                ErrorCode.INVALID_REQUEST,
+                "give either assignments or num_partitions and replication_factor",
+            )
+        for assignment in topic.assignments:
+            if list(assignment.broker_ids) != [broker.broker_id]:
+                raise _Refused(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"partition {assignment.partition_index} is assigned to brokers "
+                    f"{list(assignment.broker_ids)}; the only broker is {broker.broker_id}",
+                )
+        partitions = len(topic.assignments)
+    else:
+        partitions = (
+            broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+        )
+        factor = (
+            broker.config.default_replication_factor
+            if topic.replication_factor == -1
+            else topic.replication_factor
+        )
+        if partitions <= 0:
+            raise _Refused(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            )
+        if factor <= 0:
+            raise _Refused(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0.",
+            )
+        if factor > 1:
+            raise _Refused(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {factor} time(s): "
+                "the number of brokers is only 1.",
+            )
+    configs: dict[str, str] = {}
+    for config in topic.configs:
+        if config.value is None:
+            raise _Refused(ErrorCode.INVALID_CONFIG, f"Null value not supported for {config.name}")
+        configs[config.name] = config.value
+    try:
+        broker.replica_manager.default_log_config.with_overrides(configs)
+    except InvalidConfigError as exc:
+        raise _Refused(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    return partitions, configs
+
+
+@handles(ApiKey.DELETE_TOPICS)
+def handle_delete_topics(context: RequestContext, request: Any) -> Any:
+    replicas = context.broker.replica_manager
+    catalog = replicas.catalog
+    if context.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        info = catalog.get(name) if name is not None else catalog.by_id(topic_id)
+        error, message = ErrorCode.NONE, None
+        if info is None:
+            error = (
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if name is not None
+                else ErrorCode.UNKNOWN_TOPIC_ID
+            )
+        elif not context.broker.config.delete_topic_enable:
+            error, message = ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false"
+        else:
+            try:
+                replicas.delete_topic(info.name)
+                if context.broker.metrics is not None:
+                    context.broker.metrics.topics.remove_topic(info.name)
+            except StorageError as exc:
+                error, message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
+        results.append(
+            DeleteResult(
+                name=info.name if info is not None else name,
+                topic_id=info.topic_id if info is not None else DeleteResult().topic_id,
+                error_code=error,
+                error_message=message,
+            )
+        )
+    return DeleteResponse(responses=results)
+
+
+@handles(ApiKey.CREATE_PARTITIONS)
+def handle_create_partitions(context: RequestContext, request: Any) -> Any:
+    broker = context.broker
+    replicas = broker.replica_manager
+    results = []
+    for topic in request.topics:
+        info = replicas.catalog.get(topic.name)
+        error, message = ErrorCode.NONE, None
+        if info is None:
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            message = f"The topic '{topic.name}' does not exist."
+        elif topic.count <= info.partitions:
+            error = ErrorCode.INVALID_PARTITIONS
+            message = (
+                f"Topic currently has {info.partitions} partitions, which is higher than or "
+                f"equal to the requested {topic.count}."
+            )
+        elif topic.assignments is not None and any(
+            list(a.broker_ids) != [broker.broker_id] for a in topic.assignments
+        ):
+            error = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            message = f"new partitions can only be assigned to broker {broker.broker_id}"
+        elif not request.validate_only:
+            try:
+                replicas.create_partitions(topic.name, topic.count)
+            except StorageError as exc:
+                error, message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
+        results.append(PartitionsResult(name=topic.name, error_code=error, error_message=message))
+    return PartitionsResponse(results=results)
