@@ -19,6 +19,7 @@ def cli() -> None:
 # Each entry names a module of josefk.cli and the click command it defines.
 _COMMANDS: list[tuple[str, str]] = [
     ("serve", "serve"),
+    ("dump_log", "dump_log"),
 ]
 
 
