@@ -15,6 +15,7 @@ from josefk.protocol.headers import parse_request_header
 
 GOLDEN = Path(__file__).parent / "golden"
 FRAMES = sorted(GOLDEN.glob("*/*.bin"))
+TRAILING = {"confluent-kafka/02-Metadata-v13.bin": 3}
 
 
 def test_every_client_captured() -> None:
@@ -29,8 +30,15 @@ def test_golden_frame_decodes_and_reencodes(path: Path) -> None:
     api_name, version = path.stem.split("-")[1:]
     assert type(body).__name__ == f"{api_name}Request"
     assert f"v{header.request_api_version}" == version
-    assert header.client_id == f"golden-{path.parent.name.split('-')[0]}"
-    assert encode_request(header, body)[4:] == frame
+    client = path.parent.name
+    assert header.client_id == (
+        "golden-confluent" if client == "confluent-kafka" else f"golden-{client}"
+    )
+    reencoded = encode_request(header, body)[4:]
+    # librdkafka's "all topics" Metadata v13 carries 3 bytes after the body; Kafka ignores
+    # trailing bytes and so does josefk. Everything else re-encodes byte for byte.
+    trailing = TRAILING.get(f"{path.parent.name}/{path.name}", 0)
+    assert reencoded == frame[: len(frame) - trailing]
     info = parse_request_header(memoryview(frame))
     assert info.correlation_id == header.correlation_id
     assert info.body_offset is not None
@@ -41,7 +49,7 @@ def _decode(client: str, name: str) -> tuple[object, object]:
 
 
 def test_librdkafka_api_versions_v3_names_itself() -> None:
-    header, body = _decode("confluent-kafka", "00-ApiVersions-v3.bin")
+    _, body = _decode("confluent-kafka", "00-ApiVersions-v3.bin")
     assert body.client_software_name == "confluent-kafka-python"  # type: ignore[attr-defined]
     assert "rdkafka" in body.client_software_version  # type: ignore[attr-defined]
 
@@ -52,9 +60,9 @@ def test_kafka_python_api_versions_v4() -> None:
 
 
 def test_aiokafka_and_kafkajs_start_with_old_api_versions() -> None:
-    header, body = _decode("aiokafka", "00-ApiVersions-v0.bin")
+    header, _ = _decode("aiokafka", "00-ApiVersions-v0.bin")
     assert header.request_api_version == 0  # type: ignore[attr-defined]
-    header, body = _decode("kafkajs", "00-ApiVersions-v2.bin")
+    header, _ = _decode("kafkajs", "00-ApiVersions-v2.bin")
     assert header.request_api_version == 2  # type: ignore[attr-defined]
 
 
