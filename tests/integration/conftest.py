@@ -1,0 +1,75 @@
+"""Fixtures of the integration suite: real ``josefk serve`` processes.
+
+``broker`` is one broker shared by all tests of a module (tests use distinct topics);
+``broker_factory`` starts private brokers for tests that kill, stop or restart them.
+When a test fails, the stderr tail of every broker still in use is attached to the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from broker_process import LIVE_BROKERS, BrokerFactory, BrokerProcess
+
+
+def _new_broker(base: Path, name: str, settings: Sequence[str]) -> BrokerProcess:
+    base.mkdir(parents=True, exist_ok=True)
+    broker = BrokerProcess(base / "data", base / f"{name}.stderr.log", settings=settings)
+    try:
+        broker.start()
+    except Exception:
+        broker.close()
+        raise
+    return broker
+
+
+def _finish(broker: BrokerProcess) -> None:
+    """Teardown: a broker that was left running must still shut down cleanly."""
+    try:
+        if broker.is_alive():
+            broker.stop()
+    finally:
+        broker.close()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the whole module, default configuration."""
+    base = tmp_path_factory.mktemp("josefk-broker")
+    shared = _new_broker(base, "shared", ())
+    yield shared
+    _finish(shared)
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
+    """Start private brokers: ``broker_factory(settings=["num.partitions=3"])``."""
+    started: list[BrokerProcess] = []
+
+    def start(*, settings: Sequence[str] = ()) -> BrokerProcess:
+        new = _new_broker(tmp_path / f"broker{len(started)}", f"broker{len(started)}", settings)
+        started.append(new)
+        return new
+
+    yield start
+    errors: list[BaseException] = []
+    for one in started:
+        try:
+            _finish(one)
+        except BaseException as exc:  # report every broker, not only the first
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed:
+        for one in LIVE_BROKERS:
+            report.sections.append((f"josefk serve stderr ({one.bootstrap})", one.describe()))
+    return report

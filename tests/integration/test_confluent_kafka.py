@@ -1,0 +1,396 @@
+"""confluent-kafka (librdkafka) against a real ``josefk serve``: admin, produce, consume.
+
+One broker for the module; every test uses its own topics.
+"""
+
+from __future__ import annotations
+
+import pytest
+from broker_process import BrokerProcess
+from client_helpers import (
+    BASE_TIMESTAMP_MS,
+    CLIENT_TIMEOUT_S,
+    CODECS,
+    assert_delivered,
+    assert_same_messages,
+    ck_admin,
+    ck_consume,
+    ck_consumer,
+    ck_create_topic,
+    ck_produce,
+    ck_watermarks,
+    from_confluent,
+    make_messages,
+    unique_topic,
+)
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+T = CLIENT_TIMEOUT_S
+
+
+def describe_topic_config(bootstrap: str, topic: str) -> dict[str, ConfigEntry]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = ck_admin(bootstrap)
+    futures = admin.describe_configs([resource], request_timeout=T)
+    entries: dict[str, ConfigEntry] = futures[resource].result(timeout=T)
+    return entries
+
+
+def source(entry: ConfigEntry) -> ConfigSource:
+    return ConfigSource(entry.source)
+
+
+def partition_count(bootstrap: str, topic: str) -> int:
+    metadata = ck_admin(bootstrap).list_topics(topic=topic, timeout=T)
+    info = metadata.topics[topic]
+    assert info.error is None, info.error
+    return len(info.partitions)
+
+
+# ---------------------------------------------------------------------- cluster and topics
+
+
+def test_metadata_lists_the_broker(broker: BrokerProcess) -> None:
+    metadata = ck_admin(broker.bootstrap).list_topics(timeout=T)
+    assert list(metadata.brokers) == [1]
+    node = metadata.brokers[1]
+    assert (node.host, node.port) == (broker.host, broker.port)
+    assert metadata.controller_id == 1
+    assert metadata.cluster_id
+
+
+def test_describe_cluster(broker: BrokerProcess) -> None:
+    admin = ck_admin(broker.bootstrap)
+    cluster = admin.describe_cluster(request_timeout=T).result(timeout=T)
+    assert cluster.cluster_id
+    assert [node.id for node in cluster.nodes] == [1]
+    assert cluster.controller is not None and cluster.controller.id == 1
+    assert cluster.nodes[0].port == broker.port
+
+
+def test_produce_auto_creates_topic_with_one_partition(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-auto")
+    sent = make_messages(5)
+    assert_delivered(ck_produce(broker.bootstrap, topic, sent))
+    assert partition_count(broker.bootstrap, topic) == 1
+    got = ck_consume(broker.bootstrap, topic, count=len(sent))
+    assert_same_messages([from_confluent(m) for m in got], sent)
+
+
+def test_create_topics_with_configs_and_describe(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-create")
+    ck_create_topic(
+        broker.bootstrap,
+        topic,
+        partitions=3,
+        config={"retention.ms": "3600000", "segment.bytes": "1048576", "cleanup.policy": "delete"},
+    )
+    assert partition_count(broker.bootstrap, topic) == 3
+    entries = describe_topic_config(broker.bootstrap, topic)
+    assert entries["retention.ms"].value == "3600000"
+    assert source(entries["retention.ms"]) == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert not entries["retention.ms"].is_default
+    assert entries["segment.bytes"].value == "1048576"
+    assert entries["cleanup.policy"].value == "delete"
+    # A key left alone reports the broker's default.
+    assert entries["max.message.bytes"].value == "1048588"
+    assert source(entries["max.message.bytes"]) in (
+        ConfigSource.DEFAULT_CONFIG,
+        ConfigSource.STATIC_BROKER_CONFIG,
+    )
+    admin = ck_admin(broker.bootstrap)
+    described = admin.describe_topics(TopicCollection([topic]), request_timeout=T)
+    description = described[topic].result(timeout=T)
+    assert [p.id for p in description.partitions] == [0, 1, 2]
+    assert all(p.leader is not None and p.leader.id == 1 for p in description.partitions)
+
+
+def test_create_topic_validate_only_creates_nothing(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-validate")
+    admin = ck_admin(broker.bootstrap)
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=2, replication_factor=1)],
+        validate_only=True,
+        request_timeout=T,
+    )
+    futures[topic].result(timeout=T)
+    metadata = admin.list_topics(timeout=T)
+    assert topic not in metadata.topics
+
+
+def test_create_existing_topic_is_refused(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-exists")
+    ck_create_topic(broker.bootstrap, topic)
+    admin = ck_admin(broker.bootstrap)
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=1, replication_factor=1)], request_timeout=T
+    )
+    with pytest.raises(KafkaException) as info:
+        futures[topic].result(timeout=T)
+    assert info.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+def test_invalid_topic_name_is_refused(broker: BrokerProcess) -> None:
+    topic = "bad/topic name"
+    admin = ck_admin(broker.bootstrap)
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=1, replication_factor=1)], request_timeout=T
+    )
+    with pytest.raises(KafkaException) as info:
+        futures[topic].result(timeout=T)
+    assert info.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
+
+
+def test_incremental_alter_configs(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-incalter")
+    ck_create_topic(broker.bootstrap, topic, config={"retention.ms": "600000"})
+    admin = ck_admin(broker.bootstrap)
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("segment.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
+    admin.incremental_alter_configs([resource], request_timeout=T)[resource].result(timeout=T)
+    entries = describe_topic_config(broker.bootstrap, topic)
+    assert entries["segment.ms"].value == "7200000"
+    assert source(entries["segment.ms"]) == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    # Deleting the override falls back to the default (7 days).
+    assert entries["retention.ms"].value == "604800000"
+    assert source(entries["retention.ms"]) != ConfigSource.DYNAMIC_TOPIC_CONFIG
+
+
+def test_legacy_alter_configs_replaces_overrides(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-alter")
+    ck_create_topic(broker.bootstrap, topic, config={"retention.ms": "600000"})
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC, topic, set_config={"max.message.bytes": "200000"}
+    )
+    admin = ck_admin(broker.bootstrap)
+    with pytest.warns(DeprecationWarning):
+        futures = admin.alter_configs([resource], request_timeout=T)
+    futures[resource].result(timeout=T)
+    entries = describe_topic_config(broker.bootstrap, topic)
+    assert entries["max.message.bytes"].value == "200000"
+    # AlterConfigs replaces the whole set of overrides: retention.ms is back to its default.
+    assert entries["retention.ms"].value == "604800000"
+
+
+def test_alter_configs_rejects_unknown_and_invalid_values(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-alter-bad")
+    ck_create_topic(broker.bootstrap, topic)
+    admin = ck_admin(broker.bootstrap)
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "not-a-number", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    with pytest.raises(KafkaException) as info:
+        admin.incremental_alter_configs([resource], request_timeout=T)[resource].result(timeout=T)
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+
+def test_describe_broker_config(broker: BrokerProcess) -> None:
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+    admin = ck_admin(broker.bootstrap)
+    entries = admin.describe_configs([resource], request_timeout=T)[resource].result(timeout=T)
+    assert entries["num.partitions"].value == "1"
+    assert entries["auto.create.topics.enable"].value == "true"
+    assert entries["message.max.bytes"].value == "1048588"
+
+
+def test_create_partitions(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-parts")
+    ck_create_topic(broker.bootstrap, topic, partitions=1)
+    admin = ck_admin(broker.bootstrap)
+    admin.create_partitions([NewPartitions(topic, 4)], request_timeout=T)[topic].result(timeout=T)
+    assert partition_count(broker.bootstrap, topic) == 4
+    sent = make_messages(3, tag="p3")
+    assert_delivered(ck_produce(broker.bootstrap, topic, sent, partition=3))
+    got = ck_consume(broker.bootstrap, topic, partition=3, count=3)
+    assert_same_messages([from_confluent(m) for m in got], sent)
+    # Shrinking is not allowed.
+    with pytest.raises(KafkaException) as info:
+        admin.create_partitions([NewPartitions(topic, 2)], request_timeout=T)[topic].result(
+            timeout=T
+        )
+    assert info.value.args[0].code() == KafkaError.INVALID_PARTITIONS
+
+
+def test_delete_records_moves_log_start(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-delrec")
+    ck_create_topic(broker.bootstrap, topic)
+    sent = make_messages(10)
+    assert_delivered(ck_produce(broker.bootstrap, topic, sent, linger_ms=0, batch_num_messages=1))
+    admin = ck_admin(broker.bootstrap)
+    futures = admin.delete_records([TopicPartition(topic, 0, 6)], request_timeout=T)
+    deleted = next(iter(futures.values())).result(timeout=T)
+    low_after = getattr(deleted, "low_watermark", None)
+    if low_after is None:  # older binding shapes: a TopicPartition with the new offset
+        low_after = deleted.offset
+    assert low_after == 6
+    assert ck_watermarks(broker.bootstrap, topic) == (6, 10)
+    got = ck_consume(broker.bootstrap, topic, offset=OFFSET_BEGINNING, count=4)
+    assert [m.offset() for m in got] == [6, 7, 8, 9]
+    assert_same_messages([from_confluent(m) for m in got], sent[6:])
+
+
+def test_delete_topic(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-delete")
+    ck_create_topic(broker.bootstrap, topic, partitions=2)
+    assert_delivered(ck_produce(broker.bootstrap, topic, make_messages(3)))
+    admin = ck_admin(broker.bootstrap)
+    admin.delete_topics([topic], request_timeout=T, operation_timeout=T)[topic].result(timeout=T)
+    assert topic not in admin.list_topics(timeout=T).topics
+    # Deleting it again names the topic as unknown.
+    with pytest.raises(KafkaException) as info:
+        admin.delete_topics([topic], request_timeout=T)[topic].result(timeout=T)
+    assert info.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    # The name can be used again, from an empty log.
+    ck_create_topic(broker.bootstrap, topic)
+    assert ck_watermarks(broker.bootstrap, topic) == (0, 0)
+
+
+# ---------------------------------------------------------------------- produce and consume
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+def test_produce_acks_and_codec_round_trip(broker: BrokerProcess, acks: str, codec: str) -> None:
+    topic = unique_topic(f"ck-{codec}-acks{acks}")
+    ck_create_topic(broker.bootstrap, topic)
+    sent = make_messages(300, tag=f"{codec}{acks}", value_size=300)
+    reports = ck_produce(
+        broker.bootstrap, topic, sent, acks=acks, compression_type=codec, batch_num_messages=100
+    )
+    assert_delivered(reports)
+    if acks != "0":
+        assert [r.offset for r in reports] == list(range(len(sent)))
+    got = ck_consume(broker.bootstrap, topic, count=len(sent))
+    assert [m.offset() for m in got] == list(range(len(sent)))
+    assert_same_messages([from_confluent(m) for m in got], sent)
+    assert ck_watermarks(broker.bootstrap, topic) == (0, len(sent))
+
+
+def test_consume_from_an_offset(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-from-offset")
+    sent = make_messages(50)
+    assert_delivered(ck_produce(broker.bootstrap, topic, sent, batch_num_messages=7))
+    # Offset 23 sits inside a batch: the consumer must still start exactly there.
+    got = ck_consume(broker.bootstrap, topic, offset=23, count=27)
+    assert [m.offset() for m in got] == list(range(23, 50))
+    assert_same_messages([from_confluent(m) for m in got], sent[23:])
+
+
+def test_consume_from_a_timestamp(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-from-ts")
+    sent = make_messages(40, timestamp_step=1000)
+    assert_delivered(ck_produce(broker.bootstrap, topic, sent, batch_num_messages=8))
+    consumer = ck_consumer(broker.bootstrap)
+    try:
+        # Between message 24 and 25: the first message at or after it is 25.
+        query = [TopicPartition(topic, 0, BASE_TIMESTAMP_MS + 24_500)]
+        (found,) = consumer.offsets_for_times(query, timeout=T)
+        assert found.error is None
+        assert found.offset == 25
+        # Exactly a message's timestamp finds that message.
+        (exact,) = consumer.offsets_for_times(
+            [TopicPartition(topic, 0, BASE_TIMESTAMP_MS + 10_000)], timeout=T
+        )
+        assert exact.offset == 10
+        # After the last message: no offset (end of log).
+        (after,) = consumer.offsets_for_times(
+            [TopicPartition(topic, 0, BASE_TIMESTAMP_MS + 10_000_000)], timeout=T
+        )
+        assert after.offset in (OFFSET_END, -1)
+    finally:
+        consumer.close()
+    got = ck_consume(broker.bootstrap, topic, offset=found.offset, count=15)
+    assert_same_messages([from_confluent(m) for m in got], sent[25:])
+
+
+def test_admin_list_offsets(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-listoffsets")
+    sent = make_messages(20, timestamp_step=1000)
+    # The largest timestamp in the middle, so max_timestamp is not simply the last message.
+    sent[7] = type(sent[7])(sent[7].key, sent[7].value, sent[7].headers, BASE_TIMESTAMP_MS + 99_000)
+    assert_delivered(ck_produce(broker.bootstrap, topic, sent, batch_num_messages=5))
+    admin = ck_admin(broker.bootstrap)
+    tp = TopicPartition(topic, 0)
+    specs = {
+        "earliest": OffsetSpec.earliest(),
+        "latest": OffsetSpec.latest(),
+        "max": OffsetSpec.max_timestamp(),
+        "ts": OffsetSpec.for_timestamp(BASE_TIMESTAMP_MS + 12_000),
+    }
+    results = {}
+    for name, spec in specs.items():
+        futures = admin.list_offsets({tp: spec}, request_timeout=T)
+        results[name] = futures[tp].result(timeout=T)
+    assert results["earliest"].offset == 0
+    assert results["latest"].offset == 20
+    assert results["max"].offset == 7
+    assert results["max"].timestamp == BASE_TIMESTAMP_MS + 99_000
+    # Message 7 (t+99s) is the first at or after t+12s.
+    assert results["ts"].offset == 7
+
+
+# ---------------------------------------------------------------------- limits
+
+
+def test_message_larger_than_topic_max_message_bytes_is_rejected(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-toolarge")
+    ck_create_topic(broker.bootstrap, topic, config={"max.message.bytes": "10000"})
+    big = make_messages(1, tag="big", value_size=20_000)
+    (report,) = ck_produce(broker.bootstrap, topic, big, compression_type="none", retries=0)
+    assert report.error is not None, "the broker accepted a batch above max.message.bytes"
+    assert report.error.code() == KafkaError.MSG_SIZE_TOO_LARGE  # error code 10
+    # The broker keeps serving, on a new connection and on this topic.
+    small = make_messages(3, tag="small", value_size=100)
+    assert_delivered(ck_produce(broker.bootstrap, topic, small, compression_type="none"))
+    got = ck_consume(broker.bootstrap, topic, count=3)
+    assert_same_messages([from_confluent(m) for m in got], small)
+    assert ck_watermarks(broker.bootstrap, topic) == (0, 3)
+
+
+def test_message_larger_than_broker_message_max_bytes_is_rejected(
+    broker: BrokerProcess,
+) -> None:
+    topic = unique_topic("ck-toolarge-broker")
+    ck_create_topic(broker.bootstrap, topic)
+    big = make_messages(1, tag="big", value_size=1_200_000)
+    (report,) = ck_produce(
+        broker.bootstrap,
+        topic,
+        big,
+        compression_type="none",
+        retries=0,
+        message_max_bytes=4_000_000,
+    )
+    assert report.error is not None, "the broker accepted a batch above message.max.bytes"
+    assert report.error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    small = make_messages(2, tag="after")
+    assert_delivered(ck_produce(broker.bootstrap, topic, small))
+    assert ck_watermarks(broker.bootstrap, topic) == (0, 2)
