@@ -1,0 +1,282 @@
+"""Broker benchmark: produce/fetch throughput and produce latency, load from confluent-kafka.
+
+Starts a real ``josefk serve`` process on a temporary data dir and drives it with
+confluent-kafka (librdkafka), then measures Redis Streams on the same machine in the same run
+as the baseline: ``redis-benchmark`` sending XADD with values of the same sizes.
+
+    python bench/broker_bench.py                 # full run, prints a Markdown section
+    python bench/broker_bench.py --quick         # smaller counts, for a smoke run
+
+Not a test: nothing here asserts. The client runs on the same two cores as the broker, so
+every figure includes the client's own cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    name: str
+    messages: int
+    size: int
+    seconds: float
+
+    @property
+    def msgs_per_s(self) -> float:
+        return self.messages / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.messages * self.size / self.seconds / 1e6
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: Path) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "josefk",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+                str(data_dir),
+                "--metrics-port",
+                "0",
+                "--log-level",
+                "warning",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        match = re.search(r"listening on \w+://([^:]+):(\d+)", line)
+        if not match:
+            raise RuntimeError(f"broker did not start: {line!r}")
+        self.bootstrap = f"{match.group(1)}:{match.group(2)}"
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=30)
+
+
+def produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> Result:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_000_000,
+            "enable.idempotence": False,
+        }
+    )
+    value = os.urandom(size)
+    errors = 0
+
+    def delivered(err: object, msg: object) -> None:
+        nonlocal errors
+        if err is not None:
+            errors += 1
+
+    started = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    producer.flush(120)
+    seconds = time.perf_counter() - started
+    del producer
+    if errors:
+        raise RuntimeError(f"{errors} messages were not delivered")
+    return Result(f"produce {size} B acks={acks}", count, size, seconds)
+
+
+def fetch(bootstrap: str, topic: str, count: int, size: int) -> Result:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+            "queued.max.messages.kbytes": 1_000_000,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    started = time.perf_counter()
+    while got < count:
+        messages = consumer.consume(10_000, 1.0)
+        got += sum(1 for m in messages if m.error() is None)
+    seconds = time.perf_counter() - started
+    consumer.close()
+    return Result(f"fetch {size} B", got, size, seconds)
+
+
+def latency(bootstrap: str, topic: str, rate_mb_s: float, size: int, seconds: float) -> dict:
+    """Produce at a fixed rate with acks=1 and measure send-to-ack latency per message."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "1",
+            "linger.ms": 1,
+            "enable.idempotence": False,
+        }
+    )
+    value = os.urandom(size)
+    per_second = rate_mb_s * 1e6 / size
+    tick = 0.001
+    per_tick = max(1, int(per_second * tick))
+    samples: list[float] = []
+
+    def delivered(err: object, msg: object, sent: float) -> None:
+        samples.append(time.perf_counter() - sent)
+
+    start = time.perf_counter()
+    next_tick = start
+    sent = 0
+    while time.perf_counter() - start < seconds:
+        now = time.perf_counter()
+        if now < next_tick:
+            producer.poll(0)
+            continue
+        for _ in range(per_tick):
+            producer.produce(topic, value, on_delivery=lambda e, m, s=now: delivered(e, m, s))
+        sent += per_tick
+        next_tick += tick
+        producer.poll(0)
+    producer.flush(60)
+    elapsed = time.perf_counter() - start
+    del producer
+    samples.sort()
+    return {
+        "achieved_mb_s": sent * size / elapsed / 1e6,
+        "p50_ms": 1000 * samples[len(samples) // 2],
+        "p99_ms": 1000 * samples[int(len(samples) * 0.99)],
+        "messages": len(samples),
+    }
+
+
+def redis_baseline(count: int, size: int) -> Result | None:
+    server = shutil.which("redis-server")
+    bench = shutil.which("redis-benchmark")
+    if not server or not bench:
+        return None
+    port = 16379
+    process = subprocess.Popen(
+        [server, "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            ping = subprocess.run(
+                ["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True
+            )
+            if ping.stdout.strip() == "PONG":
+                break
+            time.sleep(0.05)  # waiting for a foreign process to accept connections
+        value = "x" * size
+        out = subprocess.run(
+            [
+                bench,
+                "-p",
+                str(port),
+                "-n",
+                str(count),
+                "-P",
+                "64",
+                "-q",
+                "--csv",
+                "XADD",
+                "bench",
+                "*",
+                "v",
+                value,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        rps = float(out.strip().splitlines()[-1].split(",")[1].strip('"'))
+        return Result(f"redis XADD {size} B (pipelined 64)", count, size, count / rps)
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    scale = 0.1 if args.quick else 1.0
+    counts = {100: int(2_000_000 * scale), 1024: int(500_000 * scale)}
+
+    results: list[Result] = []
+    data_dir = Path(tempfile.mkdtemp(prefix="josefk-bench-"))
+    broker = BrokerProcess(data_dir)
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        topics = [f"bench-{size}-{acks}" for size in counts for acks in ("1", "all")]
+        topics.append("latency")
+        for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+            future.result(30)
+        for size, count in counts.items():
+            for acks in ("1", "all"):
+                result = produce(broker.bootstrap, f"bench-{size}-{acks}", count, size, acks)
+                results.append(result)
+                print(f"{result.name}: {result.msgs_per_s:,.0f} msg/s, {result.mb_per_s:,.1f} MB/s")
+            result = fetch(broker.bootstrap, f"bench-{size}-1", count, size)
+            results.append(result)
+            print(f"{result.name}: {result.msgs_per_s:,.0f} msg/s, {result.mb_per_s:,.1f} MB/s")
+        lat = latency(broker.bootstrap, "latency", 100.0 if not args.quick else 20.0, 1024, 5.0)
+        print(
+            f"latency at {lat['achieved_mb_s']:.1f} MB/s: p50 {lat['p50_ms']:.2f} ms, "
+            f"p99 {lat['p99_ms']:.2f} ms"
+        )
+    finally:
+        broker.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+    baselines = [b for size, count in counts.items() if (b := redis_baseline(count, size))]
+    for b in baselines:
+        print(f"{b.name}: {b.msgs_per_s:,.0f} msg/s, {b.mb_per_s:,.1f} MB/s")
+
+    print("\n| measurement | msg/s | MB/s |\n| --- | ---: | ---: |")
+    for r in results + baselines:
+        print(f"| {r.name} | {r.msgs_per_s:,.0f} | {r.mb_per_s:,.1f} |")
+    print(
+        f"\nProduce latency, 1 KiB, acks=1, offered {lat['achieved_mb_s']:.1f} MB/s: "
+        f"p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms "
+        f"({lat['messages']:,} messages)"
+    )
+    print(f"\nmedian of samples: {statistics.median([r.mb_per_s for r in results]):.1f} MB/s")
+
+
+if __name__ == "__main__":
+    main()
