@@ -458,6 +458,10 @@ class OffsetIndex(AbstractIndex):
                 path=self._path,
             )
         relative = self.relative_offset(offset)
+        if not 0 <= position <= INT32_MAX:
+            raise InvalidOffsetError(
+                f"position {position} of offset {offset} does not fit an int32", path=self._path
+            )
         _INT32_PAIR.pack_into(buffer, self._entries * 8, relative, position)
         self._entries += 1
         self._last_offset = offset

@@ -25,12 +25,13 @@ worker thread while no task appends to the same segment.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from josefk.records.batch import RecordBatch, split_batches
+from josefk.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 from josefk.records.errors import RecordsError
 from josefk.storage.clock import Clock, SystemClock
 from josefk.storage.errors import (
@@ -95,6 +96,9 @@ CLEANED_FILE_SUFFIX: Final = ".cleaned"
 SWAP_FILE_SUFFIX: Final = ".swap"
 
 DEFAULT_INDEX_INTERVAL_BYTES: Final = 4096  # index.interval.bytes
+
+# base_offset, batch_length, last_offset_delta (at 23) and max_timestamp (at 35) of a header.
+_APPEND_FIELDS: Final = struct.Struct(">qi11xi8xq")
 
 # The "not loaded yet" value of a segment's max timestamp, distinct from NO_TIMESTAMP.
 _UNKNOWN: Final = TimestampOffset(NO_TIMESTAMP, -1)
@@ -358,27 +362,53 @@ class LogSegment:
         has them); the per-batch headers give the same facts batch by batch.
         """
         view = records if isinstance(records, memoryview) else memoryview(records)
-        if view.nbytes == 0:
+        total = view.nbytes
+        if total == 0:
             return
-        physical_position = self.log.size_in_bytes()
+        # Walk the headers before writing anything, so that a malformed buffer leaves the
+        # segment untouched: one unpack per batch, no per-record work.
+        batches: list[tuple[int, int, int]] = []  # (size, last offset, max timestamp)
+        position = 0
+        while position < total:
+            if total - position < HEADER_SIZE:
+                raise CorruptRecordsError(
+                    f"append of {total} bytes ends with {total - position} bytes that are not "
+                    "a whole batch",
+                    path=self.log.path,
+                )
+            base_offset, batch_length, last_offset_delta, max_timestamp = (
+                _APPEND_FIELDS.unpack_from(view, position)
+            )
+            size = batch_length + LOG_OVERHEAD
+            if size < HEADER_SIZE or position + size > total:
+                raise CorruptRecordsError(
+                    f"batch at {position} of the append claims {size} bytes of {total}",
+                    path=self.log.path,
+                )
+            batches.append((size, base_offset + last_offset_delta, max_timestamp))
+            position += size
+        log = self.log
+        physical_position = log.size_in_bytes()
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
         self._ensure_offset_in_range(largest_offset)
-        self.log.append(view)
-        max_so_far = self.max_timestamp_and_offset_so_far()
-        for batch in split_batches(view):
-            batch_max_timestamp = batch.max_timestamp
-            batch_last_offset = batch.last_offset
-            if batch_max_timestamp > max_so_far.timestamp:
-                max_so_far = TimestampOffset(batch_max_timestamp, batch_last_offset)
+        log.append(view)
+        max_so_far = self._max_timestamp_and_offset_so_far
+        if max_so_far is _UNKNOWN:
+            max_so_far = self.max_timestamp_and_offset_so_far()
+        interval = self.index_interval_bytes
+        since = self._bytes_since_last_index_entry
+        for size, last_offset, max_timestamp in batches:
+            if max_timestamp > max_so_far.timestamp:
+                max_so_far = TimestampOffset(max_timestamp, last_offset)
                 self._max_timestamp_and_offset_so_far = max_so_far
-            if self._bytes_since_last_index_entry > self.index_interval_bytes:
-                self.offset_index.append(batch_last_offset, physical_position)
+            if since > interval:
+                self.offset_index.append(last_offset, physical_position)
                 self.time_index.maybe_append(max_so_far.timestamp, max_so_far.offset)
-                self._bytes_since_last_index_entry = 0
-            size = batch.size_in_bytes
+                since = 0
             physical_position += size
-            self._bytes_since_last_index_entry += size
+            since += size
+        self._bytes_since_last_index_entry = since
         if largest_timestamp > max_so_far.timestamp:
             # Only when the caller knows better than the headers (it never should for v2).
             self._max_timestamp_and_offset_so_far = TimestampOffset(
