@@ -211,19 +211,22 @@ class Log:
         topic_partition = TopicPartition.from_dir_name(path.name)
         try:
             path.mkdir(parents=True, exist_ok=True)
-            needs_recovery = _remove_temp_files_and_complete_swaps(path)
+            needs_recovery, names = _remove_temp_files_and_complete_swaps(path)
             segments: dict[int, LogSegment] = {}
-            for log_path in sorted(path.glob(f"*{LOG_FILE_SUFFIX}")):
+            # Names, not Path objects and stat calls: start-up with thousands of segments
+            # is dominated by per-file overhead.
+            for name in sorted(n for n in names if n.endswith(LOG_FILE_SUFFIX)):
                 try:
-                    base_offset = offset_from_file_name(log_path.name)
+                    base_offset = offset_from_file_name(name)
                 except ValueError:
-                    _log.warning("ignoring %s: not named after an offset", log_path)
+                    _log.warning("ignoring %s in %s: not named after an offset", name, path)
                     continue
                 segment = _open_segment(path, base_offset, config, clock, jitter, exists=True)
                 segments[base_offset] = segment
+                stem = name[: -len(LOG_FILE_SUFFIX)]
                 if (
-                    not offset_index_file(path, base_offset).exists()
-                    or not time_index_file(path, base_offset).exists()
+                    stem + INDEX_FILE_SUFFIX not in names
+                    or stem + TIME_INDEX_FILE_SUFFIX not in names
                 ):
                     needs_recovery.add(base_offset)
             bases = sorted(segments)
@@ -246,6 +249,8 @@ class Log:
                 if base_offset not in needs_recovery or base_offset not in segments:
                     continue
                 truncated = segments[base_offset].recover(config.max_message_bytes)
+                if position + 1 < len(bases):
+                    _release_indexes(segments[base_offset])
                 if truncated > 0:
                     _log.warning(
                         "%s: truncated %d invalid bytes at the end of segment %d",
@@ -894,6 +899,7 @@ class Log:
             for segment in segments:
                 segment.flush()
             self._mark_flushed(target)
+            self._release_inactive_indexes(segments)
 
     async def flush_async(self, up_to_offset: int | None = None) -> None:
         """``flush`` with the fsyncs in the executor, keeping the event loop free.
@@ -913,6 +919,19 @@ class Log:
             await loop.run_in_executor(self._executor, _flush_segments, segments)
         if not self._closed:
             self._mark_flushed(target)
+            self._release_inactive_indexes(segments)
+
+    def _release_inactive_indexes(self, segments: Sequence[LogSegment]) -> None:
+        """Unmap the (flushed) indexes of segments that are no longer active.
+
+        Python's mmap holds a file descriptor per map, so a log that kept every index
+        mapped would use three fds per segment and run out of them long before Kafka's
+        thousands of segments. A released index is mapped again on its next lookup.
+        """
+        active = self.active_segment
+        for segment in segments:
+            if segment is not active and self._segments.get(segment.base_offset) is segment:
+                _release_indexes(segment)
 
     def _mark_flushed(self, target: int) -> None:
         target = min(target, self.log_end_offset)
@@ -1280,6 +1299,11 @@ def _split_valid_prefix(view: memoryview) -> tuple[list[RecordBatch], int]:
     return batches, position
 
 
+def _release_indexes(segment: LogSegment) -> None:
+    segment.offset_index.close()
+    segment.time_index.close()
+
+
 def _flush_segments(segments: Sequence[LogSegment]) -> None:
     for segment in segments:
         segment.flush()
@@ -1306,9 +1330,9 @@ def remove_tree(directory: Path) -> None:
     directory.rmdir()
 
 
-def _remove_temp_files_and_complete_swaps(directory: Path) -> set[int]:
-    """Kafka's clean-up of a partition directory before loading; returns base offsets whose
-    indexes must be rebuilt.
+def _remove_temp_files_and_complete_swaps(directory: Path) -> tuple[set[int], set[str]]:
+    """Kafka's clean-up of a partition directory before loading; returns the base offsets
+    whose indexes must be rebuilt and the names of the files left.
 
     - ``*.deleted``: a deletion the crash interrupted; finish it.
     - ``*.cleaned``: output of a compaction that never got swapped in; discard it, and every
@@ -1321,18 +1345,20 @@ def _remove_temp_files_and_complete_swaps(directory: Path) -> set[int]:
     needs_recovery: set[int] = set()
     swaps: list[Path] = []
     cleaned_offsets: list[int] = []
-    for path in list(directory.iterdir()):
-        if not path.is_file():
-            continue
-        name = path.name
+    with os.scandir(directory) as entries:
+        files = [entry.name for entry in entries if entry.is_file()]
+    names = set(files)
+    for name in files:
         if name.endswith(DELETED_FILE_SUFFIX):
-            path.unlink(missing_ok=True)
+            os.unlink(directory / name)
+            names.discard(name)
         elif name.endswith(CLEANED_FILE_SUFFIX):
             with contextlib.suppress(ValueError):
                 cleaned_offsets.append(offset_from_file_name(name))
-            path.unlink(missing_ok=True)
+            os.unlink(directory / name)
+            names.discard(name)
         elif name.endswith(SWAP_FILE_SUFFIX):
-            swaps.append(path)
+            swaps.append(directory / name)
     min_cleaned = min(cleaned_offsets) if cleaned_offsets else None
     for swap in sorted(swaps):
         try:
@@ -1360,15 +1386,16 @@ def _remove_temp_files_and_complete_swaps(directory: Path) -> set[int]:
         offset_index_file(directory, base).unlink(missing_ok=True)
         time_index_file(directory, base).unlink(missing_ok=True)
         needs_recovery.add(base)
-    for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
-        for index_path in directory.glob(f"*{suffix}"):
-            try:
-                base = offset_from_file_name(index_path.name)
-            except ValueError:
-                continue
-            if not log_file(directory, base).exists():
-                index_path.unlink(missing_ok=True)
-    return needs_recovery
+    if swaps:
+        names = {entry for entry in os.listdir(directory) if (directory / entry).is_file()}
+    for name in list(names):
+        for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
+            if name.endswith(suffix) and name[: -len(suffix)] + LOG_FILE_SUFFIX not in names:
+                with contextlib.suppress(ValueError):
+                    offset_from_file_name(name)
+                    os.unlink(directory / name)
+                    names.discard(name)
+    return needs_recovery, names
 
 
 def _next_offset_of_log_file(path: Path) -> int:
