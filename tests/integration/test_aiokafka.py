@@ -55,7 +55,8 @@ async def aio_produce(
             for m in messages
         ]
         metadata = await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT_S)
-        return [md.offset for md in metadata]
+        # With acks=0 there is no answer to carry an offset.
+        return [-1 if md is None else md.offset for md in metadata]
     finally:
         await asyncio.wait_for(producer.stop(), TIMEOUT_S)
 

@@ -25,7 +25,11 @@ from client_helpers import (
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [
+    pytest.mark.timeout(120),
+    # kafka-python's own use of importlib.resources, not ours.
+    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
+]
 
 TIMEOUT_S = 20.0
 TIMEOUT_MS = int(TIMEOUT_S * 1000)
@@ -143,7 +147,7 @@ def test_admin_describe_cluster_and_log_dirs(
     ck_create_topic(broker.bootstrap, topic)
     kp_produce(broker, topic, make_messages(10))
     cluster = admin.describe_cluster()
-    assert [b["node_id"] for b in cluster["brokers"]] == [1]
+    assert [b["broker_id"] for b in cluster["brokers"]] == [1]
     assert cluster["controller_id"] == 1
     log_dirs = admin.describe_log_dirs()
     text = repr(log_dirs)

@@ -110,9 +110,11 @@ const ACTIONS = {
   },
 
   async deleteTopicRecords(kafka, a) {
-    return withAdmin(kafka, (admin) =>
-      admin.deleteTopicRecords({ topic: a.topic, partitions: a.partitions }),
-    );
+    // KafkaJS looks up the leaders before loading the topic's metadata: load it first.
+    return withAdmin(kafka, async (admin) => {
+      await admin.fetchTopicOffsets(a.topic);
+      return admin.deleteTopicRecords({ topic: a.topic, partitions: a.partitions });
+    });
   },
 
   async deleteTopics(kafka, a) {
