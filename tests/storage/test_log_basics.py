@@ -311,3 +311,17 @@ def test_hw_position_is_forgotten_when_its_segment_is_deleted(tmp_path: Path) ->
     assert (metadata.message_offset, metadata.segment_base_offset) == (3, 3)
     assert metadata.relative_position_in_segment == 0
     assert log.read(3, 100).size == 0
+
+
+def test_flushed_inactive_segments_release_their_index_maps(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    for _ in range(30):
+        log.append_as_leader(producer_batch(2, value_size=50), 0)
+    log.flush()
+    old = log.log_segments()[:-1]
+    assert old and not any(s.offset_index.is_open or s.time_index.is_open for s in old)
+    assert log.active_segment.offset_index.is_open
+    # A lookup maps an index again on demand.
+    assert [b.base_offset for b in read_all(log)] == list(range(0, 60, 2))
+    found = log.fetch_offset_by_timestamp(NOW)
+    assert found is not None and found.offset == 0

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from log_helpers import check_invariants, open_log, producer_batch, read_all, small_config
 
 from josefk.storage.log import Log
@@ -198,3 +200,45 @@ def test_corrupt_active_index_is_rebuilt_on_clean_restart(
     reopened = open_log(path, had_clean_shutdown=True, recovery_point=expected[-1] + 3)
     assert recover_calls == [base]
     assert [b.base_offset for b in read_all(reopened)] == expected
+
+
+@settings(max_examples=25)
+@given(data=st.data(), batches=st.integers(1, 12), truncate=st.booleans())
+def test_damage_anywhere_keeps_exactly_the_valid_prefix(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, batches: int, truncate: bool
+) -> None:
+    path = tmp_path_factory.mktemp("damage") / "t-0"
+    log = open_log(path, small_config(segment_bytes=600))
+    for i in range(batches):
+        log.append_as_leader(producer_batch(1 + i % 3, value_size=40 + 10 * (i % 4)), 0)
+    # (segment file, position in it, first offset, last offset) of every batch on disk.
+    layout: list[tuple[Path, int, int, int]] = []
+    for segment in log.log_segments():
+        for position, batch in segment.batches():
+            layout.append((segment.path, position, batch.base_offset, batch.last_offset))
+    sizes = {s.path: s.size() for s in log.log_segments()}
+    log.close()
+    victim = data.draw(st.sampled_from(layout))
+    file_path, position, first_offset, _ = victim
+    size = sizes[file_path]
+    end = next((p for f, p, _, _ in layout if f == file_path and p > position), size)
+    if truncate:
+        # A cut inside the batch (a torn write). A cut exactly at a batch boundary of an
+        # older segment leaves a well-formed but shorter segment that Kafka's recovery, and
+        # so josefk's, keeps, with later segments after the gap.
+        cut = data.draw(st.integers(position + 1, end - 1))
+        os.truncate(file_path, cut)
+    else:
+        # Bytes from the attributes on are under the CRC; the ones before it the broker owns.
+        at = data.draw(st.integers(position + 21, end - 1))
+        with open(file_path, "r+b") as handle:
+            handle.seek(at)
+            byte = handle.read(1)[0]
+            handle.seek(at)
+            handle.write(bytes([byte ^ 0x5A]))
+    reopened = open_log(path, small_config(segment_bytes=600), had_clean_shutdown=False)
+    kept = [(b.base_offset, b.last_offset) for b in read_all(reopened)]
+    assert kept == [(f, last) for _, _, f, last in layout if f < first_offset]
+    assert reopened.log_end_offset == first_offset
+    check_invariants(reopened)
+    reopened.close()
