@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,11 @@ from josefk.storage.errors import CorruptRecordsError, KafkaStorageError, Storag
 # Reading batches 4 MiB at a time keeps the syscalls per batch far below one for the usual
 # 16 KiB to 1 MiB batches, while a chunk still fits comfortably in L2/L3-friendly sizes.
 DEFAULT_READ_CHUNK: Final = 4 * 1024 * 1024
+# Header scans start from an index entry, at most index.interval.bytes (4 KiB by default)
+# before the batch sought: 8 KiB usually covers it in one read.
+HEADER_SCAN_CHUNK: Final = 8 * 1024
+# base_offset, batch_length, last_offset_delta (at 23) and max_timestamp (at 35).
+_SEARCH_FIELDS: Final = struct.Struct(">qi11xi8xq")
 NO_TIMESTAMP: Final = -1
 
 
@@ -67,6 +73,16 @@ class FileBatch(NamedTuple):
 
     position: int
     batch: RecordBatch
+
+
+class BatchPosition(NamedTuple):
+    """A batch's place and the header fields a search needs, read without its body."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
 
 
 class LogOffsetPosition(NamedTuple):
@@ -119,7 +135,7 @@ class FileRecords:
         preallocated to ``init_file_size``, when it is 0 (as Kafka does). A preallocated file
         left by a crash is full of zeros past the last batch; recovery truncates them.
         """
-        file_path = Path(path)
+        file_path = path if isinstance(path, Path) else Path(path)
         flags = (os.O_RDWR | os.O_CREAT) if mutable else os.O_RDONLY
         try:
             fd = os.open(file_path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
@@ -374,18 +390,54 @@ class FileRecords:
                 continue
             position += offset
 
+    def batch_headers_from(
+        self, position: int = 0, *, end: int | None = None, chunk_size: int = HEADER_SCAN_CHUNK
+    ) -> Iterator[BatchPosition]:
+        """Each batch's position, size, offsets and max timestamp, reading headers only.
+
+        Reads ``chunk_size`` bytes at a time and jumps over batch bodies that do not fit a
+        chunk, so finding a batch after 1 MiB batches reads a few KiB, not the batches.
+        Stops at an incomplete tail; raises CorruptRecordsError for an impossible length.
+        """
+        limit = self._size if end is None else min(end, self._size)
+        header_size = _SEARCH_FIELDS.size
+        chunk, chunk_start = b"", position
+        while position < limit:
+            relative = position - chunk_start
+            if relative + header_size > len(chunk):
+                chunk = self.read(position, min(max(chunk_size, header_size), limit - position))
+                chunk_start, relative = position, 0
+                if len(chunk) < header_size:
+                    return  # too short for a header: an incomplete tail
+            base_offset, batch_length, last_offset_delta, max_timestamp = (
+                _SEARCH_FIELDS.unpack_from(chunk, relative)
+            )
+            if batch_length < MIN_BATCH_LENGTH:
+                raise CorruptRecordsError(
+                    f"batch at position {position} claims batch_length {batch_length}, less "
+                    "than a v2 header",
+                    path=self._path,
+                    position=position,
+                )
+            size = batch_length + LOG_OVERHEAD
+            if position + size > limit:
+                return
+            yield BatchPosition(
+                position, size, base_offset, base_offset + last_offset_delta, max_timestamp
+            )
+            position += size
+
     def search_for_offset_with_size(
         self, target_offset: int, starting_position: int
     ) -> LogOffsetPosition | None:
         """The first batch from ``starting_position`` whose last offset is >= target.
 
         ``starting_position`` comes from the offset index, so the scan is short (about
-        ``index.interval.bytes``). None when no such batch exists.
+        ``index.interval.bytes``) and reads headers only. None when no such batch exists.
         """
-        for position, batch in self.batches_from(starting_position, chunk_size=64 * 1024):
-            last_offset = batch.last_offset
-            if last_offset >= target_offset:
-                return LogOffsetPosition(last_offset, position, batch.size_in_bytes)
+        for header in self.batch_headers_from(starting_position):
+            if header.last_offset >= target_offset:
+                return LogOffsetPosition(header.last_offset, header.position, header.size)
         return None
 
     def search_for_timestamp(
@@ -407,10 +459,9 @@ class FileRecords:
     def largest_timestamp_after(self, starting_position: int) -> TimestampAndOffset:
         """The largest batch max timestamp from ``starting_position`` on, with its offset."""
         max_timestamp, offset_of_max = NO_TIMESTAMP, -1
-        for _, batch in self.batches_from(starting_position):
-            timestamp = batch.max_timestamp
-            if timestamp > max_timestamp:
-                max_timestamp, offset_of_max = timestamp, batch.last_offset
+        for header in self.batch_headers_from(starting_position, chunk_size=DEFAULT_READ_CHUNK):
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
         return TimestampAndOffset(max_timestamp, offset_of_max)
 
     def __repr__(self) -> str:

@@ -108,7 +108,8 @@ class AbstractIndex:
         *,
         writable: bool = True,
     ) -> None:
-        self._path = Path(path)
+        # Re-wrapping a Path re-parses it; start-up builds tens of thousands of these.
+        self._path = path if isinstance(path, Path) else Path(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable

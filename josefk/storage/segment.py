@@ -112,17 +112,22 @@ def filename_prefix_from_offset(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def _as_path(directory: str | os.PathLike[str]) -> Path:
+    # Path(Path) re-parses every part; start-up names tens of thousands of files.
+    return directory if isinstance(directory, Path) else Path(directory)
+
+
 def log_file(directory: str | os.PathLike[str], offset: int, suffix: str = "") -> Path:
-    return Path(directory) / f"{filename_prefix_from_offset(offset)}{LOG_FILE_SUFFIX}{suffix}"
+    return _as_path(directory) / f"{filename_prefix_from_offset(offset)}{LOG_FILE_SUFFIX}{suffix}"
 
 
 def offset_index_file(directory: str | os.PathLike[str], offset: int, suffix: str = "") -> Path:
-    return Path(directory) / f"{filename_prefix_from_offset(offset)}{INDEX_FILE_SUFFIX}{suffix}"
+    return _as_path(directory) / f"{filename_prefix_from_offset(offset)}{INDEX_FILE_SUFFIX}{suffix}"
 
 
 def time_index_file(directory: str | os.PathLike[str], offset: int, suffix: str = "") -> Path:
     name = f"{filename_prefix_from_offset(offset)}{TIME_INDEX_FILE_SUFFIX}{suffix}"
-    return Path(directory) / name
+    return _as_path(directory) / name
 
 
 def offset_from_file_name(name: str | os.PathLike[str]) -> int:
@@ -266,6 +271,7 @@ class LogSegment:
         no index. A new segment's indexes are created and preallocated right away, so the
         directory always holds all three files.
         """
+        directory = _as_path(directory)
         log = FileRecords.open(
             log_file(directory, base_offset, file_suffix),
             file_already_exists=file_already_exists,
@@ -478,10 +484,10 @@ class LogSegment:
             return self.base_offset
         next_offset = self.base_offset
         records = fetch.records
-        for _, batch in self.log.batches_from(
+        for header in self.log.batch_headers_from(
             records.position, end=records.position + records.size
         ):
-            next_offset = batch.next_offset
+            next_offset = header.last_offset + 1
         return next_offset
 
     def has_overflow(self) -> bool:
@@ -520,8 +526,8 @@ class LogSegment:
 
     def _load_first_batch_timestamp(self) -> None:
         if self._rolling_based_timestamp is None:
-            for _, batch in self.log.batches_from(0, chunk_size=64 * 1024):
-                self._rolling_based_timestamp = batch.max_timestamp
+            for header in self.log.batch_headers_from(0):
+                self._rolling_based_timestamp = header.max_timestamp
                 break
 
     def get_first_batch_timestamp(self) -> int:

@@ -202,3 +202,51 @@ def test_kafka_python_reads_the_file(tmp_path: Path) -> None:
     assert read_with_kafka_python(tmp_path / "a.log") == [(42, 44, 3), (45, 45, 1), (46, 52, 7)]
     views = [RecordBatch(memoryview(make_batch(0)))]
     assert views[0].is_valid()
+
+
+@given(
+    sizes=st.lists(st.tuples(st.integers(1, 5), st.integers(0, 300)), min_size=1, max_size=12),
+    chunk_size=st.integers(1, 2000),
+)
+def test_batch_headers_agree_with_whole_batches(
+    tmp_path_factory: pytest.TempPathFactory, sizes: list[tuple[int, int]], chunk_size: int
+) -> None:
+    records = FileRecords.open(tmp_path_factory.mktemp("fr") / "a.log")
+    write_batches(records, sizes)
+    records.append(make_batch(1000, 2)[:70])  # an incomplete tail is not reported
+    headers = list(records.batch_headers_from(0, chunk_size=chunk_size))
+    batches = list(records.batches_from(0))
+    assert [
+        (h.position, h.size, h.base_offset, h.last_offset, h.max_timestamp) for h in headers
+    ] == [
+        (
+            b.position,
+            b.batch.size_in_bytes,
+            b.batch.base_offset,
+            b.batch.last_offset,
+            b.batch.max_timestamp,
+        )
+        for b in batches
+    ]
+    records.close()
+
+
+def test_offset_search_reads_headers_not_large_bodies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = FileRecords.open(tmp_path / "a.log")
+    for base in range(0, 40, 10):
+        records.append(make_batch(base, 10, value_size=100_000))  # ~1 MB batches
+    read_bytes: list[int] = []
+    original = records.read
+
+    def counting_read(position: int, size: int) -> bytes:
+        data = original(position, size)
+        read_bytes.append(len(data))
+        return data
+
+    monkeypatch.setattr(records, "read", counting_read)
+    found = records.search_for_offset_with_size(35, 0)
+    assert found is not None and found.offset == 39
+    assert sum(read_bytes) <= 4 * 8192
+    records.close()
