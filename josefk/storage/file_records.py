@@ -448,10 +448,13 @@ class FileRecords:
         Batches whose max timestamp is below the target are skipped by their header alone;
         only the batch that holds the answer has its records read.
         """
-        for _, batch in self.batches_from(starting_position):
-            if batch.max_timestamp < target_timestamp or batch.last_offset < starting_offset:
+        for header in self.batch_headers_from(starting_position):
+            if header.max_timestamp < target_timestamp or header.last_offset < starting_offset:
                 continue
-            found = _first_record_at_or_after(batch, target_timestamp, starting_offset)
+            data = self.read(header.position, header.size)
+            found = _first_record_at_or_after(
+                RecordBatch(memoryview(data)), target_timestamp, starting_offset
+            )
             if found is not None:
                 return found
         return None
