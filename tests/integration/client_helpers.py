@@ -190,6 +190,8 @@ def ck_consumer(bootstrap: str, **conf: Any) -> Consumer:
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 100,
+            # Verify every batch's CRC: catches a broker that rewrites fields without it.
+            "check.crcs": True,
             **conf,
         },
     )

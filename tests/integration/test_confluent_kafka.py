@@ -11,6 +11,7 @@ from client_helpers import (
     BASE_TIMESTAMP_MS,
     CLIENT_TIMEOUT_S,
     CODECS,
+    TestMessage,
     assert_delivered,
     assert_same_messages,
     ck_admin,
@@ -26,6 +27,7 @@ from client_helpers import (
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
+    TIMESTAMP_LOG_APPEND_TIME,
     KafkaError,
     KafkaException,
     TopicCollection,
@@ -394,3 +396,109 @@ def test_message_larger_than_broker_message_max_bytes_is_rejected(
     small = make_messages(2, tag="after")
     assert_delivered(ck_produce(broker.bootstrap, topic, small))
     assert ck_watermarks(broker.bootstrap, topic) == (0, 2)
+
+
+# ---------------------------------------------------------------------- fetch behaviour
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_log_append_time_topic_stamps_batches(broker: BrokerProcess, codec: str) -> None:
+    """The broker rewrites max timestamp and the CRC in place; librdkafka checks the CRC."""
+    topic = unique_topic(f"ck-logappend-{codec}")
+    ck_create_topic(broker.bootstrap, topic, config={"message.timestamp.type": "LogAppendTime"})
+    sent = make_messages(50, tag=f"lat{codec}")
+    reports = ck_produce(broker.bootstrap, topic, sent, compression_type=codec)
+    assert_delivered(reports)
+    got = ck_consume(broker.bootstrap, topic, count=50)
+    assert all(m.timestamp()[0] == TIMESTAMP_LOG_APPEND_TIME for m in got)
+    stamps = {m.timestamp()[1] for m in got}
+    # Not the producer's create times: the broker's clock, one stamp per batch.
+    assert not stamps & {m.timestamp for m in sent}
+    assert min(stamps) > BASE_TIMESTAMP_MS
+    for g, s in zip(got, sent, strict=True):
+        assert (g.key(), g.value(), g.headers() or []) == (s.key, s.value, list(s.headers))
+
+
+def test_fetch_waits_and_is_woken_by_an_append(broker: BrokerProcess) -> None:
+    """A consumer at the log end with a long max wait gets a new record without waiting out
+    fetch.wait.max.ms: the delayed fetch is completed by the append."""
+    topic = unique_topic("ck-longpoll")
+    ck_create_topic(broker.bootstrap, topic)
+    consumer = ck_consumer(broker.bootstrap, fetch_wait_max_ms=60_000, fetch_min_bytes=1)
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        assert consumer.poll(1.0) is None  # parked in the purgatory, nothing to read yet
+        sent = make_messages(1, tag="wake")
+        assert_delivered(ck_produce(broker.bootstrap, topic, sent))
+        msg = None
+        # Far below the 60 s max wait: only an append-driven completion gets here in time.
+        for _ in range(20):
+            msg = consumer.poll(0.5)
+            if msg is not None:
+                break
+        assert msg is not None and msg.error() is None, msg and msg.error()
+        assert_same_messages([from_confluent(msg)], sent)
+    finally:
+        consumer.close()
+
+
+def test_fetch_returns_a_batch_larger_than_the_fetch_limits(broker: BrokerProcess) -> None:
+    """KIP-74: the first batch comes back even when it exceeds max.partition.fetch.bytes."""
+    topic = unique_topic("ck-kip74")
+    ck_create_topic(broker.bootstrap, topic)
+    sent = make_messages(3, tag="big", value_size=200_000)
+    assert_delivered(ck_produce(broker.bootstrap, topic, sent, compression_type="none"))
+    got = ck_consume(
+        broker.bootstrap,
+        topic,
+        count=3,
+        max_partition_fetch_bytes=1024,
+        fetch_max_bytes=1024,
+        message_max_bytes=1000,
+        receive_message_max_bytes=1_000_000,
+    )
+    assert_same_messages([from_confluent(m) for m in got], sent)
+
+
+def test_fetch_out_of_range_resets_to_earliest(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-oor")
+    sent = make_messages(10)
+    assert_delivered(ck_produce(broker.bootstrap, topic, sent))
+    got = ck_consume(broker.bootstrap, topic, offset=1000, count=10, auto_offset_reset="earliest")
+    assert [m.offset() for m in got] == list(range(10))
+    # With no reset policy the client surfaces the broker's OFFSET_OUT_OF_RANGE.
+    consumer = ck_consumer(broker.bootstrap, auto_offset_reset="error")
+    try:
+        consumer.assign([TopicPartition(topic, 0, 1000)])
+        errors = []
+        for _ in range(40):
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is not None:
+                errors.append(msg.error())
+                break
+        assert errors, "no error for a fetch offset beyond the log end"
+        assert errors[0].code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
+    finally:
+        consumer.close()
+
+
+def test_one_consumer_reads_several_partitions(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-multi")
+    ck_create_topic(broker.bootstrap, topic, partitions=3)
+    sent = {p: make_messages(40, tag=f"p{p}") for p in range(3)}
+    for p, messages in sent.items():
+        assert_delivered(ck_produce(broker.bootstrap, topic, messages, partition=p))
+    consumer = ck_consumer(broker.bootstrap)
+    got: dict[int, list[TestMessage]] = {0: [], 1: [], 2: []}
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(3)])
+        for _ in range(60):
+            if sum(len(v) for v in got.values()) == 120:
+                break
+            for msg in consumer.consume(num_messages=200, timeout=0.5):
+                assert msg.error() is None, msg.error()
+                got[msg.partition()].append(from_confluent(msg))
+    finally:
+        consumer.close()
+    for p in range(3):
+        assert_same_messages(got[p], sent[p])
