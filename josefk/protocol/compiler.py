@@ -400,6 +400,7 @@ class _Generator:
             "_I32": t.INT32,
             "_I8": t.INT8,
             "_UUID": uuid.UUID,
+            "_new": object.__new__,
             "_unpack_from": struct.unpack_from,
             "_pack": struct.pack,
             "_read_string": t.read_string,
@@ -488,15 +489,51 @@ class _Generator:
             chunks.append(self._encoder(info))
         return "\n\n".join(chunks), self.ns
 
+    # -- shared helpers ----------------------------------------------------------------------
+
+    def _child(self, f: Field) -> _StructInfo:
+        return self.message._by_field[id(f)]
+
+    def _default_expr(self, f: Field) -> str:
+        """An expression giving a fresh default value for ``f``."""
+        kind, value = self.message._default_of(f)
+        if kind == "factory":
+            if value is list:
+                return "[]"
+            if f.is_struct and not f.is_array:
+                child = self._child(f)
+                if all(not g.is_array and not g.is_struct for g in child.fields):
+                    # Frozen and holding no lists: one shared default instance is safe.
+                    return self._const(value())
+            return f"{self._const(value)}()"
+        if value is None or type(value) in (bool, int):
+            return repr(value)
+        return self._const(value)
+
+    def _array_struct(self, code: str) -> str:
+        """Name of a tuple of precompiled Structs for 0..31 elements of ``code``."""
+        key = f"_ARR_{code}"
+        if key not in self.ns:
+            self.ns[key] = tuple(struct.Struct(f">{n}{code}") for n in range(32))
+        return key
+
     # -- decoders ----------------------------------------------------------------------------
 
     def _decoder(self, info: _StructInfo) -> str:
-        cls_name = self._const(info.cls)
         lines = [f"def {self.decoder_name(info)}(buf, pos):", "    end = len(buf)"]
         body: list[str] = []
+        self._decode_struct(body, info, "obj", "buf", "pos", "end")
+        lines.extend("    " + line for line in body)
+        lines.append("    return obj, pos")
+        return "\n".join(lines)
+
+    def _decode_struct(
+        self, out: list[str], info: _StructInfo, target: str, b: str, p: str, e: str
+    ) -> None:
+        """Statements decoding one ``info`` struct inline into ``target``."""
+        prefix = f"v{info.index}_"
         regular = self._regular(info.fields)
         i = 0
-        kwargs: list[str] = []
         while i < len(regular):
             f = regular[i]
             if self._fixed(f) is not None:
@@ -504,44 +541,50 @@ class _Generator:
                 while i + 1 < len(regular) and self._fixed(regular[i + 1]) is not None:
                     i += 1
                     group.append(regular[i])
-                self._decode_fixed_group(body, group)
-                kwargs.extend(f"{g.name}=v_{g.name}" for g in group)
+                fmt = "".join(self._fixed_of(g)[0] for g in group)
+                size = sum(self._fixed_of(g)[1] for g in group)
+                s = self._struct(fmt)
+                if len(group) == 1:
+                    out.append(f"{prefix}{f.name} = {s}.unpack_from({b}, {p})[0]")
+                else:
+                    names = ", ".join(f"{prefix}{g.name}" for g in group)
+                    out.append(f"{names} = {s}.unpack_from({b}, {p})")
+                out.append(f"{p} += {size}")
+                for g in group:
+                    if g.type == "uuid":
+                        out.append(f"{prefix}{g.name} = _UUID(bytes={prefix}{g.name})")
             else:
-                self._decode_field(body, f, f"v_{f.name}", "buf", "pos", "end", 1)
-                kwargs.append(f"{f.name}=v_{f.name}")
+                self._decode_field(out, f, f"{prefix}{f.name}", b, p, e)
             i += 1
         tagged = self._tagged(info.fields)
         if self.flexible:
-            self._decode_tagged_section(body, tagged)
-        lines.extend("    " + line for line in body)
-        args = ", ".join(kwargs)
-        if tagged:
-            args = f"{args}, **kw" if args else "**kw"
-        lines.append(f"    return {cls_name}({args}), pos")
-        return "\n".join(lines)
-
-    def _decode_fixed_group(self, out: list[str], group: list[Field]) -> None:
-        fmt = "".join(self._fixed_of(f)[0] for f in group)
-        size = sum(self._fixed_of(f)[1] for f in group)
-        s = self._struct(fmt)
-        names = ", ".join(f"v_{f.name}" for f in group)
-        if len(group) == 1:
-            out.append(f"v_{group[0].name} = {s}.unpack_from(buf, pos)[0]")
-        else:
-            out.append(f"{names} = {s}.unpack_from(buf, pos)")
-        out.append(f"pos += {size}")
-        for f in group:
-            if f.type == "uuid":
-                out.append(f"v_{f.name} = _UUID(bytes=v_{f.name})")
+            for f in tagged:
+                out.append(f"{prefix}{f.name} = {self._default_expr(f)}")
+            self._decode_tagged_section(out, info, tagged, prefix, b, p, e)
+        cls = self._const(info.cls)
+        out.append(f"{target} = _new({cls})")
+        present = {f.name for f in regular} | {f.name for f in tagged}
+        for f in info.fields:
+            setter = f"_set{info.index}_{f.name}"
+            if setter not in self.ns:
+                self.ns[setter] = info.cls.__dict__[f.name].__set__
+            value = f"{prefix}{f.name}" if f.name in present else self._default_expr(f)
+            out.append(f"{setter}({target}, {value})")
 
     def _length(self, out: list[str], var: str, b: str, p: str, wide: bool) -> None:
         """Read a length prefix into ``var`` (-1 for null, compact lengths already adjusted)."""
         if self.flexible:
+            low = self._var("lo")
             out.append(f"{var} = {b}[{p}]")
             out.append(f"if {var} < 0x80:")
             out.append(f"    {p} += 1")
             out.append("else:")
-            out.append(f"    {var}, {p} = _ruv({b}, {p})")
+            out.append(f"    {low} = {b}[{p} + 1]")
+            out.append(f"    if {low} < 0x80:")
+            out.append(f"        {var} = ({var} & 0x7F) | ({low} << 7)")
+            out.append(f"        {p} += 2")
+            out.append("    else:")
+            out.append(f"        {var}, {p} = _ruv({b}, {p})")
             out.append(f"{var} -= 1")
         elif wide:
             out.append(f"{var} = _I32.unpack_from({b}, {p})[0]")
@@ -561,9 +604,7 @@ class _Generator:
             out.append(f"        raise _UN('{what} is not nullable here')")
             out.append(f"    raise _IL('negative {what} length %d' % {n})")
 
-    def _decode_field(
-        self, out: list[str], f: Field, target: str, b: str, p: str, e: str, depth: int
-    ) -> None:
+    def _decode_field(self, out: list[str], f: Field, target: str, b: str, p: str, e: str) -> None:
         """Append statements decoding field ``f`` from ``b`` at ``p`` into ``target``."""
         nullable = self._nullable(f)
         if f.is_array:
@@ -572,12 +613,13 @@ class _Generator:
             self._null_check(out, n, target, nullable, f"array {f.name}")
             out.append("else:")
             inner: list[str] = []
-            self._decode_array_body(inner, f, target, n, b, p, e, depth)
+            self._decode_array_body(inner, f, target, n, b, p, e)
             out.extend("    " + line for line in inner)
             return
         if f.is_struct:
-            child = self.message._by_field[id(f)]
-            call = f"{target}, {p} = {self.decoder_name(child)}({b}, {p})"
+            child = self._child(f)
+            inner = []
+            self._decode_struct(inner, child, target, b, p, e)
             if nullable:
                 flag = self._var("flag")
                 out.append(f"{flag} = _I8.unpack_from({b}, {p})[0]")
@@ -585,9 +627,9 @@ class _Generator:
                 out.append(f"if {flag} < 0:")
                 out.append(f"    {target} = None")
                 out.append("else:")
-                out.append(f"    {call}")
+                out.extend("    " + line for line in inner)
             else:
-                out.append(call)
+                out.extend(inner)
             return
         fixed = self._fixed(f)
         if fixed is not None:
@@ -614,38 +656,50 @@ class _Generator:
         out.append(f"    {p} = {stop}")
 
     def _decode_array_body(
-        self, out: list[str], f: Field, target: str, n: str, b: str, p: str, e: str, depth: int
+        self, out: list[str], f: Field, target: str, n: str, b: str, p: str, e: str
     ) -> None:
         element = f.element_type
         if f.is_struct:
-            child = self.message._by_field[id(f)]
-            min_size = max(self.min_size(child), 1)
+            min_size = max(self.min_size(self._child(f)), 1)
         elif element in t.FIXED_FORMATS:
             min_size = t.FIXED_FORMATS[element][1]
         elif element == "string":
             min_size = 1 if self.flexible else 2
         else:
             min_size = 1 if self.flexible else 4
-        out.append(f"if {n} * {min_size} > {e} - {p}:")
-        out.append(
-            f"    raise _IL('array {f.name} of %d elements cannot fit in %d bytes' % ({n}, {e} - {p}))"
-        )
+        check = [
+            f"if {n} * {min_size} > {e} - {p}:",
+            f"    raise _IL('array {f.name} of %d elements cannot fit in %d bytes'"
+            f" % ({n}, {e} - {p}))",
+        ]
+        if not (element in t.FIXED_FORMATS and element != "uuid"):
+            out.extend(check)
         if f.is_struct:
-            child = self.message._by_field[id(f)]
+            child = self._child(f)
             item = self._var("it")
             append = self._var("ap")
             out.append(f"{target} = []")
             out.append(f"{append} = {target}.append")
             out.append(f"for _ in range({n}):")
-            out.append(f"    {item}, {p} = {self.decoder_name(child)}({b}, {p})")
-            out.append(f"    {append}({item})")
+            inner: list[str] = []
+            self._decode_struct(inner, child, item, b, p, e)
+            inner.append(f"{append}({item})")
+            out.extend("    " + line for line in inner)
         elif element in t.FIXED_FORMATS and element != "uuid":
             code, size = t.FIXED_FORMATS[element]
-            out.append(f"{target} = list(_unpack_from('>%d{code}' % {n}, {b}, {p}))")
+            arr = self._array_struct(code)
+            # Under 32 elements a precompiled Struct reads them (and fails cleanly if the
+            # bytes are short); beyond, the count is checked before a format is built.
+            out.append(f"if {n} < 32:")
+            out.append(f"    {target} = list({arr}[{n}].unpack_from({b}, {p}))")
+            out.append("else:")
+            out.extend("    " + line for line in check)
+            out.append(f"    {target} = list(_unpack_from('>%d{code}' % {n}, {b}, {p}))")
             out.append(f"{p} += {n} * {size}")
         elif element == "uuid":
             out.append(
-                f"{target} = [_UUID(bytes=bytes({b}[{p} + 16 * i:{p} + 16 * i + 16])) for i in range({n})]"
+                f"{target} = [_UUID(bytes=bytes({b}[{p} + 16 * i:{p} + 16 * i + 16]))"
+                f" for i in range({n})]"
             )
             out.append(f"{p} += {n} * 16")
         else:
@@ -662,51 +716,61 @@ class _Generator:
             out.append(f"    {item}, {p} = {reader}")
             out.append(f"    {target}.append({item})")
 
-    def _decode_tagged_section(self, out: list[str], tagged: list[Field]) -> None:
-        count = self._var("ntag")
-        out.append(f"{count} = buf[pos]")
-        out.append(f"if {count} < 0x80:")
-        out.append("    pos += 1")
-        out.append("else:")
-        out.append(f"    {count}, pos = _ruv(buf, pos)")
-        if tagged:
-            out.append("kw = {}")
-        out.append(f"if {count}:")
+    def _decode_tagged_section(
+        self,
+        out: list[str],
+        info: _StructInfo,
+        tagged: list[Field],
+        prefix: str,
+        b: str,
+        p: str,
+        e: str,
+    ) -> None:
+        """The tagged-field section: known tags decoded, unknown tags skipped."""
+        count, tag, size, stop = (self._var(x) for x in ("ntag", "tag", "size", "stop"))
+        tb, tp, te = (self._var(x) for x in ("tb", "tp", "te"))
+        out.append(f"if {b}[{p}]:")
         body: list[str] = []
-        body.append(f"if {count} > end - pos:")
+        body.append(f"{count}, {p} = _ruv({b}, {p})")
+        body.append(f"if {count} > {e} - {p}:")
         body.append(
-            f"    raise _IL('%d tagged fields cannot fit in %d bytes' % ({count}, end - pos))"
+            f"    raise _IL('%d tagged fields cannot fit in %d bytes' % ({count}, {e} - {p}))"
         )
         body.append(f"for _ in range({count}):")
         loop: list[str] = []
-        loop.append("tag, pos = _ruv(buf, pos)")
-        loop.append("size, pos = _ruv(buf, pos)")
-        loop.append("stop = pos + size")
-        loop.append("if stop > end:")
+        loop.append(f"{tag}, {p} = _ruv({b}, {p})")
+        loop.append(f"{size}, {p} = _ruv({b}, {p})")
+        loop.append(f"{stop} = {p} + {size}")
+        loop.append(f"if {stop} > {e}:")
         loop.append(
-            "    raise _BU('tagged field %d: %d bytes claimed, %d left' % (tag, size, end - pos))"
+            f"    raise _BU('tagged field %d: %d bytes claimed, %d left'"
+            f" % ({tag}, {size}, {e} - {p}))"
         )
         first = True
         for f in tagged:
-            loop.append(f"{'if' if first else 'elif'} tag == {f.tag}:")
+            loop.append(f"{'if' if first else 'elif'} {tag} == {f.tag}:")
             first = False
-            sub: list[str] = []
-            sub.append("tb = buf[pos:stop]")
-            sub.append("tp = 0")
-            sub.append("te = stop - pos")
-            value = self._var("tv")
-            self._decode_field(sub, f, value, "tb", "tp", "te", 2)
-            sub.append(f"kw[{f.name!r}] = {value}")
+            sub: list[str] = [f"{tb} = {b}[{p}:{stop}]", f"{tp} = 0", f"{te} = {stop} - {p}"]
+            self._decode_field(sub, f, f"{prefix}{f.name}", tb, tp, te)
             loop.extend("    " + line for line in sub)
-        loop.append("pos = stop")
+        loop.append(f"{p} = {stop}")
         body.extend("    " + line for line in loop)
         out.extend("    " + line for line in body)
+        out.append("else:")
+        out.append(f"    {p} += 1")
 
     # -- encoders ----------------------------------------------------------------------------
 
     def _encoder(self, info: _StructInfo) -> str:
         lines = [f"def {self.encoder_name(info)}(w, o, ext):"]
         body: list[str] = []
+        self._encode_struct(body, info, "o", "w", "ext")
+        if not body:
+            body.append("pass")
+        lines.extend("    " + line for line in body)
+        return "\n".join(lines)
+
+    def _encode_struct(self, out: list[str], info: _StructInfo, obj: str, w: str, ext: str) -> None:
         regular = self._regular(info.fields)
         i = 0
         while i < len(regular):
@@ -719,20 +783,17 @@ class _Generator:
                 fmt = "".join(self._fixed_of(g)[0] for g in group)
                 s = self._struct(fmt)
                 args = ", ".join(
-                    f"o.{g.name}.bytes" if g.type == "uuid" else f"o.{g.name}" for g in group
+                    f"{obj}.{g.name}.bytes" if g.type == "uuid" else f"{obj}.{g.name}"
+                    for g in group
                 )
-                body.append(f"w += {s}.pack({args})")
+                out.append(f"{w} += {s}.pack({args})")
             else:
                 value = self._var("v")
-                body.append(f"{value} = o.{f.name}")
-                self._encode_field(body, f, value, "w", "ext")
+                out.append(f"{value} = {obj}.{f.name}")
+                self._encode_field(out, f, value, w, ext)
             i += 1
         if self.flexible:
-            self._encode_tagged_section(body, info)
-        if not body:
-            body.append("pass")
-        lines.extend("    " + line for line in body)
-        return "\n".join(lines)
+            self._encode_tagged_section(out, info, obj, w)
 
     def _write_length(self, out: list[str], w: str, n: str, wide: bool) -> None:
         if self.flexible:
@@ -769,18 +830,19 @@ class _Generator:
             if f.is_struct and not f.is_array:
                 out.append(f"    {w} += b'\\xff'")
             else:
-                self._write_null_indented(out, w, wide)
+                tmp: list[str] = []
+                self._write_null(tmp, w, wide)
+                out.extend("    " + line for line in tmp)
             out.append("else:")
         if f.is_array:
             n = self._var("n")
             inner.append(f"{n} = len({v})")
             self._write_length(inner, w, n, wide=True)
-            self._encode_array_items(inner, f, v, w, ext)
+            self._encode_array_items(inner, f, v, n, w, ext)
         elif f.is_struct:
-            child = self.message._by_field[id(f)]
             if nullable:
                 inner.append(f"{w}.append(1)")
-            inner.append(f"{self.encoder_name(child)}({w}, {v}, {ext})")
+            self._encode_struct(inner, self._child(f), v, w, ext)
         elif f.type == "string":
             data = self._var("s")
             n = self._var("n")
@@ -812,63 +874,80 @@ class _Generator:
         else:
             out.extend(inner)
 
-    def _write_null_indented(self, out: list[str], w: str, wide: bool) -> None:
-        tmp: list[str] = []
-        self._write_null(tmp, w, wide)
-        out.extend("    " + line for line in tmp)
-
-    def _encode_array_items(self, out: list[str], f: Field, v: str, w: str, ext: str) -> None:
+    def _encode_array_items(
+        self, out: list[str], f: Field, v: str, n: str, w: str, ext: str
+    ) -> None:
         element = f.element_type
         item = self._var("it")
         if f.is_struct:
-            child = self.message._by_field[id(f)]
             out.append(f"for {item} in {v}:")
-            out.append(f"    {self.encoder_name(child)}({w}, {item}, {ext})")
+            inner: list[str] = []
+            self._encode_struct(inner, self._child(f), item, w, ext)
+            if not inner:
+                inner.append("pass")
+            out.extend("    " + line for line in inner)
         elif element in t.FIXED_FORMATS and element != "uuid":
             code = t.FIXED_FORMATS[element][0]
-            out.append(f"{w} += _pack('>%d{code}' % len({v}), *{v})")
+            arr = self._array_struct(code)
+            out.append(f"if {n} < 32:")
+            out.append(f"    {w} += {arr}[{n}].pack(*{v})")
+            out.append("else:")
+            out.append(f"    {w} += _pack('>%d{code}' % {n}, *{v})")
         elif element == "uuid":
             out.append(f"for {item} in {v}:")
             out.append(f"    {w} += {item}.bytes")
-        elif element == "string":
+        elif element in ("string", "bytes"):
+            writer = "_write_string" if element == "string" else "_write_bytes"
             out.append(f"for {item} in {v}:")
             out.append(f"    if {item} is None:")
             out.append(f"        raise _EE('{f.name}: null element')")
-            out.append(f"    _write_string({w}, {item}, compact={self.flexible})")
-        elif element == "bytes":
-            out.append(f"for {item} in {v}:")
-            out.append(f"    if {item} is None:")
-            out.append(f"        raise _EE('{f.name}: null element')")
-            out.append(f"    _write_bytes({w}, {item}, compact={self.flexible})")
+            out.append(f"    {writer}({w}, {item}, compact={self.flexible})")
         else:
             raise ValueError(f"{f.name}: arrays of {element} are not supported")
 
-    def _encode_tagged_section(self, out: list[str], info: _StructInfo) -> None:
+    def _differs_from_default(self, f: Field, v: str, default: Any) -> str:
+        """A cheap test that ``v`` is not ``default``: field by field for flat structs, since
+        a dataclass ``!=`` builds two tuples per call."""
+        if f.is_struct and not f.is_array and default is not None:
+            child = self._child(f)
+            flat = all(not g.is_struct and not g.is_array for g in child.fields)
+            if flat:
+                tests = [f"{v} is None"]
+                for g in child.fields:
+                    tests.append(f"{v}.{g.name} != {self._const(getattr(default, g.name))}")
+                return " or ".join(tests)
+        if type(default) in (bool, int) or default is None:
+            return f"{v} != {default!r}"
+        return f"{v} != {self._const(default)}"
+
+    def _encode_tagged_section(self, out: list[str], info: _StructInfo, obj: str, w: str) -> None:
         tagged = self._tagged(info.fields)
         if not tagged:
-            out.append("w.append(0)")
+            out.append(f"{w}.append(0)")
             return
-        out.append("tg = []")
+        tags = self._var("tg")
+        out.append(f"{tags} = []")
         for f in tagged:
             kind, default = self.message._default_of(f)
             if kind == "factory":
                 default = default()
-            d = self._const(default)
             v = self._var("v")
-            out.append(f"{v} = o.{f.name}")
-            out.append(f"if {v} != {d}:")
-            sub: list[str] = ["tw = bytearray()"]
-            self._encode_field(sub, f, v, "tw", "None")
-            sub.append(f"tg.append(({f.tag}, tw))")
+            tw = self._var("tw")
+            out.append(f"{v} = {obj}.{f.name}")
+            out.append(f"if {self._differs_from_default(f, v, default)}:")
+            sub: list[str] = [f"{tw} = bytearray()"]
+            self._encode_field(sub, f, v, tw, "None")
+            sub.append(f"{tags}.append(({f.tag}, {tw}))")
             out.extend("    " + line for line in sub)
-        out.append("if tg:")
-        out.append("    w += _uvb(len(tg))")
-        out.append("    for tag, tw in tg:")
-        out.append("        w += _uvb(tag)")
-        out.append("        w += _uvb(len(tw))")
-        out.append("        w += tw")
+        tag, tw = self._var("tag"), self._var("tw")
+        out.append(f"if {tags}:")
+        out.append(f"    {w} += _uvb(len({tags}))")
+        out.append(f"    for {tag}, {tw} in {tags}:")
+        out.append(f"        {w} += _uvb({tag})")
+        out.append(f"        {w} += _uvb(len({tw}))")
+        out.append(f"        {w} += {tw}")
         out.append("else:")
-        out.append("    w.append(0)")
+        out.append(f"    {w}.append(0)")
 
 
 _CACHE: dict[int, tuple[MessageSpec, CompiledMessage]] = {}
