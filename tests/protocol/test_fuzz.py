@@ -113,3 +113,22 @@ def test_huge_array_count_is_refused_without_allocating() -> None:
     body = struct.pack(">iihh", 0, 1, 0, 1) + b"t" + struct.pack(">ihii", 1, 0, 0, 1)
     with pytest.raises(InvalidLength):
         response.decode(body + b"\x7f\xff\xff\xff" + b"\x00" * 8, 0)
+
+
+GOLDEN_FRAMES = [path.read_bytes() for path in sorted(fuzzing.GOLDEN.glob("*/*.bin"))]
+
+
+@settings(max_examples=300)
+@given(
+    st.sampled_from(GOLDEN_FRAMES),
+    st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), min_size=1, max_size=4),
+    st.integers(0, 200),
+)
+def test_mutated_golden_frames(frame: bytes, edits: list[tuple[int, int]], cut: int) -> None:
+    data = bytearray(frame)
+    for at, value in edits:
+        data[at % len(data)] = value
+    try:
+        api.decode_request(bytes(data[: len(data) - cut % 8]))
+    except ProtocolDecodeError:
+        pass
