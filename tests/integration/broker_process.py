@@ -100,15 +100,19 @@ class BrokerProcess:
             cmd += ["--set", setting]
         return cmd + self.extra_args
 
-    def start(self, *, timeout: float = START_TIMEOUT_S) -> None:
-        """Start the process and return once it printed its ready line."""
+    def start(self, *, timeout: float = START_TIMEOUT_S, port_fallback: bool = True) -> None:
+        """Start the process and return once it printed its ready line.
+
+        The port is ``self.port`` (0 on the first start: any free port); if that fails and
+        ``port_fallback`` is set, any free port is taken instead.
+        """
         assert not self.is_alive(), "broker already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         wanted_port = self.port
         try:
             self._spawn(wanted_port, timeout)
         except BrokerStartError:
-            if wanted_port == 0:
+            if wanted_port == 0 or not port_fallback:
                 raise
             # The old port may be held by another process by now: take any free one.
             self._spawn(0, timeout)

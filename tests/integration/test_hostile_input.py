@@ -276,3 +276,57 @@ async def test_oversized_request_closes_the_connection(broker: BrokerProcess) ->
     finally:
         writer.close()
     assert broker.is_alive()
+
+
+async def test_pipelined_requests_are_answered_in_order(broker: BrokerProcess) -> None:
+    """Many requests in one write, different APIs: responses come back in request order."""
+    reader, writer = await asyncio.open_connection(broker.host, broker.port)
+    try:
+        requests = []
+        for correlation_id in range(1, 301):
+            if correlation_id % 3 == 0:
+                # Metadata v1, no topics (an empty, non-null array): brokers and controller.
+                requests.append(
+                    frame(
+                        request_header(3, 1, correlation_id, flexible=False) + b"\x00\x00\x00\x00"
+                    )
+                )
+            else:
+                requests.append(frame(request_header(18, 0, correlation_id, flexible=False)))
+        writer.write(b"".join(requests))
+        await writer.drain()
+        seen = []
+        for _ in range(300):
+            body = await read_frame(reader)
+            (correlation_id,) = struct.unpack_from(">i", body)
+            seen.append(correlation_id)
+        assert seen == list(range(1, 301))
+    finally:
+        writer.close()
+
+
+async def test_many_connections_at_once(broker: BrokerProcess) -> None:
+    """Hundreds of open connections, each answered; none refused or starved."""
+    count = 400
+    conns = await asyncio.gather(
+        *(
+            asyncio.wait_for(asyncio.open_connection(broker.host, broker.port), CLIENT_TIMEOUT_S)
+            for _ in range(count)
+        )
+    )
+    try:
+        for index, (_, writer) in enumerate(conns):
+            writer.write(frame(request_header(18, 0, index, flexible=False)))
+
+        async def answer(index: int, reader: asyncio.StreamReader) -> int:
+            body = await read_frame(reader)
+            correlation_id, error_code = struct.unpack_from(">ih", body)
+            assert error_code == 0
+            return int(correlation_id)
+
+        got = await asyncio.gather(*(answer(i, r) for i, (r, _) in enumerate(conns)))
+        assert got == list(range(count))
+    finally:
+        for _, writer in conns:
+            writer.close()
+    assert broker.is_alive()
