@@ -16,11 +16,20 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free right now (another process could take it before we use it; rare)."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
 
 READY_PATTERN = re.compile(r"^josefk: listening on PLAINTEXT://(?P<host>[^:\s]+):(?P<port>\d+)\s*$")
 
@@ -57,12 +66,14 @@ class BrokerProcess:
         settings: Sequence[str] = (),
         extra_args: Sequence[str] = (),
         host: str = "127.0.0.1",
+        metrics_port: int = 0,
     ) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
         self.settings = list(settings)
         self.extra_args = list(extra_args)
         self.host = host
+        self.metrics_port = metrics_port
         self.port = 0
         self.starts = 0
         self.last_exit_code: int | None = None
@@ -94,7 +105,7 @@ class BrokerProcess:
             "--data-dir",
             str(self.data_dir),
             "--metrics-port",
-            "0",
+            str(self.metrics_port),
         ]
         for setting in self.settings:
             cmd += ["--set", setting]

@@ -1,0 +1,87 @@
+"""The broker's Prometheus endpoint as a scraper sees it, after real client traffic."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from broker_process import BrokerProcess, free_port
+from client_helpers import (
+    assert_delivered,
+    ck_consume,
+    ck_create_topic,
+    ck_produce,
+    make_messages,
+    unique_topic,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def metered_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    base = tmp_path_factory.mktemp("josefk-metrics")
+    broker = BrokerProcess(base / "data", base / "metrics.stderr.log", metrics_port=free_port())
+    try:
+        broker.start()
+        yield broker
+        broker.stop()
+    finally:
+        broker.close()
+
+
+def scrape(broker: BrokerProcess) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    url = f"http://{broker.host}:{broker.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=20) as response:
+        assert response.status == 200
+        text = response.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def value(
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
+) -> float:
+    key = (name, tuple(sorted(labels.items())))
+    assert key in samples, (
+        f"no sample {name}{labels}; have e.g. {[k for k in samples if k[0] == name][:5]}"
+    )
+    return samples[key]
+
+
+def test_topic_and_partition_metrics_follow_traffic(metered_broker: BrokerProcess) -> None:
+    topic = unique_topic("metrics")
+    ck_create_topic(metered_broker.bootstrap, topic, config={"max.message.bytes": "20000"})
+    sent = make_messages(120, value_size=200)
+    assert_delivered(ck_produce(metered_broker.bootstrap, topic, sent, batch_num_messages=40))
+    ck_consume(metered_broker.bootstrap, topic, count=120)
+    (rejected,) = ck_produce(
+        metered_broker.bootstrap, topic, make_messages(1, value_size=50_000), retries=0
+    )
+    assert rejected.error is not None
+
+    samples = scrape(metered_broker)
+    assert value(samples, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 120
+    assert value(samples, "kafka_server_brokertopicmetrics_bytesin_total", topic=topic) > 120 * 200
+    assert value(samples, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic) > 120 * 200
+    assert (
+        value(samples, "kafka_server_brokertopicmetrics_bytesrejected_total", topic=topic) > 50_000
+    )
+    partition = {"topic": topic, "partition": "0"}
+    assert value(samples, "kafka_log_log_logendoffset", **partition) == 120
+    assert value(samples, "kafka_log_log_highwatermark", **partition) == 120
+    assert value(samples, "kafka_log_log_logstartoffset", **partition) == 0
+    assert value(samples, "kafka_log_log_numlogsegments", **partition) == 1
+    assert value(samples, "kafka_log_log_size", **partition) > 120 * 200
+    produce_requests = sum(
+        v
+        for (name, labels), v in samples.items()
+        if name == "kafka_network_requestmetrics_requests_total"
+        and ("request", "Produce") in labels
+    )
+    assert produce_requests >= 4
