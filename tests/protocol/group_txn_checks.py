@@ -301,17 +301,41 @@ def _signed32(value: int) -> int:
 # -- aiokafka -----------------------------------------------------------------------------------
 
 
-def aiokafka_classes() -> dict[str, Any]:
-    """Lower-cased ``<name><kind>_v<n>`` -> aiokafka's struct class."""
-    from aiokafka.protocol.struct import Struct
-
+def positional_classes(package: str, modules: tuple[str, ...]) -> dict[str, Any]:
+    """Lower-cased ``<name><kind>_v<n>`` -> hand-written struct class (aiokafka's, or
+    kafka-python's pre-3.0 classes kept under ``kafka.protocol.old``)."""
     found: dict[str, Any] = {}
-    for module_name in ("group", "commit", "coordination", "transaction", "admin"):
-        module = importlib.import_module(f"aiokafka.protocol.{module_name}")
+    for module_name in modules:
+        module = importlib.import_module(f"{package}.{module_name}")
         for name, value in vars(module).items():
-            if isinstance(value, type) and issubclass(value, Struct) and "_v" in name:
+            if isinstance(value, type) and re.search(r"_v\d+$", name) and hasattr(value, "SCHEMA"):
                 found.setdefault(name.lower(), value)
     return found
+
+
+def aiokafka_classes() -> dict[str, Any]:
+    return positional_classes(
+        "aiokafka.protocol", ("group", "commit", "coordination", "transaction", "admin")
+    )
+
+
+def kafka_python_old_classes() -> dict[str, Any]:
+    return positional_classes(
+        "kafka.protocol.old",
+        (
+            "group",
+            "commit",
+            "find_coordinator",
+            "sasl_handshake",
+            "sasl_authenticate",
+            "init_producer_id",
+            "add_partitions_to_txn",
+            "add_offsets_to_txn",
+            "end_txn",
+            "txn_offset_commit",
+            "admin",
+        ),
+    )
 
 
 def to_positional(
@@ -357,14 +381,75 @@ def cross_check_kafka_python(compiled: Any, kp_cls: Any, obj: Any, version: int)
     assert ours == theirs, f"v{version}: our bytes differ from kafka-python's"
 
 
-def cross_check_aiokafka(compiled: Any, aio_cls: Any, obj: Any, version: int) -> None:
+def cross_check_positional(compiled: Any, their_cls: Any, obj: Any, version: int) -> None:
+    """As ``cross_check_kafka_python``, for classes built from positional nested tuples."""
     fields = compiled.spec.fields
     plain = to_plain(obj, fields, version)
     positional = to_positional(plain, fields, version)
     ours = compiled.encode(obj, version)
-    theirs = bytes(aio_cls(*positional).encode())
-    decoded = aio_cls.decode(ours)
-    values = tuple(decoded.get_item(name) for name in aio_cls.SCHEMA.names)
+    schema = their_cls.SCHEMA
+    theirs = bytes(their_cls(*_adapt(positional, schema, to_theirs=True)).encode())
+    decoded = their_cls.decode(ours)
+    values = tuple(decoded.get_item(name) for name in schema.names)
+    values = _adapt(values, schema, to_theirs=False)
     assert normalise_positional(values) == normalise_positional(positional)
     assert to_plain(compiled.decode(theirs, version), fields, version) == plain
-    assert ours == theirs, f"v{version}: our bytes differ from aiokafka's"
+    assert ours == theirs, f"v{version}: our bytes differ from {their_cls.__module__}'s"
+
+
+def reference_cases(specs: list[MessageSpec]) -> list[Any]:
+    """One pytest param per (reference library, message, version) that both sides implement."""
+    import pytest
+
+    libraries = [
+        ("kp", kafka_python_classes(), "json"),
+        ("kp-old", kafka_python_old_classes(), "positional"),
+        ("aio", aiokafka_classes(), "positional"),
+    ]
+    cases = []
+    for spec in specs:
+        top = spec.valid_versions.high
+        assert top is not None
+        for version in range(spec.valid_versions.low, top + 1):
+            tag = f"{spec.class_name}-v{version}"
+            for prefix, classes, style in libraries:
+                if style == "json":
+                    cls = classes.get(spec.class_name)
+                    if cls is None or version not in kp_versions(cls):
+                        continue
+                else:
+                    cls = classes.get(f"{spec.class_name}_v{version}".lower())
+                    if cls is None:
+                        continue
+                cases.append(pytest.param(style, spec, version, cls, id=f"{prefix}-{tag}"))
+    return cases
+
+
+def run_reference_case(style: str, spec: MessageSpec, version: int, cls: Any, data: Any) -> None:
+    import pytest
+
+    compiler = pytest.importorskip("josefk.protocol.compiler")
+    compiled = compiler.compile_message(spec)
+    obj = data.draw(value_strategy(compiled, spec.fields, compiled.cls, version))
+    if style == "json":
+        cross_check_kafka_python(compiled, cls, obj, version)
+    else:
+        cross_check_positional(compiled, cls, obj, version)
+
+
+def _adapt(value: Any, kind: Any, *, to_theirs: bool) -> Any:
+    """kafka-python's old classes read authorized operations as a set of bits (None for
+    INT32_MIN); the wire holds the int32 josefk keeps."""
+    if getattr(kind, "__name__", "") == "BitField":
+        if to_theirs:
+            return None if value == INT32_MIN else {b for b in range(32) if value >> b & 1}
+        return INT32_MIN if value is None else _signed32(sum(1 << b for b in value))
+    if value is None:
+        return None
+    if hasattr(kind, "names") and hasattr(kind, "fields"):
+        return tuple(
+            _adapt(v, k, to_theirs=to_theirs) for v, k in zip(value, kind.fields, strict=True)
+        )
+    if hasattr(kind, "array_of"):
+        return [_adapt(v, kind.array_of, to_theirs=to_theirs) for v in value]
+    return value

@@ -17,14 +17,10 @@ from hypothesis import strategies as st
 from josefk.protocol.messages import all_specs
 from josefk.protocol.schema import MessageSpec, array, field, request
 from tests.protocol.group_txn_checks import (
-    aiokafka_classes,
     check_declaration,
     check_pair,
-    cross_check_aiokafka,
-    cross_check_kafka_python,
-    kafka_python_classes,
-    kp_versions,
-    value_strategy,
+    reference_cases,
+    run_reference_case,
 )
 
 # module -> (api key, valid versions, flexible versions), as a Kafka 4.x broker accepts them
@@ -187,54 +183,16 @@ def test_nullability_and_defaults() -> None:
 # -- against kafka-python and aiokafka ----------------------------------------------------------
 
 
-def _cases(names: list[str]) -> list[Any]:
-    kp = kafka_python_classes()
-    aio = aiokafka_classes()
-    cases = []
-    for name in names:
-        mod = module(name)
-        for spec in (mod.REQUEST, mod.RESPONSE):
-            kp_cls = kp.get(spec.class_name)
-            top = spec.valid_versions.high
-            assert top is not None
-            for version in range(spec.valid_versions.low, top + 1):
-                if kp_cls is not None and version in kp_versions(kp_cls):
-                    cases.append(
-                        pytest.param(
-                            "kafka-python",
-                            spec,
-                            version,
-                            kp_cls,
-                            id=f"kp-{spec.class_name}-v{version}",
-                        )
-                    )
-                aio_cls = aio.get(f"{spec.class_name}_v{version}".lower())
-                if aio_cls is not None:
-                    cases.append(
-                        pytest.param(
-                            "aiokafka",
-                            spec,
-                            version,
-                            aio_cls,
-                            id=f"aio-{spec.class_name}-v{version}",
-                        )
-                    )
-    return cases
+CASES = reference_cases(
+    [spec for name in sorted(VERSIONS) for spec in (module(name).REQUEST, module(name).RESPONSE)]
+)
 
 
-CASES = _cases(sorted(VERSIONS))
-
-
-@pytest.mark.parametrize(("library", "spec", "version", "their_cls"), CASES)
+@pytest.mark.parametrize(("style", "spec", "version", "their_cls"), CASES)
 @settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_same_bytes_as_reference_clients(
-    library: str, spec: MessageSpec, version: int, their_cls: Any, data: st.DataObject
+    style: str, spec: MessageSpec, version: int, their_cls: Any, data: st.DataObject
 ) -> None:
-    compiler = pytest.importorskip("josefk.protocol.compiler")
-    compiled = compiler.compile_message(spec)
-    obj = data.draw(value_strategy(compiled, spec.fields, compiled.cls, version))
-    if library == "kafka-python":
-        cross_check_kafka_python(compiled, their_cls, obj, version)
-    else:
-        cross_check_aiokafka(compiled, their_cls, obj, version)
+    """kafka-python (both its JSON-driven and its older hand-written classes) and aiokafka."""
+    run_reference_case(style, spec, version, their_cls, data)
