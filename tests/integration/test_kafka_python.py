@@ -25,11 +25,7 @@ from client_helpers import (
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
 
-pytestmark = [
-    pytest.mark.timeout(120),
-    # kafka-python's own use of importlib.resources, not ours.
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-]
+pytestmark = pytest.mark.timeout(120)
 
 TIMEOUT_S = 20.0
 TIMEOUT_MS = int(TIMEOUT_S * 1000)
