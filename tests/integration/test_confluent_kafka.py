@@ -304,6 +304,12 @@ def test_consume_from_an_offset(broker: BrokerProcess) -> None:
     got = ck_consume(broker.bootstrap, topic, offset=23, count=27)
     assert [m.offset() for m in got] == list(range(23, 50))
     assert_same_messages([from_confluent(m) for m in got], sent[23:])
+    # librdkafka defaults to read_committed (reads up to the LSO); read_uncommitted reads to
+    # the HW. Without transactions both see the same records.
+    uncommitted = ck_consume(
+        broker.bootstrap, topic, offset=23, count=27, isolation_level="read_uncommitted"
+    )
+    assert_same_messages([from_confluent(m) for m in uncommitted], sent[23:])
 
 
 def test_consume_from_a_timestamp(broker: BrokerProcess) -> None:
@@ -502,3 +508,38 @@ def test_one_consumer_reads_several_partitions(broker: BrokerProcess) -> None:
         consumer.close()
     for p in range(3):
         assert_same_messages(got[p], sent[p])
+
+
+def test_many_segments_read_across_boundaries(broker: BrokerProcess) -> None:
+    """Enough data for several 1 MiB segments: reads, time lookups and DeleteRecords cross
+    segment boundaries the way they do in a long-lived log."""
+    topic = unique_topic("ck-segments")
+    ck_create_topic(broker.bootstrap, topic, config={"segment.bytes": "1048576"})
+    count = 30_000
+    sent = make_messages(count, tag="seg", value_size=250, headers=False, timestamp_step=10)
+    assert_delivered(
+        ck_produce(broker.bootstrap, topic, sent, compression_type="none", batch_num_messages=500)
+    )
+    assert ck_watermarks(broker.bootstrap, topic) == (0, count)
+    segments = sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
+    assert len(segments) >= 7, [p.name for p in segments]
+    got = ck_consume(broker.bootstrap, topic, count=count, timeout=60)
+    assert [m.offset() for m in got] == list(range(count))
+    assert_same_messages([from_confluent(m) for m in got], sent)
+    # From the middle of a later segment.
+    middle = ck_consume(broker.bootstrap, topic, offset=17_345, count=100)
+    assert_same_messages([from_confluent(m) for m in middle], sent[17_345:17_445])
+    consumer = ck_consumer(broker.bootstrap)
+    try:
+        (found,) = consumer.offsets_for_times(
+            [TopicPartition(topic, 0, BASE_TIMESTAMP_MS + 23_456 * 10 - 5)], timeout=T
+        )
+        assert found.offset == 23_456
+    finally:
+        consumer.close()
+    admin = ck_admin(broker.bootstrap)
+    futures = admin.delete_records([TopicPartition(topic, 0, 20_001)], request_timeout=T)
+    next(iter(futures.values())).result(timeout=T)
+    assert ck_watermarks(broker.bootstrap, topic) == (20_001, count)
+    tail = ck_consume(broker.bootstrap, topic, count=count - 20_001, timeout=60)
+    assert tail[0].offset() == 20_001

@@ -18,6 +18,7 @@ from client_helpers import (
     assert_same_messages,
     ck_consume,
     ck_create_topic,
+    ck_produce,
     from_confluent,
     make_messages,
     unique_topic,
@@ -191,5 +192,40 @@ def test_seek_to_offset_and_timestamp(broker: BrokerProcess) -> None:
         assert found.timestamp == BASE_TIMESTAMP_MS + 21_000
         assert consumer.beginning_offsets([tp]) == {tp: 0}
         assert consumer.end_offsets([tp]) == {tp: 40}
+    finally:
+        consumer.close()
+
+
+def test_incremental_fetch_sessions_across_partitions(broker: BrokerProcess) -> None:
+    """kafka-python uses KIP-227 fetch sessions: partitions with new data appear in
+    incremental fetches while the others stay in the session; nothing is lost or repeated."""
+    topic = unique_topic("kp-sessions")
+    ck_create_topic(broker.bootstrap, topic, partitions=3)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=200,
+        request_timeout_ms=TIMEOUT_MS + 5000,
+    )
+    expected: dict[int, list[TestMessage]] = {0: [], 1: [], 2: []}
+    got: dict[int, list[TestMessage]] = {0: [], 1: [], 2: []}
+    try:
+        tps = [TopicPartition(topic, p) for p in range(3)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        for round_ in range(9):
+            partition = (round_ * 2) % 3
+            batch = make_messages(10, tag=f"r{round_}", base_timestamp=BASE_TIMESTAMP_MS + round_)
+            ck_produce(broker.bootstrap, topic, batch, partition=partition)
+            expected[partition] += batch
+            deadline = time.monotonic() + TIMEOUT_S
+            while got != expected and time.monotonic() < deadline:
+                for tp, records in consumer.poll(timeout_ms=500).items():
+                    got[tp.partition] += [
+                        TestMessage(r.key, r.value, tuple(r.headers), r.timestamp) for r in records
+                    ]
+            for p in range(3):
+                assert_same_messages(got[p], expected[p])
     finally:
         consumer.close()
