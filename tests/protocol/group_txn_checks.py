@@ -453,3 +453,94 @@ def _adapt(value: Any, kind: Any, *, to_theirs: bool) -> Any:
     if hasattr(kind, "array_of"):
         return [_adapt(v, kind.array_of, to_theirs=to_theirs) for v in value]
     return value
+
+
+# -- declaration against kafka-python's schema ---------------------------------------------------
+
+
+def _kp_in(rng: tuple[int, int] | None, version: int) -> bool:
+    return rng is not None and rng[0] <= version <= rng[1]
+
+
+def _kp_default(kp_field: Any) -> Any:
+    raw = kp_field._json.get("default")
+    if raw is None:
+        return MISSING
+    if raw == "null":
+        return None
+    if raw in ("true", "false"):
+        return raw == "true"
+    if isinstance(raw, str) and (
+        kp_field.type_str.startswith("int") or kp_field.type_str == "bitfield"
+    ):
+        return int(raw, 0)
+    return raw
+
+
+def _same_default(ours: Any, theirs: Any) -> bool:
+    zero = (0, "", False)
+    if ours is MISSING or theirs is MISSING:
+        other = theirs if ours is MISSING else ours
+        return other is MISSING or (other in zero and other is not None)
+    return bool(ours == theirs and type(ours) is type(theirs))
+
+
+def layout_differences(spec: MessageSpec, kp_cls: Any) -> list[str]:
+    """Where our declaration and kafka-python's schema (generated from Kafka's own message
+    definitions) disagree: per version, the fields on the wire in order with their type,
+    nullability and tag; and every field's default."""
+    out: list[str] = []
+
+    def ours(fields: tuple[Field, ...], v: int) -> list[Any]:
+        rows = []
+        for f in fields:
+            tagged = f.tag is not None and f.tagged_versions.contains(v)
+            if f.versions.contains(v) or tagged:
+                kind = ("[]S" if f.is_array else "S") if f.is_struct else f.type
+                sub = ours(f.fields, v) if f.is_struct else None
+                rows.append(
+                    (f.name, kind, f.nullable_versions.contains(v), f.tag if tagged else None, sub)
+                )
+        return rows
+
+    def theirs(fields: Any, v: int) -> list[Any]:
+        rows = []
+        for k in fields or ():
+            tagged = k._tag is not None and _kp_in(k._tagged_versions, v)
+            if _kp_in(k._versions, v) or tagged:
+                if k._fields:
+                    kind = "[]S" if k.is_array() else "S"
+                else:
+                    kind = "int32" if k.type_str == "bitfield" else k.type_str
+                name = {b: a for a, b in KP_NAMES.items()}.get(k.name, k.name)
+                sub = theirs(k._fields, v) if k._fields else None
+                rows.append(
+                    (name, kind, _kp_in(k._nullable_versions, v), k._tag if tagged else None, sub)
+                )
+        return rows
+
+    top = spec.valid_versions.high
+    assert top is not None
+    for v in range(spec.valid_versions.low, top + 1):
+        if v not in kp_versions(kp_cls):
+            out.append(f"v{v}: kafka-python does not know this version")
+            continue
+        if kp_cls.flexible_version_q(v) != spec.flexible_versions.contains(v):
+            out.append(f"v{v}: flexibility differs")
+        a, b = ours(spec.fields, v), theirs(kp_cls._struct._fields, v)
+        if a != b:
+            out.append(f"v{v}: ours {a} != kafka-python {b}")
+
+    def defaults(fields: tuple[Field, ...], kp_fields: Any, path: str) -> None:
+        by_name = {k.name: k for k in kp_fields or ()}
+        for f in fields:
+            k = by_name.get(KP_NAMES.get(f.name, f.name))
+            if k is None:
+                continue
+            if not f.is_struct and not _same_default(f.default, _kp_default(k)):
+                out.append(f"{path}{f.name}: default {f.default!r} != {_kp_default(k)!r}")
+            if f.is_struct:
+                defaults(f.fields, k._fields, f"{path}{f.name}.")
+
+    defaults(spec.fields, kp_cls._struct._fields, "")
+    return out

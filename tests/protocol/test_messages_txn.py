@@ -19,6 +19,8 @@ from josefk.protocol.schema import MessageSpec
 from tests.protocol.group_txn_checks import (
     check_declaration,
     check_pair,
+    kafka_python_classes,
+    layout_differences,
     reference_cases,
     run_reference_case,
 )
@@ -123,6 +125,15 @@ def test_types_and_defaults() -> None:
 CASES = reference_cases(
     [spec for name in sorted(VERSIONS) for spec in (module(name).REQUEST, module(name).RESPONSE)]
 )
+
+
+@pytest.mark.parametrize("name", sorted(VERSIONS))
+def test_declaration_matches_kafkas_message_definitions(name: str) -> None:
+    """kafka-python 3 generates its classes from Kafka's own message definitions: every
+    version's fields, types, nullability, tags and defaults must agree with ours."""
+    classes = kafka_python_classes()
+    for spec in (module(name).REQUEST, module(name).RESPONSE):
+        assert layout_differences(spec, classes[spec.class_name]) == []
 
 
 @pytest.mark.parametrize(("style", "spec", "version", "their_cls"), CASES)
