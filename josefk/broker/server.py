@@ -23,6 +23,8 @@ from pathlib import Path
 from josefk.broker.catalog import TopicCatalog
 from josefk.broker.context import BrokerContext, BrokerEndpoint
 from josefk.broker.dispatch import RequestDispatcher
+from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator
+from josefk.broker.group.store import TopicOffsetsStore
 from josefk.broker.handlers import registered_handlers
 from josefk.broker.network import ListenerSpec, SocketServer
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
@@ -63,6 +65,7 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.metrics: BrokerMetrics | None = None
+        self.group_coordinator: GroupCoordinator | None = None
 
     async def start(self) -> list[BrokerEndpoint]:
         config = self.config
@@ -122,6 +125,7 @@ class Broker:
             )
             for log_dir in log_dirs:
                 self.metrics.log_dirs.log_dir_online(str(log_dir))
+        self.group_coordinator = self._start_group_coordinator(replicas)
 
         context = BrokerContext(
             config=config,
@@ -132,6 +136,7 @@ class Broker:
             handlers=registered_handlers(),
             log_dirs=[str(d.absolute()) for d in log_dirs],
             metrics=self.metrics,
+            group_coordinator=self.group_coordinator,
         )
         self._server = SocketServer(
             RequestDispatcher(context),
@@ -182,6 +187,33 @@ class Broker:
             elif info.partitions < partitions:
                 catalog.set_partitions(topic, partitions)
 
+    def _start_group_coordinator(self, replicas: ReplicaManager) -> GroupCoordinator:
+        """Create ``__consumer_offsets`` if missing, rebuild the groups from it (before any
+        listener opens) and schedule offset retention."""
+        config = self.config
+        store = TopicOffsetsStore.ensure_topic(
+            replicas,
+            partitions=config.offsets_topic_num_partitions,
+            segment_bytes=config.offsets_topic_segment_bytes,
+        )
+        coordinator = GroupCoordinator(
+            GroupConfig.from_broker_config(config),
+            store,
+            scheduler=self._scheduler,
+            clock=self.clock,
+            probe=self.metrics.groups if self.metrics is not None else None,
+        )
+        coordinator.load()
+        coordinator.start()
+        if self.metrics is not None:
+
+            def high_watermark(topic: str, partition: int) -> int | None:
+                found = replicas.get_partition(topic, partition)
+                return None if found is None else found.log.high_watermark
+
+            self.metrics.watch_groups(lambda: coordinator.group_stats(high_watermark))
+        return coordinator
+
     def _partition_stats(self) -> list[PartitionLogStats]:
         replicas = self.replica_manager
         if replicas is None:
@@ -224,6 +256,9 @@ class Broker:
 
     async def stop(self, deadline_s: float = SHUTDOWN_DEADLINE_S) -> None:
         """Stop accepting, finish in-flight requests, then close the logs cleanly."""
+        if self.group_coordinator is not None:
+            # Parked JoinGroup/SyncGroup requests are answered now, not at their timeouts.
+            self.group_coordinator.stop()
         if self._server is not None:
             await self._server.shutdown(deadline_s)
         for task in self._background:
