@@ -1,0 +1,162 @@
+"""Where the group coordinator's records live: the ``__consumer_offsets`` topic.
+
+Owns ``OffsetsStore`` (what the coordinator needs: append keyed records to one partition,
+read a partition back from its log start offset), ``TopicOffsetsStore`` (the real one, on the
+broker's replica manager: the topic is created at start-up when missing, with
+``cleanup.policy=compact``) and ``MemoryOffsetsStore`` (for unit tests; it keeps what was
+appended so a test can restart a coordinator on it).
+
+An append goes into the partition's log before ``append`` returns (the page cache, as every
+produce), so a committed offset answered to a client survives a SIGKILL of the broker.
+
+Imports josefk.records, josefk.storage and the replica manager; must not import the protocol
+codec or the handlers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Final, Protocol
+
+from josefk.broker.replica_manager import ReplicaManager
+from josefk.records import BatchBuilder, split_batches
+from josefk.storage.offsets import FetchIsolation
+
+logger = logging.getLogger(__name__)
+
+OFFSETS_TOPIC: Final = "__consumer_offsets"
+_LOAD_CHUNK_BYTES: Final = 1 << 20
+
+KeyValue = tuple[bytes, bytes | None]
+
+
+class StoreAppendError(Exception):
+    """An append to the offsets topic failed; ``error`` is the Kafka error code to answer."""
+
+    def __init__(self, message: str, *, error: int) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class OffsetsStore(Protocol):
+    @property
+    def partition_count(self) -> int: ...
+
+    def append(self, partition: int, records: Sequence[KeyValue], timestamp: int) -> None:
+        """Write the records as one batch; raises StoreAppendError."""
+        ...
+
+    def read(self, partition: int) -> Iterator[KeyValue]:
+        """Every record of the partition from its log start offset, in offset order."""
+        ...
+
+
+def build_batch(records: Sequence[KeyValue], timestamp: int) -> bytearray:
+    builder = BatchBuilder(clock=lambda: timestamp)
+    for key, value in records:
+        builder.append(key, value, timestamp=timestamp)
+    return builder.build()
+
+
+class MemoryOffsetsStore:
+    """An offsets topic in memory; ``batches`` counts appends (one per coordinator write)."""
+
+    def __init__(self, partition_count: int = 50) -> None:
+        self._partition_count = partition_count
+        self.records: dict[int, list[KeyValue]] = {}
+        self.batches = 0
+        self.fail_with: int | None = None
+
+    @property
+    def partition_count(self) -> int:
+        return self._partition_count
+
+    def append(self, partition: int, records: Sequence[KeyValue], timestamp: int) -> None:
+        if self.fail_with is not None:
+            raise StoreAppendError("injected failure", error=self.fail_with)
+        self.records.setdefault(partition, []).extend(records)
+        self.batches += 1
+
+    def read(self, partition: int) -> Iterator[KeyValue]:
+        return iter(list(self.records.get(partition, [])))
+
+
+class TopicOffsetsStore:
+    """``__consumer_offsets`` as a topic of this broker."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+        info = replicas.catalog.get(OFFSETS_TOPIC)
+        if info is None:
+            raise LookupError(f"{OFFSETS_TOPIC} does not exist; call ensure_topic first")
+        self._partition_count = info.partitions
+
+    @staticmethod
+    def ensure_topic(
+        replicas: ReplicaManager, *, partitions: int, segment_bytes: int
+    ) -> TopicOffsetsStore:
+        """Create the topic as Kafka does (compacted, internal) unless it exists; an
+        existing topic keeps its partition count, which then decides coordinator partitions."""
+        if replicas.catalog.get(OFFSETS_TOPIC) is None:
+            replicas.create_topic(
+                OFFSETS_TOPIC,
+                partitions,
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(segment_bytes),
+                    "compression.type": "producer",
+                },
+            )
+        return TopicOffsetsStore(replicas)
+
+    @property
+    def partition_count(self) -> int:
+        return self._partition_count
+
+    def append(self, partition: int, records: Sequence[KeyValue], timestamp: int) -> None:
+        from josefk.protocol.errors import ErrorCode  # the codes only; no codec
+
+        target = self._replicas.get_partition(OFFSETS_TOPIC, partition)
+        if target is None:
+            raise StoreAppendError(
+                f"{OFFSETS_TOPIC}-{partition} is missing", error=ErrorCode.COORDINATOR_NOT_AVAILABLE
+            )
+        batch = build_batch(records, timestamp)
+        try:
+            self._replicas.append_to_leader(target, memoryview(batch))
+        except Exception as exc:
+            logger.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
+            name = type(exc).__name__
+            error = (
+                ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+                if "TooLarge" in name
+                else ErrorCode.NOT_COORDINATOR
+            )
+            raise StoreAppendError(str(exc), error=error) from exc
+
+    def read(self, partition: int) -> Iterator[KeyValue]:
+        target = self._replicas.get_partition(OFFSETS_TOPIC, partition)
+        if target is None:
+            return
+        log = target.log
+        offset = log.log_start_offset
+        while offset < log.high_watermark:
+            info = log.read(
+                offset, _LOAD_CHUNK_BYTES, FetchIsolation.HIGH_WATERMARK, min_one_message=True
+            )
+            data = info.records.read() if info.records is not None else b""
+            if not data:
+                break
+            next_offset = offset
+            for batch in split_batches(data):
+                if batch.is_control or batch.next_offset <= offset:
+                    next_offset = max(next_offset, batch.next_offset)
+                    continue
+                for record in batch.records():
+                    if record.offset >= offset and record.key is not None:
+                        yield record.key, record.value
+                next_offset = batch.next_offset
+            if next_offset <= offset:
+                break
+            offset = next_offset

@@ -1,0 +1,307 @@
+"""Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
+ListGroups, DeleteGroups.
+
+Each handler turns a request of any version into a call on the broker's GroupCoordinator and
+its answer into the response shape of that version. This broker coordinates every group (and
+answers COORDINATOR_NOT_AVAILABLE for transaction and share coordinators, which it lacks).
+
+Imports josefk.protocol and the group package; must not import the server or network layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from josefk.broker.context import RequestContext
+from josefk.broker.group.coordinator import GroupCoordinator, JoinRequest
+from josefk.broker.group.group import JoinResult
+from josefk.broker.handlers import handles
+from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.errors import ErrorCode
+
+FIND_COORDINATOR: Final = response_class(ApiKey.FIND_COORDINATOR)
+JOIN_GROUP: Final = response_class(ApiKey.JOIN_GROUP)
+SYNC_GROUP: Final = response_class(ApiKey.SYNC_GROUP)
+HEARTBEAT: Final = response_class(ApiKey.HEARTBEAT)
+LEAVE_GROUP: Final = response_class(ApiKey.LEAVE_GROUP)
+DESCRIBE_GROUPS: Final = response_class(ApiKey.DESCRIBE_GROUPS)
+LIST_GROUPS: Final = response_class(ApiKey.LIST_GROUPS)
+DELETE_GROUPS: Final = response_class(ApiKey.DELETE_GROUPS)
+
+GROUP_KEY_TYPE: Final = 0
+CLASSIC_GROUP_TYPE: Final = "classic"
+
+
+def coordinator_of(context: RequestContext) -> GroupCoordinator | None:
+    coordinator = context.broker.group_coordinator
+    return coordinator if isinstance(coordinator, GroupCoordinator) else None
+
+
+def client_host(context: RequestContext) -> str:
+    """Kafka reports the client's address as Java prints an InetAddress: ``/host``."""
+    peer = context.connection.peer
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return "/" + host.strip("[]")
+
+
+# -- FindCoordinator ----------------------------------------------------------------------
+
+
+@handles(ApiKey.FIND_COORDINATOR)
+def handle_find_coordinator(context: RequestContext, request: Any) -> Any:
+    endpoint = context.broker.endpoint_for(context.connection.listener_name)
+    broker_id = context.broker.broker_id
+    available = coordinator_of(context) is not None
+
+    def answer(key_type: int) -> tuple[ErrorCode, int, str, int]:
+        if key_type != GROUP_KEY_TYPE:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        if not available:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        return ErrorCode.NONE, broker_id, endpoint.host, endpoint.port
+
+    key_type = request.key_type
+    if key_type not in (0, 1, 2):
+        key_type = -1
+    if context.api_version >= 4:
+        coordinators = []
+        for key in request.coordinator_keys:
+            error, node, host, port = answer(key_type)
+            if key_type == GROUP_KEY_TYPE and not key:
+                error, node, host, port = ErrorCode.INVALID_REQUEST, -1, "", -1
+            coordinators.append(
+                FIND_COORDINATOR.Coordinator(
+                    key=key,
+                    node_id=node,
+                    host=host,
+                    port=port,
+                    error_code=error,
+                    error_message=error.message if error else None,
+                )
+            )
+        return FIND_COORDINATOR(coordinators=coordinators)
+    error, node, host, port = answer(key_type)
+    return FIND_COORDINATOR(
+        error_code=error,
+        error_message=error.message if error else None,
+        node_id=node,
+        host=host,
+        port=port,
+    )
+
+
+# -- JoinGroup ----------------------------------------------------------------------------
+
+
+def _join_response(result: JoinResult, version: int) -> Any:
+    protocol_name = result.protocol_name
+    if protocol_name is None and version < 7:
+        protocol_name = ""
+    return JOIN_GROUP(
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader_id,
+        skip_assignment=result.skip_assignment and version >= 9,
+        member_id=result.member_id,
+        members=[
+            JOIN_GROUP.JoinGroupResponseMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+            )
+            for m in result.members
+        ],
+    )
+
+
+@handles(ApiKey.JOIN_GROUP)
+async def handle_join_group(context: RequestContext, request: Any) -> Any:
+    version = context.api_version
+    coordinator = coordinator_of(context)
+    if coordinator is None:
+        return _join_response(
+            JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id), version
+        )
+    rebalance_timeout = request.rebalance_timeout_ms if version >= 1 else -1
+    if rebalance_timeout < 0:
+        rebalance_timeout = request.session_timeout_ms
+    join = JoinRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if version >= 5 else None,
+        client_id=context.header.client_id or "",
+        client_host=client_host(context),
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout,
+        protocol_type=request.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+    )
+    result = await coordinator.join_group(join)
+    return _join_response(result, version)
+
+
+# -- SyncGroup ----------------------------------------------------------------------------
+
+
+@handles(ApiKey.SYNC_GROUP)
+async def handle_sync_group(context: RequestContext, request: Any) -> Any:
+    version = context.api_version
+    coordinator = coordinator_of(context)
+    if coordinator is None:
+        return SYNC_GROUP(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, assignment=b"")
+    future = coordinator.sync_group(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        request.group_instance_id if version >= 3 else None,
+        {a.member_id: bytes(a.assignment) for a in request.assignments},
+        protocol_type=request.protocol_type if version >= 5 else None,
+        protocol_name=request.protocol_name if version >= 5 else None,
+    )
+    result = await future
+    return SYNC_GROUP(
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+# -- Heartbeat, LeaveGroup ----------------------------------------------------------------
+
+
+@handles(ApiKey.HEARTBEAT)
+def handle_heartbeat(context: RequestContext, request: Any) -> Any:
+    coordinator = coordinator_of(context)
+    if coordinator is None:
+        return HEARTBEAT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    error = coordinator.heartbeat(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        request.group_instance_id if context.api_version >= 3 else None,
+    )
+    return HEARTBEAT(error_code=error)
+
+
+@handles(ApiKey.LEAVE_GROUP)
+def handle_leave_group(context: RequestContext, request: Any) -> Any:
+    version = context.api_version
+    coordinator = coordinator_of(context)
+    if version >= 3:
+        identities = [(m.member_id, m.group_instance_id) for m in request.members]
+    else:
+        identities = [(request.member_id, None)]
+    if coordinator is None:
+        top, errors = ErrorCode.COORDINATOR_NOT_AVAILABLE, [ErrorCode.NONE] * len(identities)
+    else:
+        top, errors = coordinator.leave_group(request.group_id, identities)
+    if version < 3:
+        return LEAVE_GROUP(error_code=top or errors[0])
+    return LEAVE_GROUP(
+        error_code=top,
+        members=[
+            LEAVE_GROUP.MemberResponse(
+                member_id=member_id, group_instance_id=instance_id, error_code=error
+            )
+            for (member_id, instance_id), error in zip(identities, errors, strict=True)
+        ]
+        if not top
+        else [],
+    )
+
+
+# -- DescribeGroups, ListGroups, DeleteGroups ---------------------------------------------
+
+
+@handles(ApiKey.DESCRIBE_GROUPS)
+def handle_describe_groups(context: RequestContext, request: Any) -> Any:
+    version = context.api_version
+    coordinator = coordinator_of(context)
+    described = []
+    for group_id in request.groups:
+        description = None if coordinator is None else coordinator.describe_group(group_id)
+        if coordinator is None:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        elif description is None and version >= 6:
+            error = ErrorCode.GROUP_ID_NOT_FOUND
+        else:
+            error = ErrorCode.NONE
+        if description is None:
+            described.append(
+                DESCRIBE_GROUPS.DescribedGroup(
+                    error_code=error,
+                    error_message=error.message if error else None,
+                    group_id=group_id,
+                    group_state="Dead",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )
+            )
+            continue
+        described.append(
+            DESCRIBE_GROUPS.DescribedGroup(
+                error_code=ErrorCode.NONE,
+                group_id=group_id,
+                group_state=description.state,
+                protocol_type=description.protocol_type,
+                protocol_data=description.protocol_name,
+                members=[
+                    DESCRIBE_GROUPS.DescribedGroupMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata,
+                        member_assignment=m.assignment,
+                    )
+                    for m in description.members
+                ],
+            )
+        )
+    return DESCRIBE_GROUPS(groups=described)
+
+
+@handles(ApiKey.LIST_GROUPS)
+def handle_list_groups(context: RequestContext, request: Any) -> Any:
+    coordinator = coordinator_of(context)
+    if coordinator is None:
+        return LIST_GROUPS(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    version = context.api_version
+    states = {s.lower() for s in request.states_filter} if version >= 4 else set()
+    types = {t.lower() for t in request.types_filter} if version >= 5 else set()
+    if types and CLASSIC_GROUP_TYPE not in types:
+        return LIST_GROUPS(groups=[])
+    return LIST_GROUPS(
+        groups=[
+            LIST_GROUPS.ListedGroup(
+                group_id=listing.group_id,
+                protocol_type=listing.protocol_type,
+                group_state=listing.state,
+                group_type=CLASSIC_GROUP_TYPE,
+            )
+            for listing in coordinator.list_groups()
+            if not states or listing.state.lower() in states
+        ]
+    )
+
+
+@handles(ApiKey.DELETE_GROUPS)
+def handle_delete_groups(context: RequestContext, request: Any) -> Any:
+    coordinator = coordinator_of(context)
+    names = list(request.groups_names)
+    if coordinator is None:
+        errors = [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(names)
+    else:
+        errors = coordinator.delete_groups(names)
+    return DELETE_GROUPS(
+        results=[
+            DELETE_GROUPS.DeletableGroupResult(group_id=name, error_code=error)
+            for name, error in zip(names, errors, strict=True)
+        ]
+    )

@@ -1,0 +1,168 @@
+"""Committed-offset APIs: OffsetCommit (v2-v9), OffsetFetch (v1-v9) and OffsetDelete.
+
+Partitions of topics this broker does not have are refused with UNKNOWN_TOPIC_OR_PARTITION
+before the coordinator sees the commit, as Kafka's request handler does; everything else is
+the coordinator's. OffsetFetch answers -1 and no error for a partition or group without a
+commit. Versions that name topics by id (v10) are not served.
+
+Imports josefk.protocol and the group package; must not import the server or network layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from josefk.broker.context import RequestContext
+from josefk.broker.group.coordinator import OffsetCommitEntry
+from josefk.broker.group.group import CommittedOffset
+from josefk.broker.handlers import handles
+from josefk.broker.handlers.groups import coordinator_of
+from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.errors import ErrorCode
+
+OFFSET_COMMIT: Final = response_class(ApiKey.OFFSET_COMMIT)
+OFFSET_FETCH: Final = response_class(ApiKey.OFFSET_FETCH)
+OFFSET_DELETE: Final = response_class(ApiKey.OFFSET_DELETE)
+
+
+@handles(ApiKey.OFFSET_COMMIT, max_version=9)
+def handle_offset_commit(context: RequestContext, request: Any) -> Any:
+    version = context.api_version
+    coordinator = coordinator_of(context)
+    replicas = context.broker.replica_manager
+    entries: list[OffsetCommitEntry] = []
+    slots: list[tuple[str, int, ErrorCode | None]] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            if replicas.get_partition(topic.name, p.partition_index) is None:
+                slots.append((topic.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            slots.append((topic.name, p.partition_index, None))
+            entries.append(
+                OffsetCommitEntry(
+                    topic.name,
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch if version >= 6 else -1,
+                    p.committed_metadata,
+                )
+            )
+    if coordinator is None:
+        results = [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(entries)
+    elif entries:
+        results = coordinator.commit_offsets(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id,
+            request.group_instance_id if version >= 7 else None,
+            entries,
+            retention_ms=request.retention_time_ms if version <= 4 else -1,
+        )
+    else:
+        results = []
+    answers = iter(results)
+    by_topic: dict[str, list[Any]] = {}
+    for name, index, refused in slots:
+        error = refused if refused is not None else next(answers)
+        by_topic.setdefault(name, []).append(
+            OFFSET_COMMIT.OffsetCommitResponsePartition(partition_index=index, error_code=error)
+        )
+    return OFFSET_COMMIT(
+        topics=[
+            OFFSET_COMMIT.OffsetCommitResponseTopic(name=name, partitions=partitions)
+            for name, partitions in by_topic.items()
+        ]
+    )
+
+
+def _fetch_group(
+    context: RequestContext, group_id: str, topics: list[Any] | None
+) -> tuple[ErrorCode, dict[str, list[tuple[int, CommittedOffset | None]]]]:
+    coordinator = coordinator_of(context)
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
+    wanted = (
+        None
+        if topics is None
+        else [(topic.name, index) for topic in topics for index in topic.partition_indexes]
+    )
+    by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
+    for topic, partition, committed in coordinator.fetch_offsets(group_id, wanted):
+        by_topic.setdefault(topic, []).append((partition, committed))
+    return ErrorCode.NONE, by_topic
+
+
+@handles(ApiKey.OFFSET_FETCH, max_version=9)
+def handle_offset_fetch(context: RequestContext, request: Any) -> Any:
+    version = context.api_version
+    if version >= 8:
+        groups = []
+        for group in request.groups:
+            error, by_topic = _fetch_group(context, group.group_id, group.topics)
+            groups.append(
+                OFFSET_FETCH.OffsetFetchResponseGroup(
+                    group_id=group.group_id,
+                    topics=[
+                        OFFSET_FETCH.OffsetFetchResponseTopics(
+                            name=name,
+                            partitions=[
+                                OFFSET_FETCH.OffsetFetchResponsePartitions(
+                                    partition_index=index,
+                                    committed_offset=-1 if c is None else c.offset,
+                                    committed_leader_epoch=-1 if c is None else c.leader_epoch,
+                                    metadata="" if c is None else c.metadata,
+                                    error_code=ErrorCode.NONE,
+                                )
+                                for index, c in partitions
+                            ],
+                        )
+                        for name, partitions in by_topic.items()
+                    ],
+                    error_code=error,
+                )
+            )
+        return OFFSET_FETCH(groups=groups)
+    error, by_topic = _fetch_group(context, request.group_id, request.topics)
+    # Before v2 there is no top-level error: it goes on every partition.
+    partition_error = error if version < 2 else ErrorCode.NONE
+    return OFFSET_FETCH(
+        topics=[
+            OFFSET_FETCH.OffsetFetchResponseTopic(
+                name=name,
+                partitions=[
+                    OFFSET_FETCH.OffsetFetchResponsePartition(
+                        partition_index=index,
+                        committed_offset=-1 if c is None else c.offset,
+                        committed_leader_epoch=-1 if c is None else c.leader_epoch,
+                        metadata="" if c is None else c.metadata,
+                        error_code=partition_error,
+                    )
+                    for index, c in partitions
+                ],
+            )
+            for name, partitions in by_topic.items()
+        ],
+        error_code=error,
+    )
+
+
+@handles(ApiKey.OFFSET_DELETE)
+def handle_offset_delete(context: RequestContext, request: Any) -> Any:
+    coordinator = coordinator_of(context)
+    if coordinator is None:
+        return OFFSET_DELETE(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    top, errors = coordinator.delete_offsets(request.group_id, wanted)
+    if top:
+        return OFFSET_DELETE(error_code=top)
+    by_topic: dict[str, list[Any]] = {}
+    for (name, index), error in zip(wanted, errors, strict=True):
+        by_topic.setdefault(name, []).append(
+            OFFSET_DELETE.OffsetDeleteResponsePartition(partition_index=index, error_code=error)
+        )
+    return OFFSET_DELETE(
+        topics=[
+            OFFSET_DELETE.OffsetDeleteResponseTopic(name=name, partitions=partitions)
+            for name, partitions in by_topic.items()
+        ]
+    )
