@@ -488,7 +488,7 @@ def _same_default(ours: Any, theirs: Any) -> bool:
 def layout_differences(spec: MessageSpec, kp_cls: Any) -> list[str]:
     """Where our declaration and kafka-python's schema (generated from Kafka's own message
     definitions) disagree: per version, the fields on the wire in order with their type,
-    nullability and tag; and every field's default."""
+    nullability and tag; and every field's default and ignorable flag."""
     out: list[str] = []
 
     def ours(fields: tuple[Field, ...], v: int) -> list[Any]:
@@ -539,6 +539,8 @@ def layout_differences(spec: MessageSpec, kp_cls: Any) -> list[str]:
                 continue
             if not f.is_struct and not _same_default(f.default, _kp_default(k)):
                 out.append(f"{path}{f.name}: default {f.default!r} != {_kp_default(k)!r}")
+            if f.ignorable != bool(k._ignorable):
+                out.append(f"{path}{f.name}: ignorable {f.ignorable} != {bool(k._ignorable)}")
             if f.is_struct:
                 defaults(f.fields, k._fields, f"{path}{f.name}.")
 

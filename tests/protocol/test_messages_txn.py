@@ -130,7 +130,7 @@ CASES = reference_cases(
 @pytest.mark.parametrize("name", sorted(VERSIONS))
 def test_declaration_matches_kafkas_message_definitions(name: str) -> None:
     """kafka-python 3 generates its classes from Kafka's own message definitions: every
-    version's fields, types, nullability, tags and defaults must agree with ours."""
+    version's fields, types, nullability, tags, defaults and ignorable flags must agree."""
     classes = kafka_python_classes()
     for spec in (module(name).REQUEST, module(name).RESPONSE):
         assert layout_differences(spec, classes[spec.class_name]) == []

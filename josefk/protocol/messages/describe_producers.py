@@ -28,7 +28,7 @@ RESPONSE = response(
     valid="0",
     flexible="0+",
     fields=[
-        field("throttle_time_ms", "int32", "0+", ignorable=True),
+        field("throttle_time_ms", "int32", "0+"),
         array(
             "topics",
             "TopicResponse",

@@ -53,7 +53,14 @@ RESPONSE = response(
             "0+",
             [
                 field("member_id", "string", "0+"),
-                field("group_instance_id", "string", "5+", nullable="5+", default=None),
+                field(
+                    "group_instance_id",
+                    "string",
+                    "5+",
+                    nullable="5+",
+                    default=None,
+                    ignorable=True,
+                ),
                 field("metadata", "bytes", "0+"),
             ],
         ),

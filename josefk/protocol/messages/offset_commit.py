@@ -14,17 +14,17 @@ REQUEST = request(
     flexible="8+",
     fields=[
         field("group_id", "string", "0+"),
-        field("generation_id_or_member_epoch", "int32", "0+", default=-1),
-        field("member_id", "string", "0+"),
+        field("generation_id_or_member_epoch", "int32", "0+", default=-1, ignorable=True),
+        field("member_id", "string", "0+", ignorable=True),
         field("group_instance_id", "string", "7+", nullable="7+", default=None),
-        field("retention_time_ms", "int64", "2-4", default=-1),
+        field("retention_time_ms", "int64", "2-4", default=-1, ignorable=True),
         array(
             "topics",
             "OffsetCommitRequestTopic",
             "0+",
             [
-                field("name", "string", "0-9"),
-                field("topic_id", "uuid", "10+"),
+                field("name", "string", "0-9", ignorable=True),
+                field("topic_id", "uuid", "10+", ignorable=True),
                 array(
                     "partitions",
                     "OffsetCommitRequestPartition",
@@ -32,7 +32,7 @@ REQUEST = request(
                     [
                         field("partition_index", "int32", "0+"),
                         field("committed_offset", "int64", "0+"),
-                        field("committed_leader_epoch", "int32", "6+", default=-1),
+                        field("committed_leader_epoch", "int32", "6+", default=-1, ignorable=True),
                         field("committed_metadata", "string", "0+", nullable="0+"),
                     ],
                 ),
@@ -53,8 +53,8 @@ RESPONSE = response(
             "OffsetCommitResponseTopic",
             "0+",
             [
-                field("name", "string", "0-9"),
-                field("topic_id", "uuid", "10+"),
+                field("name", "string", "0-9", ignorable=True),
+                field("topic_id", "uuid", "10+", ignorable=True),
                 array(
                     "partitions",
                     "OffsetCommitResponsePartition",

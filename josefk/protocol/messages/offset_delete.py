@@ -36,7 +36,7 @@ RESPONSE = response(
     flexible="none",
     fields=[
         field("error_code", "int16", "0+"),
-        field("throttle_time_ms", "int32", "0+"),
+        field("throttle_time_ms", "int32", "0+", ignorable=True),
         array(
             "topics",
             "OffsetDeleteResponseTopic",

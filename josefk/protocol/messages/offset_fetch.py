@@ -31,15 +31,15 @@ REQUEST = request(
             "8+",
             [
                 field("group_id", "string", "8+"),
-                field("member_id", "string", "9+", nullable="9+", default=None),
-                field("member_epoch", "int32", "9+", default=-1),
+                field("member_id", "string", "9+", nullable="9+", default=None, ignorable=True),
+                field("member_epoch", "int32", "9+", default=-1, ignorable=True),
                 array(
                     "topics",
                     "OffsetFetchRequestTopics",
                     "8+",
                     [
-                        field("name", "string", "8-9"),
-                        field("topic_id", "uuid", "10+"),
+                        field("name", "string", "8-9", ignorable=True),
+                        field("topic_id", "uuid", "10+", ignorable=True),
                         field("partition_indexes", "[]int32", "8+"),
                     ],
                     nullable="8+",
@@ -70,14 +70,14 @@ RESPONSE = response(
                     [
                         field("partition_index", "int32", "0-7"),
                         field("committed_offset", "int64", "0-7"),
-                        field("committed_leader_epoch", "int32", "5-7", default=-1),
+                        field("committed_leader_epoch", "int32", "5-7", default=-1, ignorable=True),
                         field("metadata", "string", "0-7", nullable="0-7"),
                         field("error_code", "int16", "0-7"),
                     ],
                 ),
             ],
         ),
-        field("error_code", "int16", "2-7"),
+        field("error_code", "int16", "2-7", ignorable=True),
         array(
             "groups",
             "OffsetFetchResponseGroup",
@@ -89,8 +89,8 @@ RESPONSE = response(
                     "OffsetFetchResponseTopics",
                     "8+",
                     [
-                        field("name", "string", "8-9"),
-                        field("topic_id", "uuid", "10+"),
+                        field("name", "string", "8-9", ignorable=True),
+                        field("topic_id", "uuid", "10+", ignorable=True),
                         array(
                             "partitions",
                             "OffsetFetchResponsePartitions",
@@ -98,7 +98,13 @@ RESPONSE = response(
                             [
                                 field("partition_index", "int32", "8+"),
                                 field("committed_offset", "int64", "8+"),
-                                field("committed_leader_epoch", "int32", "8+", default=-1),
+                                field(
+                                    "committed_leader_epoch",
+                                    "int32",
+                                    "8+",
+                                    default=-1,
+                                    ignorable=True,
+                                ),
                                 field("metadata", "string", "8+", nullable="8+"),
                                 field("error_code", "int16", "8+"),
                             ],

@@ -33,7 +33,7 @@ REQUEST = request(
                     [
                         field("partition_index", "int32", "0+"),
                         field("committed_offset", "int64", "0+"),
-                        field("committed_leader_epoch", "int32", "2+", default=-1),
+                        field("committed_leader_epoch", "int32", "2+", default=-1, ignorable=True),
                         field("committed_metadata", "string", "0+", nullable="0+"),
                     ],
                 ),

@@ -31,7 +31,7 @@ REQUEST = request(
                     ],
                 ),
                 field("coordinator_epoch", "int32", "0+"),
-                field("transaction_version", "int8", "2+", default=0),
+                field("transaction_version", "int8", "2+", default=0, ignorable=True),
             ],
         ),
     ],
