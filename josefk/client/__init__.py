@@ -1,5 +1,74 @@
 """josefk's own asyncio Kafka client: producer, consumer and admin.
 
 Built on josefk.protocol and josefk.records only; never imports josefk.storage or
-josefk.broker.
+josefk.broker. The public API:
+
+* ``AIOProducer`` (``ProducerConfig``): ``await send(topic, value, key, partition=,
+  timestamp_ms=, headers=)`` -> delivery future of ``RecordMetadata``; ``send_and_wait``,
+  ``flush``, ``close``.
+* ``AIOConsumer`` (``ConsumerConfig``): ``assign``, ``subscribe`` (with ``group_id``),
+  ``seek`` / ``seek_to_beginning`` / ``seek_to_end`` / ``seek_to_timestamp``, ``getmany``,
+  ``getone``, ``async for record in consumer``, ``commit`` / ``commit_async``,
+  ``committed``, ``position``, ``beginning_offsets`` / ``end_offsets`` /
+  ``offsets_for_times``.
+* ``AIOAdmin``: topics (create/delete/describe/list, partitions), configs (describe,
+  incremental alter), groups (list/describe/delete, list/alter/reset offsets), list offsets,
+  describe cluster, delete records.
+* ``errors``: ``KafkaError`` (``.code``, ``.name``, ``.retriable``) and a subclass per Kafka
+  error code.
+* ``josefk.client.sync``: blocking ``Producer``, ``Consumer`` and ``Admin`` for scripts.
 """
+
+from josefk.client.admin import (
+    AIOAdmin,
+    AlterConfigOp,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigSource,
+    GroupDescription,
+    GroupListing,
+    NewTopic,
+    ResourceType,
+    TopicDescription,
+)
+from josefk.client.assignors import RangeAssignor, RoundRobinAssignor
+from josefk.client.cluster import ClientConfig, KafkaClient
+from josefk.client.consumer import AIOConsumer, ConsumerConfig
+from josefk.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from josefk.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
+from josefk.client.producer import AIOProducer, ProducerConfig
+from josefk.client.types import ConsumerRecord, OffsetAndTimestamp, RecordMetadata, TopicPartition
+from josefk.records import Compression, TimestampType
+
+__all__ = [
+    "AIOAdmin",
+    "AIOConsumer",
+    "AIOProducer",
+    "AlterConfigOp",
+    "ClientConfig",
+    "ClusterDescription",
+    "Compression",
+    "ConfigEntry",
+    "ConfigSource",
+    "ConsumerConfig",
+    "ConsumerRecord",
+    "DefaultPartitioner",
+    "GroupDescription",
+    "GroupListing",
+    "KafkaClient",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "NewTopic",
+    "OffsetAndTimestamp",
+    "ProducerConfig",
+    "RangeAssignor",
+    "RecordMetadata",
+    "ResourceType",
+    "RoundRobinAssignor",
+    "TimestampType",
+    "TopicDescription",
+    "TopicPartition",
+    "murmur2",
+    "partition_for_key",
+]

@@ -1,0 +1,621 @@
+"""The asyncio admin client: topics, partitions, configs, groups, offsets, the cluster.
+
+Owns ``AIOAdmin`` and the plain result values it returns (``TopicDescription``,
+``ConfigEntry``, ``GroupDescription``...). Per-item outcomes of batch operations come back
+as ``{name: KafkaError | None}`` so a caller (the ``josefk`` command) can report each one;
+the singular helpers (``create_topic``, ``delete_topic``...) raise the typed error instead.
+Requests go to the controller (topic changes), the least loaded broker (reads), the group's
+coordinator (group operations) or each partition's leader (ListOffsets).
+
+Imports josefk.protocol and josefk.client modules; never josefk.storage or josefk.broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from josefk.client.cluster import ClientConfig, KafkaClient, find_coordinator
+from josefk.client.consumer import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
+from josefk.client.consumer_protocol import decode_assignment, decode_subscription
+from josefk.client.errors import KafkaError, error_for
+from josefk.client.types import OffsetAndTimestamp, TopicPartition
+from josefk.protocol import ApiKey
+from josefk.protocol.api import request_class
+from josefk.protocol.errors import ErrorCode
+
+
+class ResourceType(enum.IntEnum):
+    """Config resource types of DescribeConfigs / IncrementalAlterConfigs."""
+
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(enum.IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class AlterConfigOp(enum.IntEnum):
+    """IncrementalAlterConfigs operations."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    topic_id: uuid.UUID | None
+    is_internal: bool
+    partitions: list[PartitionDescription]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    is_sensitive: bool
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == ConfigSource.DEFAULT_CONFIG
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerDescription:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerDescription]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    subscription: list[str]
+    assignment: list[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+    error: KafkaError | None = None
+
+
+def _err(code: int, message: str | None = None, **context: Any) -> KafkaError | None:
+    return error_for(code, message or None, **context) if code else None
+
+
+class AIOAdmin:
+    """An asyncio admin client.
+
+    Usage::
+
+        async with AIOAdmin(bootstrap_servers="127.0.0.1:9092") as admin:
+            await admin.create_topic("events", num_partitions=3)
+            print(await admin.describe_topics(["events"]))
+    """
+
+    def __init__(self, config: ClientConfig | None = None, **settings: Any) -> None:
+        if config is None:
+            settings.setdefault("allow_auto_create_topics", False)
+            config = ClientConfig(**settings)
+        elif settings:
+            raise TypeError("pass either a ClientConfig or keyword settings, not both")
+        self.config = config
+        self._client = KafkaClient(config)
+
+    async def start(self) -> None:
+        await self._client.start()
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def __aenter__(self) -> AIOAdmin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def client(self) -> KafkaClient:
+        return self._client
+
+    async def _controller(self) -> int:
+        metadata = await self._client.ensure_metadata()
+        if metadata.controller_id >= 0 and metadata.controller_id in metadata.brokers:
+            return metadata.controller_id
+        return self._client.least_loaded_node()
+
+    # ------------------------------------------------------------------ cluster
+
+    async def describe_cluster(self) -> ClusterDescription:
+        """Cluster id, controller and brokers (DescribeCluster, else Metadata)."""
+        node_id = self._client.least_loaded_node()
+        conn = await self._client.connection(node_id)
+        if conn.supports(ApiKey.DESCRIBE_CLUSTER):
+            req = request_class(ApiKey.DESCRIBE_CLUSTER)
+            response = await self._client.request(
+                node_id, ApiKey.DESCRIBE_CLUSTER, req(include_cluster_authorized_operations=False)
+            )
+            if response.error_code:
+                raise error_for(response.error_code, response.error_message)
+            return ClusterDescription(
+                response.cluster_id,
+                response.controller_id,
+                [BrokerDescription(b.broker_id, b.host, b.port, b.rack) for b in response.brokers],
+            )
+        metadata = await self._client.refresh_metadata()
+        return ClusterDescription(
+            metadata.cluster_id,
+            metadata.controller_id,
+            [
+                BrokerDescription(b.node_id, b.host, b.port, b.rack)
+                for b in metadata.brokers.values()
+            ],
+        )
+
+    # ------------------------------------------------------------------ topics
+
+    async def list_topics(self, *, include_internal: bool = False) -> list[str]:
+        response = await self._client.fetch_metadata(None)
+        return sorted(
+            t.name
+            for t in response.topics
+            if t.name is not None and not t.error_code and (include_internal or not t.is_internal)
+        )
+
+    async def describe_topics(self, topics: Sequence[str] | None = None) -> list[TopicDescription]:
+        """Partitions, leaders and replicas; raises the error of a topic that has one
+        (e.g. UnknownTopicOrPartitionError)."""
+        response = await self._client.fetch_metadata(list(topics) if topics is not None else None)
+        out: list[TopicDescription] = []
+        for t in response.topics:
+            if t.error_code:
+                raise error_for(t.error_code, topic=t.name)
+            topic_id = t.topic_id if isinstance(t.topic_id, uuid.UUID) and t.topic_id.int else None
+            partitions = [
+                PartitionDescription(
+                    p.partition_index,
+                    p.leader_id,
+                    p.leader_epoch,
+                    tuple(p.replica_nodes),
+                    tuple(p.isr_nodes),
+                )
+                for p in sorted(t.partitions, key=lambda p: p.partition_index)
+            ]
+            out.append(TopicDescription(t.name, topic_id, t.is_internal, partitions))
+        return sorted(out, key=lambda d: d.name)
+
+    async def create_topics(
+        self,
+        topics: Iterable[NewTopic | str],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int = 30_000,
+    ) -> dict[str, KafkaError | None]:
+        """Create topics; ``{name: None}`` for each success, the typed error otherwise.
+        -1 partitions or replication factor means the broker's default."""
+        req = request_class(ApiKey.CREATE_TOPICS)
+        items = [NewTopic(t) if isinstance(t, str) else t for t in topics]
+        body = req(
+            topics=[
+                req.CreatableTopic(
+                    name=t.name,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                    assignments=[],
+                    configs=[
+                        req.CreatableTopic.CreatableTopicConfig(name=k, value=v)
+                        for k, v in t.configs.items()
+                    ],
+                )
+                for t in items
+            ],
+            timeout_ms=timeout_ms,
+            validate_only=validate_only,
+        )
+        response = await self._client.request(await self._controller(), ApiKey.CREATE_TOPICS, body)
+        result = {
+            r.name: _err(r.error_code, r.error_message, topic=r.name) for r in response.topics
+        }
+        if not validate_only:
+            self._client.invalidate()
+        return result
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create one topic; raises TopicAlreadyExistsError etc."""
+        result = await self.create_topics(
+            [NewTopic(name, num_partitions, replication_factor, configs or {})]
+        )
+        error = result.get(name)
+        if error is not None:
+            raise error
+
+    async def delete_topics(
+        self, topics: Iterable[str], *, timeout_ms: int = 30_000
+    ) -> dict[str, KafkaError | None]:
+        req = request_class(ApiKey.DELETE_TOPICS)
+        names = list(topics)
+
+        def build(version: int) -> Any:
+            if version >= 6:
+                return req(
+                    topics=[req.DeleteTopicState(name=n) for n in names], timeout_ms=timeout_ms
+                )
+            return req(topic_names=names, timeout_ms=timeout_ms)
+
+        response = await self._client.request(await self._controller(), ApiKey.DELETE_TOPICS, build)
+        self._client.invalidate()
+        return {
+            r.name: _err(r.error_code, r.error_message, topic=r.name) for r in response.responses
+        }
+
+    async def delete_topic(self, name: str) -> None:
+        error = (await self.delete_topics([name])).get(name)
+        if error is not None:
+            raise error
+
+    async def create_partitions(
+        self,
+        new_totals: Mapping[str, int],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int = 30_000,
+    ) -> dict[str, KafkaError | None]:
+        """Grow each topic to the given total number of partitions."""
+        req = request_class(ApiKey.CREATE_PARTITIONS)
+        body = req(
+            topics=[
+                req.CreatePartitionsTopic(name=n, count=c, assignments=None)
+                for n, c in new_totals.items()
+            ],
+            timeout_ms=timeout_ms,
+            validate_only=validate_only,
+        )
+        response = await self._client.request(
+            await self._controller(), ApiKey.CREATE_PARTITIONS, body
+        )
+        self._client.invalidate()
+        return {r.name: _err(r.error_code, r.error_message, topic=r.name) for r in response.results}
+
+    async def delete_records(
+        self, before: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """Move each partition's log start offset up to the given offset; returns the new
+        low watermarks. Raises the first partition error."""
+        await self._client.refresh_metadata({tp.topic for tp in before})
+        req = request_class(ApiKey.DELETE_RECORDS)
+        by_node: dict[int, dict[str, list[Any]]] = {}
+        for tp, offset in before.items():
+            leader = self._client.metadata.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                raise error_for(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic=tp.topic, partition=tp.partition
+                )
+            by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(
+                req.DeleteRecordsTopic.DeleteRecordsPartition(
+                    partition_index=tp.partition, offset=offset
+                )
+            )
+        out: dict[TopicPartition, int] = {}
+        for node_id, topics in by_node.items():
+            body = req(
+                topics=[req.DeleteRecordsTopic(name=n, partitions=p) for n, p in topics.items()],
+                timeout_ms=30_000,
+            )
+            response = await self._client.request(node_id, ApiKey.DELETE_RECORDS, body)
+            for t in response.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise error_for(p.error_code, topic=t.name, partition=p.partition_index)
+                    out[TopicPartition(t.name, p.partition_index)] = p.low_watermark
+        return out
+
+    # ------------------------------------------------------------------ configs
+
+    async def describe_configs(
+        self,
+        resources: Iterable[tuple[ResourceType | int, str]],
+        *,
+        keys: Sequence[str] | None = None,
+    ) -> dict[tuple[ResourceType, str], dict[str, ConfigEntry]]:
+        """Configs of each (resource type, name); broker resources go to that broker."""
+        req = request_class(ApiKey.DESCRIBE_CONFIGS)
+        wanted = [(ResourceType(t), n) for t, n in resources]
+        by_node: dict[int, list[tuple[ResourceType, str]]] = {}
+        for rtype, name in wanted:
+            node = (
+                int(name)
+                if rtype in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and name.isdigit()
+                else self._client.least_loaded_node()
+            )
+            by_node.setdefault(node, []).append((rtype, name))
+        out: dict[tuple[ResourceType, str], dict[str, ConfigEntry]] = {}
+        for node_id, items in by_node.items():
+            body = req(
+                resources=[
+                    req.DescribeConfigsResource(
+                        resource_type=int(t),
+                        resource_name=n,
+                        configuration_keys=list(keys) if keys is not None else None,
+                    )
+                    for t, n in items
+                ],
+                include_synonyms=False,
+                include_documentation=False,
+            )
+            response = await self._client.request(node_id, ApiKey.DESCRIBE_CONFIGS, body)
+            for r in response.results:
+                if r.error_code:
+                    raise error_for(r.error_code, r.error_message, resource=r.resource_name)
+                out[(ResourceType(r.resource_type), r.resource_name)] = {
+                    c.name: ConfigEntry(
+                        c.name,
+                        c.value,
+                        ConfigSource(c.config_source)
+                        if c.config_source in ConfigSource._value2member_map_
+                        else ConfigSource.UNKNOWN,
+                        c.read_only,
+                        c.is_sensitive,
+                    )
+                    for c in r.configs
+                }
+        return out
+
+    async def describe_topic_configs(self, topic: str) -> dict[str, ConfigEntry]:
+        return (await self.describe_configs([(ResourceType.TOPIC, topic)]))[
+            (ResourceType.TOPIC, topic)
+        ]
+
+    async def alter_configs(
+        self,
+        resource: tuple[ResourceType | int, str],
+        changes: Mapping[str, str | tuple[AlterConfigOp, str | None] | None],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Incrementally change configs: a value sets, None deletes (back to the default),
+        ``(AlterConfigOp.APPEND, "v")`` appends to a list config."""
+        req = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+        rtype, name = ResourceType(resource[0]), resource[1]
+        configs = []
+        for key, change in changes.items():
+            if isinstance(change, tuple):
+                op, value = change
+            elif change is None:
+                op, value = AlterConfigOp.DELETE, None
+            else:
+                op, value = AlterConfigOp.SET, change
+            configs.append(
+                req.AlterConfigsResource.AlterableConfig(
+                    name=key, config_operation=int(op), value=value
+                )
+            )
+        body = req(
+            resources=[
+                req.AlterConfigsResource(
+                    resource_type=int(rtype), resource_name=name, configs=configs
+                )
+            ],
+            validate_only=validate_only,
+        )
+        node = (
+            int(name)
+            if rtype == ResourceType.BROKER and name.isdigit()
+            else self._client.least_loaded_node()
+        )
+        response = await self._client.request(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+        for r in response.responses:
+            if r.error_code:
+                raise error_for(r.error_code, r.error_message, resource=r.resource_name)
+
+    # ------------------------------------------------------------------ offsets
+
+    async def list_offsets(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """Offsets by time; use ``EARLIEST`` (-2) and ``LATEST`` (-1) for the ends."""
+        return await list_offsets(self._client, timestamps)
+
+    EARLIEST = EARLIEST_TIMESTAMP
+    LATEST = LATEST_TIMESTAMP
+
+    # ------------------------------------------------------------------ groups
+
+    async def list_groups(self) -> list[GroupListing]:
+        """Groups known to every broker (each broker lists the groups it coordinates)."""
+        metadata = await self._client.refresh_metadata()
+        req = request_class(ApiKey.LIST_GROUPS)
+        listings: dict[str, GroupListing] = {}
+
+        async def one(node_id: int) -> None:
+            response = await self._client.request(node_id, ApiKey.LIST_GROUPS, req())
+            if response.error_code:
+                raise error_for(response.error_code)
+            for g in response.groups:
+                listings[g.group_id] = GroupListing(g.group_id, g.protocol_type, g.group_state)
+
+        await asyncio.gather(*(one(n) for n in metadata.brokers))
+        return sorted(listings.values(), key=lambda g: g.group_id)
+
+    async def describe_groups(self, group_ids: Sequence[str]) -> list[GroupDescription]:
+        req = request_class(ApiKey.DESCRIBE_GROUPS)
+        out: list[GroupDescription] = []
+        for group_id in group_ids:
+            node_id = await find_coordinator(self._client, group_id)
+            response = await self._client.request(
+                node_id, ApiKey.DESCRIBE_GROUPS, req(groups=[group_id])
+            )
+            for g in response.groups:
+                members = []
+                for m in g.members:
+                    subscription: list[str] = []
+                    assignment: list[TopicPartition] = []
+                    if g.protocol_type == "consumer":
+                        try:
+                            subscription = (
+                                decode_subscription(m.member_metadata).topics
+                                if m.member_metadata
+                                else []
+                            )
+                            assignment = (
+                                decode_assignment(m.member_assignment).partitions
+                                if m.member_assignment
+                                else []
+                            )
+                        except ValueError:
+                            pass
+                    members.append(
+                        MemberDescription(
+                            m.member_id,
+                            m.group_instance_id,
+                            m.client_id,
+                            m.client_host,
+                            subscription,
+                            assignment,
+                        )
+                    )
+                out.append(
+                    GroupDescription(
+                        g.group_id,
+                        g.group_state,
+                        g.protocol_type,
+                        g.protocol_data,
+                        members,
+                        _err(g.error_code, getattr(g, "error_message", None), group=g.group_id),
+                    )
+                )
+        return out
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, KafkaError | None]:
+        req = request_class(ApiKey.DELETE_GROUPS)
+        out: dict[str, KafkaError | None] = {}
+        for group_id in group_ids:
+            node_id = await find_coordinator(self._client, group_id)
+            response = await self._client.request(
+                node_id, ApiKey.DELETE_GROUPS, req(groups_names=[group_id])
+            )
+            for r in response.results:
+                out[r.group_id] = _err(r.error_code, group=r.group_id)
+        return out
+
+    async def list_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """The group's committed offsets (all of them when ``partitions`` is None)."""
+        from josefk.client.group import fetch_committed_offsets
+
+        node_id = await find_coordinator(self._client, group_id)
+        found = await fetch_committed_offsets(self._client, node_id, group_id, partitions)
+        return {tp: offset for tp, offset in found.items() if offset is not None and offset >= 0}
+
+    async def alter_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Commit ``offsets`` on behalf of a group with no active members (reset offsets).
+
+        The broker refuses (UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS...) while the group has
+        members; stop its consumers first.
+        """
+        from josefk.client.group import commit_offsets
+
+        node_id = await find_coordinator(self._client, group_id)
+        await commit_offsets(
+            self._client, node_id, group_id, dict(offsets), generation_id=-1, member_id=""
+        )
+
+    async def reset_group_offsets(
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition],
+        *,
+        to: str | int = "earliest",
+    ) -> dict[TopicPartition, int]:
+        """Reset the group's offsets of ``partitions`` to "earliest", "latest", or the first
+        offset at or after a timestamp (int, ms); returns what was committed."""
+        if to == "earliest":
+            ts = EARLIEST_TIMESTAMP
+        elif to == "latest":
+            ts = LATEST_TIMESTAMP
+        elif isinstance(to, int):
+            ts = to
+        else:
+            raise ValueError(f"to must be 'earliest', 'latest' or a timestamp, not {to!r}")
+        found = await list_offsets(self._client, {tp: ts for tp in partitions})
+        missing = [tp for tp, hit in found.items() if hit is None]
+        ends = (
+            await list_offsets(self._client, {tp: LATEST_TIMESTAMP for tp in missing})
+            if missing
+            else {}
+        )
+        offsets: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            hit = found.get(tp) or ends.get(tp)
+            if hit is not None:
+                offsets[tp] = hit.offset
+        await self.alter_group_offsets(group_id, offsets)
+        return offsets

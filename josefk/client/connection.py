@@ -1,0 +1,321 @@
+"""One TCP connection to one broker: framing, correlation ids, pipelining, version choice.
+
+Owns ``BrokerConnection``, an asyncio Protocol that writes request frames as they are asked
+for (many in flight at once) and matches each response frame to its request. Kafka answers
+the requests of one connection in the order they were sent, so in-flight requests wait in a
+FIFO and every response must carry the correlation id at its head; one that does not means
+the stream is out of step and the connection is closed (with every waiter failed by
+``KafkaConnectionError``). A request that gets no answer within its timeout closes the
+connection too: later responses could no longer be trusted to line up.
+
+On connect the connection asks the broker for its ApiVersions and keeps, per API, the highest
+version both sides support (``version_for``). Requests with acks=0 Produce expect no response.
+
+Imports josefk.protocol and josefk.client.errors only; must not import josefk.storage or
+josefk.broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+from josefk.client.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+    error_for,
+)
+from josefk.protocol import ApiKey, FrameDecoder, ProtocolDecodeError, RequestHeader
+from josefk.protocol.api import (
+    api_versions_ranges,
+    decode_response,
+    encode_request,
+    request_class,
+)
+from josefk.protocol.errors import ErrorCode
+
+log = logging.getLogger("josefk.client")
+
+CLIENT_SOFTWARE_NAME: Final = "josefk-python"
+CLIENT_SOFTWARE_VERSION: Final = "0.1.0"
+_INT32_MAX: Final = 0x7FFFFFFF
+
+# Versions this client knows how to fill and read. An API absent here is used up to the
+# highest version the codec declares. Capped where a newer version changes semantics the
+# client does not handle yet (e.g. topic ids in OffsetCommit/OffsetFetch v10).
+CLIENT_MAX_VERSIONS: Final[dict[int, int]] = {
+    ApiKey.OFFSET_COMMIT: 9,
+    ApiKey.OFFSET_FETCH: 9,
+    ApiKey.DELETE_TOPICS: 5,
+    ApiKey.FIND_COORDINATOR: 3,
+    ApiKey.JOIN_GROUP: 7,
+    ApiKey.METADATA: 12,
+}
+
+BodyOrBuilder = Any | Callable[[int], Any]
+
+
+class _Pending:
+    __slots__ = ("api_key", "correlation_id", "future", "version")
+
+    def __init__(
+        self, correlation_id: int, api_key: int, version: int, future: asyncio.Future[Any]
+    ) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.future = future
+
+
+class BrokerConnection(asyncio.Protocol):
+    """A connection to ``host:port``; create with ``await BrokerConnection.open(...)``.
+
+    Methods are called from the event loop only. ``request`` may be called concurrently: each
+    call writes its frame synchronously, so frames never interleave and the FIFO order of
+    pending requests is the write order.
+    """
+
+    def __init__(self, host: str, port: int, *, node_id: int, client_id: str) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.versions: dict[int, int] = {}
+        self._transport: asyncio.Transport | None = None
+        self._decoder = FrameDecoder()
+        self._pending: collections.deque[_Pending] = collections.deque()
+        self._next_correlation_id = 0
+        self._closed = False
+        self._close_error: BaseException | None = None
+        self._closed_event = asyncio.Event()
+        self._write_ready = asyncio.Event()
+        self._write_ready.set()
+
+    # ------------------------------------------------------------------ life cycle
+
+    @classmethod
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        *,
+        node_id: int,
+        client_id: str,
+        timeout_s: float,
+    ) -> BrokerConnection:
+        """Connect and negotiate API versions; raises KafkaConnectionError on failure."""
+        loop = asyncio.get_running_loop()
+        conn = cls(host, port, node_id=node_id, client_id=client_id)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await loop.create_connection(lambda: conn, host, port)
+                await conn._negotiate_versions(timeout_s)
+        except (OSError, TimeoutError) as exc:
+            conn.close()
+            raise KafkaConnectionError(
+                f"cannot connect to {host}:{port}: {exc}", node_id=node_id
+            ) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def _negotiate_versions(self, timeout_s: float) -> None:
+        ranges = api_versions_ranges()
+        version = min(3, ranges[ApiKey.API_VERSIONS][1])
+        body = request_class(ApiKey.API_VERSIONS)(
+            client_software_name=CLIENT_SOFTWARE_NAME,
+            client_software_version=CLIENT_SOFTWARE_VERSION,
+        )
+        try:
+            response = await self.request(
+                ApiKey.API_VERSIONS, body, version=version, timeout_s=timeout_s
+            )
+        except ProtocolDecodeError:
+            # A broker without v3 answers in v0's shape (KIP-511); ask again in v0.
+            response = await self.request(ApiKey.API_VERSIONS, body, version=0, timeout_s=timeout_s)
+        if response.error_code == ErrorCode.UNSUPPORTED_VERSION and version != 0:
+            response = await self.request(ApiKey.API_VERSIONS, body, version=0, timeout_s=timeout_s)
+        if response.error_code:
+            raise error_for(response.error_code, node_id=self.node_id)
+        chosen: dict[int, int] = {}
+        for entry in response.api_keys:
+            ours = ranges.get(entry.api_key)
+            if ours is None:
+                continue
+            low = max(ours[0], entry.min_version)
+            high = min(ours[1], entry.max_version, CLIENT_MAX_VERSIONS.get(entry.api_key, 1 << 15))
+            if low <= high:
+                chosen[entry.api_key] = high
+        self.versions = chosen
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            import socket
+
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except ProtocolDecodeError as exc:
+            self._fail(KafkaConnectionError(f"bad frame from {self}: {exc}"))
+            return
+        pending = self._pending
+        for frame in frames:
+            if not pending:
+                self._fail(KafkaConnectionError(f"unsolicited response from {self}"))
+                return
+            waiter = pending.popleft()
+            try:
+                correlation_id, body = decode_response(frame, waiter.api_key, waiter.version)
+            except ProtocolDecodeError as exc:
+                if not waiter.future.done():
+                    waiter.future.set_exception(exc)
+                continue
+            if correlation_id != waiter.correlation_id:
+                err = KafkaConnectionError(
+                    f"correlation id {correlation_id} does not match {waiter.correlation_id}"
+                )
+                if not waiter.future.done():
+                    waiter.future.set_exception(err)
+                self._fail(err)
+                return
+            if not waiter.future.done():
+                waiter.future.set_result(body)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(KafkaConnectionError(f"connection to {self} lost: {exc or 'closed by peer'}"))
+
+    def pause_writing(self) -> None:
+        self._write_ready.clear()
+
+    def resume_writing(self) -> None:
+        self._write_ready.set()
+
+    def _fail(self, error: BaseException) -> None:
+        if not self._closed:
+            self._closed = True
+            self._close_error = error
+            if self._transport is not None:
+                self._transport.abort()
+        while self._pending:
+            waiter = self._pending.popleft()
+            if not waiter.future.done():
+                waiter.future.set_exception(error)
+                # A waiter that already gave up never retrieves it; keep asyncio quiet.
+                waiter.future.exception()
+        self._write_ready.set()
+        self._closed_event.set()
+
+    def close(self) -> None:
+        """Close at once; every in-flight request fails with KafkaConnectionError."""
+        self._fail(KafkaConnectionError(f"connection to {self} closed"))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    async def wait_closed(self) -> None:
+        await self._closed_event.wait()
+
+    def __repr__(self) -> str:
+        return f"node {self.node_id} ({self.host}:{self.port})"
+
+    # ------------------------------------------------------------------ requests
+
+    def version_for(self, api_key: int) -> int:
+        """The highest version of ``api_key`` both sides support."""
+        version = self.versions.get(api_key)
+        if version is None:
+            raise UnsupportedVersionError(
+                f"{ApiKey(api_key).name} is not supported by {self}", api_key=api_key
+            )
+        return version
+
+    def supports(self, api_key: int) -> bool:
+        return api_key in self.versions
+
+    def send_nowait(
+        self,
+        api_key: int,
+        body: BodyOrBuilder,
+        *,
+        version: int | None = None,
+        expect_response: bool = True,
+    ) -> asyncio.Future[Any]:
+        """Write the request now; return the future of its decoded response body.
+
+        ``body`` may be a callable taking the chosen version, for requests whose shape
+        depends on it. With ``expect_response`` False (acks=0 Produce) the future is done
+        as soon as the frame is written, with None.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if self._closed:
+            future.set_exception(
+                self._close_error or KafkaConnectionError(f"connection to {self} closed")
+            )
+            return future
+        if version is None:
+            version = self.version_for(api_key)
+        if callable(body):
+            body = body(version)
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & _INT32_MAX
+        header = RequestHeader(
+            request_api_key=api_key,
+            request_api_version=version,
+            correlation_id=correlation_id,
+            client_id=self.client_id,
+        )
+        frame = encode_request(header, body)
+        assert self._transport is not None
+        if expect_response:
+            self._pending.append(_Pending(correlation_id, api_key, version, future))
+            self._transport.write(frame)
+        else:
+            self._transport.write(frame)
+            future.set_result(None)
+        return future
+
+    async def request(
+        self,
+        api_key: int,
+        body: BodyOrBuilder,
+        *,
+        version: int | None = None,
+        timeout_s: float = 30.0,
+        expect_response: bool = True,
+    ) -> Any:
+        """Send a request and wait for its response body; see ``send_nowait``.
+
+        A timeout closes the connection (the stream can no longer be trusted to line up)
+        and raises KafkaTimeoutError.
+        """
+        if not self._write_ready.is_set():
+            await self._write_ready.wait()
+        future = self.send_nowait(api_key, body, version=version, expect_response=expect_response)
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(future)
+        except TimeoutError:
+            err = KafkaTimeoutError(
+                f"{ApiKey(api_key).name} to {self} timed out after {timeout_s:.1f}s"
+            )
+            self._fail(err)
+            raise err from None

@@ -1,0 +1,646 @@
+"""The asyncio producer: per-partition batching, delivery futures, retries, idempotence.
+
+Owns ``ProducerConfig`` and ``AIOProducer``. How a record travels:
+
+1. ``send()`` picks the partition (explicit, else ``DefaultPartitioner``: murmur2 of the key
+   as the Java client, sticky for keyless records), appends the record to the partition's
+   open ``BatchBuilder`` (one encode per record, no per-record object besides the delivery
+   future) and returns that future.
+2. A batch closes when it reaches ``batch_size`` bytes (uncompressed), when ``linger_ms``
+   has passed since its first record, or on ``flush()``. Closing builds the v2 batch once
+   (compressing it with ``compression_type``); the bytes are kept unchanged for retries.
+3. The sender task groups the closed batches by partition leader and writes one Produce
+   request per broker, up to ``max_in_flight_requests_per_connection`` requests per broker
+   and one in flight per partition, so records of a partition stay in order across retries.
+   All closed batches of a partition go in one request (concatenated, up to
+   ``max_request_size``): while a request is in flight the next one fills up.
+4. The response resolves each record's future with ``RecordMetadata(topic, partition,
+   offset, timestamp)``. Retriable errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+   lost connections, timeouts...) refresh the metadata and requeue the batch at the head of
+   its partition until ``delivery_timeout_ms``; other errors fail the futures with the typed
+   KafkaError.
+
+Idempotence (``enable_idempotence``; None means "on when the broker supports InitProducerId
+and acks is all"): the producer gets a producer id and epoch with InitProducerId and numbers
+each partition's batches with consecutive sequences fixed when the batch opens, so a batch
+resent after a lost response is recognised by the broker as a duplicate instead of written
+twice. When the broker lacks InitProducerId the producer logs one line and goes on without.
+
+Imports josefk.protocol, josefk.records and josefk.client modules; never josefk.storage or
+josefk.broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from josefk.client.cluster import METADATA_ERRORS, ClientConfig, KafkaClient
+from josefk.client.errors import (
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+    UnsupportedVersionError,
+    error_for,
+)
+from josefk.client.partitioner import DefaultPartitioner
+from josefk.client.types import RecordMetadata, TopicPartition
+from josefk.protocol import ApiKey
+from josefk.protocol.api import request_class
+from josefk.protocol.errors import ErrorCode
+from josefk.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, BatchBuilder, Compression
+
+log = logging.getLogger("josefk.client.producer")
+
+_RECORD_OVERHEAD: Final = 24  # varints and attributes of one record, generously
+_INT32_MAX: Final = 0x7FFFFFFF
+
+HeadersInput = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None
+
+
+def parse_acks(acks: int | str) -> int:
+    if acks in ("all", "-1", -1):
+        return -1
+    value = int(acks)
+    if value not in (0, 1):
+        raise ValueError(f"acks must be 0, 1 or all (-1), not {acks!r}")
+    return value
+
+
+def parse_compression(codec: str | Compression | None) -> Compression:
+    if codec is None:
+        return Compression.NONE
+    if isinstance(codec, Compression):
+        return codec
+    try:
+        return Compression[codec.strip().upper()]
+    except KeyError:
+        raise ValueError(f"unknown compression type {codec!r}") from None
+
+
+@dataclass(kw_only=True)
+class ProducerConfig(ClientConfig):
+    """Producer settings, with Kafka's names and defaults where Kafka has them."""
+
+    acks: int | str = "all"
+    linger_ms: float = 5.0
+    batch_size: int = 16_384
+    compression_type: str | Compression | None = "none"
+    compression_level: int | None = None
+    max_request_size: int = 1_048_576
+    buffer_memory: int = 33_554_432
+    delivery_timeout_ms: int = 120_000
+    retries: int = _INT32_MAX
+    max_in_flight_requests_per_connection: int = 5
+    enable_idempotence: bool | None = None
+    max_block_ms: int = 60_000
+    partitioner: DefaultPartitioner | None = None
+
+
+class _Batch:
+    """One partition's batch: open (builder accepting records) then closed (bytes built)."""
+
+    __slots__ = (
+        "attempts",
+        "base_sequence",
+        "buffered",
+        "builder",
+        "data",
+        "deadline",
+        "futures",
+        "record_count",
+        "size",
+        "timestamps",
+        "tp",
+    )
+
+    def __init__(
+        self, tp: TopicPartition, builder: BatchBuilder, deadline: float, base_sequence: int
+    ) -> None:
+        self.tp = tp
+        self.builder: BatchBuilder | None = builder
+        self.futures: list[asyncio.Future[RecordMetadata]] = []
+        self.timestamps: list[int] = []
+        self.data: bytes | bytearray = b""
+        self.record_count = 0
+        self.size = 0
+        self.buffered = 0
+        self.attempts = 0
+        self.deadline = deadline
+        self.base_sequence = base_sequence
+
+    def complete(self, base_offset: int, log_append_time: int) -> None:
+        topic, partition = self.tp
+        timestamps = self.timestamps
+        for i, future in enumerate(self.futures):
+            if not future.done():
+                ts = log_append_time if log_append_time >= 0 else timestamps[i]
+                offset = base_offset + i if base_offset >= 0 else -1
+                future.set_result(RecordMetadata(topic, partition, offset, ts))
+
+    def fail(self, error: BaseException) -> None:
+        for future in self.futures:
+            if not future.done():
+                future.set_exception(error)
+                # Nobody may be awaiting this record; the error still reaches flush().
+                future.exception()
+
+
+class AIOProducer:
+    """An asyncio Kafka producer.
+
+    Usage::
+
+        async with AIOProducer(bootstrap_servers="127.0.0.1:9092") as producer:
+            future = await producer.send("events", b"value", key=b"k")
+            metadata = await future            # RecordMetadata(topic, partition, offset, ts)
+            await producer.send_and_wait("events", b"other")
+
+    ``send`` only awaits when the topic's metadata is unknown or more than ``buffer_memory``
+    bytes are waiting; it returns the delivery future at once otherwise. Methods must be
+    called on the loop that ran ``start``.
+    """
+
+    def __init__(self, config: ProducerConfig | None = None, **settings: Any) -> None:
+        if config is None:
+            config = ProducerConfig(**settings)
+        elif settings:
+            raise TypeError("pass either a ProducerConfig or keyword settings, not both")
+        self.config = config
+        self.acks = parse_acks(config.acks)
+        self.compression = parse_compression(config.compression_type)
+        self._client = KafkaClient(config)
+        self._partitioner = config.partitioner or DefaultPartitioner(config.rng)
+        self._open: dict[TopicPartition, _Batch] = {}
+        self._ready: dict[TopicPartition, collections.deque[_Batch]] = {}
+        self._busy_partitions: set[TopicPartition] = set()
+        self._retry_after: dict[TopicPartition, float] = {}
+        self._node_in_flight: dict[int, int] = collections.defaultdict(int)
+        self._undelivered = 0
+        self._buffered_bytes = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._space = asyncio.Event()
+        self._space.set()
+        self._wakeup = asyncio.Event()
+        self._sender: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._next_sequence: dict[TopicPartition, int] = collections.defaultdict(int)
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self._started = False
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ life cycle
+
+    async def start(self) -> None:
+        """Bootstrap, and set up idempotence if wanted and possible."""
+        if self._started:
+            return
+        self._loop = asyncio.get_running_loop()
+        await self._client.start()
+        await self._init_idempotence()
+        self._sender = asyncio.ensure_future(self._run_sender())
+        self._started = True
+
+    async def _init_idempotence(self) -> None:
+        wanted = self.config.enable_idempotence
+        if wanted is False:
+            return
+        if self.acks != -1:
+            if wanted:
+                raise ValueError("enable_idempotence needs acks=all")
+            return
+        node_id = self._client.least_loaded_node()
+        conn = await self._client.connection(node_id)
+        if not conn.supports(ApiKey.INIT_PRODUCER_ID):
+            if wanted:
+                raise UnsupportedVersionError(f"{conn} does not support InitProducerId")
+            log.info("broker %s has no InitProducerId: producing without idempotence", conn)
+            return
+        req_cls = request_class(ApiKey.INIT_PRODUCER_ID)
+        body = req_cls(transactional_id=None, transaction_timeout_ms=_INT32_MAX)
+        response = await self._client.request(conn.node_id, ApiKey.INIT_PRODUCER_ID, body)
+        if response.error_code:
+            err = error_for(response.error_code)
+            if wanted:
+                raise err
+            log.info("InitProducerId failed (%s): producing without idempotence", err)
+            return
+        self.producer_id = response.producer_id
+        self.producer_epoch = response.producer_epoch
+        log.info("idempotent producer id %d epoch %d", self.producer_id, self.producer_epoch)
+
+    @property
+    def idempotent(self) -> bool:
+        return self.producer_id >= 0
+
+    async def __aenter__(self) -> AIOProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def flush(self, timeout_s: float | None = None) -> None:
+        """Send every record sent so far and wait until each is delivered or failed."""
+        self._check_open()
+        for batch in list(self._open.values()):
+            self._close_batch(batch)
+        if timeout_s is None:
+            await self._idle.wait()
+        else:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self._idle.wait()
+            except TimeoutError:
+                raise KafkaTimeoutError(f"flush did not finish in {timeout_s}s") from None
+
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Flush (within ``timeout_s``), then stop the sender and close the connections.
+
+        Records still undelivered after the timeout fail with KafkaTimeoutError.
+        """
+        if self._closed:
+            return
+        try:
+            if self._started:
+                await self.flush(timeout_s)
+        except KafkaTimeoutError:
+            pass
+        finally:
+            self._closed = True
+            error = KafkaTimeoutError("producer closed before delivery")
+            for batch in list(self._open.values()):
+                batch.fail(error)
+            for queue in self._ready.values():
+                for batch in queue:
+                    batch.fail(error)
+            if self._sender is not None:
+                self._sender.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            await self._client.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("producer is closed")
+        if not self._started:
+            raise IllegalStateError("producer not started: call await start() first")
+
+    # ------------------------------------------------------------------ sending
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        info = await self._client.wait_for_topic(topic, timeout_s=self.config.max_block_ms / 1000)
+        return sorted(info.partitions)
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: HeadersInput = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; return the future of its ``RecordMetadata``.
+
+        Raises MessageTooLargeError for a record larger than ``max_request_size``, and
+        UnknownTopicOrPartitionError when the topic has no metadata within ``max_block_ms``.
+        """
+        self._check_open()
+        if not self._space.is_set():
+            await self._wait_for_space()
+        info = self._client.metadata.topics.get(topic)
+        if info is None or info.error_code or not info.partitions:
+            info = await self._client.wait_for_topic(
+                topic, timeout_s=self.config.max_block_ms / 1000
+            )
+        partitions = info.partitions
+        if partition is None:
+            ids = sorted(partitions)
+            partition = self._partitioner(topic, key, ids, ids)
+        elif partition not in partitions:
+            from josefk.client.errors import UnknownTopicOrPartitionError
+
+            raise UnknownTopicOrPartitionError(topic=topic, partition=partition)
+        return self._append(topic, partition, key, value, timestamp_ms, headers)
+
+    def _append(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp_ms: int | None,
+        headers: HeadersInput,
+    ) -> asyncio.Future[RecordMetadata]:
+        if headers is None:
+            header_list: Sequence[tuple[str, bytes | None]] = ()
+            header_size = 0
+        else:
+            header_list = list(headers.items()) if isinstance(headers, Mapping) else headers
+            header_size = sum(len(k) + (len(v) if v is not None else 0) + 4 for k, v in header_list)
+        size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        size += header_size + _RECORD_OVERHEAD
+        if size + 61 > self.config.max_request_size:
+            raise MessageTooLargeError(
+                f"record of about {size} bytes exceeds max_request_size "
+                f"{self.config.max_request_size}"
+            )
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        tp = TopicPartition(topic, partition)
+        batch = self._open.get(tp)
+        if batch is not None and batch.builder is not None:
+            if (
+                batch.record_count
+                and batch.builder.uncompressed_size + size > self.config.batch_size
+            ):
+                self._close_batch(batch)
+                batch = self._new_batch(tp)
+        else:
+            batch = self._new_batch(tp)
+        builder = batch.builder
+        assert builder is not None
+        builder.append(key, value, header_list, timestamp_ms)
+        assert self._loop is not None
+        future: asyncio.Future[RecordMetadata] = self._loop.create_future()
+        batch.futures.append(future)
+        batch.timestamps.append(timestamp_ms)
+        batch.record_count += 1
+        batch.buffered += size
+        self._buffered_bytes += size
+        if builder.uncompressed_size >= self.config.batch_size:
+            self._close_batch(batch)
+        if self._buffered_bytes >= self.config.buffer_memory:
+            self._space.clear()
+        return future
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: HeadersInput = None,
+    ) -> RecordMetadata:
+        """``send`` and wait for the delivery."""
+        future = await self.send(
+            topic, value, key, partition=partition, timestamp_ms=timestamp_ms, headers=headers
+        )
+        return await future
+
+    async def _wait_for_space(self) -> None:
+        try:
+            async with asyncio.timeout(self.config.max_block_ms / 1000):
+                await self._space.wait()
+        except TimeoutError:
+            raise KafkaTimeoutError(
+                f"buffer_memory full for {self.config.max_block_ms} ms"
+            ) from None
+
+    def _new_batch(self, tp: TopicPartition) -> _Batch:
+        base_sequence = NO_SEQUENCE
+        if self.producer_id >= 0:
+            base_sequence = self._next_sequence[tp]
+        builder = BatchBuilder(
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=base_sequence,
+            compression=self.compression,
+            compression_level=self.config.compression_level,
+        )
+        deadline = time.monotonic() + self.config.delivery_timeout_ms / 1000
+        batch = _Batch(tp, builder, deadline, base_sequence)
+        self._open[tp] = batch
+        if self._undelivered == 0:
+            self._idle.clear()
+        self._undelivered += 1
+        assert self._loop is not None
+        if self.config.linger_ms <= 0:
+            self._loop.call_soon(self._linger_expired, batch)
+        else:
+            self._loop.call_later(self.config.linger_ms / 1000, self._linger_expired, batch)
+        return batch
+
+    def _linger_expired(self, batch: _Batch) -> None:
+        if batch.builder is not None and self._open.get(batch.tp) is batch:
+            self._close_batch(batch)
+
+    def _close_batch(self, batch: _Batch) -> None:
+        builder = batch.builder
+        if builder is None:
+            return
+        batch.builder = None
+        if self._open.get(batch.tp) is batch:
+            del self._open[batch.tp]
+        if batch.record_count == 0:
+            self._batch_done(batch)
+            return
+        batch.data = builder.build()
+        batch.size = len(batch.data)
+        if batch.base_sequence >= 0:
+            self._next_sequence[batch.tp] = (batch.base_sequence + batch.record_count) & _INT32_MAX
+        queue = self._ready.get(batch.tp)
+        if queue is None:
+            queue = self._ready[batch.tp] = collections.deque()
+        queue.append(batch)
+        info = self._client.metadata.topics.get(batch.tp.topic)
+        if info is not None:
+            self._partitioner.batch_completed(
+                batch.tp.topic, batch.tp.partition, sorted(info.partitions)
+            )
+        self._wakeup.set()
+
+    def _batch_done(self, batch: _Batch) -> None:
+        self._undelivered -= 1
+        self._buffered_bytes -= batch.buffered
+        if self._undelivered == 0:
+            self._buffered_bytes = 0
+            self._idle.set()
+        if self._buffered_bytes < self.config.buffer_memory:
+            self._space.set()
+
+    # ------------------------------------------------------------------ the sender
+
+    async def _run_sender(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            try:
+                await self._drain()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the sender must survive anything a drain meets
+                log.exception("producer sender failed a drain; retrying")
+                self._wake_later(self.config.retry_backoff_ms / 1000)
+
+    def _wake_later(self, delay_s: float) -> None:
+        assert self._loop is not None
+        self._loop.call_later(delay_s, self._wakeup.set)
+
+    async def _drain(self) -> None:
+        now = time.monotonic()
+        by_node: dict[int, dict[TopicPartition, list[_Batch]]] = {}
+        need_metadata = False
+        metadata = self._client.metadata
+        for tp, queue in self._ready.items():
+            if not queue or tp in self._busy_partitions:
+                continue
+            not_before = self._retry_after.get(tp)
+            if not_before is not None:
+                if not_before > now:
+                    continue
+                del self._retry_after[tp]
+            while queue and queue[0].deadline <= now:
+                expired = queue.popleft()
+                expired.fail(
+                    KafkaTimeoutError(
+                        "delivery_timeout_ms expired", topic=tp.topic, partition=tp.partition
+                    )
+                )
+                self._batch_done(expired)
+            if not queue:
+                continue
+            leader = metadata.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                need_metadata = True
+                continue
+            if self._node_in_flight[leader] >= self.config.max_in_flight_requests_per_connection:
+                continue
+            taken = [queue.popleft()]
+            total = taken[0].size
+            while queue and total + queue[0].size <= self.config.max_request_size:
+                total += queue[0].size
+                taken.append(queue.popleft())
+            by_node.setdefault(leader, {})[tp] = taken
+        for node_id, batches in by_node.items():
+            self._node_in_flight[node_id] += 1
+            self._busy_partitions.update(batches)
+            task = asyncio.ensure_future(self._produce(node_id, batches))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if need_metadata:
+            self._client.invalidate()
+            task2 = asyncio.ensure_future(self._refresh_then_wake())
+            self._tasks.add(task2)
+            task2.add_done_callback(self._tasks.discard)
+
+    async def _refresh_then_wake(self) -> None:
+        try:
+            await self._client.refresh_metadata()
+        except KafkaError as exc:
+            log.debug("metadata refresh failed: %s", exc)
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        self._wakeup.set()
+
+    def _produce_request(self, batches: dict[TopicPartition, list[_Batch]]) -> Any:
+        req = request_class(ApiKey.PRODUCE)
+        topics: dict[str, list[Any]] = {}
+        for tp, taken in batches.items():
+            data: bytes | bytearray = (
+                taken[0].data if len(taken) == 1 else b"".join(b.data for b in taken)
+            )
+            topics.setdefault(tp.topic, []).append(
+                req.TopicProduceData.PartitionProduceData(index=tp.partition, records=data)
+            )
+        return req(
+            transactional_id=None,
+            acks=self.acks,
+            timeout_ms=self.config.request_timeout_ms,
+            topic_data=[
+                req.TopicProduceData(name=name, partition_data=parts)
+                for name, parts in topics.items()
+            ],
+        )
+
+    async def _produce(self, node_id: int, batches: dict[TopicPartition, list[_Batch]]) -> None:
+        try:
+            body = self._produce_request(batches)
+            try:
+                response = await self._client.request(
+                    node_id, ApiKey.PRODUCE, body, expect_response=self.acks != 0
+                )
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                for tp, taken in batches.items():
+                    self._retry_or_fail(tp, taken, exc)
+                return
+            except KafkaError as exc:
+                for taken in batches.values():
+                    for batch in taken:
+                        batch.fail(exc)
+                        self._batch_done(batch)
+                return
+            if response is None:  # acks=0: nothing comes back
+                for taken in batches.values():
+                    for batch in taken:
+                        batch.complete(-1, -1)
+                        self._batch_done(batch)
+                return
+            answered: set[TopicPartition] = set()
+            for topic in response.responses:
+                for part in topic.partition_responses:
+                    tp = TopicPartition(topic.name, part.index)
+                    taken_or_none = batches.get(tp)
+                    if taken_or_none is None:
+                        continue
+                    answered.add(tp)
+                    self._handle_partition(tp, taken_or_none, part)
+            for tp, taken in batches.items():
+                if tp not in answered:
+                    self._retry_or_fail(
+                        tp, taken, KafkaConnectionError("partition missing from produce response")
+                    )
+        finally:
+            self._node_in_flight[node_id] -= 1
+            self._busy_partitions.difference_update(batches)
+            self._wakeup.set()
+
+    def _handle_partition(self, tp: TopicPartition, taken: list[_Batch], part: Any) -> None:
+        code = part.error_code
+        if code == 0 or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+            base = part.base_offset if code == 0 else -1
+            for batch in taken:
+                batch.complete(base, part.log_append_time_ms)
+                if base >= 0:
+                    base += batch.record_count
+                self._batch_done(batch)
+            return
+        error = error_for(code, part.error_message, topic=tp.topic, partition=tp.partition)
+        if code in METADATA_ERRORS:
+            self._client.invalidate()
+        self._retry_or_fail(tp, taken, error)
+
+    def _retry_or_fail(self, tp: TopicPartition, taken: list[_Batch], error: KafkaError) -> None:
+        now = time.monotonic()
+        queue = self._ready.setdefault(tp, collections.deque())
+        retry: list[_Batch] = []
+        for batch in taken:
+            batch.attempts += 1
+            if error.retriable and batch.attempts <= self.config.retries and batch.deadline > now:
+                retry.append(batch)
+            else:
+                batch.fail(error)
+                self._batch_done(batch)
+        if retry:
+            log.debug("retrying %d batches of %s after %s", len(retry), tp, error)
+            queue.extendleft(reversed(retry))
+            self._client.invalidate()
+            backoff = self.config.retry_backoff_ms / 1000 * min(32, 2 ** (retry[0].attempts - 1))
+            self._retry_after[tp] = now + backoff
+            task = asyncio.ensure_future(self._refresh_then_wake())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            self._wake_later(backoff)

@@ -1,0 +1,320 @@
+"""Blocking facade of josefk's client for scripts and notebooks.
+
+Owns ``Producer``, ``Consumer`` and ``Admin``: each runs its asyncio counterpart
+(``AIOProducer``, ``AIOConsumer``, ``AIOAdmin``) on a private event loop in a daemon thread
+and blocks the calling thread on each call. ``Producer.send`` returns a
+``concurrent.futures.Future`` of the ``RecordMetadata`` so a script can send many records and
+wait once (``flush``). Works inside a running event loop too (e.g. Jupyter), because the
+client's loop is not the caller's. Not for hot paths: every call crosses threads.
+
+Imports josefk.client modules only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from josefk.client.admin import (
+    AIOAdmin,
+    ClusterDescription,
+    ConfigEntry,
+    GroupDescription,
+    GroupListing,
+    NewTopic,
+    ResourceType,
+    TopicDescription,
+)
+from josefk.client.consumer import AIOConsumer
+from josefk.client.errors import KafkaError
+from josefk.client.producer import AIOProducer, HeadersInput
+from josefk.client.types import ConsumerRecord, OffsetAndTimestamp, RecordMetadata, TopicPartition
+
+T = TypeVar("T")
+
+
+class _LoopThread:
+    """An event loop running forever in a daemon thread, until ``stop``."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+        self.loop.close()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        future = self.submit(coro)
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
+
+    def stop(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+
+
+async def _make(cls: type[T], *args: Any, **settings: Any) -> T:
+    obj = cls(*args, **settings)
+    await obj.start()  # type: ignore[attr-defined]
+    return obj
+
+
+class Producer:
+    """Blocking producer: ``Producer(bootstrap_servers=...)`` takes ProducerConfig's settings."""
+
+    def __init__(self, **settings: Any) -> None:
+        self._thread = _LoopThread("josefk-producer")
+        try:
+            self._producer = self._thread.run(_make(AIOProducer, **settings))
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    async def _send(
+        self, topic: str, value: bytes | None, key: bytes | None, kwargs: dict[str, Any]
+    ) -> RecordMetadata:
+        future = await self._producer.send(topic, value, key, **kwargs)
+        return await future
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: HeadersInput = None,
+    ) -> concurrent.futures.Future[RecordMetadata]:
+        """Queue a record; the future resolves on delivery."""
+        kwargs = {"partition": partition, "timestamp_ms": timestamp_ms, "headers": headers}
+        return self._thread.submit(self._send(topic, value, key, kwargs))
+
+    def send_and_wait(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: HeadersInput = None,
+    ) -> RecordMetadata:
+        return self.send(
+            topic, value, key, partition=partition, timestamp_ms=timestamp_ms, headers=headers
+        ).result()
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        self._thread.run(self._producer.flush(timeout_s))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self._thread.run(self._producer.partitions_for(topic))
+
+    def close(self, timeout_s: float | None = None) -> None:
+        try:
+            self._thread.run(self._producer.close(timeout_s))
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Consumer:
+    """Blocking consumer: ``Consumer("topic", group_id="g", bootstrap_servers=...)``."""
+
+    def __init__(self, *topics: str, **settings: Any) -> None:
+        self._thread = _LoopThread("josefk-consumer")
+        try:
+            self._consumer = self._thread.run(_make(AIOConsumer, *topics, **settings))
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        async def call() -> Any:
+            return fn(*args)
+
+        return self._thread.run(call())
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        self._call(self._consumer.assign, list(partitions))
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        self._call(self._consumer.subscribe, list(topics))
+
+    def assignment(self) -> set[TopicPartition]:
+        result: set[TopicPartition] = self._call(self._consumer.assignment)
+        return result
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._call(self._consumer.seek, tp, offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._call(self._consumer.seek_to_beginning, *partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._call(self._consumer.seek_to_end, *partitions)
+
+    def seek_to_timestamp(self, timestamp_ms: int, *partitions: TopicPartition) -> None:
+        self._thread.run(self._consumer.seek_to_timestamp(timestamp_ms, *partitions))
+
+    def position(self, tp: TopicPartition) -> int:
+        return self._thread.run(self._consumer.position(tp))
+
+    def poll(
+        self, timeout_ms: int = 1_000, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records by partition, waiting up to ``timeout_ms`` for some."""
+        return self._thread.run(
+            self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        )
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        while True:
+            for records in self.poll(1_000).values():
+                yield from records
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        self._thread.run(self._consumer.commit(offsets))
+
+    def committed(self, tp: TopicPartition) -> int | None:
+        return self._thread.run(self._consumer.committed(tp))
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._thread.run(self._consumer.beginning_offsets(list(partitions)))
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._thread.run(self._consumer.end_offsets(list(partitions)))
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return self._thread.run(self._consumer.offsets_for_times(timestamps))
+
+    def close(self) -> None:
+        try:
+            self._thread.run(self._consumer.close())
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Admin:
+    """Blocking admin client; the methods mirror ``AIOAdmin``'s."""
+
+    def __init__(self, **settings: Any) -> None:
+        self._thread = _LoopThread("josefk-admin")
+        try:
+            self._admin = self._thread.run(_make(AIOAdmin, **settings))
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    def describe_cluster(self) -> ClusterDescription:
+        return self._thread.run(self._admin.describe_cluster())
+
+    def list_topics(self, *, include_internal: bool = False) -> list[str]:
+        return self._thread.run(self._admin.list_topics(include_internal=include_internal))
+
+    def describe_topics(self, topics: Sequence[str] | None = None) -> list[TopicDescription]:
+        return self._thread.run(self._admin.describe_topics(topics))
+
+    def create_topics(
+        self, topics: Iterable[NewTopic | str], *, validate_only: bool = False
+    ) -> dict[str, KafkaError | None]:
+        return self._thread.run(
+            self._admin.create_topics(list(topics), validate_only=validate_only)
+        )
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+    ) -> None:
+        self._thread.run(
+            self._admin.create_topic(name, num_partitions, replication_factor, configs)
+        )
+
+    def delete_topics(self, topics: Iterable[str]) -> dict[str, KafkaError | None]:
+        return self._thread.run(self._admin.delete_topics(list(topics)))
+
+    def delete_topic(self, name: str) -> None:
+        self._thread.run(self._admin.delete_topic(name))
+
+    def create_partitions(self, new_totals: Mapping[str, int]) -> dict[str, KafkaError | None]:
+        return self._thread.run(self._admin.create_partitions(new_totals))
+
+    def describe_configs(
+        self, resources: Iterable[tuple[ResourceType | int, str]]
+    ) -> dict[tuple[ResourceType, str], dict[str, ConfigEntry]]:
+        return self._thread.run(self._admin.describe_configs(list(resources)))
+
+    def describe_topic_configs(self, topic: str) -> dict[str, ConfigEntry]:
+        return self._thread.run(self._admin.describe_topic_configs(topic))
+
+    def alter_configs(
+        self, resource: tuple[ResourceType | int, str], changes: Mapping[str, Any]
+    ) -> None:
+        self._thread.run(self._admin.alter_configs(resource, changes))
+
+    def list_offsets(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return self._thread.run(self._admin.list_offsets(timestamps))
+
+    def list_groups(self) -> list[GroupListing]:
+        return self._thread.run(self._admin.list_groups())
+
+    def describe_groups(self, group_ids: Sequence[str]) -> list[GroupDescription]:
+        return self._thread.run(self._admin.describe_groups(group_ids))
+
+    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, KafkaError | None]:
+        return self._thread.run(self._admin.delete_groups(group_ids))
+
+    def list_group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        return self._thread.run(self._admin.list_group_offsets(group_id))
+
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        self._thread.run(self._admin.alter_group_offsets(group_id, offsets))
+
+    def reset_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition], *, to: str | int = "earliest"
+    ) -> dict[TopicPartition, int]:
+        return self._thread.run(self._admin.reset_group_offsets(group_id, partitions, to=to))
+
+    def close(self) -> None:
+        try:
+            self._thread.run(self._admin.close())
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
