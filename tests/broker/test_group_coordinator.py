@@ -374,7 +374,7 @@ async def test_static_member_rejoins_without_a_rebalance(env: Env) -> None:
         env.coordinator.heartbeat("g", 1, follower.member_id, "i-1") == ErrorCode.FENCED_INSTANCE_ID
     )
     assert env.coordinator.heartbeat("g", 1, again.member_id, "i-1") == ErrorCode.NONE
-    top, errors = env.coordinator.leave_group("g", [(follower.member_id, "i-1")])
+    _top, errors = env.coordinator.leave_group("g", [(follower.member_id, "i-1")])
     assert errors == [ErrorCode.FENCED_INSTANCE_ID]
 
 
@@ -428,7 +428,7 @@ def fetched(env: Env, group: str = "g") -> dict[tuple[str, int], int]:
 
 async def test_simple_commits_and_fetch(env: Env) -> None:
     assert commit(env, [("t", 0, 5), ("t", 1, 9)]) == [ErrorCode.NONE] * 2
-    [(topic, partition, committed)] = env.coordinator.fetch_offsets("g", [("t", 0)])
+    [(_topic, _partition, committed)] = env.coordinator.fetch_offsets("g", [("t", 0)])
     assert committed is not None
     assert (committed.offset, committed.metadata, committed.leader_epoch) == (5, "meta", 7)
     assert env.coordinator.fetch_offsets("g", [("t", 2)]) == [("t", 2, None)]
