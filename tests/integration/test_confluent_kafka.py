@@ -15,6 +15,7 @@ from client_helpers import (
     assert_delivered,
     assert_same_messages,
     ck_admin,
+    ck_config,
     ck_consume,
     ck_consumer,
     ck_create_topic,
@@ -30,6 +31,7 @@ from confluent_kafka import (
     TIMESTAMP_LOG_APPEND_TIME,
     KafkaError,
     KafkaException,
+    Producer,
     TopicCollection,
     TopicPartition,
 )
@@ -161,6 +163,50 @@ def test_invalid_topic_name_is_refused(broker: BrokerProcess) -> None:
     assert info.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
 
 
+def test_metadata_for_invalid_topic_names(broker: BrokerProcess) -> None:
+    """A producer's metadata request asks for auto-creation; invalid names are refused."""
+    producer = Producer(ck_config(broker.bootstrap, **{"enable.idempotence": False}))
+    for name in ("bad name!", "x" * 250, "..", "."):
+        metadata = producer.list_topics(topic=name, timeout=T)
+        error = metadata.topics[name].error
+        assert error is not None and error.code() == KafkaError.TOPIC_EXCEPTION, (name, error)
+
+
+def test_replication_factor_above_broker_count_is_refused(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-rf3")
+    admin = ck_admin(broker.bootstrap)
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=1, replication_factor=3)], request_timeout=T
+    )
+    with pytest.raises(KafkaException) as info:
+        futures[topic].result(timeout=T)
+    assert info.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR
+    assert topic not in admin.list_topics(timeout=T).topics
+
+
+def test_describe_configs_lists_every_topic_config(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-allconfigs")
+    ck_create_topic(broker.bootstrap, topic)
+    entries = describe_topic_config(broker.bootstrap, topic)
+    for key, default in {
+        "cleanup.policy": "delete",
+        "compression.type": "producer",
+        "retention.ms": "604800000",
+        "retention.bytes": "-1",
+        "segment.bytes": "1073741824",
+        "segment.ms": "604800000",
+        "min.insync.replicas": "1",
+        "message.timestamp.type": "CreateTime",
+        "max.message.bytes": "1048588",
+    }.items():
+        assert key in entries, f"{key} missing from DescribeConfigs"
+        assert entries[key].value == default, (key, entries[key].value)
+        assert source(entries[key]) in (
+            ConfigSource.DEFAULT_CONFIG,
+            ConfigSource.STATIC_BROKER_CONFIG,
+        ), (key, entries[key].source)
+
+
 def test_incremental_alter_configs(broker: BrokerProcess) -> None:
     topic = unique_topic("ck-incalter")
     ck_create_topic(broker.bootstrap, topic, config={"retention.ms": "600000"})
@@ -257,6 +303,17 @@ def test_delete_records_moves_log_start(broker: BrokerProcess) -> None:
     got = ck_consume(broker.bootstrap, topic, offset=OFFSET_BEGINNING, count=4)
     assert [m.offset() for m in got] == [6, 7, 8, 9]
     assert_same_messages([from_confluent(m) for m in got], sent[6:])
+
+
+def test_delete_records_beyond_the_high_watermark_is_refused(broker: BrokerProcess) -> None:
+    topic = unique_topic("ck-delrec-oor")
+    assert_delivered(ck_produce(broker.bootstrap, topic, make_messages(5)))
+    admin = ck_admin(broker.bootstrap)
+    futures = admin.delete_records([TopicPartition(topic, 0, 50)], request_timeout=T)
+    with pytest.raises(KafkaException) as info:
+        next(iter(futures.values())).result(timeout=T)
+    assert info.value.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
+    assert ck_watermarks(broker.bootstrap, topic) == (0, 5)
 
 
 def test_delete_topic(broker: BrokerProcess) -> None:

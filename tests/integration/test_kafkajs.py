@@ -177,14 +177,19 @@ def test_offsets_by_timestamp_and_delete_records(broker: BrokerProcess) -> None:
     assert after["low"] == "12" and after["high"] == "30"
 
 
+@pytest.mark.xfail(
+    reason="KafkaJS has no manual assignment and its consumer needs the group coordinator "
+    "(FindCoordinator/JoinGroup/SyncGroup), which this broker does not advertise yet "
+    "(consumer groups are a later issue): KafkaJSGroupCoordinatorNotFound",
+    strict=False,
+)
 def test_kafkajs_reads_what_librdkafka_wrote_through_a_group_consumer(
     broker: BrokerProcess,
 ) -> None:
-    """KafkaJS has no manual assignment, so this needs the group coordinator APIs."""
     topic = unique_topic("js-consume")
     sent = text_messages(20, "jsc")
     ck_produce(broker.bootstrap, topic, sent)
-    results = run_actions_raw(
+    (got,) = run_actions(
         broker,
         {
             "op": "consume",
@@ -194,9 +199,7 @@ def test_kafkajs_reads_what_librdkafka_wrote_through_a_group_consumer(
             "timeoutMs": 20000,
         },
     )
-    (result,) = results
-    if not result["ok"]:
-        pytest.xfail(f"KafkaJS group consumer: {json.dumps(result['error'])}")
-    got = result["result"]
     assert [int(m["offset"]) for m in got] == list(range(20))
+    assert [m["key"] for m in got] == [m.key.decode() if m.key else None for m in sent]
     assert [m["value"] for m in got] == [m.value.decode() if m.value else None for m in sent]
+    assert [int(m["timestamp"]) for m in got] == [m.timestamp for m in sent]

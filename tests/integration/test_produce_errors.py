@@ -30,6 +30,7 @@ pytestmark = pytest.mark.timeout(120)
 NONE = 0
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REQUIRED_ACKS = 21
 INVALID_RECORD = 87
 
 # Offsets of v2 batch header fields (the protocol guide's RecordBatch layout).
@@ -109,11 +110,11 @@ def parse_produce_v3_response(body: bytes) -> dict[tuple[str, int], tuple[int, i
 
 
 async def send_produce(
-    broker: BrokerProcess, data: Sequence[PartitionData]
+    broker: BrokerProcess, data: Sequence[PartitionData], *, acks: int = -1
 ) -> dict[tuple[str, int], tuple[int, int]]:
     reader, writer = await asyncio.open_connection(broker.host, broker.port)
     try:
-        writer.write(produce_v3(77, -1, data))
+        writer.write(produce_v3(77, acks, data))
         await writer.drain()
         (size,) = struct.unpack(
             ">i", await asyncio.wait_for(reader.readexactly(4), CLIENT_TIMEOUT_S)
@@ -202,3 +203,12 @@ async def test_unknown_partition_and_topic(broker: BrokerProcess, topic: str) ->
     )
     assert result[(topic, 99)][0] == UNKNOWN_TOPIC_OR_PARTITION
     assert result[(missing, 0)][0] == UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_invalid_acks_value(broker: BrokerProcess, topic: str) -> None:
+    _, high = await asyncio.to_thread(ck_watermarks, broker.bootstrap, topic, 0)
+    result = await send_produce(
+        broker, [PartitionData(topic, 0, bytes(build_batch(1, "acks2")))], acks=2
+    )
+    assert result[(topic, 0)][0] == INVALID_REQUIRED_ACKS
+    assert await asyncio.to_thread(ck_watermarks, broker.bootstrap, topic, 0) == (0, high)
