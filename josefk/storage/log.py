@@ -915,11 +915,16 @@ class Log:
             return
         segments = self.segments_in_range(self._recovery_point, target)
         loop = asyncio.get_running_loop()
-        with self._io("flushing"):
-            await loop.run_in_executor(self._executor, _flush_segments, segments)
-        if not self._closed:
-            self._mark_flushed(target)
-            self._release_inactive_indexes(segments)
+        failures = await loop.run_in_executor(self._executor, _try_flush_segments, segments)
+        if self._closed or self._offline:
+            return  # closed or deleted while the fsyncs ran: their errors mean nothing now
+        for segment, error in failures:
+            if self._segments.get(segment.base_offset) is segment:
+                with self._io("flushing"):
+                    raise error
+            # A segment deleted meanwhile (retention, truncation) may fail its fsync.
+        self._mark_flushed(target)
+        self._release_inactive_indexes(segments)
 
     def _release_inactive_indexes(self, segments: Sequence[LogSegment]) -> None:
         """Unmap the (flushed) indexes of segments that are no longer active.
@@ -1304,9 +1309,18 @@ def _release_indexes(segment: LogSegment) -> None:
     segment.time_index.close()
 
 
-def _flush_segments(segments: Sequence[LogSegment]) -> None:
+def _try_flush_segments(
+    segments: Sequence[LogSegment],
+) -> list[tuple[LogSegment, BaseException]]:
+    """fsync each segment (in a worker thread); the failures go back to the loop to judge."""
+    failures: list[tuple[LogSegment, BaseException]] = []
     for segment in segments:
-        segment.flush()
+        try:
+            segment.flush()
+        except (OSError, StorageError, ValueError) as exc:
+            # ValueError: a map closed under us by a concurrent close or deletion.
+            failures.append((segment, exc))
+    return failures
 
 
 def _delete_segment_files(segments: Sequence[LogSegment]) -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from log_helpers import NOW, check_invariants, open_log, producer_batch, read_all, small_config
@@ -10,15 +14,19 @@ from log_helpers import NOW, check_invariants, open_log, producer_batch, read_al
 from josefk.records import RecordBatch, TimestampType
 from josefk.records.errors import CorruptRecordError, InvalidRecordError
 from josefk.storage.clock import ManualClock
-from josefk.storage.errors import OffsetOutOfRangeError, RecordTooLargeError
+from josefk.storage.errors import KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError
 from josefk.storage.log import (
     InvalidTimestampError,
+    Log,
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
 )
 from josefk.storage.offsets import FetchIsolation
-from josefk.storage.segment import LogOffsetMetadata
+from josefk.storage.scheduler import InlineExecutor
+from josefk.storage.segment import LogOffsetMetadata, LogSegment
+
+T = TypeVar("T")
 
 
 def test_fresh_log(tmp_path: Path) -> None:
@@ -325,3 +333,62 @@ def test_flushed_inactive_segments_release_their_index_maps(tmp_path: Path) -> N
     assert [b.base_offset for b in read_all(log)] == list(range(0, 60, 2))
     found = log.fetch_offset_by_timestamp(NOW)
     assert found is not None and found.offset == 0
+
+
+class _HookExecutor(InlineExecutor):
+    """Runs a hook on the loop's side just before the blocking call, to model a race."""
+
+    def __init__(self, hook: Callable[[], None]) -> None:
+        self.hook = hook
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        self.hook()
+        return super().submit(fn, *args, **kwargs)
+
+
+async def test_flush_racing_a_close_is_not_an_io_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failures: list[Path] = []
+    holder: list[Log] = []
+    log = Log.load(
+        tmp_path / "t-0",
+        small_config(),
+        clock=ManualClock(wall_ms=NOW),
+        executor=_HookExecutor(lambda: holder[0].close()),
+        on_io_error=lambda path, error: failures.append(path),
+    )
+    holder.append(log)
+    log.append_as_leader(producer_batch(2), 0)
+
+    def closed_fd(self: LogSegment) -> None:
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+    monkeypatch.setattr(LogSegment, "flush", closed_fd)
+    await log.flush_async()
+    assert failures == [] and not log.is_offline
+
+
+async def test_flush_error_on_a_live_segment_takes_the_dir_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failures: list[Path] = []
+    log = Log.load(
+        tmp_path / "t-0",
+        small_config(),
+        clock=ManualClock(wall_ms=NOW),
+        executor=InlineExecutor(),
+        on_io_error=lambda path, error: failures.append(path),
+    )
+    log.append_as_leader(producer_batch(2), 0)
+
+    def failing(self: LogSegment) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(LogSegment, "flush", failing)
+    with pytest.raises(KafkaStorageError):
+        await log.flush_async()
+    assert failures == [tmp_path] and log.is_offline
+    assert log.recovery_point == 0
+    with pytest.raises(KafkaStorageError):
+        log.read(0, 100)
