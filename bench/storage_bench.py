@@ -318,7 +318,9 @@ def markdown(results: dict[str, object], quick: bool) -> str:
     lines = [
         "## Storage (bench/storage_bench.py)",
         "",
-        f"Run on {results['machine']}{' (--quick)' if quick else ''}; files on the same disk as "
+        f"Run on {results['machine']}{' (--quick)' if quick else ''}, load average "
+        f"{results['load_before']} before and {results['load_after']} after the run (other "
+        "work shared the machine); files on the same disk as "
         "the repository, all in the page cache (23 GiB RAM, nothing fsync'd during the timed "
         "loops). Each figure is the median of the runs; each baseline was measured in the same "
         "run.",
@@ -394,6 +396,7 @@ def main() -> None:
     results: dict[str, object] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     }
+    results["load_before"] = f"{os.getloadavg()[0]:.1f}"
     try:
         results["append"] = bench_append(directory, append_total, runs)
         print("append", results["append"], file=sys.stderr)
@@ -412,6 +415,7 @@ def main() -> None:
         print("startup", results["startup"], file=sys.stderr)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+    results["load_after"] = f"{os.getloadavg()[0]:.1f}"
     if args.markdown:
         print(markdown(results, args.quick))
 

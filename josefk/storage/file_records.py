@@ -110,8 +110,10 @@ class FileRecords:
     ``pwrite`` (not O_APPEND) so that a preallocated file works the same way.
     """
 
-    def __init__(self, path: Path, fd: int, size: int, *, preallocate: bool = False) -> None:
-        self._path = path
+    def __init__(self, path: str | Path, fd: int, size: int, *, preallocate: bool = False) -> None:
+        # Kept as given and made a Path on first use: start-up opens tens of thousands of
+        # segments, and building Path objects was most of the cost of opening one.
+        self._path: str | Path = path
         self._fd = fd
         self._size = size
         self._preallocate = preallocate
@@ -135,7 +137,7 @@ class FileRecords:
         preallocated to ``init_file_size``, when it is 0 (as Kafka does). A preallocated file
         left by a crash is full of zeros past the last batch; recovery truncates them.
         """
-        file_path = path if isinstance(path, Path) else Path(path)
+        file_path = path if isinstance(path, (str, Path)) else Path(path)
         flags = (os.O_RDWR | os.O_CREAT) if mutable else os.O_RDONLY
         try:
             fd = os.open(file_path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
@@ -158,7 +160,10 @@ class FileRecords:
 
     @property
     def path(self) -> Path:
-        return self._path
+        path = self._path
+        if not isinstance(path, Path):
+            path = self._path = Path(path)
+        return path
 
     @property
     def fd(self) -> int:
@@ -303,7 +308,7 @@ class FileRecords:
         if size < 0:
             raise StorageError(f"invalid slice size {size}", path=self._path)
         end = min(self._size, position + size)
-        return FileSlice(self._path, self._fd, min(position, self._size), max(0, end - position))
+        return FileSlice(self.path, self._fd, min(position, self._size), max(0, end - position))
 
     def read(self, position: int, size: int) -> bytes:
         """Read up to ``size`` bytes from ``position`` (never past the end of the batches)."""
@@ -468,7 +473,7 @@ class FileRecords:
         return TimestampAndOffset(max_timestamp, offset_of_max)
 
     def __repr__(self) -> str:
-        return f"FileRecords(path={str(self._path)!r}, size={self._size})"
+        return f"FileRecords(path={os.fspath(self._path)!r}, size={self._size})"
 
 
 def _grow(fd: int, size: int) -> None:

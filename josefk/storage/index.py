@@ -108,8 +108,8 @@ class AbstractIndex:
         *,
         writable: bool = True,
     ) -> None:
-        # Re-wrapping a Path re-parses it; start-up builds tens of thousands of these.
-        self._path = path if isinstance(path, Path) else Path(path)
+        # Kept as given and made a Path on first use: start-up builds tens of thousands.
+        self._path: str | Path = path if isinstance(path, (str, Path)) else Path(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
@@ -133,7 +133,7 @@ class AbstractIndex:
     def _open(self) -> None:
         path = self._path
         try:
-            newly_created = not path.exists()
+            newly_created = not os.path.exists(path)
             if newly_created and not self.writable:
                 raise KafkaStorageError(f"{self.KIND} file does not exist", path=path)
             fd = os.open(path, (os.O_RDWR | os.O_CREAT) if self.writable else os.O_RDONLY, 0o644)
@@ -169,7 +169,10 @@ class AbstractIndex:
 
     @property
     def path(self) -> Path:
-        return self._path
+        path = self._path
+        if not isinstance(path, Path):
+            path = self._path = Path(path)
+        return path
 
     @property
     def entries(self) -> int:
@@ -371,7 +374,7 @@ class AbstractIndex:
 
     def __repr__(self) -> str:
         state = f"entries={self._entries}" if self._opened else "not opened"
-        return f"{type(self).__name__}(path={str(self._path)!r}, {state})"
+        return f"{type(self).__name__}(path={os.fspath(self._path)!r}, {state})"
 
 
 class OffsetIndex(AbstractIndex):

@@ -271,20 +271,19 @@ class LogSegment:
         no index. A new segment's indexes are created and preallocated right away, so the
         directory always holds all three files.
         """
-        directory = _as_path(directory)
+        # Plain string joins: this runs once per segment at start-up.
+        prefix = os.path.join(os.fspath(directory), filename_prefix_from_offset(base_offset))
         log = FileRecords.open(
-            log_file(directory, base_offset, file_suffix),
+            f"{prefix}{LOG_FILE_SUFFIX}{file_suffix}",
             file_already_exists=file_already_exists,
             init_file_size=init_file_size,
             preallocate=preallocate,
         )
         segment = cls(
             log,
-            OffsetIndex(
-                offset_index_file(directory, base_offset, file_suffix), base_offset, max_index_size
-            ),
+            OffsetIndex(f"{prefix}{INDEX_FILE_SUFFIX}{file_suffix}", base_offset, max_index_size),
             TimeIndex(
-                time_index_file(directory, base_offset, file_suffix), base_offset, max_index_size
+                f"{prefix}{TIME_INDEX_FILE_SUFFIX}{file_suffix}", base_offset, max_index_size
             ),
             base_offset,
             index_interval_bytes,
