@@ -926,6 +926,22 @@ class Log:
         self._mark_flushed(target)
         self._release_inactive_indexes(segments)
 
+    def release_index_maps(self) -> int:
+        """Unmap every inactive segment's indexes that a lookup mapped again; returns how many
+        segments had any. Called by the LogManager's periodic pass: ListOffsets by timestamp
+        and reads of old data map indexes on demand, and they would otherwise stay mapped."""
+        self._check_usable()
+        released = 0
+        active = self.active_segment
+        for segment in self._segments.values():
+            if segment is not active and (
+                segment.offset_index.is_open or segment.time_index.is_open
+            ):
+                with self._io("releasing index maps"):
+                    _release_indexes(segment)
+                released += 1
+        return released
+
     def _release_inactive_indexes(self, segments: Sequence[LogSegment]) -> None:
         """Unmap the (flushed) indexes of segments that are no longer active.
 

@@ -374,11 +374,16 @@ class LogManager:
         )
 
     async def cleanup_logs(self) -> int:
-        """One retention pass over every log; returns the number of segments deleted."""
+        """One retention pass over every log; returns the number of segments deleted.
+
+        The same pass unmaps the indexes of inactive segments that lookups mapped since, so
+        the broker's file descriptors stay bounded (each Python mmap holds one).
+        """
         total = 0
         for log in self.all_logs():
             try:
                 total += log.delete_old_segments()
+                log.release_index_maps()
             except KafkaStorageError:
                 continue  # the dir is offline now; the others go on
         return total

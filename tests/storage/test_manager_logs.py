@@ -279,3 +279,18 @@ async def test_corrupt_checkpoint_takes_only_its_dir_offline(tmp_path: Path) -> 
     assert "recovery-point-offset-checkpoint" in str(
         broker.manager.offline_log_dirs[tmp_path / "a"]
     )
+
+
+async def test_retention_pass_releases_index_maps_of_old_segments(tmp_path: Path) -> None:
+    broker = Broker([tmp_path / "a"], small_config(retention_ms=-1))
+    await broker.manager.startup()
+    tp = TopicPartition("t", 0)
+    append(broker.manager, tp, batches=30)
+    log = broker.manager.get_or_create_log(tp)
+    log.flush()
+    assert log.fetch_offset_by_timestamp(-3) is not None  # maps every time index
+    old = log.log_segments()[:-1]
+    assert any(s.time_index.is_open for s in old)
+    await broker.manager.cleanup_logs()
+    assert not any(s.time_index.is_open or s.offset_index.is_open for s in old)
+    assert log.active_segment.offset_index.is_open
