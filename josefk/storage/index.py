@@ -300,48 +300,48 @@ class AbstractIndex:
 
     # -- search -----------------------------------------------------------------------------
 
-    def _key(self, buffer: mmap.mmap, n: int) -> int:
-        raise NotImplementedError
-
-    def _value(self, buffer: mmap.mmap, n: int) -> int:
-        raise NotImplementedError
+    # Where the searchable columns are: (struct of the field, its offset in an entry, whether
+    # it is stored relative to base_offset). Subclasses fill these in.
+    _KEY_FIELD: ClassVar[tuple[struct.Struct, int, bool]]
+    _VALUE_FIELD: ClassVar[tuple[struct.Struct, int, bool]]
 
     def _index_slot_range_for(self, target: int, by_value: bool) -> tuple[int, int]:
         """(largest slot with entry <= target, smallest slot with entry >= target); -1 = none.
 
         With entries [1, 4, 6, 8]: 0 -> (-1, 0); 3 -> (0, 1); 4 -> (1, 1); 9 -> (3, -1).
         Searches the warm section (the last WARM_SECTION_BYTES of entries) first, see above.
+        The loop is written out (no helper calls per probe): lookups are on the fetch path.
         """
         self._ensure_open()
         entries = self._entries
         buffer = self._mmap
         if entries == 0 or buffer is None:
             return -1, -1
-        read = self._value if by_value else self._key
-
-        def binary_search(begin: int, end: int) -> tuple[int, int]:
-            lo, hi = begin, end
-            while lo < hi:
-                mid = (lo + hi + 1) >> 1
-                found = read(buffer, mid)
-                if found > target:
-                    hi = mid - 1
-                elif found < target:
-                    lo = mid
-                else:
-                    return mid, mid
-            # ``lo`` may be the untested start of the range and equal to the target.
-            if read(buffer, lo) == target:
-                return lo, lo
-            return lo, (-1 if lo == entries - 1 else lo + 1)
-
-        warm_entries = WARM_SECTION_BYTES // self.ENTRY_SIZE
-        first_hot_entry = max(0, entries - 1 - warm_entries)
-        if read(buffer, first_hot_entry) < target:
-            return binary_search(first_hot_entry, entries - 1)
-        if read(buffer, 0) > target:
+        field, field_offset, relative = self._VALUE_FIELD if by_value else self._KEY_FIELD
+        if relative:
+            target -= self.base_offset
+        unpack = field.unpack_from
+        stride = self.ENTRY_SIZE
+        first_hot_entry = max(0, entries - 1 - WARM_SECTION_BYTES // stride)
+        if unpack(buffer, first_hot_entry * stride + field_offset)[0] < target:
+            lo, hi = first_hot_entry, entries - 1
+        elif unpack(buffer, field_offset)[0] > target:
             return -1, 0
-        return binary_search(0, first_hot_entry)
+        else:
+            lo, hi = 0, first_hot_entry
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            found = unpack(buffer, mid * stride + field_offset)[0]
+            if found > target:
+                hi = mid - 1
+            elif found < target:
+                lo = mid
+            else:
+                return mid, mid
+        # ``lo`` may be the untested start of the range and equal to the target.
+        if unpack(buffer, lo * stride + field_offset)[0] == target:
+            return lo, lo
+        return lo, (-1 if lo == entries - 1 else lo + 1)
 
     def largest_lower_bound_slot_for(self, target: int, *, by_value: bool = False) -> int:
         return self._index_slot_range_for(target, by_value)[0]
@@ -399,11 +399,8 @@ class OffsetIndex(AbstractIndex):
         super().__init__(path, base_offset, max_index_size, writable=writable)
         self._last_offset = base_offset
 
-    def _key(self, buffer: mmap.mmap, n: int) -> int:
-        return int(_INT32.unpack_from(buffer, n * 8)[0]) + self.base_offset
-
-    def _value(self, buffer: mmap.mmap, n: int) -> int:
-        return int(_INT32.unpack_from(buffer, n * 8 + 4)[0])
+    _KEY_FIELD = (_INT32, 0, True)
+    _VALUE_FIELD = (_INT32, 4, False)
 
     def _after_entries_changed(self) -> None:
         self._last_offset = self._last_entry().offset
@@ -533,11 +530,8 @@ class TimeIndex(AbstractIndex):
         super().__init__(path, base_offset, max_index_size, writable=writable)
         self._last = TimestampOffset(NO_TIMESTAMP, base_offset)
 
-    def _key(self, buffer: mmap.mmap, n: int) -> int:
-        return int(_INT64.unpack_from(buffer, n * 12)[0])
-
-    def _value(self, buffer: mmap.mmap, n: int) -> int:
-        return int(_INT32.unpack_from(buffer, n * 12 + 8)[0]) + self.base_offset
+    _KEY_FIELD = (_INT64, 0, False)
+    _VALUE_FIELD = (_INT32, 8, True)
 
     def _after_entries_changed(self) -> None:
         if self._entries == 0 or self._mmap is None:
