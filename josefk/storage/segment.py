@@ -606,9 +606,9 @@ class LogSegment:
         """Rebuild the indexes from the .log and cut the invalid tail; returns bytes cut.
 
         Every batch is validated (size, magic, CRC, size <= ``max_message_size``, offsets
-        increasing from the base offset and in range); the first invalid or incomplete batch ends the valid prefix. Index entries
-        are placed exactly as ``append`` places them. ``on_batch`` sees each valid batch in
-        order (producer state, leader epoch cache). A LogSegmentOffsetOverflowError is
+        increasing from the base offset and in range); the first invalid or incomplete batch
+        ends the valid prefix. Index entries are placed exactly as ``append`` places them.
+        ``on_batch`` sees each valid batch in order (producer state, leader epoch cache). A LogSegmentOffsetOverflowError is
         raised, not swallowed: such a segment must be split by the Log.
 
         Example: batches of 5000 bytes at positions 0, 5000, 10000 and garbage from 15000
