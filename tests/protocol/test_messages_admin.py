@@ -532,6 +532,80 @@ def test_admin_cross_check_kafka_python(message: str, version: int, data: st.Dat
     assert _decode(spec, theirs, version) == value
 
 
+# The declarations against kafka-python's parsed definitions: what bytes cannot show ----------
+#
+# Defaults of fields absent from a version and "ignorable" never reach the wire, so the codec
+# cross-check cannot see them; kafka-python exposes its parsed view of Kafka's definitions,
+# which is compared here version by version (presence, nullability, tag, default, ignorable).
+
+_KP_ZERO: dict[str, Any] = {"bool": False, "string": "", "bytes": b"", "uuid": None}
+
+
+def _our_default(f: Field) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    if f.is_array:
+        return []
+    return _KP_ZERO.get(f.type, 0)
+
+
+def _their_default(k: Any) -> Any:
+    default = k.default
+    return None if isinstance(default, uuid.UUID) and default.int == 0 else default
+
+
+def _declaration_differences(
+    owner: str, ours: tuple[Field, ...], theirs: Any, version: int, path: str
+) -> list[str]:
+    problems: list[str] = []
+    present = {k.name: k for k in theirs if k.for_version_q(version)}
+    seen = set()
+    for f in _active(ours, version):
+        renamed = KAFKA_PYTHON_RENAMES.get((owner, f.name)) if not path else None
+        name = renamed[0] if renamed else f.name
+        seen.add(name)
+        where = f"v{version} {path}{f.name}"
+        k = present.get(name)
+        if k is None:
+            problems.append(f"{where}: not in kafka-python")
+            continue
+        if f.nullable_versions.contains(version) != bool(k.nullable_for_version_q(version)):
+            problems.append(f"{where}: nullability differs")
+        ours_tag = f.tag if _is_tagged(f, version) else None
+        if ours_tag != (k._tag if k.tagged_field_q(version) else None):
+            problems.append(f"{where}: tag {ours_tag} != {k._tag}")
+        if f.ignorable != bool(k._ignorable):
+            problems.append(f"{where}: ignorable {f.ignorable} != {bool(k._ignorable)}")
+        if f.is_struct:
+            problems += _declaration_differences(
+                owner, f.fields, k._fields, version, f"{path}{f.name}."
+            )
+        elif not renamed:
+            ours_default, their_default = _our_default(f), _their_default(k)
+            if ours_default != their_default or type(ours_default) is not type(their_default):
+                problems.append(f"{where}: default {ours_default!r} != {their_default!r}")
+    problems += [f"v{version} {path}{name}: only in kafka-python" for name in present.keys() - seen]
+    return problems
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=_spec_id)
+def test_admin_declarations_match_kafka_python(spec: MessageSpec) -> None:
+    kp_cls = _kafka_python_class(spec)
+    assert kp_cls is not None
+    assert kp_cls._valid_versions == (spec.valid_versions.low, spec.valid_versions.high)
+    assert kp_cls._flexible_versions[0] == spec.flexible_versions.low
+    low, high = spec.valid_versions.low, spec.valid_versions.high
+    assert high is not None
+    problems = [
+        problem
+        for version in range(low, high + 1)
+        for problem in _declaration_differences(
+            spec.class_name, spec.fields, kp_cls._struct._fields, version, ""
+        )
+    ]
+    assert not problems, "\n".join(problems)
+
+
 # Positional Structs: kafka-python's hand-written classes and aiokafka's ----------------------
 
 

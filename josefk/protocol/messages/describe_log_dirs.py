@@ -35,7 +35,7 @@ RESPONSE = response(
     flexible="2+",
     fields=[
         field("throttle_time_ms", "int32", "1+"),
-        field("error_code", "int16", "3+"),
+        field("error_code", "int16", "3+", ignorable=True),
         array(
             "results",
             "DescribeLogDirsResult",
