@@ -8,9 +8,11 @@ suite's client_helpers (on sys.path through conftest.py).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pytest
+from broker_process import BrokerProcess
 from client_helpers import TestMessage
 
 from josefk.client import AIOConsumer, AIOProducer, ConsumerRecord, TopicPartition
@@ -69,3 +71,18 @@ async def consume(
                 for records in batch.values():
                     got.extend(records)
         return got
+
+
+def start_module_broker(
+    tmp_path_factory: pytest.TempPathFactory, name: str, settings: Sequence[str]
+) -> Iterator[BrokerProcess]:
+    """A broker with ``settings`` for a module that overrides the ``broker`` fixture."""
+    base = tmp_path_factory.mktemp(f"josefk-{name}")
+    started = BrokerProcess(base / "data", base / f"{name}.stderr.log", settings=settings)
+    try:
+        started.start()
+        yield started
+        if started.is_alive():
+            started.stop()
+    finally:
+        started.close()
