@@ -141,10 +141,10 @@ class TopicOffsetsStore:
             return
         log = target.log
         offset = log.log_start_offset
-        while offset < log.high_watermark:
-            info = log.read(
-                offset, _LOAD_CHUNK_BYTES, FetchIsolation.HIGH_WATERMARK, min_one_message=True
-            )
+        # Up to the log end, as Kafka loads: after a crash the high watermark comes from a
+        # checkpoint that may lag what the log holds.
+        while offset < log.log_end_offset:
+            info = log.read(offset, _LOAD_CHUNK_BYTES, FetchIsolation.LOG_END, min_one_message=True)
             data = info.records.read() if info.records is not None else b""
             if not data:
                 break
