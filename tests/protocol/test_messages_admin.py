@@ -516,7 +516,7 @@ KAFKA_PYTHON_CASES = [
 
 @needs_compiler
 @pytest.mark.parametrize(("message", "version"), KAFKA_PYTHON_CASES)
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(data=st.data())
 def test_admin_cross_check_kafka_python(message: str, version: int, data: st.DataObject) -> None:
     spec = SPEC_BY_NAME[message]
@@ -738,7 +738,7 @@ def _positional_class(library: str, message: str, version: int) -> Any:
 
 @needs_compiler
 @pytest.mark.parametrize(("library", "message", "version"), POSITIONAL_CASES)
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(data=st.data())
 def test_admin_cross_check_positional_structs(
     library: str, message: str, version: int, data: st.DataObject
