@@ -2,7 +2,8 @@
 
 KafkaJS only ships the GZIP codec (Snappy, LZ4 and ZSTD need extra npm packages), so its
 produce tests cover none and gzip. Its consumer always joins a group (no manual assignment), so
-what KafkaJS produces is read back with confluent-kafka; the group consumer has its own test.
+what KafkaJS produces is read back with confluent-kafka (manual assignment), and the KafkaJS
+group consumer has a test of its own.
 """
 
 from __future__ import annotations
@@ -177,15 +178,11 @@ def test_offsets_by_timestamp_and_delete_records(broker: BrokerProcess) -> None:
     assert after["low"] == "12" and after["high"] == "30"
 
 
-@pytest.mark.xfail(
-    reason="KafkaJS has no manual assignment and its consumer needs the group coordinator "
-    "(FindCoordinator/JoinGroup/SyncGroup), which this broker does not advertise yet "
-    "(consumer groups are a later issue): KafkaJSGroupCoordinatorNotFound",
-    strict=False,
-)
 def test_kafkajs_reads_what_librdkafka_wrote_through_a_group_consumer(
     broker: BrokerProcess,
 ) -> None:
+    """KafkaJS has no manual assignment: its consumer joins a group (FindCoordinator,
+    JoinGroup, SyncGroup, Heartbeat, OffsetFetch) before it fetches."""
     topic = unique_topic("js-consume")
     sent = text_messages(20, "jsc")
     ck_produce(broker.bootstrap, topic, sent)
