@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from broker_process import BrokerProcess
 from client_helpers import (
     BASE_TIMESTAMP_MS,
@@ -159,3 +160,32 @@ async def test_seek_and_offsets_for_times(broker: BrokerProcess) -> None:
         assert await asyncio.wait_for(consumer.beginning_offsets([tp]), TIMEOUT_S) == {tp: 0}
     finally:
         await asyncio.wait_for(consumer.stop(), TIMEOUT_S)
+
+
+async def test_admin_configs_partitions_and_delete_records(broker: BrokerProcess) -> None:
+    topic = unique_topic("aio-admin-more")
+    sent = make_messages(10)
+    await aio_produce(broker, topic, sent)
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=TIMEOUT_MS)
+    await asyncio.wait_for(admin.start(), TIMEOUT_S)
+    try:
+        resource = ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "3600000"})
+        (altered,) = await asyncio.wait_for(admin.alter_configs([resource]), TIMEOUT_S)
+        assert all(r[0] == 0 for r in altered.resources), altered
+        (described,) = await asyncio.wait_for(
+            admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]), TIMEOUT_S
+        )
+        assert "retention.ms" in repr(described) and "3600000" in repr(described)
+        await asyncio.wait_for(
+            admin.create_partitions({topic: NewPartitions(total_count=2)}), TIMEOUT_S
+        )
+        topics = await asyncio.wait_for(admin.describe_topics([topic]), TIMEOUT_S)
+        assert len(topics[0]["partitions"]) == 2
+        tp = TopicPartition(topic, 0)
+        low = await asyncio.wait_for(
+            admin.delete_records({tp: RecordsToDelete(before_offset=4)}), TIMEOUT_S
+        )
+        assert low == {tp: 4}
+    finally:
+        await admin.close()
+    assert_same_messages(await aio_consume(broker, topic, count=6), sent[4:])

@@ -229,3 +229,18 @@ def test_incremental_fetch_sessions_across_partitions(broker: BrokerProcess) -> 
                 assert_same_messages(got[p], expected[p])
     finally:
         consumer.close()
+
+
+def test_admin_alter_configs_and_delete_records(
+    broker: BrokerProcess, admin: KafkaAdminClient
+) -> None:
+    topic = unique_topic("kp-alter")
+    sent = make_messages(12)
+    kp_produce(broker, topic, sent)
+    admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "5400000"})]
+    )
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    assert "5400000" in repr(described)
+    admin.delete_records({TopicPartition(topic, 0): 5})
+    assert_same_messages(kp_consume(broker, topic, count=7), sent[5:])

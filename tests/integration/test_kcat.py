@@ -107,3 +107,13 @@ def test_consume_from_offset_and_end(broker: BrokerProcess) -> None:
     # Relative to the end: the last 5.
     tail = kcat_consume(broker, topic, offset="-5")
     assert [m["offset"] for m in tail] == list(range(25, 30))
+
+
+def test_query_offset_by_timestamp(broker: BrokerProcess) -> None:
+    topic = unique_topic("kcat-query")
+    sent = make_messages(20, headers=False)
+    assert_delivered(ck_produce(broker.bootstrap, topic, sent, batch_num_messages=6))
+    out = kcat(broker, "-Q", "-J", "-t", f"{topic}:0:{sent[13].timestamp - 1}")
+    answer = json.loads(out)
+    # {"<topic>": {"topic": ..., "0": {"partition": 0, "offset": 13}}}
+    assert answer[topic]["0"]["offset"] == 13
