@@ -75,6 +75,26 @@ class LogMachine(RuleBasedStateMachine):
         assert self.log.log_start_offset == max(target, self.log.log_start_offset)
         self.batches = [(b, last) for b, last in self.batches if last >= self.log.log_start_offset]
 
+    @rule(clean=st.booleans())
+    def restart(self, clean: bool) -> None:
+        log = self.log
+        start, hw, recovery_point = log.log_start_offset, log.high_watermark, log.recovery_point
+        if clean:
+            log.close()
+        else:
+            log.close_handlers()  # a crash: nothing trimmed or flushed, indexes preallocated
+        self.log = open_log(
+            self.tmp / "t-0",
+            self.config,
+            clock=self.clock,
+            had_clean_shutdown=clean,
+            log_start_offset=start,
+            recovery_point=recovery_point,
+        )
+        self.log.update_high_watermark(hw)
+        assert self.log.log_start_offset == start
+        assert self.log.high_watermark == min(hw, self.log.log_end_offset)
+
     @rule()
     def flush(self) -> None:
         self.log.flush()
