@@ -5,6 +5,9 @@ One broker for the module; every test uses its own topics.
 
 from __future__ import annotations
 
+import struct
+from pathlib import Path
+
 import pytest
 from broker_process import BrokerProcess
 from client_helpers import (
@@ -600,3 +603,45 @@ def test_many_segments_read_across_boundaries(broker: BrokerProcess) -> None:
     assert ck_watermarks(broker.bootstrap, topic) == (20_001, count)
     tail = ck_consume(broker.bootstrap, topic, count=count - 20_001, timeout=60)
     assert tail[0].offset() == 20_001
+
+
+def stored_batches(log_file: Path) -> list[tuple[int, int, int]]:
+    """(base offset, record count, codec id) of every batch in a segment file."""
+    data = log_file.read_bytes()
+    out = []
+    pos = 0
+    while pos + 61 <= len(data):
+        base_offset, batch_length = struct.unpack_from(">qi", data, pos)
+        (attributes,) = struct.unpack_from(">h", data, pos + 21)
+        (record_count,) = struct.unpack_from(">i", data, pos + 57)
+        out.append((base_offset, record_count, attributes & 0x7))
+        pos += 12 + batch_length
+    assert pos == len(data), f"{log_file} ends inside a batch at {pos} of {len(data)}"
+    return out
+
+
+@pytest.mark.parametrize(
+    ("codec", "codec_id"), [("none", 0), ("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4)]
+)
+def test_batches_are_stored_with_the_producers_codec(
+    broker: BrokerProcess, codec: str, codec_id: int
+) -> None:
+    topic = unique_topic(f"ck-stored-{codec}")
+    ck_create_topic(broker.bootstrap, topic)
+    assert_delivered(
+        ck_produce(
+            broker.bootstrap,
+            topic,
+            make_messages(100),
+            compression_type=codec,
+            batch_num_messages=25,
+        )
+    )
+    batches = stored_batches(broker.data_dir / f"{topic}-0" / f"{0:020d}.log")
+    assert sum(count for _, count, _ in batches) == 100
+    assert {codec for _, _, codec in batches} == {codec_id}
+    # Offsets assigned in place, contiguous from 0.
+    expected_base = 0
+    for base_offset, count, _ in batches:
+        assert base_offset == expected_base
+        expected_base += count
