@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from broker_process import BrokerFactory
+from broker_process import BrokerFactory, BrokerProcess
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     assert_delivered,
@@ -46,23 +47,22 @@ HW_AFTER_RESTART_GAP = pytest.mark.xfail(
 )
 
 
-@HW_AFTER_RESTART_GAP
-def test_sigkill_during_acks_all_production_loses_no_acknowledged_message(
-    broker_factory: BrokerFactory,
-) -> None:
-    broker = broker_factory(settings=["log.segment.bytes=262144"])
-    topic = unique_topic("crash")
-    ck_create_topic(broker.bootstrap, topic, partitions=2)
-
-    acked: dict[bytes, tuple[int, int]] = {}  # key -> (partition, offset)
+def produce_through_a_stop(
+    broker: BrokerProcess, topic: str, *, stop_after_acks: int, stop: Callable[[], None]
+) -> dict[bytes, tuple[int, int]]:
+    """Produce with acks=all to partitions 0 and 1 until ``stop_after_acks`` are acknowledged,
+    call ``stop`` while production goes on, and return key -> (partition, offset) of every
+    acknowledged message."""
+    acked: dict[bytes, tuple[int, int]] = {}
     failed: list[KafkaError] = []
+    stopped = False
 
     def on_delivery(err: KafkaError | None, msg: Message) -> None:
         if err is None:
-            key = msg.key()
-            assert key is not None
-            acked[key] = (msg.partition(), msg.offset())
-        else:
+            key, partition, offset = msg.key(), msg.partition(), msg.offset()
+            assert key is not None and partition is not None and offset is not None
+            acked[key] = (partition, offset)
+        elif not stopped:
             failed.append(err)
 
     producer = Producer(
@@ -78,16 +78,15 @@ def test_sigkill_during_acks_all_production_loses_no_acknowledged_message(
                 "request.timeout.ms": 5000,
                 "retries": 0,
                 "reconnect.backoff.max.ms": 500,
-                # Drop the connection-refused noise that follows the kill.
+                # Drop the connection-refused noise that follows the stop.
                 "logger": QUIET_LOGGER,
             },
         )
     )
     value = b"v" * 200
     sent = 0
-    kill_after_acks = 4000
-    # Keep producing while the broker dies: the kill lands with requests in flight.
-    while len(acked) < kill_after_acks:
+    # Keep producing while the broker goes down: the stop lands with requests in flight.
+    while len(acked) < stop_after_acks:
         try:
             producer.produce(
                 topic,
@@ -100,8 +99,9 @@ def test_sigkill_during_acks_all_production_loses_no_acknowledged_message(
         except BufferError:
             producer.poll(0.5)
         producer.poll(0)
-        assert not failed, f"delivery failed before the kill: {failed[0]!r}"
-    broker.kill()
+        assert not failed, f"delivery failed before the stop: {failed[0]!r}"
+    stopped = True
+    stop()
     for i in range(sent, sent + 500):
         try:
             producer.produce(
@@ -110,12 +110,16 @@ def test_sigkill_during_acks_all_production_loses_no_acknowledged_message(
         except BufferError:
             break
     producer.flush(CLIENT_TIMEOUT_S)
-    acked_at_kill = dict(acked)
-    assert len(acked_at_kill) >= kill_after_acks
+    assert len(acked) >= stop_after_acks
+    return dict(acked)
 
-    broker.start()
+
+def check_acknowledged_after_restart(
+    broker: BrokerProcess, topic: str, acked: dict[bytes, tuple[int, int]]
+) -> None:
+    """Every acknowledged message at its offset; new appends continue after the log end."""
     for partition in (0, 1):
-        expected = {k: off for k, (p, off) in acked_at_kill.items() if p == partition}
+        expected = {k: off for k, (p, off) in acked.items() if p == partition}
         last_acked = max(expected.values())
         low, high = ck_watermarks(broker.bootstrap, topic, partition)
         assert low == 0
@@ -131,11 +135,38 @@ def test_sigkill_during_acks_all_production_loses_no_acknowledged_message(
             f"partition {partition}: {len(missing)} of {len(expected)} acknowledged messages "
             f"lost or moved, first: {missing[:3]}"
         )
-        # Offsets continue after the recovered log end.
         after = make_messages(3, tag=f"after{partition}")
         reports = ck_produce(broker.bootstrap, topic, after, partition=partition, acks="all")
         assert_delivered(reports)
         assert [r.offset for r in reports] == [high, high + 1, high + 2]
+
+
+@HW_AFTER_RESTART_GAP
+def test_sigkill_during_acks_all_production_loses_no_acknowledged_message(
+    broker_factory: BrokerFactory,
+) -> None:
+    broker = broker_factory(settings=["log.segment.bytes=262144"])
+    topic = unique_topic("crash")
+    ck_create_topic(broker.bootstrap, topic, partitions=2)
+    acked = produce_through_a_stop(broker, topic, stop_after_acks=4000, stop=broker.kill)
+    broker.start()
+    check_acknowledged_after_restart(broker, topic, acked)
+    broker.stop()
+
+
+def test_sigterm_during_acks_all_production_exits_cleanly_and_keeps_acknowledged(
+    broker_factory: BrokerFactory,
+) -> None:
+    broker = broker_factory(settings=["log.segment.bytes=262144"])
+    topic = unique_topic("sigterm-load")
+    ck_create_topic(broker.bootstrap, topic, partitions=2)
+    acked = produce_through_a_stop(
+        broker, topic, stop_after_acks=3000, stop=lambda: broker.send_signal(signal.SIGTERM)
+    )
+    assert broker.wait_exit() == 0, broker.describe()
+    assert (broker.data_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    broker.start()
+    check_acknowledged_after_restart(broker, topic, acked)
     broker.stop()
 
 
