@@ -392,3 +392,20 @@ async def test_flush_error_on_a_live_segment_takes_the_dir_offline(
     assert log.recovery_point == 0
     with pytest.raises(KafkaStorageError):
         log.read(0, 100)
+
+
+def test_multi_batch_appends_roll_before_an_index_overflows(tmp_path: Path) -> None:
+    # index.interval.bytes 0: every batch but a segment's first gets an index entry, and an
+    # index of 96 bytes holds 12 of them, so appends of 3 batches must roll in time.
+    config = small_config(segment_bytes=100_000, segment_index_bytes=96, index_interval_bytes=0)
+    log = open_log(tmp_path / "t-0", config)
+    for _ in range(12):
+        log.append_as_leader(producer_batch(1) + producer_batch(1) + producer_batch(1), 0)
+    assert log.num_segments >= 3
+    for segment in log.log_segments():
+        assert segment.offset_index.entries <= segment.offset_index.max_entries
+    assert [b.base_offset for b in read_all(log)] == list(range(36))
+    log.close_handlers()
+    reopened = open_log(tmp_path / "t-0", config, had_clean_shutdown=False)
+    assert reopened.log_end_offset == 36
+    check_invariants(reopened)
