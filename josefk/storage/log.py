@@ -60,6 +60,7 @@ from josefk.records.errors import CorruptRecordError, InvalidRecordError, Record
 from josefk.storage.clock import Clock, JitterSource, SystemClock
 from josefk.storage.errors import (
     CorruptIndexError,
+    IndexFullError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -248,7 +249,7 @@ class Log:
             for position, base_offset in enumerate(bases):
                 if base_offset not in needs_recovery or base_offset not in segments:
                     continue
-                truncated = segments[base_offset].recover(config.max_message_bytes)
+                truncated = _recover_segment(segments[base_offset], config)
                 if position + 1 < len(bases):
                     _release_indexes(segments[base_offset])
                 if truncated > 0:
@@ -1318,6 +1319,26 @@ def _split_valid_prefix(view: memoryview) -> tuple[list[RecordBatch], int]:
         batches.append(RecordBatch(view[position : position + size]))
         position += size
     return batches, position
+
+
+def _recover_segment(segment: LogSegment, config: LogConfig) -> int:
+    """``segment.recover``, giving the indexes more room if recovery needs it.
+
+    Appends made since a restart place index entries counting bytes from the restart, while
+    recovery counts from the segment's start, so it can need more entries than appends did.
+    With Kafka's defaults the index never fills first (1 GiB / 4 KiB * 8 bytes < 10 MiB);
+    with a small ``segment.index.bytes`` it could, and failing to load would take the whole
+    log dir offline. The larger index is trimmed when the segment stops being active.
+    """
+    try:
+        return segment.recover(config.max_message_bytes)
+    except IndexFullError:
+        # At most one entry per index.interval.bytes, and one per batch; 12 bytes covers
+        # the larger of the two entry sizes.
+        room = (segment.size() // (config.index_interval_bytes + 1) + 2) * 12
+        for index in (segment.offset_index, segment.time_index):
+            index.max_index_size = max(index.max_index_size, room)
+        return segment.recover(config.max_message_bytes)
 
 
 def _release_indexes(segment: LogSegment) -> None:

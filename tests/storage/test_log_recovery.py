@@ -242,3 +242,25 @@ def test_damage_anywhere_keeps_exactly_the_valid_prefix(
     assert reopened.log_end_offset == first_offset
     check_invariants(reopened)
     reopened.close()
+
+
+def test_recovery_gets_index_room_when_a_small_index_filled_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    # Appends after a restart count index.interval.bytes from the restart; recovery counts
+    # from the segment's start and so wants more entries than the 12 the index holds.
+    config = small_config(segment_bytes=3000, segment_index_bytes=96, index_interval_bytes=64)
+    path = tmp_path / "t-0"
+    log = open_log(path, config)
+    for _ in range(11):
+        log.append_as_leader(producer_batch(1), 0)
+    log.close()
+    log = open_log(path, config, had_clean_shutdown=True)
+    for _ in range(8):
+        log.append_as_leader(producer_batch(1), 0)
+    leo = log.log_end_offset
+    log.close_handlers()
+    reopened = open_log(path, config, had_clean_shutdown=False)
+    assert reopened.log_end_offset == leo
+    assert [b.base_offset for b in read_all(reopened)] == list(range(leo))
+    check_invariants(reopened)
