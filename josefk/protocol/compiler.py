@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import keyword
+import linecache
 import struct
 import threading
 import uuid
@@ -262,7 +263,11 @@ class CompiledMessage:
             self.check_version(version)
             gen = _Generator(self, version)
             source, ns = gen.generate()
-            exec(source, ns)
+            # A real file name with the source in linecache: tracebacks through generated
+            # code show its lines (and tools that read frame sources do not trip on it).
+            filename = f"<josefk.protocol {self.name} v{version}>"
+            linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+            exec(compile(source, filename, "exec"), ns)
             self._sources[version] = source
             self._encoders[version] = ns[gen.encoder_name(self._structs[0])]
             self._decoders[version] = ns[gen.decoder_name(self._structs[0])]

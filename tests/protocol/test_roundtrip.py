@@ -26,7 +26,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("spec", "version"), CASES)
-@settings(max_examples=12)
+@settings(max_examples=8)
 @given(data=st.data())
 def test_round_trip(spec: MessageSpec, version: int, data: Any) -> None:
     message = compile_message(spec)
