@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from josefk.broker.group.assignment import encode_subscription
 from josefk.broker.group.coordinator import (
@@ -584,3 +586,75 @@ async def test_stop_answers_parked_joins(env: Env) -> None:
     pending = await join_new(env)
     env.coordinator.stop()
     assert pending.result().error == ErrorCode.NOT_COORDINATOR
+
+
+# -- invariants under random operation sequences ----------------------------------------------
+
+OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["join", "static", "rejoin", "sync", "heartbeat", "leave", "wait"]),
+        st.integers(0, 4),
+        st.integers(100, SESSION_MS + 1000),
+    ),
+    max_size=40,
+)
+
+
+def check_invariants(env: Env, generations: list[int]) -> None:
+    group = env.coordinator.group("g")
+    if group is None:
+        return
+    if group.members:
+        assert group.leader_id in group.members
+    if group.state is GroupState.EMPTY:
+        assert not group.members
+    if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+        assert group.members
+        assert group.protocol_name is not None
+    assert set(group.static_members.values()) <= set(group.members)
+    assert not generations or group.generation_id >= generations[-1]
+    generations.append(group.generation_id)
+
+
+@settings(max_examples=200, deadline=None)
+@given(OPERATIONS)
+def test_random_operations_keep_the_group_consistent(
+    operations: list[tuple[str, int, int]],
+) -> None:
+    async def run() -> None:
+        env = make_env()
+        known: list[str] = []
+        generations: list[int] = []
+        for op, who, amount in operations:
+            group = env.coordinator.group("g")
+            generation = 0 if group is None else group.generation_id
+            member = known[who % len(known)] if known else ""
+            if op == "join":
+                result = join(env).result()
+                if result.error == ErrorCode.MEMBER_ID_REQUIRED:
+                    join(env, result.member_id)
+                    known.append(result.member_id)
+            elif op == "static":
+                static = join(env, instance=f"i-{who}")
+                if static.done() and static.result().member_id:
+                    known.append(static.result().member_id)
+            elif op == "rejoin" and member:
+                join(env, member)
+            elif op == "sync" and member:
+                sync(env, member, generation, {m: b"x" for m in known})
+            elif op == "heartbeat" and member:
+                env.coordinator.heartbeat("g", generation, member, None)
+            elif op == "leave" and member:
+                env.coordinator.leave_group("g", [(member, None)])
+            elif op == "wait":
+                await env.advance(amount)
+            check_invariants(env, generations)
+        # Whatever happened, silence lets every member expire and the group empty out.
+        for _ in range(2 * (SESSION_MS + REBALANCE_MS) // 1000):
+            await env.advance(1000)
+        check_invariants(env, generations)
+        group = env.coordinator.group("g")
+        assert group is None or group.state is GroupState.EMPTY
+        env.coordinator.stop()
+
+    asyncio.run(run())
