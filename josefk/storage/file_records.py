@@ -44,6 +44,7 @@ DEFAULT_READ_CHUNK: Final = 4 * 1024 * 1024
 HEADER_SCAN_CHUNK: Final = 8 * 1024
 # base_offset, batch_length, last_offset_delta (at 23) and max_timestamp (at 35).
 _SEARCH_FIELDS: Final = struct.Struct(">qi11xi8xq")
+_INT32: Final = struct.Struct(">i")
 NO_TIMESTAMP: Final = -1
 
 
@@ -343,12 +344,16 @@ class FileRecords:
         end: int | None = None,
         max_batch_size: int | None = None,
         chunk_size: int = DEFAULT_READ_CHUNK,
+        reuse_buffer: bool = False,
     ) -> Iterator[FileBatch]:
         """Yield each whole batch from ``position`` up to ``end`` (default: the size).
 
         Reads ``chunk_size`` bytes at a time (more when one batch is bigger), so scanning
         costs one syscall per chunk, not per batch. Each yielded batch is a view into a
-        chunk of its own (read-only bytes), valid after the iteration moves on.
+        chunk of its own (read-only bytes), valid after the iteration moves on. With
+        ``reuse_buffer`` every chunk is read into one buffer instead (no fresh memory to
+        fault in per chunk, which is most of the cost of a scan of a large file): a batch
+        is then valid only until the iteration moves on. Recovery scans that way.
 
         Stops silently at an incomplete tail (a partial batch at the end). Raises
         CorruptRecordsError for a length prefix no v2 batch can have, or larger than
@@ -356,14 +361,19 @@ class FileRecords:
         Batch contents (magic, CRC) are not checked here.
         """
         limit = self._size if end is None else min(end, self._size)
+        buffer = bytearray()
+        unpack_length = _INT32.unpack_from
         while position < limit:
             want = min(max(chunk_size, LOG_OVERHEAD), limit - position)
-            chunk = memoryview(self.read(position, want))
+            if reuse_buffer:
+                if len(buffer) < want:
+                    buffer = bytearray(want)
+                chunk = memoryview(buffer)[: self.read_into(memoryview(buffer)[:want], position)]
+            else:
+                chunk = memoryview(self.read(position, want))
             offset, available = 0, len(chunk)
-            while True:
-                if available - offset < LOG_OVERHEAD:
-                    break
-                batch_length = int.from_bytes(chunk[offset + 8 : offset + 12], "big", signed=True)
+            while available - offset >= LOG_OVERHEAD:
+                batch_length = unpack_length(chunk, offset + 8)[0]
                 size = batch_length + LOG_OVERHEAD
                 if batch_length < MIN_BATCH_LENGTH:
                     raise CorruptRecordsError(
@@ -388,7 +398,7 @@ class FileRecords:
                 # batch is bigger than a chunk and needs a read of its own size.
                 if available < LOG_OVERHEAD:
                     return
-                size = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD
+                size = unpack_length(chunk, 8)[0] + LOG_OVERHEAD
                 if position + size > limit:
                     return
                 chunk_size = size
