@@ -127,6 +127,8 @@ class TopicInfo:
     is_internal: bool
     partitions: dict[int, PartitionInfo]
     error_code: int = 0
+    # Sorted partition ids, computed once: the producer's partitioner reads them per record.
+    partition_ids: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)
@@ -421,7 +423,9 @@ class KafkaClient:
                 for p in t.partitions
             }
             topic_id = t.topic_id if isinstance(t.topic_id, uuid.UUID) and t.topic_id.int else None
-            topics[t.name] = TopicInfo(t.name, topic_id, t.is_internal, partitions, t.error_code)
+            topics[t.name] = TopicInfo(
+                t.name, topic_id, t.is_internal, partitions, t.error_code, tuple(sorted(partitions))
+            )
         self.metadata = ClusterMetadata(
             cluster_id=response.cluster_id,
             controller_id=response.controller_id,

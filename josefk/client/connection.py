@@ -21,7 +21,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from josefk.client.errors import (
     KafkaConnectionError,
@@ -112,7 +112,9 @@ class BrokerConnection(asyncio.Protocol):
         conn = cls(host, port, node_id=node_id, client_id=client_id)
         try:
             async with asyncio.timeout(timeout_s):
-                await loop.create_connection(lambda: conn, host, port)
+                transport, _ = await loop.create_connection(lambda: conn, host, port)
+                # uvloop may report connection_made only after create_connection returns.
+                conn._transport = transport
                 await conn._negotiate_versions(timeout_s)
         except (OSError, TimeoutError) as exc:
             conn.close()
@@ -154,8 +156,7 @@ class BrokerConnection(asyncio.Protocol):
         self.versions = chosen
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             import socket

@@ -14,7 +14,7 @@ Fetch pipelining. One fetcher task sends one Fetch request per leader broker for
 partition that has fewer than two fetched chunks waiting, so while the user works through one
 chunk the next is already in flight or buffered. Records are decoded batch by batch
 (``split_batches`` + ``iter_records``) into ``ConsumerRecord`` tuples when the response
-arrives; control batches are skipped. Errors: OFFSET_OUT_OF_RANGE resets the position by
+arrives (decode.py); control batches are skipped. Errors: OFFSET_OUT_OF_RANGE resets the position by
 ``auto_offset_reset`` (or raises OffsetOutOfRangeError from the next poll when it is "none");
 leader errors refresh metadata and fetch again; other errors are raised from the next poll.
 
@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from josefk.client.cluster import METADATA_ERRORS, ClientConfig, KafkaClient
+from josefk.client.decode import decode_records
 from josefk.client.errors import (
     IllegalStateError,
     KafkaConnectionError,
@@ -50,7 +51,6 @@ from josefk.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartiti
 from josefk.protocol import ApiKey
 from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
-from josefk.records import iter_records, split_batches
 
 if TYPE_CHECKING:
     from josefk.client.assignors import Assignor
@@ -117,43 +117,6 @@ class _Chunk:
         self.records = records
         self.index = 0
         self.generation = generation
-
-
-def decode_records(
-    topic: str, partition: int, data: Any, fetch_offset: int
-) -> tuple[list[ConsumerRecord], int]:
-    """The records of a fetched partition at or after ``fetch_offset``, and the offset to
-    fetch next (past the last whole batch, control batches included)."""
-    out: list[ConsumerRecord] = []
-    next_offset = fetch_offset
-    if not data:
-        return out, next_offset
-    append = out.append
-    for batch in split_batches(data):
-        batch_next = batch.next_offset
-        if batch_next <= fetch_offset:
-            continue
-        next_offset = batch_next
-        if batch.is_control:
-            continue
-        ts_type = batch.timestamp_type
-        epoch = batch.partition_leader_epoch
-        for r in iter_records(batch):
-            if r.offset >= fetch_offset:
-                append(
-                    ConsumerRecord(
-                        topic,
-                        partition,
-                        r.offset,
-                        r.timestamp,
-                        ts_type,
-                        r.key,
-                        r.value,
-                        r.headers,
-                        epoch,
-                    )
-                )
-    return out, next_offset
 
 
 class AIOConsumer:

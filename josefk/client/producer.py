@@ -36,7 +36,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -47,6 +47,7 @@ from josefk.client.errors import (
     KafkaError,
     KafkaTimeoutError,
     MessageTooLargeError,
+    UnknownTopicOrPartitionError,
     UnsupportedVersionError,
     error_for,
 )
@@ -59,7 +60,7 @@ from josefk.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, Batch
 
 log = logging.getLogger("josefk.client.producer")
 
-_RECORD_OVERHEAD: Final = 24  # varints and attributes of one record, generously
+_RECORD_OVERHEAD: Final = 12  # typical varints and attributes of one v2 record
 _INT32_MAX: Final = 0x7FFFFFFF
 
 HeadersInput = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None
@@ -153,6 +154,10 @@ class _Batch:
                 future.exception()
 
 
+def _no_loop() -> asyncio.Future[Any]:
+    raise IllegalStateError("producer not started: call await start() first")
+
+
 class AIOProducer:
     """An asyncio Kafka producer.
 
@@ -198,6 +203,10 @@ class AIOProducer:
         self._started = False
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._create_future: Callable[[], asyncio.Future[Any]] = _no_loop
+        self._batch_size = config.batch_size
+        self._max_request_size = config.max_request_size
+        self._buffer_memory = config.buffer_memory
 
     # ------------------------------------------------------------------ life cycle
 
@@ -208,6 +217,7 @@ class AIOProducer:
         self._loop = asyncio.get_running_loop()
         await self._client.start()
         await self._init_idempotence()
+        self._create_future = self._loop.create_future
         self._sender = asyncio.ensure_future(self._run_sender())
         self._started = True
 
@@ -315,9 +325,14 @@ class AIOProducer:
         """Queue one record; return the future of its ``RecordMetadata``.
 
         Raises MessageTooLargeError for a record larger than ``max_request_size``, and
-        UnknownTopicOrPartitionError when the topic has no metadata within ``max_block_ms``.
+        UnknownTopicOrPartitionError when the topic has no metadata within ``max_block_ms``
+        (or the partition does not exist). Does not await when the topic's metadata is known
+        and the buffer has room.
         """
-        self._check_open()
+        # The hot path of every producer: one dict lookup for the topic, one for the open
+        # batch (a plain tuple finds the TopicPartition key), one BatchBuilder.append.
+        if not self._started or self._closed:
+            self._check_open()
         if not self._space.is_set():
             await self._wait_for_space()
         info = self._client.metadata.topics.get(topic)
@@ -325,64 +340,47 @@ class AIOProducer:
             info = await self._client.wait_for_topic(
                 topic, timeout_s=self.config.max_block_ms / 1000
             )
-        partitions = info.partitions
         if partition is None:
-            ids = sorted(partitions)
+            ids = info.partition_ids
             partition = self._partitioner(topic, key, ids, ids)
-        elif partition not in partitions:
-            from josefk.client.errors import UnknownTopicOrPartitionError
-
+        elif partition not in info.partitions:
             raise UnknownTopicOrPartitionError(topic=topic, partition=partition)
-        return self._append(topic, partition, key, value, timestamp_ms, headers)
-
-    def _append(
-        self,
-        topic: str,
-        partition: int,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp_ms: int | None,
-        headers: HeadersInput,
-    ) -> asyncio.Future[RecordMetadata]:
         if headers is None:
             header_list: Sequence[tuple[str, bytes | None]] = ()
-            header_size = 0
+            size = _RECORD_OVERHEAD
         else:
             header_list = list(headers.items()) if isinstance(headers, Mapping) else headers
-            header_size = sum(len(k) + (len(v) if v is not None else 0) + 4 for k, v in header_list)
-        size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-        size += header_size + _RECORD_OVERHEAD
-        if size + 61 > self.config.max_request_size:
+            size = _RECORD_OVERHEAD + sum(
+                len(k) + (len(v) if v is not None else 0) + 4 for k, v in header_list
+            )
+        if key is not None:
+            size += len(key)
+        if value is not None:
+            size += len(value)
+        if size + 61 > self._max_request_size:
             raise MessageTooLargeError(
-                f"record of about {size} bytes exceeds max_request_size "
-                f"{self.config.max_request_size}"
+                f"record of about {size} bytes exceeds max_request_size {self._max_request_size}"
             )
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
-        tp = TopicPartition(topic, partition)
-        batch = self._open.get(tp)
-        if batch is not None and batch.builder is not None:
-            if (
-                batch.record_count
-                and batch.builder.uncompressed_size + size > self.config.batch_size
-            ):
-                self._close_batch(batch)
-                batch = self._new_batch(tp)
-        else:
-            batch = self._new_batch(tp)
+        batch = self._open.get((topic, partition))  # type: ignore[call-overload]
+        if batch is None:
+            batch = self._new_batch(TopicPartition(topic, partition))
+        elif batch.record_count and batch.buffered + size > self._batch_size:
+            self._close_batch(batch)
+            batch = self._new_batch(batch.tp)
         builder = batch.builder
         assert builder is not None
         builder.append(key, value, header_list, timestamp_ms)
-        assert self._loop is not None
-        future: asyncio.Future[RecordMetadata] = self._loop.create_future()
+        future: asyncio.Future[RecordMetadata] = self._create_future()
         batch.futures.append(future)
         batch.timestamps.append(timestamp_ms)
         batch.record_count += 1
         batch.buffered += size
         self._buffered_bytes += size
-        if builder.uncompressed_size >= self.config.batch_size:
+        if batch.buffered >= self._batch_size:
             self._close_batch(batch)
-        if self._buffered_bytes >= self.config.buffer_memory:
+        if self._buffered_bytes >= self._buffer_memory:
             self._space.clear()
         return future
 
@@ -460,7 +458,7 @@ class AIOProducer:
         info = self._client.metadata.topics.get(batch.tp.topic)
         if info is not None:
             self._partitioner.batch_completed(
-                batch.tp.topic, batch.tp.partition, sorted(info.partitions)
+                batch.tp.topic, batch.tp.partition, info.partition_ids
             )
         self._wakeup.set()
 
