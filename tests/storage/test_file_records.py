@@ -84,6 +84,14 @@ def test_batches_from_agrees_with_split_batches_whatever_the_chunk(
     found = list(records.batches_from(positions[start_batch], chunk_size=chunk_size))
     assert [bytes(b.batch.buffer) for b in found] == expected
     assert [b.position for b in found] == positions[start_batch:]
+    # With a reused buffer each view is valid until the next step, so copy as we go.
+    reused = [
+        (b.position, bytes(b.batch.buffer))
+        for b in records.batches_from(
+            positions[start_batch], chunk_size=chunk_size, reuse_buffer=True
+        )
+    ]
+    assert reused == [(b.position, bytes(b.batch.buffer)) for b in found]
     records.close()
 
 
