@@ -586,6 +586,9 @@ async def test_stop_answers_parked_joins(env: Env) -> None:
     pending = await join_new(env)
     env.coordinator.stop()
     assert pending.result().error == ErrorCode.NOT_COORDINATOR
+    # Requests arriving during the rest of the shutdown are not parked either.
+    assert join(env).result().error == ErrorCode.NOT_COORDINATOR
+    assert sync(env, "m", 1).result().error == ErrorCode.NOT_COORDINATOR
 
 
 # -- invariants under random operation sequences ----------------------------------------------

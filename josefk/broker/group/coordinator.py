@@ -287,7 +287,7 @@ class GroupCoordinator:
 
     def join_group(self, request: JoinRequest) -> asyncio.Future[JoinResult]:
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        error = self._validate_join(request)
+        error = ErrorCode.NOT_COORDINATOR if self._stopped else self._validate_join(request)
         if error:
             future.set_result(JoinResult(error, request.member_id))
             return future
@@ -632,7 +632,9 @@ class GroupCoordinator:
         future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         group = self._groups.get(group_id)
         error = ErrorCode.NONE
-        if group is None:
+        if self._stopped:
+            error = ErrorCode.NOT_COORDINATOR
+        elif group is None:
             error = ErrorCode.UNKNOWN_MEMBER_ID
         elif group.is_in(GroupState.DEAD):
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
