@@ -33,6 +33,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 READY_PATTERN = re.compile(r"^josefk: listening on PLAINTEXT://(?P<host>[^:\s]+):(?P<port>\d+)\s*$")
 
+SOURCE_DIR = Path(
+    os.environ.get("JOSEFK_TEST_SOURCE_DIR") or Path(__file__).resolve().parents[2]
+).resolve()
+
 # Start-up includes interpreter start and log recovery; generous for a loaded 2-core CI box.
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -130,8 +134,14 @@ class BrokerProcess:
         self.starts += 1
 
     def _spawn(self, port: int, timeout: float) -> None:
+        # JOSEFK_* variables would be read as broker settings; the test decides those.
         env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
         env["PYTHONUNBUFFERED"] = "1"
+        # The broker runs from its own directory (it must not depend on the cwd) and imports
+        # josefk from SOURCE_DIR: this checkout, or JOSEFK_TEST_SOURCE_DIR to test another tree.
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(SOURCE_DIR), os.environ.get("PYTHONPATH", "")) if p
+        )
         with self.log_path.open("ab") as log:
             log.write(
                 f"\n===== josefk serve start #{self.starts + 1}: {' '.join(self.command(port))}\n".encode()
@@ -143,6 +153,7 @@ class BrokerProcess:
                 stdout=subprocess.PIPE,
                 stderr=log,
                 env=env,
+                cwd=self.data_dir.parent,
                 start_new_session=True,
             )
         self._proc = proc

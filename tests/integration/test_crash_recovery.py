@@ -19,8 +19,10 @@ from client_helpers import (
     CLIENT_TIMEOUT_S,
     assert_delivered,
     assert_same_messages,
+    ck_admin,
     ck_config,
     ck_consume,
+    ck_consumer,
     ck_create_topic,
     ck_produce,
     ck_watermarks,
@@ -28,11 +30,13 @@ from client_helpers import (
     make_messages,
     unique_topic,
 )
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource, NewPartitions
 
 pytestmark = pytest.mark.timeout(180)
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+T = CLIENT_TIMEOUT_S
 QUIET_LOGGER = logging.getLogger("josefk.tests.rdkafka-quiet")
 QUIET_LOGGER.setLevel(logging.CRITICAL)
 
@@ -228,3 +232,74 @@ def test_torn_tail_after_sigkill_is_truncated_on_recovery(broker_factory: Broker
     assert_same_messages([from_confluent(m) for m in got], sent)
     more = ck_produce(broker.bootstrap, topic, make_messages(2, tag="more"))
     assert [r.offset for r in more] == [100, 101]
+
+
+def test_admin_changes_survive_a_clean_restart(broker_factory: BrokerFactory) -> None:
+    """Topic configs, added partitions, a raised log start offset and a deleted topic are all
+    still true after SIGTERM and a new start on the same data dir."""
+    broker = broker_factory()
+    kept = unique_topic("kept")
+    gone = unique_topic("gone")
+    ck_create_topic(broker.bootstrap, kept, partitions=1, config={"retention.ms": "7200000"})
+    ck_create_topic(broker.bootstrap, gone, partitions=2)
+    sent = make_messages(10)
+    assert_delivered(ck_produce(broker.bootstrap, kept, sent, batch_num_messages=1))
+    assert_delivered(ck_produce(broker.bootstrap, gone, make_messages(3)))
+    admin = ck_admin(broker.bootstrap)
+    admin.create_partitions([NewPartitions(kept, 3)], request_timeout=T)[kept].result(timeout=T)
+    futures = admin.delete_records([TopicPartition(kept, 0, 4)], request_timeout=T)
+    next(iter(futures.values())).result(timeout=T)
+    admin.delete_topics([gone], request_timeout=T, operation_timeout=T)[gone].result(timeout=T)
+    broker.stop()
+
+    broker.start()
+    admin = ck_admin(broker.bootstrap)
+    metadata = admin.list_topics(timeout=T)
+    assert gone not in metadata.topics
+    assert not list(broker.data_dir.glob(f"{gone}-*[0-9]")), "deleted topic's logs are back"
+    assert len(metadata.topics[kept].partitions) == 3
+    resource = ConfigResource(ConfigResource.Type.TOPIC, kept)
+    entries = admin.describe_configs([resource], request_timeout=T)[resource].result(timeout=T)
+    assert entries["retention.ms"].value == "7200000"
+    assert ck_watermarks(broker.bootstrap, kept, 0) == (4, 10)
+    got = ck_consume(broker.bootstrap, kept, count=6)
+    assert_same_messages([from_confluent(m) for m in got], sent[4:])
+    broker.stop()
+
+
+def test_missing_and_damaged_index_files_are_rebuilt(broker_factory: BrokerFactory) -> None:
+    """Index files are derived data: gone or cut to a partial entry, the broker rebuilds them
+    and offset and timestamp lookups in those segments still find the right records."""
+    broker = broker_factory()
+    topic = unique_topic("reindex")
+    ck_create_topic(broker.bootstrap, topic, config={"segment.bytes": "1048576"})
+    count = 12_000
+    sent = make_messages(count, tag="ix", value_size=250, headers=False, timestamp_step=10)
+    assert_delivered(ck_produce(broker.bootstrap, topic, sent, batch_num_messages=200))
+    broker.stop()
+    partition_dir = broker.data_dir / f"{topic}-0"
+    segments = sorted(partition_dir.glob("*.log"))
+    assert len(segments) >= 3, [p.name for p in segments]
+    first, second = segments[0].with_suffix(""), segments[1].with_suffix("")
+    first.with_suffix(".index").unlink()
+    first.with_suffix(".timeindex").unlink()
+    with second.with_suffix(".index").open("r+b") as index:
+        index.truncate(13)  # not a whole number of 8-byte entries
+    with second.with_suffix(".timeindex").open("r+b") as index:
+        index.truncate(7)
+
+    broker.start()
+    second_base = int(second.name)
+    for offset in (5, 1234, second_base + 7, count - 3):
+        got = ck_consume(broker.bootstrap, topic, offset=offset, count=3)
+        assert [m.offset() for m in got] == [offset, offset + 1, offset + 2]
+        assert_same_messages([from_confluent(m) for m in got], sent[offset : offset + 3])
+    consumer = ck_consumer(broker.bootstrap)
+    try:
+        for target in (100, second_base + 50):
+            query = TopicPartition(topic, 0, sent[target].timestamp - 5)
+            (found,) = consumer.offsets_for_times([query], timeout=T)
+            assert found.offset == target
+    finally:
+        consumer.close()
+    broker.stop()
