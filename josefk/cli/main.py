@@ -8,18 +8,39 @@ from __future__ import annotations
 import click
 
 from josefk import __version__
+from josefk.cli.common import (
+    BOOTSTRAP_ENV,
+    BOOTSTRAP_META_KEY,
+    DEFAULT_BOOTSTRAP,
+    EXIT_CODES_HELP,
+)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES_HELP)
 @click.version_option(__version__, prog_name="josefk")
-def cli() -> None:
+@click.option(
+    "-b",
+    "--bootstrap",
+    metavar="HOST:PORT[,HOST:PORT...]",
+    envvar=BOOTSTRAP_ENV,
+    help=f"Broker(s) the client verbs talk to (env {BOOTSTRAP_ENV}, default {DEFAULT_BOOTSTRAP}).",
+)
+@click.pass_context
+def cli(ctx: click.Context, bootstrap: str | None) -> None:
     """josefk: a Kafka-compatible broker and its tools."""
+    ctx.meta[BOOTSTRAP_META_KEY] = bootstrap
 
 
 # Each entry names a module of josefk.cli and the click command it defines.
 _COMMANDS: list[tuple[str, str]] = [
     ("serve", "serve"),
     ("dump_log", "dump_log"),
+    ("topics", "topics"),
+    ("produce", "produce"),
+    ("consume", "consume"),
+    ("groups", "groups"),
+    ("cluster", "cluster"),
+    ("perf", "perf"),
 ]
 
 

@@ -1,0 +1,206 @@
+"""Shared plumbing of the client verbs of ``josefk``: bootstrap, errors, parsing, running.
+
+Owns how a verb finds its broker (``--bootstrap`` on the verb, else on ``josefk`` itself,
+else ``JOSEFK_BOOTSTRAP``, else 127.0.0.1:9092), how a client error becomes a one-paragraph
+message and exit status 1 (``CliError``), the suggestions for unknown topics and groups, and
+the small parsers of ``key=value``, ``--from`` and ``--to`` specs.
+
+Imports josefk.client only (never josefk.broker or josefk.storage): the command is a client
+like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import difflib
+import os
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+import click
+
+from josefk.client import AIOAdmin, TopicDescription
+from josefk.client.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    UnknownTopicOrPartitionError,
+)
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
+BOOTSTRAP_ENV: Final = "JOSEFK_BOOTSTRAP"
+# ctx.meta key under which the ``josefk`` group leaves its own --bootstrap value.
+BOOTSTRAP_META_KEY: Final = "josefk.bootstrap"
+
+EXIT_OK: Final = 0
+EXIT_ERROR: Final = 1
+EXIT_USAGE: Final = 2
+
+EXIT_CODES_HELP: Final = """\b
+Exit codes:
+  0  success
+  1  the broker refused or failed the request, the broker is unreachable,
+     or the arguments name something that does not exist (topic, group)
+  2  usage error: unknown option, missing or malformed argument
+\b
+Every verb that prints data takes --json for scripts; tables are for people.
+The broker address comes from --bootstrap, else JOSEFK_BOOTSTRAP, else
+127.0.0.1:9092."""
+
+
+class CliError(click.ClickException):
+    """A failure worth one clear message and exit status 1."""
+
+    exit_code = EXIT_ERROR
+
+
+def bootstrap_option(f: F) -> F:
+    """``-b/--bootstrap`` on a verb; overrides the one given to ``josefk`` itself."""
+    return click.option(
+        "-b",
+        "--bootstrap",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        default=None,
+        help=f"Broker(s) to bootstrap from (env {BOOTSTRAP_ENV}, default {DEFAULT_BOOTSTRAP}).",
+    )(f)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(f)
+
+
+def resolve_bootstrap(value: str | None) -> str:
+    """The bootstrap list: the verb's flag, the group's flag, the environment, the default."""
+    if value:
+        return value
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        from_group = ctx.meta.get(BOOTSTRAP_META_KEY)
+        if from_group:
+            return str(from_group)
+    return os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
+
+
+def run(coro: Coroutine[Any, Any, T], *, bootstrap: str) -> T:
+    """Run one verb's coroutine; client errors become a CliError that says what to do."""
+    try:
+        return asyncio.run(coro)
+    except KafkaConnectionError as exc:
+        raise CliError(
+            f"cannot reach a broker at {bootstrap}: {exc.message}\n"
+            "Is `josefk serve` running there? Point josefk at your broker with "
+            f"--bootstrap HOST:PORT or the {BOOTSTRAP_ENV} environment variable."
+        ) from None
+    except KafkaTimeoutError as exc:
+        raise CliError(f"the broker at {bootstrap} did not answer in time: {exc.message}") from None
+    except KafkaError as exc:
+        raise CliError(describe_error(exc)) from None
+
+
+def describe_error(exc: KafkaError) -> str:
+    context = ", ".join(f"{k}={v}" for k, v in exc.context.items())
+    where = f" ({context})" if context else ""
+    return f"{exc.name}: {exc.message}{where}"
+
+
+def admin_for(bootstrap: str) -> AIOAdmin:
+    return AIOAdmin(bootstrap_servers=bootstrap, client_id="josefk-cli")
+
+
+def close_names(name: str, candidates: Iterable[str]) -> list[str]:
+    return difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.5)
+
+
+def unknown_error(kind: str, name: str, known: Sequence[str], listing: str) -> CliError:
+    """``unknown topic "ordrs"; did you mean "orders"?`` plus how to see them all."""
+    close = close_names(name, known)
+    message = f'unknown {kind} "{name}"'
+    if close:
+        message += "; did you mean " + " or ".join(f'"{c}"' for c in close) + "?"
+    elif known:
+        message += f" ({len(known)} {kind}s exist; `{listing}` lists them)"
+    else:
+        message += f" (there are no {kind}s yet)"
+    return CliError(message)
+
+
+async def describe_existing_topics(
+    admin: AIOAdmin, topics: Sequence[str]
+) -> list[TopicDescription]:
+    """Describe ``topics``; an unknown one becomes a CliError naming close matches."""
+    try:
+        return await admin.describe_topics(list(topics))
+    except UnknownTopicOrPartitionError as exc:
+        missing = str(exc.context.get("topic", topics[0] if topics else ""))
+        known = await admin.list_topics(include_internal=True)
+        raise unknown_error("topic", missing, known, "josefk topics list") from None
+
+
+def parse_key_values(pairs: Iterable[str], what: str = "config") -> dict[str, str]:
+    """``("a=1", "b=x=y")`` -> ``{"a": "1", "b": "x=y"}``; a pair without ``=`` is a usage
+    error."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint=what)
+        out[key.strip()] = value
+    return out
+
+
+def parse_timestamp(text: str) -> int:
+    """Milliseconds since the epoch from ``1700000000000`` or an ISO 8601 date/time (UTC
+    unless it says otherwise)."""
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is neither milliseconds since the epoch nor an ISO 8601 date"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class StartSpec:
+    """Where to start reading: kind is "beginning", "end", "offset" or "timestamp"."""
+
+    kind: str
+    value: int = 0
+
+    def __str__(self) -> str:
+        return self.kind if self.kind in ("beginning", "end") else f"{self.kind}:{self.value}"
+
+
+_ALIASES: Final = {
+    "beginning": "beginning",
+    "earliest": "beginning",
+    "start": "beginning",
+    "end": "end",
+    "latest": "end",
+}
+
+
+def parse_start(text: str, *, param: str = "--from") -> StartSpec:
+    """``beginning|earliest``, ``end|latest``, ``offset:N``, ``timestamp:MS|ISO``."""
+    lowered = text.strip().lower()
+    if lowered in _ALIASES:
+        return StartSpec(_ALIASES[lowered])
+    kind, sep, rest = text.partition(":")
+    kind = kind.strip().lower()
+    if sep and kind == "offset" and rest.strip().isdigit():
+        return StartSpec("offset", int(rest))
+    if sep and kind in ("timestamp", "time", "ts") and rest.strip():
+        return StartSpec("timestamp", parse_timestamp(rest.strip()))
+    raise click.BadParameter(
+        f"{text!r}: expected beginning, end, offset:N or timestamp:MS (or timestamp:ISO-DATE)",
+        param_hint=param,
+    )

@@ -1,0 +1,259 @@
+"""``josefk consume TOPIC``: print records, as values, ``key:value`` lines or JSON lines.
+
+Owns where reading starts (``--from``), which partitions are read (all, or ``--partition``),
+reading in a consumer group (``--group``: committed offsets first, committed again on exit),
+the output formats and when to stop: after ``--count`` records, at the end of the partitions
+(``--no-follow``), or after ``--idle-timeout`` seconds without a record when either of those
+is given; otherwise it follows the topic until Ctrl-C. Records come through josefk.client's
+AIOConsumer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+import click
+
+from josefk.cli.common import (
+    CliError,
+    StartSpec,
+    admin_for,
+    bootstrap_option,
+    describe_existing_topics,
+    parse_start,
+    resolve_bootstrap,
+    run,
+)
+from josefk.client import AIOConsumer, ConsumerRecord, TopicPartition
+
+FORMATS = ("value", "key:value", "json")
+
+
+def _text(data: bytes | None) -> tuple[str | None, bool]:
+    """JSON-safe text of a key or value: UTF-8 when it is, else base64 (flag True)."""
+    if data is None:
+        return None, False
+    try:
+        return data.decode(), False
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode(), True
+
+
+def record_json(record: ConsumerRecord) -> dict[str, Any]:
+    key, key_b64 = _text(record.key)
+    value, value_b64 = _text(record.value)
+    out: dict[str, Any] = {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "timestamp_type": record.timestamp_type.name,
+        "key": key,
+        "value": value,
+        "headers": [{"key": k, "value": _text(v)[0]} for k, v in record.headers],
+    }
+    if key_b64:
+        out["key_encoding"] = "base64"
+    if value_b64:
+        out["value_encoding"] = "base64"
+    return out
+
+
+def formatter(fmt: str, separator: bytes) -> Callable[[ConsumerRecord], bytes]:
+    if fmt == "json":
+        return lambda r: json.dumps(record_json(r), ensure_ascii=False).encode() + b"\n"
+    if fmt == "key:value":
+        return lambda r: (r.key or b"") + separator + (r.value or b"") + b"\n"
+    return lambda r: (r.value or b"") + b"\n"
+
+
+@click.command("consume", short_help="Print records of a topic.")
+@click.argument("topic")
+@click.option(
+    "-o",
+    "--from",
+    "start",
+    metavar="WHERE",
+    help="beginning | end | offset:N | timestamp:MS | timestamp:ISO-DATE. "
+    "Default: beginning; with --group the committed offsets, else beginning.",
+)
+@click.option("-p", "--partition", "partitions", type=int, multiple=True, help="Only these.")
+@click.option("-g", "--group", help="Consume as a member of this group; commits on exit.")
+@click.option("-n", "--count", type=click.IntRange(min=1), help="Exit after this many records.")
+@click.option(
+    "-f", "--format", "fmt", type=click.Choice(FORMATS), default="value", show_default=True
+)
+@click.option(
+    "-k",
+    "--key-separator",
+    default=":",
+    show_default=True,
+    help="Between key and value in the key:value format.",
+)
+@click.option(
+    "--no-follow", is_flag=True, help="Exit at the end of the partitions instead of waiting."
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="With --count or --no-follow: exit after this many seconds without a record.",
+)
+@bootstrap_option
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+def consume(
+    topic: str,
+    start: str | None,
+    partitions: tuple[int, ...],
+    group: str | None,
+    count: int | None,
+    fmt: str,
+    key_separator: str,
+    no_follow: bool,
+    idle_timeout: float,
+    bootstrap: str | None,
+    as_json: bool,
+) -> None:
+    """Print TOPIC's records, one per line, until Ctrl-C (or --count / --no-follow).
+
+    \b
+      josefk consume orders --from beginning -n 10 --format json
+      josefk consume orders --group billing --no-follow
+    """
+    spec = parse_start(start) if start is not None else None
+    if group is not None and spec is not None and spec.kind in ("offset", "timestamp"):
+        raise click.UsageError(
+            "--from offset:/timestamp: cannot be combined with --group; move the group with "
+            "`josefk groups reset-offsets` first"
+        )
+    if group is not None and partitions:
+        raise click.UsageError("--partition cannot be combined with --group (the group assigns)")
+    write = formatter("json" if as_json else fmt, key_separator.encode())
+    server = resolve_bootstrap(bootstrap)
+    out = sys.stdout.buffer
+    try:
+        consumed = run(
+            _consume(
+                server,
+                topic,
+                spec or StartSpec("beginning"),
+                partitions,
+                group,
+                count,
+                no_follow,
+                idle_timeout,
+                write,
+                out,
+            ),
+            bootstrap=server,
+        )
+    except BrokenPipeError:
+        # The reader went away (``| head``): not an error of ours.
+        sys.stderr.close()
+        raise SystemExit(0) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    if count is not None and consumed < count:
+        click.echo(
+            f"josefk: {consumed} of {count} records before {idle_timeout:g}s without a record",
+            err=True,
+        )
+
+
+async def _consume(
+    server: str,
+    topic: str,
+    spec: StartSpec,
+    only: tuple[int, ...],
+    group: str | None,
+    count: int | None,
+    no_follow: bool,
+    idle_timeout: float,
+    write: Callable[[ConsumerRecord], bytes],
+    out: IO[bytes],
+) -> int:
+    async with admin_for(server) as admin:
+        (description,) = await describe_existing_topics(admin, [topic])
+    known = [p.partition for p in description.partitions]
+    for p in only:
+        if p not in known:
+            raise CliError(f'topic "{topic}" has partitions 0..{len(known) - 1}, not {p}')
+    settings: dict[str, Any] = {
+        "bootstrap_servers": server,
+        "client_id": "josefk-cli",
+        "allow_auto_create_topics": False,
+        "auto_offset_reset": "latest" if spec.kind == "end" else "earliest",
+    }
+    if group is not None:
+        settings.update(group_id=group, enable_auto_commit=False)
+    consumer = AIOConsumer(**settings)
+    await consumer.start()
+    consumed = 0
+    try:
+        if group is not None:
+            consumer.subscribe([topic])
+        else:
+            tps = [TopicPartition(topic, p) for p in (only or known)]
+            consumer.assign(tps)
+            await _seek(consumer, tps, spec)
+        stop_at: dict[TopicPartition, int] = {}
+        stops = count is not None or no_follow
+        last_record = time.monotonic()
+        while count is None or consumed < count:
+            limit = None if count is None else count - consumed
+            batches = await consumer.getmany(timeout_ms=200, max_records=limit)
+            if batches:
+                last_record = time.monotonic()
+                chunk = bytearray()
+                for records in batches.values():
+                    for record in records:
+                        chunk += write(record)
+                        consumed += 1
+                out.write(chunk)
+                out.flush()
+                continue
+            if no_follow and await _at_end(consumer, stop_at):
+                break
+            if stops and time.monotonic() - last_record >= idle_timeout:
+                break
+        if group is not None and consumer.assignment():
+            await consumer.commit()
+    finally:
+        await consumer.close()
+    return consumed
+
+
+async def _seek(consumer: AIOConsumer, tps: list[TopicPartition], spec: StartSpec) -> None:
+    if spec.kind == "beginning":
+        consumer.seek_to_beginning(*tps)
+    elif spec.kind == "end":
+        consumer.seek_to_end(*tps)
+    elif spec.kind == "timestamp":
+        await consumer.seek_to_timestamp(spec.value, *tps)
+    else:
+        # offset:N beyond a partition's range starts at its nearest end rather than failing.
+        starts = await consumer.beginning_offsets(tps)
+        ends = await consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, min(max(spec.value, starts.get(tp, 0)), ends.get(tp, spec.value)))
+
+
+async def _at_end(consumer: AIOConsumer, stop_at: dict[TopicPartition, int]) -> bool:
+    """True when every assigned partition's position reached the end offset it had when first
+    asked about (records produced after that do not keep --no-follow running)."""
+    assigned = consumer.assignment()
+    if not assigned:
+        return False
+    new = [tp for tp in assigned if tp not in stop_at]
+    if new:
+        stop_at.update(await consumer.end_offsets(new))
+    for tp in assigned:
+        if await consumer.position(tp) < stop_at.get(tp, 0):
+            return False
+    return True

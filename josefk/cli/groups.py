@@ -1,0 +1,331 @@
+"""``josefk groups list|describe|reset-offsets|delete``.
+
+Owns the consumer-group verbs: the describe view (state, members with their assignments, and
+per partition the committed offset, the log end offset and the lag between them), moving a
+group's committed offsets (refused while the group has members, previewed with
+``--dry-run``) and deleting groups. Talks to the broker through josefk.client's AIOAdmin only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from josefk.cli.common import (
+    CliError,
+    StartSpec,
+    admin_for,
+    bootstrap_option,
+    describe_error,
+    describe_existing_topics,
+    json_option,
+    parse_start,
+    resolve_bootstrap,
+    run,
+    unknown_error,
+)
+from josefk.cli.output import note, print_fields, print_json, print_table
+from josefk.client import AIOAdmin, GroupDescription, TopicPartition
+from josefk.client.errors import KafkaError
+
+# Group states in which the group has no members and its offsets may be moved.
+_IDLE_STATES = frozenset({"Empty", "Dead"})
+
+
+@click.group("groups", short_help="List, describe (with lag), reset and delete consumer groups.")
+def groups() -> None:
+    """List, describe (with lag), reset and delete consumer groups."""
+
+
+@groups.command("list", short_help="List consumer groups and their state.")
+@bootstrap_option
+@json_option
+def list_groups(bootstrap: str | None, as_json: bool) -> None:
+    """List the consumer groups the brokers know, with their state."""
+    server = resolve_bootstrap(bootstrap)
+
+    async def go() -> list[dict[str, Any]]:
+        async with admin_for(server) as admin:
+            listings = await admin.list_groups()
+            described = (
+                await admin.describe_groups([g.group_id for g in listings]) if listings else []
+            )
+        members = {d.group_id: len(d.members) for d in described}
+        return [
+            {
+                "group": g.group_id,
+                "state": g.state,
+                "protocol_type": g.protocol_type,
+                "members": members.get(g.group_id, 0),
+            }
+            for g in listings
+        ]
+
+    rows = run(go(), bootstrap=server)
+    if as_json:
+        print_json(rows)
+    elif not rows:
+        note("no consumer groups yet")
+    else:
+        print_table(
+            ["GROUP", "STATE", "MEMBERS", "PROTOCOL-TYPE"],
+            [(r["group"], r["state"], r["members"], r["protocol_type"]) for r in rows],
+        )
+
+
+async def _existing_group(admin: AIOAdmin, group: str) -> GroupDescription:
+    """The group's description; an unknown group is a CliError naming close matches."""
+    (description,) = await admin.describe_groups([group])
+    offsets = await admin.list_group_offsets(group)
+    if description.state == "Dead" and not description.members and not offsets:
+        known = [g.group_id for g in await admin.list_groups()]
+        raise unknown_error("group", group, known, "josefk groups list")
+    if description.error is not None and description.error.name != "GROUP_ID_NOT_FOUND":
+        raise description.error
+    return description
+
+
+async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
+    """Everything ``groups describe`` shows, JSON-ready."""
+    description = await _existing_group(admin, group)
+    committed = await admin.list_group_offsets(group)
+    owner: dict[TopicPartition, str] = {}
+    for member in description.members:
+        for tp in member.assignment:
+            owner[tp] = member.member_id
+    tps = sorted(set(committed) | set(owner))
+    ends = await admin.list_offsets({tp: admin.LATEST for tp in tps}) if tps else {}
+    partitions = []
+    for tp in tps:
+        end = ends.get(tp)
+        log_end = end.offset if end is not None else None
+        offset = committed.get(tp)
+        partitions.append(
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "committed_offset": offset,
+                "log_end_offset": log_end,
+                "lag": max(0, log_end - offset)
+                if log_end is not None and offset is not None
+                else None,
+                "member_id": owner.get(tp),
+            }
+        )
+    return {
+        "group": description.group_id,
+        "state": description.state,
+        "protocol_type": description.protocol_type,
+        "protocol": description.protocol,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "assignment": [
+                    {"topic": tp.topic, "partition": tp.partition} for tp in sorted(m.assignment)
+                ],
+            }
+            for m in description.members
+        ],
+        "partitions": partitions,
+        "total_lag": sum(p["lag"] or 0 for p in partitions),
+    }
+
+
+@groups.command("describe", short_help="Members, assignments and lag per partition.")
+@click.argument("names", nargs=-1, required=True, metavar="GROUP...")
+@bootstrap_option
+@json_option
+def describe(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None:
+    """Show each GROUP's state, members and assignments, and for every partition its
+    committed offset, log end offset and lag."""
+    server = resolve_bootstrap(bootstrap)
+
+    async def go() -> list[dict[str, Any]]:
+        async with admin_for(server) as admin:
+            return [await describe_group(admin, name) for name in names]
+
+    found = run(go(), bootstrap=server)
+    if as_json:
+        print_json(found if len(found) != 1 else found[0])
+        return
+    for n, info in enumerate(found):
+        if n:
+            click.echo()
+        print_fields(
+            [
+                ("group", info["group"]),
+                ("state", info["state"]),
+                ("protocol", f"{info['protocol_type'] or '-'} / {info['protocol'] or '-'}"),
+                ("members", len(info["members"])),
+                ("total lag", info["total_lag"]),
+            ]
+        )
+        if info["members"]:
+            print_table(
+                ["MEMBER", "CLIENT-ID", "HOST", "ASSIGNMENT"],
+                [
+                    (
+                        m["member_id"],
+                        m["client_id"],
+                        m["client_host"],
+                        ", ".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"]),
+                    )
+                    for m in info["members"]
+                ],
+                title="Members",
+            )
+        print_table(
+            ["TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBER"],
+            [
+                (
+                    p["topic"],
+                    p["partition"],
+                    p["committed_offset"],
+                    p["log_end_offset"],
+                    p["lag"],
+                    p["member_id"],
+                )
+                for p in info["partitions"]
+            ],
+            title="Offsets",
+        )
+
+
+@groups.command("reset-offsets", short_help="Move a group's committed offsets.")
+@click.argument("group")
+@click.option(
+    "-t", "--topic", "topics", multiple=True, required=True, help="Topic to reset (repeatable)."
+)
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="WHERE",
+    help="earliest | latest | offset:N | timestamp:MS | timestamp:ISO-DATE",
+)
+@click.option("-p", "--partition", "partitions", type=int, multiple=True, help="Only these.")
+@click.option("--dry-run", is_flag=True, help="Show the new offsets without committing them.")
+@bootstrap_option
+@json_option
+def reset_offsets(
+    group: str,
+    topics: tuple[str, ...],
+    target: str,
+    partitions: tuple[int, ...],
+    dry_run: bool,
+    bootstrap: str | None,
+    as_json: bool,
+) -> None:
+    """Commit new offsets for GROUP on --topic: to the earliest or latest offsets, a given
+    offset (kept within each partition's log start and end), or the first record at or
+    after a time. The group must have no members (stop its consumers first)."""
+    spec = parse_start(target, param="--to")
+    server = resolve_bootstrap(bootstrap)
+
+    async def go() -> tuple[str, list[dict[str, Any]]]:
+        async with admin_for(server) as admin:
+            descriptions = await describe_existing_topics(admin, list(topics))
+            (description,) = await admin.describe_groups([group])
+            if description.state not in _IDLE_STATES or description.members:
+                raise CliError(
+                    f'group "{group}" is {description.state} with {len(description.members)} '
+                    "member(s); stop its consumers before resetting its offsets"
+                )
+            tps = [
+                TopicPartition(d.name, p.partition)
+                for d in descriptions
+                for p in d.partitions
+                if not partitions or p.partition in partitions
+            ]
+            if not tps:
+                raise CliError(f"no partition {list(partitions)} in {list(topics)}")
+            new = await _target_offsets(admin, tps, spec)
+            old = await admin.list_group_offsets(group, tps)
+            if not dry_run:
+                await admin.alter_group_offsets(group, new)
+            return description.state, [
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "old_offset": old.get(tp),
+                    "new_offset": new[tp],
+                }
+                for tp in sorted(new)
+            ]
+
+    _state, plan = run(go(), bootstrap=server)
+    if as_json:
+        print_json({"group": group, "dry_run": dry_run, "partitions": plan})
+        return
+    print_table(
+        ["TOPIC", "PARTITION", "OLD", "NEW"],
+        [(p["topic"], p["partition"], p["old_offset"], p["new_offset"]) for p in plan],
+    )
+    if dry_run:
+        note("dry run: nothing committed (run again without --dry-run to apply)")
+    else:
+        note(f"committed {len(plan)} offsets for group {group}")
+
+
+async def _target_offsets(
+    admin: AIOAdmin, tps: list[TopicPartition], spec: StartSpec
+) -> dict[TopicPartition, int]:
+    starts = await admin.list_offsets({tp: admin.EARLIEST for tp in tps})
+    ends = await admin.list_offsets({tp: admin.LATEST for tp in tps})
+
+    def bounds(tp: TopicPartition) -> tuple[int, int]:
+        start, end = starts.get(tp), ends.get(tp)
+        low = start.offset if start is not None else 0
+        return low, end.offset if end is not None else low
+
+    if spec.kind == "timestamp":
+        found = await admin.list_offsets({tp: spec.value for tp in tps})
+        return {
+            tp: hit.offset if (hit := found.get(tp)) is not None else bounds(tp)[1] for tp in tps
+        }
+    new: dict[TopicPartition, int] = {}
+    for tp in tps:
+        low, high = bounds(tp)
+        if spec.kind == "beginning":
+            new[tp] = low
+        elif spec.kind == "end":
+            new[tp] = high
+        else:
+            new[tp] = min(max(spec.value, low), high)
+    return new
+
+
+@groups.command("delete", short_help="Delete consumer groups and their offsets.")
+@click.argument("names", nargs=-1, required=True, metavar="GROUP...")
+@bootstrap_option
+@json_option
+def delete(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None:
+    """Delete GROUP(s) and their committed offsets (only groups without members)."""
+    server = resolve_bootstrap(bootstrap)
+
+    async def go() -> dict[str, KafkaError | None]:
+        async with admin_for(server) as admin:
+            return await admin.delete_groups(list(names))
+
+    results = run(go(), bootstrap=server)
+    outcome = [
+        {
+            "group": name,
+            "ok": results.get(name) is None,
+            "error": describe_error(e) if (e := results.get(name)) is not None else None,
+        }
+        for name in names
+    ]
+    if as_json:
+        print_json(outcome)
+    else:
+        print_table(
+            ["GROUP", "STATUS"],
+            [(o["group"], "deleted" if o["ok"] else o["error"]) for o in outcome],
+        )
+    if any(not o["ok"] for o in outcome):
+        raise SystemExit(1)

@@ -1,0 +1,272 @@
+"""``josefk perf produce|consume``: quick throughput and latency figures against a broker.
+
+Owns the load loops and their report: records/s, MB/s and, for produce, the latency of each
+record from ``send`` to its acknowledgement (p50/p95/p99/max), with a live rich progress bar
+on stderr. For the project's recorded benchmarks see bench/; this verb is for a person
+sizing up a running broker. A missing topic is created for ``perf produce`` (broker
+defaults or ``--partitions``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from josefk.cli.common import (
+    admin_for,
+    bootstrap_option,
+    describe_existing_topics,
+    json_option,
+    resolve_bootstrap,
+    run,
+)
+from josefk.cli.output import human_bytes, note, print_fields, print_json, stderr_console
+from josefk.cli.produce import COMPRESSIONS
+from josefk.client import AIOConsumer, AIOProducer, RecordMetadata, TopicPartition
+from josefk.client.errors import UnknownTopicOrPartitionError
+
+_PROGRESS_EVERY = 1_000
+_MB = 1_000_000
+
+
+@click.group("perf", short_help="Measure produce and consume throughput and latency.")
+def perf() -> None:
+    """Measure produce and consume throughput (and produce latency) against a broker."""
+
+
+def _progress(total: int, label: str, *, disable: bool) -> Progress:
+    return Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        disable=disable,
+        transient=True,
+    )
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending list (0.0 for an empty one)."""
+    if not sorted_values:
+        return 0.0
+    rank = max(0, min(len(sorted_values) - 1, round(fraction * len(sorted_values) + 0.5) - 1))
+    return sorted_values[rank]
+
+
+@dataclass(frozen=True, slots=True)
+class PerfResult:
+    records: int
+    bytes: int
+    seconds: float
+    latencies_ms: list[float]
+
+    def as_dict(self) -> dict[str, Any]:
+        seconds = max(self.seconds, 1e-9)
+        out: dict[str, Any] = {
+            "records": self.records,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 6),
+            "records_per_second": round(self.records / seconds, 1),
+            "mb_per_second": round(self.bytes / seconds / _MB, 3),
+        }
+        if self.latencies_ms:
+            ordered = sorted(self.latencies_ms)
+            out["latency_ms"] = {
+                "p50": round(percentile(ordered, 0.50), 3),
+                "p95": round(percentile(ordered, 0.95), 3),
+                "p99": round(percentile(ordered, 0.99), 3),
+                "max": round(ordered[-1], 3),
+            }
+        return out
+
+
+def _report(
+    kind: str, topic: str, result: PerfResult, as_json: bool, extra: dict[str, Any]
+) -> None:
+    data = {"kind": kind, "topic": topic, **extra, **result.as_dict()}
+    if as_json:
+        print_json(data)
+        return
+    pairs: list[tuple[str, Any]] = [
+        ("records", data["records"]),
+        ("bytes", f"{data['bytes']} ({human_bytes(data['bytes'])})"),
+        ("seconds", f"{data['seconds']:.3f}"),
+        ("records/s", f"{data['records_per_second']:,.0f}"),
+        ("MB/s", f"{data['mb_per_second']:.2f}"),
+    ]
+    if "latency_ms" in data:
+        lat = data["latency_ms"]
+        pairs.append(
+            (
+                "latency ms",
+                f"p50 {lat['p50']}  p95 {lat['p95']}  p99 {lat['p99']}  max {lat['max']}",
+            )
+        )
+    print_fields(pairs)
+
+
+@perf.command("produce", short_help="Produce N records of a given size; rate and latency.")
+@click.argument("topic")
+@click.option("-n", "--count", type=click.IntRange(min=1), default=100_000, show_default=True)
+@click.option(
+    "-s", "--size", type=click.IntRange(min=0), default=100, show_default=True, help="Value bytes."
+)
+@click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
+@click.option(
+    "-z", "--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True
+)
+@click.option("--batch-size", type=click.IntRange(min=1), default=65_536, show_default=True)
+@click.option("--linger-ms", type=click.FloatRange(min=0), default=5.0, show_default=True)
+@click.option(
+    "--partitions", type=click.IntRange(min=1), help="Partitions if the topic must be created."
+)
+@bootstrap_option
+@json_option
+def perf_produce(
+    topic: str,
+    count: int,
+    size: int,
+    acks: str,
+    compression: str,
+    batch_size: int,
+    linger_ms: float,
+    partitions: int | None,
+    bootstrap: str | None,
+    as_json: bool,
+) -> None:
+    """Produce --count records of --size random bytes to TOPIC and report records/s, MB/s
+    and the send-to-acknowledgement latency percentiles."""
+    server = resolve_bootstrap(bootstrap)
+    # One random value for all records: compression ratios stay honest (random bytes) and
+    # generating data is kept out of the measurement.
+    value = os.urandom(size)
+
+    async def go() -> PerfResult:
+        async with admin_for(server) as admin:
+            try:
+                await admin.describe_topics([topic])
+            except UnknownTopicOrPartitionError:
+                await admin.create_topic(topic, partitions or -1)
+                if not as_json:
+                    note(f"created topic {topic}")
+        latencies: list[float] = []
+        clock = time.perf_counter
+        with _progress(count, f"produce {topic}", disable=as_json) as progress:
+            task = progress.add_task("produce", total=count)
+            async with AIOProducer(
+                bootstrap_servers=server,
+                client_id="josefk-perf",
+                acks=acks,
+                compression_type=compression,
+                batch_size=batch_size,
+                linger_ms=linger_ms,
+                allow_auto_create_topics=False,
+            ) as producer:
+                await producer.partitions_for(topic)
+                record_latency = latencies.append
+
+                def done(sent_at: float) -> Any:
+                    def callback(_future: asyncio.Future[RecordMetadata]) -> None:
+                        record_latency((clock() - sent_at) * 1000.0)
+
+                    return callback
+
+                futures = []
+                started = clock()
+                for n in range(count):
+                    future = await producer.send(topic, value)
+                    future.add_done_callback(done(clock()))
+                    futures.append(future)
+                    if n % _PROGRESS_EVERY == 0:
+                        progress.update(task, completed=len(latencies))
+                        # Let the sender run: send() only yields when the buffer is full.
+                        await asyncio.sleep(0)
+                await producer.flush()
+                await asyncio.gather(*futures)
+                elapsed = clock() - started
+                progress.update(task, completed=count)
+        return PerfResult(count, count * size, elapsed, latencies)
+
+    result = run(go(), bootstrap=server)
+    _report(
+        "produce",
+        topic,
+        result,
+        as_json,
+        {"size": size, "acks": acks, "compression": compression},
+    )
+
+
+@perf.command("consume", short_help="Read N records from the beginning; rate.")
+@click.argument("topic")
+@click.option("-n", "--count", type=click.IntRange(min=1), default=100_000, show_default=True)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="Stop after this many seconds without a record.",
+)
+@bootstrap_option
+@json_option
+def perf_consume(
+    topic: str, count: int, idle_timeout: float, bootstrap: str | None, as_json: bool
+) -> None:
+    """Read up to --count records of TOPIC from the beginning of every partition and report
+    records/s and MB/s (keys and values)."""
+    server = resolve_bootstrap(bootstrap)
+
+    async def go() -> PerfResult:
+        async with admin_for(server) as admin:
+            (description,) = await describe_existing_topics(admin, [topic])
+        tps = [TopicPartition(topic, p.partition) for p in description.partitions]
+        consumed = size = 0
+        clock = time.perf_counter
+        with _progress(count, f"consume {topic}", disable=as_json) as progress:
+            task = progress.add_task("consume", total=count)
+            async with AIOConsumer(
+                bootstrap_servers=server,
+                client_id="josefk-perf",
+                allow_auto_create_topics=False,
+                max_poll_records=10_000,
+            ) as consumer:
+                consumer.assign(tps)
+                consumer.seek_to_beginning(*tps)
+                started = last = clock()
+                while consumed < count:
+                    batches = await consumer.getmany(
+                        timeout_ms=200, max_records=min(10_000, count - consumed)
+                    )
+                    if not batches:
+                        if clock() - last >= idle_timeout:
+                            break
+                        continue
+                    last = clock()
+                    for records in batches.values():
+                        consumed += len(records)
+                        for r in records:
+                            size += len(r.value or b"") + len(r.key or b"")
+                    progress.update(task, completed=consumed)
+                # An idle wait at the end is not reading time.
+                elapsed = (last if consumed < count else clock()) - started
+        if consumed < count and not as_json:
+            note(f"only {consumed} of {count} records before {idle_timeout:g}s without one")
+        return PerfResult(consumed, size, elapsed, [])
+
+    result = run(go(), bootstrap=server)
+    _report("consume", topic, result, as_json, {})

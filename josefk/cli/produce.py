@@ -1,0 +1,192 @@
+"""``josefk produce TOPIC``: one record per input line, then a summary.
+
+Owns reading lines (stdin or ``--file``; as they arrive, so an interactive session sends each
+line at once), splitting a key off with ``--key-separator``, the headers of ``-H k=v``, and
+the summary (records and offsets per partition). Records go through josefk.client's
+AIOProducer; the topic must exist (an unknown topic is an error naming close matches, never a
+silent auto-creation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+from collections.abc import AsyncIterator
+from typing import IO, Any
+
+import click
+
+from josefk.cli.common import (
+    CliError,
+    admin_for,
+    bootstrap_option,
+    describe_existing_topics,
+    json_option,
+    parse_key_values,
+    resolve_bootstrap,
+    run,
+)
+from josefk.cli.output import note, print_json, print_table
+from josefk.client import AIOProducer, RecordMetadata
+
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+_READ_CHUNK = 1 << 16
+
+
+async def read_lines(stream: IO[bytes]) -> AsyncIterator[bytes]:
+    """The lines of ``stream`` without their line ends.
+
+    A daemon thread does the blocking reads so the event loop (the producer's sender) keeps
+    running while input is awaited, and so Ctrl-C is not held up by a read nobody will
+    finish; a bounded queue keeps a fast file from outrunning the producer.
+    """
+    loop = asyncio.get_running_loop()
+    chunks: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(maxsize=64)
+    read = getattr(stream, "read1", stream.read)
+
+    def put(item: bytes | BaseException | None) -> None:
+        asyncio.run_coroutine_threadsafe(chunks.put(item), loop).result()
+
+    def pump() -> None:
+        try:
+            while chunk := read(_READ_CHUNK):
+                put(chunk)
+            put(None)
+        except RuntimeError:  # the loop is gone: the command is over
+            return
+        except BaseException as exc:  # an I/O error goes to the reader
+            with contextlib.suppress(RuntimeError):
+                put(exc)
+
+    threading.Thread(target=pump, name="josefk-produce-stdin", daemon=True).start()
+    pending = b""
+    while (chunk := await chunks.get()) is not None:
+        if isinstance(chunk, BaseException):
+            raise CliError(f"cannot read the input: {chunk}")
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line[:-1] if line.endswith(b"\r") else line
+    if pending:
+        yield pending
+
+
+@click.command("produce", short_help="Produce lines from stdin or a file as records.")
+@click.argument("topic")
+@click.option(
+    "-f",
+    "--file",
+    "path",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
+    help="Read lines from this file instead of stdin.",
+)
+@click.option(
+    "-k",
+    "--key-separator",
+    metavar="SEP",
+    help="Split each line at the first SEP into key and value (no SEP: no key).",
+)
+@click.option(
+    "-H", "--header", "headers", multiple=True, metavar="KEY=VALUE", help="Header on every record."
+)
+@click.option("-p", "--partition", type=int, help="Write to this partition (default: by key).")
+@click.option(
+    "-z", "--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True
+)
+@click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
+@bootstrap_option
+@json_option
+def produce(
+    topic: str,
+    path: str | None,
+    key_separator: str | None,
+    headers: tuple[str, ...],
+    partition: int | None,
+    compression: str,
+    acks: str,
+    bootstrap: str | None,
+    as_json: bool,
+) -> None:
+    """Send each line of stdin (or --file) to TOPIC as one record.
+
+    \b
+      printf 'alice:1\\nbob:2\\n' | josefk produce orders -k : -H source=cli
+    """
+    header_list = [(k, v.encode()) for k, v in parse_key_values(headers, "--header").items()]
+    separator = key_separator.encode() if key_separator else None
+    server = resolve_bootstrap(bootstrap)
+    if sys.stdin.isatty() and path in (None, "-") and not as_json:
+        note(f"reading records for {topic} from stdin, one per line; Ctrl-D to finish")
+
+    async def go() -> tuple[list[RecordMetadata], int]:
+        async with admin_for(server) as admin:
+            (description,) = await describe_existing_topics(admin, [topic])
+        count = len(description.partitions)
+        if partition is not None and not 0 <= partition < count:
+            raise CliError(f'topic "{topic}" has partitions 0..{count - 1}, not {partition}')
+        stream: IO[bytes]
+        stream = sys.stdin.buffer if path in (None, "-") else open(path, "rb")  # noqa: SIM115
+        futures: list[asyncio.Future[RecordMetadata]] = []
+        size = 0
+        try:
+            async with AIOProducer(
+                bootstrap_servers=server,
+                client_id="josefk-cli",
+                acks=acks,
+                compression_type=compression,
+                allow_auto_create_topics=False,
+            ) as producer:
+                async for line in read_lines(stream):
+                    key: bytes | None = None
+                    value = line
+                    if separator is not None:
+                        head, sep, tail = line.partition(separator)
+                        if sep:
+                            key, value = head, tail
+                    size += len(value) + (len(key) if key else 0)
+                    futures.append(
+                        await producer.send(
+                            topic, value, key, partition=partition, headers=header_list or None
+                        )
+                    )
+                await producer.flush()
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+        return list(await asyncio.gather(*futures)), size
+
+    delivered, size = run(go(), bootstrap=server)
+    by_partition: dict[int, list[int]] = {}
+    for meta in delivered:
+        by_partition.setdefault(meta.partition, []).append(meta.offset)
+    summary: dict[str, Any] = {
+        "topic": topic,
+        "records": len(delivered),
+        "bytes": size,
+        "acks": acks,
+        "compression": compression,
+        "partitions": [
+            {
+                "partition": p,
+                "records": len(offsets),
+                # acks=0 gets no offsets back from the broker.
+                "first_offset": min(offsets) if offsets[0] >= 0 else None,
+                "last_offset": max(offsets) if offsets[0] >= 0 else None,
+            }
+            for p, offsets in sorted(by_partition.items())
+        ],
+    }
+    if as_json:
+        print_json(summary)
+        return
+    click.echo(f"produced {len(delivered)} records ({size} bytes) to {topic}")
+    if delivered:
+        print_table(
+            ["PARTITION", "RECORDS", "FIRST-OFFSET", "LAST-OFFSET"],
+            [
+                (p["partition"], p["records"], p["first_offset"], p["last_offset"])
+                for p in summary["partitions"]
+            ],
+        )
