@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from josefk.client.cluster import METADATA_ERRORS, ClientConfig, KafkaClient
-from josefk.client.decode import decode_records
+from josefk.client.decode import decode_records, next_fetch_offset
 from josefk.client.errors import (
     IllegalStateError,
     KafkaConnectionError,
@@ -51,6 +51,7 @@ from josefk.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartiti
 from josefk.protocol import ApiKey
 from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
+from josefk.records import CorruptRecordError
 
 if TYPE_CHECKING:
     from josefk.client.assignors import Assignor
@@ -108,15 +109,31 @@ class _PartitionState:
 
 
 class _Chunk:
-    """Records of one partition from one fetch response, consumed from ``index`` on."""
+    """One partition's record data from one fetch response, consumed from ``index`` on.
 
-    __slots__ = ("generation", "index", "records", "tp")
+    Decoded on first use (``records`` None until then), in the user's poll rather than when
+    the response arrives, so the next fetch is on its way while this one is decoded.
+    """
 
-    def __init__(self, tp: TopicPartition, records: list[ConsumerRecord], generation: int) -> None:
+    __slots__ = ("data", "fetch_offset", "generation", "index", "records", "tp")
+
+    def __init__(self, tp: TopicPartition, data: Any, fetch_offset: int, generation: int) -> None:
         self.tp = tp
-        self.records = records
+        self.data = data
+        self.fetch_offset = fetch_offset
+        self.records: list[ConsumerRecord] | None = None
         self.index = 0
         self.generation = generation
+
+    def decoded(self) -> list[ConsumerRecord]:
+        records = self.records
+        if records is None:
+            records, _ = decode_records(
+                self.tp.topic, self.tp.partition, self.data, self.fetch_offset
+            )
+            self.records = records
+            self.data = None
+        return records
 
 
 class AIOConsumer:
@@ -575,10 +592,10 @@ class AIOConsumer:
                     continue
                 state.high_watermark = part.high_watermark
                 state.log_start_offset = part.log_start_offset
-                records, next_offset = decode_records(tp.topic, tp.partition, part.records, offset)
+                next_offset, has_records = next_fetch_offset(part.records, offset)
                 state.fetch_offset = next_offset
-                if records:
-                    self._chunks.append(_Chunk(tp, records, generation))
+                if has_records:
+                    self._chunks.append(_Chunk(tp, part.records, offset, generation))
                     self._pending_chunks[tp] += 1
                     got_data = True
         if refresh:
@@ -613,7 +630,16 @@ class AIOConsumer:
                 ):
                     break
                 continue
-            records = chunk.records
+            try:
+                records = chunk.decoded()
+            except CorruptRecordError as exc:
+                chunks.popleft()
+                self._pending_chunks[chunk.tp] = max(0, self._pending_chunks[chunk.tp] - 1)
+                raise KafkaError(
+                    f"corrupt records in {chunk.tp} after offset {chunk.fetch_offset}: {exc}",
+                    topic=chunk.tp.topic,
+                    partition=chunk.tp.partition,
+                ) from exc
             start = chunk.index
             position = state.position
             # Skip records before the position (a compressed batch starts earlier).
@@ -634,7 +660,8 @@ class AIOConsumer:
                 chunks.popleft()
                 self._pending_chunks[chunk.tp] = max(0, self._pending_chunks[chunk.tp] - 1)
                 self._fetch_wakeup.set()
-        if not chunks:
+        if not chunks or not out:
+            # Nothing left, or only chunks of paused partitions: wait for new data.
             self._data_ready.clear()
         if self._coordinator is not None:
             self._coordinator.polled()

@@ -245,3 +245,21 @@ def decode_records(
                 f"batch at offset {header.base_offset} of {topic}-{partition} is malformed: {exc}"
             ) from None
     return out, next_offset
+
+
+def next_fetch_offset(data: Any, fetch_offset: int) -> tuple[int, bool]:
+    """The offset to fetch after this record data (past its last whole batch), and whether
+    it holds any data batch ending past ``fetch_offset``. Reads batch headers only."""
+    next_offset = fetch_offset
+    has_records = False
+    if not data:
+        return next_offset, has_records
+    for batch in split_batches(data):
+        header = batch.header()
+        batch_next = header.base_offset + header.last_offset_delta + 1
+        if batch_next <= fetch_offset:
+            continue
+        next_offset = batch_next
+        if not header.attributes & 0x20 and header.record_count > 0:
+            has_records = True
+    return next_offset, has_records
