@@ -43,6 +43,9 @@ class Partition:
         self.partition_epoch = 0
         self.replicas: list[int] = [local_broker_id]
         self.isr: list[int] = [local_broker_id]
+        # Becoming leader: the HW read back from the checkpoint may lag the log after a crash;
+        # with this replica alone in sync, everything in the log is committed.
+        self._maybe_increment_high_watermark()
 
     def append_records_to_leader(self, records: memoryview) -> LogAppendInfo:
         """Append a producer's batches; with the leader as the only in-sync replica the high

@@ -69,6 +69,7 @@ class Broker:
 
     async def start(self) -> list[BrokerEndpoint]:
         config = self.config
+        _raise_open_file_limit()
         loop = asyncio.get_running_loop()
         log_dirs = [Path(d) for d in config.log_dirs]
         for log_dir in log_dirs:
@@ -273,6 +274,19 @@ class Broker:
         if self._exporter is not None:
             await self._exporter.stop()
         self._executor.shutdown(wait=True)
+
+
+def _raise_open_file_limit() -> None:
+    """Each open segment holds a few file descriptors; take the hard limit, as Kafka's
+    packaging advises."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):  # pragma: no cover - platform specific
+        pass
 
 
 def _version() -> str:
