@@ -198,7 +198,8 @@ class FileRecords:
     def append(self, records: memoryview | bytes | bytearray) -> int:
         """Write ``records`` (whole batches) at the end; returns the bytes written.
 
-        Raises RecordTooLargeError-free: size policy belongs to the caller (LogSegment/Log).
+        Size policy (``segment.bytes``, ``max.message.bytes``) belongs to the Log; here only
+        the 2 GiB limit of int32 positions is enforced. KafkaStorageError on an I/O error.
         """
         view = records if isinstance(records, memoryview) else memoryview(records)
         total = view.nbytes
