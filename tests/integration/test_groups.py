@@ -244,37 +244,59 @@ def test_kafka_python_group_members_split_and_hand_over(group_broker: BrokerProc
     topic = new_topic(bootstrap, "grp-kp")
     group = unique_topic("g-kp")
 
-    def member() -> KafkaConsumer:
-        return KafkaConsumer(
-            topic,
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            session_timeout_ms=SESSION_MS,
-            heartbeat_interval_ms=500,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
+    class Member:
+        """kafka-python joins inside poll(): each member polls in its own thread, as an
+        application would, and publishes its assignment after every poll."""
 
-    def assignments(consumers: list[KafkaConsumer]) -> list[set[int]]:
-        return [{tp.partition for tp in c.assignment()} for c in consumers]
+        def __init__(self) -> None:
+            self.assignment: set[int] = set()
+            self.stop = threading.Event()
+            self.error: BaseException | None = None
+            self.thread = threading.Thread(target=self._run, daemon=True)
+            self.thread.start()
 
-    def poll(consumers: list[KafkaConsumer], count: int) -> None:
+        def _run(self) -> None:
+            try:
+                consumer = KafkaConsumer(
+                    topic,
+                    bootstrap_servers=bootstrap,
+                    group_id=group,
+                    session_timeout_ms=SESSION_MS,
+                    heartbeat_interval_ms=500,
+                    auto_offset_reset="earliest",
+                    enable_auto_commit=False,
+                )
+                try:
+                    while not self.stop.is_set():
+                        consumer.poll(timeout_ms=100)
+                        self.assignment = {tp.partition for tp in consumer.assignment()}
+                finally:
+                    consumer.close()  # sends LeaveGroup
+            except BaseException as exc:  # reported by the test thread
+                self.error = exc
+
+        def close(self) -> None:
+            self.stop.set()
+            self.thread.join(30)
+
+    def wait_for(members: list[Member], count: int) -> None:
         deadline = time.monotonic() + GROUP_TIMEOUT_S
         while time.monotonic() < deadline:
-            for consumer in consumers:
-                consumer.poll(timeout_ms=50)
-            if covers(assignments(consumers), count):
+            for member in members:
+                assert member.error is None, member.error
+            if covers([m.assignment for m in members], count):
                 return
-        raise AssertionError(f"kafka-python assignments {assignments(consumers)}")
+            time.sleep(0.05)  # reading what the member threads publish
+        raise AssertionError(f"kafka-python assignments {[m.assignment for m in members]}")
 
-    consumers = [member() for _ in range(3)]
+    members = [Member() for _ in range(3)]
     try:
-        poll(consumers, 3)
-        consumers.pop().close()
-        poll(consumers, 2)
+        wait_for(members, 3)
+        members.pop().close()
+        wait_for(members, 2)
     finally:
-        for consumer in consumers:
-            consumer.close()
+        for member in members:
+            member.close()
 
 
 async def test_aiokafka_group_members_split_and_hand_over(group_broker: BrokerProcess) -> None:
