@@ -75,6 +75,12 @@ from josefk.storage.offsets import (
     LogAppendInfo,
     TopicPartition,
 )
+from josefk.storage.producer_state import (
+    BatchMetadata,
+    ProducerStateManager,
+    fsync_file,
+    scan_batch_headers,
+)
 from josefk.storage.scheduler import Scheduler
 from josefk.storage.segment import (
     CLEANED_FILE_SUFFIX,
@@ -153,6 +159,7 @@ class Log:
         scheduler: Scheduler | None,
         executor: concurrent.futures.Executor | None,
         on_io_error: IoErrorHandler | None,
+        producer_state: ProducerStateManager | None = None,
     ) -> None:
         if not segments:
             raise ValueError("a log has at least one segment")
@@ -176,6 +183,11 @@ class Log:
         self._log_start_offset = max(log_start_offset, self._base_offsets[0])
         self._recovery_point = min(recovery_point, self.log_end_offset)
         self._high_watermark_metadata = LogOffsetMetadata(self._log_start_offset)
+        self._producer_state = (
+            producer_state
+            if producer_state is not None
+            else ProducerStateManager(directory, name=str(topic_partition))
+        )
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -193,6 +205,7 @@ class Log:
         scheduler: Scheduler | None = None,
         executor: concurrent.futures.Executor | None = None,
         on_io_error: IoErrorHandler | None = None,
+        producer_id_expiration_ms: int = 86_400_000,
     ) -> Log:
         """Open (creating if needed) the partition directory and load its segments.
 
@@ -202,7 +215,9 @@ class Log:
         segments it covers, index files without a ``.log`` are removed. Unless the log dir
         had a clean shutdown, every segment from the one holding ``recovery_point`` onwards
         is recovered (batches validated, indexes rebuilt); the first segment found with an
-        invalid tail is truncated there and every later segment deleted.
+        invalid tail is truncated there and every later segment deleted. Last, the producer
+        state is rebuilt: the newest snapshot at or below the log end offset, then the batch
+        headers after it (``producer_id_expiration_ms``: producer.id.expiration.ms).
 
         Raises KafkaStorageError (naming the path) on an I/O error.
         """
@@ -294,7 +309,13 @@ class Log:
                 scheduler=scheduler,
                 executor=executor,
                 on_io_error=on_io_error,
+                producer_state=ProducerStateManager(
+                    path,
+                    producer_id_expiration_ms=producer_id_expiration_ms,
+                    name=str(topic_partition),
+                ),
             )
+            log._rebuild_producer_state()
         except OSError as exc:
             raise KafkaStorageError(f"error while loading log: {exc}", path=path) from exc
         if had_clean_shutdown:
@@ -343,6 +364,30 @@ class Log:
         offset is the high watermark (Kafka's value when no transaction is ongoing).
         """
         return self.high_watermark
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producer_state
+
+    def remove_expired_producers(self) -> int:
+        """Forget producers idle for producer.id.expiration.ms (the LogManager's periodic
+        check); returns how many."""
+        self._check_usable()
+        return self._producer_state.remove_expired_producers(self._clock.milliseconds())
+
+    def _rebuild_producer_state(self) -> None:
+        """Load the newest snapshot at or below the LEO and replay the batch headers after
+        it (all of the log without one). Blocking: at load and after a truncation."""
+        state = self._producer_state
+        end = self.log_end_offset
+        snapshot_offset = state.load_latest_snapshot(end, self._clock.milliseconds())
+        replay_from = self._base_offsets[0] if snapshot_offset is None else snapshot_offset
+        if replay_from >= end:
+            return
+        for segment in self.segments_in_range(replay_from, end):
+            for header in scan_batch_headers(segment.log):
+                if header.base_offset + header.last_offset_delta >= replay_from:
+                    state.replay(header)
 
     @property
     def unflushed_messages(self) -> int:
@@ -543,6 +588,7 @@ class Log:
             before_max = config.message_timestamp_before_max_ms
             after_max = config.message_timestamp_after_max_ms
             record_count = 0
+            has_producer_id = False
             headers: list[BatchHeader] = []
             for batch in batches:
                 batch.ensure_valid_from_producer()
@@ -563,13 +609,23 @@ class Log:
                 if validate_timestamps and not log_append_time:
                     _check_timestamps(header, now, before_max, after_max, self._dir)
                 record_count += header.record_count
+                has_producer_id = has_producer_id or header.producer_id >= 0
                 headers.append(header)
+            producer_state = self._producer_state
+            base_offsets: list[int] = []
+            if has_producer_id:
+                # Before any offset is assigned: a rejected or duplicate append writes nothing.
+                duplicate = producer_state.check_append(headers)
+                if duplicate is not None:
+                    return self._duplicate_append_info(duplicate, log_append_time)
             first_offset = self.log_end_offset
             next_offset = first_offset
             max_timestamp = NO_TIMESTAMP
             offset_of_max_timestamp = -1
             last_offset_of_first_batch = -1
             for batch, header in zip(batches, headers, strict=True):
+                if has_producer_id:
+                    base_offsets.append(next_offset)
                 batch.set_base_offset(next_offset)
                 batch.set_partition_leader_epoch(leader_epoch)
                 if log_append_time:
@@ -591,6 +647,10 @@ class Log:
                 offset_of_max_timestamp,
                 len(batches),
             )
+            if has_producer_id:
+                producer_state.on_leader_append(
+                    headers, base_offsets, now if log_append_time else None
+                )
             return LogAppendInfo(
                 first_offset=first_offset,
                 last_offset=last_offset,
@@ -603,6 +663,24 @@ class Log:
                 valid_bytes=view.nbytes,
                 last_offset_of_first_batch=last_offset_of_first_batch,
             )
+
+    def _duplicate_append_info(
+        self, duplicate: BatchMetadata, log_append_time: bool
+    ) -> LogAppendInfo:
+        # What Kafka answers a retried batch: its first append's offsets and timestamp, and
+        # nothing counted as appended now.
+        return LogAppendInfo(
+            first_offset=duplicate.first_offset,
+            last_offset=duplicate.last_offset,
+            max_timestamp=duplicate.timestamp,
+            offset_of_max_timestamp=duplicate.last_offset,
+            log_append_time=duplicate.timestamp if log_append_time else -1,
+            log_start_offset=self._log_start_offset,
+            record_count=0,
+            batch_count=0,
+            valid_bytes=0,
+            last_offset_of_first_batch=duplicate.last_offset,
+        )
 
     def append_as_follower(self, records: memoryview | bytes | bytearray) -> LogAppendInfo:
         """Append batches whose offsets the leader assigned (replication, not producers).
@@ -661,6 +739,10 @@ class Log:
                 offset_of_max_timestamp,
                 len(batches),
             )
+            producer_state = self._producer_state
+            for batch in batches:
+                if batch.producer_id >= 0:
+                    producer_state.replay(batch.header())
             return LogAppendInfo(
                 first_offset=first_offset,
                 last_offset=previous_last,
@@ -775,11 +857,20 @@ class Log:
             )
             self._add_segment(segment)
             self._update_log_end_offset(self.log_end_offset)
+            # The producer state as of the new segment's base, so that a restart replays
+            # from here instead of from the start of the log.
+            snapshot = self._producer_state.take_snapshot(new_offset, sync=False)
             if self._scheduler is not None:
                 self._scheduler.schedule(
                     f"flush-log-{self.topic_partition}",
                     lambda: self.flush_async(new_offset),
                 )
+                if snapshot is not None:
+                    self._scheduler.schedule_blocking(
+                        f"flush-producer-snapshot-{self.topic_partition}",
+                        lambda: fsync_file(snapshot),
+                        self._executor,
+                    )
             return segment
 
     def _add_segment(self, segment: LogSegment) -> None:
@@ -987,6 +1078,7 @@ class Log:
             self.active_segment.truncate_to(target_offset)
             self._update_log_end_offset(target_offset)
             self._log_start_offset = min(target_offset, self._log_start_offset)
+            self._rebuild_producer_state()
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -995,6 +1087,7 @@ class Log:
             raise ValueError(f"cannot start {self.topic_partition} at {new_offset}")
         with self._io("truncating fully"):
             self._remove_and_delete_segments(self.log_segments())
+            self._producer_state.truncate_fully()
             segment = _open_segment(
                 self._dir, new_offset, self._config, self._clock, self._jitter, exists=False
             )
@@ -1149,29 +1242,40 @@ class Log:
         if not hw.message_offset_only and hw.segment_base_offset not in self._segments:
             # The HW's cached position pointed into a segment that is going away.
             self._high_watermark_metadata = LogOffsetMetadata(hw.message_offset)
+        snapshots: list[Path] = []
         for segment in segments:
             segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            # A snapshot named after a deleted segment goes with it, as in Kafka.
+            snapshot = self._producer_state.mark_snapshot_for_deletion(segment.base_offset)
+            if snapshot is not None:
+                snapshots.append(snapshot)
         doomed = list(segments)
         if self._scheduler is not None:
             self._scheduler.schedule_blocking(
                 f"delete-file-{self.topic_partition}",
-                lambda: _delete_segment_files(doomed),
+                lambda: _delete_segment_files(doomed, snapshots),
                 self._executor,
                 delay_ms=self._config.file_delete_delay_ms,
             )
         else:
-            _delete_segment_files(doomed)
+            _delete_segment_files(doomed, snapshots)
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush nothing, close every segment (writing their roll entries). Idempotent."""
+        """Write the producer state snapshot at the LEO, close every segment (writing their roll
+        entries). Idempotent."""
         if self._closed:
             return
         self._closed = True
         if self._offline:
             return
         errors: list[BaseException] = []
+        try:
+            # Kafka's clean shutdown: the next load starts from this and replays nothing.
+            self._producer_state.take_snapshot(self.log_end_offset, sync=True)
+        except OSError as exc:
+            errors.append(exc)
         for segment in self.log_segments():
             try:
                 segment.close()
@@ -1360,13 +1464,18 @@ def _try_flush_segments(
     return failures
 
 
-def _delete_segment_files(segments: Sequence[LogSegment]) -> None:
+def _delete_segment_files(segments: Sequence[LogSegment], snapshots: Sequence[Path] = ()) -> None:
     for segment in segments:
         try:
             segment.close_handlers()
             segment.delete_if_exists()
         except (OSError, StorageError):
             _log.exception("error while deleting the files of %s", segment)
+    for snapshot in snapshots:
+        try:
+            snapshot.unlink(missing_ok=True)
+        except OSError:
+            _log.exception("error while deleting %s", snapshot)
 
 
 def remove_tree(directory: Path) -> None:
