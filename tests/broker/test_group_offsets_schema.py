@@ -274,3 +274,24 @@ def test_subscription_topics(topics: list[str], user_data: bytes | None) -> None
 def test_subscription_garbage() -> None:
     with pytest.raises(SubscriptionFormatError):
         subscribed_topics(b"\x00\x00\x00\x00\x00\x02\x00\x09ab")
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_subscription_topics_of_kafka_python_subscriptions(version: int) -> None:
+    """kafka-python 3.x encodes ConsumerProtocolSubscription from Kafka's own schema."""
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
+    subscription = ConsumerProtocolSubscription(
+        topics=["orders", "payments"],
+        user_data=b"\x00\x01",
+        owned_partitions=[
+            ConsumerProtocolSubscription.TopicPartition(topic="orders", partitions=[2])
+        ],
+        generation_id=4,
+        rack_id="rack-a",
+        version=version,
+    )
+    encoded = bytes(subscription.encode(version=version))
+    assert subscribed_topics(encoded) == ["orders", "payments"]
+    if version == 0:
+        assert encoded == encode_subscription(["orders", "payments"], b"\x00\x01")
