@@ -449,6 +449,14 @@ class AIOConsumer:
         ]
         if unresolved:
             await self._resolve_positions(unresolved)
+        if self._client.metadata_stale:
+            # Stale after a leader error or a lost connection, or simply old.
+            try:
+                await self._client.refresh_metadata()
+            except KafkaError as exc:
+                log.debug("metadata refresh failed: %s", exc)
+                self._wake_fetcher_later()
+                return
         metadata = self._client.metadata
         by_node: dict[int, list[tuple[TopicPartition, int, int]]] = {}
         need_metadata = False

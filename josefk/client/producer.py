@@ -36,7 +36,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -344,7 +344,11 @@ class AIOProducer:
             ids = info.partition_ids
             partition = self._partitioner(topic, key, ids, ids)
         elif partition not in info.partitions:
-            raise UnknownTopicOrPartitionError(topic=topic, partition=partition)
+            # The topic may have grown since the metadata was fetched: look once more.
+            await self._client.refresh_metadata([topic])
+            info = self._client.metadata.topics.get(topic) or info
+            if partition not in info.partitions:
+                raise UnknownTopicOrPartitionError(topic=topic, partition=partition)
         if headers is None:
             header_list: Sequence[tuple[str, bytes | None]] = ()
             size = _RECORD_OVERHEAD
@@ -485,12 +489,21 @@ class AIOProducer:
                 log.exception("producer sender failed a drain; retrying")
                 self._wake_later(self.config.retry_backoff_ms / 1000)
 
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def _wake_later(self, delay_s: float) -> None:
         assert self._loop is not None
         self._loop.call_later(delay_s, self._wakeup.set)
 
     async def _drain(self) -> None:
         now = time.monotonic()
+        if self._client.metadata_stale:
+            # Old metadata (metadata_max_age_ms) or marked stale after an error: refresh in
+            # the background and drain again when it is in.
+            self._spawn(self._refresh_then_wake())
         by_node: dict[int, dict[TopicPartition, list[_Batch]]] = {}
         need_metadata = False
         metadata = self._client.metadata
@@ -527,14 +540,10 @@ class AIOProducer:
         for node_id, batches in by_node.items():
             self._node_in_flight[node_id] += 1
             self._busy_partitions.update(batches)
-            task = asyncio.ensure_future(self._produce(node_id, batches))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._produce(node_id, batches))
         if need_metadata:
             self._client.invalidate()
-            task2 = asyncio.ensure_future(self._refresh_then_wake())
-            self._tasks.add(task2)
-            task2.add_done_callback(self._tasks.discard)
+            self._spawn(self._refresh_then_wake())
 
     async def _refresh_then_wake(self) -> None:
         try:
@@ -638,7 +647,5 @@ class AIOProducer:
             self._client.invalidate()
             backoff = self.config.retry_backoff_ms / 1000 * min(32, 2 ** (retry[0].attempts - 1))
             self._retry_after[tp] = now + backoff
-            task = asyncio.ensure_future(self._refresh_then_wake())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._refresh_then_wake())
             self._wake_later(backoff)
