@@ -40,16 +40,6 @@ T = CLIENT_TIMEOUT_S
 QUIET_LOGGER = logging.getLogger("josefk.tests.rdkafka-quiet")
 QUIET_LOGGER.setLevel(logging.CRITICAL)
 
-# Broker gap found by these tests: after an unclean restart the high watermark stays at the
-# checkpointed value (0 if no checkpoint was written before the kill) instead of moving to the
-# recovered log end offset when the single-replica leader takes over, so consumers see nothing.
-HW_AFTER_RESTART_GAP = pytest.mark.xfail(
-    reason="broker gap: Partition does not advance the HW to the LEO on load (Kafka's "
-    "makeLeader -> maybeIncrementLeaderHW); after SIGKILL + restart the high watermark "
-    "stays at the replication-offset-checkpoint value",
-    strict=False,
-)
-
 
 def produce_through_a_stop(
     broker: BrokerProcess, topic: str, *, stop_after_acks: int, stop: Callable[[], None]
@@ -145,7 +135,6 @@ def check_acknowledged_after_restart(
         assert [r.offset for r in reports] == [high, high + 1, high + 2]
 
 
-@HW_AFTER_RESTART_GAP
 def test_sigkill_during_acks_all_production_loses_no_acknowledged_message(
     broker_factory: BrokerFactory,
 ) -> None:
@@ -210,7 +199,6 @@ def test_sigint_also_shuts_down_cleanly(broker_factory: BrokerFactory) -> None:
     assert (Path(broker.data_dir) / CLEAN_SHUTDOWN_MARKER).exists()
 
 
-@HW_AFTER_RESTART_GAP
 def test_torn_tail_after_sigkill_is_truncated_on_recovery(broker_factory: BrokerFactory) -> None:
     """A half-written batch at the end of the active segment (what a crash mid-write leaves)
     is cut off at start-up; everything before it is served and appends continue from there."""
