@@ -11,7 +11,7 @@ import josefk.protocol or the handlers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from josefk.broker.catalog import TopicCatalog, TopicInfo, write_partition_metadata
 from josefk.broker.partition import Partition, TopicPartition
@@ -53,6 +53,9 @@ class ReplicaManager:
         self._default_log_config = default_log_config
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = Purgatory("Fetch")
+        # Called with a topic's name once it is deleted (the group coordinator drops the
+        # topic's committed offsets, as Kafka does).
+        self.topic_deleted_listeners: list[Callable[[str], None]] = []
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -122,6 +125,8 @@ class ReplicaManager:
             self._logs.delete_log(tp)
             self.fetch_purgatory.notify(tp)
         logger.info("deleted topic %s", name)
+        for listener in self.topic_deleted_listeners:
+            listener(name)
 
     # -- data path ------------------------------------------------------------------------
 
