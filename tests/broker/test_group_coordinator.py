@@ -661,3 +661,13 @@ def test_random_operations_keep_the_group_consistent(
         env.coordinator.stop()
 
     asyncio.run(run())
+
+
+async def test_a_deleted_topic_takes_its_offsets_along(env: Env) -> None:
+    commit(env, [("t", 0, 1), ("u", 0, 2)])
+    commit(env, [("t", 1, 3)], group="other")
+    env.coordinator.remove_offsets_of_topic("t")
+    assert fetched(env) == {("u", 0): 2}
+    assert fetched(env, "other") == {}
+    env.restart()
+    assert fetched(env) == {("u", 0): 2}

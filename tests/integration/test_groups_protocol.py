@@ -18,6 +18,7 @@ import pytest
 from broker_process import BrokerProcess, free_port
 from client_helpers import (
     assert_delivered,
+    ck_admin,
     ck_create_topic,
     ck_produce,
     make_messages,
@@ -411,3 +412,24 @@ def test_group_metrics(client: RawClient, broker: BrokerProcess) -> None:
     assert samples[("kafka_coordinator_group_group_lag", labels)] == 3
     rebalances = ("kafka_coordinator_group_group_rebalances_total", (("group", group),))
     assert samples[rebalances] == 1
+
+
+def test_deleting_a_topic_drops_its_committed_offsets(
+    client: RawClient, broker: BrokerProcess
+) -> None:
+    topic = unique_topic("raw-deleted")
+    ck_create_topic(broker.bootstrap, topic, partitions=1)
+    group = unique_topic("raw-deleted-g")
+    commit(
+        client,
+        8,
+        group,
+        topic,
+        member_id="",
+        generation_id_or_member_epoch=-1,
+        partitions=[(0, 4, None)],
+    )
+    admin = ck_admin(broker.bootstrap)
+    admin.delete_topics([topic])[topic].result(20)
+    everything = client.call(ApiKey.OFFSET_FETCH, 7, group_id=group, topics=None)
+    assert everything.topics == []

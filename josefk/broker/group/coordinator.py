@@ -963,6 +963,23 @@ class GroupCoordinator:
         for tp in partitions:
             group.offsets.pop(tp, None)
 
+    def remove_offsets_of_topic(self, topic: str) -> None:
+        """A deleted topic's committed offsets go (tombstones), as Kafka's
+        onPartitionsDeleted does, so a topic created again under the name starts clean."""
+        for group in list(self._groups.values()):
+            doomed = [tp for tp in group.offsets if tp[0] == topic]
+            if not doomed:
+                continue
+            try:
+                self._write_offset_tombstones(group, doomed)
+            except StoreAppendError as exc:
+                logger.warning(
+                    "group %s: offsets of deleted topic %s not removed: %s",
+                    group.group_id,
+                    topic,
+                    exc,
+                )
+
     def expire_offsets(self) -> int:
         """Apply ``offsets.retention.minutes``: expire offsets (tombstones), then remove
         Empty groups left without offsets. Returns the number of offsets expired."""
