@@ -14,6 +14,7 @@ from josefk.protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
     from josefk.broker.handlers import HandlerSpec
+    from josefk.broker.producer_ids import ProducerIdManager
     from josefk.broker.replica_manager import ReplicaManager
     from josefk.config.broker import BrokerConfig
     from josefk.storage.clock import Clock
@@ -40,6 +41,7 @@ class BrokerContext:
     log_dirs: list[str] = field(default_factory=list)
     metrics: Any = None
     group_coordinator: Any = None
+    producer_ids: ProducerIdManager | None = None
 
     def endpoint_for(self, listener_name: str) -> BrokerEndpoint:
         """The advertised endpoint of the listener a request came in on."""

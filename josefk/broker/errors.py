@@ -27,6 +27,11 @@ from josefk.storage.log import (
     LogClosedError,
     RecordBatchTooLargeError,
 )
+from josefk.storage.producer_state import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    UnknownProducerIdError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +46,9 @@ _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
     (LogClosedError, ErrorCode.NOT_LEADER_OR_FOLLOWER),
     (InvalidConfigError, ErrorCode.INVALID_CONFIG),
+    (OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (UnknownProducerIdError, ErrorCode.UNKNOWN_PRODUCER_ID),
     (StorageError, ErrorCode.KAFKA_STORAGE_ERROR),
 )
 

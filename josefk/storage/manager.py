@@ -71,7 +71,8 @@ class LogManagerConfig:
     log.flush.start.offset.checkpoint.interval.ms, ``high_watermark_checkpoint_interval_ms``
     <- replica.high.watermark.checkpoint.interval.ms, ``initial_task_delay_ms`` <-
     log.initial.task.delay.ms, ``recovery_threads_per_data_dir`` <-
-    num.recovery.threads.per.data.dir.
+    num.recovery.threads.per.data.dir, ``producer_id_expiration_ms`` <- producer.id.expiration.ms,
+    ``producer_id_expiration_check_interval_ms`` <- producer.id.expiration.check.interval.ms.
     """
 
     log_dirs: tuple[Path, ...]
@@ -82,6 +83,8 @@ class LogManagerConfig:
     high_watermark_checkpoint_interval_ms: int = 5_000
     initial_task_delay_ms: int = 30_000
     recovery_threads_per_data_dir: int = 1
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
 
 
 # A period this long means "never": Kafka's Long.MAX defaults for the flush scheduler.
@@ -232,6 +235,7 @@ class LogManager:
                         scheduler=self._scheduler,
                         executor=self._executor,
                         on_io_error=self._handle_log_dir_failure,
+                        producer_id_expiration_ms=self._config.producer_id_expiration_ms,
                     ),
                 )
 
@@ -289,6 +293,7 @@ class LogManager:
                 scheduler=self._scheduler,
                 executor=self._executor,
                 on_io_error=self._handle_log_dir_failure,
+                producer_id_expiration_ms=self._config.producer_id_expiration_ms,
             )
         except KafkaStorageError as exc:
             self._handle_log_dir_failure(log_dir, exc)
@@ -372,6 +377,11 @@ class LogManager:
             config.high_watermark_checkpoint_interval_ms,
             self.checkpoint_high_watermarks,
         )
+        every(
+            "PeriodicProducerExpirationCheck",
+            config.producer_id_expiration_check_interval_ms,
+            self.remove_expired_producers,
+        )
 
     async def cleanup_logs(self) -> int:
         """One retention pass over every log; returns the number of segments deleted.
@@ -386,6 +396,14 @@ class LogManager:
                 log.release_index_maps()
             except KafkaStorageError:
                 continue  # the dir is offline now; the others go on
+        return total
+
+    def remove_expired_producers(self) -> int:
+        """Forget, in every log, producers idle for producer.id.expiration.ms."""
+        total = 0
+        for log in self.all_logs():
+            with contextlib.suppress(StorageError):  # offline or closed meanwhile
+                total += log.remove_expired_producers()
         return total
 
     async def flush_dirty_logs(self) -> None:

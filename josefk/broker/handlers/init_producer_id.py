@@ -1,0 +1,81 @@
+"""InitProducerId (22): a producer id and epoch for an idempotent producer.
+
+Without a transactional id (idempotence alone) the producer gets a fresh id at epoch 0, or,
+from v3 on (KIP-360), its epoch bumped when it names the id and epoch it holds; ids come from
+the broker's ``ProducerIdManager`` and are never reused across restarts.
+
+Transactional ids: josefk has no transaction coordinator yet. A request with one is answered
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, an error every client treats as fatal and reports at
+once ("Transactional Id authorization failed") instead of retrying until a timeout, which is
+what COORDINATOR_NOT_AVAILABLE would cause. The broker logs why. An empty transactional id is
+INVALID_REQUEST, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from josefk.broker.context import RequestContext
+from josefk.broker.handlers import handles
+from josefk.broker.producer_ids import ProducerFencedError, ProducerIdBlockError
+from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.errors import ErrorCode
+
+logger = logging.getLogger(__name__)
+
+Response = response_class(ApiKey.INIT_PRODUCER_ID)
+
+_NO_PRODUCER_ID = -1
+_NO_PRODUCER_EPOCH = -1
+
+
+def _error(error: ErrorCode) -> Any:
+    return Response(
+        throttle_time_ms=0,
+        error_code=error,
+        producer_id=_NO_PRODUCER_ID,
+        producer_epoch=_NO_PRODUCER_EPOCH,
+    )
+
+
+@handles(ApiKey.INIT_PRODUCER_ID)
+def handle_init_producer_id(context: RequestContext, request: Any) -> Any:
+    transactional_id = request.transactional_id
+    if transactional_id is not None:
+        if not transactional_id:
+            return _error(ErrorCode.INVALID_REQUEST)
+        logger.warning(
+            "InitProducerId for transactional id %r refused: josefk has no transactions yet",
+            transactional_id,
+        )
+        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    producer_id = request.producer_id
+    producer_epoch = request.producer_epoch
+    if (producer_id == _NO_PRODUCER_ID) != (producer_epoch == _NO_PRODUCER_EPOCH):
+        # Kafka: an id without an epoch, or the other way round, is malformed.
+        return _error(ErrorCode.INVALID_REQUEST)
+    manager = context.broker.producer_ids
+    if manager is None:
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    try:
+        producer_id, producer_epoch = manager.init_producer_id(producer_id, producer_epoch)
+    except ProducerFencedError as exc:
+        logger.info("InitProducerId fenced: %s", exc)
+        # PRODUCER_FENCED exists from v4 (KIP-588); older clients know INVALID_PRODUCER_EPOCH.
+        fenced = (
+            ErrorCode.PRODUCER_FENCED
+            if context.api_version >= 4
+            else ErrorCode.INVALID_PRODUCER_EPOCH
+        )
+        return _error(fenced)
+    except ProducerIdBlockError:
+        logger.exception("cannot allocate a producer id")
+        # Retriable: the client tries again, as after a coordinator move in Kafka.
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return Response(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+    )
