@@ -27,6 +27,7 @@ from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator
 from josefk.broker.group.store import TopicOffsetsStore
 from josefk.broker.handlers import registered_handlers
 from josefk.broker.network import ListenerSpec, SocketServer
+from josefk.broker.producer_ids import ProducerIdManager
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
 from josefk.config.broker import BrokerConfig
 from josefk.config.properties import ensure_meta_properties
@@ -94,6 +95,10 @@ class Broker:
                     config.replica_high_watermark_checkpoint_interval_ms
                 ),
                 recovery_threads_per_data_dir=config.num_recovery_threads_per_data_dir,
+                producer_id_expiration_ms=config.producer_id_expiration_ms,
+                producer_id_expiration_check_interval_ms=(
+                    config.producer_id_expiration_check_interval_ms
+                ),
             ),
             default_log_config,
             clock=self.clock,
@@ -127,6 +132,9 @@ class Broker:
             for log_dir in log_dirs:
                 self.metrics.log_dirs.log_dir_online(str(log_dir))
         self.group_coordinator = self._start_group_coordinator(replicas)
+        producer_ids = await loop.run_in_executor(
+            self._executor, ProducerIdManager.load, log_dirs[0]
+        )
 
         context = BrokerContext(
             config=config,
@@ -138,6 +146,7 @@ class Broker:
             log_dirs=[str(d.absolute()) for d in log_dirs],
             metrics=self.metrics,
             group_coordinator=self.group_coordinator,
+            producer_ids=producer_ids,
         )
         self._server = SocketServer(
             RequestDispatcher(context),
