@@ -9,6 +9,7 @@ rebalances take seconds; tests poll the clients until the expected state, never 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import queue
 import shutil
@@ -244,9 +245,11 @@ def test_kafka_python_group_members_split_and_hand_over(group_broker: BrokerProc
     topic = new_topic(bootstrap, "grp-kp")
     group = unique_topic("g-kp")
 
+    changes: queue.Queue[None] = queue.Queue()
+
     class Member:
         """kafka-python joins inside poll(): each member polls in its own thread, as an
-        application would, and publishes its assignment after every poll."""
+        application would, and announces each change of its assignment on ``changes``."""
 
         def __init__(self) -> None:
             self.assignment: set[int] = set()
@@ -269,11 +272,15 @@ def test_kafka_python_group_members_split_and_hand_over(group_broker: BrokerProc
                 try:
                     while not self.stop.is_set():
                         consumer.poll(timeout_ms=100)
-                        self.assignment = {tp.partition for tp in consumer.assignment()}
+                        assignment = {tp.partition for tp in consumer.assignment()}
+                        if assignment != self.assignment:
+                            self.assignment = assignment
+                            changes.put(None)
                 finally:
                     consumer.close()  # sends LeaveGroup
             except BaseException as exc:  # reported by the test thread
                 self.error = exc
+                changes.put(None)
 
         def close(self) -> None:
             self.stop.set()
@@ -281,12 +288,16 @@ def test_kafka_python_group_members_split_and_hand_over(group_broker: BrokerProc
 
     def wait_for(members: list[Member], count: int) -> None:
         deadline = time.monotonic() + GROUP_TIMEOUT_S
-        while time.monotonic() < deadline:
+        while True:
             for member in members:
                 assert member.error is None, member.error
             if covers([m.assignment for m in members], count):
                 return
-            time.sleep(0.05)  # reading what the member threads publish
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(queue.Empty):
+                changes.get(timeout=remaining)
         raise AssertionError(f"kafka-python assignments {[m.assignment for m in members]}")
 
     members = [Member() for _ in range(3)]
@@ -343,7 +354,9 @@ async def test_aiokafka_group_members_split_and_hand_over(group_broker: BrokerPr
 class JsMember:
     """One KafkaJS consumer in its own node process (tests/js/groups.mjs)."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, group: str, events: queue.Queue[JsMember]
+    ) -> None:
         assert NODE is not None
         spec = {"brokers": [bootstrap], "topic": topic, "groupId": group}
         self.proc = subprocess.Popen(
@@ -355,7 +368,7 @@ class JsMember:
             text=True,
         )
         self.assignment: set[int] = set()
-        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._events = events
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -363,16 +376,10 @@ class JsMember:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if line.startswith("{"):
-                self.events.put(json.loads(line))
-
-    def drain(self) -> None:
-        while True:
-            try:
-                event = self.events.get_nowait()
-            except queue.Empty:
-                return
-            if event["event"] == "join":
-                self.assignment = set(event["assignment"])
+                event = json.loads(line)
+                if event["event"] == "join":
+                    self.assignment = set(event["assignment"])
+                    self._events.put(self)
 
     def stop(self) -> None:
         assert self.proc.stdin is not None
@@ -386,14 +393,17 @@ class JsMember:
             self.proc.wait(10)
 
 
-def wait_js(members: list[JsMember], count: int) -> None:
+def wait_js(members: list[JsMember], joins: queue.Queue[JsMember], count: int) -> None:
+    """Wait on the members' join events until their assignments cover the topic."""
     deadline = time.monotonic() + GROUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        for member in members:
-            member.drain()
-        if covers([m.assignment for m in members], count):
-            return
-        time.sleep(0.05)  # polling the reader threads' queues, not waiting for a state
+    while not covers([m.assignment for m in members], count):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        with contextlib.suppress(queue.Empty):
+            joins.get(timeout=remaining)
+    else:
+        return
     raise AssertionError(f"KafkaJS assignments {[m.assignment for m in members]}")
 
 
@@ -405,13 +415,14 @@ def test_kafkajs_group_members_split_leave_and_die(group_broker: BrokerProcess) 
     bootstrap = group_broker.bootstrap
     topic = new_topic(bootstrap, "grp-js")
     group = unique_topic("g-js")
-    members = [JsMember(bootstrap, topic, group) for _ in range(3)]
+    joins: queue.Queue[JsMember] = queue.Queue()
+    members = [JsMember(bootstrap, topic, group, joins) for _ in range(3)]
     try:
-        wait_js(members, 3)
+        wait_js(members, joins, 3)
         members.pop().stop()
-        wait_js(members, 2)
+        wait_js(members, joins, 2)
         members.pop().kill()
-        wait_js(members, 1)
+        wait_js(members, joins, 1)
     finally:
         for member in members:
             member.kill()
