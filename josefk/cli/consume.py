@@ -222,10 +222,13 @@ async def _consume(
                 break
             if stops and time.monotonic() - last_record >= idle_timeout:
                 break
-        if group is not None and consumer.assignment():
-            await consumer.commit()
     finally:
-        await consumer.close()
+        # Also on Ctrl-C (the task is being cancelled): what was printed is committed.
+        try:
+            if group is not None and consumer.assignment():
+                await consumer.commit()
+        finally:
+            await consumer.close()
     return consumed
 
 

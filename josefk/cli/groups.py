@@ -327,5 +327,13 @@ def delete(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None
             ["GROUP", "STATUS"],
             [(o["group"], "deleted" if o["ok"] else o["error"]) for o in outcome],
         )
-    if any(not o["ok"] for o in outcome):
+    _fail_if_any(outcome)
+
+
+def _fail_if_any(outcome: list[dict[str, Any]]) -> None:
+    """Exit 1 when an item failed, each failure repeated on stderr for people and logs."""
+    failures = [o for o in outcome if not o["ok"]]
+    for failure in failures:
+        click.echo(f"Error: {failure['group']}: {failure['error']}", err=True)
+    if failures:
         raise SystemExit(1)

@@ -78,12 +78,10 @@ def create(
 
     results = run(go(), bootstrap=server)
     outcome: list[dict[str, Any]] = []
-    failed = False
     for name in names:
         error = results.get(name)
         if error is not None and if_not_exists and error.name == "TOPIC_ALREADY_EXISTS":
             error = None
-        failed |= error is not None
         outcome.append(
             {"topic": name, "ok": error is None, "error": describe_error(error) if error else None}
         )
@@ -94,8 +92,7 @@ def create(
             ["TOPIC", "STATUS"],
             [(o["topic"], "created" if o["ok"] else o["error"]) for o in outcome],
         )
-    if failed:
-        raise SystemExit(1)
+    _fail_if_any(outcome)
 
 
 # ---------------------------------------------------------------------------- list
@@ -356,5 +353,13 @@ def delete(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None
             ["TOPIC", "STATUS"],
             [(o["topic"], "deleted" if o["ok"] else o["error"]) for o in outcome],
         )
-    if any(not o["ok"] for o in outcome):
+    _fail_if_any(outcome)
+
+
+def _fail_if_any(outcome: list[dict[str, Any]]) -> None:
+    """Exit 1 when an item failed, each failure repeated on stderr for people and logs."""
+    failures = [o for o in outcome if not o["ok"]]
+    for failure in failures:
+        click.echo(f"Error: {failure['topic']}: {failure['error']}", err=True)
+    if failures:
         raise SystemExit(1)
