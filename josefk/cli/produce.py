@@ -181,7 +181,8 @@ def produce(
     if as_json:
         print_json(summary)
         return
-    click.echo(f"produced {len(delivered)} records ({size} bytes) to {topic}")
+    noun = "record" if len(delivered) == 1 else "records"
+    click.echo(f"produced {len(delivered)} {noun} ({size} bytes) to {topic}")
     if delivered:
         print_table(
             ["PARTITION", "RECORDS", "FIRST-OFFSET", "LAST-OFFSET"],
