@@ -23,6 +23,7 @@ from confluent_kafka import (
     KafkaException,
     Message,
     Producer,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -246,3 +247,13 @@ def assert_same_messages(got: Sequence[TestMessage], sent: Sequence[TestMessage]
     assert len(got) == len(sent), f"got {len(got)} messages, sent {len(sent)}"
     for index, (g, s) in enumerate(zip(got, sent, strict=True)):
         assert g == s, f"message {index} differs:\n got  {g!r}\n sent {s!r}"
+
+
+def ck_topic_id(bootstrap: str, topic: str) -> str:
+    """The topic's id as DescribeTopics (Metadata with topic ids) reports it."""
+    admin = ck_admin(bootstrap)
+    futures = admin.describe_topics(TopicCollection([topic]), request_timeout=CLIENT_TIMEOUT_S)
+    description = futures[topic].result(timeout=CLIENT_TIMEOUT_S)
+    topic_id = str(description.topic_id)
+    assert topic_id and topic_id != "AAAAAAAAAAAAAAAAAAAAAA", f"{topic} has no topic id"
+    return topic_id

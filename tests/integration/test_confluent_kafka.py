@@ -23,6 +23,7 @@ from client_helpers import (
     ck_consumer,
     ck_create_topic,
     ck_produce,
+    ck_topic_id,
     ck_watermarks,
     from_confluent,
     make_messages,
@@ -323,6 +324,7 @@ def test_delete_topic(broker: BrokerProcess) -> None:
     topic = unique_topic("ck-delete")
     ck_create_topic(broker.bootstrap, topic, partitions=2)
     assert_delivered(ck_produce(broker.bootstrap, topic, make_messages(3)))
+    first_id = ck_topic_id(broker.bootstrap, topic)
     admin = ck_admin(broker.bootstrap)
     admin.delete_topics([topic], request_timeout=T, operation_timeout=T)[topic].result(timeout=T)
     assert topic not in admin.list_topics(timeout=T).topics
@@ -333,6 +335,8 @@ def test_delete_topic(broker: BrokerProcess) -> None:
     # The name can be used again, from an empty log.
     ck_create_topic(broker.bootstrap, topic)
     assert ck_watermarks(broker.bootstrap, topic) == (0, 0)
+    # A new topic under the old name is a different topic: a new id.
+    assert ck_topic_id(broker.bootstrap, topic) != first_id
 
 
 # ---------------------------------------------------------------------- produce and consume

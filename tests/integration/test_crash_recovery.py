@@ -25,6 +25,7 @@ from client_helpers import (
     ck_consumer,
     ck_create_topic,
     ck_produce,
+    ck_topic_id,
     ck_watermarks,
     from_confluent,
     make_messages,
@@ -238,6 +239,7 @@ def test_admin_changes_survive_a_clean_restart(broker_factory: BrokerFactory) ->
     futures = admin.delete_records([TopicPartition(kept, 0, 4)], request_timeout=T)
     next(iter(futures.values())).result(timeout=T)
     admin.delete_topics([gone], request_timeout=T, operation_timeout=T)[gone].result(timeout=T)
+    kept_id = ck_topic_id(broker.bootstrap, kept)
     broker.stop()
 
     broker.start()
@@ -246,6 +248,7 @@ def test_admin_changes_survive_a_clean_restart(broker_factory: BrokerFactory) ->
     assert gone not in metadata.topics
     assert not list(broker.data_dir.glob(f"{gone}-*[0-9]")), "deleted topic's logs are back"
     assert len(metadata.topics[kept].partitions) == 3
+    assert ck_topic_id(broker.bootstrap, kept) == kept_id
     resource = ConfigResource(ConfigResource.Type.TOPIC, kept)
     entries = admin.describe_configs([resource], request_timeout=T)[resource].result(timeout=T)
     assert entries["retention.ms"].value == "7200000"
