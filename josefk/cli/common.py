@@ -47,6 +47,7 @@ Exit codes:
   1  the broker refused or failed the request, the broker is unreachable,
      or the arguments name something that does not exist (topic, group)
   2  usage error: unknown option, missing or malformed argument
+  130  interrupted (Ctrl-C); a consumer commits what it printed first
 \b
 Every verb that prints data takes --json for scripts; tables are for people.
 The broker address comes from --bootstrap, else JOSEFK_BOOTSTRAP, else
@@ -90,6 +91,10 @@ def run(coro: Coroutine[Any, Any, T], *, bootstrap: str) -> T:
     """Run one verb's coroutine; client errors become a CliError that says what to do."""
     try:
         return asyncio.run(coro)
+    except KeyboardInterrupt:
+        # Ctrl-C: the coroutine's finally blocks ran (consumers committed, producers
+        # flushed); exit as shells expect after SIGINT, without a traceback.
+        raise SystemExit(130) from None
     except KafkaConnectionError as exc:
         raise CliError(
             f"cannot reach a broker at {bootstrap}: {exc.message}\n"

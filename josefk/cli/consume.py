@@ -157,8 +157,6 @@ def consume(
         # The reader went away (``| head``): not an error of ours.
         sys.stderr.close()
         raise SystemExit(0) from None
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
     if count is not None and consumed < count:
         click.echo(
             f"josefk: {consumed} of {count} records before {idle_timeout:g}s without a record",

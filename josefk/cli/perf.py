@@ -10,6 +10,7 @@ defaults or ``--partitions``).
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -64,8 +65,9 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     """Nearest-rank percentile of an ascending list (0.0 for an empty one)."""
     if not sorted_values:
         return 0.0
-    rank = max(0, min(len(sorted_values) - 1, round(fraction * len(sorted_values) + 0.5) - 1))
-    return sorted_values[rank]
+    # ceil(p * n) is the 1-based rank; the epsilon keeps 0.99 * 100 (99.00000000000001) at 99.
+    rank = math.ceil(fraction * len(sorted_values) - 1e-9)
+    return sorted_values[max(0, min(len(sorted_values), rank) - 1)]
 
 
 @dataclass(frozen=True, slots=True)

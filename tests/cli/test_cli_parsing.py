@@ -1,0 +1,146 @@
+"""The pure parts of the ``josefk`` client verbs: specs, timestamps, suggestions,
+percentiles, record formats, and click's parsing through CliRunner (no broker)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from josefk.cli.common import (
+    StartSpec,
+    close_names,
+    parse_key_values,
+    parse_start,
+    parse_timestamp,
+    unknown_error,
+)
+from josefk.cli.consume import formatter, record_json
+from josefk.cli.main import _register, cli
+from josefk.cli.perf import percentile
+from josefk.client import ConsumerRecord, TimestampType
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("beginning", StartSpec("beginning")),
+        ("earliest", StartSpec("beginning")),
+        ("END", StartSpec("end")),
+        ("latest", StartSpec("end")),
+        ("offset:42", StartSpec("offset", 42)),
+        ("timestamp:1700000000000", StartSpec("timestamp", 1_700_000_000_000)),
+        ("timestamp:2023-11-14T22:13:20", StartSpec("timestamp", 1_700_000_000_000)),
+        ("timestamp:2023-11-14T23:13:20+01:00", StartSpec("timestamp", 1_700_000_000_000)),
+    ],
+)
+def test_parse_start(text: str, expected: StartSpec) -> None:
+    assert parse_start(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "offset:", "offset:-1", "offset:x", "timestamp:", "soon"])
+def test_parse_start_rejects(text: str) -> None:
+    with pytest.raises(click.BadParameter):
+        parse_start(text)
+
+
+@given(st.integers(min_value=0, max_value=2**53))
+def test_parse_timestamp_of_milliseconds_is_identity(ms: int) -> None:
+    assert parse_timestamp(str(ms)) == ms
+
+
+def test_parse_key_values() -> None:
+    assert parse_key_values(["a=1", "b=x=y", "c="]) == {"a": "1", "b": "x=y", "c": ""}
+    with pytest.raises(click.BadParameter):
+        parse_key_values(["novalue"])
+
+
+def test_unknown_names_suggest_close_ones() -> None:
+    assert close_names("ordres", ["orders", "payments", "order-events"])[0] == "orders"
+    message = unknown_error("topic", "ordres", ["orders", "payments"], "josefk topics list").message
+    assert message == 'unknown topic "ordres"; did you mean "orders"?'
+    far = unknown_error("topic", "zzz", ["orders"], "josefk topics list").message
+    assert "did you mean" not in far and "josefk topics list" in far
+    assert "no topics yet" in unknown_error("topic", "x", [], "josefk topics list").message
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e6), min_size=1, max_size=200))
+def test_percentiles_are_ordered_members(values: list[float]) -> None:
+    ordered = sorted(values)
+    p50, p95, p99 = (percentile(ordered, f) for f in (0.5, 0.95, 0.99))
+    assert ordered[0] <= p50 <= p95 <= p99 <= ordered[-1]
+    assert {p50, p95, p99} <= set(ordered)
+
+
+def test_percentile_nearest_rank() -> None:
+    ordered = [float(i) for i in range(1, 101)]
+    assert (percentile(ordered, 0.5), percentile(ordered, 0.99)) == (50.0, 99.0)
+    assert percentile([], 0.5) == 0.0
+
+
+def record(key: bytes | None, value: bytes | None) -> ConsumerRecord:
+    return ConsumerRecord(
+        "t", 1, 7, 1_700_000_000_000, TimestampType.CREATE_TIME, key, value, (("h", b"v"),)
+    )
+
+
+def test_record_formats() -> None:
+    assert formatter("value", b":")(record(b"k", b"v")) == b"v\n"
+    assert formatter("key:value", b"\t")(record(b"k", b"v")) == b"k\tv\n"
+    assert formatter("key:value", b":")(record(None, None)) == b":\n"
+    line = formatter("json", b":")(record(b"k", "é".encode()))
+    assert json.loads(line) == {
+        "topic": "t",
+        "partition": 1,
+        "offset": 7,
+        "timestamp": 1_700_000_000_000,
+        "timestamp_type": "CREATE_TIME",
+        "key": "k",
+        "value": "é",
+        "headers": [{"key": "h", "value": "v"}],
+    }
+
+
+def test_binary_values_are_base64_in_json() -> None:
+    data = record_json(record(None, b"\xff\x00"))
+    assert (data["key"], data["value"], data["value_encoding"]) == (None, "/wA=", "base64")
+    assert "key_encoding" not in data
+
+
+def test_every_client_verb_has_help_and_json_where_it_prints_data() -> None:
+    _register()
+    runner = CliRunner()
+    for verb in (
+        ["topics", "create"],
+        ["topics", "list"],
+        ["topics", "describe"],
+        ["topics", "alter"],
+        ["topics", "delete"],
+        ["produce"],
+        ["consume"],
+        ["groups", "list"],
+        ["groups", "describe"],
+        ["groups", "reset-offsets"],
+        ["groups", "delete"],
+        ["cluster", "info"],
+        ["perf", "produce"],
+        ["perf", "consume"],
+    ):
+        result = runner.invoke(cli, [*verb, "--help"])
+        assert result.exit_code == 0, (verb, result.output)
+        assert "--json" in result.output and "--bootstrap" in result.output, verb
+
+
+def test_group_and_partition_or_offsets_do_not_mix() -> None:
+    _register()
+    runner = CliRunner()
+    mixed = runner.invoke(cli, ["consume", "t", "--group", "g", "--from", "offset:3"])
+    assert mixed.exit_code == 2 and "reset-offsets" in mixed.output
+    mixed = runner.invoke(cli, ["consume", "t", "--group", "g", "-p", "0"])
+    assert mixed.exit_code == 2
+    nothing = runner.invoke(cli, ["topics", "alter", "t"])
+    assert nothing.exit_code == 2 and "nothing to change" in nothing.output
