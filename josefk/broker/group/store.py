@@ -9,8 +9,8 @@ appended so a test can restart a coordinator on it).
 An append goes into the partition's log before ``append`` returns (the page cache, as every
 produce), so a committed offset answered to a client survives a SIGKILL of the broker.
 
-Imports josefk.records, josefk.storage and the replica manager; must not import the protocol
-codec or the handlers.
+Imports josefk.records, josefk.storage, the replica manager and josefk.protocol.errors (the
+error codes only); must not import the protocol codec or the handlers.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Final, Protocol
 
 from josefk.broker.replica_manager import ReplicaManager
+from josefk.protocol.errors import ErrorCode
 from josefk.records import BatchBuilder, split_batches
 from josefk.storage.offsets import FetchIsolation
 
@@ -115,8 +116,6 @@ class TopicOffsetsStore:
         return self._partition_count
 
     def append(self, partition: int, records: Sequence[KeyValue], timestamp: int) -> None:
-        from josefk.protocol.errors import ErrorCode  # the codes only; no codec
-
         target = self._replicas.get_partition(OFFSETS_TOPIC, partition)
         if target is None:
             raise StoreAppendError(
