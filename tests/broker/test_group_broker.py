@@ -82,3 +82,15 @@ async def test_offsets_topic_is_created_compacted_and_reloaded(tmp_path: Path) -
         assert coordinator.group("gone") is None
     finally:
         await broker.stop()
+
+
+async def test_a_commit_too_large_for_the_offsets_topic_is_refused(tmp_path: Path) -> None:
+    broker, coordinator = await started(tmp_path)
+    try:
+        # 400 partitions with 4000 bytes of metadata each: one batch beyond message.max.bytes.
+        entries = [OffsetCommitEntry("t", p, 1, -1, "m" * 4000) for p in range(400)]
+        errors = coordinator.commit_offsets("big", -1, "", None, entries)
+        assert set(errors) == {ErrorCode.INVALID_COMMIT_OFFSET_SIZE}
+        assert coordinator.fetch_offsets("big", [("t", 0)]) == [("t", 0, None)]
+    finally:
+        await broker.stop()

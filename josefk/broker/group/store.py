@@ -19,6 +19,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Final, Protocol
 
+from josefk.broker.errors import error_code_for
 from josefk.broker.replica_manager import ReplicaManager
 from josefk.protocol.errors import ErrorCode
 from josefk.records import BatchBuilder, split_batches
@@ -51,6 +52,16 @@ class OffsetsStore(Protocol):
     def read(self, partition: int) -> Iterator[KeyValue]:
         """Every record of the partition from its log start offset, in offset order."""
         ...
+
+
+def coordinator_error(append_error: ErrorCode) -> ErrorCode:
+    """What a client is told when its commit or group change could not be written, as
+    Kafka's coordinator translates the append error."""
+    if append_error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    if append_error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return ErrorCode.NOT_COORDINATOR
 
 
 def build_batch(records: Sequence[KeyValue], timestamp: int) -> bytearray:
@@ -126,13 +137,7 @@ class TopicOffsetsStore:
             self._replicas.append_to_leader(target, memoryview(batch))
         except Exception as exc:
             logger.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
-            name = type(exc).__name__
-            error = (
-                ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-                if "TooLarge" in name
-                else ErrorCode.NOT_COORDINATOR
-            )
-            raise StoreAppendError(str(exc), error=error) from exc
+            raise StoreAppendError(str(exc), error=coordinator_error(error_code_for(exc))) from exc
 
     def read(self, partition: int) -> Iterator[KeyValue]:
         target = self._replicas.get_partition(OFFSETS_TOPIC, partition)
