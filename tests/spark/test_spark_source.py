@@ -207,6 +207,19 @@ def test_batch_write_lands_in_topic(
     assert got == sorted((k, v, p, h) for k, v, p, h in data)
 
 
+def test_write_errors_surface_in_the_query(spark: Any, bootstrap: str) -> None:
+    no_value = spark.createDataFrame([("t", b"k")], "topic string, key binary")
+    with pytest.raises(Exception, match="value column"):
+        no_value.write.format("josefk").option("kafka.bootstrap.servers", bootstrap).mode(
+            "append"
+        ).save()
+    null_topic = spark.createDataFrame([(None, b"v")], "topic string, value binary")
+    with pytest.raises(Exception, match="no topic"):
+        null_topic.write.format("josefk").option("kafka.bootstrap.servers", bootstrap).mode(
+            "append"
+        ).save()
+
+
 # ---------------------------------------------------------------------------- streaming
 
 
@@ -335,3 +348,71 @@ def test_data_loss_fails_the_query_or_is_skipped(
         failOnDataLoss="false",
     ).collect()
     assert sorted(r.offset for r in skipped) == list(range(35, 50))
+
+
+# ---------------------------------------------------------------------------- reader calls
+
+
+def test_stream_reader_call_shapes_of_both_api_generations(
+    bootstrap: str, admin: Admin, producer: Producer
+) -> None:
+    """The stream reader driven directly, as Spark 4.0/4.1 (``latestOffset()``) and Spark
+    4.2+ (``latestOffset(start, limit)``, AvailableNow) call it; and it survives pickling
+    with its admin connection open (Spark ships it to the executors)."""
+    import pickle
+
+    from josefk.spark.options import SourceOptions
+    from josefk.spark.source import (
+        JosefkStreamReader,
+        ReadAllAvailable,
+        ReadMaxRows,
+        source_schema,
+    )
+
+    topic = _topic("shapes")
+    admin.create_topic(topic, 2)
+    produced = produce(producer, topic, 30)
+    options = SourceOptions.parse(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "subscribe": topic,
+            "startingOffsets": "earliest",
+            "maxOffsetsPerTrigger": "10",
+        },
+        streaming=True,
+    )
+    reader = JosefkStreamReader(options, source_schema())
+    try:
+        start = reader.initialOffset()
+        assert start == {topic: {"0": 0, "1": 0}}
+
+        def advance(a: dict[str, Any], b: dict[str, Any]) -> int:
+            return sum(b[topic][p] - a[topic][p] for p in b[topic])
+
+        # Spark 4.0/4.1: no arguments; the limit applies from the last end handed out.
+        end1 = reader.latestOffset()
+        assert advance(start, end1) == 10
+        end2 = reader.latestOffset()
+        assert advance(end1, end2) == 10
+
+        rows = 0
+        copy = pickle.loads(pickle.dumps(reader))
+        for part in reader.partitions(start, end2):
+            for batch in copy.read(part):
+                rows += batch.num_rows
+                assert batch.schema.names[:3] == ["key", "value", "topic"]
+        assert rows == 20
+
+        # Spark 4.2+: explicit start and limit.
+        assert advance(start, reader.latestOffset(start, ReadMaxRows(7))) == 7
+        everything = reader.latestOffset(start, ReadAllAvailable())
+        assert advance(start, everything) == len(produced) == 30
+        assert reader.reportLatestOffset() == everything
+
+        # AvailableNow: records produced after the trigger was prepared are not read.
+        reader.prepareForTriggerAvailableNow()
+        produce(producer, topic, 5)
+        assert reader.latestOffset(start, ReadAllAvailable()) == everything
+        assert reader.latestOffset(everything, ReadAllAvailable()) == everything
+    finally:
+        reader.stop()
