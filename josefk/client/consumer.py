@@ -148,6 +148,7 @@ class AIOConsumer:
             print(record.offset, record.key, record.value)
 
     or with a group: ``AIOConsumer("events", group_id="g", ...)`` / ``subscribe([...])``.
+    Topics given without a group_id are consumed whole: every partition is assigned.
     Methods must be called on the loop that ran ``start``.
     """
 
@@ -191,6 +192,13 @@ class AIOConsumer:
             if self._subscription:
                 self._coordinator.subscribe(self._subscription)
             self._coordinator.start()
+        elif self._subscription:
+            # Topics without a group: every partition of them, as aiokafka does.
+            partitions: list[TopicPartition] = []
+            for topic in self._subscription:
+                info = await self._client.wait_for_topic(topic)
+                partitions.extend(TopicPartition(topic, p) for p in info.partition_ids)
+            self._set_assignment(partitions)
 
     async def close(self) -> None:
         """Commit (auto-commit), leave the group, stop fetching and close connections."""

@@ -137,3 +137,26 @@ async def test_keyed_records_spread_over_partitions_in_order(broker: BrokerProce
             continue
         got = await consume(broker.bootstrap, topic, len(expected), partition=partition)
         assert [r.value for r in got] == expected
+
+
+async def test_topics_without_a_group_assign_every_partition(broker: BrokerProcess) -> None:
+    topic = unique_topic("no-group")
+    async with AIOAdmin(bootstrap_servers=broker.bootstrap) as admin:
+        await admin.create_topic(topic, num_partitions=3)
+    for partition in range(3):
+        await produce(
+            broker.bootstrap, topic, make_messages(5, tag=f"p{partition}"), partition=partition
+        )
+    async with AIOConsumer(
+        topic, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest"
+    ) as consumer:
+        assert consumer.assignment() == {TopicPartition(topic, p) for p in range(3)}
+        got = []
+        async with asyncio.timeout(TIMEOUT_S):
+            async for record in consumer:
+                got.append(record)
+                if len(got) == 15:
+                    break
+        assert sorted((r.partition, r.offset) for r in got) == [
+            (p, o) for p in range(3) for o in range(5)
+        ]
