@@ -3,6 +3,11 @@
 ``broker`` is one broker shared by all tests of a module (tests use distinct topics);
 ``broker_factory`` starts private brokers for tests that kill, stop or restart them.
 When a test fails, the stderr tail of every broker still in use is attached to the report.
+
+Running: ``python -m pytest tests/integration`` (kcat and ``npm install`` in tests/js are
+needed for their modules, which skip otherwise). The brokers import josefk from this checkout;
+``JOSEFK_TEST_SOURCE_DIR=/path/to/tree`` points them at another copy, e.g. an export of HEAD
+while the working tree is mid-edit.
 """
 
 from __future__ import annotations
