@@ -8,12 +8,15 @@ awaits or writes anything.
 
 State machine (Kafka's classic protocol)::
 
-    Empty --join--> PreparingRebalance --all joined / timeout--> CompletingRebalance
-      ^                  ^      |                                    |
-      |                  |      +--no member left--> Empty           | leader's SyncGroup
-      |                  +---- member joins, leaves or dies ---------+--------> Stable
-      +------------------------------------------------------------------------(via rebalance)
-    any state --delete / expiry--> Dead
+    Empty               --a member joins-->                       PreparingRebalance
+    PreparingRebalance  --all members rejoined, or the rebalance timeout (initial delay
+                          for a new group)-->                     CompletingRebalance
+                        --nobody rejoined-->                      Empty (next generation)
+    CompletingRebalance --the leader's SyncGroup is stored-->     Stable
+    CompletingRebalance, Stable
+                        --a member joins, leaves, dies or changes
+                          its protocols; the leader rejoins-->    PreparingRebalance
+    Empty (no offsets)  --retention, DeleteGroups-->              Dead
 
 Imports josefk.broker.group.offsets_schema and assignment only; must not import the
 protocol codec, storage or handlers.
