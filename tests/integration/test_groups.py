@@ -501,9 +501,7 @@ def test_committed_offsets_survive_a_restart(broker_factory: BrokerFactory, how:
     admin = ck_admin(broker.bootstrap)
     after = admin.list_consumer_group_offsets([_group_request(group)])[group].result(20)
     assert {tp.partition: tp.offset for tp in after.topic_partitions} == committed_before
-    # Production goes on after the restart: one more message per partition. (It also moves
-    # each partition's high watermark to its log end after a SIGKILL, which a restart alone
-    # does not do yet: see HW_AFTER_RESTART_GAP in test_crash_recovery.py.)
+    # Production goes on after the restart: one more message per partition.
     producer = Producer(ck_config(broker.bootstrap, **{"enable.idempotence": False}))
     for partition in range(PARTITIONS):
         producer.produce(topic, value=b"after", partition=partition)
