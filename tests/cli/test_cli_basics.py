@@ -18,6 +18,9 @@ from cli_helpers import (
     free_port,
     josefk,
 )
+from click.testing import CliRunner
+
+from josefk.cli.main import _register, cli
 
 # ------------------------------------------------------------------------------ help, usage
 
@@ -48,8 +51,16 @@ def test_help_lists_every_verb_on_one_line_and_the_exit_codes() -> None:
     ],
 )
 def test_usage_errors_exit_2(args: Sequence[str]) -> None:
-    result = josefk(None, *args, expect=2)
-    assert "Usage:" in result.stderr or "Error" in result.stderr
+    # Pure parsing: click's runner in-process (the subprocess case is the test below).
+    _register()
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 2, result.output
+    assert "Usage:" in result.output or "Error" in result.output
+
+
+def test_usage_error_exit_code_of_the_real_command() -> None:
+    result = josefk(None, "consume", "x", "--from", "yesterday-ish", expect=2)
+    assert "--from" in result.stderr and "Usage:" in result.stderr
 
 
 def test_unreachable_broker_names_the_address_and_suggests_bootstrap() -> None:

@@ -1,4 +1,4 @@
-"""``josefk groups`` (lag, reset-offsets, a live member, delete) and ``josefk perf``, run as
+"""``josefk groups`` with a live ``consume --group`` member, and ``josefk perf``, run as
 subprocesses against a real broker.
 """
 
@@ -26,77 +26,6 @@ def group_info(broker: BrokerProcess, group: str) -> Any:
 
 def lag_by_partition(info: Any) -> dict[int, tuple[int | None, int | None]]:
     return {p["partition"]: (p["committed_offset"], p["lag"]) for p in info["partitions"]}
-
-
-def test_groups_describe_shows_lag_and_reset_offsets(cli_broker: BrokerProcess) -> None:
-    josefk(cli_broker, "topics", "create", "t-grp", "-p", "2")
-    josefk(cli_broker, "produce", "t-grp", "-p", "0", stdin="".join(f"a{i}\n" for i in range(6)))
-    josefk(cli_broker, "produce", "t-grp", "-p", "1", stdin="".join(f"b{i}\n" for i in range(4)))
-
-    consumed = josefk(cli_broker, "consume", "t-grp", "--group", "g-lag", "--no-follow").stdout
-    assert sorted(consumed.splitlines()) == sorted(
-        [f"a{i}" for i in range(6)] + [f"b{i}" for i in range(4)]
-    )
-    info = group_info(cli_broker, "g-lag")
-    assert info["group"] == "g-lag" and info["state"] == "Empty" and info["members"] == []
-    assert lag_by_partition(info) == {0: (6, 0), 1: (4, 0)}
-    assert info["total_lag"] == 0
-
-    josefk(cli_broker, "produce", "t-grp", "-p", "1", stdin="b4\nb5\nb6\n")
-    info = group_info(cli_broker, "g-lag")
-    assert lag_by_partition(info) == {0: (6, 0), 1: (4, 3)}
-    assert info["total_lag"] == 3
-    table = josefk(cli_broker, "groups", "describe", "g-lag").stdout
-    assert "LAG" in table and "total lag  3" in table
-
-    listed = josefk(cli_broker, "groups", "list", "--json").json()
-    assert {"group": "g-lag", "state": "Empty", "protocol_type": "consumer", "members": 0} in listed
-
-    # A dry run shows the plan and commits nothing.
-    plan = josefk(
-        cli_broker,
-        "groups",
-        "reset-offsets",
-        "g-lag",
-        "--topic",
-        "t-grp",
-        "--to",
-        "earliest",
-        "--dry-run",
-        "--json",
-    ).json()
-    assert plan["dry_run"] is True
-    assert [(p["partition"], p["old_offset"], p["new_offset"]) for p in plan["partitions"]] == [
-        (0, 6, 0),
-        (1, 4, 0),
-    ]
-    assert lag_by_partition(group_info(cli_broker, "g-lag")) == {0: (6, 0), 1: (4, 3)}
-
-    josefk(cli_broker, "groups", "reset-offsets", "g-lag", "--topic", "t-grp", "--to", "earliest")
-    assert lag_by_partition(group_info(cli_broker, "g-lag")) == {0: (0, 6), 1: (0, 7)}
-    josefk(
-        cli_broker, "groups", "reset-offsets", "g-lag", "-t", "t-grp", "-p", "1", "--to", "offset:5"
-    )
-    assert lag_by_partition(group_info(cli_broker, "g-lag")) == {0: (0, 6), 1: (5, 2)}
-    josefk(cli_broker, "groups", "reset-offsets", "g-lag", "-t", "t-grp", "--to", "latest")
-    assert lag_by_partition(group_info(cli_broker, "g-lag")) == {0: (6, 0), 1: (7, 0)}
-
-    # The group resumes where it was moved to: from offset 5 of partition 1.
-    josefk(
-        cli_broker, "groups", "reset-offsets", "g-lag", "-t", "t-grp", "-p", "1", "--to", "offset:5"
-    )
-    rest = josefk(cli_broker, "consume", "t-grp", "--group", "g-lag", "--no-follow").stdout
-    assert rest.splitlines() == ["b5", "b6"]
-
-    unknown = josefk(cli_broker, "groups", "describe", "g-lga", expect=1)
-    assert 'unknown group "g-lga"' in unknown.stderr and 'did you mean "g-lag"' in unknown.stderr
-
-    assert josefk(cli_broker, "groups", "delete", "g-lag", "--json").json() == [
-        {"group": "g-lag", "ok": True, "error": None}
-    ]
-    assert "g-lag" not in {
-        g["group"] for g in josefk(cli_broker, "groups", "list", "--json").json()
-    }
 
 
 def test_groups_with_a_live_member(cli_broker: BrokerProcess) -> None:
