@@ -185,6 +185,9 @@ def perf_produce(
                 def done(sent_at: float) -> Any:
                     def callback(_future: asyncio.Future[RecordMetadata]) -> None:
                         record_latency((clock() - sent_at) * 1000.0)
+                        # Acknowledgements drive the bar, so it moves during the final flush.
+                        if len(latencies) % _PROGRESS_EVERY == 0:
+                            progress.update(task, completed=len(latencies))
 
                     return callback
 
@@ -195,8 +198,8 @@ def perf_produce(
                     future.add_done_callback(done(clock()))
                     futures.append(future)
                     if n % _PROGRESS_EVERY == 0:
-                        progress.update(task, completed=len(latencies))
-                        # Let the sender run: send() only yields when the buffer is full.
+                        # Let the sender and the callbacks run: send() only yields when the
+                        # producer's buffer is full.
                         await asyncio.sleep(0)
                 await producer.flush()
                 await asyncio.gather(*futures)
