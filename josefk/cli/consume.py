@@ -82,11 +82,25 @@ def formatter(fmt: str, separator: bytes) -> Callable[[ConsumerRecord], bytes]:
     help="beginning | end | offset:N | timestamp:MS | timestamp:ISO-DATE. "
     "Default: beginning; with --group the committed offsets, else beginning.",
 )
-@click.option("-p", "--partition", "partitions", type=int, multiple=True, help="Only these.")
+@click.option(
+    "-p",
+    "--partition",
+    "partitions",
+    type=int,
+    multiple=True,
+    help="Read only this partition (repeatable).",
+)
 @click.option("-g", "--group", help="Consume as a member of this group; commits on exit.")
 @click.option("-n", "--count", type=click.IntRange(min=1), help="Exit after this many records.")
 @click.option(
-    "-f", "--format", "fmt", type=click.Choice(FORMATS), default="value", show_default=True
+    "-f",
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="value",
+    show_default=True,
+    help="json: one object per line with topic, partition, offset, timestamp, key, value "
+    "and headers (bytes that are not UTF-8 as base64, flagged by key_encoding/value_encoding).",
 )
 @click.option(
     "-k",
@@ -120,7 +134,7 @@ def consume(
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
-    """Print TOPIC's records, one per line, until Ctrl-C (or --count / --no-follow).
+    """Print TOPIC's records, one per line, until Ctrl-C, --count or --no-follow.
 
     \b
       josefk consume orders --from beginning -n 10 --format json

@@ -207,7 +207,14 @@ def describe(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> No
     metavar="WHERE",
     help="earliest | latest | offset:N | timestamp:MS | timestamp:ISO-DATE",
 )
-@click.option("-p", "--partition", "partitions", type=int, multiple=True, help="Only these.")
+@click.option(
+    "-p",
+    "--partition",
+    "partitions",
+    type=int,
+    multiple=True,
+    help="Only this partition (repeatable).",
+)
 @click.option("--dry-run", is_flag=True, help="Show the new offsets without committing them.")
 @bootstrap_option
 @json_option
