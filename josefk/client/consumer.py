@@ -115,11 +115,19 @@ class _Chunk:
     the response arrives, so the next fetch is on its way while this one is decoded.
     """
 
-    __slots__ = ("data", "fetch_offset", "generation", "index", "records", "tp")
+    __slots__ = ("aborted", "data", "fetch_offset", "generation", "index", "records", "tp")
 
-    def __init__(self, tp: TopicPartition, data: Any, fetch_offset: int, generation: int) -> None:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        data: Any,
+        fetch_offset: int,
+        generation: int,
+        aborted: list[tuple[int, int]] | None = None,
+    ) -> None:
         self.tp = tp
         self.data = data
+        self.aborted = aborted
         self.fetch_offset = fetch_offset
         self.records: list[ConsumerRecord] | None = None
         self.index = 0
@@ -129,7 +137,11 @@ class _Chunk:
         records = self.records
         if records is None:
             records, _ = decode_records(
-                self.tp.topic, self.tp.partition, self.data, self.fetch_offset
+                self.tp.topic,
+                self.tp.partition,
+                self.data,
+                self.fetch_offset,
+                aborted_transactions=self.aborted,
             )
             self.records = records
             self.data = None
@@ -611,7 +623,12 @@ class AIOConsumer:
                 next_offset, has_records = next_fetch_offset(part.records, offset)
                 state.fetch_offset = next_offset
                 if has_records:
-                    self._chunks.append(_Chunk(tp, part.records, offset, generation))
+                    aborted = None
+                    if self._isolation and part.aborted_transactions:
+                        aborted = [
+                            (a.producer_id, a.first_offset) for a in part.aborted_transactions
+                        ]
+                    self._chunks.append(_Chunk(tp, part.records, offset, generation, aborted))
                     self._pending_chunks[tp] += 1
                     got_data = True
         if refresh:

@@ -9,7 +9,8 @@ intermediate record object, bytes indexing instead of memoryview indexing, one- 
 varints inline), which more than halves the cost per record. The property tests check that
 both read every batch alike.
 
-Control batches (transaction markers) are skipped but still advance the next fetch offset.
+Control batches (transaction markers) are skipped but still advance the next fetch offset;
+under read_committed the batches of aborted transactions are dropped too.
 Records before ``fetch_offset`` (a compressed batch is returned whole) are dropped. Malformed
 data raises ``josefk.records.CorruptRecordError``.
 
@@ -18,6 +19,7 @@ Imports josefk.records and josefk.client.types only; no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from josefk.client.types import ConsumerRecord
@@ -25,9 +27,13 @@ from josefk.records import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     HEADER_SIZE,
     Compression,
+    ControlRecordType,
     CorruptRecordError,
+    RecordBatch,
     TimestampType,
+    decode_control_type,
     decompress,
+    iter_records,
     split_batches,
 )
 
@@ -199,22 +205,40 @@ def decode_records(
     data: Any,
     fetch_offset: int,
     *,
+    aborted_transactions: Sequence[tuple[int, int]] | None = None,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> tuple[list[ConsumerRecord], int]:
     """The records at or after ``fetch_offset`` in a fetched partition's record data, and the
     offset to fetch next: past the last whole batch (control batches included); a
-    truncated batch at the end is left for the next fetch."""
+    truncated batch at the end is left for the next fetch.
+
+    ``aborted_transactions`` (read_committed only: the fetch response's (producer id, first
+    offset) pairs) drops the batches of aborted transactions, as Kafka's consumer does: a
+    producer's transactional batches are skipped from the first offset of its aborted
+    transaction until its ABORT marker.
+    """
     out: list[ConsumerRecord] = []
     next_offset = fetch_offset
     if not data:
         return out, next_offset
+    pending_aborts = sorted((first, pid) for pid, first in aborted_transactions or ())
+    aborting: set[int] = set()
     for batch in split_batches(data):
         header = batch.header()
-        batch_next = header.base_offset + header.last_offset_delta + 1
+        last_offset = header.base_offset + header.last_offset_delta
+        batch_next = last_offset + 1
+        attributes = header.attributes
+        if pending_aborts:
+            while pending_aborts and pending_aborts[0][0] <= last_offset:
+                aborting.add(pending_aborts.pop(0)[1])
+        if aborting and attributes & 0x10 and header.producer_id in aborting:
+            if attributes & 0x20 and _is_abort_marker(batch):
+                aborting.discard(header.producer_id)
+            next_offset = max(next_offset, batch_next)
+            continue
         if batch_next <= fetch_offset:
             continue
         next_offset = batch_next
-        attributes = header.attributes
         if attributes & 0x20 or header.record_count <= 0:  # control batch, or empty
             continue
         codec = attributes & 0x07
@@ -245,6 +269,12 @@ def decode_records(
                 f"batch at offset {header.base_offset} of {topic}-{partition} is malformed: {exc}"
             ) from None
     return out, next_offset
+
+
+def _is_abort_marker(batch: RecordBatch) -> bool:
+    for record in iter_records(batch):
+        return decode_control_type(record.key) == ControlRecordType.ABORT
+    return False
 
 
 def next_fetch_offset(data: Any, fetch_offset: int) -> tuple[int, bool]:

@@ -1,4 +1,5 @@
-"""The consumer's record decoder reads every batch exactly as josefk.records does."""
+"""The consumer's record decoder reads every batch exactly as josefk.records does, and drops
+aborted transactions under read_committed."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from josefk.client.decode import decode_records
 from josefk.records import (
     BatchBuilder,
     Compression,
+    ControlRecordType,
     CorruptRecordError,
     TimestampType,
+    build_control_batch,
     iter_records,
     split_batches,
 )
@@ -86,3 +89,55 @@ def test_malformed_records_raise_corrupt_record_error() -> None:
     data[-4] = 0x7E  # the header key length (zig-zag 63) runs past the record's end
     with pytest.raises(CorruptRecordError):
         decode_records("t", 0, bytes(data), 0)
+
+
+def test_read_committed_drops_aborted_transactions() -> None:
+    def txn(base: int, pid: int, values: list[bytes]) -> bytes:
+        builder = BatchBuilder(
+            base_offset=base,
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        for v in values:
+            builder.append(None, v, (), 1)
+        return bytes(builder.build())
+
+    def plain(base: int, value: bytes) -> bytes:
+        builder = BatchBuilder(base_offset=base)
+        builder.append(None, value, (), 1)
+        return bytes(builder.build())
+
+    def marker(base: int, pid: int, kind: ControlRecordType) -> bytes:
+        return bytes(
+            build_control_batch(
+                kind,
+                producer_id=pid,
+                producer_epoch=0,
+                coordinator_epoch=0,
+                timestamp=1,
+                base_offset=base,
+            )
+        )
+
+    data = (
+        txn(0, 7, [b"aborted-1", b"aborted-2"])
+        + plain(2, b"plain")
+        + marker(3, 7, ControlRecordType.ABORT)
+        + txn(4, 8, [b"committed-1", b"committed-2"])
+        + marker(6, 8, ControlRecordType.COMMIT)
+        + txn(7, 7, [b"later"])
+    )
+    everything, next_offset = decode_records("t", 0, data, 0)
+    assert [r.value for r in everything] == [
+        b"aborted-1",
+        b"aborted-2",
+        b"plain",
+        b"committed-1",
+        b"committed-2",
+        b"later",
+    ]
+    committed, next_committed = decode_records("t", 0, data, 0, aborted_transactions=[(7, 0)])
+    assert [r.value for r in committed] == [b"plain", b"committed-1", b"committed-2", b"later"]
+    assert next_offset == next_committed == 8
