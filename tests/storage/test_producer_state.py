@@ -23,6 +23,8 @@ from josefk.records import BatchBuilder
 from josefk.records.errors import InvalidRecordError
 from josefk.storage.clock import ManualClock
 from josefk.storage.log import Log
+from josefk.storage.manager import LogManager, LogManagerConfig
+from josefk.storage.offsets import TopicPartition
 from josefk.storage.producer_state import (
     INT32_MAX,
     BatchMetadata,
@@ -35,7 +37,7 @@ from josefk.storage.producer_state import (
     in_sequence,
     snapshot_file,
 )
-from josefk.storage.scheduler import Scheduler
+from josefk.storage.scheduler import InlineExecutor, Scheduler
 
 
 def idempotent_batch(
@@ -366,3 +368,33 @@ def test_truncation_rebuilds_the_state(tmp_path: Path) -> None:
     log.truncate_fully_and_start_at(100)
     assert not log.producer_state.producers
     append(log, 1, 0, 77)
+
+
+async def test_the_log_manager_expires_idle_producers_on_its_schedule(tmp_path: Path) -> None:
+    clock = ManualClock(wall_ms=NOW)
+    scheduler = Scheduler(clock)
+    manager = LogManager(
+        LogManagerConfig(
+            log_dirs=(tmp_path,),
+            initial_task_delay_ms=0,
+            producer_id_expiration_ms=60_000,
+            producer_id_expiration_check_interval_ms=10_000,
+        ),
+        big_config(),
+        clock=clock,
+        scheduler=scheduler,
+        executor=InlineExecutor(),
+    )
+    await manager.startup()
+    log = manager.get_or_create_log(TopicPartition("t", 0))
+    append(log, 1, 0, 0)
+    clock.advance(30_000)
+    # Idle time counts from the batch timestamp (Kafka's last timestamp), here 30 s later.
+    log.append_as_leader(idempotent_batch(2, 0, 0, timestamp=clock.milliseconds()), 0)
+    clock.advance(30_000)
+    await scheduler.run_due()
+    assert sorted(log.producer_state.producers) == [2]
+    clock.advance(30_000)
+    await scheduler.run_due()
+    assert not log.producer_state.producers
+    await manager.shutdown()
