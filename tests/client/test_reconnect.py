@@ -92,3 +92,54 @@ async def test_producer_and_consumer_recover_from_a_restart(broker_factory: Brok
         await reader
         await producer.close()
         await consumer.close()
+
+
+async def test_group_member_recovers_from_a_restart(broker_factory: BrokerFactory) -> None:
+    broker = broker_factory(settings=["group.initial.rebalance.delay.ms=0"])
+    topic = unique_topic("restart-group")
+    group = unique_topic("g")
+    settings = {
+        "bootstrap_servers": broker.bootstrap,
+        "request_timeout_ms": 5_000,
+        "reconnect_backoff_ms": 20,
+        "reconnect_backoff_max_ms": 200,
+        "retry_backoff_ms": 20,
+    }
+    async with AIOProducer(linger_ms=1, **settings) as producer:
+        first = [await producer.send(topic, f"a{i}".encode(), partition=0) for i in range(50)]
+        await asyncio.gather(*first)
+    consumer = AIOConsumer(
+        topic,
+        group_id=group,
+        auto_offset_reset="earliest",
+        heartbeat_interval_ms=100,
+        session_timeout_ms=10_000,
+        fetch_max_wait_ms=100,
+        enable_auto_commit=False,
+        **settings,
+    )
+    await consumer.start()
+    try:
+        got: list[ConsumerRecord] = []
+        async with asyncio.timeout(TIMEOUT_S):
+            while len(got) < 50:
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    got.extend(records)
+        await consumer.commit()
+        await asyncio.to_thread(broker.restart)
+        async with AIOProducer(linger_ms=1, **settings) as producer:
+            second = [await producer.send(topic, f"b{i}".encode(), partition=0) for i in range(50)]
+            await asyncio.gather(*second)
+        async with asyncio.timeout(RESTART_TIMEOUT_S):
+            while len(got) < 100:
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    got.extend(records)
+        # The member rejoined if it had to and resumed from its committed offset: every
+        # record once, in order.
+        assert [r.offset for r in got] == list(range(100))
+        assert [r.value for r in got[50:]] == [f"b{i}".encode() for i in range(50)]
+        assert consumer.assignment() == {TopicPartition(topic, 0)}
+        await consumer.commit()
+        assert await consumer.committed(TopicPartition(topic, 0)) == 100
+    finally:
+        await consumer.close()
