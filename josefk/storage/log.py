@@ -4,7 +4,9 @@ Owns ``Log``: loading a partition directory (leftover files, recovery of an uncl
 sorted map of segments, the key offsets (log start offset, high watermark, recovery point, log
 end offset), appends as leader and as follower, reads with isolation, rolling, truncation,
 prefix deletion (DeleteRecords, retention) and offset lookups by timestamp; plus the errors
-only the log raises. Imports josefk.records, josefk.config.topic and the rest of
+only the log raises. Idempotent producers' state (josefk.storage.producer_state) is checked
+before offsets are assigned, updated after each append, snapshotted at roll and close, and
+rebuilt at load and after truncation. Imports josefk.records, josefk.config.topic and the rest of
 josefk.storage; never josefk.protocol, josefk.broker or josefk.metrics.
 
 The key offsets, in the order they must always keep::
