@@ -22,6 +22,7 @@ from josefk.cli.common import (
     CliError,
     admin_for,
     bootstrap_option,
+    describe_error,
     describe_existing_topics,
     json_option,
     parse_key_values,
@@ -30,6 +31,7 @@ from josefk.cli.common import (
 )
 from josefk.cli.output import note, print_json, print_table
 from josefk.client import AIOProducer, RecordMetadata
+from josefk.client.errors import KafkaError
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 _READ_CHUNK = 1 << 16
@@ -120,7 +122,7 @@ def produce(
     if sys.stdin.isatty() and path in (None, "-") and not as_json:
         note(f"reading records for {topic} from stdin, one per line; Ctrl-D to finish")
 
-    async def go() -> tuple[list[RecordMetadata], int]:
+    async def go() -> _Tally:
         async with admin_for(server) as admin:
             (description,) = await describe_existing_topics(admin, [topic])
         count = len(description.partitions)
@@ -128,8 +130,7 @@ def produce(
             raise CliError(f'topic "{topic}" has partitions 0..{count - 1}, not {partition}')
         stream: IO[bytes]
         stream = sys.stdin.buffer if path in (None, "-") else open(path, "rb")  # noqa: SIM115
-        futures: list[asyncio.Future[RecordMetadata]] = []
-        size = 0
+        tally = _Tally()
         try:
             async with AIOProducer(
                 bootstrap_servers=server,
@@ -145,49 +146,79 @@ def produce(
                         head, sep, tail = line.partition(separator)
                         if sep:
                             key, value = head, tail
-                    size += len(value) + (len(key) if key else 0)
-                    futures.append(
-                        await producer.send(
-                            topic, value, key, partition=partition, headers=header_list or None
-                        )
+                    tally.bytes += len(value) + (len(key) if key else 0)
+                    future = await producer.send(
+                        topic, value, key, partition=partition, headers=header_list or None
                     )
+                    future.add_done_callback(tally.delivered)
                 await producer.flush()
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
-        return list(await asyncio.gather(*futures)), size
+        return tally
 
-    delivered, size = run(go(), bootstrap=server)
-    by_partition: dict[int, list[int]] = {}
-    for meta in delivered:
-        by_partition.setdefault(meta.partition, []).append(meta.offset)
+    tally = run(go(), bootstrap=server)
     summary: dict[str, Any] = {
         "topic": topic,
-        "records": len(delivered),
-        "bytes": size,
+        "records": tally.records,
+        "bytes": tally.bytes,
         "acks": acks,
         "compression": compression,
         "partitions": [
             {
                 "partition": p,
-                "records": len(offsets),
+                "records": n,
                 # acks=0 gets no offsets back from the broker.
-                "first_offset": min(offsets) if offsets[0] >= 0 else None,
-                "last_offset": max(offsets) if offsets[0] >= 0 else None,
+                "first_offset": first if first >= 0 else None,
+                "last_offset": last if last >= 0 else None,
             }
-            for p, offsets in sorted(by_partition.items())
+            for p, (n, first, last) in sorted(tally.partitions.items())
         ],
+        "failed": tally.failed,
+        "error": tally.error,
     }
     if as_json:
         print_json(summary)
-        return
-    noun = "record" if len(delivered) == 1 else "records"
-    click.echo(f"produced {len(delivered)} {noun} ({size} bytes) to {topic}")
-    if delivered:
-        print_table(
-            ["PARTITION", "RECORDS", "FIRST-OFFSET", "LAST-OFFSET"],
-            [
-                (p["partition"], p["records"], p["first_offset"], p["last_offset"])
-                for p in summary["partitions"]
-            ],
-        )
+    else:
+        noun = "record" if tally.records == 1 else "records"
+        click.echo(f"produced {tally.records} {noun} ({tally.bytes} bytes) to {topic}")
+        if tally.records:
+            print_table(
+                ["PARTITION", "RECORDS", "FIRST-OFFSET", "LAST-OFFSET"],
+                [
+                    (p["partition"], p["records"], p["first_offset"], p["last_offset"])
+                    for p in summary["partitions"]
+                ],
+            )
+    if tally.failed:
+        total = tally.failed + tally.records
+        raise CliError(f"{tally.failed} of {total} records not delivered: {tally.error}")
+
+
+class _Tally:
+    """Delivery outcomes counted as they arrive, so a large input keeps no future alive."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.bytes = 0
+        self.failed = 0
+        self.error: str | None = None
+        # partition -> [records, first offset, last offset]
+        self.partitions: dict[int, list[int]] = {}
+
+    def delivered(self, future: asyncio.Future[RecordMetadata]) -> None:
+        error = future.exception()
+        if error is not None:
+            self.failed += 1
+            if self.error is None:
+                self.error = describe_error(error) if isinstance(error, KafkaError) else str(error)
+            return
+        meta = future.result()
+        self.records += 1
+        entry = self.partitions.get(meta.partition)
+        if entry is None:
+            self.partitions[meta.partition] = [1, meta.offset, meta.offset]
+        else:
+            entry[0] += 1
+            entry[1] = min(entry[1], meta.offset)
+            entry[2] = max(entry[2], meta.offset)

@@ -133,6 +133,15 @@ def test_produce_acks_0_and_bad_partition(cli_broker: BrokerProcess) -> None:
     assert "partitions 0..0" in bad.stderr
 
 
+def test_produce_reports_records_the_broker_refused(cli_broker: BrokerProcess) -> None:
+    josefk(cli_broker, "topics", "create", "t-small", "-p", "1", "-c", "max.message.bytes=200")
+    refused = josefk(cli_broker, "produce", "t-small", "--json", stdin="x" * 1000, expect=1)
+    summary = refused.json()
+    assert (summary["records"], summary["failed"]) == (0, 1)
+    assert "MESSAGE_TOO_LARGE" in summary["error"]
+    assert "1 of 1 records not delivered" in refused.stderr
+
+
 def test_consume_from_offset_timestamp_and_end(cli_broker: BrokerProcess) -> None:
     josefk(cli_broker, "topics", "create", "t-from", "-p", "1")
     josefk(cli_broker, "produce", "t-from", stdin="".join(f"v{i}\n" for i in range(10)))
