@@ -10,6 +10,7 @@ defaults or ``--partitions``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import time
@@ -27,8 +28,10 @@ from rich.progress import (
 )
 
 from josefk.cli.common import (
+    CliError,
     admin_for,
     bootstrap_option,
+    describe_error,
     describe_existing_topics,
     json_option,
     resolve_bootstrap,
@@ -37,7 +40,7 @@ from josefk.cli.common import (
 from josefk.cli.output import human_bytes, note, print_fields, print_json, stderr_console
 from josefk.cli.produce import COMPRESSIONS
 from josefk.client import AIOConsumer, AIOProducer, RecordMetadata, TopicPartition
-from josefk.client.errors import UnknownTopicOrPartitionError
+from josefk.client.errors import KafkaError, UnknownTopicOrPartitionError
 
 _PROGRESS_EVERY = 1_000
 _MB = 1_000_000
@@ -181,30 +184,36 @@ def perf_produce(
             ) as producer:
                 await producer.partitions_for(topic)
                 record_latency = latencies.append
+                errors: list[BaseException] = []
 
-                def done(sent_at: float) -> Any:
-                    def callback(_future: asyncio.Future[RecordMetadata]) -> None:
-                        record_latency((clock() - sent_at) * 1000.0)
-                        # Acknowledgements drive the bar, so it moves during the final flush.
-                        if len(latencies) % _PROGRESS_EVERY == 0:
-                            progress.update(task, completed=len(latencies))
+                def done(sent_at: float, future: asyncio.Future[RecordMetadata]) -> None:
+                    error = future.exception()
+                    if error is not None:
+                        errors.append(error)
+                        return
+                    record_latency((clock() - sent_at) * 1000.0)
+                    # Acknowledgements drive the bar, so it moves during the final flush.
+                    if len(latencies) % _PROGRESS_EVERY == 0:
+                        progress.update(task, completed=len(latencies))
 
-                    return callback
-
-                futures = []
                 started = clock()
                 for n in range(count):
                     future = await producer.send(topic, value)
-                    future.add_done_callback(done(clock()))
-                    futures.append(future)
+                    # No future is kept: a long run must not hold one object per record.
+                    future.add_done_callback(functools.partial(done, clock()))
                     if n % _PROGRESS_EVERY == 0:
                         # Let the sender and the callbacks run: send() only yields when the
                         # producer's buffer is full.
                         await asyncio.sleep(0)
                 await producer.flush()
-                await asyncio.gather(*futures)
                 elapsed = clock() - started
-                progress.update(task, completed=count)
+                progress.update(task, completed=len(latencies))
+        if errors:
+            first = errors[0]
+            raise CliError(
+                f"{len(errors)} of {count} records not delivered: "
+                + (describe_error(first) if isinstance(first, KafkaError) else str(first))
+            )
         return PerfResult(count, count * size, elapsed, latencies)
 
     result = run(go(), bootstrap=server)
