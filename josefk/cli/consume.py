@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -168,8 +169,9 @@ def consume(
             bootstrap=server,
         )
     except BrokenPipeError:
-        # The reader went away (``| head``): not an error of ours.
-        sys.stderr.close()
+        # The reader went away (``| head``): not an error of ours. Point stdout at /dev/null
+        # so the interpreter's final flush does not complain about the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(0) from None
     if count is not None and consumed < count:
         click.echo(
