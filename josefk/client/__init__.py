@@ -33,7 +33,7 @@ from josefk.client.admin import (
 )
 from josefk.client.assignors import RangeAssignor, RoundRobinAssignor
 from josefk.client.cluster import ClientConfig, KafkaClient
-from josefk.client.consumer import AIOConsumer, ConsumerConfig
+from josefk.client.consumer import AIOConsumer, ConsumerConfig, ConsumerRebalanceListener
 from josefk.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from josefk.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
 from josefk.client.producer import AIOProducer, ProducerConfig
@@ -51,6 +51,7 @@ __all__ = [
     "ConfigEntry",
     "ConfigSource",
     "ConsumerConfig",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "DefaultPartitioner",
     "GroupDescription",

@@ -64,6 +64,21 @@ LATEST_TIMESTAMP: Final = -1
 _MAX_PENDING_CHUNKS: Final = 2
 
 
+class ConsumerRebalanceListener:
+    """Hooks a group member runs around each rebalance; subclass and override.
+
+    The protocol is eager: ``on_partitions_revoked`` gets the whole assignment before the
+    member joins again (after the auto-commit, if on), ``on_partitions_assigned`` the new
+    one once the member has it. Exceptions are logged, not raised.
+    """
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        """Called before giving up ``revoked``; positions are still readable here."""
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        """Called once ``assigned`` is this member's; positions resolve on the next poll."""
+
+
 @dataclass(kw_only=True)
 class ConsumerConfig(ClientConfig):
     """Consumer settings, with Kafka's names and defaults where Kafka has them."""
@@ -84,6 +99,7 @@ class ConsumerConfig(ClientConfig):
     max_poll_interval_ms: int = 300_000
     rebalance_timeout_ms: int | None = None
     partition_assignment_strategy: Sequence[Assignor] = field(default_factory=tuple)
+    rebalance_listener: ConsumerRebalanceListener | None = None
     exclude_internal_topics: bool = True
 
 
@@ -186,6 +202,7 @@ class AIOConsumer:
         self._isolation = 1 if config.isolation_level == "read_committed" else 0
         self._subscription: list[str] = list(topics)
         self._coordinator: GroupCoordinator | None = None
+        self._listener: ConsumerRebalanceListener | None = config.rebalance_listener
         self._started = False
         self._closed = False
 
@@ -253,12 +270,20 @@ class AIOConsumer:
             raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
         self._set_assignment([TopicPartition(*tp) for tp in partitions])
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        """Join ``group_id`` and consume what the group assigns of ``topics``."""
+    def subscribe(
+        self, topics: Iterable[str], *, listener: ConsumerRebalanceListener | None = None
+    ) -> None:
+        """Join ``group_id`` and consume what the group assigns of ``topics``.
+
+        ``listener`` is told about each rebalance (e.g. to commit what it processed when
+        partitions are revoked); it replaces a listener given before.
+        """
         self._check_open()
         if self._coordinator is None:
             raise IllegalStateError("subscribe() needs a group_id")
         self._subscription = list(topics)
+        if listener is not None:
+            self._listener = listener
         self._coordinator.subscribe(self._subscription)
 
     async def unsubscribe(self) -> None:
@@ -777,11 +802,19 @@ class AIOConsumer:
 
     # ------------------------------------------------------------------ hooks of group.py
 
-    def _on_partitions_revoked(self) -> dict[TopicPartition, int]:
-        return self.positions()
+    async def _on_partitions_revoked(self) -> None:
+        if self._listener is not None:
+            try:
+                await self._listener.on_partitions_revoked(set(self._assignment))
+            except Exception:
+                log.exception("on_partitions_revoked of %r failed", self._listener)
 
-    def _on_partitions_assigned(self, partitions: Sequence[TopicPartition]) -> None:
-        self._set_assignment(partitions)
+    async def _on_partitions_assigned(self, partitions: Sequence[TopicPartition]) -> None:
+        if self._listener is not None:
+            try:
+                await self._listener.on_partitions_assigned(set(partitions))
+            except Exception:
+                log.exception("on_partitions_assigned of %r failed", self._listener)
 
 
 async def list_offsets(

@@ -251,6 +251,8 @@ class GroupCoordinator:
                 await self.commit(self._consumer.positions())
             except KafkaError as exc:
                 log.warning("final auto-commit of group %s failed: %s", self.group_id, exc)
+        if self._topics and self._consumer.assignment():
+            await self._consumer._on_partitions_revoked()
         await self._leave()
 
     # ------------------------------------------------------------------ coordinator
@@ -375,7 +377,7 @@ class GroupCoordinator:
                     await self.commit(self._consumer.positions())
                 except KafkaError as exc:
                     log.info("commit before rebalance of group %s failed: %s", self.group_id, exc)
-            self._consumer._on_partitions_revoked()
+            await self._consumer._on_partitions_revoked()
             self._consumer._set_assignment([])
         self._joined.clear()
 
@@ -394,8 +396,9 @@ class GroupCoordinator:
             self.member_id,
             sorted(mine),
         )
-        self._consumer._on_partitions_assigned(mine)
+        self._consumer._set_assignment(mine)
         self._joined.set()
+        await self._consumer._on_partitions_assigned(mine)
 
     async def _join(self) -> Any:
         req = request_class(ApiKey.JOIN_GROUP)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from broker_process import BrokerProcess
 from client_helpers import assert_same_messages, make_messages, unique_topic
-from helpers import to_message
+from client_suite import to_message
 
 from josefk.client import TopicPartition
 from josefk.client.sync import Admin, Consumer, Producer

@@ -8,7 +8,7 @@ import asyncio
 
 from broker_process import BrokerFactory
 from client_helpers import unique_topic
-from helpers import TIMEOUT_S
+from client_suite import TIMEOUT_S
 
 from josefk.client import (
     AIOAdmin,

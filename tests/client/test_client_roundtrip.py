@@ -14,7 +14,7 @@ from client_helpers import (
     make_messages,
     unique_topic,
 )
-from helpers import TIMEOUT_S, consume, produce, to_message
+from client_suite import TIMEOUT_S, consume, produce, to_message
 
 from josefk.client import AIOAdmin, AIOConsumer, AIOProducer, TimestampType, TopicPartition
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from broker_process import BrokerProcess
 from client_helpers import BASE_TIMESTAMP_MS, make_messages, unique_topic
-from helpers import produce
+from client_suite import produce
 
 from josefk.client import AIOAdmin, NewTopic, ResourceType, TopicPartition
 from josefk.client.errors import (

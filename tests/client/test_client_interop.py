@@ -22,8 +22,8 @@ from client_helpers import (
     make_messages,
     unique_topic,
 )
+from client_suite import consume, produce, to_message
 from confluent_kafka import Producer as CKProducer
-from helpers import consume, produce, to_message
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KPTopicPartition
 

@@ -11,9 +11,16 @@ from collections.abc import Iterator, Sequence
 import pytest
 from broker_process import BrokerProcess
 from client_helpers import make_messages, unique_topic
-from helpers import TIMEOUT_S, produce, start_module_broker
+from client_suite import TIMEOUT_S, produce, start_module_broker
 
-from josefk.client import AIOAdmin, AIOConsumer, ConsumerRecord, RoundRobinAssignor, TopicPartition
+from josefk.client import (
+    AIOAdmin,
+    AIOConsumer,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+    RoundRobinAssignor,
+    TopicPartition,
+)
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +212,37 @@ async def test_kafka_python_member_in_the_same_group(broker: BrokerProcess) -> N
         stop.set()
         await ours.close()
         await asyncio.to_thread(thread.join, TIMEOUT_S)
+
+
+class _Recorder(ConsumerRebalanceListener):
+    def __init__(self) -> None:
+        self.events: list[tuple[str, set[TopicPartition]]] = []
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.events.append(("revoked", revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.events.append(("assigned", assigned))
+
+
+async def test_rebalance_listener_sees_each_rebalance(broker: BrokerProcess) -> None:
+    topic = unique_topic("group-listener")
+    group = unique_topic("g")
+    await _create(broker.bootstrap, topic, 2)
+    both = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+    recorder = _Recorder()
+    a = _group_consumer(broker.bootstrap, group)
+    await a.start()
+    a.subscribe([topic], listener=recorder)
+    b = _group_consumer(broker.bootstrap, group, topic)
+    try:
+        await _wait_assignment([a], 2)
+        assert recorder.events == [("assigned", both)]
+        await b.start()
+        await _wait_assignment([a, b], 2)
+        assert recorder.events[1] == ("revoked", both)
+        assert recorder.events[-1] == ("assigned", a.assignment())
+    finally:
+        await b.close()
+        await a.close()
+    assert recorder.events[-1][0] == "revoked"
