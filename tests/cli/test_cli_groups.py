@@ -65,6 +65,20 @@ def test_groups_describe_shows_lag_and_reset_offsets(cli_broker: BrokerProcess) 
         (1, 4, 0),
     ]
     assert lag_by_partition(group_info(cli_broker, "g-lag")) == {0: (6, 0), 1: (4, 3)}
+    # No record is that late: by time means each partition's end.
+    by_time = josefk(
+        cli_broker,
+        "groups",
+        "reset-offsets",
+        "g-lag",
+        "-t",
+        "t-grp",
+        "--dry-run",
+        "--json",
+        "--to",
+        "timestamp:2999-01-01T00:00:00",
+    ).json()
+    assert [p["new_offset"] for p in by_time["partitions"]] == [6, 7]
 
     josefk(cli_broker, "groups", "reset-offsets", "g-lag", "--topic", "t-grp", "--to", "earliest")
     assert lag_by_partition(group_info(cli_broker, "g-lag")) == {0: (0, 6), 1: (0, 7)}
