@@ -329,10 +329,12 @@ class AIOProducer:
         (or the partition does not exist). Does not await when the topic's metadata is known
         and the buffer has room.
         """
-        # The hot path of every producer: one dict lookup for the topic, one for the open
-        # batch (a plain tuple finds the TopicPartition key), one BatchBuilder.append.
-        if not self._started or self._closed:
-            self._check_open()
+        future = self.send_nowait(
+            topic, value, key, partition=partition, timestamp_ms=timestamp_ms, headers=headers
+        )
+        if future is not None:
+            return future
+        # Slow path: wait for buffer space, the topic's metadata or a new partition.
         if not self._space.is_set():
             await self._wait_for_space()
         info = self._client.metadata.topics.get(topic)
@@ -340,15 +342,51 @@ class AIOProducer:
             info = await self._client.wait_for_topic(
                 topic, timeout_s=self.config.max_block_ms / 1000
             )
-        if partition is None:
-            ids = info.partition_ids
-            partition = self._partitioner(topic, key, ids, ids)
-        elif partition not in info.partitions:
+        if partition is not None and partition not in info.partitions:
             # The topic may have grown since the metadata was fetched: look once more.
             await self._client.refresh_metadata([topic])
             info = self._client.metadata.topics.get(topic) or info
             if partition not in info.partitions:
                 raise UnknownTopicOrPartitionError(topic=topic, partition=partition)
+        future = self.send_nowait(
+            topic, value, key, partition=partition, timestamp_ms=timestamp_ms, headers=headers
+        )
+        if future is None:  # the buffer filled up again meanwhile
+            await self._wait_for_space()
+            future = self.send_nowait(
+                topic, value, key, partition=partition, timestamp_ms=timestamp_ms, headers=headers
+            )
+        if future is None:
+            raise KafkaTimeoutError(f"could not queue a record for {topic} in time")
+        return future
+
+    def send_nowait(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: HeadersInput = None,
+    ) -> asyncio.Future[RecordMetadata] | None:
+        """``send`` without waiting: the delivery future, or None when the record cannot be
+        queued right now (topic or partition not in the metadata yet, buffer full); then
+        use ``send``. Raises as ``send`` does for records that can never be sent."""
+        # The hot path of every producer: one dict lookup for the topic, one for the open
+        # batch (a plain tuple finds the TopicPartition key), one BatchBuilder.append.
+        if not self._started or self._closed:
+            self._check_open()
+        if not self._space.is_set():
+            return None
+        info = self._client.metadata.topics.get(topic)
+        if info is None or info.error_code or not info.partitions:
+            return None
+        if partition is None:
+            ids = info.partition_ids
+            partition = self._partitioner(topic, key, ids, ids)
+        elif partition not in info.partitions:
+            return None
         if headers is None:
             header_list: Sequence[tuple[str, bytes | None]] = ()
             size = _RECORD_OVERHEAD

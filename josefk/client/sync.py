@@ -90,6 +90,37 @@ class Producer:
         future = await self._producer.send(topic, value, key, **kwargs)
         return await future
 
+    def _submit(
+        self,
+        result: concurrent.futures.Future[RecordMetadata],
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        kwargs: dict[str, Any],
+    ) -> None:
+        """On the loop: queue the record at once when possible, else through ``send``."""
+        if not result.set_running_or_notify_cancel():
+            return
+        try:
+            future: asyncio.Future[RecordMetadata] | None = self._producer.send_nowait(
+                topic, value, key, **kwargs
+            )
+        except BaseException as exc:
+            result.set_exception(exc)
+            return
+        if future is None:
+            future = asyncio.ensure_future(self._send(topic, value, key, kwargs))
+
+        def done(f: asyncio.Future[RecordMetadata]) -> None:
+            if f.cancelled():
+                result.set_exception(asyncio.CancelledError())
+            elif (exc := f.exception()) is not None:
+                result.set_exception(exc)
+            else:
+                result.set_result(f.result())
+
+        future.add_done_callback(done)
+
     def send(
         self,
         topic: str,
@@ -102,7 +133,9 @@ class Producer:
     ) -> concurrent.futures.Future[RecordMetadata]:
         """Queue a record; the future resolves on delivery."""
         kwargs = {"partition": partition, "timestamp_ms": timestamp_ms, "headers": headers}
-        return self._thread.submit(self._send(topic, value, key, kwargs))
+        result: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        self._thread.loop.call_soon_threadsafe(self._submit, result, topic, value, key, kwargs)
+        return result
 
     def send_and_wait(
         self,
