@@ -55,9 +55,8 @@ import os
 import struct
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
@@ -134,10 +133,10 @@ def in_sequence(last_sequence: int, next_sequence: int) -> bool:
 # -- state --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
     """One appended batch of a producer: its last sequence and offset and how many records
-    back its first ones are (``offset_delta``), and its timestamp."""
+    back its first ones are (``offset_delta``), and its timestamp. A tuple: one is made per
+    appended batch, on the produce path."""
 
     last_sequence: int
     last_offset: int
