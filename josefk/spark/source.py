@@ -16,8 +16,10 @@ Spark versions. The Python Data Source API changed in Spark 4.2: ``latestOffset(
 limit)`` with ``ReadLimit``s, ``getDefaultReadLimit`` and ``SupportsTriggerAvailableNow``.
 Spark 4.2+ looks at ``latestOffset``'s signature: ours takes ``start`` and ``limit`` with
 defaults, so 4.2+ sees admission control and Spark 4.0/4.1 may call it with no arguments.
-Without arguments the reader limits each batch from the end offset it handed out last (or
-that Spark committed), so the first batch after a restart on 4.0/4.1 is not limited.
+Without arguments the reader limits each batch from the furthest end it handed out (or that
+Spark committed). Spark 4.0/4.1 ask for the latest offset before they tell the source where
+the query stands, so there the first batch of each run is not limited, and AvailableNow (a
+wrapper Spark puts around the source) reads everything in one batch.
 
 Imports pyspark, pyarrow (through kafka_io) and josefk.spark's own modules; the client is
 reached only through kafka_io.
@@ -257,7 +259,9 @@ class JosefkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._lookup: OffsetLookup | None = None
         # Spark 4.2+ AvailableNow: the offsets that were latest when the query started.
         self._available_now_target: dict[TopicPartitionKey, int] | None = None
-        # Spark 4.0/4.1 call latestOffset() without a start; this is the last end we know.
+        # Spark 4.0/4.1 call latestOffset() without a start; this is the furthest end we
+        # handed out or Spark committed (it only moves forward: those versions call
+        # initialOffset again and latestOffset before committing the previous batch).
         self._last_end: dict[TopicPartitionKey, int] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -278,8 +282,12 @@ class JosefkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         lookup = self._cluster()
         tps = lookup.partitions(self.options.subscription)
         start = _resolve(self.options.starting, tps, lookup, default=LATEST)
-        self._last_end = start
+        self._advance(start)
         return offsets_to_json(start)
+
+    def _advance(self, end: dict[TopicPartitionKey, int]) -> None:
+        old = self._last_end or {}
+        self._last_end = {tp: max(offset, old.get(tp, offset)) for tp, offset in end.items()}
 
     def _latest_now(self) -> dict[TopicPartitionKey, int]:
         lookup = self._cluster()
@@ -322,16 +330,22 @@ class JosefkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in latest if tp not in start_map]
         begin = dict(start_map)
         begin.update(self._cluster().earliest(new))
-        # Never move a partition backwards here: an end below the start is data loss, which
-        # partitions() reports with the planned range.
-        end = {tp: max(latest[tp], begin.get(tp, latest[tp])) for tp in latest}
+        for tp, offset in latest.items():
+            if offset < begin.get(tp, offset):
+                # The log ends before where the query stands: recreated or truncated. When
+                # going on, the end moves back and partitions() skips the range.
+                report_data_loss(
+                    f"{tp[0]}-{tp[1]}: the log ends at {offset}, before offset {begin[tp]}",
+                    self.options.fail_on_data_loss,
+                )
+        end = dict(latest)
         if isinstance(limit, ReadMaxRows):
             limited = rate_limit(begin, end, limit.max_rows)
             end = {tp: limited.get(tp, v) for tp, v in end.items()}
         # Partitions in the start but outside the AvailableNow target keep their place.
         for tp, offset in start_map.items():
             end.setdefault(tp, offset)
-        self._last_end = end
+        self._advance(end)
         return offsets_to_json(end)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
@@ -346,7 +360,7 @@ class JosefkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, Any]) -> None:
         # Offsets live in Spark's checkpoint, not in a consumer group; remembering the end
         # only serves latestOffset() on Spark 4.0/4.1.
-        self._last_end = offsets_from_json(end)
+        self._advance(offsets_from_json(end))
 
     def stop(self) -> None:
         if self._lookup is not None:
