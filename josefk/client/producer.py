@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import struct
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,11 +57,30 @@ from josefk.client.types import RecordMetadata, TopicPartition
 from josefk.protocol import ApiKey
 from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
-from josefk.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, BatchBuilder, Compression
+from josefk.records import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    BatchBuilder,
+    Compression,
+    RecordBatch,
+)
+from josefk.records.batch import CRC_OFFSET
 
 log = logging.getLogger("josefk.client.producer")
 
 _RECORD_OVERHEAD: Final = 12  # typical varints and attributes of one v2 record
+# Producer id (int64), epoch (int16) and base sequence (int32) sit together in the v2 header.
+_PRODUCER_ID_OFFSET: Final = 43
+_PRODUCER_FIELDS: Final = struct.Struct(">qhi")
+_CRC: Final = struct.Struct(">I")
+_SEQUENCE_ERRORS: Final = frozenset(
+    {
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+    }
+)
 _INT32_MAX: Final = 0x7FFFFFFF
 
 HeadersInput = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None
@@ -146,6 +166,17 @@ class _Batch:
                 offset = base_offset + i if base_offset >= 0 else -1
                 future.set_result(RecordMetadata(topic, partition, offset, ts))
 
+    def restamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Give the built batch a new producer id, epoch and base sequence (new CRC)."""
+        data = self.data if isinstance(self.data, bytearray) else bytearray(self.data)
+        _PRODUCER_FIELDS.pack_into(
+            data, _PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence
+        )
+        view = RecordBatch(memoryview(data))
+        _CRC.pack_into(data, CRC_OFFSET, view.compute_crc())
+        self.data = data
+        self.base_sequence = base_sequence
+
     def fail(self, error: BaseException) -> None:
         for future in self.futures:
             if not future.done():
@@ -198,6 +229,8 @@ class AIOProducer:
         self._sender: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._next_sequence: dict[TopicPartition, int] = collections.defaultdict(int)
+        self._reset_task: asyncio.Task[None] | None = None
+        self._in_flight_done = asyncio.Event()
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self._started = False
@@ -296,6 +329,8 @@ class AIOProducer:
                     batch.fail(error)
             if self._sender is not None:
                 self._sender.cancel()
+            if self._reset_task is not None:
+                self._reset_task.cancel()
             for task in list(self._tasks):
                 task.cancel()
             await self._client.close()
@@ -542,6 +577,8 @@ class AIOProducer:
             # Old metadata (metadata_max_age_ms) or marked stale after an error: refresh in
             # the background and drain again when it is in.
             self._spawn(self._refresh_then_wake())
+        if self._reset_task is not None:
+            return  # sequences are being renumbered; the reset wakes the sender when done
         by_node: dict[int, dict[TopicPartition, list[_Batch]]] = {}
         need_metadata = False
         metadata = self._client.metadata
@@ -555,6 +592,7 @@ class AIOProducer:
                 del self._retry_after[tp]
             while queue and queue[0].deadline <= now:
                 expired = queue.popleft()
+                self._sequence_gap()
                 expired.fail(
                     KafkaTimeoutError(
                         "delivery_timeout_ms expired", topic=tp.topic, partition=tp.partition
@@ -651,6 +689,7 @@ class AIOProducer:
         finally:
             self._node_in_flight[node_id] -= 1
             self._busy_partitions.difference_update(batches)
+            self._in_flight_done.set()
             self._wakeup.set()
 
     def _handle_partition(self, tp: TopicPartition, taken: list[_Batch], part: Any) -> None:
@@ -664,6 +703,14 @@ class AIOProducer:
                 self._batch_done(batch)
             return
         error = error_for(code, part.error_message, topic=tp.topic, partition=tp.partition)
+        if code in _SEQUENCE_ERRORS and self.idempotent:
+            # The broker lost or rejects this producer's state: bump the epoch, renumber,
+            # and send these batches again first.
+            log.info("%s: %s; bumping the producer epoch", tp, error)
+            queue = self._ready.setdefault(tp, collections.deque())
+            queue.extendleft(reversed(taken))
+            self._request_reset()
+            return
         if code in METADATA_ERRORS:
             self._client.invalidate()
         self._retry_or_fail(tp, taken, error)
@@ -679,6 +726,7 @@ class AIOProducer:
             else:
                 batch.fail(error)
                 self._batch_done(batch)
+                self._sequence_gap()
         if retry:
             log.debug("retrying %d batches of %s after %s", len(retry), tp, error)
             queue.extendleft(reversed(retry))
@@ -687,3 +735,79 @@ class AIOProducer:
             self._retry_after[tp] = now + backoff
             self._spawn(self._refresh_then_wake())
             self._wake_later(backoff)
+
+    # ------------------------------------------------------------------ epoch bumps
+
+    def _sequence_gap(self) -> None:
+        """A batch with sequence numbers will never be written: later batches of its
+        partition would be refused as out of order, so renumber everything (KIP-360)."""
+        if self.idempotent:
+            self._request_reset()
+
+    def _request_reset(self) -> None:
+        if self._reset_task is None and not self._closed:
+            self._reset_task = asyncio.ensure_future(self._reset_sequences())
+
+    async def _reset_sequences(self) -> None:
+        """Bump the epoch (InitProducerId with the current id and epoch), then renumber
+        every queued batch from sequence 0 per partition under the new epoch.
+
+        The sender sends nothing meanwhile; in-flight requests finish first so that no
+        response about an old sequence arrives after the renumbering.
+        """
+        try:
+            for batch in list(self._open.values()):
+                self._close_batch(batch)
+            while any(self._node_in_flight.values()):
+                await self._in_flight_done.wait()
+                self._in_flight_done.clear()
+            req_cls = request_class(ApiKey.INIT_PRODUCER_ID)
+            for attempt in range(10):
+                node_id = self._client.least_loaded_node()
+                try:
+                    body = req_cls(
+                        transactional_id=None,
+                        transaction_timeout_ms=_INT32_MAX,
+                        producer_id=self.producer_id,
+                        producer_epoch=self.producer_epoch,
+                    )
+                    response = await self._client.request(node_id, ApiKey.INIT_PRODUCER_ID, body)
+                except (KafkaConnectionError, KafkaTimeoutError):
+                    await asyncio.sleep(self.config.retry_backoff_ms / 1000 * 2**attempt)
+                    continue
+                if response.error_code == 0:
+                    self.producer_id = response.producer_id
+                    self.producer_epoch = response.producer_epoch
+                    break
+                error = error_for(response.error_code)
+                if not error.retriable:
+                    raise error
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000 * 2**attempt)
+            else:
+                raise KafkaTimeoutError("InitProducerId did not answer for the epoch bump")
+            log.info("producer id %d now at epoch %d", self.producer_id, self.producer_epoch)
+            # Batches opened while waiting carry the old epoch: close them to renumber them
+            # too. Nothing below awaits, so later batches open under the new epoch.
+            for batch in list(self._open.values()):
+                self._close_batch(batch)
+            for tp, queue in self._ready.items():
+                sequence = 0
+                for batch in queue:
+                    batch.restamp(self.producer_id, self.producer_epoch, sequence)
+                    sequence = (sequence + batch.record_count) & _INT32_MAX
+                self._next_sequence[tp] = sequence
+            for tp in list(self._next_sequence):
+                if tp not in self._ready:
+                    self._next_sequence[tp] = 0
+        except asyncio.CancelledError:
+            raise
+        except KafkaError as exc:
+            log.error("epoch bump failed (%s): failing the queued records", exc)
+            for queue in self._ready.values():
+                while queue:
+                    batch = queue.popleft()
+                    batch.fail(exc)
+                    self._batch_done(batch)
+        finally:
+            self._reset_task = None
+            self._wakeup.set()

@@ -4,7 +4,9 @@ cannot produce.
 Owns ``FakeCluster``: two asyncio listeners (node ids 1 and 2) that share one in-memory log
 of one topic with one partition. Only the partition's current ``leader`` accepts Produce and
 Fetch; the other node answers NOT_LEADER_OR_FOLLOWER, as a real follower does after a leader
-change. Metadata always tells the current leader. Uses josefk.protocol to decode requests
+change. Metadata always tells the current leader. With ``idempotent`` it also answers
+InitProducerId (producer id 77, the epoch going up by one per call), and
+``fail_next_produce`` makes the next Produce fail with a chosen error. Uses josefk.protocol to decode requests
 and encode responses; versions are capped so that topics travel by name.
 """
 
@@ -25,11 +27,16 @@ VERSIONS = {
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 7),
 }
+IDEMPOTENT_VERSIONS = {ApiKey.INIT_PRODUCER_ID: (3, 4)}
 
 
 class FakeCluster:
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, *, idempotent: bool = False) -> None:
         self.topic = topic
+        self.versions = {**VERSIONS, **(IDEMPOTENT_VERSIONS if idempotent else {})}
+        self.producer_epoch = -1
+        # Answer the next Produce with this error once (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER).
+        self.fail_next_produce: ErrorCode | None = None
         self.topic_id = uuid.uuid4()
         self.leader = 1
         self.batches: list[bytes] = []  # with broker-assigned base offsets
@@ -88,7 +95,7 @@ class FakeCluster:
                 error_code=0,
                 api_keys=[
                     cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                    for k, (lo, hi) in VERSIONS.items()
+                    for k, (lo, hi) in self.versions.items()
                 ],
             )
         if api_key == ApiKey.METADATA:
@@ -117,6 +124,12 @@ class FakeCluster:
                         ],
                     )
                 ],
+            )
+        if api_key == ApiKey.INIT_PRODUCER_ID:
+            # One producer id; each call (first or bump) moves to the next epoch.
+            self.producer_epoch += 1
+            return response_class(api_key)(
+                error_code=0, producer_id=77, producer_epoch=self.producer_epoch
             )
         if api_key == ApiKey.PRODUCE:
             return self._produce(node_id, body)
@@ -148,6 +161,9 @@ class FakeCluster:
         if node_id != self.leader:
             self.not_leader_answers += 1
             error, base = ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+        elif self.fail_next_produce is not None:
+            error, base = self.fail_next_produce, -1
+            self.fail_next_produce = None
         else:
             error, base = ErrorCode.NONE, self.log_end_offset
             for batch in split_batches(bytes(part.records)):

@@ -11,7 +11,8 @@ import pytest
 from fake_cluster import FakeCluster
 
 from josefk.client import AIOConsumer, AIOProducer, ConsumerRecord, TopicPartition
-from josefk.protocol import ApiKey
+from josefk.protocol import ApiKey, ErrorCode
+from josefk.records import RecordBatch
 
 TIMEOUT_S = 20.0
 
@@ -55,3 +56,37 @@ async def test_producer_and_consumer_follow_the_leader(cluster: FakeCluster) -> 
     assert cluster.not_leader_answers >= 1
     assert (2, ApiKey.PRODUCE) in cluster.requests and (2, ApiKey.FETCH) in cluster.requests
     assert cluster.log_end_offset == 20
+
+
+async def test_sequence_error_bumps_the_epoch_and_renumbers() -> None:
+    cluster = FakeCluster("bumped", idempotent=True)
+    await cluster.start()
+    try:
+        async with AIOProducer(
+            bootstrap_servers=cluster.bootstrap, linger_ms=1, retry_backoff_ms=10
+        ) as producer:
+            assert (producer.producer_id, producer.producer_epoch) == (77, 0)
+            first = [await producer.send("bumped", f"a{i}".encode(), partition=0) for i in range(5)]
+            await asyncio.gather(*first)
+            cluster.fail_next_produce = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            second = [
+                await producer.send("bumped", f"b{i}".encode(), partition=0) for i in range(5)
+            ]
+            delivered = await asyncio.gather(*second)
+            assert [m.offset for m in delivered] == list(range(5, 10))
+            assert producer.producer_epoch == 1
+            third = await producer.send_and_wait("bumped", b"c", partition=0)
+            assert third.offset == 10
+    finally:
+        await cluster.close()
+    headers = [RecordBatch(memoryview(b)) for b in cluster.batches]
+    assert (headers[0].producer_id, headers[0].producer_epoch) == (77, 0)
+    assert (headers[-1].producer_id, headers[-1].producer_epoch) == (77, 1)
+    # Under the new epoch the sequences start again at 0 and follow on.
+    renumbered = [h for h in headers if h.producer_epoch == 1]
+    assert renumbered[0].base_sequence == 0
+    expected = 0
+    for h in renumbered:
+        assert h.base_sequence == expected
+        expected += h.record_count
+    assert all(h.is_valid() for h in headers)
