@@ -4,13 +4,13 @@ Built on josefk.protocol and josefk.records only; never imports josefk.storage o
 josefk.broker. The public API:
 
 * ``AIOProducer`` (``ProducerConfig``): ``await send(topic, value, key, partition=,
-  timestamp_ms=, headers=)`` -> delivery future of ``RecordMetadata``; ``send_and_wait``,
-  ``flush``, ``close``.
+  timestamp_ms=, headers=)`` -> delivery future of ``RecordMetadata``; ``send_nowait``,
+  ``send_and_wait``, ``flush``, ``close``. Idempotent by default when the broker allows.
 * ``AIOConsumer`` (``ConsumerConfig``): ``assign``, ``subscribe`` (with ``group_id``),
   ``seek`` / ``seek_to_beginning`` / ``seek_to_end`` / ``seek_to_timestamp``, ``getmany``,
   ``getone``, ``async for record in consumer``, ``commit`` / ``commit_async``,
   ``committed``, ``position``, ``beginning_offsets`` / ``end_offsets`` /
-  ``offsets_for_times``.
+  ``offsets_for_times``, ``pause`` / ``resume``; ``ConsumerRebalanceListener``.
 * ``AIOAdmin``: topics (create/delete/describe/list, partitions), configs (describe,
   incremental alter), groups (list/describe/delete, list/alter/reset offsets), list offsets,
   describe cluster, delete records.

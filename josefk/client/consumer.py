@@ -22,6 +22,11 @@ Groups. With ``group_id`` and ``subscribe(...)`` a ``GroupCoordinator`` (group.p
 classic protocol in the background and tells the consumer its assignment; ``commit`` /
 ``commit_async`` store positions in the group (also for an assign()-only consumer with a
 group_id, as Kafka allows), and auto-commit commits every ``auto_commit_interval_ms``.
+A ``ConsumerRebalanceListener`` hears about partitions revoked and assigned. Topics given
+without a group_id are consumed whole (every partition assigned, no group).
+
+Isolation. With ``isolation_level="read_committed"`` the broker stops at the last stable
+offset and lists the aborted transactions of the range; their batches are dropped (decode.py).
 
 Imports josefk.protocol, josefk.records and josefk.client modules; never josefk.storage or
 josefk.broker.

@@ -25,6 +25,14 @@ and acks is all"): the producer gets a producer id and epoch with InitProducerId
 each partition's batches with consecutive sequences fixed when the batch opens, so a batch
 resent after a lost response is recognised by the broker as a duplicate instead of written
 twice. When the broker lacks InitProducerId the producer logs one line and goes on without.
+A sequence the broker will not accept (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID,
+INVALID_PRODUCER_EPOCH), or a batch that fails for good and so leaves a gap, makes the
+producer bump its epoch (KIP-360: InitProducerId with its current id and epoch) once nothing
+is in flight, and renumber every queued batch from sequence 0 in place (header fields and
+CRC rewritten, records untouched).
+
+``send_nowait`` is ``send`` without the awaits, for callers on the loop that cannot await
+(the sync facade): it returns None when the record would have to wait.
 
 Imports josefk.protocol, josefk.records and josefk.client modules; never josefk.storage or
 josefk.broker.
