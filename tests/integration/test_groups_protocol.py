@@ -137,8 +137,11 @@ def test_find_coordinator_every_form(client: RawClient, broker: BrokerProcess) -
     port = int(broker.bootstrap.rsplit(":", 1)[1])
     v0 = client.call(ApiKey.FIND_COORDINATOR, 0, key="g")
     assert (v0.error_code, v0.port) == (0, port)
+    # This broker names itself transaction coordinator so InitProducerId can refuse clearly.
     txn = client.call(ApiKey.FIND_COORDINATOR, 2, key="t", key_type=1)
-    assert txn.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert (txn.error_code, txn.port) == (ErrorCode.NONE, port)
+    share = client.call(ApiKey.FIND_COORDINATOR, 6, key_type=2, coordinator_keys=["s"])
+    assert share.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     batched = client.call(ApiKey.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=["a", "b"])
     assert [(c.key, c.error_code, c.port) for c in batched.coordinators] == [
         ("a", 0, port),

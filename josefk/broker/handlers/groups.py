@@ -2,8 +2,11 @@
 ListGroups, DeleteGroups.
 
 Each handler turns a request of any version into a call on the broker's GroupCoordinator and
-its answer into the response shape of that version. This broker coordinates every group (and
-answers COORDINATOR_NOT_AVAILABLE for transaction and share coordinators, which it lacks).
+its answer into the response shape of that version. This broker coordinates every group. It
+also names itself as the transaction coordinator, although it has none yet, so that a
+transactional client goes on to InitProducerId and gets a clear, fatal
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED instead of retrying COORDINATOR_NOT_AVAILABLE until it
+times out. Share coordinators get COORDINATOR_NOT_AVAILABLE.
 
 Imports josefk.protocol and the group package; must not import the server or network layer.
 """
@@ -29,6 +32,7 @@ LIST_GROUPS: Final = response_class(ApiKey.LIST_GROUPS)
 DELETE_GROUPS: Final = response_class(ApiKey.DELETE_GROUPS)
 
 GROUP_KEY_TYPE: Final = 0
+TRANSACTION_KEY_TYPE: Final = 1
 CLASSIC_GROUP_TYPE: Final = "classic"
 
 
@@ -54,6 +58,8 @@ def handle_find_coordinator(context: RequestContext, request: Any) -> Any:
     available = coordinator_of(context) is not None
 
     def answer(key_type: int) -> tuple[ErrorCode, int, str, int]:
+        if key_type == TRANSACTION_KEY_TYPE:
+            return ErrorCode.NONE, broker_id, endpoint.host, endpoint.port
         if key_type != GROUP_KEY_TYPE:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         if not available:
