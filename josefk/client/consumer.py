@@ -99,6 +99,8 @@ class ConsumerConfig(ClientConfig):
     max_partition_fetch_bytes: int = 1_048_576
     max_poll_records: int = 500
     isolation_level: str = "read_uncommitted"
+    # Verify each fetched batch's CRC32C before reading it (librdkafka's default: off).
+    check_crcs: bool = False
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 3_000
     max_poll_interval_ms: int = 300_000
@@ -136,7 +138,16 @@ class _Chunk:
     the response arrives, so the next fetch is on its way while this one is decoded.
     """
 
-    __slots__ = ("aborted", "data", "fetch_offset", "generation", "index", "records", "tp")
+    __slots__ = (
+        "aborted",
+        "check_crcs",
+        "data",
+        "fetch_offset",
+        "generation",
+        "index",
+        "records",
+        "tp",
+    )
 
     def __init__(
         self,
@@ -145,8 +156,10 @@ class _Chunk:
         fetch_offset: int,
         generation: int,
         aborted: list[tuple[int, int]] | None = None,
+        check_crcs: bool = False,
     ) -> None:
         self.tp = tp
+        self.check_crcs = check_crcs
         self.data = data
         self.aborted = aborted
         self.fetch_offset = fetch_offset
@@ -163,6 +176,7 @@ class _Chunk:
                 self.data,
                 self.fetch_offset,
                 aborted_transactions=self.aborted,
+                check_crcs=self.check_crcs,
             )
             self.records = records
             self.data = None
@@ -658,7 +672,11 @@ class AIOConsumer:
                         aborted = [
                             (a.producer_id, a.first_offset) for a in part.aborted_transactions
                         ]
-                    self._chunks.append(_Chunk(tp, part.records, offset, generation, aborted))
+                    self._chunks.append(
+                        _Chunk(
+                            tp, part.records, offset, generation, aborted, self.config.check_crcs
+                        )
+                    )
                     self._pending_chunks[tp] += 1
                     got_data = True
         if refresh:

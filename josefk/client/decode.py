@@ -88,80 +88,93 @@ def _decode_batch(
     leader_epoch: int,
     fetch_offset: int,
 ) -> None:
+    # Lengths and the offset delta are never negative, so their zig-zag form is even and
+    # halving it decodes it; an odd byte (a negative value) takes the checked slow path.
+    # Null key and value are zig-zag -1, the byte 1. Any inconsistency ends up as a record
+    # whose fields do not end where its length says, which is checked for every record.
     append = out.append
     end = len(data)
     pos = 0
     use_log_append_time = timestamp_type == _LOG_APPEND_TIME
     for _ in range(count):
         byte = data[pos]
-        if byte < 0x80:
-            length = (byte >> 1) ^ -(byte & 1)
-            pos = pos + 1
-        elif (byte2 := data[pos + 1]) < 0x80:
-            raw = (byte & 0x7F) | (byte2 << 7)
-            length = (raw >> 1) ^ -(raw & 1)
-            pos = pos + 2
+        if byte < 0x80 and not byte & 1:
+            record_end = pos + 1 + (byte >> 1)
+            pos += 2  # and the record attributes byte, unused by v2
+        elif byte & 0x80 and (byte2 := data[pos + 1]) < 0x80 and not byte & 1:
+            record_end = pos + 2 + (((byte & 0x7F) | (byte2 << 7)) >> 1)
+            pos += 3
         else:
             length, pos = _varint(data, pos)
-        record_end = pos + length
-        if length <= 0 or record_end > end:
+            if length <= 0:
+                raise CorruptRecordError(f"record length {length} at position {pos}")
+            record_end = pos + length
+            pos += 1
+        if record_end > end:
             raise CorruptRecordError(
-                f"record of the batch at offset {base_offset} claims {length} bytes at "
-                f"position {pos}, {end - pos} remain"
+                f"record of the batch at offset {base_offset} ends at {record_end}, past the "
+                f"{end} record bytes"
             )
-        # data[pos] is the record attributes byte, unused by v2.
-        byte = data[pos + 1]
+        byte = data[pos]
         if byte < 0x80:
             timestamp_delta = (byte >> 1) ^ -(byte & 1)
-            pos = pos + 1 + 1
-        elif (byte2 := data[pos + 1 + 1]) < 0x80:
+            pos += 1
+        elif (byte2 := data[pos + 1]) < 0x80:
             raw = (byte & 0x7F) | (byte2 << 7)
             timestamp_delta = (raw >> 1) ^ -(raw & 1)
-            pos = pos + 1 + 2
+            pos += 2
         else:
-            timestamp_delta, pos = _varint(data, pos + 1)
+            timestamp_delta, pos = _varint(data, pos)
         byte = data[pos]
-        if byte < 0x80:
-            offset_delta = (byte >> 1) ^ -(byte & 1)
-            pos = pos + 1
-        elif (byte2 := data[pos + 1]) < 0x80:
-            raw = (byte & 0x7F) | (byte2 << 7)
-            offset_delta = (raw >> 1) ^ -(raw & 1)
-            pos = pos + 2
+        if byte < 0x80 and not byte & 1:
+            offset_delta = byte >> 1
+            pos += 1
+        elif byte & 0x80 and (byte2 := data[pos + 1]) < 0x80 and not byte & 1:
+            offset_delta = ((byte & 0x7F) | (byte2 << 7)) >> 1
+            pos += 2
         else:
             offset_delta, pos = _varint(data, pos)
+            if offset_delta < 0:
+                raise CorruptRecordError(f"offset delta {offset_delta} at position {pos}")
         byte = data[pos]
-        if byte < 0x80:
-            key_length = (byte >> 1) ^ -(byte & 1)
-            pos = pos + 1
-        elif (byte2 := data[pos + 1]) < 0x80:
-            raw = (byte & 0x7F) | (byte2 << 7)
-            key_length = (raw >> 1) ^ -(raw & 1)
-            pos = pos + 2
+        if byte == 1:
+            key = None
+            pos += 1
+        elif byte < 0x80 and not byte & 1:
+            stop = pos + 1 + (byte >> 1)
+            key = data[pos + 1 : stop]
+            pos = stop
         else:
             key_length, pos = _varint(data, pos)
-        if key_length < 0:
-            key = None
-        else:
-            key = data[pos : pos + key_length]
-            pos += key_length
+            if key_length < -1:
+                raise CorruptRecordError(f"key length {key_length} at position {pos}")
+            if key_length < 0:
+                key = None
+            else:
+                key = data[pos : pos + key_length]
+                pos += key_length
         byte = data[pos]
-        if byte < 0x80:
-            value_length = (byte >> 1) ^ -(byte & 1)
-            pos = pos + 1
-        elif (byte2 := data[pos + 1]) < 0x80:
-            raw = (byte & 0x7F) | (byte2 << 7)
-            value_length = (raw >> 1) ^ -(raw & 1)
-            pos = pos + 2
+        if byte == 1:
+            value = None
+            pos += 1
+        elif byte < 0x80 and not byte & 1:
+            stop = pos + 1 + (byte >> 1)
+            value = data[pos + 1 : stop]
+            pos = stop
+        elif byte & 0x80 and (byte2 := data[pos + 1]) < 0x80 and not byte & 1:
+            stop = pos + 2 + (((byte & 0x7F) | (byte2 << 7)) >> 1)
+            value = data[pos + 2 : stop]
+            pos = stop
         else:
             value_length, pos = _varint(data, pos)
-        if value_length < 0:
-            value = None
-        else:
-            value = data[pos : pos + value_length]
-            pos += value_length
-        byte = data[pos]
-        if byte == 0:
+            if value_length < -1:
+                raise CorruptRecordError(f"value length {value_length} at position {pos}")
+            if value_length < 0:
+                value = None
+            else:
+                value = data[pos : pos + value_length]
+                pos += value_length
+        if data[pos] == 0:
             headers: tuple[tuple[str, bytes | None], ...] = ()
             pos += 1
         else:
@@ -175,24 +188,25 @@ def _decode_batch(
                 f"fields end at {pos}"
             )
         offset = base_offset + offset_delta
-        if offset < fetch_offset:
-            continue
-        append(
-            _tuple_new(
-                ConsumerRecord,
-                (
-                    topic,
-                    partition,
-                    offset,
-                    log_append_time if use_log_append_time else base_timestamp + timestamp_delta,
-                    timestamp_type,
-                    key,
-                    value,
-                    headers,
-                    leader_epoch,
-                ),
+        if offset >= fetch_offset:
+            append(
+                _tuple_new(
+                    ConsumerRecord,
+                    (
+                        topic,
+                        partition,
+                        offset,
+                        log_append_time
+                        if use_log_append_time
+                        else base_timestamp + timestamp_delta,
+                        timestamp_type,
+                        key,
+                        value,
+                        headers,
+                        leader_epoch,
+                    ),
+                )
             )
-        )
     if pos != end:
         raise CorruptRecordError(
             f"batch at offset {base_offset} has {end - pos} bytes after its {count} records"
@@ -206,6 +220,7 @@ def decode_records(
     fetch_offset: int,
     *,
     aborted_transactions: Sequence[tuple[int, int]] | None = None,
+    check_crcs: bool = False,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> tuple[list[ConsumerRecord], int]:
     """The records at or after ``fetch_offset`` in a fetched partition's record data, and the
@@ -215,7 +230,8 @@ def decode_records(
     ``aborted_transactions`` (read_committed only: the fetch response's (producer id, first
     offset) pairs) drops the batches of aborted transactions, as Kafka's consumer does: a
     producer's transactional batches are skipped from the first offset of its aborted
-    transaction until its ABORT marker.
+    transaction until its ABORT marker. ``check_crcs`` verifies each batch's size, magic and
+    CRC32C before reading it.
     """
     out: list[ConsumerRecord] = []
     next_offset = fetch_offset
@@ -241,6 +257,8 @@ def decode_records(
         next_offset = batch_next
         if attributes & 0x20 or header.record_count <= 0:  # control batch, or empty
             continue
+        if check_crcs:
+            batch.ensure_valid()
         codec = attributes & 0x07
         buffer = batch.buffer
         if codec:

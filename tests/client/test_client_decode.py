@@ -141,3 +141,26 @@ def test_read_committed_drops_aborted_transactions() -> None:
     committed, next_committed = decode_records("t", 0, data, 0, aborted_transactions=[(7, 0)])
     assert [r.value for r in committed] == [b"plain", b"committed-1", b"committed-2", b"later"]
     assert next_offset == next_committed == 8
+
+
+@given(records, st.data())
+def test_mutated_records_raise_only_corrupt_record_error(
+    recs: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    data: st.DataObject,
+) -> None:
+    batch = bytearray(_build([recs], Compression.NONE, False))
+    position = data.draw(st.integers(min_value=61, max_value=len(batch) - 1))
+    batch[position] = data.draw(st.integers(0, 255))
+    try:
+        decode_records("t", 0, bytes(batch), 0)
+    except CorruptRecordError:
+        pass
+
+
+def test_check_crcs_catches_a_flipped_value_byte() -> None:
+    data = bytearray(_build([[(b"key", b"value", [], 1)]], Compression.NONE, False))
+    data[-3] ^= 0x01  # inside the value: the record still parses, the CRC does not match
+    got, _ = decode_records("t", 0, bytes(data), 0)
+    assert got[0].value != b"value"
+    with pytest.raises(CorruptRecordError):
+        decode_records("t", 0, bytes(data), 0, check_crcs=True)
