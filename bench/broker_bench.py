@@ -139,6 +139,42 @@ def fetch(bootstrap: str, topic: str, count: int, size: int) -> Result:
     return Result(f"fetch {size} B", got, size, seconds)
 
 
+def fetch_kcat(bootstrap: str, topic: str, count: int, size: int) -> Result | None:
+    """The same fetch with kcat (librdkafka without Python's per-message objects): closer to
+    what the broker itself can serve."""
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        return None
+    started = time.perf_counter()
+    subprocess.run(
+        [
+            kcat,
+            "-b",
+            bootstrap,
+            "-C",
+            "-t",
+            topic,
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-c",
+            str(count),
+            "-f",
+            "%s",
+            "-X",
+            "fetch.max.bytes=52428800",
+            "-X",
+            "max.partition.fetch.bytes=10485760",
+            "-X",
+            "queued.max.messages.kbytes=1000000",
+        ],
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+    return Result(f"fetch {size} B (kcat)", count, size, time.perf_counter() - started)
+
+
 def latency(bootstrap: str, topic: str, rate_mb_s: float, size: int, seconds: float) -> dict:
     """Produce at a fixed rate with acks=1 and measure send-to-ack latency per message."""
     producer = Producer(
@@ -254,6 +290,9 @@ def main() -> None:
             result = fetch(broker.bootstrap, f"bench-{size}-1", count, size)
             results.append(result)
             print(f"{result.name}: {result.msgs_per_s:,.0f} msg/s, {result.mb_per_s:,.1f} MB/s")
+            kcat_result = fetch_kcat(broker.bootstrap, f"bench-{size}-1", count, size)
+            if kcat_result is not None:
+                results.append(kcat_result)
         lat = latency(broker.bootstrap, "latency", 100.0 if not args.quick else 20.0, 1024, 5.0)
         print(
             f"latency at {lat['achieved_mb_s']:.1f} MB/s: p50 {lat['p50_ms']:.2f} ms, "
