@@ -184,7 +184,7 @@ def _records_to_arrow(
         pa.array(offsets, pa.int64()),
         # Kafka timestamps are milliseconds; Spark's are microseconds (the cast scales).
         pa.array(timestamps, pa.timestamp("ms", tz="UTC")).cast(schema.field(5).type),
-        pa.array([int(t) for t in ts_types], pa.int32()),
+        pa.array(ts_types, pa.int32()),
     ]
     if include_headers:
         arrays.append(pa.array(headers, schema.field(7).type))

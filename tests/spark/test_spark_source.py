@@ -433,3 +433,34 @@ def test_stream_reader_call_shapes_of_both_api_generations(
         assert reader.latestOffset(everything, ReadAllAvailable()) == everything
     finally:
         reader.stop()
+
+    # startingTimestamp: the first offset at or after the time; the end when none is.
+    def starting_at(timestamp_ms: int) -> dict[str, Any]:
+        by_time = JosefkStreamReader(
+            SourceOptions.parse(
+                {
+                    "kafka.bootstrap.servers": bootstrap,
+                    "subscribe": topic,
+                    "startingTimestamp": str(timestamp_ms),
+                },
+                streaming=True,
+            ),
+            source_schema(),
+        )
+        try:
+            return by_time.initialOffset()
+        finally:
+            by_time.stop()
+
+    assert starting_at(0) == start
+    ends = admin.list_offsets({TopicPartition(topic, p): -1 for p in (0, 1)})
+    assert starting_at(2**62) == {
+        topic: {str(tp.partition): hit.offset for tp, hit in ends.items() if hit is not None}
+    }
+    middle = sorted(produced.items(), key=lambda item: item[1].timestamp_ms)[15][1].timestamp_ms
+    found = starting_at(middle)
+    for partition, offset in found[topic].items():
+        earlier = [
+            k for k, s in produced.items() if k[1] == int(partition) and s.timestamp_ms < middle
+        ]
+        assert offset == len(earlier)
