@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
-import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -28,8 +25,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-ROOT = Path(__file__).resolve().parent.parent
+from serve_process import ServeProcess
 
 
 @dataclass
@@ -46,39 +42,6 @@ class Result:
     @property
     def mb_per_s(self) -> float:
         return self.messages * self.size / self.seconds / 1e6
-
-
-class BrokerProcess:
-    def __init__(self, data_dir: Path) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "josefk",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--data-dir",
-                str(data_dir),
-                "--metrics-port",
-                "0",
-                "--log-level",
-                "warning",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        match = re.search(r"listening on \w+://([^:]+):(\d+)", line)
-        if not match:
-            raise RuntimeError(f"broker did not start: {line!r}")
-        self.bootstrap = f"{match.group(1)}:{match.group(2)}"
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=30)
 
 
 def produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> Result:
@@ -275,7 +238,7 @@ def main() -> None:
 
     results: list[Result] = []
     data_dir = Path(tempfile.mkdtemp(prefix="josefk-bench-"))
-    broker = BrokerProcess(data_dir)
+    broker = ServeProcess(data_dir)
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         topics = [f"bench-{size}-{acks}" for size in counts for acks in ("1", "all")]

@@ -25,16 +25,15 @@ import argparse
 import asyncio
 import os
 import platform
-import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from serve_process import ServeProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -59,39 +58,6 @@ class Result:
     @property
     def mb_per_s(self) -> float:
         return self.messages * self.size / self.seconds / 1e6
-
-
-class Broker:
-    def __init__(self, data_dir: Path) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "josefk",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--data-dir",
-                str(data_dir),
-                "--metrics-port",
-                "0",
-                "--log-level",
-                "warning",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        match = re.search(r"listening on \w+://([^:]+):(\d+)", line)
-        if not match:
-            raise RuntimeError(f"broker did not start: {line!r}")
-        self.bootstrap = f"{match.group(1)}:{match.group(2)}"
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=60)
 
 
 def run_async(factory: Callable[[], Awaitable[float]]) -> float:
@@ -335,12 +301,12 @@ def main() -> None:
     args = parser.parse_args()
     sizes = {100: 20_000, 1024: 10_000} if args.quick else {100: 100_000, 1024: 50_000}
     data_dir = Path(tempfile.mkdtemp(prefix="josefk-client-bench-"))
-    broker: Broker | None = None
+    broker: ServeProcess | None = None
     try:
         if args.bootstrap:
             bootstrap = args.bootstrap
         else:
-            broker = Broker(data_dir)
+            broker = ServeProcess(data_dir)
             bootstrap = broker.bootstrap
         print(f"broker {bootstrap}", flush=True)
         results = run(bootstrap, sizes, 1 if args.quick else args.rounds)
