@@ -169,6 +169,9 @@ class Connection:
                 buf, view, start, filled = self._fresh_chunk(view, start, filled)
             received = await loop.sock_recv_into(sock, view[filled:])
             if received == 0:
+                # The client is gone: nobody reads the answers still pending, and a parked
+                # long-poll fetch must not hold the connection open for its max wait.
+                self.close()
                 return
             filled += received
             self.last_active_ms = self._clock.monotonic_ms()

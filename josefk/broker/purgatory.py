@@ -25,6 +25,7 @@ class Purgatory:
         self.name = name
         self._watchers: dict[Hashable, set[asyncio.Future[None]]] = {}
         self._waiting = 0
+        self._closed = False
 
     @property
     def size(self) -> int:
@@ -34,7 +35,7 @@ class Purgatory:
     async def wait(self, keys: Iterable[Hashable], timeout_s: float) -> bool:
         """Park until one of ``keys`` is notified (True) or ``timeout_s`` passes (False)."""
         keys = list(keys)
-        if timeout_s <= 0 or not keys:
+        if timeout_s <= 0 or not keys or self._closed:
             return False
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for key in keys:
@@ -53,6 +54,15 @@ class Purgatory:
                     watchers.discard(waiter)
                     if not watchers:
                         del self._watchers[key]
+
+    def close(self) -> None:
+        """Shutting down: wake every waiter now and park no more, so that in-flight fetches
+        answer with what they have instead of holding shutdown for their max wait."""
+        self._closed = True
+        for watchers in list(self._watchers.values()):
+            for waiter in watchers:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def notify(self, key: Hashable) -> None:
         watchers = self._watchers.pop(key, None)

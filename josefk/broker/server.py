@@ -260,8 +260,10 @@ class Broker:
             self.metrics.log_dirs.log_dir_offline(str(log_dir))
 
     async def _close_idle_connections(self) -> None:
+        # Often enough that an idle connection goes within 1.5x connections.max.idle.ms.
+        interval = min(IDLE_CHECK_INTERVAL_S, self.config.connections_max_idle_ms / 2000)
         while True:
-            await asyncio.sleep(IDLE_CHECK_INTERVAL_S)
+            await asyncio.sleep(max(interval, 0.05))
             if self._server is not None:
                 self._server.close_idle_connections()
 
@@ -270,6 +272,9 @@ class Broker:
         if self.group_coordinator is not None:
             # Parked JoinGroup/SyncGroup requests are answered now, not at their timeouts.
             self.group_coordinator.stop()
+        if self.replica_manager is not None:
+            # Parked fetches answer with what they have instead of waiting out max_wait_ms.
+            self.replica_manager.fetch_purgatory.close()
         if self._server is not None:
             await self._server.shutdown(deadline_s)
         for task in self._background:

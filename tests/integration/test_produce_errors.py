@@ -214,12 +214,6 @@ async def test_invalid_acks_value(broker: BrokerProcess, topic: str) -> None:
     assert await asyncio.to_thread(ck_watermarks, broker.bootstrap, topic, 0) == (0, high)
 
 
-@pytest.mark.xfail(
-    reason="broker gap: a failed acks=0 produce is dropped silently; Kafka closes the "
-    "connection (KafkaApis.handleProduceRequest, acks == 0 with an error) so the client learns "
-    "of the failure and refreshes its metadata",
-    strict=False,
-)
 async def test_acks_zero_gets_no_response_and_an_error_closes_the_connection(
     broker: BrokerProcess, topic: str
 ) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import NO_RESPONSE, handles
+from josefk.broker.network import CloseConnection
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 from josefk.records.errors import RecordsError
@@ -80,5 +81,15 @@ def handle_produce(context: RequestContext, request: Any) -> Any:
             )
         responses.append(TopicResponse(name=name, partition_responses=partition_responses))
     if acks == 0:
+        failed = [
+            (topic.name, partition.index, ErrorCode(partition.error_code).name)
+            for topic in responses
+            for partition in topic.partition_responses
+            if partition.error_code
+        ]
+        if failed:
+            # An acks=0 producer reads no answer; as Kafka does, closing the connection is how
+            # it learns that something failed (it then refreshes its metadata).
+            raise CloseConnection(f"acks=0 produce failed for {failed}")
         return NO_RESPONSE
     return Response(responses=responses)
