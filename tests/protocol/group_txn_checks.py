@@ -546,3 +546,30 @@ def layout_differences(spec: MessageSpec, kp_cls: Any) -> list[str]:
 
     defaults(spec.fields, kp_cls._struct._fields, "")
     return out
+
+
+def module(name: str) -> Any:
+    """The declaration module ``josefk.protocol.messages.<name>``."""
+    return importlib.import_module(f"josefk.protocol.messages.{name}")
+
+
+def names_at(spec: MessageSpec, version: int, path: str = "") -> list[str]:
+    """Field names present in ``version`` at ``path`` (dotted struct field names)."""
+    fields = spec.fields
+    for step in filter(None, path.split(".")):
+        fields = next(f for f in fields if f.name == step).fields
+    return [f.name for f in fields if f.versions.contains(version)]
+
+
+def assert_versions_and_discovery(name: str, expected: tuple[int, str, str]) -> None:
+    """The module is documented, declares ``(api_key, valid, flexible)`` and is discovered."""
+    from josefk.protocol.messages import all_specs
+
+    mod = module(name)
+    api_key, valid, flexible = expected
+    assert mod.__doc__ and mod.__doc__.strip()
+    for spec in (mod.REQUEST, mod.RESPONSE):
+        assert spec.api_key == api_key
+        assert str(spec.valid_versions) == valid
+        assert str(spec.flexible_versions) == flexible
+    assert (mod.REQUEST, mod.RESPONSE) in all_specs()

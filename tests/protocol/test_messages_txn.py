@@ -7,20 +7,21 @@ agreement with kafka-python's and aiokafka's protocol classes on every version t
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from josefk.protocol.messages import all_specs
 from josefk.protocol.schema import MessageSpec
 from tests.protocol.group_txn_checks import (
+    assert_versions_and_discovery,
     check_declaration,
     check_pair,
     kafka_python_classes,
     layout_differences,
+    module,
+    names_at,
     reference_cases,
     run_reference_case,
 )
@@ -40,28 +41,9 @@ VERSIONS = {
 }
 
 
-def module(name: str) -> Any:
-    return importlib.import_module(f"josefk.protocol.messages.{name}")
-
-
-def names_at(spec: MessageSpec, version: int, path: str = "") -> list[str]:
-    """Field names present in ``version`` at ``path`` (dotted struct field names)."""
-    fields = spec.fields
-    for step in filter(None, path.split(".")):
-        fields = next(f for f in fields if f.name == step).fields
-    return [f.name for f in fields if f.versions.contains(version)]
-
-
 @pytest.mark.parametrize("name", sorted(VERSIONS))
 def test_versions_and_discovery(name: str) -> None:
-    mod = module(name)
-    api_key, valid, flexible = VERSIONS[name]
-    assert mod.__doc__ and mod.__doc__.strip()
-    for spec in (mod.REQUEST, mod.RESPONSE):
-        assert spec.api_key == api_key
-        assert str(spec.valid_versions) == valid
-        assert str(spec.flexible_versions) == flexible
-    assert (mod.REQUEST, mod.RESPONSE) in all_specs()
+    assert_versions_and_discovery(name, VERSIONS[name])
 
 
 @pytest.mark.parametrize("name", sorted(VERSIONS))
