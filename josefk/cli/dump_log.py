@@ -213,13 +213,18 @@ def _log_map(path: Path, verify: bool, problems: list[str]) -> _LogMap | None:
     return log_map
 
 
-def _dump_offset_index(path: Path, verify: bool) -> dict[str, Any]:
+def _read_index(path: Path, kind: type[OffsetIndex] | type[TimeIndex]) -> tuple[int, list[Any]]:
+    """The base offset named by the file and every entry of the index, read-only."""
     base_offset = _base_offset(path) or 0
-    index = OffsetIndex(path, base_offset, writable=False)
+    index = kind(path, base_offset, writable=False)
     try:
-        entries = _index_entries(index)
+        return base_offset, _index_entries(index)
     finally:
         index.close_handler()
+
+
+def _dump_offset_index(path: Path, verify: bool) -> dict[str, Any]:
+    base_offset, entries = _read_index(path, OffsetIndex)
     problems: list[str] = []
     log_map = _log_map(path, verify, problems)
     previous = None
@@ -251,12 +256,7 @@ def _dump_offset_index(path: Path, verify: bool) -> dict[str, Any]:
 
 
 def _dump_time_index(path: Path, verify: bool) -> dict[str, Any]:
-    base_offset = _base_offset(path) or 0
-    index = TimeIndex(path, base_offset, writable=False)
-    try:
-        entries = _index_entries(index)
-    finally:
-        index.close_handler()
+    base_offset, entries = _read_index(path, TimeIndex)
     problems: list[str] = []
     log_map = _log_map(path, verify, problems)
     previous = None
