@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -41,6 +42,8 @@ from josefk.storage.scheduler import Scheduler
 logger = logging.getLogger(__name__)
 
 SHUTDOWN_DEADLINE_S = 10.0
+# Young-generation threshold once start-up is done (CPython's default is 700).
+_GC_YOUNG_THRESHOLD = 10_000
 IDLE_CHECK_INTERVAL_S = 10.0
 
 
@@ -310,8 +313,31 @@ def _version() -> str:
     return __version__
 
 
-async def serve(config: BrokerConfig, *, ready: asyncio.Event | None = None) -> None:
-    """Run a broker until SIGTERM or SIGINT; a second signal exits at once."""
+def _settle_garbage_collector() -> None:
+    """Keep the cyclic garbage collector's pauses short once the broker has started.
+
+    Everything built during start-up (compiled codecs, handlers, logs, the catalog) lives as
+    long as the process; left in the collector's generations, each full collection walks it
+    all again (~26 ms each, measured after start-up; ~0.5 ms once frozen). Freezing moves it
+    out of reach, and a larger first-generation threshold makes the young collections rarer:
+    request objects die by reference counting, so most young collections find nothing.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(_GC_YOUNG_THRESHOLD, 20, 20)
+
+
+async def serve(
+    config: BrokerConfig,
+    *,
+    ready: asyncio.Event | None = None,
+    owns_process: bool = False,
+) -> None:
+    """Run a broker until SIGTERM or SIGINT; a second signal exits at once.
+
+    ``owns_process``: the broker is the whole process (``josefk serve``), so it may tune
+    process-wide settings such as the garbage collector; embedded brokers (tests) leave them.
+    """
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = 0
@@ -334,6 +360,8 @@ async def serve(config: BrokerConfig, *, ready: asyncio.Event | None = None) -> 
     except BaseException:
         await broker.stop(0)
         raise
+    if owns_process:
+        _settle_garbage_collector()
     for endpoint in endpoints:
         # The one line on stdout: tests and scripts wait for it.
         print(
@@ -355,9 +383,9 @@ def run_broker(config: BrokerConfig) -> None:
         if sys.platform != "win32":
             import uvloop
 
-            uvloop.run(serve(config))
+            uvloop.run(serve(config, owns_process=True))
         else:  # pragma: no cover - uvloop is a dependency wherever it builds
-            asyncio.run(serve(config))
+            asyncio.run(serve(config, owns_process=True))
     except KeyboardInterrupt:  # pragma: no cover - signal handlers normally catch it
         sys.exit(1)
     except ListenError as exc:
