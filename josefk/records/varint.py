@@ -34,9 +34,15 @@ UINT64_MAX: Final = (1 << 64) - 1
 MAX_VARINT_BYTES: Final = 5
 MAX_VARLONG_BYTES: Final = 10
 
-# One-byte encodings are by far the most common (deltas, short lengths, -1 for null), so
-# they come from a table instead of a loop.
-_ONE_BYTE: Final = tuple(bytes((i,)) for i in range(128))
+# Encodings of one and two bytes (unsigned values below 2**14) cover nearly every varint a
+# record carries: offset and timestamp deltas within a batch, key and value lengths up to
+# 8 KiB as zig-zag, -1 for null. Encoders look them up instead of looping byte by byte
+# (a few hundred KB, built once at import in about 2 ms).
+SMALL_UVARINT_LIMIT: Final = 1 << 14
+SMALL_UVARINTS: Final[tuple[bytes, ...]] = tuple(
+    [bytes((i,)) for i in range(0x80)]
+    + [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(0x80, SMALL_UVARINT_LIMIT)]
+)
 
 
 # -- sizes ---------------------------------------------------------------------------------
@@ -90,8 +96,8 @@ def encode_unsigned_varint(value: int) -> bytes:
     """The unsigned varint encoding of a value in [0, 2**32)."""
     if not 0 <= value <= UINT32_MAX:
         raise ValueError(f"{value} does not fit an unsigned varint (uint32)")
-    if value < 0x80:
-        return _ONE_BYTE[value]
+    if value < SMALL_UVARINT_LIMIT:
+        return SMALL_UVARINTS[value]
     out = bytearray()
     write_unsigned_varint(out, value)
     return bytes(out)
