@@ -26,9 +26,7 @@ import argparse
 import asyncio
 import os
 import platform
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,44 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from serve_process import ServeProcess  # noqa: E402
+
 from josefk.client import AIOAdmin, AIOConsumer, AIOProducer, TopicPartition  # noqa: E402
-
-READY = re.compile(rb"listening on PLAINTEXT://(?P<host>[^:\s]+):(?P<port>\d+)")
-
-
-class Broker:
-    """One ``josefk serve`` on a free port; ``stop`` sends SIGTERM and waits."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "josefk",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--data-dir",
-                str(data_dir),
-                "--metrics-port",
-                "0",
-                "--log-level",
-                "warning",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            match = READY.search(line)
-            if match:
-                self.bootstrap = f"{match['host'].decode()}:{match['port'].decode()}"
-                return
-        raise RuntimeError("josefk serve exited before it was ready")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=60)
 
 
 def produce(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> float:
@@ -179,7 +142,7 @@ def main() -> None:
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="josefk-spark-bench-"))
-    broker = Broker(tmp / "data")
+    broker = ServeProcess(tmp / "data")
     try:
         topic = "spark-bench"
         produce_s = produce(broker.bootstrap, topic, args.partitions, args.records, args.size)
