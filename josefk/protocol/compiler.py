@@ -127,6 +127,16 @@ class _StructInfo:
     children: list[tuple[Field, _StructInfo]] = dc_field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class _ReadAhead:
+    """Bytes a fixed run's Struct read past its own fields (see the decoder conventions):
+    ``names`` are the locals holding them, ``skip`` the run's size, not yet added to the
+    position."""
+
+    skip: int
+    names: tuple[str, ...]
+
+
 class CompiledMessage:
     """The class and the per-version codecs of one request or response.
 
@@ -428,6 +438,9 @@ class _Generator:
             "_I16": t.INT16,
             "_I32": t.INT32,
             "_I8": t.INT8,
+            "_I8u": t.INT8.unpack_from,
+            "_I16u": t.INT16.unpack_from,
+            "_I32u": t.INT32.unpack_from,
             "_UUID": uuid.UUID,
             "_unpack_from": struct.unpack_from,
             "_pack": struct.pack,
@@ -439,6 +452,9 @@ class _Generator:
         self._structs: dict[str, str] = {}
         self._counter = itertools.count()
         self._min_sizes: dict[int, int] = {}
+        # Whether the bytes after a compact length prefix are sure to include one more byte
+        # (see the decoder conventions below); off while generating a tagged field's value.
+        self._tail_safe = True
 
     def decoder_name(self, info: _StructInfo) -> str:
         return f"_dec_{info.index}"
@@ -546,6 +562,23 @@ class _Generator:
         return key
 
     # -- decoders ----------------------------------------------------------------------------
+    #
+    # Conventions of the generated decoders. ``b`` is the memoryview, ``p`` the position, ``e``
+    # its end. A run of fixed-size fields is read with one bound ``Struct.unpack_from`` and
+    # that same call also reads ahead what follows when its size is known to be there:
+    #
+    # * before a length prefix, its first byte (flexible versions; a varint has at least one)
+    #   or the whole int16/int32 length (older versions); in flexible versions also a second
+    #   byte, because a compact length is always followed by something (the enclosing struct
+    #   ends with its tagged-field count) -- except inside a tagged field's value, whose
+    #   sub-buffer may end right after it, so there ``_tail_safe`` is off;
+    # * at the end of a flexible struct, the tagged-field count byte, almost always 0.
+    #
+    # The bytes read ahead are passed on as ``pre`` (names of locals) to the code for the
+    # next field, which then does not touch the buffer for them; ``p`` still points at the
+    # length prefix. A short buffer makes ``unpack_from`` raise struct.error, which
+    # ``decode_from`` turns into BufferUnderflow, so no separate bounds check is needed for
+    # what a Struct reads.
 
     def _decoder(self, info: _StructInfo) -> str:
         lines = [f"def {self.decoder_name(info)}(buf, pos):", "    end = len(buf)"]
@@ -555,12 +588,43 @@ class _Generator:
         lines.append("    return obj, pos")
         return "\n".join(lines)
 
+    def _unpacker(self, fmt: str) -> str:
+        """Name of the bound ``unpack_from`` of a precompiled Struct for ``fmt``."""
+        name = f"{self._struct(fmt)}u"
+        if name not in self.ns:
+            self.ns[name] = self.ns[name[:-1]].unpack_from
+        return name
+
+    def _array_unpackers(self, code: str) -> str:
+        """Name of a tuple of bound ``unpack_from`` for 0..31 elements of ``code``."""
+        key = f"_AU_{code}"
+        if key not in self.ns:
+            self.ns[key] = tuple(struct.Struct(f">{n}{code}").unpack_from for n in range(32))
+        return key
+
+    def _length_prefixed(self, f: Field) -> bool:
+        return f.is_array or (not f.is_struct and self._fixed(f) is None)
+
+    def _read_ahead(self, following: Field | None) -> str:
+        """Struct format of what may be read along with a fixed run followed by ``following``
+        (None: the end of the struct)."""
+        if self.flexible:
+            if following is None:
+                return "B"
+            if self._length_prefixed(following):
+                return "BB" if self._tail_safe else "B"
+            return ""
+        if following is not None and self._length_prefixed(following):
+            return "h" if following.type == "string" and not following.is_array else "i"
+        return ""
+
     def _decode_struct(
         self, out: list[str], info: _StructInfo, target: str, b: str, p: str, e: str
     ) -> None:
         """Statements decoding one ``info`` struct inline into ``target``."""
         prefix = f"v{info.index}_"
         regular = self._regular(info.fields)
+        pre: _ReadAhead | None = None
         i = 0
         while i < len(regular):
             f = regular[i]
@@ -569,26 +633,34 @@ class _Generator:
                 while i + 1 < len(regular) and self._fixed(regular[i + 1]) is not None:
                     i += 1
                     group.append(regular[i])
+                following = regular[i + 1] if i + 1 < len(regular) else None
+                ahead = self._read_ahead(following)
                 fmt = "".join(self._fixed_of(g)[0] for g in group)
                 size = sum(self._fixed_of(g)[1] for g in group)
-                s = self._struct(fmt)
-                if len(group) == 1:
-                    out.append(f"{prefix}{f.name} = {s}.unpack_from({b}, {p})[0]")
+                unpack = self._unpacker(fmt + ahead)
+                names = [f"{prefix}{g.name}" for g in group]
+                ahead_vars = [self._var("x") for _ in ahead]
+                if len(names) == 1 and not ahead_vars:
+                    out.append(f"{names[0]} = {unpack}({b}, {p})[0]")
                 else:
-                    names = ", ".join(f"{prefix}{g.name}" for g in group)
-                    out.append(f"{names} = {s}.unpack_from({b}, {p})")
-                out.append(f"{p} += {size}")
+                    out.append(f"{', '.join(names + ahead_vars)} = {unpack}({b}, {p})")
                 for g in group:
                     if g.type == "uuid":
                         out.append(f"{prefix}{g.name} = _UUID(bytes={prefix}{g.name})")
+                if ahead_vars:
+                    # ``p`` moves past the fixed run together with the length prefix.
+                    pre = _ReadAhead(size, tuple(ahead_vars))
+                else:
+                    out.append(f"{p} += {size}")
             else:
-                self._decode_field(out, f, f"{prefix}{f.name}", b, p, e)
+                self._decode_field(out, f, f"{prefix}{f.name}", b, p, e, pre)
+                pre = None
             i += 1
         tagged = self._tagged(info.fields)
         if self.flexible:
             for f in tagged:
                 out.append(f"{prefix}{f.name} = {self._default_expr(f)}")
-            self._decode_tagged_section(out, info, tagged, prefix, b, p, e)
+            self._decode_tagged_section(out, tagged, prefix, b, p, e, pre)
         builder, cls = f"_T{info.index}", f"_C{info.index}"
         self.ns[builder] = info.builder
         self.ns[cls] = info.cls
@@ -600,27 +672,38 @@ class _Generator:
             out.append(f"{target}.{f.name} = {value}")
         out.append(f"{target}.__class__ = {cls}")
 
-    def _length(self, out: list[str], var: str, b: str, p: str, wide: bool) -> None:
+    def _length(
+        self, out: list[str], var: str, b: str, p: str, wide: bool, pre: _ReadAhead | None
+    ) -> None:
         """Read a length prefix into ``var`` (-1 for null, compact lengths already adjusted)."""
-        if self.flexible:
-            low = self._var("lo")
-            out.append(f"{var} = {b}[{p}]")
-            out.append(f"if {var} < 0x80:")
-            out.append(f"    {p} += 1")
-            out.append("else:")
-            out.append(f"    {low} = {b}[{p} + 1]")
-            out.append(f"    if {low} < 0x80:")
-            out.append(f"        {var} = ({var} & 0x7F) | ({low} << 7)")
-            out.append(f"        {p} += 2")
-            out.append("    else:")
-            out.append(f"        {var}, {p} = _ruv({b}, {p})")
-            out.append(f"{var} -= 1")
-        elif wide:
-            out.append(f"{var} = _I32.unpack_from({b}, {p})[0]")
-            out.append(f"{p} += 4")
+        skip = pre.skip if pre is not None else 0
+        if not self.flexible:
+            size = 4 if wide else 2
+            if pre is not None:
+                out.append(f"{var} = {pre.names[0]}")
+            else:
+                out.append(f"{var} = {'_I32' if wide else '_I16'}u({b}, {p})[0]")
+            out.append(f"{p} += {skip + size}")
+            return
+        if pre is None:
+            first = self._var("b")
+            out.append(f"{first} = {b}[{p}]")
         else:
-            out.append(f"{var} = _I16.unpack_from({b}, {p})[0]")
-            out.append(f"{p} += 2")
+            first = pre.names[0]
+        out.append(f"if {first} < 0x80:")
+        out.append(f"    {var} = {first} - 1")
+        out.append(f"    {p} += {skip + 1}")
+        if pre is not None and len(pre.names) > 1:
+            second = pre.names[1]
+            out.append(f"elif {second} < 0x80:")
+        else:
+            second = self._var("lo")
+            out.append(f"elif ({second} := {b}[{p} + {skip + 1}]) < 0x80:")
+        out.append(f"    {var} = (({first} & 0x7F) | ({second} << 7)) - 1")
+        out.append(f"    {p} += {skip + 2}")
+        out.append("else:")
+        out.append(f"    {var}, {p} = _ruv({b}, {p + ' + ' + str(skip) if skip else p})")
+        out.append(f"    {var} -= 1")
 
     def _null_check(self, out: list[str], n: str, target: str, nullable: bool, what: str) -> None:
         out.append(f"if {n} < 0:")
@@ -633,12 +716,21 @@ class _Generator:
             out.append(f"        raise _UN('{what} is not nullable here')")
             out.append(f"    raise _IL('negative {what} length %d' % {n})")
 
-    def _decode_field(self, out: list[str], f: Field, target: str, b: str, p: str, e: str) -> None:
+    def _decode_field(
+        self,
+        out: list[str],
+        f: Field,
+        target: str,
+        b: str,
+        p: str,
+        e: str,
+        pre: _ReadAhead | None = None,
+    ) -> None:
         """Append statements decoding field ``f`` from ``b`` at ``p`` into ``target``."""
         nullable = self._nullable(f)
         if f.is_array:
             n = self._var("n")
-            self._length(out, n, b, p, wide=True)
+            self._length(out, n, b, p, True, pre)
             self._null_check(out, n, target, nullable, f"array {f.name}")
             out.append("else:")
             inner: list[str] = []
@@ -651,7 +743,7 @@ class _Generator:
             self._decode_struct(inner, child, target, b, p, e)
             if nullable:
                 flag = self._var("flag")
-                out.append(f"{flag} = _I8.unpack_from({b}, {p})[0]")
+                out.append(f"{flag} = _I8u({b}, {p})[0]")
                 out.append(f"{p} += 1")
                 out.append(f"if {flag} < 0:")
                 out.append(f"    {target} = None")
@@ -662,14 +754,13 @@ class _Generator:
             return
         fixed = self._fixed(f)
         if fixed is not None:
-            s = self._struct(fixed[0])
-            out.append(f"{target} = {s}.unpack_from({b}, {p})[0]")
+            out.append(f"{target} = {self._unpacker(fixed[0])}({b}, {p})[0]")
             out.append(f"{p} += {fixed[1]}")
             if f.type == "uuid":
                 out.append(f"{target} = _UUID(bytes={target})")
             return
         n = self._var("n")
-        self._length(out, n, b, p, wide=f.type != "string")
+        self._length(out, n, b, p, f.type != "string", pre)
         self._null_check(out, n, target, nullable, f"{f.type} {f.name}")
         out.append("else:")
         stop = self._var("stop")
@@ -704,23 +795,24 @@ class _Generator:
         if not (element in t.FIXED_FORMATS and element != "uuid"):
             out.extend(check)
         if f.is_struct:
+            # The count was checked against the bytes left, so the list can be sized up front
+            # and filled by index (cheaper than a call to append per element).
             child = self._child(f)
             item = self._var("it")
-            append = self._var("ap")
-            out.append(f"{target} = []")
-            out.append(f"{append} = {target}.append")
-            out.append(f"for _ in range({n}):")
+            index = self._var("i")
+            out.append(f"{target} = [None] * {n}")
+            out.append(f"for {index} in range({n}):")
             inner: list[str] = []
             self._decode_struct(inner, child, item, b, p, e)
-            inner.append(f"{append}({item})")
+            inner.append(f"{target}[{index}] = {item}")
             out.extend("    " + line for line in inner)
         elif element in t.FIXED_FORMATS and element != "uuid":
             code, size = t.FIXED_FORMATS[element]
-            arr = self._array_struct(code)
+            arr = self._array_unpackers(code)
             # Under 32 elements a precompiled Struct reads them (and fails cleanly if the
             # bytes are short); beyond, the count is checked before a format is built.
             out.append(f"if {n} < 32:")
-            out.append(f"    {target} = list({arr}[{n}].unpack_from({b}, {p}))")
+            out.append(f"    {target} = [*{arr}[{n}]({b}, {p})]")
             out.append("else:")
             out.extend("    " + line for line in check)
             out.append(f"    {target} = list(_unpack_from('>%d{code}' % {n}, {b}, {p}))")
@@ -748,18 +840,22 @@ class _Generator:
     def _decode_tagged_section(
         self,
         out: list[str],
-        info: _StructInfo,
         tagged: list[Field],
         prefix: str,
         b: str,
         p: str,
         e: str,
+        pre: _ReadAhead | None,
     ) -> None:
-        """The tagged-field section: known tags decoded, unknown tags skipped."""
+        """The tagged-field section: known tags decoded, unknown tags skipped. ``pre`` holds
+        the count's first byte when the preceding fixed run read it."""
         count, tag, size, stop = (self._var(x) for x in ("ntag", "tag", "size", "stop"))
         tb, tp, te = (self._var(x) for x in ("tb", "tp", "te"))
-        out.append(f"if {b}[{p}]:")
+        skip = pre.skip if pre is not None else 0
+        out.append(f"if {pre.names[0] if pre is not None else f'{b}[{p}]'}:")
         body: list[str] = []
+        if skip:
+            body.append(f"{p} += {skip}")
         body.append(f"{count}, {p} = _ruv({b}, {p})")
         body.append(f"if {count} > {e} - {p}:")
         body.append(
@@ -776,17 +872,20 @@ class _Generator:
             f" % ({tag}, {size}, {e} - {p}))"
         )
         first = True
+        # A tagged value's sub-buffer ends with the value: nothing may be read past it.
+        tail_safe, self._tail_safe = self._tail_safe, False
         for f in tagged:
             loop.append(f"{'if' if first else 'elif'} {tag} == {f.tag}:")
             first = False
             sub: list[str] = [f"{tb} = {b}[{p}:{stop}]", f"{tp} = 0", f"{te} = {stop} - {p}"]
             self._decode_field(sub, f, f"{prefix}{f.name}", tb, tp, te)
             loop.extend("    " + line for line in sub)
+        self._tail_safe = tail_safe
         loop.append(f"{p} = {stop}")
         body.extend("    " + line for line in loop)
         out.extend("    " + line for line in body)
         out.append("else:")
-        out.append(f"    {p} += 1")
+        out.append(f"    {p} += {skip + 1}")
 
     # -- encoders ----------------------------------------------------------------------------
 
