@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 CHUNK_SIZE = 256 * 1024
 _SIZE = struct.Struct(">i")
+# At most this many pieces (size prefixes and answer parts) go out in one coalesced send.
+_MAX_COALESCED_PIECES = 256
 
 
 @runtime_checkable
@@ -86,6 +88,10 @@ class Dispatcher(Protocol):
 
 class Clock(Protocol):
     def monotonic_ms(self) -> int: ...
+
+
+def _in_memory(response: Response) -> bool:
+    return all(isinstance(part, bytes | bytearray | memoryview) for part in response)
 
 
 def chunk_size(chunk: Chunk) -> int:
@@ -249,9 +255,16 @@ class Connection:
     # -- writing -------------------------------------------------------------------------
 
     async def _write_loop(self) -> None:
+        # In-memory answers already due but not yet written: answers that are ready one after
+        # another (pipelined produce acks, say) leave in one send instead of one each.
+        out: list[bytes | bytearray | memoryview] = []
         try:
             while True:
                 if not self._pending:
+                    if out:
+                        await self._sock_sendall(out)
+                        out = []
+                        continue
                     self._has_pending.clear()
                     await self._has_pending.wait()
                     continue
@@ -259,6 +272,10 @@ class Connection:
                 if isinstance(item, _End):
                     break
                 if isinstance(item, Awaitable):
+                    if out and not (isinstance(item, asyncio.Future) and item.done()):
+                        # Don't hold finished answers back while waiting for this one.
+                        await self._sock_sendall(out)
+                        out = []
                     try:
                         response = await item
                     except CloseConnection as exc:
@@ -274,9 +291,20 @@ class Connection:
                 self._pending.popleft()
                 if len(self._pending) < self._max_in_flight:
                     self._has_room.set()
-                if response is not None:
-                    await self._send(response)
-                    self.last_active_ms = self._clock.monotonic_ms()
+                if response is None:
+                    continue
+                self.last_active_ms = self._clock.monotonic_ms()
+                if _in_memory(response) and len(out) < _MAX_COALESCED_PIECES:
+                    out.append(_SIZE.pack(sum(chunk_size(part) for part in response)))
+                    out.extend(response)  # type: ignore[arg-type]  # _in_memory checked
+                    continue
+                if out:
+                    await self._sock_sendall(out)
+                    out = []
+                await self._send(response)
+            if out:
+                # Answers read before the end (or before a failed request) are still owed.
+                await self._sock_sendall(out)
         except (ConnectionError, OSError) as exc:
             logger.debug("connection %s: write failed: %s", self.info.peer, exc)
         finally:

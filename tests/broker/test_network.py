@@ -42,6 +42,7 @@ class EchoDispatcher:
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
+        self.failed = asyncio.Event()
         self.region: Region | None = None
 
     def dispatch(self, frame: memoryview, connection: ConnectionInfo) -> DispatchResult:
@@ -52,7 +53,13 @@ class EchoDispatcher:
             return None
         if data == b"file" and self.region is not None:
             return [b"F:", self.region]
+        if data == b"fail":
+            return self._fail()
         return [data]
+
+    async def _fail(self) -> list[bytes]:
+        self.failed.set()
+        raise RuntimeError("handler bug")
 
     async def _later(self, data: bytes) -> list[bytes]:
         await self.release.wait()
@@ -84,6 +91,40 @@ async def test_responses_come_back_in_request_order(server) -> None:  # type: ig
     await writer.drain()
     dispatcher.release.set()
     assert [await read_frame(reader) for _ in range(3)] == [b"wait-1", b"second", b"third"]
+    writer.close()
+
+
+async def test_pipelined_answers_keep_their_order_around_file_regions(server) -> None:  # type: ignore[no-untyped-def]
+    _srv, dispatcher, port = server
+    with tempfile.TemporaryFile() as f:
+        f.write(b"0123456789")
+        f.flush()
+        dispatcher.region = Region(f, 3, 4)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        requests = [f"r{i}".encode() for i in range(600)]
+        requests[100] = requests[400] = b"file"
+        requests[250] = b"wait-250"
+        writer.write(b"".join(frame(r) for r in requests))
+        await writer.drain()
+        dispatcher.release.set()
+        answers = [await read_frame(reader) for _ in requests]
+        expected = [b"F:3456" if r == b"file" else r for r in requests]
+        assert answers == expected
+        writer.close()
+
+
+async def test_answers_before_a_failed_request_are_delivered_then_it_closes(server) -> None:  # type: ignore[no-untyped-def]
+    _srv, dispatcher, port = server
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(frame(b"wait-0") + frame(b"one") + frame(b"two") + frame(b"fail") + frame(b"x"))
+    await writer.drain()
+    # The failure is already there when the answers before it are written.
+    await dispatcher.failed.wait()
+    dispatcher.release.set()
+    assert await read_frame(reader) == b"wait-0"
+    assert await read_frame(reader) == b"one"
+    assert await read_frame(reader) == b"two"
+    assert await reader.read() == b""
     writer.close()
 
 
