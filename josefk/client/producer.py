@@ -1,11 +1,12 @@
 """The asyncio producer: per-partition batching, delivery futures, retries, idempotence.
 
-Owns ``ProducerConfig`` and ``AIOProducer``. How a record travels:
+Owns ``ProducerConfig``, ``AIOProducer`` and ``DeliveryFuture``. How a record travels:
 
 1. ``send()`` picks the partition (explicit, else ``DefaultPartitioner``: murmur2 of the key
    as the Java client, sticky for keyless records), appends the record to the partition's
-   open ``BatchBuilder`` (one encode per record, no per-record object besides the delivery
-   future) and returns that future.
+   open ``BatchBuilder`` (one encode per record) and returns its ``DeliveryFuture``, a
+   two-field handle with asyncio.Future's interface (no asyncio future per record unless
+   one is awaited or given a callback).
 2. A batch closes when it reaches ``batch_size`` bytes (uncompressed), when ``linger_ms``
    has passed since its first record, or on ``flush()``. Closing builds the v2 batch once
    (compressing it with ``compression_type``); the bytes are kept unchanged for retries.
@@ -14,8 +15,8 @@ Owns ``ProducerConfig`` and ``AIOProducer``. How a record travels:
    and one in flight per partition, so records of a partition stay in order across retries.
    All closed batches of a partition go in one request (concatenated, up to
    ``max_request_size``): while a request is in flight the next one fills up.
-4. The response resolves each record's future with ``RecordMetadata(topic, partition,
-   offset, timestamp)``. Retriable errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+4. The response resolves the batch once, and so each record's future, with
+   ``RecordMetadata(topic, partition, offset, timestamp)``. Retriable errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
    lost connections, timeouts...) refresh the metadata and requeue the batch at the head of
    its partition until ``delivery_timeout_ms``; other errors fail the futures with the typed
    KafkaError.
@@ -45,9 +46,10 @@ import collections
 import logging
 import struct
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
+from contextvars import Context
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from josefk.client.cluster import METADATA_ERRORS, ClientConfig, KafkaClient
 from josefk.client.errors import (
@@ -90,6 +92,7 @@ _SEQUENCE_ERRORS: Final = frozenset(
     }
 )
 _INT32_MAX: Final = 0x7FFFFFFF
+_time_ns = time.time_ns
 
 HeadersInput = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None
 
@@ -134,29 +137,43 @@ class ProducerConfig(ClientConfig):
 
 
 class _Batch:
-    """One partition's batch: open (builder accepting records) then closed (bytes built)."""
+    """One partition's batch: open (builder accepting records) then closed (bytes built),
+    then done: ``outcome`` holds ``(base_offset, log_append_time)`` or the error.
+
+    Records have no future of their own until someone asks (``DeliveryFuture``): the batch
+    keeps each record's timestamp, and ``waiting`` the few real futures that were made.
+    """
 
     __slots__ = (
         "attempts",
         "base_sequence",
         "buffered",
         "builder",
+        "create_future",
         "data",
         "deadline",
-        "futures",
+        "outcome",
         "record_count",
         "size",
         "timestamps",
         "tp",
+        "waiting",
     )
 
     def __init__(
-        self, tp: TopicPartition, builder: BatchBuilder, deadline: float, base_sequence: int
+        self,
+        tp: TopicPartition,
+        builder: BatchBuilder,
+        deadline: float,
+        base_sequence: int,
+        create_future: Callable[[], asyncio.Future[Any]],
     ) -> None:
         self.tp = tp
         self.builder: BatchBuilder | None = builder
-        self.futures: list[asyncio.Future[RecordMetadata]] = []
+        self.create_future = create_future
         self.timestamps: list[int] = []
+        self.waiting: dict[int, asyncio.Future[RecordMetadata]] = {}
+        self.outcome: tuple[int, int] | BaseException | None = None
         self.data: bytes | bytearray = b""
         self.record_count = 0
         self.size = 0
@@ -165,14 +182,36 @@ class _Batch:
         self.deadline = deadline
         self.base_sequence = base_sequence
 
+    def metadata(self, index: int) -> RecordMetadata:
+        """The delivered record's metadata; call only after ``complete``."""
+        base_offset, log_append_time = self.outcome  # type: ignore[misc]
+        return RecordMetadata(
+            self.tp.topic,
+            self.tp.partition,
+            base_offset + index if base_offset >= 0 else -1,
+            log_append_time if log_append_time >= 0 else self.timestamps[index],
+        )
+
+    def future(self, index: int) -> asyncio.Future[RecordMetadata]:
+        """The real future of one record, made on first request and resolved with the batch."""
+        future = self.waiting.get(index)
+        if future is None:
+            future = self.waiting[index] = self.create_future()
+            outcome = self.outcome
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+                future.exception()
+            elif outcome is not None:
+                future.set_result(self.metadata(index))
+        return future
+
     def complete(self, base_offset: int, log_append_time: int) -> None:
-        topic, partition = self.tp
-        timestamps = self.timestamps
-        for i, future in enumerate(self.futures):
+        if self.outcome is not None:
+            return
+        self.outcome = (base_offset, log_append_time)
+        for index, future in self.waiting.items():
             if not future.done():
-                ts = log_append_time if log_append_time >= 0 else timestamps[i]
-                offset = base_offset + i if base_offset >= 0 else -1
-                future.set_result(RecordMetadata(topic, partition, offset, ts))
+                future.set_result(self.metadata(index))
 
     def restamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
         """Give the built batch a new producer id, epoch and base sequence (new CRC)."""
@@ -186,15 +225,147 @@ class _Batch:
         self.base_sequence = base_sequence
 
     def fail(self, error: BaseException) -> None:
-        for future in self.futures:
+        if self.outcome is not None:
+            return
+        self.outcome = error
+        for future in self.waiting.values():
             if not future.done():
                 future.set_exception(error)
                 # Nobody may be awaiting this record; the error still reaches flush().
                 future.exception()
 
 
-def _no_loop() -> asyncio.Future[Any]:
-    raise IllegalStateError("producer not started: call await start() first")
+if TYPE_CHECKING:
+    _FutureInterface = asyncio.Future[RecordMetadata]
+else:
+    _FutureInterface = object
+
+
+class DeliveryFuture(_FutureInterface):
+    """The delivery of one record: what ``send`` returns, with asyncio.Future's interface.
+
+    Await it (or ``result()`` once ``done()``) for the record's ``RecordMetadata``; it works
+    with ``asyncio.gather``, ``wait``, ``wait_for`` and ``shield``, done callbacks (called
+    with this object) and ``cancel``. It is no ``asyncio.Future`` subclass at run time (the
+    type checker is told it is one, since it keeps that contract; it cannot be resolved by
+    its user: ``set_result`` and ``set_exception`` raise InvalidStateError).
+
+    Why not a real future per record: making and resolving one costs about as much as
+    encoding a small record, and most are never looked at. This handle is two references;
+    the batch resolves once for all its records, and a real future is made only for a record
+    that is awaited, cancelled or given a callback (``_Batch.future``).
+    """
+
+    __slots__ = ("_batch", "_index")
+
+    # asyncio.isfuture() recognises the contract by this attribute being not None. The
+    # handle itself is never yielded to a task (``__await__`` yields the real future), so
+    # it is never True.
+    _asyncio_future_blocking = False
+
+    def __init__(self, batch: _Batch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+    def _future(self) -> asyncio.Future[RecordMetadata]:
+        return self._batch.future(self._index)
+
+    def _made(self) -> asyncio.Future[RecordMetadata] | None:
+        waiting = self._batch.waiting
+        return waiting.get(self._index) if waiting else None
+
+    def done(self) -> bool:
+        future = self._made()
+        if future is not None:
+            return future.done()
+        return self._batch.outcome is not None
+
+    def cancelled(self) -> bool:
+        future = self._made()
+        return future is not None and future.cancelled()
+
+    def result(self) -> RecordMetadata:
+        future = self._made()
+        if future is not None:
+            return future.result()
+        outcome = self._batch.outcome
+        if outcome is None:
+            raise asyncio.InvalidStateError("Result is not set.")
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return self._batch.metadata(self._index)
+
+    def exception(self) -> BaseException | None:
+        future = self._made()
+        if future is not None:
+            return future.exception()
+        outcome = self._batch.outcome
+        if outcome is None:
+            raise asyncio.InvalidStateError("Exception is not set.")
+        return outcome if isinstance(outcome, BaseException) else None
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        # The record stays in its batch (it may be on the wire already); only the waiting
+        # ends, as with a cancelled asyncio future.
+        return self._future().cancel(msg)
+
+    def add_done_callback(
+        self, fn: Callable[[DeliveryFuture], object], /, *, context: Context | None = None
+    ) -> None:
+        self._future().add_done_callback(_CallWithHandle(fn, self), context=context)
+
+    def remove_done_callback(self, fn: Callable[[DeliveryFuture], object], /) -> int:
+        future = self._made()
+        return 0 if future is None else future.remove_done_callback(fn)  # type: ignore[arg-type]
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._future().get_loop()
+
+    def set_result(self, result: RecordMetadata, /) -> None:
+        raise asyncio.InvalidStateError("a delivery future is resolved by its producer")
+
+    def set_exception(self, exception: type | BaseException, /) -> None:
+        raise asyncio.InvalidStateError("a delivery future is resolved by its producer")
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        return self._future().__await__()
+
+    __iter__ = __await__
+
+    # Read by asyncio.gather for cancelled children.
+    @property
+    def _cancel_message(self) -> Any:
+        future = self._made()
+        return None if future is None else future._cancel_message  # type: ignore[attr-defined]
+
+    def _make_cancelled_error(self) -> asyncio.CancelledError:
+        return self._future()._make_cancelled_error()  # type: ignore[attr-defined,no-any-return]
+
+    def __repr__(self) -> str:
+        topic, partition = self._batch.tp
+        state = "pending" if not self.done() else "cancelled" if self.cancelled() else "done"
+        return f"<DeliveryFuture {topic}-{partition} record {self._index} of its batch {state}>"
+
+
+class _CallWithHandle:
+    """A done callback of the real future that hands the ``DeliveryFuture`` to the user's
+    function, and compares equal to that function so that ``remove_done_callback`` finds
+    it."""
+
+    __slots__ = ("callback", "handle")
+
+    def __init__(self, callback: Callable[[DeliveryFuture], object], handle: DeliveryFuture):
+        self.callback = callback
+        self.handle = handle
+
+    def __call__(self, _future: object) -> None:
+        self.callback(self.handle)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or self.callback == other
+
+    def __hash__(self) -> int:
+        return id(self)
 
 
 class AIOProducer:
@@ -244,9 +415,11 @@ class AIOProducer:
         self._started = False
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._create_future: Callable[[], asyncio.Future[Any]] = _no_loop
+        # Started, not closed and with room in buffer_memory: send_nowait's one check.
+        self._accepting = False
         self._batch_size = config.batch_size
         self._max_request_size = config.max_request_size
+        self._max_record_size = config.max_request_size - 61  # less one batch header
         self._buffer_memory = config.buffer_memory
 
     # ------------------------------------------------------------------ life cycle
@@ -258,9 +431,9 @@ class AIOProducer:
         self._loop = asyncio.get_running_loop()
         await self._client.start()
         await self._init_idempotence()
-        self._create_future = self._loop.create_future
         self._sender = asyncio.ensure_future(self._run_sender())
         self._started = True
+        self._accepting = self._space.is_set()
 
     async def _init_idempotence(self) -> None:
         wanted = self.config.enable_idempotence
@@ -329,6 +502,7 @@ class AIOProducer:
             pass
         finally:
             self._closed = True
+            self._accepting = False
             error = KafkaTimeoutError("producer closed before delivery")
             for batch in list(self._open.values()):
                 batch.fail(error)
@@ -364,7 +538,7 @@ class AIOProducer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: HeadersInput = None,
-    ) -> asyncio.Future[RecordMetadata]:
+    ) -> DeliveryFuture:
         """Queue one record; return the future of its ``RecordMetadata``.
 
         Raises MessageTooLargeError for a record larger than ``max_request_size``, and
@@ -412,16 +586,16 @@ class AIOProducer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: HeadersInput = None,
-    ) -> asyncio.Future[RecordMetadata] | None:
+    ) -> DeliveryFuture | None:
         """``send`` without waiting: the delivery future, or None when the record cannot be
         queued right now (topic or partition not in the metadata yet, buffer full); then
         use ``send``. Raises as ``send`` does for records that can never be sent."""
-        # The hot path of every producer: one dict lookup for the topic, one for the open
-        # batch (a plain tuple finds the TopicPartition key), one BatchBuilder.append.
-        if not self._started or self._closed:
+        # The hot path of every producer: one flag, one dict lookup for the topic, one for
+        # the open batch (a plain tuple finds the TopicPartition key), one
+        # BatchBuilder.append, one small handle.
+        if not self._accepting:
             self._check_open()
-        if not self._space.is_set():
-            return None
+            return None  # buffer_memory is full
         info = self._client.metadata.topics.get(topic)
         if info is None or info.error_code or not info.partitions:
             return None
@@ -430,44 +604,41 @@ class AIOProducer:
             partition = self._partitioner(topic, key, ids, ids)
         elif partition not in info.partitions:
             return None
-        if headers is None:
-            header_list: Sequence[tuple[str, bytes | None]] = ()
-            size = _RECORD_OVERHEAD
-        else:
-            header_list = list(headers.items()) if isinstance(headers, Mapping) else headers
-            size = _RECORD_OVERHEAD + sum(
-                len(k) + (len(v) if v is not None else 0) + 4 for k, v in header_list
-            )
-        if key is not None:
-            size += len(key)
+        size = _RECORD_OVERHEAD
         if value is not None:
             size += len(value)
-        if size + 61 > self._max_request_size:
+        if key is not None:
+            size += len(key)
+        if headers is None:
+            header_list: Sequence[tuple[str, bytes | None]] = ()
+        else:
+            header_list = list(headers.items()) if isinstance(headers, Mapping) else headers
+            size += sum(len(k) + (len(v) if v is not None else 0) + 4 for k, v in header_list)
+        if size > self._max_record_size:
             raise MessageTooLargeError(
                 f"record of about {size} bytes exceeds max_request_size {self._max_request_size}"
             )
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = _time_ns() // 1_000_000
         batch = self._open.get((topic, partition))  # type: ignore[call-overload]
         if batch is None:
             batch = self._new_batch(TopicPartition(topic, partition))
-        elif batch.record_count and batch.buffered + size > self._batch_size:
+        elif batch.buffered + size > self._batch_size and batch.record_count:
             self._close_batch(batch)
             batch = self._new_batch(batch.tp)
-        builder = batch.builder
-        assert builder is not None
-        builder.append(key, value, header_list, timestamp_ms)
-        future: asyncio.Future[RecordMetadata] = self._create_future()
-        batch.futures.append(future)
+        index = batch.record_count
+        # An open batch always has its builder.
+        batch.builder.append(key, value, header_list, timestamp_ms)  # type: ignore[union-attr]
         batch.timestamps.append(timestamp_ms)
-        batch.record_count += 1
+        batch.record_count = index + 1
         batch.buffered += size
         self._buffered_bytes += size
         if batch.buffered >= self._batch_size:
             self._close_batch(batch)
         if self._buffered_bytes >= self._buffer_memory:
             self._space.clear()
-        return future
+            self._accepting = False
+        return DeliveryFuture(batch, index)
 
     async def send_and_wait(
         self,
@@ -506,12 +677,12 @@ class AIOProducer:
             compression_level=self.config.compression_level,
         )
         deadline = time.monotonic() + self.config.delivery_timeout_ms / 1000
-        batch = _Batch(tp, builder, deadline, base_sequence)
+        assert self._loop is not None
+        batch = _Batch(tp, builder, deadline, base_sequence, self._loop.create_future)
         self._open[tp] = batch
         if self._undelivered == 0:
             self._idle.clear()
         self._undelivered += 1
-        assert self._loop is not None
         if self.config.linger_ms <= 0:
             self._loop.call_soon(self._linger_expired, batch)
         else:
@@ -555,6 +726,7 @@ class AIOProducer:
             self._idle.set()
         if self._buffered_bytes < self.config.buffer_memory:
             self._space.set()
+            self._accepting = self._started and not self._closed
 
     # ------------------------------------------------------------------ the sender
 

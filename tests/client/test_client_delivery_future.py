@@ -1,0 +1,154 @@
+"""DeliveryFuture keeps asyncio.Future's contract for one record of a producer batch.
+
+The producer resolves a whole batch at once; each record's handle must still behave as the
+asyncio future ``send`` used to return: awaitable, usable with gather / wait / wait_for /
+shield, done callbacks called with the handle, cancellation of one record only, errors
+delivered to every record. Driven on a bare ``_Batch``, no broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from josefk.client.errors import KafkaTimeoutError
+from josefk.client.producer import DeliveryFuture, _Batch
+from josefk.client.types import RecordMetadata, TopicPartition
+from josefk.records import BatchBuilder
+
+TP = TopicPartition("events", 3)
+
+
+def _batch(records: int = 3) -> tuple[_Batch, list[DeliveryFuture]]:
+    batch = _Batch(TP, BatchBuilder(), 1e18, -1, asyncio.get_running_loop().create_future)
+    handles = []
+    for i in range(records):
+        batch.timestamps.append(1000 + i)
+        batch.record_count += 1
+        handles.append(DeliveryFuture(batch, i))
+    return batch, handles
+
+
+async def test_await_gives_each_record_its_metadata() -> None:
+    batch, handles = _batch()
+    waiter = asyncio.ensure_future(handles[1])
+    await asyncio.sleep(0)
+    assert not handles[1].done() and not waiter.done()
+    batch.complete(40, -1)
+    assert await waiter == RecordMetadata("events", 3, 41, 1001)
+    assert handles[0].done() and handles[0].result() == RecordMetadata("events", 3, 40, 1000)
+    assert await handles[2] == RecordMetadata("events", 3, 42, 1002)
+    assert handles[2].exception() is None and not handles[2].cancelled()
+
+
+async def test_log_append_time_and_acks_0() -> None:
+    batch, handles = _batch(2)
+    batch.complete(7, 5555)
+    assert [h.result().timestamp for h in handles] == [5555, 5555]
+    other, (handle,) = _batch(1)
+    other.complete(-1, -1)  # acks=0: no offset comes back
+    assert (await handle).offset == -1
+
+
+async def test_result_before_delivery_raises_invalid_state() -> None:
+    _, (handle,) = _batch(1)
+    with pytest.raises(asyncio.InvalidStateError):
+        handle.result()
+    with pytest.raises(asyncio.InvalidStateError):
+        handle.exception()
+    with pytest.raises(asyncio.InvalidStateError):
+        handle.set_result(RecordMetadata("events", 3, 0, 0))
+
+
+async def test_gather_and_wait_take_handles() -> None:
+    batch, handles = _batch()
+    assert asyncio.isfuture(handles[0])
+    gathered = asyncio.gather(*handles)
+    waited = asyncio.ensure_future(asyncio.wait(handles))
+    await asyncio.sleep(0)
+    batch.complete(0, -1)
+    assert [m.offset for m in await gathered] == [0, 1, 2]
+    done, pending = await waited
+    assert done == set(handles) and not pending
+
+
+async def test_failure_reaches_every_record() -> None:
+    batch, handles = _batch()
+    waiter = asyncio.ensure_future(handles[0])
+    await asyncio.sleep(0)
+    error = KafkaTimeoutError("delivery_timeout_ms expired")
+    batch.fail(error)
+    with pytest.raises(KafkaTimeoutError):
+        await waiter
+    assert handles[1].exception() is error
+    with pytest.raises(KafkaTimeoutError):
+        handles[2].result()
+    with pytest.raises(KafkaTimeoutError):
+        await asyncio.gather(*handles)
+    batch.complete(0, -1)  # a late answer changes nothing
+    assert handles[1].exception() is error
+
+
+async def test_done_callbacks_get_the_handle_and_can_be_removed() -> None:
+    batch, handles = _batch()
+    seen: list[object] = []
+
+    def callback(future: DeliveryFuture) -> None:
+        seen.append(future)
+
+    handles[0].add_done_callback(callback)
+    handles[1].add_done_callback(callback)
+    assert handles[1].remove_done_callback(callback) == 1
+    assert handles[2].remove_done_callback(callback) == 0
+    batch.complete(0, -1)
+    await asyncio.sleep(0)
+    assert seen == [handles[0]]
+    handles[2].add_done_callback(callback)  # already done: called soon
+    await asyncio.sleep(0)
+    assert seen == [handles[0], handles[2]]
+
+
+async def test_cancelling_one_record_leaves_the_others() -> None:
+    batch, handles = _batch()
+    assert handles[1].cancel()
+    assert handles[1].cancelled() and handles[1].done()
+    assert not handles[0].done()
+    with pytest.raises(asyncio.CancelledError):
+        await handles[1]
+    batch.complete(10, -1)
+    assert handles[1].cancelled()
+    assert handles[0].result().offset == 10 and handles[2].result().offset == 12
+    assert not handles[0].cancel()
+
+
+async def test_wait_for_times_out_and_cancels_only_its_record() -> None:
+    batch, handles = _batch(2)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(handles[0], timeout=0)
+    assert handles[0].cancelled()
+    shielded = asyncio.shield(handles[1])
+    batch.complete(0, -1)
+    assert (await shielded).offset == 1
+
+
+async def test_a_gather_cancelled_with_pending_records() -> None:
+    _, handles = _batch(2)
+    gathered = asyncio.gather(*handles)
+    await asyncio.sleep(0)
+    gathered.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gathered
+    assert all(h.cancelled() for h in handles)
+
+
+async def test_a_task_awaiting_a_record_can_be_cancelled() -> None:
+    _, (handle,) = _batch(1)
+    task = asyncio.ensure_future(handle)
+    waiter = asyncio.ensure_future(asyncio.wait_for(task, 5))
+    await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert handle.cancelled()
+    assert "events-3" in repr(handle)
