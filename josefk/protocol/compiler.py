@@ -602,6 +602,17 @@ class _Generator:
             self.ns[key] = tuple(struct.Struct(f">{n}{code}").unpack_from for n in range(32))
         return key
 
+    def _skipping_unpackers(self, code: str) -> str:
+        """Name of a tuple of bound ``unpack_from``: entry c (1..32) skips one byte and reads
+        c - 1 elements of ``code`` (entry 0 is unused)."""
+        key = f"_AX_{code}"
+        if key not in self.ns:
+            self.ns[key] = (
+                None,
+                *(struct.Struct(f">x{c - 1}{code}").unpack_from for c in range(1, 33)),
+            )
+        return key
+
     def _length_prefixed(self, f: Field) -> bool:
         return f.is_array or (not f.is_struct and self._fixed(f) is None)
 
@@ -727,6 +738,96 @@ class _Generator:
         pre: _ReadAhead | None = None,
     ) -> None:
         """Append statements decoding field ``f`` from ``b`` at ``p`` into ``target``."""
+        if self.flexible and self._fast_path(f):
+            # A short fast path for the common shape (not null, a 1- or 2-byte compact
+            # length), then the general code for everything else.
+            if pre is None:
+                first = self._var("b")
+                out.append(f"{first} = {b}[{p}]")
+                pre = _ReadAhead(0, (first,))
+            self._decode_fast(out, f, target, b, p, e, pre)
+            out.append("else:")
+            general: list[str] = []
+            self._decode_general(general, f, target, b, p, e, pre)
+            out.extend("    " + line for line in general)
+            return
+        self._decode_general(out, f, target, b, p, e, pre)
+
+    def _fast_path(self, f: Field) -> bool:
+        """Whether ``f`` gets a fast path: int arrays and strings, bytes, records."""
+        if f.is_struct:
+            return False
+        if f.is_array:
+            return f.element_type in t.FIXED_FORMATS and f.element_type != "uuid"
+        return self._fixed(f) is None
+
+    def _decode_fast(
+        self, out: list[str], f: Field, target: str, b: str, p: str, e: str, pre: _ReadAhead
+    ) -> None:
+        """The fast-path branches of ``_decode_field``; each is an ``if``/``elif`` whose
+        condition proves the general code would take the same path with the same result."""
+        first, skip = pre.names[0], pre.skip
+        if f.is_array:
+            # A count byte c in 1..32 is one varint byte meaning c - 1 elements; a Struct
+            # per c skips that byte ("x") and reads the elements; a short buffer makes it
+            # raise struct.error.
+            code, size = t.FIXED_FORMATS[f.element_type]
+            arr = self._skipping_unpackers(code)
+            at = f"{p} + {skip}" if skip else p
+            out.append(f"if 0 < {first} < 33:")
+            out.append(f"    {target} = [*{arr}[{first}]({b}, {at})]")
+            offset = skip + 1 - size
+            sign = "+" if offset >= 0 else "-"
+            out.append(f"    {p} += {first} * {size} {sign} {abs(offset)}")
+            return
+        if f.type == "string":
+            convert = "str({}, 'utf-8')"
+        elif f.type == "bytes":
+            convert = "bytes({})"
+        else:  # records: a zero-copy slice
+            convert = "{}"
+        stop = self._var("stop")
+        one_byte = [
+            # One length byte: the value starts at p + skip + 1 and has first - 1 bytes.
+            f"if 0 < {first} < 0x80:",
+            f"    {stop} = {p} + {skip} + {first}",
+            f"    if {stop} > {e}:",
+            f"        raise _BU('{f.name}: %d bytes claimed, %d left'"
+            f" % ({first} - 1, {e} - {p} - {skip + 1}))",
+            f"    {target} = {convert.format(f'{b}[{p} + {skip + 1}:{stop}]')}",
+            f"    {p} = {stop}",
+        ]
+        two_bytes: list[str] = []
+        if len(pre.names) > 1:
+            # Two length bytes: a value of 127 bytes to 16 KiB.
+            second = pre.names[1]
+            two_bytes = [
+                f"if {first} > 0x7F and {second} < 0x80:",
+                f"    {stop} = {p} + {skip + 1} + (({first} & 0x7F) | ({second} << 7))",
+                f"    if {stop} > {e}:",
+                f"        raise _BU('{f.name}: %d bytes claimed, %d left'"
+                f" % ({stop} - {p} - {skip + 2}, {e} - {p} - {skip + 2}))",
+                f"    {target} = {convert.format(f'{b}[{p} + {skip + 2}:{stop}]')}",
+                f"    {p} = {stop}",
+            ]
+        # Record batches are rarely under 127 bytes: test their common case first.
+        branches = [two_bytes, one_byte] if f.type == "records" else [one_byte, two_bytes]
+        branches = [branch for branch in branches if branch]
+        for branch in branches[1:]:
+            branch[0] = "el" + branch[0]
+        for branch in branches:
+            out.extend(branch)
+
+    def _decode_general(
+        self,
+        out: list[str],
+        f: Field,
+        target: str,
+        b: str,
+        p: str,
+        e: str,
+        pre: _ReadAhead | None = None,
+    ) -> None:
         nullable = self._nullable(f)
         if f.is_array:
             n = self._var("n")
