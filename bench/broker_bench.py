@@ -266,22 +266,30 @@ def main() -> None:
     broker = ServeProcess(data_dir)
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        topics = [f"bench-{size}-{acks}" for size in counts for acks in ("1", "all")]
-        topics.append("latency")
-        for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
-            future.result(30)
-        for _ in range(args.rounds):
+        for n in range(args.rounds):
+            # Each round writes into topics of its own, deleted afterwards, so that rounds
+            # start alike (no segment of an earlier round rolling or being flushed mid-round).
+            topics = [f"bench-{size}-{acks}-r{n}" for size in counts for acks in ("1", "all")]
+            topics.append(f"latency-r{n}")
+            for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+                future.result(30)
             for size, count in counts.items():
                 for acks in ("1", "all"):
-                    record(produce(broker.bootstrap, f"bench-{size}-{acks}", count, size, acks))
-                record(fetch(broker.bootstrap, f"bench-{size}-1", count, size))
-                record(fetch_kcat(broker.bootstrap, f"bench-{size}-1", count, size))
-            lat = latency(broker.bootstrap, "latency", 100.0 if not args.quick else 20.0, 1024, 5.0)
+                    record(
+                        produce(broker.bootstrap, f"bench-{size}-{acks}-r{n}", count, size, acks)
+                    )
+                record(fetch(broker.bootstrap, f"bench-{size}-1-r{n}", count, size))
+                record(fetch_kcat(broker.bootstrap, f"bench-{size}-1-r{n}", count, size))
+            lat = latency(
+                broker.bootstrap, f"latency-r{n}", 100.0 if not args.quick else 20.0, 1024, 5.0
+            )
             latencies.append(lat)
             print(
                 f"latency at {lat['achieved_mb_s']:.1f} MB/s: p50 {lat['p50_ms']:.2f} ms, "
                 f"p99 {lat['p99_ms']:.2f} ms"
             )
+            for future in admin.delete_topics(topics).values():
+                future.result(30)
     finally:
         broker.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
