@@ -622,6 +622,8 @@ class _Generator:
         if self.flexible:
             if following is None:
                 return "B"
+            if following.is_array:
+                return "B"  # the fast path for arrays needs one byte (a count under 32)
             if self._length_prefixed(following):
                 return "BB" if self._tail_safe else "B"
             return ""
