@@ -6,8 +6,11 @@ Owns ``decode_records``: split the partition's record data into v2 batches
 tuples. ``josefk.records.iter_records`` reads the same format record by record as
 ``Record`` values; here the loop is flattened for the consumer (no generator, no
 intermediate record object, bytes indexing instead of memoryview indexing, one- and two-byte
-varints inline), which more than halves the cost per record. The property tests check that
-both read every batch alike.
+varints inline), and runs of records laid out as the one before them (what producers
+send: one value length, one key or none, one timestamp per millisecond) are checked a byte
+position at a time for the whole run and built in C, which takes a 100-byte record from
+about 1.2 to about 0.35 µs. The property tests check that both read every batch alike,
+also with any byte changed.
 
 Control batches (transaction markers) are skipped but still advance the next fetch offset;
 under read_committed the batches of aborted transactions are dropped too.
@@ -19,6 +22,7 @@ Imports josefk.records and josefk.client.types only; no I/O.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -40,6 +44,19 @@ from josefk.records import (
 _CREATE_TIME: Final = TimestampType.CREATE_TIME
 _LOG_APPEND_TIME: Final = TimestampType.LOG_APPEND_TIME
 _tuple_new = tuple.__new__
+_repeat = itertools.repeat
+
+# For runs of records of one layout (``_run_length``): each byte value as a bytes object,
+# and the varints of consecutive offset deltas as byte columns (delta k is 2k zig-zag:
+# one byte below 64, two bytes below 8192).
+_BYTES: Final = tuple(bytes((b,)) for b in range(256))
+_ZERO_BYTE: Final = b"\x00"
+_ONE_BYTE_DELTAS: Final = bytes(range(0, 128, 2))
+_TWO_BYTE_DELTAS_LOW: Final = bytes(((k << 1) & 0x7F) | 0x80 for k in range(8192))
+_TWO_BYTE_DELTAS_HIGH: Final = bytes((k << 1) >> 7 for k in range(8192))
+# A batch stops looking for runs after this many that were not there (records that all
+# differ: distinct keys, timestamps more than a millisecond apart).
+_MAX_MISSED_RUNS: Final = 3
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -75,6 +92,75 @@ def _headers(data: bytes, pos: int, count: int) -> tuple[tuple[tuple[str, bytes 
     return tuple(out), pos
 
 
+def _common_prefix(column: bytes, expected: bytes) -> int:
+    """How many leading bytes two byte strings of one length share (bisection of C
+    comparisons: a mismatch is rare and marks the end of a run)."""
+    if column == expected:
+        return len(column)
+    low, high = 0, len(column)  # column[:low] matches; column[:high] does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if column[low:middle] == expected[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _run_length(
+    data: bytes,
+    pos: int,
+    stride: int,
+    limit: int,
+    head: bytes,
+    offset_length: int,
+    middle: bytes,
+    first_delta: int,
+) -> int:
+    """How many of the next ``limit`` records, from ``pos`` on every ``stride`` bytes, have
+    the template's layout: ``head``, then the offset deltas ``first_delta``,
+    ``first_delta + 1``, ... as varints of ``offset_length`` bytes, then ``middle``, a value
+    of the template's length and a header count of 0.
+
+    Each byte position of the layout is compared for all records at once: a strided slice
+    of ``data`` against the bytes every record must have there."""
+    n = limit
+    column = pos + stride - 1  # the header count ends every record
+    n = _common_prefix(data[column : column + n * stride : stride], _ZERO_BYTE * n)
+    column = pos
+    for byte in head:
+        if not n:
+            return 0
+        n = _common_prefix(data[column : column + n * stride : stride], _BYTES[byte] * n)
+        column += 1
+    if not n:
+        return 0
+    last_delta = first_delta + n
+    if offset_length == 1:
+        n = _common_prefix(
+            data[column : column + n * stride : stride],
+            _ONE_BYTE_DELTAS[first_delta:last_delta],
+        )
+    else:
+        n = _common_prefix(
+            data[column : column + n * stride : stride],
+            _TWO_BYTE_DELTAS_LOW[first_delta:last_delta],
+        )
+        column += 1
+        if n:
+            n = _common_prefix(
+                data[column : column + n * stride : stride],
+                _TWO_BYTE_DELTAS_HIGH[first_delta : first_delta + n],
+            )
+    column += 1
+    for byte in middle:
+        if not n:
+            return 0
+        n = _common_prefix(data[column : column + n * stride : stride], _BYTES[byte] * n)
+        column += 1
+    return n
+
+
 def _decode_batch(
     out: list[ConsumerRecord],
     topic: str,
@@ -88,15 +174,32 @@ def _decode_batch(
     leader_epoch: int,
     fetch_offset: int,
 ) -> None:
-    # Lengths and the offset delta are never negative, so their zig-zag form is even and
-    # halving it decodes it; an odd byte (a negative value) takes the checked slow path.
-    # Null key and value are zig-zag -1, the byte 1. Any inconsistency ends up as a record
-    # whose fields do not end where its length says, which is checked for every record.
+    # Two ways through the records.
+    #
+    # Field by field, one record: lengths and the offset delta are never negative, so
+    # their zig-zag form is even and halving it decodes it; an odd byte (a negative value)
+    # takes the checked slow path. Null key and value are zig-zag -1, the byte 1. Any
+    # inconsistency ends up as a record whose fields do not end where its length says,
+    # which is checked for every record.
+    #
+    # A run of records shaped as the one just read: consecutive records of a batch
+    # usually differ only in their offset delta and value bytes (one timestamp delta per
+    # millisecond, the same key or none, values of one length, no headers). Then every
+    # record has the same size, and all but the value and offset delta bytes are the same:
+    # ``_run_length`` checks each such byte position of the following records at once
+    # (strided slices), and the run's values are sliced in one comprehension and its
+    # records built in C (map over zip). A record that checks out in every byte position
+    # is byte for byte one that field by field decoding accepts with these fields. A batch
+    # whose runs keep ending at once (distinct keys, say) stops looking for them.
     append = out.append
+    startswith = data.startswith
     end = len(data)
     pos = 0
+    index = 0
+    wasted = 0  # runs looked for and not found
     use_log_append_time = timestamp_type == _LOG_APPEND_TIME
-    for _ in range(count):
+    while index < count:
+        record_start = pos
         byte = data[pos]
         if byte < 0x80 and not byte & 1:
             record_end = pos + 1 + (byte >> 1)
@@ -125,6 +228,7 @@ def _decode_batch(
             pos += 2
         else:
             timestamp_delta, pos = _varint(data, pos)
+        offset_start = pos
         byte = data[pos]
         if byte < 0x80 and not byte & 1:
             offset_delta = byte >> 1
@@ -136,6 +240,7 @@ def _decode_batch(
             offset_delta, pos = _varint(data, pos)
             if offset_delta < 0:
                 raise CorruptRecordError(f"offset delta {offset_delta} at position {pos}")
+        offset_end = pos
         byte = data[pos]
         if byte == 1:
             key = None
@@ -154,17 +259,18 @@ def _decode_batch(
                 key = data[pos : pos + key_length]
                 pos += key_length
         byte = data[pos]
+        value_start = -1
         if byte == 1:
             value = None
             pos += 1
         elif byte < 0x80 and not byte & 1:
-            stop = pos + 1 + (byte >> 1)
-            value = data[pos + 1 : stop]
-            pos = stop
+            value_start = pos + 1
+            pos = value_start + (byte >> 1)
+            value = data[value_start:pos]
         elif byte & 0x80 and (byte2 := data[pos + 1]) < 0x80 and not byte & 1:
-            stop = pos + 2 + (((byte & 0x7F) | (byte2 << 7)) >> 1)
-            value = data[pos + 2 : stop]
-            pos = stop
+            value_start = pos + 2
+            pos = value_start + (((byte & 0x7F) | (byte2 << 7)) >> 1)
+            value = data[value_start:pos]
         else:
             value_length, pos = _varint(data, pos)
             if value_length < -1:
@@ -172,8 +278,9 @@ def _decode_batch(
             if value_length < 0:
                 value = None
             else:
-                value = data[pos : pos + value_length]
+                value_start = pos
                 pos += value_length
+                value = data[value_start:pos]
         if data[pos] == 0:
             headers: tuple[tuple[str, bytes | None], ...] = ()
             pos += 1
@@ -182,11 +289,14 @@ def _decode_batch(
             if header_count < 0:
                 raise CorruptRecordError(f"record claims {header_count} headers")
             headers, pos = _headers(data, pos, header_count)
+            value_start = -1  # no template for a run
         if pos != record_end:
             raise CorruptRecordError(
                 f"record of the batch at offset {base_offset} ends at {record_end} but its "
                 f"fields end at {pos}"
             )
+        index += 1
+        timestamp = log_append_time if use_log_append_time else base_timestamp + timestamp_delta
         offset = base_offset + offset_delta
         if offset >= fetch_offset:
             append(
@@ -196,9 +306,7 @@ def _decode_batch(
                         topic,
                         partition,
                         offset,
-                        log_append_time
-                        if use_log_append_time
-                        else base_timestamp + timestamp_delta,
+                        timestamp,
                         timestamp_type,
                         key,
                         value,
@@ -207,6 +315,59 @@ def _decode_batch(
                     ),
                 )
             )
+        if value_start < 0 or wasted >= _MAX_MISSED_RUNS or index == count:
+            continue
+        # Look for a run of records shaped as this one.
+        offset_length = offset_end - offset_start
+        if offset_length == 1:
+            limit = 64 - offset_delta - 1  # one-byte offset deltas end at 63
+        elif offset_length == 2:
+            limit = 8192 - offset_delta - 1
+        else:
+            continue
+        head = data[record_start:offset_start]
+        middle = data[offset_end:value_start]
+        if not (startswith(head, pos) and startswith(middle, pos + len(head) + offset_length)):
+            wasted += 1
+            continue
+        stride = pos - record_start
+        limit = min(limit, count - index, (end - pos) // stride)
+        n = (
+            _run_length(data, pos, stride, limit, head, offset_length, middle, offset_delta + 1)
+            if limit > 0
+            else 0
+        )
+        if not n:
+            wasted += 1
+            continue
+        first = pos + (value_start - record_start)
+        value_length = pos - 1 - value_start
+        first_offset = offset + 1
+        if first_offset < fetch_offset:  # only in the batch the fetch offset falls in
+            skipped = min(n, fetch_offset - first_offset)
+            first += skipped * stride
+            first_offset += skipped
+        last = pos + n * stride
+        out.extend(
+            map(
+                _tuple_new,
+                _repeat(ConsumerRecord),
+                zip(
+                    _repeat(topic),
+                    _repeat(partition),
+                    range(first_offset, offset + 1 + n),
+                    _repeat(timestamp),
+                    _repeat(timestamp_type),
+                    _repeat(key),
+                    [data[at : at + value_length] for at in range(first, last, stride)],
+                    _repeat(()),
+                    _repeat(leader_epoch),
+                    strict=False,  # the repeats are endless; the range and values agree
+                ),
+            )
+        )
+        pos = last
+        index += n
     if pos != end:
         raise CorruptRecordError(
             f"batch at offset {base_offset} has {end - pos} bytes after its {count} records"
