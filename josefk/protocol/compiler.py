@@ -349,6 +349,16 @@ class CompiledMessage:
             raise ProtocolEncodeError(f"cannot encode {self.name} v{version}: {exc}") from None
         return external
 
+    def plain_decoder(self, version: int) -> Decoder:
+        """A decoder for ``version`` generated without read-ahead and fast paths: only the
+        general code. Slower; for differential tests of the real decoder. Not cached."""
+        self.check_version(version)
+        gen = _Generator(self, version, shortcuts=False)
+        source, ns = gen.generate()
+        exec(compile(source, f"<josefk.protocol {self.name} v{version} plain>", "exec"), ns)
+        decoder: Decoder = ns[gen.decoder_name(self._structs[0])]
+        return decoder
+
     def encode_parts(self, obj: Any, version: int) -> list[Any]:
         """The encoding as a list of buffers: memoryviews of encoded bytes, and each
         non-empty records value as given (bytes, memoryview, or a file slice object)."""
@@ -423,10 +433,12 @@ def translate_decode_error(exc: BaseException) -> ProtocolDecodeError:
 class _Generator:
     """Writes the source of one version's decoders and encoders for all structs."""
 
-    def __init__(self, message: CompiledMessage, version: int) -> None:
+    def __init__(self, message: CompiledMessage, version: int, *, shortcuts: bool = True) -> None:
         self.message = message
         self.version = version
         self.flexible = message.spec.flexible_versions.contains(version)
+        # Off: decoders without read-ahead and fast paths (see plain_decoder).
+        self.shortcuts = shortcuts
         self.ns: dict[str, Any] = {
             "_BU": BufferUnderflow,
             "_IL": InvalidLength,
@@ -619,6 +631,8 @@ class _Generator:
     def _read_ahead(self, following: Field | None) -> str:
         """Struct format of what may be read along with a fixed run followed by ``following``
         (None: the end of the struct)."""
+        if not self.shortcuts:
+            return ""
         if self.flexible:
             if following is None:
                 return "B"
@@ -740,7 +754,7 @@ class _Generator:
         pre: _ReadAhead | None = None,
     ) -> None:
         """Append statements decoding field ``f`` from ``b`` at ``p`` into ``target``."""
-        if self.flexible and self._fast_path(f):
+        if self.shortcuts and self.flexible and self._fast_path(f):
             # A short fast path for the common shape (not null, a 1- or 2-byte compact
             # length), then the general code for everything else.
             if pre is None:
@@ -801,10 +815,11 @@ class _Generator:
         ]
         two_bytes: list[str] = []
         if len(pre.names) > 1:
-            # Two length bytes: a value of 127 bytes to 16 KiB.
+            # Two length bytes: a value of 127 bytes to 16 KiB. A zero second byte would be a
+            # padded (non-canonical) small length, possibly null: left to the general code.
             second = pre.names[1]
             two_bytes = [
-                f"if {first} > 0x7F and {second} < 0x80:",
+                f"if {first} > 0x7F and 0 < {second} < 0x80:",
                 f"    {stop} = {p} + {skip + 1} + (({first} & 0x7F) | ({second} << 7))",
                 f"    if {stop} > {e}:",
                 f"        raise _BU('{f.name}: %d bytes claimed, %d left'"
