@@ -5,7 +5,16 @@
 Prints records per second for building a batch of ``--records`` records and for iterating
 it, per codec, for josefk's BatchBuilder / iter_records and for kafka-python's
 DefaultRecordBatchBuilder / DefaultRecordBatch (the baseline). kafka-python codecs that are
-not installed are skipped. Not a test: nothing here asserts.
+not installed are skipped. Rows:
+
+* build: records with a key and one header (BatchBuilder's general path);
+* build-plain: no key, no headers, timestamps a millisecond apart every 100 records (what
+  a producer sends; BatchBuilder's fast path);
+* iterate: josefk.records.iter_records over the first batch;
+* decode: the consumer's decoder (josefk.client.decode.decode_records, ConsumerRecord
+  tuples) over the plain batch, against kafka-python iterating the same bytes.
+
+Not a test: nothing here asserts.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from functools import partial
 from kafka import codec as kafka_codec
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from josefk.client.decode import decode_records
 from josefk.records import BatchBuilder, Compression, RecordBatch, iter_records
 
 _KAFKA_HAS = {
@@ -48,6 +58,10 @@ def _iterate_kafka(raw: bytes) -> int:
     return len(list(DefaultRecordBatch(raw)))
 
 
+def _decode_josefk(raw: bytes) -> int:
+    return len(decode_records("bench", 0, memoryview(raw), 0)[0])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1000)
@@ -74,9 +88,21 @@ def main() -> None:
             builder.append(i, now + i, keys[i], values[i], headers)
         return builder.build()  # type: ignore[no-any-return]
 
+    def build_josefk_plain(codec: Compression) -> bytearray:
+        builder = BatchBuilder(compression=codec)
+        for i in range(args.records):
+            builder.append(None, values[i], (), now + i // 100)
+        return builder.build()
+
+    def build_kafka_plain(codec: Compression) -> bytearray:
+        builder = DefaultRecordBatchBuilder(2, int(codec), False, -1, -1, -1, 1 << 30)
+        for i in range(args.records):
+            builder.append(i, now + i // 100, None, values[i], [])
+        return builder.build()  # type: ignore[no-any-return]
+
     print(f"{args.records} records of {args.value_size} B per batch, best of {args.rounds} rounds")
     print(
-        f"{'codec':<8}{'operation':<10}{'josefk rec/s':>16}{'kafka-python rec/s':>20}{'ratio':>8}"
+        f"{'codec':<8}{'operation':<13}{'josefk rec/s':>16}{'kafka-python rec/s':>20}{'ratio':>8}"
     )
     for codec in Compression:
         if not _KAFKA_HAS[codec]():
@@ -84,6 +110,7 @@ def main() -> None:
             continue
         ours = bytes(build_josefk(codec))
         theirs = bytes(build_kafka(codec))
+        plain = bytes(build_josefk_plain(codec))
         rows = [
             (
                 "build",
@@ -91,14 +118,24 @@ def main() -> None:
                 _best_rate(partial(build_kafka, codec), args.records, args.rounds),
             ),
             (
+                "build-plain",
+                _best_rate(partial(build_josefk_plain, codec), args.records, args.rounds),
+                _best_rate(partial(build_kafka_plain, codec), args.records, args.rounds),
+            ),
+            (
                 "iterate",
                 _best_rate(partial(_iterate_josefk, ours), args.records, args.rounds),
                 _best_rate(partial(_iterate_kafka, theirs), args.records, args.rounds),
             ),
+            (
+                "decode",
+                _best_rate(partial(_decode_josefk, plain), args.records, args.rounds),
+                _best_rate(partial(_iterate_kafka, plain), args.records, args.rounds),
+            ),
         ]
         for operation, josefk_rate, kafka_rate in rows:
             print(
-                f"{codec.name.lower():<8}{operation:<10}{josefk_rate:>16,.0f}"
+                f"{codec.name.lower():<8}{operation:<13}{josefk_rate:>16,.0f}"
                 f"{kafka_rate:>20,.0f}{josefk_rate / kafka_rate:>8.2f}"
             )
 

@@ -209,6 +209,7 @@ class _Batch:
         if self.outcome is not None:
             return
         self.outcome = (base_offset, log_append_time)
+        self.data = b""  # the records' handles keep the batch, not its bytes
         for index, future in self.waiting.items():
             if not future.done():
                 future.set_result(self.metadata(index))
@@ -228,6 +229,7 @@ class _Batch:
         if self.outcome is not None:
             return
         self.outcome = error
+        self.data = b""
         for future in self.waiting.values():
             if not future.done():
                 future.set_exception(error)
