@@ -15,6 +15,11 @@ Owns the compilation of a ``josefk.protocol.schema.MessageSpec``:
   Python on first use and cached: consecutive fixed-size fields are read and written with one
   precompiled ``struct.Struct``; strings, arrays and tagged fields are inlined; nested structs
   get their own generated function per version. Nothing looks at the declaration at run time.
+  Decoders read a fixed run together with the length prefix after it, take short paths for
+  one- and two-byte compact lengths and small int arrays (the general code handles the rest;
+  ``plain_decoder`` generates it alone, for differential tests), and build each struct as a
+  private mutable twin of its class that then becomes an instance of the frozen class
+  (``_builder_class``).
 
 Decoding takes a memoryview and returns the object; ``records`` fields come back as
 memoryview slices of the input (zero copy). Bad bytes raise only ``ProtocolDecodeError``
