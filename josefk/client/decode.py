@@ -23,7 +23,7 @@ Imports josefk.records and josefk.client.types only; no I/O.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from josefk.client.types import ConsumerRecord
@@ -114,16 +114,20 @@ def _run_length(
     limit: int,
     head: bytes,
     offset_length: int,
-    middle: bytes,
+    key_prefix: bytes,
+    key_length: int,
+    value_prefix: bytes,
     first_delta: int,
 ) -> int:
     """How many of the next ``limit`` records, from ``pos`` on every ``stride`` bytes, have
-    the template's layout: ``head``, then the offset deltas ``first_delta``,
-    ``first_delta + 1``, ... as varints of ``offset_length`` bytes, then ``middle``, a value
-    of the template's length and a header count of 0.
+    the template's layout: ``head`` (length, attributes, timestamp delta), the offset deltas
+    ``first_delta``, ``first_delta + 1``, ... as varints of ``offset_length`` bytes,
+    ``key_prefix`` and ``key_length`` key bytes, ``value_prefix`` and the value bytes, and a
+    header count of 0.
 
-    Each byte position of the layout is compared for all records at once: a strided slice
-    of ``data`` against the bytes every record must have there."""
+    Each byte position of the layout but the key and value bytes is compared for all
+    records at once: a strided slice of ``data`` against the bytes every record must have
+    there."""
     n = limit
     column = pos + stride - 1  # the header count ends every record
     n = _common_prefix(data[column : column + n * stride : stride], _ZERO_BYTE * n)
@@ -153,7 +157,13 @@ def _run_length(
                 _TWO_BYTE_DELTAS_HIGH[first_delta : first_delta + n],
             )
     column += 1
-    for byte in middle:
+    for byte in key_prefix:
+        if not n:
+            return 0
+        n = _common_prefix(data[column : column + n * stride : stride], _BYTES[byte] * n)
+        column += 1
+    column += key_length
+    for byte in value_prefix:
         if not n:
             return 0
         n = _common_prefix(data[column : column + n * stride : stride], _BYTES[byte] * n)
@@ -183,14 +193,15 @@ def _decode_batch(
     # which is checked for every record.
     #
     # A run of records shaped as the one just read: consecutive records of a batch
-    # usually differ only in their offset delta and value bytes (one timestamp delta per
-    # millisecond, the same key or none, values of one length, no headers). Then every
-    # record has the same size, and all but the value and offset delta bytes are the same:
+    # usually differ only in their offset delta, key and value bytes (one timestamp delta
+    # per millisecond, keys of one length or none, values of one length, no headers). Then
+    # every record has the same size, and all its other bytes are the template's:
     # ``_run_length`` checks each such byte position of the following records at once
-    # (strided slices), and the run's values are sliced in one comprehension and its
+    # (strided slices), the run's keys and values are sliced in comprehensions and its
     # records built in C (map over zip). A record that checks out in every byte position
     # is byte for byte one that field by field decoding accepts with these fields. A batch
-    # whose runs keep ending at once (distinct keys, say) stops looking for them.
+    # whose runs keep ending at once (keys of many lengths, timestamps further apart than
+    # a millisecond, say) stops looking for them.
     append = out.append
     startswith = data.startswith
     end = len(data)
@@ -245,19 +256,22 @@ def _decode_batch(
         if byte == 1:
             key = None
             pos += 1
+            key_start = pos
         elif byte < 0x80 and not byte & 1:
-            stop = pos + 1 + (byte >> 1)
-            key = data[pos + 1 : stop]
-            pos = stop
+            key_start = pos + 1
+            pos = key_start + (byte >> 1)
+            key = data[key_start:pos]
         else:
             key_length, pos = _varint(data, pos)
             if key_length < -1:
                 raise CorruptRecordError(f"key length {key_length} at position {pos}")
+            key_start = pos
             if key_length < 0:
                 key = None
             else:
-                key = data[pos : pos + key_length]
                 pos += key_length
+                key = data[key_start:pos]
+        key_end = pos
         byte = data[pos]
         value_start = -1
         if byte == 1:
@@ -326,28 +340,52 @@ def _decode_batch(
         else:
             continue
         head = data[record_start:offset_start]
-        middle = data[offset_end:value_start]
-        if not (startswith(head, pos) and startswith(middle, pos + len(head) + offset_length)):
+        key_prefix = data[offset_end:key_start]  # the key's length (or null)
+        value_prefix = data[key_end:value_start]  # the value's length
+        key_length = key_end - key_start
+        at = pos + (offset_end - record_start)
+        if not (
+            startswith(head, pos)
+            and startswith(key_prefix, at)
+            and startswith(value_prefix, at + len(key_prefix) + key_length)
+        ):
             wasted += 1
             continue
         stride = pos - record_start
         limit = min(limit, count - index, (end - pos) // stride)
         n = (
-            _run_length(data, pos, stride, limit, head, offset_length, middle, offset_delta + 1)
+            _run_length(
+                data,
+                pos,
+                stride,
+                limit,
+                head,
+                offset_length,
+                key_prefix,
+                key_length,
+                value_prefix,
+                offset_delta + 1,
+            )
             if limit > 0
             else 0
         )
         if not n:
             wasted += 1
             continue
-        first = pos + (value_start - record_start)
-        value_length = pos - 1 - value_start
         first_offset = offset + 1
+        first = pos
         if first_offset < fetch_offset:  # only in the batch the fetch offset falls in
             skipped = min(n, fetch_offset - first_offset)
             first += skipped * stride
             first_offset += skipped
         last = pos + n * stride
+        first_value = first + (value_start - record_start)
+        value_length = pos - 1 - value_start
+        if key is None:
+            keys: Iterable[bytes | None] = _repeat(None)
+        else:
+            first_key = first + (key_start - record_start)
+            keys = [data[at : at + key_length] for at in range(first_key, last, stride)]
         out.extend(
             map(
                 _tuple_new,
@@ -358,11 +396,11 @@ def _decode_batch(
                     range(first_offset, offset + 1 + n),
                     _repeat(timestamp),
                     _repeat(timestamp_type),
-                    _repeat(key),
-                    [data[at : at + value_length] for at in range(first, last, stride)],
+                    keys,
+                    [data[at : at + value_length] for at in range(first_value, last, stride)],
                     _repeat(()),
                     _repeat(leader_epoch),
-                    strict=False,  # the repeats are endless; the range and values agree
+                    strict=False,  # the repeats are endless; the range and lists agree
                 ),
             )
         )

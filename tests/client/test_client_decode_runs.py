@@ -27,6 +27,7 @@ from josefk.records import (
 )
 
 _BASE_TIMESTAMP = 1_763_800_000_000
+_NUMBERED = b"#"  # as a spec's key: each record's key is its number, in 4 digits
 
 Spec = tuple[
     int, int, bytes | None, list[tuple[int, int]], list[int], int, bool
@@ -37,7 +38,7 @@ Spec = tuple[
 def batch_specs(draw: Any) -> Spec:
     count = draw(st.integers(min_value=1, max_value=200))
     size = draw(st.sampled_from([0, 1, 5, 50, 63, 64, 100, 300]))
-    key = draw(st.sampled_from([None, b"k", b"same-key"]))
+    key = draw(st.sampled_from([None, b"k", b"same-key", _NUMBERED]))
     odd = draw(st.lists(st.tuples(st.integers(0, count - 1), st.integers(0, 3)), max_size=4))
     gaps = draw(st.lists(st.integers(0, count - 1), max_size=3))
     tick = draw(st.sampled_from([1, 7, 40, 1000]))
@@ -57,7 +58,7 @@ def _build(spec: Spec, base_offset: int = 100) -> bytes:
     for i in range(count):
         if i in gaps:
             offset += 2  # compaction left a hole
-        record_key: bytes | None = key
+        record_key: bytes | None = b"%04d" % i if key == _NUMBERED else key
         value: bytes | None = bytes([i % 256]) * size
         headers: tuple[tuple[str, bytes | None], ...] = ()
         kind = kinds.get(i)
@@ -125,15 +126,18 @@ def test_a_long_run_across_the_two_byte_offset_deltas() -> None:
     assert next_offset == 9007
 
 
+@pytest.mark.parametrize("key", [None, _NUMBERED])
 @pytest.mark.parametrize("record_index", [1, 70, 150])
-def test_every_byte_of_a_record_inside_a_run_is_checked(record_index: int) -> None:
+def test_every_byte_of_a_record_inside_a_run_is_checked(
+    record_index: int, key: bytes | None
+) -> None:
     # 200 records of 20 bytes (two-byte offset deltas from 64 on): change each byte of one
     # record in the middle of the run to a few other values.
-    data = _build((200, 20, None, [], [], 1000, False), base_offset=0)
-    # The record's bytes: its value (20 times its index), the at most 8 bytes before it
+    data = _build((200, 20, key, [], [], 1000, False), base_offset=0)
+    # The record's bytes: its value (20 times its index), the at most 13 bytes before it
     # (from the previous record's header count on) and its own header count after it.
-    start = data.index(bytes([record_index]) * 20, 61) - 8
-    for position in range(start, start + 30):
+    start = data.index(bytes([record_index]) * 20, 61) - 13
+    for position in range(start, start + 35):
         for replacement in (0x00, 0x01, 0x02, 0x80, 0xFF, data[position] ^ 0x02):
             changed = bytearray(data)
             changed[position] = replacement
