@@ -12,9 +12,9 @@ response that its records are stale).
 
 Fetch pipelining. One fetcher task sends one Fetch request per leader broker for every
 partition that has fewer than two fetched chunks waiting, so while the user works through one
-chunk the next is already in flight or buffered. Records are decoded batch by batch
-(``split_batches`` + ``iter_records``) into ``ConsumerRecord`` tuples when the response
-arrives (decode.py); control batches are skipped. Errors: OFFSET_OUT_OF_RANGE resets the position by
+chunk the next is already in flight or buffered. A chunk's records are decoded batch by
+batch into ``ConsumerRecord`` tuples (decode.py) by the poll that first reaches it, so the
+next fetch is already on its way; control batches are skipped. Errors: OFFSET_OUT_OF_RANGE resets the position by
 ``auto_offset_reset`` (or raises OffsetOutOfRangeError from the next poll when it is "none");
 leader errors refresh metadata and fetch again; other errors are raised from the next poll.
 
