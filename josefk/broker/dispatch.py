@@ -11,7 +11,6 @@ josefk.storage.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Awaitable
@@ -19,7 +18,13 @@ from typing import Any
 
 from josefk.broker.context import BrokerContext, RequestContext
 from josefk.broker.handlers import NO_RESPONSE, HandlerSpec
-from josefk.broker.network import CloseConnection, ConnectionInfo, DispatchResult, Response
+from josefk.broker.network import (
+    CloseConnection,
+    ConnectionInfo,
+    DispatchResult,
+    Response,
+    is_awaitable,
+)
 from josefk.protocol.api import (
     ApiKey,
     RequestDecodeError,
@@ -59,7 +64,7 @@ class RequestDispatcher:
             )
         context = RequestContext(self._broker, header, version, connection)
         result = spec.fn(context, body)
-        if inspect.isawaitable(result):
+        if is_awaitable(result):
             return self._finish(context, spec, result, started, frame.nbytes)
         return self._respond(context, spec, result, started, frame.nbytes)
 

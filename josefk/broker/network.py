@@ -35,7 +35,8 @@ import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias, runtime_checkable
+from types import CoroutineType
+from typing import Any, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,20 @@ class Dispatcher(Protocol):
 
 class Clock(Protocol):
     def monotonic_ms(self) -> int: ...
+
+
+_AWAITABLE_TYPES: dict[type, bool] = {CoroutineType: True}
+
+
+def is_awaitable(result: object) -> TypeGuard[Awaitable[Any]]:
+    """Whether a handler's result is still to be awaited: ``isinstance(x, Awaitable)``
+    answered once per type, as the ABC check costs more than the rest of a small request's
+    bookkeeping."""
+    kind = type(result)
+    known = _AWAITABLE_TYPES.get(kind)
+    if known is None:
+        known = _AWAITABLE_TYPES[kind] = isinstance(result, Awaitable)
+    return known
 
 
 def _in_memory(response: Response) -> bool:
@@ -240,7 +255,7 @@ class Connection:
             logger.info("closing connection from %s: %s", self.info.peer, exc)
             self._reading = False
             return
-        if isinstance(result, Awaitable) and not isinstance(result, asyncio.Future):
+        if is_awaitable(result) and not isinstance(result, asyncio.Future):
             # Run it now so that it makes progress while earlier responses are written.
             result = asyncio.ensure_future(result)
         self._push(result)
@@ -271,7 +286,7 @@ class Connection:
                 item = self._pending[0]
                 if isinstance(item, _End):
                     break
-                if isinstance(item, Awaitable):
+                if is_awaitable(item):
                     if out and not (isinstance(item, asyncio.Future) and item.done()):
                         # Don't hold finished answers back while waiting for this one.
                         await self._sock_sendall(out)
