@@ -9,7 +9,7 @@ Starts a real ``josefk serve`` process on a temporary data dir, then for each re
   beginning in batches of up to 10 000.
 
 Each figure is the fastest of ``--rounds`` interleaved rounds (default 3): on a shared
-machine other work only ever slows a round down.
+machine other work only ever slows a round down. The clients take turns going first.
 
     python bench/client_bench.py              # full run, prints a Markdown section
     python bench/client_bench.py --quick      # smaller counts, for a smoke run
@@ -50,6 +50,7 @@ class Result:
     size: int
     messages: int
     seconds: float
+    round_index: int = 0
 
     @property
     def msgs_per_s(self) -> float:
@@ -228,38 +229,53 @@ CONSUMERS = {
 
 
 def run(bootstrap: str, sizes: dict[int, int], rounds: int) -> list[Result]:
-    """Every client, every size, ``rounds`` times interleaved; keeps each one's fastest
-    round, because other work on a shared machine only ever slows a round down."""
-    best: dict[tuple[str, str, int], Result] = {}
+    """Every client, every size, ``rounds`` times interleaved; every round's result (the
+    summary keeps each one's fastest round, because other work on a shared machine only
+    ever slows a round down)."""
+    results: list[Result] = []
 
     def keep(result: Result) -> None:
-        key = (result.client, result.operation, result.size)
-        if key not in best or result.seconds < best[key].seconds:
-            best[key] = result
+        results.append(result)
         print(
             f"  {result.client:13} {result.operation} {result.size:5} B: "
             f"{result.msgs_per_s:10,.0f} msg/s",
             flush=True,
         )
 
+    clients = list(PRODUCERS)
     for round_index in range(rounds):
-        print(f"round {round_index + 1} of {rounds}", flush=True)
+        # Whoever goes first meets the broker's first produce and first read of the round;
+        # rotating the order shares that out.
+        shift = round_index % len(clients)
+        order = clients[shift:] + clients[:shift]
+        print(f"round {round_index + 1} of {rounds}: {', '.join(order)}", flush=True)
         for size, count in sizes.items():
             value = (b"0123456789abcdef" * (size // 16 + 1))[:size]
             produced: dict[str, str] = {}
-            for client, produce in PRODUCERS.items():
+            for client in order:
                 topic = f"bench-{client}-{size}-{os.getpid()}-{round_index}"
-                seconds = produce(bootstrap, topic, value, count)
+                seconds = PRODUCERS[client](bootstrap, topic, value, count)
                 produced[client] = topic
-                keep(Result(client, "produce", size, count, seconds))
-            for client, consume in CONSUMERS.items():
+                keep(Result(client, "produce", size, count, seconds, round_index))
+            for client in order:
+                consume = CONSUMERS[client]
                 # Everyone reads the same records: those josefk's producer wrote (+ warm-up).
                 seconds = consume(bootstrap, produced["josefk"], count + 1)
-                keep(Result(client, "consume", size, count + 1, seconds))
+                keep(Result(client, "consume", size, count + 1, seconds, round_index))
+    return results
+
+
+def fastest(results: list[Result]) -> list[Result]:
+    best: dict[tuple[str, str, int], Result] = {}
+    for result in results:
+        key = (result.client, result.operation, result.size)
+        if key not in best or result.seconds < best[key].seconds:
+            best[key] = result
     return list(best.values())
 
 
-def markdown(results: list[Result], sizes: dict[int, int], rounds: int) -> str:
+def markdown(every: list[Result], sizes: dict[int, int], rounds: int) -> str:
+    results = fastest(every)
     cpu = platform.processor() or platform.machine()
     lines = [
         "## Client",
@@ -269,7 +285,8 @@ def markdown(results: list[Result], sizes: dict[int, int], rounds: int) -> str:
         f"sends {', '.join(f'{n:,} records of {s} B' for s, n in sizes.items())} to partition 0 "
         f"(acks=1, no compression, linger {LINGER_MS} ms, {BATCH_SIZE // 1024} KiB batches), "
         "then reads them back from the beginning (assign, batches of up to 10 000). "
-        f"Fastest of {rounds} interleaved rounds per figure.",
+        f"Fastest of {rounds} interleaved rounds per figure (the clients take turns going "
+        "first).",
         "",
         "| client | size | produce msg/s | produce MB/s | consume msg/s | consume MB/s |",
         "|---|---:|---:|---:|---:|---:|",
@@ -290,6 +307,25 @@ def markdown(results: list[Result], sizes: dict[int, int], rounds: int) -> str:
                 f"| {client} | {size} B | {p.msgs_per_s:,.0f} | {p.mb_per_s:,.1f} | "
                 f"{c.msgs_per_s:,.0f} | {c.mb_per_s:,.1f} |"
             )
+    clients = " / ".join(PRODUCERS)
+    lines += [
+        "",
+        f"Per round ({clients}, thousand msg/s):",
+        "",
+        "| | " + " | ".join(f"round {i + 1}" for i in range(rounds)) + " |",
+        "|---|" + "---|" * rounds,
+    ]
+    for operation in ("produce", "consume"):
+        for size in sizes:
+            cells = []
+            for round_index in range(rounds):
+                rates = {
+                    r.client: r.msgs_per_s
+                    for r in every
+                    if r.operation == operation and r.size == size and r.round_index == round_index
+                }
+                cells.append(" / ".join(f"{rates[c] / 1000:,.0f}" for c in PRODUCERS))
+            lines.append(f"| {operation} {size} B | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

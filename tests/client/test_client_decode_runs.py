@@ -11,6 +11,7 @@ the decoder must then raise CorruptRecordError or return what
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -150,3 +151,19 @@ def test_every_byte_of_a_record_inside_a_run_is_checked(
             except CorruptRecordError:
                 continue
             assert got == expected, (position, replacement)
+
+
+def test_the_garbage_collector_is_paused_only_during_the_call() -> None:
+    data = _build((50, 10, None, [], [], 1000, False))
+    assert gc.isenabled()
+    decode_records("t", 0, data, 0)
+    assert gc.isenabled()
+    with pytest.raises(CorruptRecordError):
+        decode_records("t", 0, data[:-1] + b"\x07", 0)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        decode_records("t", 0, data, 0)
+        assert not gc.isenabled()  # not this call's pause to lift
+    finally:
+        gc.enable()
