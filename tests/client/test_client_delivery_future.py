@@ -152,3 +152,22 @@ async def test_a_task_awaiting_a_record_can_be_cancelled() -> None:
         await waiter
     assert handle.cancelled()
     assert "events-3" in repr(handle)
+
+
+async def test_as_completed_takes_handles() -> None:
+    batch, handles = _batch(2)
+    asyncio.get_running_loop().call_soon(batch.complete, 5, -1)
+    offsets = sorted([(await f).offset for f in asyncio.as_completed(handles)])
+    assert offsets == [5, 6]
+
+
+def test_run_until_complete_takes_a_handle() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        batch = _Batch(TP, BatchBuilder(), 1e18, -1, loop.create_future)
+        batch.timestamps.append(9)
+        batch.record_count = 1
+        loop.call_soon(batch.complete, 100, -1)
+        assert loop.run_until_complete(DeliveryFuture(batch, 0)).offset == 100
+    finally:
+        loop.close()
