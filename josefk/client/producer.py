@@ -16,10 +16,10 @@ Owns ``ProducerConfig``, ``AIOProducer`` and ``DeliveryFuture``. How a record tr
    All closed batches of a partition go in one request (concatenated, up to
    ``max_request_size``): while a request is in flight the next one fills up.
 4. The response resolves the batch once, and so each record's future, with
-   ``RecordMetadata(topic, partition, offset, timestamp)``. Retriable errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
-   lost connections, timeouts...) refresh the metadata and requeue the batch at the head of
-   its partition until ``delivery_timeout_ms``; other errors fail the futures with the typed
-   KafkaError.
+   ``RecordMetadata(topic, partition, offset, timestamp)``. Retriable errors
+   (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, lost connections, timeouts...)
+   refresh the metadata and requeue the batch at the head of its partition until
+   ``delivery_timeout_ms``; other errors fail the futures with the typed KafkaError.
 
 Idempotence (``enable_idempotence``; None means "on when the broker supports InitProducerId
 and acks is all"): the producer gets a producer id and epoch with InitProducerId and numbers
@@ -184,7 +184,9 @@ class _Batch:
 
     def metadata(self, index: int) -> RecordMetadata:
         """The delivered record's metadata; call only after ``complete``."""
-        base_offset, log_append_time = self.outcome  # type: ignore[misc]
+        outcome = self.outcome
+        assert isinstance(outcome, tuple), "metadata of a batch not delivered"
+        base_offset, log_append_time = outcome
         return RecordMetadata(
             self.tp.topic,
             self.tp.partition,
