@@ -30,14 +30,23 @@ around ``records`` values, which are passed through untouched, so a caller can h
 broker's file slices (any object with ``__len__``) to ``sendfile`` while the rest of the
 response is written from memory.
 
-Imports josefk.protocol.schema, .types and .errors only; no I/O.
+Decoders have two paths. When the optional C extension ``josefk.protocol._cdecode`` is built
+(setup.py) and ``JOSEFK_PURE_PYTHON`` is not ``1``, ``decoder`` returns a ``_cdecode.Plan``:
+a description of each struct of the version (its class; per field in wire order a kind,
+nullability and child struct; tagged fields; defaults), built once here from the same
+classification the generator uses and walked in C. Otherwise it returns the generated Python
+decoder. ``python_decoder`` and ``c_decoder`` give either path explicitly (for tests).
+
+Imports josefk.protocol.schema, .types and .errors (and the optional ._cdecode) only; no I/O.
 """
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import keyword
 import linecache
+import os
 import struct
 import threading
 import uuid
@@ -51,6 +60,7 @@ from josefk.protocol.errors import (
     BufferUnderflow,
     InvalidLength,
     InvalidString,
+    InvalidVarint,
     MalformedData,
     ProtocolDecodeError,
     ProtocolEncodeError,
@@ -60,6 +70,32 @@ from josefk.protocol.errors import (
 from josefk.protocol.schema import MISSING, Field, MessageSpec
 
 Decoder = Callable[[memoryview, int], tuple[Any, int]]
+
+
+def _load_cdecode() -> Any:
+    """The C decoder extension, initialised with the codec's error classes, or None when it
+    was not built (no compiler at install time)."""
+    try:
+        module = importlib.import_module("josefk.protocol._cdecode")
+    except ImportError:
+        return None
+    module.init(
+        BufferUnderflow,
+        InvalidLength,
+        UnexpectedNull,
+        InvalidVarint,
+        InvalidString,
+        MalformedData,
+        uuid.UUID,
+    )
+    return module
+
+
+_cdecode: Any = _load_cdecode()
+#: Whether the extension is built (``CompiledMessage.c_decoder`` works).
+C_DECODER_AVAILABLE: Final = _cdecode is not None
+#: Whether decoding uses it by default; ``JOSEFK_PURE_PYTHON=1`` keeps the generated Python.
+C_DECODER: Final = C_DECODER_AVAILABLE and os.environ.get("JOSEFK_PURE_PYTHON", "") != "1"
 Encoder = Callable[[bytearray, Any, "list[tuple[int, Any]] | None"], None]
 
 _PY_TYPES: Final = {
@@ -155,9 +191,13 @@ class CompiledMessage:
         self._structs: list[_StructInfo] = []
         self._by_field: dict[int, _StructInfo] = {}
         self._lock = threading.Lock()
+        # The decoders decode_from uses (C plans or generated Python), and the generated
+        # Python ones themselves.
         self._decoders: dict[int, Decoder] = {}
+        self._py_decoders: dict[int, Decoder] = {}
         self._encoders: dict[int, Encoder] = {}
         self._sources: dict[int, str] = {}
+        self._plans: dict[int, Decoder] = {}
         root = _StructInfo(spec.class_name, spec.class_name, spec.fields, None, 0)
         self._structs.append(root)
         self._collect(root)
@@ -275,7 +315,7 @@ class CompiledMessage:
 
     def _compile(self, version: int) -> None:
         with self._lock:
-            if version in self._decoders:
+            if version in self._py_decoders:
                 return
             self.check_version(version)
             gen = _Generator(self, version)
@@ -287,7 +327,7 @@ class CompiledMessage:
             exec(compile(source, filename, "exec"), ns)
             self._sources[version] = source
             self._encoders[version] = ns[gen.encoder_name(self._structs[0])]
-            self._decoders[version] = ns[gen.decoder_name(self._structs[0])]
+            self._py_decoders[version] = ns[gen.decoder_name(self._structs[0])]
 
     def source(self, version: int) -> str:
         """The generated codec source for ``version`` (for debugging and curiosity)."""
@@ -296,11 +336,36 @@ class CompiledMessage:
         return self._sources[version]
 
     def decoder(self, version: int) -> Decoder:
+        """The decoder ``decode_from`` uses: the C plan when the extension is in use
+        (``C_DECODER``), else the generated Python decoder."""
         fn = self._decoders.get(version)
         if fn is None:
-            self._compile(version)
-            fn = self._decoders[version]
+            fn = self.c_decoder(version) if C_DECODER else self.python_decoder(version)
+            self._decoders[version] = fn
         return fn
+
+    def python_decoder(self, version: int) -> Decoder:
+        """The generated Python decoder for ``version``, whichever path is the default."""
+        fn = self._py_decoders.get(version)
+        if fn is None:
+            self._compile(version)
+            fn = self._py_decoders[version]
+        return fn
+
+    def c_decoder(self, version: int) -> Decoder:
+        """The C decoder for ``version`` (a ``_cdecode.Plan``, called like a generated
+        decoder), whichever path is the default. Raises RuntimeError when the extension is
+        not built; cached."""
+        if _cdecode is None:
+            raise RuntimeError("josefk.protocol._cdecode is not available")
+        with self._lock:
+            plan = self._plans.get(version)
+            if plan is None:
+                self.check_version(version)
+                gen = _Generator(self, version, shortcuts=False)
+                plan = _cdecode.Plan(_plan_struct(gen, self._root), gen.flexible)
+                self._plans[version] = plan
+        return plan
 
     def encoder(self, version: int) -> Encoder:
         fn = self._encoders.get(version)
@@ -1199,6 +1264,55 @@ class _Generator:
         out.append(f"        {w} += {tw}")
         out.append("else:")
         out.append(f"    {w}.append(0)")
+
+
+# -- plans for the C decoder -------------------------------------------------------------------
+
+
+def _plan_field(gen: _Generator, f: Field) -> tuple[Any, ...]:
+    """(name, kind, element, nullable, min_size, child struct plan or None); see _cdecode.c."""
+    child = _plan_struct(gen, gen._child(f)) if f.is_struct else None
+    min_size = 0
+    if f.is_array:
+        kind = "array"
+        element = "struct" if f.is_struct else f.element_type
+        if f.is_struct:
+            min_size = max(gen.min_size(gen._child(f)), 1)
+        elif element == "string":
+            min_size = 1 if gen.flexible else 2
+        elif element == "bytes":
+            min_size = 1 if gen.flexible else 4
+        elif element not in t.FIXED_FORMATS:
+            raise ValueError(f"{f.name}: arrays of {element} are not supported")
+    else:
+        kind = "struct" if f.is_struct else f.type
+        element = ""
+    return (f.name, kind, element, gen._nullable(f), min_size, child)
+
+
+def _plan_struct(gen: _Generator, info: _StructInfo) -> tuple[Any, ...]:
+    """(class, fields in wire order, (tag, field) pairs, (name, default, is_factory) for every
+    other field) for one struct in ``gen``'s version, as the generated decoder sees it."""
+    regular = gen._regular(info.fields)
+    tagged = gen._tagged(info.fields) if gen.flexible else []
+    present = {f.name for f in regular}
+    defaults: list[tuple[str, Any, bool]] = []
+    for f in info.fields:
+        if f.name in present:
+            continue
+        # The same value or factory as the generated decoder's _default_expr.
+        kind, value = gen.message._default_of(f)
+        if kind == "factory" and f.is_struct and not f.is_array:
+            child = gen._child(f)
+            if all(not g.is_array and not g.is_struct for g in child.fields):
+                kind, value = "value", value()
+        defaults.append((f.name, value, kind == "factory"))
+    return (
+        info.cls,
+        tuple(_plan_field(gen, f) for f in regular),
+        tuple((f.tag, _plan_field(gen, f)) for f in tagged),
+        tuple(defaults),
+    )
 
 
 _CACHE: dict[int, tuple[MessageSpec, CompiledMessage]] = {}

@@ -1,0 +1,18 @@
+"""Build hook for the optional C decoder; all metadata lives in pyproject.toml.
+
+``optional=True``: without a working C compiler the build of the extension is skipped and
+josefk installs as pure Python (josefk.protocol.compiler then uses the generated Python
+decoders).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "josefk.protocol._cdecode",
+            ["josefk/protocol/_cdecode.c"],
+            optional=True,
+        )
+    ]
+)
