@@ -14,6 +14,11 @@ Operations (per-operation time is the fastest of ``--rounds`` runs of a batch of
 
 kafka-python 3.x generates its classes from Kafka's message schemas; it is the baseline.
 
+josefk decodes with its C extension when it is built (``josefk.protocol._cdecode``) and with
+generated Python otherwise; the decode rows are run on both paths (the default path's row,
+then a "pure Python" row through ``CompiledMessage.python_decoder``), each against its own
+kafka-python batches. ``JOSEFK_PURE_PYTHON=1`` makes both rows pure Python.
+
 Time is CPU time of this thread. The cyclic garbage collector is paused during each timed
 batch and run between batches, as ``timeit`` does: what a collection costs depends on every
 object in the process, not on the codec, and a collection landing in one side's batch and not
@@ -42,7 +47,8 @@ from kafka.protocol.consumer import FetchResponse as KpFetchResponse
 from kafka.protocol.metadata import MetadataResponse as KpMetadataResponse
 from kafka.protocol.producer import ProduceRequest as KpProduceRequest
 
-from josefk.protocol import api
+from josefk.protocol import api, compiler
+from josefk.protocol.compiler import as_byte_view
 from josefk.protocol.headers import RequestHeader
 
 PRODUCE_V = 9
@@ -215,6 +221,14 @@ def main() -> None:
         pause_gc,
     )
     rows.append(("Decode Produce request v9 body, 100 partitions x 1 KiB", ours, theirs))
+    py_produce = produce.python_decoder(PRODUCE_V)
+    ours, theirs = compare(
+        lambda: py_produce(as_byte_view(produce_body), 0)[0],
+        lambda: KpProduceRequest.decode(produce_body, version=PRODUCE_V),
+        rounds,
+        pause_gc,
+    )
+    rows.append(("… pure-Python decoder", ours, theirs))
     ours, theirs = compare(
         lambda: api.decode_request(frame),
         lambda: KpProduceRequest.decode(produce_body, version=PRODUCE_V),
@@ -253,9 +267,18 @@ def main() -> None:
         pause_gc,
     )
     rows.append(("Decode Metadata response v12, 1,000 partitions", ours, theirs))
+    py_metadata = metadata.python_decoder(METADATA_V)
+    ours, theirs = compare(
+        lambda: py_metadata(as_byte_view(meta_bytes), 0)[0],
+        lambda: KpMetadataResponse.decode(meta_bytes, version=METADATA_V),
+        rounds,
+        pause_gc,
+    )
+    rows.append(("… pure-Python decoder", ours, theirs))
 
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
     print("garbage collector:", "running" if args.gc else "paused during timed batches")
+    print("default decoder:", "C extension" if compiler.C_DECODER else "pure Python")
     print()
     print("| Operation | josefk | kafka-python | speed-up |")
     print("|---|---:|---:|---:|")
