@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from josefk.protocol import api, compiler
 from josefk.protocol.compiler import CompiledMessage, compile_message
@@ -40,7 +42,7 @@ from josefk.protocol.headers import parse_request_header
 from josefk.protocol.messages import all_specs
 from josefk.protocol.schema import MessageSpec
 from tests.protocol import fuzzing
-from tests.protocol.strategies import random_message, versions_of
+from tests.protocol.strategies import message_strategy, random_message, versions_of
 
 pytestmark = pytest.mark.skipif(
     not compiler.C_DECODER_AVAILABLE, reason="josefk.protocol._cdecode is not built"
@@ -134,6 +136,23 @@ def _translated(decoder: Any) -> Any:
             raise compiler.translate_decode_error(exc) from None
 
     return decode
+
+
+_PAIRS = [(spec, version) for p in _cases() for spec, version in [p.values]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_paths_agree_on_generated_messages(data: st.DataObject) -> None:
+    """Hypothesis values (shrinkable) for any (API, version, direction)."""
+    spec, version = data.draw(st.sampled_from(_PAIRS))
+    value = data.draw(message_strategy(spec, version))
+    message = compile_message(spec)
+    body = memoryview(message.encode(value, version))
+    c_obj, c_end = message.c_decoder(version)(body, 0)
+    py_obj, py_end = message.python_decoder(version)(body, 0)
+    _assert_identical(c_obj, py_obj)
+    assert c_end == py_end == len(body)
 
 
 def _golden() -> list[Path]:
