@@ -248,12 +248,16 @@ class LogManager:
         if clean:
             # The marker describes the previous run only: from now on a crash is unclean.
             await loop.run_in_executor(self._executor, _remove_marker, marker)
-        _log.info(
-            "loaded %d logs from %s (%s shutdown)",
-            len(logs),
-            log_dir,
-            "clean" if clean else "unclean",
-        )
+        if logs:
+            _log.info(
+                "loaded %d logs from %s (%s shutdown)",
+                len(logs),
+                log_dir,
+                "clean" if clean else "unclean",
+            )
+        else:
+            # A new data dir has no marker either; "unclean" would only alarm.
+            _log.info("no logs in %s yet", log_dir)
 
     # -- creating and deleting logs ----------------------------------------------------------------
 
@@ -299,7 +303,8 @@ class LogManager:
             self._handle_log_dir_failure(log_dir, exc)
             raise
         self._logs[topic_partition] = log
-        _log.info("created log for %s in %s", topic_partition, log_dir)
+        # Debug: a topic of 50 partitions is one line at info, from whoever created it.
+        _log.debug("created log for %s in %s", topic_partition, log_dir)
         return log
 
     def delete_log(self, topic_partition: TopicPartition) -> Log | None:
