@@ -446,17 +446,9 @@ def decode_records(
     # the collector, about 20% with the pause (one young collection after the fetch). The
     # pause is process-wide for the few milliseconds of the call; it is lifted only when it
     # was this call that paused it.
-    if not _gc_isenabled():
-        return _decode_records(
-            topic,
-            partition,
-            data,
-            fetch_offset,
-            aborted_transactions=aborted_transactions,
-            check_crcs=check_crcs,
-            max_decompressed_size=max_decompressed_size,
-        )
-    _gc_disable()
+    paused = _gc_isenabled()
+    if paused:
+        _gc_disable()
     try:
         return _decode_records(
             topic,
@@ -468,7 +460,8 @@ def decode_records(
             max_decompressed_size=max_decompressed_size,
         )
     finally:
-        _gc_enable()
+        if paused:
+            _gc_enable()
 
 
 def _decode_records(
