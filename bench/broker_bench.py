@@ -128,40 +128,46 @@ def fetch(bootstrap: str, topic: str, count: int, size: int) -> Result:
     return Result(f"fetch {size} B", got, size, seconds)
 
 
-def fetch_kcat(bootstrap: str, topic: str, count: int, size: int) -> Result | None:
+def fetch_kcat(
+    bootstrap: str, topic: str, count: int, size: int, consumers: int = 1
+) -> Result | None:
     """The same fetch with kcat (librdkafka without Python's per-message objects): closer to
-    what the broker itself can serve."""
+    what the broker itself can serve. One kcat reads at about one core's worth; with
+    ``consumers`` > 1 that many read the whole partition at once and the figure is their
+    total, which is what the broker served."""
     kcat = shutil.which("kcat")
     if kcat is None:
         return None
+    command = [
+        kcat,
+        "-b",
+        bootstrap,
+        "-C",
+        "-t",
+        topic,
+        "-o",
+        "beginning",
+        "-e",
+        "-q",
+        "-c",
+        str(count),
+        "-f",
+        "%s",
+        "-X",
+        "fetch.max.bytes=52428800",
+        "-X",
+        "max.partition.fetch.bytes=10485760",
+        "-X",
+        "queued.max.messages.kbytes=1000000",
+    ]
     started = time.perf_counter()
-    subprocess.run(
-        [
-            kcat,
-            "-b",
-            bootstrap,
-            "-C",
-            "-t",
-            topic,
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-            "-c",
-            str(count),
-            "-f",
-            "%s",
-            "-X",
-            "fetch.max.bytes=52428800",
-            "-X",
-            "max.partition.fetch.bytes=10485760",
-            "-X",
-            "queued.max.messages.kbytes=1000000",
-        ],
-        stdout=subprocess.DEVNULL,
-        check=True,
-    )
-    return Result(f"fetch {size} B (kcat)", count, size, time.perf_counter() - started)
+    readers = [subprocess.Popen(command, stdout=subprocess.DEVNULL) for _ in range(consumers)]
+    for reader in readers:
+        if reader.wait() != 0:
+            raise RuntimeError(f"kcat exited with {reader.returncode}")
+    seconds = time.perf_counter() - started
+    name = f"fetch {size} B (kcat)" if consumers == 1 else f"fetch {size} B ({consumers} x kcat)"
+    return Result(name, count * consumers, size, seconds)
 
 
 def latency(bootstrap: str, topic: str, rate_mb_s: float, size: int, seconds: float) -> dict:
@@ -301,6 +307,8 @@ def main() -> None:
                         record(raw_write(data_dir / f"raw-write-r{n}", count * size))
                 record(fetch(broker.bootstrap, f"bench-{size}-1-r{n}", count, size))
                 record(fetch_kcat(broker.bootstrap, f"bench-{size}-1-r{n}", count, size))
+                if size == 1024:
+                    record(fetch_kcat(broker.bootstrap, f"bench-{size}-1-r{n}", count, size, 2))
             lat = latency(
                 broker.bootstrap, f"latency-r{n}", 100.0 if not args.quick else 20.0, 1024, 5.0
             )
