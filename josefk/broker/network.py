@@ -105,6 +105,10 @@ def is_awaitable(result: object) -> TypeGuard[Awaitable[Any]]:
     return known
 
 
+def _size_prefix(response: Response) -> bytes:
+    return _SIZE.pack(sum(chunk_size(part) for part in response))
+
+
 def _in_memory(response: Response) -> bool:
     return all(isinstance(part, bytes | bytearray | memoryview) for part in response)
 
@@ -310,7 +314,7 @@ class Connection:
                     continue
                 self.last_active_ms = self._clock.monotonic_ms()
                 if _in_memory(response) and len(out) < _MAX_COALESCED_PIECES:
-                    out.append(_SIZE.pack(sum(chunk_size(part) for part in response)))
+                    out.append(_size_prefix(response))
                     out.extend(response)  # type: ignore[arg-type]  # _in_memory checked
                     continue
                 if out:
@@ -326,10 +330,7 @@ class Connection:
             self.close()
 
     async def _send(self, response: Response) -> None:
-        total = 0
-        for part in response:
-            total += chunk_size(part)
-        pieces: list[bytes | bytearray | memoryview] = [_SIZE.pack(total)]
+        pieces: list[bytes | bytearray | memoryview] = [_size_prefix(response)]
         for part in response:
             if isinstance(part, bytes | bytearray | memoryview):
                 pieces.append(part)
