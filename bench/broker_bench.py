@@ -18,7 +18,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,8 @@ class Result:
     messages: int
     size: int
     seconds: float
+    # CPU time the hypervisor gave to others while this ran (both cores, /proc/stat "steal").
+    steal_s: float | None = None
 
     @property
     def msgs_per_s(self) -> float:
@@ -41,6 +45,20 @@ class Result:
     @property
     def mb_per_s(self) -> float:
         return self.messages * self.size / self.seconds / 1e6
+
+
+def host_steal_seconds() -> float | None:
+    """CPU time this VM's vCPUs were ready but not run (taken by the host or its other guests),
+    summed over all CPUs; None where /proc/stat has no such column. A run with much of it was
+    measured on a busy host: its figures say little about the broker."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK")
 
 
 def produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> Result:
@@ -59,8 +77,12 @@ def produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> Res
             "acks": acks,
             "linger.ms": 5,
             "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 2_000_000,
+            # The client holds at most 32 MiB of unsent messages, the Java producer's default
+            # buffer.memory. A 2 GB queue let it pile up ~1 GB of messages whose heap pages
+            # the kernel had to fault in afresh (1-3 s of the client's system time per GB
+            # on this VM) and took that CPU from the broker on the same two cores.
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 32 * 1024,
             "enable.idempotence": False,
             # Failures still reach the callback; successes don't cost a Python call each
             # (at 100 B that call is as expensive as the produce() itself).
@@ -171,7 +193,12 @@ def fetch_kcat(
 
 
 def latency(bootstrap: str, topic: str, rate_mb_s: float, size: int, seconds: float) -> dict:
-    """Produce at a fixed rate with acks=1 and measure send-to-ack latency per message."""
+    """Produce at a fixed rate with acks=1 and measure send-to-ack latency per message.
+
+    A thread blocks in ``poll()`` to run the delivery reports as they arrive; the sending
+    thread sleeps to its next tick. librdkafka's poll takes whole milliseconds, so
+    ``poll(0.0004)`` returns at once: waiting for a sub-millisecond tick in it spun a core
+    that the broker needed."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -191,26 +218,41 @@ def latency(bootstrap: str, topic: str, rate_mb_s: float, size: int, seconds: fl
 
     producer.produce(topic, value)
     producer.flush(30)
+    steal_before = host_steal_seconds()
+    sending = threading.Event()
+    sending.set()
+
+    def serve_reports(producer: Producer) -> None:
+        while sending.is_set():
+            producer.poll(0.05)
+
+    reporter = threading.Thread(target=serve_reports, args=(producer,), name="delivery-reports")
+    reporter.start()
     start = time.perf_counter()
     next_tick = start
     sent = 0
-    while time.perf_counter() - start < seconds:
-        now = time.perf_counter()
-        if now < next_tick:
-            # Wait in librdkafka's poll, serving delivery reports as they come: a busy loop
-            # here would take one of the machine's two cores away from the broker.
-            producer.poll(next_tick - now)
-            continue
-        for _ in range(per_tick):
-            producer.produce(topic, value, on_delivery=lambda e, m, s=now: delivered(e, m, s))
-        sent += per_tick
-        next_tick += tick
-        producer.poll(0)
-    producer.flush(60)
+    try:
+        while time.perf_counter() - start < seconds:
+            now = time.perf_counter()
+            if now < next_tick:
+                time.sleep(next_tick - now)
+                continue
+            for _ in range(per_tick):
+                producer.produce(topic, value, on_delivery=lambda e, m, s=now: delivered(e, m, s))
+            sent += per_tick
+            next_tick += tick
+        producer.flush(60)
+    finally:
+        sending.clear()
+        reporter.join()
     elapsed = time.perf_counter() - start
+    steal_after = host_steal_seconds()
     del producer
     samples.sort()
     return {
+        "steal_s": None
+        if steal_before is None or steal_after is None
+        else steal_after - steal_before,
         "achieved_mb_s": sent * size / elapsed / 1e6,
         "p50_ms": 1000 * samples[len(samples) // 2],
         "p99_ms": 1000 * samples[int(len(samples) * 0.99)],
@@ -265,6 +307,10 @@ def redis_baseline(count: int, size: int) -> Result | None:
         process.wait()
 
 
+def _steal_note(steal_s: float | None) -> str:
+    return "" if steal_s is None else f" (host steal {steal_s:.2f} s)"
+
+
 def _median(results: list[Result]) -> Result:
     ordered = sorted(results, key=lambda r: r.seconds)
     return ordered[len(ordered) // 2]
@@ -281,11 +327,19 @@ def main() -> None:
     rounds: dict[str, list[Result]] = {}
     latencies: list[dict] = []
 
-    def record(result: Result | None) -> None:
+    def record(measure: Callable[..., Result | None], *args: object) -> None:
+        steal_before = host_steal_seconds()
+        result = measure(*args)
         if result is None:
             return
+        steal_after = host_steal_seconds()
+        if steal_before is not None and steal_after is not None:
+            result.steal_s = steal_after - steal_before
         rounds.setdefault(result.name, []).append(result)
-        print(f"{result.name}: {result.msgs_per_s:,.0f} msg/s, {result.mb_per_s:,.1f} MB/s")
+        print(
+            f"{result.name}: {result.msgs_per_s:,.0f} msg/s, {result.mb_per_s:,.1f} MB/s"
+            f"{_steal_note(result.steal_s)}"
+        )
 
     data_dir = Path(tempfile.mkdtemp(prefix="josefk-bench-"))
     broker = ServeProcess(data_dir)
@@ -306,19 +360,19 @@ def main() -> None:
             latencies.append(lat)
             print(
                 f"latency at {lat['achieved_mb_s']:.1f} MB/s: p50 {lat['p50_ms']:.2f} ms, "
-                f"p99 {lat['p99_ms']:.2f} ms"
+                f"p99 {lat['p99_ms']:.2f} ms{_steal_note(lat['steal_s'])}"
             )
             for size, count in counts.items():
                 for acks in ("1", "all"):
-                    record(
-                        produce(broker.bootstrap, f"bench-{size}-{acks}-r{n}", count, size, acks)
-                    )
+                    topic = f"bench-{size}-{acks}-r{n}"
+                    record(produce, broker.bootstrap, topic, count, size, acks)
                     if size == 1024 and acks == "1":
-                        record(raw_write(data_dir / f"raw-write-r{n}", count * size))
-                record(fetch(broker.bootstrap, f"bench-{size}-1-r{n}", count, size))
-                record(fetch_kcat(broker.bootstrap, f"bench-{size}-1-r{n}", count, size))
+                        record(raw_write, data_dir / f"raw-write-r{n}", count * size)
+                topic = f"bench-{size}-1-r{n}"
+                record(fetch, broker.bootstrap, topic, count, size)
+                record(fetch_kcat, broker.bootstrap, topic, count, size)
                 if size == 1024:
-                    record(fetch_kcat(broker.bootstrap, f"bench-{size}-1-r{n}", count, size, 2))
+                    record(fetch_kcat, broker.bootstrap, topic, count, size, 2)
             for future in admin.delete_topics(topics).values():
                 future.result(30)
             (data_dir / f"raw-write-r{n}").unlink(missing_ok=True)
@@ -328,21 +382,23 @@ def main() -> None:
 
     for _ in range(args.rounds):
         for size, count in counts.items():
-            record(redis_baseline(count, size))
+            record(redis_baseline, count, size)
 
     print(
-        f"\n| measurement | msg/s (median of {args.rounds}) | MB/s (median) | MB/s per round |"
-        "\n| --- | ---: | ---: | --- |"
+        f"\n| measurement | msg/s (median of {args.rounds}) | MB/s (median) | MB/s per round "
+        "| host steal (s) per round |\n| --- | ---: | ---: | --- | --- |"
     )
     for name, results in rounds.items():
         mid = _median(results)
         each = " / ".join(f"{r.mb_per_s:,.1f}" for r in results)
-        print(f"| {name} | {mid.msgs_per_s:,.0f} | {mid.mb_per_s:,.1f} | {each} |")
+        steal = " / ".join("-" if r.steal_s is None else f"{r.steal_s:.2f}" for r in results)
+        print(f"| {name} | {mid.msgs_per_s:,.0f} | {mid.mb_per_s:,.1f} | {each} | {steal} |")
     print("\nProduce latency, 1 KiB, acks=1, per round:")
     for lat in latencies:
         print(
             f"- offered {lat['achieved_mb_s']:.1f} MB/s: p50 {lat['p50_ms']:.2f} ms, "
             f"p99 {lat['p99_ms']:.2f} ms ({lat['messages']:,} messages)"
+            f"{_steal_note(lat['steal_s'])}"
         )
 
 
