@@ -180,3 +180,31 @@ async def test_idle_connections_are_closed() -> None:
     assert srv.close_idle_connections() == 1
     assert await reader.read() == b""
     await srv.shutdown(1.0)
+
+
+class KeepingDispatcher:
+    """Keeps every frame's view, as a handler holding a request would, and echoes it."""
+
+    def __init__(self) -> None:
+        self.kept: list[memoryview] = []
+
+    def dispatch(self, frame: memoryview, connection: ConnectionInfo) -> DispatchResult:
+        self.kept.append(frame)
+        return [bytes(frame)]
+
+
+async def test_frames_handed_out_are_never_written_over() -> None:
+    """One request at a time: the chunk goes on filling after the frames it handed out, and
+    rolls over to fresh chunks, without touching a byte of any frame still held."""
+    dispatcher = KeepingDispatcher()
+    srv = SocketServer(dispatcher, clock=ManualClock(), max_request_bytes=1 << 20, max_idle_ms=1000)
+    bound = await srv.listen(ListenerSpec("PLAINTEXT", "127.0.0.1", 0))
+    reader, writer = await asyncio.open_connection("127.0.0.1", bound.port)
+    # Sizes that leave every kind of room at a chunk's end, ~1.5 MB in all (six chunks).
+    sent = [bytes([i % 251]) * (1 + (i * 7919) % 20_000) for i in range(150)]
+    for payload in sent:
+        writer.write(frame(payload))
+        assert await read_frame(reader) == payload
+    assert [bytes(view) for view in dispatcher.kept] == sent
+    writer.close()
+    await srv.shutdown(1.0)
