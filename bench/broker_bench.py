@@ -14,19 +14,25 @@ every figure includes the client's own cost.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import os
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from serve_process import ServeProcess
+
+# How long freed pages take to lose their speed on this VM (measured: written at ~4 GB/s
+# right after a delete, at the speed of any other memory 10 s later); no event tells.
+SETTLE_S = 15.0
 
 
 @dataclass
@@ -61,7 +67,9 @@ def host_steal_seconds() -> float | None:
     return int(fields[8]) / os.sysconf("SC_CLK_TCK")
 
 
-def produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> Result:
+def produce(
+    bootstrap: str, topic: str, count: int, size: int, acks: str, label: str = ""
+) -> Result:
     """Send ``count`` messages as fast as librdkafka takes them; the clock starts after a
     warm-up message has been acknowledged, so connection set-up is not part of the figure."""
     errors = 0
@@ -106,15 +114,18 @@ def produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> Res
     del producer
     if errors:
         raise RuntimeError(f"{errors} messages were not delivered")
-    return Result(f"produce {size} B acks={acks}", count, size, seconds)
+    name = f"produce {size} B acks={acks}"
+    if label:
+        name += f", {count * size / 1e9:.1f} GB {label}"
+    return Result(name, count, size, seconds)
 
 
-def raw_write(path: Path, total: int) -> Result:
+def raw_write(path: Path, total: int, label: str = "") -> Result:
     """The baseline for writing new data on this machine: ``os.write`` of ``total`` bytes in
-    1 MiB pieces into a fresh file beside the broker's logs (kept until the round ends, as
-    the broker's segments are), measured in the same round just after the broker's produce.
-    On this VM, writing into pages the kernel has to fetch fresh swings from ~4 GB/s to
-    ~300 MB/s (kernel time), for any writer."""
+    1 MiB pieces into a fresh file beside the broker's logs, deleted at once afterwards as the
+    broker's topics are. On this VM the same write runs at ~4 GB/s into pages freed moments
+    ago, ~1 GB/s into the first GB of others, and ~300 MB/s beyond that (kernel time in the
+    copy, for any writer): the host hands the VM new memory slowly."""
     chunk = os.urandom(1 << 20)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -125,7 +136,27 @@ def raw_write(path: Path, total: int) -> Result:
         seconds = time.perf_counter() - started
     finally:
         os.close(fd)
-    return Result("raw os.write, same bytes (baseline)", written >> 10, 1024, seconds)
+        path.unlink()
+    name = "raw os.write, same bytes (baseline)"
+    if label:
+        name = f"raw os.write, {written / 1e9:.1f} GB {label} (baseline)"
+    return Result(name, written >> 10, 1024, seconds)
+
+
+@contextlib.contextmanager
+def bench_topic(admin: AdminClient, data_dir: Path, name: str) -> Iterator[str]:
+    """A one-partition topic for one measurement, deleted with its files when it is done, so
+    that every measurement starts from the same page cache instead of the one the
+    measurements before it left (``file.delete.delay.ms=0``: no minute-long wait)."""
+    new = NewTopic(name, 1, 1, config={"file.delete.delay.ms": "0"})
+    admin.create_topics([new])[name].result(30)
+    try:
+        yield name
+    finally:
+        admin.delete_topics([name])[name].result(30)
+        deadline = time.monotonic() + 30
+        while any(data_dir.glob(f"{name}-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the broker removes the renamed directory in the background
 
 
 def fetch(bootstrap: str, topic: str, count: int, size: int) -> Result:
@@ -198,7 +229,11 @@ def latency(bootstrap: str, topic: str, rate_mb_s: float, size: int, seconds: fl
     A thread blocks in ``poll()`` to run the delivery reports as they arrive; the sending
     thread sleeps to its next tick. librdkafka's poll takes whole milliseconds, so
     ``poll(0.0004)`` returns at once: waiting for a sub-millisecond tick in it spun a core
-    that the broker needed."""
+    that the broker needed.
+
+    Besides the run's p50/p99, the p99 of each second's messages (by send time) and the host
+    steal of that second: a vCPU taken by the host for 20 ms delays every message in flight
+    by as much, and at 100 messages per millisecond two such pauses are the whole 1% tail."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -211,14 +246,16 @@ def latency(bootstrap: str, topic: str, rate_mb_s: float, size: int, seconds: fl
     per_second = rate_mb_s * 1e6 / size
     tick = 0.001
     per_tick = max(1, int(per_second * tick))
-    samples: list[float] = []
+    sent_at: list[float] = []
+    latencies: list[float] = []
 
     def delivered(err: object, msg: object, sent: float) -> None:
-        samples.append(time.perf_counter() - sent)
+        sent_at.append(sent)
+        latencies.append(time.perf_counter() - sent)
 
     producer.produce(topic, value)
     producer.flush(30)
-    steal_before = host_steal_seconds()
+    steal_marks = [host_steal_seconds()]
     sending = threading.Event()
     sending.set()
 
@@ -237,27 +274,44 @@ def latency(bootstrap: str, topic: str, rate_mb_s: float, size: int, seconds: fl
             if now < next_tick:
                 time.sleep(next_tick - now)
                 continue
+            if now - start >= len(steal_marks):
+                steal_marks.append(host_steal_seconds())
             for _ in range(per_tick):
                 producer.produce(topic, value, on_delivery=lambda e, m, s=now: delivered(e, m, s))
             sent += per_tick
             next_tick += tick
+        steal_marks.append(host_steal_seconds())
         producer.flush(60)
     finally:
         sending.clear()
         reporter.join()
     elapsed = time.perf_counter() - start
-    steal_after = host_steal_seconds()
     del producer
-    samples.sort()
+    per_second_latencies: list[list[float]] = [[] for _ in range(len(steal_marks) - 1)]
+    for sent_time, took in zip(sent_at, latencies, strict=True):
+        second = min(int(sent_time - start), len(per_second_latencies) - 1)
+        per_second_latencies[second].append(took)
+    steals = [None if a is None or b is None else b - a for a, b in itertools.pairwise(steal_marks)]
+    ordered = sorted(latencies)
     return {
-        "steal_s": None
-        if steal_before is None or steal_after is None
-        else steal_after - steal_before,
+        "steal_s": None if None in steals else sum(s for s in steals if s is not None),
         "achieved_mb_s": sent * size / elapsed / 1e6,
-        "p50_ms": 1000 * samples[len(samples) // 2],
-        "p99_ms": 1000 * samples[int(len(samples) * 0.99)],
-        "messages": len(samples),
+        "p50_ms": 1000 * ordered[len(ordered) // 2],
+        "p99_ms": 1000 * ordered[int(len(ordered) * 0.99)],
+        "messages": len(ordered),
+        "per_second": [
+            (1000 * sorted(window)[int(len(window) * 0.99)], steal)
+            for window, steal in zip(per_second_latencies, steals, strict=True)
+            if window
+        ],
     }
+
+
+def _per_second_note(lat: dict) -> str:
+    return ", ".join(
+        f"{p99:.1f}" + ("" if steal is None else f" ({steal:.2f})")
+        for p99, steal in lat["per_second"]
+    )
 
 
 def redis_baseline(count: int, size: int) -> Result | None:
@@ -346,36 +400,37 @@ def main() -> None:
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for n in range(args.rounds):
-            # Each round writes into topics of its own, deleted afterwards, so that rounds
-            # start alike (no segment of an earlier round rolling or being flushed mid-round).
-            topics = [f"bench-{size}-{acks}-r{n}" for size in counts for acks in ("1", "all")]
-            topics.append(f"latency-r{n}")
-            for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
-                future.result(30)
             # Latency at a moderate rate first: after the throughput runs, the kernel is
             # still writing back their ~1.5 GB, which is a different measurement.
-            lat = latency(
-                broker.bootstrap, f"latency-r{n}", 100.0 if not args.quick else 20.0, 1024, 5.0
-            )
+            with bench_topic(admin, data_dir, f"latency-r{n}") as topic:
+                lat = latency(broker.bootstrap, topic, 100.0 if not args.quick else 20.0, 1024, 5.0)
             latencies.append(lat)
             print(
                 f"latency at {lat['achieved_mb_s']:.1f} MB/s: p50 {lat['p50_ms']:.2f} ms, "
-                f"p99 {lat['p99_ms']:.2f} ms{_steal_note(lat['steal_s'])}"
+                f"p99 {lat['p99_ms']:.2f} ms{_steal_note(lat['steal_s'])}; "
+                f"p99 per second (host steal): {_per_second_note(lat)}"
             )
             for size, count in counts.items():
                 for acks in ("1", "all"):
-                    topic = f"bench-{size}-{acks}-r{n}"
-                    record(produce, broker.bootstrap, topic, count, size, acks)
-                    if size == 1024 and acks == "1":
-                        record(raw_write, data_dir / f"raw-write-r{n}", count * size)
-                topic = f"bench-{size}-1-r{n}"
-                record(fetch, broker.bootstrap, topic, count, size)
-                record(fetch_kcat, broker.bootstrap, topic, count, size)
+                    with bench_topic(admin, data_dir, f"bench-{size}-{acks}-r{n}") as topic:
+                        record(produce, broker.bootstrap, topic, count, size, acks)
+                        if acks == "1":
+                            record(fetch, broker.bootstrap, topic, count, size)
+                            record(fetch_kcat, broker.bootstrap, topic, count, size)
+                            if size == 1024:
+                                record(fetch_kcat, broker.bootstrap, topic, count, size, 2)
                 if size == 1024:
-                    record(fetch_kcat, broker.bootstrap, topic, count, size, 2)
-            for future in admin.delete_topics(topics).values():
-                future.result(30)
-            (data_dir / f"raw-write-r{n}").unlink(missing_ok=True)
+                    record(raw_write, data_dir / f"raw-write-r{n}", count * size)
+            # Longer than the ~1 GB of new memory this VM's host gives at full speed: what a
+            # producer that keeps going gets here, next to a bare write of as many bytes.
+            # Each starts after the same pause: pages freed moments ago are written at
+            # ~4 GB/s, so whichever ran second would otherwise reuse the first one's.
+            sustained = counts[1024] * 6
+            time.sleep(SETTLE_S)
+            with bench_topic(admin, data_dir, f"sustained-r{n}") as topic:
+                record(produce, broker.bootstrap, topic, sustained, 1024, "1", "sustained")
+            time.sleep(SETTLE_S)
+            record(raw_write, data_dir / f"raw-write-r{n}", sustained * 1024, "sustained")
     finally:
         broker.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -398,7 +453,7 @@ def main() -> None:
         print(
             f"- offered {lat['achieved_mb_s']:.1f} MB/s: p50 {lat['p50_ms']:.2f} ms, "
             f"p99 {lat['p99_ms']:.2f} ms ({lat['messages']:,} messages)"
-            f"{_steal_note(lat['steal_s'])}"
+            f"{_steal_note(lat['steal_s'])}; p99 per second (host steal): {_per_second_note(lat)}"
         )
 
 
