@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import enum
 import gc
 import logging
 import os
@@ -327,29 +328,51 @@ def _settle_garbage_collector() -> None:
     gc.set_threshold(_GC_YOUNG_THRESHOLD, 20, 20)
 
 
+class SignalAction(enum.Enum):
+    SHUT_DOWN = "shut down cleanly"
+    EXIT_NOW = "exit at once"
+    IGNORE = "ignore"
+
+
+def signal_action(signum: int, *, shutting_down: bool) -> SignalAction:
+    """What a SIGTERM or SIGINT asks of ``josefk serve``; see ``serve``."""
+    if not shutting_down:
+        return SignalAction.SHUT_DOWN
+    if signum == signal.SIGINT:
+        return SignalAction.EXIT_NOW
+    return SignalAction.IGNORE
+
+
 async def serve(
     config: BrokerConfig,
     *,
     ready: asyncio.Event | None = None,
     owns_process: bool = False,
 ) -> None:
-    """Run a broker until SIGTERM or SIGINT; a second signal exits at once.
+    """Run a broker until SIGTERM or SIGINT, then shut down cleanly.
+
+    A SIGINT during the shutdown (Ctrl-C pressed again) exits at once, without the
+    clean-shutdown marker. A SIGTERM during it is ignored, as Kafka's JVM ignores it: it is
+    often the same request delivered twice (GNU ``timeout`` signals the command and then its
+    process group), and a supervisor that will not wait sends SIGKILL.
 
     ``owns_process``: the broker is the whole process (``josefk serve``), so it may tune
     process-wide settings such as the garbage collector; embedded brokers (tests) leave them.
     """
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    signals = 0
 
     def on_signal(signum: int) -> None:
-        nonlocal signals
-        signals += 1
-        if signals > 1:
-            logger.warning("second signal: exiting without a clean shutdown")
+        name = signal.Signals(signum).name
+        action = signal_action(signum, shutting_down=stop.is_set())
+        if action is SignalAction.SHUT_DOWN:
+            logger.info("received %s, shutting down", name)
+            stop.set()
+        elif action is SignalAction.EXIT_NOW:
+            logger.warning("%s during shutdown: exiting without a clean shutdown", name)
             os._exit(1)
-        logger.info("received %s, shutting down", signal.Signals(signum).name)
-        stop.set()
+        else:
+            logger.info("received %s again: already shutting down", name)
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)

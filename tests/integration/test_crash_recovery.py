@@ -8,8 +8,11 @@ continue after the recovered log end.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -202,6 +205,27 @@ def test_sigint_also_shuts_down_cleanly(broker_factory: BrokerFactory) -> None:
     assert_delivered(ck_produce(broker.bootstrap, unique_topic("sigint"), make_messages(5)))
     broker.send_signal(signal.SIGINT)
     assert broker.wait_exit() == 0
+    assert (Path(broker.data_dir) / CLEAN_SHUTDOWN_MARKER).exists()
+
+
+def test_sigterm_delivered_twice_still_shuts_down_cleanly(broker_factory: BrokerFactory) -> None:
+    """What ``timeout 10 josefk serve`` does when time is up: SIGTERM to the process, then
+    to its whole process group (the broker leads its own group here)."""
+    broker = broker_factory()
+    assert_delivered(ck_produce(broker.bootstrap, unique_topic("twice"), make_messages(5)))
+    pid = broker.pid
+    announced = "received SIGTERM, shutting down"
+    before = broker.log_path.read_text(errors="replace").count(announced)
+    os.kill(pid, signal.SIGTERM)
+    # Sent together, the two would merge into one pending signal; the second must reach a
+    # broker that is already shutting down, as it does under timeout.
+    deadline = time.monotonic() + T
+    while broker.log_path.read_text(errors="replace").count(announced) == before:
+        assert broker.is_alive() and time.monotonic() < deadline, broker.describe()
+        time.sleep(0.001)  # polling another process's log: no event to wait on
+    with contextlib.suppress(ProcessLookupError):  # the shutdown may already be over
+        os.killpg(pid, signal.SIGTERM)
+    assert broker.wait_exit() == 0, broker.describe()
     assert (Path(broker.data_dir) / CLEAN_SHUTDOWN_MARKER).exists()
 
 
