@@ -42,12 +42,14 @@ class EchoDispatcher:
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
+        self.waiting = asyncio.Event()
         self.failed = asyncio.Event()
         self.region: Region | None = None
 
     def dispatch(self, frame: memoryview, connection: ConnectionInfo) -> DispatchResult:
         data = bytes(frame)
         if data.startswith(b"wait"):
+            self.waiting.set()
             return self._later(data)
         if data == b"noreply":
             return None
@@ -91,6 +93,34 @@ async def test_responses_come_back_in_request_order(server) -> None:  # type: ig
     await writer.drain()
     dispatcher.release.set()
     assert [await read_frame(reader) for _ in range(3)] == [b"wait-1", b"second", b"third"]
+    writer.close()
+
+
+async def test_a_ready_answer_never_overtakes_one_still_pending(server) -> None:  # type: ignore[no-untyped-def]
+    """The second request arrives alone, answered at once, while the first still waits:
+    the reader must not send that answer itself."""
+    _srv, dispatcher, port = server
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(frame(b"wait-1"))
+    await dispatcher.waiting.wait()
+    writer.write(frame(b"second"))
+    await writer.drain()
+    writer.write(frame(b"third"))
+    dispatcher.release.set()
+    assert [await read_frame(reader) for _ in range(3)] == [b"wait-1", b"second", b"third"]
+    writer.close()
+
+
+async def test_answers_larger_than_the_socket_takes_arrive_whole_and_in_order(server) -> None:  # type: ignore[no-untyped-def]
+    """Requests sent one by one to a client that reads nothing until the end: once the
+    socket's buffers are full, an answer is sent in part and the writer finishes it."""
+    _srv, _dispatcher, port = server
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    payloads = [bytes([i]) * 900_000 + i.to_bytes(4, "big") for i in range(24)]  # ~22 MB
+    for payload in payloads:
+        writer.write(frame(payload))
+        await writer.drain()
+    assert [await read_frame(reader) for _ in payloads] == payloads
     writer.close()
 
 
