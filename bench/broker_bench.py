@@ -401,9 +401,10 @@ def main() -> None:
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for n in range(args.rounds):
-            # Latency at a moderate rate first, once the disk has settled: right after the
-            # previous round wrote and deleted gigabytes, page-cache writes stall for tens of
-            # ms at times (p99 3.6-604 ms measured then, 2.4-5.5 ms after a sync and a pause).
+            # Latency at a moderate rate first, once the machine has settled: right after the
+            # previous round wrote and deleted gigabytes, woken threads wait ~30 ms at times
+            # for the host to run an idle vCPU (p99 3.6-604 ms measured then, 2.4-5.5 ms after
+            # a sync and a pause).
             os.sync()
             time.sleep(SETTLE_S)
             with bench_topic(admin, data_dir, f"latency-r{n}") as topic:
