@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from josefk.broker.network import (
+    Connection,
     ConnectionInfo,
     DispatchResult,
     ListenerSpec,
@@ -238,3 +239,40 @@ async def test_frames_handed_out_are_never_written_over() -> None:
     assert [bytes(view) for view in dispatcher.kept] == sent
     writer.close()
     await srv.shutdown(1.0)
+
+
+class RecordingSocket:
+    """Stands in for a connection's socket: takes every send whole and records it."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def send(self, data: bytes) -> int:
+        self.sent.append(bytes(data))
+        return len(data)
+
+
+async def test_the_reader_sends_only_while_the_writer_is_idle() -> None:
+    """A writer in the middle of an answer (a file region after its header, say) must not
+    have another answer sent between its pieces: the reader queues instead. Only the flag
+    can be set by hand here; with real sockets the window is a matter of task order."""
+    sock = RecordingSocket()
+    info = ConnectionInfo(connection_id=1, listener_name="PLAINTEXT", peer="test", local_port=0)
+    connection = Connection(
+        sock,  # type: ignore[arg-type]
+        info,
+        EchoDispatcher(),
+        max_request_bytes=1024,
+        max_in_flight=10,
+        clock=ManualClock(),
+        on_close=lambda _: None,
+    )
+    connection._writer_idle = False  # the writer is busy
+    await connection._submit(memoryview(b"hello"))
+    connection._send_ready()
+    assert sock.sent == []
+    assert len(connection._pending) == 1
+    connection._writer_idle = True  # the writer waits for work again
+    connection._send_ready()
+    assert sock.sent == [frame(b"hello")]
+    assert not connection._pending
