@@ -297,15 +297,20 @@ def latency(bootstrap: str, topic: str, rate_mb_s: float, size: int, seconds: fl
     return {
         "steal_s": None if None in steals else sum(s for s in steals if s is not None),
         "achieved_mb_s": sent * size / elapsed / 1e6,
-        "p50_ms": 1000 * ordered[len(ordered) // 2],
-        "p99_ms": 1000 * ordered[int(len(ordered) * 0.99)],
+        "p50_ms": 1000 * _quantile(ordered, 0.5),
+        "p99_ms": 1000 * _quantile(ordered, 0.99),
         "messages": len(ordered),
         "per_second": [
-            (1000 * sorted(window)[int(len(window) * 0.99)], steal)
+            (1000 * _quantile(sorted(window), 0.99), steal)
             for window, steal in zip(per_second_latencies, steals, strict=True)
             if window
         ],
     }
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of an ascending list (nearest rank below)."""
+    return ordered[int(len(ordered) * q)]
 
 
 def _per_second_note(lat: dict) -> str:
