@@ -1,0 +1,601 @@
+"""What a josefk cluster keeps in etcd, and the only ways it may change.
+
+Owns the key layout under one prefix ``P`` (``josefk.etcd.prefix``, default ``/josefk``) and
+one operation per change a broker may make, each a single etcd transaction so that no two
+brokers can interleave halfway through one::
+
+    P/cluster_id                  the cluster id, written once by the first broker
+    P/brokers/<id>                BrokerRegistration (JSON), bound to the broker's lease
+    P/controller                  ControllerClaim (JSON), bound to the controller's lease
+    P/controller_epoch            the last controller epoch handed out (decimal)
+    P/topics/<name>               TopicRecord (JSON)
+    P/partitions/<topic>/<p>      PartitionState (JSON)
+    P/producer_ids/next_block     the first producer id not yet handed out (decimal)
+
+Who writes what:
+
+- ``register_broker``: a broker, its own key, only if no live registration holds the id. The
+  key lives on the broker's lease, so a broker that dies (or is cut off from etcd for the
+  lease's TTL) disappears from ``P/brokers`` by itself.
+- ``try_become_controller``: any broker; succeeds only when ``P/controller`` is absent, and
+  takes the next controller epoch in the same transaction.
+- ``controller_write``: the controller's writes (topics, partition assignments and leaders).
+  Each is guarded by ``P/controller`` still holding the writer's claim byte for byte, so a
+  deposed controller (its lease expired, another elected) can no longer change anything:
+  its epoch fences it, as Kafka's controller epoch does.
+- ``alter_partition``: a partition's leader proposes a new ISR, accepted only if the partition
+  key is unchanged since the state the leader holds (compare-and-swap on the key's etcd
+  modification revision, which moves with every write and hence with the partition epoch),
+  as Kafka's AlterPartition rejects a stale partition epoch.
+- ``allocate_producer_ids``: any broker; blocks are taken by compare-and-swap on the counter,
+  so two brokers never hand out the same producer id.
+
+Readers take a ``snapshot`` (every key and the etcd revision it was read at) and then
+``watch`` from the revision after it, so no change between the two is missed; nothing polls.
+
+Time is etcd's: lease TTLs run on the etcd server. Nothing here sleeps except the lease
+keep-alive, which must speak to etcd within each TTL.
+
+Imports the standard library and the etcd client (``aetcd``) only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+import aetcd
+import aetcd.exceptions
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PREFIX: Final = "/josefk"
+# Broker lease TTL (seconds): how long a dead broker stays registered. Failover time is
+# bounded below by it.
+DEFAULT_SESSION_TTL_S: Final = 6
+
+__all__ = [
+    "DEFAULT_PREFIX",
+    "BrokerIdInUseError",
+    "BrokerRegistration",
+    "BrokerSession",
+    "ControllerClaim",
+    "EndpointRecord",
+    "EtcdMetadataStore",
+    "EtcdUnavailableError",
+    "MetadataEvent",
+    "MetadataSnapshot",
+    "PartitionState",
+    "TopicRecord",
+    "parse_endpoints",
+]
+
+
+class EtcdUnavailableError(Exception):
+    """No etcd endpoint answered."""
+
+
+class BrokerIdInUseError(Exception):
+    """Another live broker holds this broker id."""
+
+
+# -- values ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointRecord:
+    listener: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A live broker. ``broker_epoch`` is the etcd revision that created the registration:
+    it grows with every new registration of any broker, as Kafka's broker epoch does."""
+
+    broker_id: int
+    endpoints: tuple[EndpointRecord, ...]
+    rack: str | None = None
+    broker_epoch: int = -1
+
+    def encode(self) -> bytes:
+        return _encode(
+            {
+                "broker_id": self.broker_id,
+                "endpoints": [asdict(e) for e in self.endpoints],
+                "rack": self.rack,
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes, *, broker_epoch: int) -> BrokerRegistration:
+        data = json.loads(raw)
+        return cls(
+            broker_id=int(data["broker_id"]),
+            endpoints=tuple(EndpointRecord(**e) for e in data["endpoints"]),
+            rack=data.get("rack"),
+            broker_epoch=broker_epoch,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerClaim:
+    broker_id: int
+    controller_epoch: int
+
+    def encode(self) -> bytes:
+        return _encode({"broker_id": self.broker_id, "controller_epoch": self.controller_epoch})
+
+    @classmethod
+    def decode(cls, raw: bytes) -> ControllerClaim:
+        data = json.loads(raw)
+        return cls(int(data["broker_id"]), int(data["controller_epoch"]))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    topic_id: str
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return _encode(asdict(self))
+
+    @classmethod
+    def decode(cls, raw: bytes) -> TopicRecord:
+        data = json.loads(raw)
+        return cls(data["name"], data["topic_id"], int(data["partitions"]), dict(data["configs"]))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """Kafka's partition registration: who holds the replicas, who leads, who is in sync.
+
+    ``leader`` is -1 while no replica can lead. ``leader_epoch`` grows with every leader
+    change; ``partition_epoch`` with every change of any field.
+    """
+
+    replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int = 0
+
+    def encode(self) -> bytes:
+        return _encode(
+            {
+                "replicas": list(self.replicas),
+                "leader": self.leader,
+                "leader_epoch": self.leader_epoch,
+                "isr": list(self.isr),
+                "partition_epoch": self.partition_epoch,
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes) -> PartitionState:
+        data = json.loads(raw)
+        return cls(
+            replicas=tuple(data["replicas"]),
+            leader=int(data["leader"]),
+            leader_epoch=int(data["leader_epoch"]),
+            isr=tuple(data["isr"]),
+            partition_epoch=int(data["partition_epoch"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class VersionedPartitionState:
+    """A partition state with the etcd revision of its last write, for ``alter_partition``."""
+
+    state: PartitionState
+    mod_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataSnapshot:
+    """Everything under the prefix as of one etcd revision."""
+
+    revision: int
+    cluster_id: str | None
+    brokers: dict[int, BrokerRegistration]
+    controller: ControllerClaim | None
+    topics: dict[str, TopicRecord]
+    partitions: dict[tuple[str, int], VersionedPartitionState]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataEvent:
+    """One change under the prefix. ``value`` is None for a deletion (or lease expiry)."""
+
+    key: str
+    value: bytes | None
+    mod_revision: int
+    create_revision: int
+
+
+def _encode(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+
+def parse_endpoints(text: str) -> list[tuple[str, int]]:
+    """``"host:port,host:port"`` (``josefk.etcd.endpoints``) as (host, port) pairs."""
+    result = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"etcd endpoint {item!r} is not host:port")
+        result.append((host.strip("[]"), int(port)))
+    if not result:
+        raise ValueError("no etcd endpoint given")
+    return result
+
+
+# -- the store ----------------------------------------------------------------------------
+
+
+class BrokerSession:
+    """A broker's etcd lease, kept alive while the broker runs.
+
+    Keys bound to it (the registration, the controller claim) vanish when it ends: on
+    ``close`` at once, on a crash or a cut-off after the TTL. ``lost`` is set when the lease
+    is found expired (etcd unreachable for longer than the TTL); the broker must then act as
+    a broker that was declared dead.
+    """
+
+    def __init__(self, client: aetcd.Client, lease: Any, ttl_s: int) -> None:
+        self._client = client
+        self.lease = lease
+        self.lease_id: int = lease.id
+        self.ttl_s = ttl_s
+        self.lost = asyncio.Event()
+        self._keep_alive = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        interval = max(self.ttl_s / 3, 0.2)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                reply = await self.lease.refresh()
+            except aetcd.exceptions.ClientError as exc:
+                # etcd unreachable: keep trying until the lease would have expired anyway.
+                logger.warning("etcd lease keep-alive failed: %s", exc)
+                continue
+            if reply is None or reply.TTL <= 0:
+                logger.error(
+                    "etcd lease %x expired: this broker's registration is gone", self.lease_id
+                )
+                self.lost.set()
+                return
+
+    async def close(self) -> None:
+        """End the session now: the registration and any controller claim go with it."""
+        self._keep_alive.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._keep_alive
+        with contextlib.suppress(aetcd.exceptions.ClientError):
+            await self.lease.revoke()
+
+
+class EtcdMetadataStore:
+    """The cluster's metadata in etcd. One per broker process; every method may be called
+    concurrently with the others (each change is one etcd transaction)."""
+
+    def __init__(
+        self,
+        endpoints: Sequence[tuple[str, int]],
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        timeout_s: float = 5.0,
+    ) -> None:
+        if not endpoints:
+            raise ValueError("no etcd endpoint given")
+        self._endpoints = list(endpoints)
+        self._prefix = prefix.rstrip("/")
+        self._timeout_s = timeout_s
+        self._client: aetcd.Client | None = None
+
+    # -- keys --------------------------------------------------------------------------
+
+    def key(self, *parts: object) -> bytes:
+        return "/".join((self._prefix, *(str(p) for p in parts))).encode()
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    # -- connection --------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Connect to the first endpoint that answers."""
+        errors = []
+        for host, port in self._endpoints:
+            client = aetcd.Client(host=host, port=port, timeout=self._timeout_s)
+            try:
+                await client.connect()
+                await client.get(self.key("cluster_id"))
+            except (aetcd.exceptions.ClientError, OSError) as exc:
+                errors.append(f"{host}:{port}: {exc or type(exc).__name__}")
+                with contextlib.suppress(Exception):
+                    await client.close()
+                continue
+            self._client = client
+            return
+        raise EtcdUnavailableError("no etcd endpoint answered (" + "; ".join(errors) + ")")
+
+    async def close(self) -> None:
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.close()
+            self._client = None
+
+    @property
+    def client(self) -> aetcd.Client:
+        if self._client is None:
+            raise EtcdUnavailableError("not connected to etcd")
+        return self._client
+
+    # -- cluster id --------------------------------------------------------------------
+
+    async def ensure_cluster_id(self, candidate: str) -> str:
+        """The cluster's id: ``candidate`` if this is the first broker, else the one stored."""
+        client = self.client
+        key = self.key("cluster_id")
+        tx = client.transactions
+        await client.transaction(
+            compare=[tx.version(key) == 0], success=[tx.put(key, candidate.encode())], failure=[]
+        )
+        found = await client.get(key)
+        assert found is not None
+        return str(found.value.decode())
+
+    # -- brokers -----------------------------------------------------------------------
+
+    async def open_session(self, ttl_s: int = DEFAULT_SESSION_TTL_S) -> BrokerSession:
+        lease = await self.client.lease(ttl_s)
+        return BrokerSession(self.client, lease, ttl_s)
+
+    async def register_broker(
+        self, registration: BrokerRegistration, session: BrokerSession
+    ) -> BrokerRegistration:
+        """Register under the session's lease; ``BrokerIdInUseError`` if a live broker holds
+        the id. Returns the registration with its broker epoch."""
+        client = self.client
+        key = self.key("brokers", registration.broker_id)
+        tx = client.transactions
+        ok, responses = await client.transaction(
+            compare=[tx.version(key) == 0],
+            success=[tx.put(key, registration.encode(), lease=session.lease)],
+            failure=[tx.get(key)],
+        )
+        if not ok:
+            holder = _first_value(responses)
+            where = ""
+            if holder is not None:
+                other = BrokerRegistration.decode(holder, broker_epoch=-1)
+                where = " at " + ", ".join(f"{e.host}:{e.port}" for e in other.endpoints)
+            raise BrokerIdInUseError(
+                f"broker id {registration.broker_id} is already registered by a live broker{where}"
+            )
+        revision = int(responses[0].response_put.header.revision)
+        return BrokerRegistration(
+            registration.broker_id, registration.endpoints, registration.rack, revision
+        )
+
+    # -- controller --------------------------------------------------------------------
+
+    async def try_become_controller(
+        self, broker_id: int, session: BrokerSession
+    ) -> ControllerClaim | None:
+        """Claim the controller role if nobody holds it; the claim takes the next epoch.
+        None when another broker is controller (watch ``P/controller`` to try again)."""
+        client = self.client
+        tx = client.transactions
+        controller_key = self.key("controller")
+        epoch_key = self.key("controller_epoch")
+        while True:
+            current = await client.get(epoch_key)
+            last_epoch = int(current.value) if current is not None else 0
+            epoch_guard = (
+                tx.mod(epoch_key) == current.mod_revision
+                if current is not None
+                else tx.version(epoch_key) == 0
+            )
+            claim = ControllerClaim(broker_id, last_epoch + 1)
+            ok, _ = await client.transaction(
+                compare=[tx.version(controller_key) == 0, epoch_guard],
+                success=[
+                    tx.put(controller_key, claim.encode(), lease=session.lease),
+                    tx.put(epoch_key, str(claim.controller_epoch).encode()),
+                ],
+                failure=[],
+            )
+            if ok:
+                return claim
+            if await client.get(controller_key) is not None:
+                return None
+            # The epoch moved under us (another broker won and already resigned): try again.
+
+    async def resign_controller(self, claim: ControllerClaim) -> None:
+        client = self.client
+        tx = client.transactions
+        key = self.key("controller")
+        await client.transaction(
+            compare=[tx.value(key) == claim.encode()], success=[tx.delete(key)], failure=[]
+        )
+
+    async def controller_write(
+        self,
+        claim: ControllerClaim,
+        puts: Sequence[tuple[bytes, bytes]] = (),
+        deletes: Sequence[bytes] = (),
+        *,
+        guards: Sequence[Any] = (),
+    ) -> bool:
+        """Apply the controller's writes atomically, only while ``claim`` is still the
+        controller. False when fenced (or when one of ``guards`` fails)."""
+        client = self.client
+        tx = client.transactions
+        ok, _ = await client.transaction(
+            compare=[tx.value(self.key("controller")) == claim.encode(), *guards],
+            success=[*(tx.put(k, v) for k, v in puts), *(tx.delete(k) for k in deletes)],
+            failure=[],
+        )
+        return bool(ok)
+
+    async def create_topic(
+        self, claim: ControllerClaim, topic: TopicRecord, states: Sequence[PartitionState]
+    ) -> bool:
+        """The controller creates a topic and all its partitions in one transaction; False
+        if fenced or the topic exists."""
+        tx = self.client.transactions
+        puts = [(self.key("topics", topic.name), topic.encode())]
+        puts += [(self.key("partitions", topic.name, i), s.encode()) for i, s in enumerate(states)]
+        return await self.controller_write(
+            claim, puts, guards=[tx.version(self.key("topics", topic.name)) == 0]
+        )
+
+    async def delete_topic(self, claim: ControllerClaim, name: str, partitions: int) -> bool:
+        deletes = [self.key("topics", name)]
+        deletes += [self.key("partitions", name, i) for i in range(partitions)]
+        return await self.controller_write(claim, deletes=deletes)
+
+    # -- partitions --------------------------------------------------------------------
+
+    async def partition_state(self, topic: str, partition: int) -> VersionedPartitionState | None:
+        found = await self.client.get(self.key("partitions", topic, partition))
+        if found is None:
+            return None
+        return VersionedPartitionState(PartitionState.decode(found.value), found.mod_revision)
+
+    async def alter_partition(
+        self, topic: str, partition: int, expected: VersionedPartitionState, isr: Sequence[int]
+    ) -> VersionedPartitionState | None:
+        """The leader's ISR change (Kafka's AlterPartition): accepted only if the partition
+        has not changed since ``expected``; None when stale (re-read and decide again)."""
+        client = self.client
+        tx = client.transactions
+        key = self.key("partitions", topic, partition)
+        old = expected.state
+        new = PartitionState(
+            old.replicas, old.leader, old.leader_epoch, tuple(isr), old.partition_epoch + 1
+        )
+        ok, responses = await client.transaction(
+            compare=[tx.mod(key) == expected.mod_revision],
+            success=[tx.put(key, new.encode())],
+            failure=[],
+        )
+        if not ok:
+            return None
+        return VersionedPartitionState(new, int(responses[0].response_put.header.revision))
+
+    async def controller_set_partition(
+        self,
+        claim: ControllerClaim,
+        topic: str,
+        partition: int,
+        expected: VersionedPartitionState,
+        new: PartitionState,
+    ) -> bool:
+        """A controller's change of one partition (leader election, reassignment), fenced by
+        its claim and by the partition not having changed since ``expected``."""
+        tx = self.client.transactions
+        key = self.key("partitions", topic, partition)
+        return await self.controller_write(
+            claim, [(key, new.encode())], guards=[tx.mod(key) == expected.mod_revision]
+        )
+
+    # -- producer ids ------------------------------------------------------------------
+
+    async def allocate_producer_ids(self, block_size: int) -> range:
+        """A block of producer ids no other broker will ever be given."""
+        client = self.client
+        tx = client.transactions
+        key = self.key("producer_ids", "next_block")
+        while True:
+            current = await client.get(key)
+            first = int(current.value) if current is not None else 0
+            guard = (
+                tx.mod(key) == current.mod_revision if current is not None else tx.version(key) == 0
+            )
+            ok, _ = await client.transaction(
+                compare=[guard],
+                success=[tx.put(key, str(first + block_size).encode())],
+                failure=[],
+            )
+            if ok:
+                return range(first, first + block_size)
+
+    # -- reading -----------------------------------------------------------------------
+
+    async def snapshot(self) -> MetadataSnapshot:
+        """Every key under the prefix, read at one revision."""
+        result = await self.client.get_prefix(self.key(""))
+        revision = int(result.header.revision)
+        cluster_id: str | None = None
+        brokers: dict[int, BrokerRegistration] = {}
+        controller: ControllerClaim | None = None
+        topics: dict[str, TopicRecord] = {}
+        partitions: dict[tuple[str, int], VersionedPartitionState] = {}
+        for kv in result:
+            parts = self.split_key(kv.key)
+            if parts == ["cluster_id"]:
+                cluster_id = kv.value.decode()
+            elif parts == ["controller"]:
+                controller = ControllerClaim.decode(kv.value)
+            elif len(parts) == 2 and parts[0] == "brokers":
+                reg = BrokerRegistration.decode(kv.value, broker_epoch=kv.create_revision)
+                brokers[reg.broker_id] = reg
+            elif len(parts) == 2 and parts[0] == "topics":
+                topic = TopicRecord.decode(kv.value)
+                topics[topic.name] = topic
+            elif len(parts) == 3 and parts[0] == "partitions":
+                partitions[(parts[1], int(parts[2]))] = VersionedPartitionState(
+                    PartitionState.decode(kv.value), kv.mod_revision
+                )
+        return MetadataSnapshot(revision, cluster_id, brokers, controller, topics, partitions)
+
+    def split_key(self, key: bytes) -> list[str]:
+        """``P/partitions/t/0`` -> ``["partitions", "t", "0"]``. Topic names cannot hold
+        ``/`` (Kafka allows letters, digits, ``.``, ``_`` and ``-``), so splitting is safe."""
+        text = key.decode()
+        return text[len(self._prefix) + 1 :].split("/")
+
+    async def watch(
+        self, start_revision: int, *, on_started: Callable[[], None] | None = None
+    ) -> AsyncIterator[MetadataEvent]:
+        """Every change under the prefix from ``start_revision`` on, in revision order."""
+        watch = await self.client.watch_prefix(self.key(""), start_revision=start_revision)
+        if on_started is not None:
+            on_started()
+        try:
+            async for event in watch:
+                kv = event.kv
+                deleted = event.kind == "DELETE"
+                yield MetadataEvent(
+                    key=kv.key.decode(),
+                    value=None if deleted else kv.value,
+                    mod_revision=int(kv.mod_revision),
+                    create_revision=int(kv.create_revision),
+                )
+        finally:
+            with contextlib.suppress(Exception):
+                await watch.cancel()
+
+
+def _first_value(responses: list[Any]) -> bytes | None:
+    for response in responses:
+        if isinstance(response, list) and response:
+            value, _ = response[0]
+            return bytes(value)
+    return None
