@@ -1,0 +1,298 @@
+"""The controller's decisions applied to etcd: topic lifecycle, leader elections, shutdowns.
+
+Owns ``ClusterController``, which exists on the one broker that holds the controller claim.
+Each operation reads the state it needs from etcd, decides with ``placement`` and
+``election``, and writes through ``EtcdMetadataStore.controller_write``: fenced by the
+controller's claim, and for a partition also by the partition's modification revision, so a
+leader's concurrent ISR change makes the controller's write fail and be decided again on the
+fresh state instead of overwriting it.
+
+Failover, as the controller sees it: a broker's lease expires -> its key leaves
+``P/brokers`` -> ``on_brokers_changed(live)`` -> for every partition it led, the first live ISR
+member in replica order leads with leader epoch + 1 and the dead broker leaves the ISR; for
+every partition it only followed, it leaves the ISR. Brokers see the new states by watch.
+
+Imports josefk.cluster only.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Callable, Collection, Mapping, Sequence
+
+from josefk.cluster.election import (
+    elect_after_failure,
+    elect_for_controlled_shutdown,
+    elect_preferred,
+    remove_from_isr,
+)
+from josefk.cluster.metadata_store import (
+    ControllerClaim,
+    EtcdMetadataStore,
+    PartitionState,
+    TopicRecord,
+    VersionedPartitionState,
+)
+from josefk.cluster.placement import InvalidReplicationFactorError, assign_replicas
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "ClusterController",
+    "ControllerFencedError",
+    "InvalidPartitionsError",
+    "InvalidReplicaAssignmentError",
+    "InvalidReplicationFactorError",
+    "TopicExistsError",
+    "UnknownTopicError",
+]
+
+# How often one partition's change is decided again after losing a race with its leader's
+# ISR change; each retry reads the fresh state, so two is already unusual.
+_MAX_RETRIES = 20
+
+
+class ControllerFencedError(Exception):
+    """Another broker became controller: this one's writes no longer apply."""
+
+
+class TopicExistsError(Exception):
+    pass
+
+
+class UnknownTopicError(Exception):
+    pass
+
+
+class InvalidReplicaAssignmentError(ValueError):
+    pass
+
+
+class InvalidPartitionsError(ValueError):
+    pass
+
+
+Decision = Callable[[PartitionState], PartitionState | None]
+
+
+class ClusterController:
+    """The active controller's operations. Safe to call concurrently: every write is one
+    fenced etcd transaction checked against the state it was decided on."""
+
+    def __init__(
+        self,
+        store: EtcdMetadataStore,
+        claim: ControllerClaim,
+        *,
+        unclean_leader_election: bool = False,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.claim = claim
+        self.unclean_leader_election = unclean_leader_election
+        self._rng = rng if rng is not None else random.Random()
+
+    # -- topics --------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        name: str,
+        *,
+        partitions: int,
+        replication_factor: int,
+        live_brokers: Mapping[int, str | None],
+        configs: Mapping[str, str] | None = None,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> TopicRecord:
+        """Create a topic: replicas placed as Kafka places them (or as ``assignments`` say),
+        each partition led by its first replica with the whole replica set in sync."""
+        if assignments:
+            replica_lists = [list(a) for a in assignments]
+            self._check_assignments(replica_lists, live_brokers)
+        else:
+            if partitions <= 0:
+                raise InvalidPartitionsError("number of partitions must be larger than 0")
+            replica_lists = assign_replicas(
+                partitions, replication_factor, live_brokers, rng=self._rng
+            )
+        topic = TopicRecord(name, _new_topic_id(), len(replica_lists), dict(configs or {}))
+        states = [PartitionState(tuple(r), r[0], 0, tuple(r)) for r in replica_lists]
+        if not await self.store.create_topic(self.claim, topic, states):
+            await self._raise_if_fenced()
+            raise TopicExistsError(f"topic {name!r} already exists")
+        logger.info("created topic %s: %s", name, replica_lists)
+        return topic
+
+    async def create_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        live_brokers: Mapping[int, str | None],
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> TopicRecord:
+        snapshot = await self.store.snapshot()
+        topic = snapshot.topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(name)
+        if total <= topic.partitions:
+            raise InvalidPartitionsError(
+                f"topic {name!r} has {topic.partitions} partitions; {total} is not more"
+            )
+        new_count = total - topic.partitions
+        first = snapshot.partitions.get((name, 0))
+        rf = len(first.state.replicas) if first is not None else 1
+        if assignments:
+            replica_lists = [list(a) for a in assignments]
+            if len(replica_lists) != new_count:
+                raise InvalidReplicaAssignmentError(
+                    f"{len(replica_lists)} assignments given for {new_count} new partitions"
+                )
+            self._check_assignments(replica_lists, live_brokers)
+        else:
+            replica_lists = assign_replicas(
+                new_count, rf, live_brokers, rng=self._rng, first_partition=topic.partitions
+            )
+        grown = TopicRecord(topic.name, topic.topic_id, total, topic.configs)
+        tx = self.store.client.transactions
+        topic_key = self.store.key("topics", name)
+        puts = [(topic_key, grown.encode())]
+        for index, replicas in enumerate(replica_lists, start=topic.partitions):
+            state = PartitionState(tuple(replicas), replicas[0], 0, tuple(replicas))
+            puts.append((self.store.key("partitions", name, index), state.encode()))
+        current = await self.store.client.get(topic_key)
+        if current is None or not await self.store.controller_write(
+            self.claim, puts, guards=[tx.mod(topic_key) == current.mod_revision]
+        ):
+            await self._raise_if_fenced()
+            raise InvalidPartitionsError(f"topic {name!r} changed meanwhile; try again")
+        return grown
+
+    async def delete_topic(self, name: str) -> None:
+        snapshot = await self.store.snapshot()
+        topic = snapshot.topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(name)
+        if not await self.store.delete_topic(self.claim, name, topic.partitions):
+            await self._raise_if_fenced()
+        logger.info("deleted topic %s", name)
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        snapshot = await self.store.snapshot()
+        topic = snapshot.topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(name)
+        updated = TopicRecord(topic.name, topic.topic_id, topic.partitions, dict(configs))
+        if not await self.store.controller_write(
+            self.claim, [(self.store.key("topics", name), updated.encode())]
+        ):
+            await self._raise_if_fenced()
+
+    def _check_assignments(
+        self, replica_lists: list[list[int]], live_brokers: Mapping[int, str | None]
+    ) -> None:
+        sizes = {len(r) for r in replica_lists}
+        if len(sizes) != 1 or 0 in sizes:
+            raise InvalidReplicaAssignmentError("every partition needs the same number of replicas")
+        for replicas in replica_lists:
+            if len(set(replicas)) != len(replicas):
+                raise InvalidReplicaAssignmentError(f"duplicate replica in {replicas}")
+            unknown = [b for b in replicas if b not in live_brokers]
+            if unknown:
+                raise InvalidReplicaAssignmentError(f"unknown or dead brokers {unknown}")
+
+    # -- leadership ----------------------------------------------------------------------
+
+    async def on_brokers_changed(self, live: Collection[int]) -> int:
+        """Elect new leaders where the leader is gone (or returns to a leaderless partition)
+        and drop dead followers from ISRs. Returns the number of partitions changed."""
+        live = set(live)
+
+        def decide(state: PartitionState) -> PartitionState | None:
+            elected = elect_after_failure(state, live, unclean=self.unclean_leader_election)
+            if elected is not None:
+                return elected
+            if state.leader == -1:
+                return None
+            return remove_from_isr(state, [b for b in state.isr if b not in live])
+
+        return await self._apply_to_all(decide)
+
+    async def elect_preferred_leaders(
+        self, live: Collection[int], partitions: Collection[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], bool]:
+        """Preferred-replica election (ElectLeaders, auto.leader.rebalance.enable): for each
+        partition, whether its preferred replica leads afterwards."""
+        live = set(live)
+        await self._apply_to_all(lambda s: elect_preferred(s, live), only=partitions)
+        snapshot = await self.store.snapshot()
+        keys = partitions if partitions is not None else list(snapshot.partitions)
+        return {
+            key: key in snapshot.partitions
+            and snapshot.partitions[key].state.leader == snapshot.partitions[key].state.replicas[0]
+            for key in keys
+        }
+
+    async def controlled_shutdown(self, broker_id: int, live: Collection[int]) -> int:
+        """Move leadership off a broker that is stopping; returns how many partitions it
+        still leads (those with no other in-sync replica)."""
+        live = set(live)
+        await self._apply_to_all(lambda s: elect_for_controlled_shutdown(s, live, {broker_id}))
+        snapshot = await self.store.snapshot()
+        return sum(1 for v in snapshot.partitions.values() if v.state.leader == broker_id)
+
+    async def _apply_to_all(
+        self, decide: Decision, *, only: Collection[tuple[str, int]] | None = None
+    ) -> int:
+        snapshot = await self.store.snapshot()
+        changed = 0
+        wanted = set(only) if only is not None else None
+        for key, versioned in sorted(snapshot.partitions.items()):
+            if wanted is not None and key not in wanted:
+                continue
+            if await self._apply(key, versioned, decide):
+                changed += 1
+        return changed
+
+    async def _apply(
+        self, key: tuple[str, int], versioned: VersionedPartitionState | None, decide: Decision
+    ) -> bool:
+        topic, partition = key
+        for _ in range(_MAX_RETRIES):
+            if versioned is None:
+                return False
+            new = decide(versioned.state)
+            if new is None:
+                return False
+            if await self.store.controller_set_partition(
+                self.claim, topic, partition, versioned, new
+            ):
+                logger.info(
+                    "partition %s-%d: leader %d epoch %d isr %s",
+                    topic,
+                    partition,
+                    new.leader,
+                    new.leader_epoch,
+                    list(new.isr),
+                )
+                return True
+            await self._raise_if_fenced()
+            versioned = await self.store.partition_state(topic, partition)
+        raise RuntimeError(f"partition {topic}-{partition} kept changing under the controller")
+
+    async def _raise_if_fenced(self) -> None:
+        snapshot = await self.store.snapshot()
+        if snapshot.controller != self.claim:
+            raise ControllerFencedError(
+                f"controller epoch {self.claim.controller_epoch} was superseded by "
+                f"{snapshot.controller}"
+            )
+
+
+def _new_topic_id() -> str:
+    """A topic id as Kafka writes it: a random UUID, base64-url without padding."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
