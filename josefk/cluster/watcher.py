@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import aetcd.exceptions
 
@@ -135,17 +136,11 @@ class ClusterWatcher:
         """A fresh snapshot replaces the view; differences are reported as changes."""
         snapshot = await self.store.snapshot()
         old, new = self.view, ClusterView.of(snapshot)
-        changes: list[ViewChange] = []
-        for kind, before, after in (
-            ("broker", old.brokers, new.brokers),
-            ("topic", old.topics, new.topics),
-            ("partition", old.partitions, new.partitions),
-        ):
-            before_map: dict[object, object] = dict(before)
-            after_map: dict[object, object] = dict(after)
-            for name in before_map.keys() | after_map.keys():
-                if before_map.get(name) != after_map.get(name):
-                    changes.append(ViewChange(kind, name, removed=name not in after_map))
+        changes = [
+            *_differences("broker", old.brokers, new.brokers),
+            *_differences("topic", old.topics, new.topics),
+            *_differences("partition", old.partitions, new.partitions),
+        ]
         if old.controller != new.controller:
             changes.append(ViewChange("controller", None, removed=new.controller is None))
         self.view = new
@@ -203,3 +198,13 @@ class ClusterWatcher:
                 self._listener(changes)
             except Exception:
                 logger.exception("a metadata listener failed on %s", changes)
+
+
+def _differences(
+    kind: str, before: Mapping[Any, Any], after: Mapping[Any, Any]
+) -> list[ViewChange]:
+    return [
+        ViewChange(kind, name, removed=name not in after)
+        for name in before.keys() | after.keys()
+        if before.get(name) != after.get(name)
+    ]
