@@ -1,22 +1,40 @@
-"""A partition as the broker sees it: the local log plus leadership state.
+"""A partition as the broker sees it: the local log plus leadership and replication state.
 
-Owns ``Partition``: the leader epoch, the replica set and ISR, and the rule that moves the high
-watermark (the smallest log end offset among in-sync replicas). On a single node the ISR is the
-leader alone, so the high watermark follows the log end offset at once; the shape stays that of
-a replicated partition so that followers can be added without changing callers.
+Owns ``Partition``: the leader epoch, the replica set and ISR, each follower's progress as
+the leader sees it, and the rule that moves the high watermark: the smallest log end offset
+among the in-sync replicas, never backwards (``maybeIncrementHighWatermark`` in Kafka).
 
-Imports josefk.storage; must not import josefk.protocol or the handlers.
+Roles come from outside (the metadata: a single node's catalog, or etcd in a cluster):
+``make_leader`` and ``make_follower`` take a ``PartitionState``. On a single node the ISR is
+the leader alone, so the high watermark follows the log end offset at once.
+
+As leader, a follower's fetch (``update_follower_fetch_state``) records its log end offset
+and when it was last caught up: a follower is caught up at a fetch if it asked for the
+leader's log end offset as of that fetch, or as of its previous fetch (then it was caught up
+at the previous fetch's time: it fetched everything there was then). The ISR is changed
+only through the metadata (Kafka's AlterPartition): ``isr_expansion`` and
+``isr_shrink`` say what to propose, ``apply_isr`` takes the accepted result. While an
+expansion is proposed, the high watermark already counts the joining replica (Kafka's
+"maximal ISR"), so a proposal that later fails never moved the HW past what that replica has.
+
+Every method runs on the event loop thread and never awaits, so a state change and the high
+watermark move it causes are seen together.
+
+Imports josefk.storage and josefk.cluster's value types; must not import josefk.protocol or
+the handlers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from josefk.cluster.metadata_store import PartitionState
+from josefk.storage.clock import Clock, SystemClock
 from josefk.storage.log import Log
 from josefk.storage.offsets import FetchIsolation, LogAppendInfo, TopicPartition
-from josefk.storage.segment import FetchDataInfo
+from josefk.storage.segment import FetchDataInfo, LogOffsetMetadata
 
-__all__ = ["Partition", "PartitionRead", "TopicPartition"]
+__all__ = ["Partition", "PartitionRead", "ReplicaProgress", "TopicPartition"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,34 +48,201 @@ class PartitionRead:
     log_end_offset: int
 
 
-class Partition:
-    """Leader state of one partition. Methods run on the event loop thread and never await,
-    so an append and the high watermark move it causes are seen together."""
+@dataclass(slots=True)
+class ReplicaProgress:
+    """What the leader knows of one follower. Offsets are -1 until its first fetch."""
 
-    def __init__(self, tp: TopicPartition, log: Log, *, local_broker_id: int) -> None:
+    broker_id: int
+    log_end_offset: int = -1
+    log_start_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    # The leader's log end offset when the follower last fetched: reaching it at the next
+    # fetch means the follower was caught up at that earlier time.
+    last_fetch_leader_log_end_offset: int = -1
+
+
+class Partition:
+    """Leader or follower state of one partition."""
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        log: Log,
+        *,
+        local_broker_id: int,
+        clock: Clock | None = None,
+        state: PartitionState | None = None,
+    ) -> None:
         self.tp = tp
         self.log = log
         self.local_broker_id = local_broker_id
-        self.leader_id = local_broker_id
-        self.leader_epoch = 0
-        self.partition_epoch = 0
-        self.replicas: list[int] = [local_broker_id]
-        self.isr: list[int] = [local_broker_id]
-        # Becoming leader: the HW read back from the checkpoint may lag the log after a crash;
-        # with this replica alone in sync, everything in the log is committed.
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self._progress: dict[int, ReplicaProgress] = {}
+        self._pending_isr: frozenset[int] = frozenset()
+        self.make_leader(
+            state
+            if state is not None
+            else PartitionState((local_broker_id,), local_broker_id, 0, (local_broker_id,))
+        )
+
+    # -- roles ----------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    def make_leader(self, state: PartitionState) -> bool:
+        """Become (or stay) leader as ``state`` says. True when this is a new leadership
+        (a new leader epoch), False for an ISR or replica change of the same epoch."""
+        if state.leader != self.local_broker_id:
+            raise ValueError(f"{self.tp}: state names leader {state.leader}, not this broker")
+        new_epoch = state.leader_epoch != self.leader_epoch or not self.is_leader
+        self._set_state(state)
+        if new_epoch:
+            now = self._clock.monotonic_ms()
+            # Followers in the ISR are given the benefit of the doubt for one lag period,
+            # as Kafka does: they were in sync under the previous leader.
+            self._progress = {
+                b: ReplicaProgress(b, last_caught_up_ms=now if b in state.isr else 0)
+                for b in state.replicas
+                if b != self.local_broker_id
+            }
+        else:
+            for b in state.replicas:
+                if b != self.local_broker_id and b not in self._progress:
+                    self._progress[b] = ReplicaProgress(b)
+            for b in list(self._progress):
+                if b not in state.replicas:
+                    del self._progress[b]
+        self._pending_isr = frozenset()
         self._maybe_increment_high_watermark()
+        return new_epoch
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """Follow ``state.leader`` (-1: no leader yet). True when leader or epoch changed:
+        the caller must then find the divergence point before fetching."""
+        if state.leader == self.local_broker_id:
+            raise ValueError(f"{self.tp}: state names this broker as leader")
+        changed = state.leader != self.leader_id or state.leader_epoch != self.leader_epoch
+        self._set_state(state)
+        self._progress.clear()
+        self._pending_isr = frozenset()
+        return changed
+
+    def _set_state(self, state: PartitionState) -> None:
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.partition_epoch = state.partition_epoch
+        self.replicas = list(state.replicas)
+        self.isr = list(state.isr)
+
+    # -- leader: appends and the high watermark --------------------------------------------
 
     def append_records_to_leader(self, records: memoryview) -> LogAppendInfo:
-        """Append a producer's batches; with the leader as the only in-sync replica the high
-        watermark moves to the new log end offset before this returns."""
+        """Append a producer's batches; the HW moves at once when the ISR is this replica
+        alone, else as followers fetch."""
         info = self.log.append_as_leader(records, self.leader_epoch)
         self._maybe_increment_high_watermark()
         return info
 
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The ISR plus replicas whose joining is proposed: what the HW must wait for."""
+        return frozenset(self.isr) | self._pending_isr
+
     def _maybe_increment_high_watermark(self) -> bool:
-        # The HW is the minimum LEO over the ISR; the ISR here is this replica alone.
-        moved = self.log.maybe_increment_high_watermark(self.log.log_end_offset_metadata)
-        return moved is not None
+        if not self.is_leader:
+            return False
+        new_hw: LogOffsetMetadata = self.log.log_end_offset_metadata
+        for broker_id in self.maximal_isr:
+            if broker_id == self.local_broker_id:
+                continue
+            progress = self._progress.get(broker_id)
+            follower_leo = progress.log_end_offset if progress is not None else -1
+            if follower_leo < new_hw.message_offset:
+                new_hw = LogOffsetMetadata(max(follower_leo, 0))
+        # A follower's offset alone (no segment position) is enough: the log resolves the
+        # position lazily when a read needs it.
+        return self.log.maybe_increment_high_watermark(new_hw) is not None
+
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, follower_log_start_offset: int
+    ) -> bool:
+        """A follower fetched from ``fetch_offset``: that is its log end offset. True when
+        the high watermark moved (acks=all produces and consumers may be woken)."""
+        progress = self._progress.get(replica_id)
+        if progress is None:
+            return False
+        now = self._clock.monotonic_ms()
+        leader_leo = self.log.log_end_offset
+        if fetch_offset >= leader_leo:
+            progress.last_caught_up_ms = now
+        elif fetch_offset >= progress.last_fetch_leader_log_end_offset >= 0:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        progress.log_end_offset = fetch_offset
+        progress.log_start_offset = follower_log_start_offset
+        progress.last_fetch_ms = now
+        progress.last_fetch_leader_log_end_offset = leader_leo
+        return self._maybe_increment_high_watermark()
+
+    def progress(self, replica_id: int) -> ReplicaProgress | None:
+        return self._progress.get(replica_id)
+
+    # -- leader: the ISR -------------------------------------------------------------------
+
+    def isr_expansion(self) -> list[int] | None:
+        """The ISR to propose when an out-of-sync follower has caught up to the high
+        watermark (and to this leader's epoch); None when nothing to propose."""
+        if not self.is_leader or self._pending_isr:
+            return None
+        high_watermark = self.log.high_watermark
+        joining = [
+            b
+            for b, p in self._progress.items()
+            if b not in self.isr and p.log_end_offset >= high_watermark and p.log_end_offset >= 0
+        ]
+        if not joining:
+            return None
+        self._pending_isr = frozenset(joining)
+        return [*self.isr, *sorted(joining)]
+
+    def isr_shrink(self, replica_lag_time_max_ms: int) -> list[int] | None:
+        """The ISR to propose without followers that have not caught up for
+        ``replica.lag.time.max.ms``; None when all are in time."""
+        if not self.is_leader:
+            return None
+        now = self._clock.monotonic_ms()
+        lagging = {
+            b
+            for b in self.isr
+            if b != self.local_broker_id
+            and (p := self._progress.get(b)) is not None
+            and now - p.last_caught_up_ms > replica_lag_time_max_ms
+        }
+        if not lagging:
+            return None
+        return [b for b in self.isr if b not in lagging]
+
+    def isr_proposal_failed(self) -> None:
+        """The metadata refused the proposal (stale): forget the pending expansion."""
+        self._pending_isr = frozenset()
+        self._maybe_increment_high_watermark()
+
+    def apply_isr(self, state: PartitionState) -> None:
+        """An accepted ISR change (same leader and epoch)."""
+        self.make_leader(state)
+
+    def has_enough_replicas(self) -> bool:
+        """``min.insync.replicas`` holds for an acks=all produce."""
+        return len(self.isr) >= self.log.config.min_insync_replicas
+
+    # -- reads ------------------------------------------------------------------------------
 
     def read(
         self,
