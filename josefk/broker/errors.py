@@ -2,13 +2,20 @@
 
 Owns ``error_code_for``: one table from storage and records exceptions to ``ErrorCode``, so
 that every handler answers the same failure the same way. Imports josefk.protocol.errors,
-josefk.records.errors and josefk.storage errors only.
+josefk.records.errors, josefk.storage errors and the broker's replication errors only.
 """
 
 from __future__ import annotations
 
 import logging
 
+from josefk.broker.partition import (
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+)
+from josefk.broker.replica_manager import UnknownTopicOrPartitionError
 from josefk.config.topic import InvalidConfigError
 from josefk.protocol.errors import ErrorCode
 from josefk.records.errors import (
@@ -36,6 +43,11 @@ from josefk.storage.producer_state import (
 logger = logging.getLogger(__name__)
 
 _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+    (NotLeaderOrFollowerError, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (NotEnoughReplicasError, ErrorCode.NOT_ENOUGH_REPLICAS),
+    (NotEnoughReplicasAfterAppendError, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),
+    (RequestTimedOutError, ErrorCode.REQUEST_TIMED_OUT),
+    (UnknownTopicOrPartitionError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     (RecordBatchTooLargeError, ErrorCode.RECORD_LIST_TOO_LARGE),
     (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
     (CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),

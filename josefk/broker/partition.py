@@ -34,7 +34,32 @@ from josefk.storage.log import Log
 from josefk.storage.offsets import FetchIsolation, LogAppendInfo, TopicPartition
 from josefk.storage.segment import FetchDataInfo, LogOffsetMetadata
 
-__all__ = ["Partition", "PartitionRead", "ReplicaProgress", "TopicPartition"]
+__all__ = [
+    "NotEnoughReplicasAfterAppendError",
+    "NotEnoughReplicasError",
+    "NotLeaderOrFollowerError",
+    "Partition",
+    "PartitionRead",
+    "ReplicaProgress",
+    "RequestTimedOutError",
+    "TopicPartition",
+]
+
+
+class NotLeaderOrFollowerError(Exception):
+    """This broker does not lead the partition (clients refresh metadata and retry)."""
+
+
+class NotEnoughReplicasError(Exception):
+    """acks=all refused before the append: fewer in-sync replicas than min.insync.replicas."""
+
+
+class NotEnoughReplicasAfterAppendError(Exception):
+    """acks=all: appended, but the ISR shrank below min.insync.replicas while waiting."""
+
+
+class RequestTimedOutError(Exception):
+    """acks=all: the in-sync replicas did not all have the records within the timeout."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +169,18 @@ class Partition:
 
     # -- leader: appends and the high watermark --------------------------------------------
 
-    def append_records_to_leader(self, records: memoryview) -> LogAppendInfo:
+    def append_records_to_leader(self, records: memoryview, *, acks: int = 1) -> LogAppendInfo:
         """Append a producer's batches; the HW moves at once when the ISR is this replica
-        alone, else as followers fetch."""
+        alone, else as followers fetch. Raises NotLeaderOrFollowerError, and for acks=all
+        NotEnoughReplicasError when the ISR is below ``min.insync.replicas`` (nothing is
+        appended then)."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
+        if acks == -1 and not self.has_enough_replicas():
+            raise NotEnoughReplicasError(
+                f"{self.tp} has {len(self.isr)} in-sync replicas, fewer than "
+                f"min.insync.replicas={self.log.config.min_insync_replicas}"
+            )
         info = self.log.append_as_leader(records, self.leader_epoch)
         self._maybe_increment_high_watermark()
         return info
@@ -241,6 +275,22 @@ class Partition:
     def has_enough_replicas(self) -> bool:
         """``min.insync.replicas`` holds for an acks=all produce."""
         return len(self.isr) >= self.log.config.min_insync_replicas
+
+    def acks_all_satisfied(self, required_offset: int) -> bool:
+        """For an acks=all produce waiting for ``required_offset`` (its last offset + 1):
+        True once the high watermark has passed it, False while it has not. Raises
+        NotLeaderOrFollowerError when leadership moved, and, as Kafka's delayed produce
+        decides, NotEnoughReplicasAfterAppendError when the high watermark passed it with
+        the ISR below ``min.insync.replicas`` (it shrank while the produce waited)."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"leadership of {self.tp} moved while waiting")
+        if self.log.high_watermark < required_offset:
+            return False
+        if not self.has_enough_replicas():
+            raise NotEnoughReplicasAfterAppendError(
+                f"{self.tp}: the ISR shrank to {self.isr} while waiting for acks=all"
+            )
+        return True
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -10,11 +10,18 @@ import josefk.protocol or the handlers.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from josefk.broker.catalog import TopicCatalog, TopicInfo, write_partition_metadata
-from josefk.broker.partition import Partition, TopicPartition
+from josefk.broker.partition import (
+    NotLeaderOrFollowerError,
+    Partition,
+    RequestTimedOutError,
+    TopicPartition,
+)
 from josefk.broker.purgatory import Purgatory
 from josefk.config.topic import LogConfig
 from josefk.storage.manager import LogManager
@@ -35,6 +42,24 @@ class TopicExistsError(Exception):
     pass
 
 
+class UnknownTopicOrPartitionError(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class AppendOutcome:
+    """One partition's part of a produce: what was appended, or why not."""
+
+    tp: TopicPartition
+    info: LogAppendInfo | None = None
+    error: BaseException | None = None
+
+    @property
+    def required_offset(self) -> int:
+        """The high watermark an acks=all produce waits for: past its last offset."""
+        return self.info.last_offset + 1 if self.info is not None else -1
+
+
 class ReplicaManager:
     """All partitions of this broker. Runs on the event loop thread; no method awaits, so a
     topic is never seen half created or half deleted."""
@@ -53,6 +78,9 @@ class ReplicaManager:
         self._default_log_config = default_log_config
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = Purgatory("Fetch")
+        # acks=all produces waiting for the high watermark; woken when it moves or the ISR
+        # or leadership of one of their partitions changes.
+        self.produce_purgatory = Purgatory("Produce")
         # Called with a topic's name once it is deleted (the group coordinator drops the
         # topic's committed offsets, as Kafka does).
         self.topic_deleted_listeners: list[Callable[[str], None]] = []
@@ -135,3 +163,72 @@ class ReplicaManager:
         # Fetches parked on this partition may now have enough bytes.
         self.fetch_purgatory.notify(partition.tp)
         return info
+
+    def append_records(
+        self, entries: Sequence[tuple[TopicPartition, memoryview]], *, acks: int
+    ) -> list[AppendOutcome]:
+        """Append a produce request's batches, partition by partition; a failure of one
+        partition does not stop the others. Never awaits: for acks=all, whether the result
+        must wait is ``must_wait_for_acks``, and the waiting is ``wait_for_acks``."""
+        outcomes = []
+        for tp, records in entries:
+            outcome = AppendOutcome(tp)
+            partition = self._partitions.get(tp)
+            if partition is None:
+                outcome.error = UnknownTopicOrPartitionError(f"{tp} is not hosted here")
+            else:
+                try:
+                    outcome.info = partition.append_records_to_leader(records, acks=acks)
+                except Exception as exc:  # per partition, as Kafka answers it
+                    outcome.error = exc
+                else:
+                    self.fetch_purgatory.notify(tp)
+            outcomes.append(outcome)
+        return outcomes
+
+    def must_wait_for_acks(self, outcomes: Sequence[AppendOutcome]) -> bool:
+        """Whether any appended partition's high watermark is still short of the append."""
+        return any(
+            o.info is not None and not self._acks_satisfied(o) and o.error is None for o in outcomes
+        )
+
+    async def wait_for_acks(self, outcomes: Sequence[AppendOutcome], timeout_ms: int) -> None:
+        """acks=all: wait (in the produce purgatory, woken by follower fetches and ISR
+        changes, never polling) until every appended partition's high watermark passes its
+        append; partitions still short at ``timeout_ms`` get RequestTimedOutError."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        while True:
+            waiting = [
+                o
+                for o in outcomes
+                if o.info is not None and o.error is None and not self._acks_satisfied(o)
+            ]
+            remaining = deadline - loop.time()
+            if not waiting:
+                return
+            if remaining <= 0 or not await self.produce_purgatory.wait(
+                [o.tp for o in waiting], remaining
+            ):
+                for outcome in waiting:
+                    if not self._acks_satisfied(outcome) and outcome.error is None:
+                        outcome.error = RequestTimedOutError(
+                            f"{outcome.tp}: acks=all not satisfied within {timeout_ms} ms"
+                        )
+                return
+
+    def _acks_satisfied(self, outcome: AppendOutcome) -> bool:
+        partition = self._partitions.get(outcome.tp)
+        try:
+            if partition is None:
+                raise NotLeaderOrFollowerError(f"{outcome.tp} is no longer hosted here")
+            return partition.acks_all_satisfied(outcome.required_offset)
+        except Exception as exc:
+            outcome.error = exc
+            return True
+
+    def high_watermark_moved(self, tp: TopicPartition) -> None:
+        """A follower's fetch (or an ISR change) moved ``tp``'s high watermark: consumers
+        and acks=all producers waiting on it may proceed."""
+        self.fetch_purgatory.notify(tp)
+        self.produce_purgatory.notify(tp)

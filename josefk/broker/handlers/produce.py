@@ -2,9 +2,13 @@
 
 Work is per batch: the record bytes arrive as a memoryview into the request frame, get their
 offsets written in place by the log and go to the segment file without a copy. With acks=-1
-the request is complete once the high watermark passes the appended offsets; with the leader
-as the only in-sync replica that is at once, unless ``min.insync.replicas`` asks for more
-replicas than are in sync (NOT_ENOUGH_REPLICAS), as Kafka answers.
+the request is complete once the high watermark passes the appended offsets: at once when the
+leader is the only in-sync replica (the answer is then built without awaiting anything),
+otherwise when followers have fetched them (the replica manager's produce purgatory).
+Errors as Kafka answers them: NOT_ENOUGH_REPLICAS when the ISR is below
+``min.insync.replicas`` before the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank
+while waiting, REQUEST_TIMED_OUT at the producer's timeout, NOT_LEADER_OR_FOLLOWER on a
+broker that does not lead the partition.
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import NO_RESPONSE, handles
 from josefk.broker.network import CloseConnection
+from josefk.broker.partition import TopicPartition
+from josefk.broker.replica_manager import AppendOutcome
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
-from josefk.records.errors import RecordsError
-from josefk.storage.errors import StorageError
 
 Response = response_class(ApiKey.PRODUCE)
 TopicResponse = Response.TopicProduceResponse
@@ -29,58 +33,79 @@ _VALID_ACKS = (-1, 0, 1)
 
 @handles(ApiKey.PRODUCE)
 def handle_produce(context: RequestContext, request: Any) -> Any:
-    broker = context.broker
-    replicas = broker.replica_manager
-    metrics = broker.metrics
     acks = request.acks
+    replicas = context.broker.replica_manager
+    entries: list[tuple[TopicPartition, memoryview]] = []
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            records = data.records
+            if acks not in _VALID_ACKS:
+                refused[(topic.name, data.index)] = ErrorCode.INVALID_REQUIRED_ACKS
+            elif records is None or len(records) == 0:
+                refused[(topic.name, data.index)] = ErrorCode.CORRUPT_MESSAGE
+            else:
+                entries.append((TopicPartition(topic.name, data.index), records))
+    outcomes = replicas.append_records(entries, acks=acks)
+    if acks == -1 and replicas.must_wait_for_acks(outcomes):
+        return _respond_after_acks(context, request, outcomes, refused)
+    return _respond(context, request, outcomes, refused)
+
+
+async def _respond_after_acks(
+    context: RequestContext,
+    request: Any,
+    outcomes: list[AppendOutcome],
+    refused: dict[tuple[str, int], ErrorCode],
+) -> Any:
+    await context.broker.replica_manager.wait_for_acks(outcomes, request.timeout_ms)
+    return _respond(context, request, outcomes, refused)
+
+
+def _respond(
+    context: RequestContext,
+    request: Any,
+    outcomes: list[AppendOutcome],
+    refused: dict[tuple[str, int], ErrorCode],
+) -> Any:
+    metrics = context.broker.metrics
+    by_partition = {(o.tp.topic, o.tp.partition): o for o in outcomes}
     responses = []
     for topic in request.topic_data:
         name = topic.name
         partition_responses = []
         for data in topic.partition_data:
-            error = ErrorCode.NONE
-            base_offset = -1
-            log_append_time = -1
-            log_start_offset = -1
-            records = data.records
-            partition = replicas.get_partition(name, data.index)
-            if acks not in _VALID_ACKS:
-                error = ErrorCode.INVALID_REQUIRED_ACKS
-            elif partition is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif records is None or len(records) == 0:
-                error = ErrorCode.CORRUPT_MESSAGE
-            elif acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
-                error = ErrorCode.NOT_ENOUGH_REPLICAS
+            outcome = by_partition.get((name, data.index))
+            info = outcome.info if outcome is not None else None
+            if outcome is None:
+                error = refused[(name, data.index)]
+            elif outcome.error is not None:
+                error = error_code_for(outcome.error)
             else:
-                try:
-                    info = replicas.append_to_leader(partition, records)
-                except (RecordsError, StorageError, ValueError) as exc:
-                    error = error_code_for(exc)
-                else:
-                    base_offset = info.first_offset
-                    log_append_time = info.log_append_time
-                    log_start_offset = info.log_start_offset
-                    if metrics is not None:
-                        metrics.topics.produced(
-                            name, messages=info.record_count, nbytes=info.valid_bytes
-                        )
-            if error and metrics is not None:
-                metrics.topics.produce_failed(
-                    name, rejected_bytes=0 if records is None else len(records)
-                )
+                error = ErrorCode.NONE
+            if metrics is not None:
+                if error:
+                    records = data.records
+                    metrics.topics.produce_failed(
+                        name, rejected_bytes=0 if records is None else len(records)
+                    )
+                elif info is not None:
+                    metrics.topics.produced(
+                        name, messages=info.record_count, nbytes=info.valid_bytes
+                    )
+            ok = info is not None and not error
             partition_responses.append(
                 PartitionResponse(
                     index=data.index,
                     error_code=error,
-                    base_offset=base_offset,
-                    log_append_time_ms=log_append_time,
-                    log_start_offset=log_start_offset,
+                    base_offset=info.first_offset if ok and info is not None else -1,
+                    log_append_time_ms=info.log_append_time if ok and info is not None else -1,
+                    log_start_offset=info.log_start_offset if ok and info is not None else -1,
                     error_message=None if not error else error.message,
                 )
             )
         responses.append(TopicResponse(name=name, partition_responses=partition_responses))
-    if acks == 0:
+    if request.acks == 0:
         failed = [
             (topic.name, partition.index, ErrorCode(partition.error_code).name)
             for topic in responses
