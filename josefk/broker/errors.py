@@ -10,10 +10,12 @@ from __future__ import annotations
 import logging
 
 from josefk.broker.partition import (
+    FencedLeaderEpochError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
+    UnknownLeaderEpochError,
 )
 from josefk.broker.replica_manager import UnknownTopicOrPartitionError
 from josefk.config.topic import InvalidConfigError
@@ -48,6 +50,8 @@ _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (NotEnoughReplicasAfterAppendError, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),
     (RequestTimedOutError, ErrorCode.REQUEST_TIMED_OUT),
     (UnknownTopicOrPartitionError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (FencedLeaderEpochError, ErrorCode.FENCED_LEADER_EPOCH),
+    (UnknownLeaderEpochError, ErrorCode.UNKNOWN_LEADER_EPOCH),
     (RecordBatchTooLargeError, ErrorCode.RECORD_LIST_TOO_LARGE),
     (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
     (CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),

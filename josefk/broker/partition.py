@@ -35,6 +35,7 @@ from josefk.storage.offsets import FetchIsolation, LogAppendInfo, TopicPartition
 from josefk.storage.segment import FetchDataInfo, LogOffsetMetadata
 
 __all__ = [
+    "FencedLeaderEpochError",
     "NotEnoughReplicasAfterAppendError",
     "NotEnoughReplicasError",
     "NotLeaderOrFollowerError",
@@ -43,6 +44,7 @@ __all__ = [
     "ReplicaProgress",
     "RequestTimedOutError",
     "TopicPartition",
+    "UnknownLeaderEpochError",
 ]
 
 
@@ -60,6 +62,14 @@ class NotEnoughReplicasAfterAppendError(Exception):
 
 class RequestTimedOutError(Exception):
     """acks=all: the in-sync replicas did not all have the records within the timeout."""
+
+
+class FencedLeaderEpochError(Exception):
+    """The request carries a leader epoch older than this replica's (the sender is behind)."""
+
+
+class UnknownLeaderEpochError(Exception):
+    """The request carries a leader epoch newer than this replica's (this one is behind)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +120,10 @@ class Partition:
         self.isr: list[int] = []
         self._progress: dict[int, ReplicaProgress] = {}
         self._pending_isr: frozenset[int] = frozenset()
+        # The log end offset when this replica became leader in its current epoch: a
+        # follower must reach it (as well as the HW) to rejoin the ISR, so that it holds
+        # everything the previous leaders committed.
+        self._leader_epoch_start_offset = 0
         self.make_leader(
             state
             if state is not None
@@ -130,6 +144,7 @@ class Partition:
         new_epoch = state.leader_epoch != self.leader_epoch or not self.is_leader
         self._set_state(state)
         if new_epoch:
+            self._leader_epoch_start_offset = self.log.log_end_offset
             now = self._clock.monotonic_ms()
             # Followers in the ISR are given the benefit of the doubt for one lag period,
             # as Kafka does: they were in sync under the previous leader.
@@ -232,14 +247,14 @@ class Partition:
 
     def isr_expansion(self) -> list[int] | None:
         """The ISR to propose when an out-of-sync follower has caught up to the high
-        watermark (and to this leader's epoch); None when nothing to propose."""
+        watermark and to where this leader's epoch began; None when nothing to propose."""
         if not self.is_leader or self._pending_isr:
             return None
-        high_watermark = self.log.high_watermark
+        needed = max(self.log.high_watermark, self._leader_epoch_start_offset)
         joining = [
             b
             for b, p in self._progress.items()
-            if b not in self.isr and p.log_end_offset >= high_watermark and p.log_end_offset >= 0
+            if b not in self.isr and p.log_end_offset >= needed and p.log_end_offset >= 0
         ]
         if not joining:
             return None
@@ -293,6 +308,18 @@ class Partition:
         return True
 
     # -- reads ------------------------------------------------------------------------------
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320: a request naming a leader epoch (>= 0) must name ours."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{self.tp}: leader epoch {current_leader_epoch} is older than {self.leader_epoch}"
+            )
+        raise UnknownLeaderEpochError(
+            f"{self.tp}: leader epoch {current_leader_epoch} is newer than {self.leader_epoch}"
+        )
 
     def read(
         self,

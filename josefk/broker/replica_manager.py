@@ -19,13 +19,15 @@ from josefk.broker.catalog import TopicCatalog, TopicInfo, write_partition_metad
 from josefk.broker.partition import (
     NotLeaderOrFollowerError,
     Partition,
+    PartitionRead,
     RequestTimedOutError,
     TopicPartition,
 )
 from josefk.broker.purgatory import Purgatory
 from josefk.config.topic import LogConfig
+from josefk.storage.errors import OffsetOutOfRangeError
 from josefk.storage.manager import LogManager
-from josefk.storage.offsets import LogAppendInfo
+from josefk.storage.offsets import FetchIsolation, LogAppendInfo
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +62,34 @@ class AppendOutcome:
         return self.info.last_offset + 1 if self.info is not None else -1
 
 
+@dataclass(slots=True)
+class FetchPartition:
+    """One partition of a fetch. ``log_start_offset`` is the fetching follower's own (-1
+    for consumers)."""
+
+    tp: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True)
+class FetchOutcome:
+    """What a fetch found for one partition: data, or the error (with the offsets an
+    OFFSET_OUT_OF_RANGE answer carries)."""
+
+    read: PartitionRead | None = None
+    error: BaseException | None = None
+    high_watermark: int = -1
+    log_start_offset: int = -1
+
+
+# A leader's proposal of a new ISR for a partition (cluster mode: an AlterPartition through
+# etcd). Single node: none, and the ISR never changes.
+IsrProposer = Callable[[Partition, list[int]], None]
+
+
 class ReplicaManager:
     """All partitions of this broker. Runs on the event loop thread; no method awaits, so a
     topic is never seen half created or half deleted."""
@@ -81,6 +111,7 @@ class ReplicaManager:
         # acks=all produces waiting for the high watermark; woken when it moves or the ISR
         # or leadership of one of their partitions changes.
         self.produce_purgatory = Purgatory("Produce")
+        self.isr_proposer: IsrProposer | None = None
         # Called with a topic's name once it is deleted (the group coordinator drops the
         # topic's committed offsets, as Kafka does).
         self.topic_deleted_listeners: list[Callable[[str], None]] = []
@@ -232,3 +263,100 @@ class ReplicaManager:
         and acks=all producers waiting on it may proceed."""
         self.fetch_purgatory.notify(tp)
         self.produce_purgatory.notify(tp)
+
+    async def fetch(
+        self,
+        partitions: Sequence[FetchPartition],
+        *,
+        replica_id: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        isolation: FetchIsolation,
+    ) -> list[FetchOutcome]:
+        """Read every partition at once; park in the fetch purgatory (woken by appends and
+        high watermark moves) until ``min_bytes`` are there or ``max_wait_ms`` passes.
+
+        ``replica_id`` >= 0 is a follower: it reads up to the log end offset of the leader
+        (never the high watermark), and its fetch offset is its log end offset, which may
+        move the high watermark and bring it back into the ISR. Everyone else reads from the
+        leader only, up to the high watermark (or the last stable offset).
+        """
+        if replica_id >= 0:
+            isolation = FetchIsolation.LOG_END
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(max_wait_ms, 0) / 1000
+        keys = [p.tp for p in partitions]
+        outcomes, total, failed = self._read_all(partitions, isolation, max_bytes)
+        if replica_id >= 0:
+            self._record_follower_fetches(replica_id, partitions)
+        while total < min_bytes and not failed and keys:
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not await self.fetch_purgatory.wait(keys, remaining):
+                outcomes, _, _ = self._read_all(partitions, isolation, max_bytes)
+                break
+            outcomes, total, failed = self._read_all(partitions, isolation, max_bytes)
+        return outcomes
+
+    def _read_all(
+        self, partitions: Sequence[FetchPartition], isolation: FetchIsolation, max_bytes: int
+    ) -> tuple[list[FetchOutcome], int, bool]:
+        """One pass: (outcomes, bytes found, whether any partition failed). Limits as Kafka
+        sets them: each partition's max bytes and the request's, except that the first batch
+        of the first partition with data is returned whole (KIP-74)."""
+        remaining = max(max_bytes, 0)
+        min_one_message = True
+        total = 0
+        failed = False
+        outcomes = []
+        for wanted in partitions:
+            outcome = FetchOutcome()
+            partition = self._partitions.get(wanted.tp)
+            try:
+                if partition is None:
+                    raise UnknownTopicOrPartitionError(f"{wanted.tp} is not hosted here")
+                partition.check_leader_epoch(wanted.current_leader_epoch)
+                if not partition.is_leader:
+                    raise NotLeaderOrFollowerError(
+                        f"broker {self.broker_id} does not lead {wanted.tp}"
+                    )
+                read = partition.read(
+                    wanted.fetch_offset,
+                    min(max(wanted.max_bytes, 0), remaining),
+                    isolation,
+                    min_one_message=min_one_message,
+                )
+            except OffsetOutOfRangeError as exc:
+                assert partition is not None
+                outcome.error = exc
+                outcome.high_watermark = partition.log.high_watermark
+                outcome.log_start_offset = partition.log.log_start_offset
+            except Exception as exc:
+                outcome.error = exc
+            else:
+                outcome.read = read
+                size = read.info.size
+                if size:
+                    min_one_message = False
+                    remaining = max(remaining - size, 0)
+                    total += size
+            failed = failed or outcome.error is not None
+            outcomes.append(outcome)
+        return outcomes, total, failed
+
+    def _record_follower_fetches(
+        self, replica_id: int, partitions: Sequence[FetchPartition]
+    ) -> None:
+        proposer = self.isr_proposer
+        for wanted in partitions:
+            partition = self._partitions.get(wanted.tp)
+            if partition is None or not partition.is_leader:
+                continue
+            if partition.update_follower_fetch_state(
+                replica_id, wanted.fetch_offset, wanted.log_start_offset
+            ):
+                self.high_watermark_moved(wanted.tp)
+            if proposer is not None:
+                isr = partition.isr_expansion()
+                if isr is not None:
+                    proposer(partition, isr)

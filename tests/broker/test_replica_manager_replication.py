@@ -1,6 +1,7 @@
-"""acks=all in the replica manager: a produce waits in the produce purgatory until the ISR
-has the records, and fails as Kafka answers when it cannot be satisfied. Real logs and a real
-catalog; followers are simulated by the fetch offsets the leader would see."""
+"""Replication in the replica manager: acks=all produces wait in the produce purgatory until
+the ISR has the records (and fail as Kafka answers when they cannot be satisfied); follower
+fetches read past the high watermark, move it, and bring lagging replicas back into the ISR.
+Real logs and a real catalog; followers are simulated by their fetch requests."""
 
 from __future__ import annotations
 
@@ -16,18 +17,23 @@ from log_helpers import NOW, producer_batch
 
 from josefk.broker.catalog import TopicCatalog
 from josefk.broker.partition import (
+    FencedLeaderEpochError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     Partition,
     RequestTimedOutError,
 )
-from josefk.broker.replica_manager import ReplicaManager, UnknownTopicOrPartitionError
+from josefk.broker.replica_manager import (
+    FetchPartition,
+    ReplicaManager,
+    UnknownTopicOrPartitionError,
+)
 from josefk.cluster.metadata_store import PartitionState
 from josefk.config.topic import LogConfig
 from josefk.storage.clock import ManualClock
 from josefk.storage.manager import LogManager, LogManagerConfig
-from josefk.storage.offsets import TopicPartition
+from josefk.storage.offsets import FetchIsolation, TopicPartition
 from josefk.storage.scheduler import InlineExecutor, Scheduler
 
 TP = TopicPartition("t", 0)
@@ -128,3 +134,58 @@ async def test_unknown_partition(replicas: ReplicaManager) -> None:
         [(TopicPartition("nope", 0), memoryview(producer_batch(1)))], acks=1
     )
     assert isinstance(outcomes[0].error, UnknownTopicOrPartitionError)
+
+
+async def fetch(
+    replicas: ReplicaManager, replica_id: int, offset: int, *, epoch: int = -1, wait_ms: int = 0
+) -> tuple[int, int, BaseException | None]:
+    """(bytes read, high watermark, error) of a one-partition fetch."""
+    [outcome] = await replicas.fetch(
+        [FetchPartition(TP, offset, 1 << 20, current_leader_epoch=epoch)],
+        replica_id=replica_id,
+        max_wait_ms=wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation=FetchIsolation.HIGH_WATERMARK,
+    )
+    read = outcome.read
+    return (read.info.size if read else 0, read.high_watermark if read else -1, outcome.error)
+
+
+async def test_followers_read_past_the_high_watermark_and_move_it(
+    replicas: ReplicaManager,
+) -> None:
+    lead(replicas, (0, 1, 2))
+    outcomes = produce(replicas)
+    waiter = asyncio.create_task(replicas.wait_for_acks(outcomes, 60_000))
+    size, hw, error = await fetch(replicas, -1, 0)
+    assert (size, hw, error) == (0, 0, None)  # a consumer sees nothing uncommitted
+    size, _, _ = await fetch(replicas, 1, 0)
+    assert size > 0  # a follower gets the records at once
+    await fetch(replicas, 2, 0)
+    await fetch(replicas, 1, 3)  # 1 now has offsets 0-2...
+    assert not waiter.done()
+    await fetch(replicas, 2, 3)  # ...and 2 too: the HW passes the produce
+    await asyncio.wait_for(waiter, 10)
+    assert outcomes[0].error is None
+    size, hw, _ = await fetch(replicas, -1, 0)
+    assert size > 0 and hw == 3
+
+
+async def test_a_caught_up_follower_is_proposed_for_the_isr(replicas: ReplicaManager) -> None:
+    replicas.append_records([(TP, memoryview(producer_batch(2)))], acks=1)
+    lead(replicas, (0, 1))  # this epoch begins at offset 2
+    proposals: list[list[int]] = []
+    replicas.isr_proposer = lambda partition, isr: proposals.append(isr)
+    await fetch(replicas, 2, 0)
+    assert proposals == []  # short of the HW and of where the epoch began (2)
+    await fetch(replicas, 1, 2)  # 1 moves the HW to 2
+    await fetch(replicas, 2, 2)  # 2 has reached it
+    assert proposals == [[0, 1, 2]]
+
+
+async def test_fetch_errors(replicas: ReplicaManager) -> None:
+    partition = lead(replicas, (0, 1, 2), epoch=4)
+    assert isinstance((await fetch(replicas, -1, 0, epoch=3))[2], FencedLeaderEpochError)
+    partition.make_follower(PartitionState((0, 1, 2), 1, 5, (1, 2), 6))
+    assert isinstance((await fetch(replicas, -1, 0))[2], NotLeaderOrFollowerError)
