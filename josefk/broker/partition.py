@@ -145,6 +145,9 @@ class Partition:
         self._set_state(state)
         if new_epoch:
             self._leader_epoch_start_offset = self.log.log_end_offset
+            # The epoch begins here even before its first append (OffsetForLeaderEpoch
+            # answers followers from it).
+            self.log.maybe_assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
             now = self._clock.monotonic_ms()
             # Followers in the ISR are given the benefit of the doubt for one lag period,
             # as Kafka does: they were in sync under the previous leader.

@@ -69,6 +69,7 @@ from josefk.storage.errors import (
     StorageError,
 )
 from josefk.storage.file_records import FileRecords, TimestampAndOffset
+from josefk.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from josefk.storage.offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -190,6 +191,8 @@ class Log:
             if producer_state is not None
             else ProducerStateManager(directory, name=str(topic_partition))
         )
+        # Which leader epoch began at which offset (KIP-101); ``load`` reads the checkpoint.
+        self._leader_epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -318,6 +321,7 @@ class Log:
                 ),
             )
             log._rebuild_producer_state()
+            log._load_leader_epochs()
         except OSError as exc:
             raise KafkaStorageError(f"error while loading log: {exc}", path=path) from exc
         if had_clean_shutdown:
@@ -370,6 +374,29 @@ class Log:
     @property
     def producer_state(self) -> ProducerStateManager:
         return self._producer_state
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        return self._leader_epochs
+
+    def _load_leader_epochs(self) -> None:
+        # The checkpoint may be ahead of a log recovered or truncated after a crash, or
+        # behind a log start offset moved by retention: trim it to what the log holds.
+        cache = LeaderEpochCache.load(self._dir)
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self._log_start_offset)
+        self._leader_epochs = cache
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """A new leader epoch begins at ``start_offset`` (this replica became its leader)."""
+        latest = self._leader_epochs.latest_epoch
+        if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
+            self._leader_epochs.assign(leader_epoch, start_offset)
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= ``leader_epoch``, where it ended) or
+        (-1, -1) for an epoch this log has not seen."""
+        return self._leader_epochs.end_offset_for(leader_epoch, self.log_end_offset)
 
     def remove_expired_producers(self) -> int:
         """Forget producers idle for producer.id.expiration.ms (the LogManager's periodic
@@ -548,6 +575,7 @@ class Log:
 
     def _update_log_start_offset(self, offset: int) -> None:
         self._log_start_offset = offset
+        self._leader_epochs.truncate_from_start(offset)
         if self.high_watermark < offset:
             self.update_high_watermark(offset)
         if self._recovery_point < offset:
@@ -653,6 +681,7 @@ class Log:
                 producer_state.on_leader_append(
                     headers, base_offsets, now if log_append_time else None
                 )
+            self.maybe_assign_epoch_start_offset(leader_epoch, first_offset)
             return LogAppendInfo(
                 first_offset=first_offset,
                 last_offset=last_offset,
@@ -745,6 +774,10 @@ class Log:
             for batch in batches:
                 if batch.producer_id >= 0:
                     producer_state.replay(batch.header())
+                # The leader's epochs, as it stamped them: a follower's cache mirrors its.
+                self.maybe_assign_epoch_start_offset(
+                    batch.partition_leader_epoch, batch.base_offset
+                )
             return LogAppendInfo(
                 first_offset=first_offset,
                 last_offset=previous_last,
@@ -1081,6 +1114,7 @@ class Log:
             self._update_log_end_offset(target_offset)
             self._log_start_offset = min(target_offset, self._log_start_offset)
             self._rebuild_producer_state()
+            self._leader_epochs.truncate_from_end(target_offset)
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -1090,6 +1124,7 @@ class Log:
         with self._io("truncating fully"):
             self._remove_and_delete_segments(self.log_segments())
             self._producer_state.truncate_fully()
+            self._leader_epochs.clear()
             segment = _open_segment(
                 self._dir, new_offset, self._config, self._clock, self._jitter, exists=False
             )

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from log_helpers import open_log, producer_batch, read_all
 
 from josefk.storage.checkpoint import CorruptCheckpointError
 from josefk.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
@@ -111,3 +112,33 @@ def test_matches_a_model(ops: list[tuple[str, int, int]], query: int, leo_extra:
             # The end is where the first epoch newer than the query began.
             assert end == next(o for e, o in model if e > query)
             assert epoch == max((e for e in known if e <= query), default=query)
+
+
+def test_the_log_keeps_its_epochs_through_appends_truncation_and_restarts(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader" / "t-0")
+    leader.append_as_leader(producer_batch(3), leader_epoch=0)
+    leader.append_as_leader(producer_batch(2), leader_epoch=0)
+    leader.append_as_leader(producer_batch(4), leader_epoch=2)
+    assert leader.leader_epoch_cache.entries() == [(0, 0), (2, 5)]
+    assert leader.end_offset_for_epoch(0) == (0, 5)
+    assert leader.end_offset_for_epoch(1) == (0, 5)
+    assert leader.end_offset_for_epoch(2) == (2, 9)
+
+    # A follower appending the leader's batches ends up with the same epochs.
+    follower = open_log(tmp_path / "follower" / "t-0")
+    for batch in read_all(leader):
+        follower.append_as_follower(bytes(batch.buffer))
+    assert follower.leader_epoch_cache.entries() == [(0, 0), (2, 5)]
+
+    # Truncating a divergent tail forgets the epochs that began in it; a restart keeps that.
+    follower.truncate_to(5)
+    assert follower.leader_epoch_cache.entries() == [(0, 0)]
+    follower.close()
+    reopened = open_log(tmp_path / "follower" / "t-0")
+    assert reopened.leader_epoch_cache.entries() == [(0, 0)]
+    assert reopened.log_end_offset == 5
+
+    # A checkpoint ahead of the log (the log lost its tail in a crash) is trimmed at load.
+    leader.close()
+    (tmp_path / "leader" / "t-0" / LEADER_EPOCH_CHECKPOINT).write_text("0\n3\n0 0\n2 5\n3 40\n")
+    assert open_log(tmp_path / "leader" / "t-0").leader_epoch_cache.entries() == [(0, 0), (2, 5)]
