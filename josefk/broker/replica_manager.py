@@ -360,3 +360,19 @@ class ReplicaManager:
                 isr = partition.isr_expansion()
                 if isr is not None:
                     proposer(partition, isr)
+
+    def end_offset_for_leader_epoch(
+        self, tp: TopicPartition, *, current_leader_epoch: int, leader_epoch: int, replica_id: int
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch for one partition: (epoch, end offset) as the leader's
+        leader-epoch cache answers it. Only the leader answers (Kafka's "debug consumer",
+        replica id -2 from an old client... is the default of consumers too, so it is not
+        singled out). Raises UnknownTopicOrPartitionError, NotLeaderOrFollowerError,
+        FencedLeaderEpochError, UnknownLeaderEpochError."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            raise UnknownTopicOrPartitionError(f"{tp} is not hosted here")
+        partition.check_leader_epoch(current_leader_epoch)
+        if not partition.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {tp}")
+        return partition.log.end_offset_for_epoch(leader_epoch)
