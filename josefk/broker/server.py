@@ -32,11 +32,12 @@ from josefk.broker.network import ListenerSpec, SocketServer
 from josefk.broker.producer_ids import ProducerIdManager
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
 from josefk.config.broker import BrokerConfig
-from josefk.config.properties import ensure_meta_properties
+from josefk.config.properties import MetaPropertiesError, ensure_meta_properties
 from josefk.metrics.broker_metrics import BrokerMetrics
 from josefk.metrics.collectors import PartitionLogStats, PurgatoryStats
 from josefk.metrics.exporter import MetricsExporter
 from josefk.storage.clock import Clock, SystemClock
+from josefk.storage.dir_lock import LogDirLock, LogDirLockedError
 from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.storage.scheduler import Scheduler
 
@@ -48,7 +49,12 @@ _GC_YOUNG_THRESHOLD = 10_000
 IDLE_CHECK_INTERVAL_S = 10.0
 
 
-class ListenError(Exception):
+class StartupError(Exception):
+    """An operational reason the broker cannot start (a log dir that is a file or locked by
+    another broker, a port in use...): ``josefk serve`` prints it as one line, exit code 1."""
+
+
+class ListenError(StartupError):
     """A listener could not bind (port in use, address not local...)."""
 
 
@@ -71,6 +77,7 @@ class Broker:
         self.replica_manager: ReplicaManager | None = None
         self.metrics: BrokerMetrics | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self._dir_locks: list[LogDirLock] = []
 
     async def start(self) -> list[BrokerEndpoint]:
         config = self.config
@@ -78,11 +85,29 @@ class Broker:
         loop = asyncio.get_running_loop()
         log_dirs = [Path(d) for d in config.log_dirs]
         for log_dir in log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-        cluster_id = await loop.run_in_executor(
-            self._executor,
-            lambda: ensure_meta_properties(log_dirs, node_id=self.broker_id),
-        )
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                # Before anything reads or writes the dir: a second broker on it stops here.
+                self._dir_locks.append(LogDirLock.acquire(log_dir))
+            except LogDirLockedError as exc:
+                raise StartupError(str(exc)) from None
+            except OSError as exc:
+                reason = (
+                    "it is a file, not a directory"
+                    if log_dir.exists() and not log_dir.is_dir()
+                    else exc.strerror or str(exc)
+                )
+                raise StartupError(
+                    f"cannot use log dir {log_dir}: {reason}"
+                    " (set another one with --data-dir or log.dirs)"
+                ) from None
+        try:
+            cluster_id = await loop.run_in_executor(
+                self._executor,
+                lambda: ensure_meta_properties(log_dirs, node_id=self.broker_id),
+            )
+        except MetaPropertiesError as exc:
+            raise StartupError(str(exc)) from None
 
         default_log_config = config.default_log_config()
         catalog = TopicCatalog.load(log_dirs[0])
@@ -166,7 +191,10 @@ class Broker:
                     ListenerSpec(listener.name, listener.bind_host or "0.0.0.0", listener.port)
                 )
             except OSError as exc:
-                raise ListenError(f"cannot listen on {listener}: {exc.strerror or exc}") from exc
+                raise ListenError(
+                    f"cannot listen on {listener}: {exc.strerror or exc}"
+                    " (choose another address with --listen HOST:PORT or listeners=...)"
+                ) from None
             bound[listener.name] = spec.port
         for advertised in config.effective_advertised_listeners(bound=bound):
             port = advertised.port or bound.get(advertised.name, 0)
@@ -175,10 +203,18 @@ class Broker:
         self._background.append(loop.create_task(self._close_idle_connections()))
 
         if self.metrics is not None:
-            self._exporter = MetricsExporter(
+            exporter = MetricsExporter(
                 self.metrics.registry, host=config.metrics_host, port=config.metrics_port
             )
-            await self._exporter.start()
+            try:
+                await exporter.start()
+            except OSError as exc:
+                raise StartupError(
+                    f"cannot serve metrics on {config.metrics_host}:{config.metrics_port}: "
+                    f"{os.strerror(exc.errno) if exc.errno else exc} (choose another port with --metrics-port or "
+                    "josefk.metrics.port, 0 for any free one)"
+                ) from None
+            self._exporter = exporter
         return self.endpoints
 
     @property
@@ -293,6 +329,9 @@ class Broker:
         if self._exporter is not None:
             await self._exporter.stop()
         self._executor.shutdown(wait=True)
+        for lock in self._dir_locks:
+            lock.release()
+        self._dir_locks.clear()
 
 
 def _raise_open_file_limit() -> None:
@@ -411,6 +450,6 @@ def run_broker(config: BrokerConfig) -> None:
             asyncio.run(serve(config, owns_process=True))
     except KeyboardInterrupt:  # pragma: no cover - signal handlers normally catch it
         sys.exit(1)
-    except ListenError as exc:
+    except StartupError as exc:
         logger.error("%s", exc)
         sys.exit(1)

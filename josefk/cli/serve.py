@@ -63,8 +63,10 @@ def serve(
             listen=listen,
             metrics_port=metrics_port,
         )
-    except (BrokerConfigError, PropertiesSyntaxError, OSError) as exc:
-        raise click.ClickException(f"invalid configuration: {exc}") from exc
+    except BrokerConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    except (PropertiesSyntaxError, OSError) as exc:
+        raise click.ClickException(f"invalid configuration: {exc}") from None
     for warning in config.warnings:
         logging.getLogger("josefk.config").warning("%s", warning)
 

@@ -80,11 +80,14 @@ class ConfigProblem:
     key: str
     value: object
     reason: str
+    # Where the key was set, when it came from a file or the environment.
+    origin: str | None = None
 
     def __str__(self) -> str:
+        where = f" ({self.origin})" if self.origin else ""
         if self.value is None:
-            return f"{self.key}: {self.reason}"
-        return f"{self.key}={_show(self.value)}: {self.reason}"
+            return f"{self.key}{where}: {self.reason}"
+        return f"{self.key}={_show(self.value)}{where}: {self.reason}"
 
 
 def _show(value: object) -> str:
@@ -102,9 +105,11 @@ class BrokerConfigError(Exception):
 
     def __init__(self, problems: list[ConfigProblem]) -> None:
         self.problems = problems
+        if len(problems) == 1:
+            super().__init__(f"invalid broker configuration: {problems[0]}")
+            return
         lines = "\n".join(f"  {problem}" for problem in problems)
-        noun = "setting" if len(problems) == 1 else "settings"
-        super().__init__(f"invalid broker configuration ({len(problems)} {noun}):\n{lines}")
+        super().__init__(f"invalid broker configuration ({len(problems)} settings):\n{lines}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -755,7 +760,10 @@ class BrokerConfig(BaseModel):
         try:
             config = cls.model_validate(dict(properties))
         except ValidationError as exc:
-            raise _translate(exc, properties) from None
+            error = _translate(exc, properties)
+            raise BrokerConfigError([_with_origin(p, origins) for p in error.problems]) from None
+        except BrokerConfigError as exc:
+            raise BrokerConfigError([_with_origin(p, origins) for p in exc.problems]) from None
         config._origins = dict(origins or {})
         config._warnings = tuple(warnings)
         return config
@@ -913,6 +921,13 @@ def _format(value: object) -> str | None:
     if isinstance(value, float) and value == DOUBLE_MAX:
         return "1.7976931348623157E308"
     return str(value)
+
+
+def _with_origin(problem: ConfigProblem, origins: Mapping[str, str] | None) -> ConfigProblem:
+    origin = (origins or {}).get(problem.key)
+    if problem.origin or origin is None or origin.startswith("--"):
+        return problem  # a flag names itself already
+    return ConfigProblem(problem.key, problem.value, problem.reason, origin)
 
 
 def _translate(exc: ValidationError, properties: Mapping[str, object]) -> BrokerConfigError:

@@ -47,7 +47,7 @@ from josefk.config.broker import (
     is_accepted_unused,
     parse_host_port,
 )
-from josefk.config.properties import PropertiesSyntaxError, read_properties_file
+from josefk.config.properties import PropertiesSyntaxError, read_properties_file_lines
 
 __all__ = [
     "ENV_PREFIX",
@@ -183,14 +183,14 @@ def _suggestion(key: str) -> str:
 def _file_source(path: str | os.PathLike[str]) -> ConfigSource:
     source = ConfigSource(f"file {os.fspath(path)}")
     try:
-        props = read_properties_file(path)
+        props, lines = read_properties_file_lines(path)
     except PropertiesSyntaxError as exc:
         raise BrokerConfigError([ConfigProblem("--config", os.fspath(path), str(exc))]) from None
     except OSError as exc:
         reason = f"cannot read the file: {exc.strerror or exc}"
         raise BrokerConfigError([ConfigProblem("--config", os.fspath(path), reason)]) from None
     for key, value in props.items():
-        source.set(key, value)
+        source.set(key, value, f"file {os.fspath(path)}, line {lines[key]}")
     return source
 
 

@@ -46,7 +46,9 @@ __all__ = [
     "generate_uuid",
     "is_valid_uuid",
     "parse_properties",
+    "property_lines",
     "read_properties_file",
+    "read_properties_file_lines",
 ]
 
 META_PROPERTIES_FILE: Final = "meta.properties"
@@ -153,11 +155,31 @@ def parse_properties(text: str, *, source: str = "<properties>") -> dict[str, st
     return result
 
 
+def property_lines(text: str, *, source: str = "<properties>") -> dict[str, int]:
+    """The line each key of ``parse_properties(text)`` was (last) set on, for messages."""
+    return {
+        _unescape(_split_key_value(line)[0], source, number): number
+        for number, line in _logical_lines(text)
+    }
+
+
 def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
     """Read a properties file; UTF-8, falling back to ISO-8859-1 as Java's loader reads bytes.
 
     Raises OSError when the file cannot be read and PropertiesSyntaxError when it is malformed.
     """
+    return parse_properties(_read_text(path), source=str(path))
+
+
+def read_properties_file_lines(
+    path: str | os.PathLike[str],
+) -> tuple[dict[str, str], dict[str, int]]:
+    """``read_properties_file`` and the line of each key."""
+    text = _read_text(path)
+    return parse_properties(text, source=str(path)), property_lines(text, source=str(path))
+
+
+def _read_text(path: str | os.PathLike[str]) -> str:
     data = Path(path).read_bytes()
     try:
         text = data.decode("utf-8")
@@ -165,7 +187,7 @@ def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
         text = data.decode("latin-1")
     if text.startswith("\ufeff"):
         text = text[1:]
-    return parse_properties(text, source=str(path))
+    return text
 
 
 def _escape(text: str, *, is_key: bool) -> str:

@@ -43,7 +43,7 @@ def test_precedence_file_env_set_flags(tmp_path: Path) -> None:
     assert config.message_max_bytes == 7000
     assert config.log_dirs == ("/from/flag",)
     assert config.metrics_port == 2222
-    assert config.origin("num.partitions") == f"file {path}"
+    assert config.origin("num.partitions") == f"file {path}, line 1"
     assert config.origin("log.segment.bytes") == "environment variable JOSEFK_LOG_SEGMENT_BYTES"
     assert config.origin("message.max.bytes") == "--set"
     assert config.origin("log.dirs") == "--data-dir"
