@@ -118,6 +118,17 @@ class TopicCatalog:
         self.save()
         return info
 
+    def put(self, info: TopicInfo) -> None:
+        """Record a topic as the cluster's metadata has it (its id included), replacing any
+        entry of that name: in a cluster the catalog mirrors etcd."""
+        old = self._by_name.get(info.name)
+        if old == info:
+            return
+        if old is not None:
+            self._by_id.pop(old.topic_id, None)
+        self._add(info)
+        self.save()
+
     def adopt(self, name: str, partitions: int) -> TopicInfo:
         """Record a topic found on disk but missing from the catalog (a log dir from Kafka,
         or a catalog lost in a crash before its first write)."""

@@ -14,6 +14,7 @@ from josefk.protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
     from josefk.broker.handlers import HandlerSpec
+    from josefk.broker.metadata_cache import MetadataCache
     from josefk.broker.producer_ids import ProducerIdManager
     from josefk.broker.replica_manager import ReplicaManager
     from josefk.config.broker import BrokerConfig
@@ -42,6 +43,10 @@ class BrokerContext:
     metrics: Any = None
     group_coordinator: Any = None
     producer_ids: ProducerIdManager | None = None
+    # Brokers, controller and partition leaders as clients are told (single node or etcd).
+    metadata: MetadataCache | None = None
+    # The cluster's runtime (etcd, controller, replication); None on the single node.
+    cluster: Any = None
 
     def endpoint_for(self, listener_name: str) -> BrokerEndpoint:
         """The advertised endpoint of the listener a request came in on."""

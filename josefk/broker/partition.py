@@ -124,11 +124,13 @@ class Partition:
         # follower must reach it (as well as the HW) to rejoin the ISR, so that it holds
         # everything the previous leaders committed.
         self._leader_epoch_start_offset = 0
-        self.make_leader(
-            state
-            if state is not None
-            else PartitionState((local_broker_id,), local_broker_id, 0, (local_broker_id,))
-        )
+        if state is None:
+            # The single node: this replica alone, leading from epoch 0.
+            state = PartitionState((local_broker_id,), local_broker_id, 0, (local_broker_id,))
+        if state.leader == local_broker_id:
+            self.make_leader(state)
+        else:
+            self.make_follower(state)
 
     # -- roles ----------------------------------------------------------------------------
 

@@ -24,7 +24,9 @@ from josefk.broker.partition import (
     TopicPartition,
 )
 from josefk.broker.purgatory import Purgatory
+from josefk.cluster.metadata_store import PartitionState
 from josefk.config.topic import LogConfig
+from josefk.storage.clock import Clock
 from josefk.storage.errors import OffsetOutOfRangeError
 from josefk.storage.manager import LogManager
 from josefk.storage.offsets import FetchIsolation, LogAppendInfo
@@ -101,10 +103,12 @@ class ReplicaManager:
         *,
         broker_id: int,
         default_log_config: LogConfig,
+        clock: Clock | None = None,
     ) -> None:
         self._logs = log_manager
         self.catalog = catalog
         self.broker_id = broker_id
+        self._clock = clock
         self._default_log_config = default_log_config
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = Purgatory("Fetch")
@@ -129,7 +133,9 @@ class ReplicaManager:
             tp = TopicPartition(info.name, index)
             log = self._logs.get_or_create_log(tp, config)
             write_partition_metadata(log.dir, info.topic_id)
-            self._partitions[tp] = Partition(tp, log, local_broker_id=self.broker_id)
+            self._partitions[tp] = Partition(
+                tp, log, local_broker_id=self.broker_id, clock=self._clock
+            )
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -186,6 +192,36 @@ class ReplicaManager:
         logger.info("deleted topic %s", name)
         for listener in self.topic_deleted_listeners:
             listener(name)
+
+    # -- roles from the cluster's metadata -------------------------------------------------
+
+    def apply_partition_state(self, tp: TopicPartition, state: PartitionState) -> Partition:
+        """Host ``tp`` (creating its log if needed) in the role ``state`` gives this broker:
+        leader or follower. Produces and fetches waiting on it are woken to re-check."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            info = self.catalog.get(tp.topic)
+            log = self._logs.get_or_create_log(tp, self.log_config_for(tp.topic))
+            if info is not None:
+                write_partition_metadata(log.dir, info.topic_id)
+            partition = Partition(
+                tp, log, local_broker_id=self.broker_id, clock=self._clock, state=state
+            )
+            self._partitions[tp] = partition
+        elif state.leader == self.broker_id:
+            partition.make_leader(state)
+        else:
+            partition.make_follower(state)
+        self.high_watermark_moved(tp)
+        return partition
+
+    def remove_partition(self, tp: TopicPartition, *, delete: bool) -> None:
+        """Stop hosting ``tp`` (its topic was deleted, or the replica moved away)."""
+        if self._partitions.pop(tp, None) is None:
+            return
+        if delete:
+            self._logs.delete_log(tp)
+        self.high_watermark_moved(tp)
 
     # -- data path ------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from josefk.broker.dispatch import RequestDispatcher
 from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator
 from josefk.broker.group.store import TopicOffsetsStore
 from josefk.broker.handlers import registered_handlers
+from josefk.broker.metadata_cache import LocalMetadata
 from josefk.broker.network import ListenerSpec, SocketServer
 from josefk.broker.producer_ids import ProducerIdManager
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
@@ -200,6 +201,12 @@ class Broker:
             port = advertised.port or bound.get(advertised.name, 0)
             self.endpoints.append(BrokerEndpoint(advertised.name, advertised.host, port))
         context.endpoints = self.endpoints
+        context.metadata = LocalMetadata(
+            self.broker_id,
+            replicas,
+            lambda name: _host_port(context.endpoint_for(name)),
+            rack=config.broker_rack,
+        )
         self._background.append(loop.create_task(self._close_idle_connections()))
 
         if self.metrics is not None:
@@ -332,6 +339,10 @@ class Broker:
         for lock in self._dir_locks:
             lock.release()
         self._dir_locks.clear()
+
+
+def _host_port(endpoint: BrokerEndpoint) -> tuple[str, int]:
+    return endpoint.host, endpoint.port
 
 
 def _raise_open_file_limit() -> None:

@@ -24,7 +24,8 @@ _BROKERS_ENDPOINT = 1
 @handles(ApiKey.DESCRIBE_CLUSTER)
 def handle_describe_cluster(context: RequestContext, request: Any) -> Any:
     broker = context.broker
-    endpoint = broker.endpoint_for(context.connection.listener_name)
+    metadata = broker.metadata
+    assert metadata is not None
     if context.api_version >= 1 and request.endpoint_type not in (_BROKERS_ENDPOINT,):
         return ClusterResponse(
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
@@ -38,11 +39,10 @@ def handle_describe_cluster(context: RequestContext, request: Any) -> Any:
         error_message=None,
         endpoint_type=_BROKERS_ENDPOINT,
         cluster_id=broker.cluster_id,
-        controller_id=broker.broker_id,
+        controller_id=metadata.controller_id,
         brokers=[
-            ClusterBroker(
-                broker_id=broker.broker_id, host=endpoint.host, port=endpoint.port, rack=None
-            )
+            ClusterBroker(broker_id=node.broker_id, host=node.host, port=node.port, rack=node.rack)
+            for node in metadata.brokers(context.connection.listener_name)
         ],
         cluster_authorized_operations=_NO_OPERATIONS,
     )

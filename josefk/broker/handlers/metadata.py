@@ -30,7 +30,6 @@ def handle_metadata(context: RequestContext, request: Any) -> Any:
     replicas = broker.replica_manager
     catalog = replicas.catalog
     version = context.api_version
-    endpoint = broker.endpoint_for(context.connection.listener_name)
 
     if request.topics is None or (version == 0 and not request.topics):
         wanted: list[Any] = [info for info in catalog.topics()]
@@ -52,12 +51,15 @@ def handle_metadata(context: RequestContext, request: Any) -> Any:
     topics = [
         _topic_entry(context, item) if isinstance(item, TopicInfo) else item for item in wanted
     ]
+    metadata = broker.metadata
+    assert metadata is not None
     return Response(
         brokers=[
-            BrokerEntry(node_id=broker.broker_id, host=endpoint.host, port=endpoint.port, rack=None)
+            BrokerEntry(node_id=node.broker_id, host=node.host, port=node.port, rack=node.rack)
+            for node in metadata.brokers(context.connection.listener_name)
         ],
         cluster_id=broker.cluster_id,
-        controller_id=broker.broker_id,
+        controller_id=metadata.controller_id,
         topics=topics,
         cluster_authorized_operations=_NO_OPERATIONS,
     )
@@ -76,34 +78,39 @@ def _maybe_auto_create(context: RequestContext, name: str, allowed: bool) -> Any
 
 
 def _topic_entry(context: RequestContext, info: TopicInfo) -> Any:
-    broker_id = context.broker.broker_id
-    replicas = context.broker.replica_manager
+    metadata = context.broker.metadata
+    assert metadata is not None
     partitions = []
     for index in range(info.partitions):
-        partition = replicas.get_partition(info.name, index)
-        if partition is None:
+        view = metadata.partition(info.name, index)
+        if view is None:
             partitions.append(
                 PartitionEntry(
                     error_code=ErrorCode.LEADER_NOT_AVAILABLE,
                     partition_index=index,
                     leader_id=-1,
                     leader_epoch=-1,
-                    replica_nodes=[broker_id],
+                    replica_nodes=[],
                     isr_nodes=[],
-                    offline_replicas=[broker_id],
+                    offline_replicas=[],
                 )
             )
             continue
-        offline = partition.log.is_offline
+        if view.storage_error:
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+        elif view.leader < 0:
+            error = ErrorCode.LEADER_NOT_AVAILABLE
+        else:
+            error = ErrorCode.NONE
         partitions.append(
             PartitionEntry(
-                error_code=ErrorCode.KAFKA_STORAGE_ERROR if offline else ErrorCode.NONE,
+                error_code=error,
                 partition_index=index,
-                leader_id=-1 if offline else partition.leader_id,
-                leader_epoch=partition.leader_epoch,
-                replica_nodes=list(partition.replicas),
-                isr_nodes=[] if offline else list(partition.isr),
-                offline_replicas=[broker_id] if offline else [],
+                leader_id=view.leader,
+                leader_epoch=view.leader_epoch,
+                replica_nodes=list(view.replicas),
+                isr_nodes=list(view.isr),
+                offline_replicas=list(view.offline_replicas),
             )
         )
     return TopicEntry(

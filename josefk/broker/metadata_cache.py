@@ -1,0 +1,132 @@
+"""The cluster as the handlers describe it to clients: brokers, the controller, and who
+leads each partition.
+
+Owns ``MetadataCache`` (what Metadata, DescribeCluster and FindCoordinator read) and its two
+sources: ``LocalMetadata`` for the embedded single node (this broker is the whole cluster,
+filled from its own catalog and partitions) and ``ClusterMetadata`` (the etcd view a
+``ClusterWatcher`` keeps current). Handlers never ask which one they have.
+
+Imports josefk.cluster's value types and the broker's partition types; must not import
+josefk.protocol or the handlers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from josefk.broker.replica_manager import ReplicaManager
+from josefk.cluster.watcher import ClusterView
+
+__all__ = ["BrokerNode", "ClusterMetadata", "LocalMetadata", "MetadataCache", "PartitionView"]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerNode:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """A partition as Metadata reports it. ``leader`` -1: no leader (offline)."""
+
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    storage_error: bool = False
+
+
+class MetadataCache(Protocol):
+    @property
+    def controller_id(self) -> int: ...
+
+    def brokers(self, listener_name: str) -> list[BrokerNode]: ...
+
+    def partition(self, topic: str, index: int) -> PartitionView | None: ...
+
+
+class LocalMetadata:
+    """The single node: one broker, its own partitions."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        replicas: ReplicaManager,
+        endpoint: Callable[[str], tuple[str, int]],
+        rack: str | None = None,
+    ) -> None:
+        self._broker_id = broker_id
+        self._replicas = replicas
+        self._endpoint = endpoint
+        self._rack = rack
+
+    @property
+    def controller_id(self) -> int:
+        return self._broker_id
+
+    def brokers(self, listener_name: str) -> list[BrokerNode]:
+        host, port = self._endpoint(listener_name)
+        return [BrokerNode(self._broker_id, host, port, self._rack)]
+
+    def partition(self, topic: str, index: int) -> PartitionView | None:
+        partition = self._replicas.get_partition(topic, index)
+        if partition is None:
+            return None
+        if partition.log.is_offline:
+            return PartitionView(
+                -1,
+                partition.leader_epoch,
+                tuple(partition.replicas),
+                (),
+                (self._broker_id,),
+                storage_error=True,
+            )
+        return PartitionView(
+            partition.leader_id,
+            partition.leader_epoch,
+            tuple(partition.replicas),
+            tuple(partition.isr),
+        )
+
+
+class ClusterMetadata:
+    """The cluster as etcd has it, through the watcher's view."""
+
+    def __init__(self, view: Callable[[], ClusterView]) -> None:
+        self._view = view
+
+    @property
+    def controller_id(self) -> int:
+        controller = self._view().controller
+        return controller.broker_id if controller is not None else -1
+
+    def brokers(self, listener_name: str) -> list[BrokerNode]:
+        nodes = []
+        for broker_id, registration in sorted(self._view().brokers.items()):
+            endpoints = registration.endpoints
+            chosen = next((e for e in endpoints if e.listener == listener_name), None)
+            if chosen is None and endpoints:
+                chosen = endpoints[0]
+            if chosen is not None:
+                nodes.append(BrokerNode(broker_id, chosen.host, chosen.port, registration.rack))
+        return nodes
+
+    def partition(self, topic: str, index: int) -> PartitionView | None:
+        view = self._view()
+        state = view.partition(topic, index)
+        if state is None:
+            return None
+        live = view.brokers
+        return PartitionView(
+            state.leader if state.leader in live else -1,
+            state.leader_epoch,
+            state.replicas,
+            state.isr,
+            tuple(b for b in state.replicas if b not in live),
+        )
