@@ -22,7 +22,8 @@ ALLOWED: dict[str, set[str]] = {
     "metrics": set(),
     "cluster": set(),
     "storage": {"records", "config"},
-    "broker": {"records", "protocol", "storage", "config", "metrics", "cluster"},
+    # broker -> client: the replica fetcher speaks to leaders with the clients' connection.
+    "broker": {"records", "protocol", "storage", "config", "metrics", "cluster", "client"},
     "client": {"records", "protocol"},
     "spark": {"records", "protocol", "client"},
     "cli": {"records", "protocol", "storage", "config", "metrics", "cluster", "broker", "client"},

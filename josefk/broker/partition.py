@@ -250,21 +250,21 @@ class Partition:
 
     # -- leader: the ISR -------------------------------------------------------------------
 
-    def isr_expansion(self) -> list[int] | None:
-        """The ISR to propose when an out-of-sync follower has caught up to the high
-        watermark and to where this leader's epoch began; None when nothing to propose."""
-        if not self.is_leader or self._pending_isr:
+    def isr_expansion(self, replica_id: int) -> list[int] | None:
+        """The ISR to propose when ``replica_id``, an out-of-sync follower that has just
+        fetched, has caught up to the high watermark and to where this leader's epoch began
+        (Kafka's maybeExpandIsr, judged at that follower's fetch); None otherwise, or while
+        another proposal is pending."""
+        if not self.is_leader or self._pending_isr or replica_id in self.isr:
+            return None
+        progress = self._progress.get(replica_id)
+        if progress is None:
             return None
         needed = max(self.log.high_watermark, self._leader_epoch_start_offset)
-        joining = [
-            b
-            for b, p in self._progress.items()
-            if b not in self.isr and p.log_end_offset >= needed and p.log_end_offset >= 0
-        ]
-        if not joining:
+        if progress.log_end_offset < max(needed, 0) or progress.log_end_offset < 0:
             return None
-        self._pending_isr = frozenset(joining)
-        return [*self.isr, *sorted(joining)]
+        self._pending_isr = frozenset({replica_id})
+        return [*self.isr, replica_id]
 
     def isr_shrink(self, replica_lag_time_max_ms: int) -> list[int] | None:
         """The ISR to propose without followers that have not caught up for

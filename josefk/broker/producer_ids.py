@@ -27,9 +27,11 @@ block.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
@@ -68,6 +70,9 @@ class ProducerIdManager:
         self._next_id = next_block_start
         self._block_end = next_block_start
         self._epochs: OrderedDict[int, int] = OrderedDict()
+        self._fetch_next: Callable[[], Awaitable[range]] | None = None
+        self._next_block: range | None = None
+        self._fetching = False
 
     @classmethod
     def load(
@@ -99,9 +104,45 @@ class ProducerIdManager:
         """The first id of the block after the current one, as persisted."""
         return self._block_end
 
+    def use_cluster_blocks(self, first: range, fetch_next: Callable[[], Awaitable[range]]) -> None:
+        """In a cluster, blocks come from etcd (taken by compare-and-swap, so no two brokers
+        ever get the same ids) instead of the local file: ``first`` now, and the next one
+        fetched in the background once half of the current one is used."""
+        self._next_id, self._block_end = first.start, first.stop
+        self._fetch_next = fetch_next
+        self._next_block = None
+
+    def _maybe_prefetch(self) -> None:
+        if self._fetch_next is None or self._next_block is not None or self._fetching:
+            return
+        if self._next_id - (self._block_end - self._block_size) < self._block_size // 2:
+            return
+        self._fetching = True
+
+        async def fetch() -> None:
+            try:
+                assert self._fetch_next is not None
+                self._next_block = await self._fetch_next()
+            except Exception:
+                logger.exception("cannot take a producer id block from the cluster")
+            finally:
+                self._fetching = False
+
+        asyncio.get_running_loop().create_task(fetch())
+
     def generate_producer_id(self) -> int:
         """A producer id never handed out before, by this broker or before its restarts."""
-        if self._next_id >= self._block_end:
+        if self._fetch_next is not None:
+            self._maybe_prefetch()
+            if self._next_id >= self._block_end:
+                block, self._next_block = self._next_block, None
+                if block is None:
+                    self._maybe_prefetch()
+                    raise ProducerIdBlockError(
+                        "the next producer id block is still on its way from etcd", path=self._path
+                    )
+                self._next_id, self._block_end = block.start, block.stop
+        elif self._next_id >= self._block_end:
             self._persist(self._next_id + self._block_size)
         producer_id = self._next_id
         self._next_id += 1

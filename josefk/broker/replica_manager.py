@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from josefk.broker.catalog import TopicCatalog, TopicInfo, write_partition_metadata
@@ -122,10 +122,12 @@ class ReplicaManager:
 
     # -- start-up -------------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Open a Partition for every partition the catalog knows."""
+    def load(self, *, only: Collection[str] | None = None) -> None:
+        """Open a Partition for every partition the catalog knows (of ``only`` those
+        topics, in a cluster, where the rest come from the cluster's metadata)."""
         for info in self.catalog.topics():
-            self._open_partitions(info, range(info.partitions))
+            if only is None or info.name in only:
+                self._open_partitions(info, range(info.partitions))
 
     def _open_partitions(self, info: TopicInfo, indexes: range) -> None:
         config = self.log_config_for(info.name)
@@ -393,7 +395,7 @@ class ReplicaManager:
             ):
                 self.high_watermark_moved(wanted.tp)
             if proposer is not None:
-                isr = partition.isr_expansion()
+                isr = partition.isr_expansion(replica_id)
                 if isr is not None:
                     proposer(partition, isr)
 

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from josefk.broker.catalog import TopicCatalog
+from josefk.broker.cluster_node import LOCAL_TOPICS, ClusterNode
 from josefk.broker.context import BrokerContext, BrokerEndpoint
 from josefk.broker.dispatch import RequestDispatcher
 from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator
@@ -30,10 +31,16 @@ from josefk.broker.group.store import TopicOffsetsStore
 from josefk.broker.handlers import registered_handlers
 from josefk.broker.metadata_cache import LocalMetadata
 from josefk.broker.network import ListenerSpec, SocketServer
-from josefk.broker.producer_ids import ProducerIdManager
+from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
+from josefk.cluster.metadata_store import BrokerIdInUseError, EtcdUnavailableError
 from josefk.config.broker import BrokerConfig
-from josefk.config.properties import MetaPropertiesError, ensure_meta_properties
+from josefk.config.properties import (
+    MetaProperties,
+    MetaPropertiesError,
+    ensure_meta_properties,
+    generate_uuid,
+)
 from josefk.metrics.broker_metrics import BrokerMetrics
 from josefk.metrics.collectors import PartitionLogStats, PurgatoryStats
 from josefk.metrics.exporter import MetricsExporter
@@ -79,6 +86,7 @@ class Broker:
         self.metrics: BrokerMetrics | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self._dir_locks: list[LogDirLock] = []
+        self.cluster: ClusterNode | None = None
 
     async def start(self) -> list[BrokerEndpoint]:
         config = self.config
@@ -102,10 +110,24 @@ class Broker:
                     f"cannot use log dir {log_dir}: {reason}"
                     " (set another one with --data-dir or log.dirs)"
                 ) from None
+        cluster_from_etcd: str | None = None
+        if config.cluster_mode:
+            self.cluster = ClusterNode(config, broker_id=self.broker_id)
+            try:
+                cluster_from_etcd = await self.cluster.connect(
+                    _stored_cluster_id(log_dirs) or generate_uuid()
+                )
+            except EtcdUnavailableError as exc:
+                raise StartupError(
+                    f"cannot reach etcd at {config.etcd_endpoints}: {exc} "
+                    "(check josefk.etcd.endpoints)"
+                ) from None
         try:
             cluster_id = await loop.run_in_executor(
                 self._executor,
-                lambda: ensure_meta_properties(log_dirs, node_id=self.broker_id),
+                lambda: ensure_meta_properties(
+                    log_dirs, node_id=self.broker_id, cluster_id=cluster_from_etcd
+                ),
             )
         except MetaPropertiesError as exc:
             raise StartupError(str(exc)) from None
@@ -145,9 +167,14 @@ class Broker:
             catalog,
             broker_id=self.broker_id,
             default_log_config=default_log_config,
+            clock=self.clock,
         )
-        self._adopt_unknown_logs(catalog)
-        replicas.load()
+        if self.cluster is None:
+            self._adopt_unknown_logs(catalog)
+            replicas.load()
+        else:
+            # The cluster's topics come from etcd once joined; only the local ones open now.
+            replicas.load(only=LOCAL_TOPICS)
         self.replica_manager = replicas
 
         if config.metrics_enable:
@@ -201,12 +228,26 @@ class Broker:
             port = advertised.port or bound.get(advertised.name, 0)
             self.endpoints.append(BrokerEndpoint(advertised.name, advertised.host, port))
         context.endpoints = self.endpoints
-        context.metadata = LocalMetadata(
-            self.broker_id,
-            replicas,
-            lambda name: _host_port(context.endpoint_for(name)),
-            rack=config.broker_rack,
-        )
+        if self.cluster is None:
+            context.metadata = LocalMetadata(
+                self.broker_id,
+                replicas,
+                lambda name: _host_port(context.endpoint_for(name)),
+                rack=config.broker_rack,
+            )
+        else:
+            self.cluster.replicas = replicas
+            try:
+                await self.cluster.join([(e.listener_name, e.host, e.port) for e in self.endpoints])
+            except BrokerIdInUseError as exc:
+                raise StartupError(f"{exc} (give this broker another broker.id)") from None
+            context.metadata = self.cluster.metadata
+            context.cluster = self.cluster
+            store = self.cluster.store
+            producer_ids.use_cluster_blocks(
+                await store.allocate_producer_ids(PRODUCER_ID_BLOCK_SIZE),
+                lambda: store.allocate_producer_ids(PRODUCER_ID_BLOCK_SIZE),
+            )
         self._background.append(loop.create_task(self._close_idle_connections()))
 
         if self.metrics is not None:
@@ -324,6 +365,10 @@ class Broker:
             self.replica_manager.fetch_purgatory.close()
         if self._server is not None:
             await self._server.shutdown(deadline_s)
+        if self.cluster is not None:
+            # Leaving revokes the lease: the controller moves leadership away at once.
+            with contextlib.suppress(Exception):
+                await self.cluster.leave()
         for task in self._background:
             task.cancel()
         for task in self._background:
@@ -339,6 +384,18 @@ class Broker:
         for lock in self._dir_locks:
             lock.release()
         self._dir_locks.clear()
+
+
+def _stored_cluster_id(log_dirs: list[Path]) -> str | None:
+    """The cluster id a log dir already belongs to, if any (it seeds a new cluster)."""
+    for log_dir in log_dirs:
+        try:
+            meta = MetaProperties.read(log_dir)
+        except (OSError, MetaPropertiesError):
+            continue
+        if meta is not None and meta.cluster_id:
+            return meta.cluster_id
+    return None
 
 
 def _host_port(endpoint: BrokerEndpoint) -> tuple[str, int]:

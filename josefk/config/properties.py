@@ -359,6 +359,7 @@ def ensure_meta_properties(
     *,
     node_id: int,
     random_bytes: Callable[[int], bytes] = os.urandom,
+    cluster_id: str | None = None,
 ) -> str:
     """Check or create ``meta.properties`` in every log dir; return the cluster id.
 
@@ -366,7 +367,8 @@ def ensure_meta_properties(
     the same cluster id. Where Kafka would demand ``kafka-storage format`` first, josefk
     formats on first start: log dirs without the file get one (version 1) with the cluster id
     the others carry, or a new random one when no dir has any, and a fresh ``directory.id``.
-    Raises MetaPropertiesError naming the file that disagrees. Blocking (file I/O).
+    ``cluster_id``: the cluster this broker joins (from etcd): the dirs must belong to it or
+    be new. Raises MetaPropertiesError naming the file that disagrees. Blocking (file I/O).
     """
     found: list[tuple[Path, MetaProperties]] = []
     missing: list[Path] = []
@@ -377,7 +379,8 @@ def ensure_meta_properties(
             missing.append(directory)
         else:
             found.append((directory, meta))
-    cluster_id: str | None = None
+    expected = cluster_id
+    cluster_id = None
     cluster_source: Path | None = None
     for directory, meta in found:
         path = str(directory / META_PROPERTIES_FILE)
@@ -396,8 +399,14 @@ def ensure_meta_properties(
                 f"cluster id {meta.cluster_id} differs from {cluster_id} "
                 f"in {cluster_source}; the log dirs belong to different clusters",
             )
+    if expected is not None and cluster_id is not None and cluster_id != expected:
+        raise MetaPropertiesError(
+            str(cluster_source / META_PROPERTIES_FILE) if cluster_source else "meta.properties",
+            f"this log dir belongs to cluster {cluster_id}, but the cluster in etcd is "
+            f"{expected}; point the broker at its own cluster or at a fresh log dir",
+        )
     if cluster_id is None:
-        cluster_id = generate_uuid(random_bytes)
+        cluster_id = expected if expected is not None else generate_uuid(random_bytes)
     for directory, meta in found:
         if meta.cluster_id is None:
             # A version 0 file without cluster.id: record the id now, as Kafka did on upgrade.

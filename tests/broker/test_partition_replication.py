@@ -72,10 +72,10 @@ def test_a_caught_up_follower_is_proposed_back_into_the_isr(tmp_path: Path) -> N
     append(partition, 5)
     partition.update_follower_fetch_state(2, 5, 0)
     partition.update_follower_fetch_state(3, 3, 0)
-    assert partition.isr_expansion() is None  # 3 is below the high watermark
+    assert partition.isr_expansion(3) is None  # 3 is below the high watermark
     partition.update_follower_fetch_state(3, 5, 0)
-    assert partition.isr_expansion() == [1, 2, 3]
-    assert partition.isr_expansion() is None  # one proposal at a time
+    assert partition.isr_expansion(3) == [1, 2, 3]
+    assert partition.isr_expansion(3) is None  # one proposal at a time
     # While proposed, the joining replica already holds the HW back (maximal ISR).
     append(partition, 5)
     partition.update_follower_fetch_state(2, 10, 0)
@@ -91,7 +91,7 @@ def test_a_refused_expansion_releases_the_high_watermark(tmp_path: Path) -> None
     append(partition, 5)
     partition.update_follower_fetch_state(2, 5, 0)
     partition.update_follower_fetch_state(3, 5, 0)
-    assert partition.isr_expansion() == [1, 2, 3]
+    assert partition.isr_expansion(3) == [1, 2, 3]
     append(partition, 5)
     partition.update_follower_fetch_state(2, 10, 0)
     assert partition.log.high_watermark == 5
@@ -135,10 +135,23 @@ def test_roles(tmp_path: Path) -> None:
     assert partition.make_follower(PartitionState((1, 2, 3), 2, 4, (2, 3), 8))
     assert not partition.is_leader and partition.leader_id == 2
     assert not partition.update_follower_fetch_state(3, 0, 0)  # followers track nobody
-    assert partition.isr_expansion() is None and partition.isr_shrink(0) is None
+    assert partition.isr_expansion(3) is None and partition.isr_shrink(0) is None
     assert not partition.make_follower(PartitionState((1, 2, 3), 2, 4, (2, 3, 1), 9))
     assert partition.make_leader(PartitionState((1, 2, 3), 1, 5, (1, 2, 3), 10))
     with pytest.raises(ValueError):
         partition.make_follower(PartitionState((1, 2, 3), 1, 6, (1,), 11))
     with pytest.raises(ValueError):
         partition.make_leader(PartitionState((1, 2, 3), 2, 6, (2,), 11))
+
+
+def test_a_dead_follower_is_not_proposed_back_when_others_fetch(tmp_path: Path) -> None:
+    """Found in a three-broker run: broker 3 died, the controller took it out of the ISR, and
+    the leader proposed it back on the next fetch of broker 2, because 3's last known log end
+    offset still reached the (stuck) high watermark. Only the fetching follower is judged."""
+    partition, _ = leader_of_three(tmp_path, isr=(1, 2))
+    append(partition, 5)
+    partition.update_follower_fetch_state(3, 5, 0)  # before it died
+    partition.update_follower_fetch_state(2, 5, 0)
+    assert partition.isr_expansion(2) is None  # already in sync
+    partition.apply_isr(PartitionState((1, 2, 3), 1, 3, (1, 2), 9))
+    assert partition.isr_expansion(2) is None

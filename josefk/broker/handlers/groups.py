@@ -54,17 +54,24 @@ def client_host(context: RequestContext) -> str:
 @handles(ApiKey.FIND_COORDINATOR)
 def handle_find_coordinator(context: RequestContext, request: Any) -> Any:
     endpoint = context.broker.endpoint_for(context.connection.listener_name)
-    broker_id = context.broker.broker_id
+    broker_id, host, port = context.broker.broker_id, endpoint.host, endpoint.port
     available = coordinator_of(context) is not None
+    metadata = context.broker.metadata
+    if context.broker.cluster is not None and metadata is not None:
+        # Groups are not replicated yet: one broker (the lowest live id) coordinates all.
+        nodes = metadata.brokers(context.connection.listener_name)
+        if nodes:
+            chosen = min(nodes, key=lambda node: node.broker_id)
+            broker_id, host, port = chosen.broker_id, chosen.host, chosen.port
 
     def answer(key_type: int) -> tuple[ErrorCode, int, str, int]:
         if key_type == TRANSACTION_KEY_TYPE:
-            return ErrorCode.NONE, broker_id, endpoint.host, endpoint.port
+            return ErrorCode.NONE, broker_id, host, port
         if key_type != GROUP_KEY_TYPE:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         if not available:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return ErrorCode.NONE, broker_id, endpoint.host, endpoint.port
+        return ErrorCode.NONE, broker_id, host, port
 
     key_type = request.key_type
     if key_type not in (0, 1, 2):

@@ -1,6 +1,7 @@
 """CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
 
-One broker means one replica per partition: a replication factor other than 1 (or -1, "the
+In a cluster (``josefk.etcd.endpoints``) the three go to the controller
+(``cluster_topics``). On the single node, one broker means one replica per partition: a replication factor other than 1 (or -1, "the
 broker's default") is refused with INVALID_REPLICATION_FACTOR, as Kafka refuses a factor larger
 than the number of live brokers. Manual assignments must name this broker.
 """
@@ -13,7 +14,7 @@ from typing import Any
 from josefk.broker.catalog import InvalidTopicError, validate_topic_name
 from josefk.broker.configs import topic_config_entries
 from josefk.broker.context import RequestContext
-from josefk.broker.handlers import handles
+from josefk.broker.handlers import cluster_topics, handles
 from josefk.config.topic import InvalidConfigError
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
@@ -37,6 +38,8 @@ class _Refused(Exception):
 
 @handles(ApiKey.CREATE_TOPICS)
 def handle_create_topics(context: RequestContext, request: Any) -> Any:
+    if context.broker.cluster is not None:
+        return cluster_topics.create_topics(context, request)
     broker = context.broker
     replicas = broker.replica_manager
     counts = Counter(topic.name for topic in request.topics)
@@ -147,6 +150,8 @@ def _check_creatable(context: RequestContext, topic: Any) -> tuple[int, dict[str
 
 @handles(ApiKey.DELETE_TOPICS)
 def handle_delete_topics(context: RequestContext, request: Any) -> Any:
+    if context.broker.cluster is not None:
+        return cluster_topics.delete_topics(context, request)
     replicas = context.broker.replica_manager
     catalog = replicas.catalog
     if context.api_version >= 6:
@@ -185,6 +190,8 @@ def handle_delete_topics(context: RequestContext, request: Any) -> Any:
 
 @handles(ApiKey.CREATE_PARTITIONS)
 def handle_create_partitions(context: RequestContext, request: Any) -> Any:
+    if context.broker.cluster is not None:
+        return cluster_topics.create_partitions(context, request)
     broker = context.broker
     replicas = broker.replica_manager
     results = []

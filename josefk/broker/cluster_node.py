@@ -1,0 +1,359 @@
+"""A broker's membership in a josefk cluster: etcd, the controller role, and replication.
+
+Owns ``ClusterNode``, which exists only when ``josefk.etcd.endpoints`` is set. Its life:
+
+1. ``connect``: reach etcd and learn the cluster id (the first broker writes it); the broker
+   refuses to start when its log dir belongs to another cluster.
+2. ``join``: open the broker's lease, register (refused while another live process holds the
+   broker id), start the watcher, and take the roles the metadata gives this broker: leader
+   or follower of each partition assigned to it. From then on every change arrives by watch.
+3. While running: one broker at a time holds the controller claim and runs the
+   ``ClusterController`` (failover elections when a broker's registration vanishes,
+   preferred-leader rebalancing, topic changes). Every broker, as leader, proposes ISR
+   changes by compare-and-swap (a follower that caught up joins, one that stopped fetching
+   for ``replica.lag.time.max.ms`` leaves) and, as follower, runs one ``ReplicaFetcher`` per
+   leader broker.
+4. ``leave``: stop fetching, give up the controller claim and revoke the lease, so the
+   other brokers see this one gone at once rather than after the lease's TTL.
+
+The internal topic ``__consumer_offsets`` stays local to each broker in this version (groups
+are coordinated by the lowest live broker id, not yet replicated).
+
+Imports josefk.cluster, josefk.broker's replica manager, partition and fetcher; must not
+import the handlers or the network layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import uuid
+from collections.abc import Sequence
+
+from josefk.broker.catalog import TopicInfo
+from josefk.broker.metadata_cache import ClusterMetadata
+from josefk.broker.partition import Partition, TopicPartition
+from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
+from josefk.broker.replica_manager import ReplicaManager
+from josefk.cluster.controller import ClusterController, ControllerFencedError
+from josefk.cluster.metadata_store import (
+    BrokerRegistration,
+    BrokerSession,
+    ControllerClaim,
+    EndpointRecord,
+    EtcdMetadataStore,
+    PartitionState,
+    TopicRecord,
+    parse_endpoints,
+)
+from josefk.cluster.watcher import ClusterWatcher, ViewChange
+from josefk.config.broker import BrokerConfig
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LOCAL_TOPICS", "ClusterNode", "topic_uuid"]
+
+# Topics each broker keeps for itself, outside etcd (see the module docstring).
+LOCAL_TOPICS = frozenset({"__consumer_offsets"})
+
+
+def topic_uuid(topic_id: str) -> uuid.UUID:
+    """Kafka's printed topic id (base64-url, no padding) as a UUID."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+
+
+class ClusterNode:
+    """This broker's part in the cluster. Runs on the event loop."""
+
+    def __init__(self, config: BrokerConfig, *, broker_id: int) -> None:
+        assert config.etcd_endpoints
+        self.config = config
+        self.broker_id = broker_id
+        # Set by the broker between ``connect`` and ``join`` (the logs load in between).
+        self.replicas: ReplicaManager
+        self.store = EtcdMetadataStore(
+            parse_endpoints(config.etcd_endpoints), prefix=config.etcd_prefix
+        )
+        self.watcher = ClusterWatcher(self.store, self._on_changes)
+        self.metadata = ClusterMetadata(lambda: self.watcher.view)
+        self.controller: ClusterController | None = None
+        self._session: BrokerSession | None = None
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._brokers_changed = asyncio.Event()
+        self._reconcile_wanted = asyncio.Event()
+
+    # -- start -----------------------------------------------------------------------------
+
+    async def connect(self, candidate_cluster_id: str) -> str:
+        """Reach etcd; the cluster's id (``candidate_cluster_id`` if this is the first
+        broker ever). Raises EtcdUnavailableError."""
+        await self.store.connect()
+        return await self.store.ensure_cluster_id(candidate_cluster_id)
+
+    async def join(self, endpoints: Sequence[tuple[str, str, int]]) -> None:
+        """Register with ``endpoints`` (listener, host, port) and take this broker's roles.
+        Raises BrokerIdInUseError."""
+        ttl_s = max(1, round(self.config.etcd_session_timeout_ms / 1000))
+        self._session = await self.store.open_session(ttl_s)
+        registration = BrokerRegistration(
+            self.broker_id,
+            tuple(EndpointRecord(name, host, port) for name, host, port in endpoints),
+            self.config.broker_rack,
+        )
+        await self.store.register_broker(registration, self._session)
+        await self.watcher.start()
+        self.replicas.isr_proposer = self._propose_isr
+        self._reconcile()
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._controller_loop()),
+            loop.create_task(self._isr_shrink_loop()),
+            loop.create_task(self._reconcile_loop()),
+        ]
+        if self.config.auto_leader_rebalance_enable:
+            self._tasks.append(loop.create_task(self._rebalance_loop()))
+        logger.info("joined the cluster as broker %d", self.broker_id)
+
+    # -- stop ------------------------------------------------------------------------------
+
+    async def leave(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        for fetcher in self._fetchers.values():
+            await fetcher.stop()
+        self._fetchers.clear()
+        await self.watcher.stop()
+        if self._session is not None:
+            # Revoking the lease removes the registration and any controller claim at once.
+            await self._session.close()
+            self._session = None
+        await self.store.close()
+
+    # -- metadata changes --------------------------------------------------------------------
+
+    def _on_changes(self, changes: list[ViewChange]) -> None:
+        if any(c.kind in ("broker", "controller") for c in changes):
+            self._brokers_changed.set()
+        if any(c.kind in ("partition", "topic", "broker") for c in changes):
+            self._reconcile_wanted.set()
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await self._reconcile_wanted.wait()
+            self._reconcile_wanted.clear()
+            try:
+                self._reconcile()
+            except Exception:
+                logger.exception("applying the cluster metadata failed")
+
+    def _reconcile(self) -> None:
+        """Make the hosted partitions and their roles match the view."""
+        view = self.watcher.view
+        catalog = self.replicas.catalog
+        for record in view.topics.values():
+            catalog.put(
+                TopicInfo(
+                    record.name, topic_uuid(record.topic_id), record.partitions, record.configs
+                )
+            )
+        for info in list(catalog.topics()):
+            if info.name not in view.topics and info.name not in LOCAL_TOPICS:
+                self._drop_topic(info.name, info.partitions)
+        wanted: set[TopicPartition] = set()
+        for (name, index), versioned in view.partitions.items():
+            state = versioned.state
+            if self.broker_id not in state.replicas:
+                continue
+            tp = TopicPartition(name, index)
+            wanted.add(tp)
+            self._apply(tp, state)
+        for partition in list(self.replicas.partitions()):
+            tp = partition.tp
+            if tp.topic in LOCAL_TOPICS or tp in wanted:
+                continue
+            self._unfollow(tp)
+            self.replicas.remove_partition(tp, delete=tp.topic not in view.topics)
+
+    def _apply(self, tp: TopicPartition, state: PartitionState) -> None:
+        existing = self.replicas.get_partition(tp.topic, tp.partition)
+        before = None if existing is None else (existing.leader_id, existing.leader_epoch)
+        partition = self.replicas.apply_partition_state(tp, state)
+        if partition.is_leader or state.leader < 0:
+            self._unfollow(tp)
+            return
+        if before != (state.leader, state.leader_epoch) or not self._follows(tp, state.leader):
+            self._unfollow(tp)
+            self._fetcher_for(state.leader).follow(partition)
+
+    def _drop_topic(self, name: str, partitions: int) -> None:
+        for index in range(partitions):
+            self._unfollow(TopicPartition(name, index))
+        if self.replicas.catalog.get(name) is not None:
+            self.replicas.delete_topic(name)
+
+    def _follows(self, tp: TopicPartition, leader: int) -> bool:
+        fetcher = self._fetchers.get(leader)
+        return fetcher is not None and tp in fetcher.partitions
+
+    def _unfollow(self, tp: TopicPartition) -> None:
+        for fetcher in self._fetchers.values():
+            fetcher.unfollow(tp)
+
+    def _fetcher_for(self, leader: int) -> ReplicaFetcher:
+        fetcher = self._fetchers.get(leader)
+        if fetcher is None:
+            config = self.config
+            fetcher = ReplicaFetcher(
+                leader,
+                lambda: self._address_of(leader),
+                FetcherSettings(
+                    broker_id=self.broker_id,
+                    max_wait_ms=config.replica_fetch_wait_max_ms,
+                    min_bytes=config.replica_fetch_min_bytes,
+                    max_bytes=config.replica_fetch_response_max_bytes,
+                    partition_max_bytes=config.replica_fetch_max_bytes,
+                    backoff_ms=config.replica_fetch_backoff_ms,
+                    request_timeout_s=config.replica_socket_timeout_ms / 1000,
+                ),
+                on_high_watermark=self.replicas.high_watermark_moved,
+            )
+            self._fetchers[leader] = fetcher
+            fetcher.start()
+        return fetcher
+
+    def _address_of(self, broker_id: int) -> tuple[str, int] | None:
+        registration = self.watcher.view.brokers.get(broker_id)
+        if registration is None or not registration.endpoints:
+            return None
+        wanted = self.config.inter_broker_listener_name
+        for endpoint in registration.endpoints:
+            if wanted is None or endpoint.listener == wanted:
+                return endpoint.host, endpoint.port
+        return registration.endpoints[0].host, registration.endpoints[0].port
+
+    # -- the ISR (leader side) -------------------------------------------------------------------
+
+    def _propose_isr(self, partition: Partition, isr: list[int]) -> None:
+        asyncio.get_running_loop().create_task(self._alter_isr(partition, isr))
+
+    async def _alter_isr(self, partition: Partition, isr: list[int]) -> None:
+        tp = partition.tp
+        expected = self.watcher.view.partitions.get((tp.topic, tp.partition))
+        accepted = None
+        if (
+            expected is not None
+            and expected.state.leader == self.broker_id
+            and expected.state.leader_epoch == partition.leader_epoch
+        ):
+            with contextlib.suppress(Exception):
+                accepted = await self.store.alter_partition(tp.topic, tp.partition, expected, isr)
+        if accepted is None:
+            partition.isr_proposal_failed()
+            self.replicas.high_watermark_moved(tp)
+            return
+        logger.info("%s: ISR %s -> %s", tp, list(expected.state.isr) if expected else [], isr)
+        if partition.is_leader and partition.leader_epoch == accepted.state.leader_epoch:
+            partition.apply_isr(accepted.state)
+        self.replicas.high_watermark_moved(tp)
+
+    async def _isr_shrink_loop(self) -> None:
+        lag_ms = self.config.replica_lag_time_max_ms
+        while True:
+            await asyncio.sleep(max(lag_ms / 2000, 0.05))
+            for partition in list(self.replicas.partitions()):
+                if partition.tp.topic in LOCAL_TOPICS:
+                    continue
+                isr = partition.isr_shrink(lag_ms)
+                if isr is not None:
+                    await self._alter_isr(partition, isr)
+
+    # -- the controller ----------------------------------------------------------------------
+
+    async def _controller_loop(self) -> None:
+        """Claim the controller role whenever nobody holds it; while holding it, act on
+        every change of the live brokers."""
+        while True:
+            self._brokers_changed.clear()
+            view = self.watcher.view
+            if view.controller is None and self._session is not None:
+                try:
+                    claim = await self.store.try_become_controller(self.broker_id, self._session)
+                except Exception as exc:
+                    logger.warning("controller election failed: %s", exc)
+                    claim = None
+                if claim is not None:
+                    logger.info("became controller (epoch %d)", claim.controller_epoch)
+                    self.controller = ClusterController(
+                        self.store,
+                        claim,
+                        unclean_leader_election=self.config.unclean_leader_election_enable,
+                    )
+            controller = self.controller
+            if controller is not None:
+                current = self.watcher.view.controller
+                if current is not None and current != controller.claim:
+                    logger.info("no longer controller")
+                    self.controller = None
+                else:
+                    await self._act_as_controller(controller)
+            await self._brokers_changed.wait()
+
+    async def _act_as_controller(self, controller: ClusterController) -> None:
+        try:
+            await controller.on_brokers_changed(set(self.watcher.view.brokers))
+        except ControllerFencedError:
+            logger.info("fenced as controller")
+            self.controller = None
+        except Exception:
+            logger.exception("controller failed to apply a broker change")
+
+    async def _rebalance_loop(self) -> None:
+        interval = self.config.leader_imbalance_check_interval_seconds
+        while True:
+            await asyncio.sleep(interval)
+            controller = self.controller
+            if controller is None:
+                continue
+            live = set(self.watcher.view.brokers)
+            if self._imbalanced(live):
+                with contextlib.suppress(Exception):
+                    await controller.elect_preferred_leaders(live)
+
+    def _imbalanced(self, live: set[int]) -> bool:
+        """Kafka's rule: some broker leads fewer than (100 - imbalance%) of the partitions
+        it is preferred leader of."""
+        preferred: dict[int, int] = {}
+        not_leading: dict[int, int] = {}
+        for versioned in self.watcher.view.partitions.values():
+            state = versioned.state
+            if not state.replicas or state.replicas[0] not in live:
+                continue
+            first = state.replicas[0]
+            preferred[first] = preferred.get(first, 0) + 1
+            if state.leader != first:
+                not_leading[first] = not_leading.get(first, 0) + 1
+        limit = self.config.leader_imbalance_per_broker_percentage / 100
+        return any(not_leading.get(b, 0) / n > limit for b, n in preferred.items() if n)
+
+    # -- admin through the controller ----------------------------------------------------------
+
+    @property
+    def is_controller(self) -> bool:
+        return self.controller is not None and self.watcher.view.controller == self.controller.claim
+
+    def live_brokers(self) -> dict[int, str | None]:
+        return {b: r.rack for b, r in self.watcher.view.brokers.items()}
+
+    @property
+    def claim(self) -> ControllerClaim | None:
+        return self.controller.claim if self.controller is not None else None
+
+    def topic(self, name: str) -> TopicRecord | None:
+        return self.watcher.view.topics.get(name)

@@ -1,0 +1,198 @@
+"""CreateTopics, DeleteTopics and CreatePartitions in a cluster: through the controller.
+
+Admin clients send these requests to the controller named in Metadata; a broker that is not
+the controller answers NOT_CONTROLLER so the client refreshes its metadata and retries there,
+as Kafka's brokers did before request forwarding. The controller decides placement (Kafka's
+rack-aware round robin, or the request's explicit assignments) and writes the topic and its
+partition states to etcd in one fenced transaction; every broker then takes its roles by
+watch. Internal topics are refused as on the single node.
+
+Not a handler module of its own: topics.py hands cluster-mode requests here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from josefk.broker.catalog import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
+from josefk.broker.cluster_node import ClusterNode, topic_uuid
+from josefk.broker.context import RequestContext
+from josefk.cluster.controller import (
+    ControllerFencedError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from josefk.config.topic import InvalidConfigError
+from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.errors import ErrorCode
+
+CreateResponse = response_class(ApiKey.CREATE_TOPICS)
+CreateResult = CreateResponse.CreatableTopicResult
+DeleteResponse = response_class(ApiKey.DELETE_TOPICS)
+DeleteResult = DeleteResponse.DeletableTopicResult
+PartitionsResponse = response_class(ApiKey.CREATE_PARTITIONS)
+PartitionsResult = PartitionsResponse.CreatePartitionsTopicResult
+
+_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+    (TopicExistsError, ErrorCode.TOPIC_ALREADY_EXISTS),
+    (InvalidReplicationFactorError, ErrorCode.INVALID_REPLICATION_FACTOR),
+    (InvalidReplicaAssignmentError, ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+    (InvalidPartitionsError, ErrorCode.INVALID_PARTITIONS),
+    (UnknownTopicError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (ControllerFencedError, ErrorCode.NOT_CONTROLLER),
+    (InvalidConfigError, ErrorCode.INVALID_CONFIG),
+    (InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
+)
+
+
+class _Refused(Exception):
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+def _error_of(exc: BaseException) -> tuple[ErrorCode, str]:
+    if isinstance(exc, _Refused):
+        return exc.error, str(exc)
+    for kind, code in _ERRORS:
+        if isinstance(exc, kind):
+            return code, str(exc)
+    raise exc
+
+
+def _node(context: RequestContext) -> ClusterNode:
+    node = context.broker.cluster
+    assert isinstance(node, ClusterNode)
+    if not node.is_controller:
+        raise _Refused(ErrorCode.NOT_CONTROLLER, f"broker {node.broker_id} is not the controller")
+    return node
+
+
+def _not_internal(name: str) -> None:
+    if name in INTERNAL_TOPICS:
+        raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is an internal topic")
+
+
+async def create_topics(context: RequestContext, request: Any) -> Any:
+    config = context.broker.config
+    counts = Counter(topic.name for topic in request.topics)
+    results = []
+    for topic in request.topics:
+        name = topic.name
+        try:
+            if counts[name] > 1:
+                raise _Refused(ErrorCode.INVALID_REQUEST, f"topic {name!r} is named twice")
+            validate_topic_name(name)
+            _not_internal(name)
+            node = _node(context)
+            configs = {c.name: c.value for c in topic.configs if c.value is not None}
+            context.broker.replica_manager.default_log_config.with_overrides(configs)
+            assignments = [list(a.broker_ids) for a in topic.assignments] or None
+            partitions = (
+                config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+            )
+            factor = (
+                config.default_replication_factor
+                if topic.replication_factor == -1
+                else topic.replication_factor
+            )
+            if request.validate_only:
+                record = None
+            else:
+                record = await node.controller.create_topic(  # type: ignore[union-attr]
+                    name,
+                    partitions=partitions,
+                    replication_factor=factor,
+                    live_brokers=node.live_brokers(),
+                    configs=configs,
+                    assignments=assignments,
+                )
+        except Exception as exc:
+            error, message = _error_of(exc)
+            results.append(
+                CreateResult(
+                    name=name,
+                    error_code=error,
+                    error_message=message,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=None,
+                )
+            )
+            continue
+        results.append(
+            CreateResult(
+                name=name,
+                topic_id=topic_uuid(record.topic_id) if record else CreateResult().topic_id,
+                error_code=ErrorCode.NONE,
+                error_message=None,
+                num_partitions=record.partitions if record else partitions,
+                replication_factor=len(assignments[0]) if assignments else factor,
+                configs=None,
+            )
+        )
+    return CreateResponse(topics=results)
+
+
+async def delete_topics(context: RequestContext, request: Any) -> Any:
+    catalog = context.broker.replica_manager.catalog
+    if context.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        info = catalog.get(name) if name is not None else catalog.by_id(topic_id)
+        error, message = ErrorCode.NONE, None
+        try:
+            if info is None:
+                raise _Refused(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    if name is not None
+                    else ErrorCode.UNKNOWN_TOPIC_ID,
+                    f"unknown topic {name or topic_id}",
+                )
+            _not_internal(info.name)
+            if not context.broker.config.delete_topic_enable:
+                raise _Refused(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+            await _node(context).controller.delete_topic(info.name)  # type: ignore[union-attr]
+        except Exception as exc:
+            error, message = _error_of(exc)
+        results.append(
+            DeleteResult(
+                name=info.name if info is not None else name,
+                topic_id=info.topic_id if info is not None else DeleteResult().topic_id,
+                error_code=error,
+                error_message=message,
+            )
+        )
+    return DeleteResponse(responses=results)
+
+
+async def create_partitions(context: RequestContext, request: Any) -> Any:
+    results = []
+    for topic in request.topics:
+        error, message = ErrorCode.NONE, None
+        try:
+            _not_internal(topic.name)
+            node = _node(context)
+            if not request.validate_only:
+                assignments = (
+                    [list(a.broker_ids) for a in topic.assignments]
+                    if topic.assignments is not None
+                    else None
+                )
+                await node.controller.create_partitions(  # type: ignore[union-attr]
+                    topic.name,
+                    topic.count,
+                    live_brokers=node.live_brokers(),
+                    assignments=assignments,
+                )
+        except Exception as exc:
+            error, message = _error_of(exc)
+        results.append(PartitionsResult(name=topic.name, error_code=error, error_message=message))
+    return PartitionsResponse(results=results)

@@ -1,0 +1,315 @@
+"""The follower's side of replication: one fetcher per leader broker.
+
+Owns ``ReplicaFetcher``: a task that keeps one connection to a leader and, for every
+partition this broker follows there, first finds where its log diverges from the leader's
+(OffsetForLeaderEpoch with its latest epoch, KIP-101/KIP-279) and truncates there, then
+fetches with its replica id from its log end offset, appends what comes with
+``Log.append_as_follower`` (offsets, epochs and CRCs as the leader wrote them) and takes the
+leader's high watermark, capped at its own log end offset.
+
+The divergence point: the leader answers (epoch E', end offset O) for our latest epoch E. If
+E' == E our log may keep everything below O; if the leader never had E (E' < E), only what we
+wrote in epochs up to E' can be shared, so we keep min(O, our own end of E'). A deposed
+leader's unacknowledged tail lies past that point and is removed, never served.
+
+Errors that mean the metadata moved (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH)
+park the partition until the broker's metadata gives it a new role; a lost connection is
+retried after ``replica.fetch.backoff.ms``.
+
+Imports josefk.client's connection (the same wire code clients use), josefk.protocol and
+josefk.storage through the broker's Partition; must not import the handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from josefk.broker.partition import Partition, TopicPartition
+from josefk.client.connection import BrokerConnection
+from josefk.client.errors import KafkaConnectionError, KafkaTimeoutError
+from josefk.protocol.api import ApiKey, request_class
+from josefk.protocol.errors import ErrorCode
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FetcherSettings", "ReplicaFetcher"]
+
+FetchRequest = request_class(ApiKey.FETCH)
+EpochRequest = request_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+# Fetch v12 names topics (v13+ uses ids) and still carries the replica id as a field.
+_FETCH_VERSION = 12
+_RETRY_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    broker_id: int
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 10 * 1024 * 1024
+    partition_max_bytes: int = 1024 * 1024
+    backoff_ms: int = 1000
+    request_timeout_s: float = 30.0
+
+
+@dataclass(slots=True)
+class _Followed:
+    partition: Partition
+    leader_epoch: int
+    truncated: bool = False
+    parked: bool = False
+
+
+class ReplicaFetcher:
+    """Replicates every partition this broker follows on one leader broker."""
+
+    def __init__(
+        self,
+        leader_id: int,
+        address: Callable[[], tuple[str, int] | None],
+        settings: FetcherSettings,
+        *,
+        on_high_watermark: Callable[[TopicPartition], None],
+    ) -> None:
+        self.leader_id = leader_id
+        self._address = address
+        self._settings = settings
+        self._on_high_watermark = on_high_watermark
+        self._partitions: dict[TopicPartition, _Followed] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._connection: BrokerConnection | None = None
+
+    # -- membership (event loop) ---------------------------------------------------------
+
+    def follow(self, partition: Partition) -> None:
+        """Fetch ``partition`` from this leader, truncating first (a new leader or epoch)."""
+        self._partitions[partition.tp] = _Followed(partition, partition.leader_epoch)
+        self._changed.set()
+
+    def unfollow(self, tp: TopicPartition) -> None:
+        self._partitions.pop(tp, None)
+
+    @property
+    def partitions(self) -> list[TopicPartition]:
+        return list(self._partitions)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff_s = self._settings.backoff_ms / 1000
+        while True:
+            active = {tp: f for tp, f in self._partitions.items() if not f.parked}
+            if not active:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            try:
+                connection = await self._connect()
+                await self._truncate(connection, active)
+                await self._fetch_once(connection, active)
+            except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
+                logger.info("fetcher for leader %d: %s; retrying", self.leader_id, exc)
+                if self._connection is not None:
+                    self._connection.close()
+                    self._connection = None
+                await asyncio.sleep(backoff_s)
+
+    async def _connect(self) -> BrokerConnection:
+        if self._connection is not None and not self._connection.closed:
+            return self._connection
+        address = self._address()
+        if address is None:
+            raise KafkaConnectionError(f"leader {self.leader_id} is not registered", node_id=-1)
+        host, port = address
+        self._connection = await BrokerConnection.open(
+            host,
+            port,
+            node_id=self.leader_id,
+            client_id=f"josefk-replica-fetcher-{self._settings.broker_id}",
+            timeout_s=self._settings.request_timeout_s,
+        )
+        return self._connection
+
+    async def _truncate(
+        self, connection: BrokerConnection, active: dict[TopicPartition, _Followed]
+    ) -> None:
+        pending = {tp: f for tp, f in active.items() if not f.truncated}
+        if not pending:
+            return
+        by_topic: dict[str, list[Any]] = {}
+        asked: dict[TopicPartition, int] = {}
+        for tp, followed in pending.items():
+            latest = followed.partition.log.leader_epoch_cache.latest_epoch
+            if latest is None:
+                followed.truncated = True  # an empty history has nothing to diverge
+                continue
+            asked[tp] = latest
+            by_topic.setdefault(tp.topic, []).append(
+                EpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=followed.leader_epoch,
+                    leader_epoch=latest,
+                )
+            )
+        if not by_topic:
+            return
+        response = await connection.request(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            EpochRequest(
+                replica_id=self._settings.broker_id,
+                topics=[
+                    EpochRequest.OffsetForLeaderTopic(topic=t, partitions=p)
+                    for t, p in by_topic.items()
+                ],
+            ),
+            timeout_s=self._settings.request_timeout_s,
+        )
+        for topic in response.topics:
+            for result in topic.partitions:
+                tp = TopicPartition(topic.topic, result.partition)
+                current = self._partitions.get(tp)
+                if current is None or tp not in asked:
+                    continue
+                followed = current
+                if result.error_code != ErrorCode.NONE:
+                    self._maybe_park(tp, followed, result.error_code)
+                    continue
+                self._truncate_to_divergence(
+                    followed, asked[tp], result.leader_epoch, result.end_offset
+                )
+
+    def _truncate_to_divergence(
+        self, followed: _Followed, asked_epoch: int, leader_epoch: int, end_offset: int
+    ) -> None:
+        log = followed.partition.log
+        if leader_epoch < 0 or end_offset < 0:
+            # The leader knows none of our epochs: keep only what is known committed.
+            target = log.high_watermark
+        elif leader_epoch == asked_epoch:
+            target = min(end_offset, log.log_end_offset)
+        else:
+            _, own_end = log.end_offset_for_epoch(leader_epoch)
+            target = min(end_offset, own_end if own_end >= 0 else log.log_end_offset)
+        if target < log.log_end_offset:
+            logger.info(
+                "%s: truncating from %d to %d to match leader %d",
+                followed.partition.tp,
+                log.log_end_offset,
+                target,
+                self.leader_id,
+            )
+            log.truncate_to(target)
+        followed.truncated = True
+
+    async def _fetch_once(
+        self, connection: BrokerConnection, active: dict[TopicPartition, _Followed]
+    ) -> None:
+        ready = {tp: f for tp, f in active.items() if f.truncated}
+        if not ready:
+            return
+        settings = self._settings
+        by_topic: dict[str, list[Any]] = {}
+        for tp, followed in ready.items():
+            log = followed.partition.log
+            by_topic.setdefault(tp.topic, []).append(
+                FetchRequest.FetchTopic.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=followed.leader_epoch,
+                    fetch_offset=log.log_end_offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=log.log_start_offset,
+                    partition_max_bytes=settings.partition_max_bytes,
+                )
+            )
+        request = FetchRequest(
+            replica_id=settings.broker_id,
+            max_wait_ms=settings.max_wait_ms,
+            min_bytes=settings.min_bytes,
+            max_bytes=settings.max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=t, partitions=p) for t, p in by_topic.items()],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        version = min(connection.version_for(ApiKey.FETCH), _FETCH_VERSION)
+        response = await connection.request(
+            ApiKey.FETCH,
+            request,
+            version=version,
+            timeout_s=settings.request_timeout_s + settings.max_wait_ms / 1000,
+        )
+        for topic in response.responses:
+            for data in topic.partitions:
+                tp = TopicPartition(topic.topic, data.partition_index)
+                current = self._partitions.get(tp)
+                if current is None or current is not ready.get(tp):
+                    continue  # unfollowed or re-followed while the fetch was in flight
+                self._handle_partition(tp, current, data)
+
+    def _handle_partition(self, tp: TopicPartition, followed: _Followed, data: Any) -> None:
+        log = followed.partition.log
+        error = data.error_code
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if data.log_start_offset > log.log_end_offset:
+                # Retention on the leader passed everything we have: start where it starts.
+                log.truncate_fully_and_start_at(data.log_start_offset)
+            else:
+                followed.truncated = False
+            return
+        if error != ErrorCode.NONE:
+            self._maybe_park(tp, followed, error)
+            return
+        records = data.records
+        if records is not None and len(records):
+            log.append_as_follower(records)
+        old_hw = log.high_watermark
+        if data.log_start_offset > log.log_start_offset:
+            with contextlib.suppress(Exception):
+                log.maybe_increment_log_start_offset(
+                    min(data.log_start_offset, max(data.high_watermark, old_hw))
+                )
+        if log.update_high_watermark(min(data.high_watermark, log.log_end_offset)) != old_hw:
+            self._on_high_watermark(tp)
+
+    def _maybe_park(self, tp: TopicPartition, followed: _Followed, error: int) -> None:
+        if error in _RETRY_ERRORS:
+            # Our metadata is behind or ahead of the leader's: wait for the next state.
+            followed.parked = True
+            logger.info(
+                "%s: leader %d answered %s; waiting for metadata",
+                tp,
+                self.leader_id,
+                ErrorCode(error).name,
+            )
+        else:
+            logger.warning("%s: leader %d answered %s", tp, self.leader_id, ErrorCode(error).name)
