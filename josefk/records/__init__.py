@@ -21,7 +21,7 @@ from josefk.records.batch import (
     peek_batch_size,
     split_batches,
 )
-from josefk.records.builder import BatchBuilder, build_control_batch
+from josefk.records.builder import BatchBuilder, build_control_batch, recompress_batch
 from josefk.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
 from josefk.records.errors import (
     CorruptRecordError,
@@ -32,9 +32,11 @@ from josefk.records.errors import (
 from josefk.records.record import (
     ControlRecordType,
     Record,
+    batch_max_timestamp,
     decode_control_type,
     decode_end_txn_marker,
     iter_records,
+    max_timestamp_delta,
 )
 
 __all__ = [
@@ -58,12 +60,15 @@ __all__ = [
     "RecordsError",
     "TimestampType",
     "UnsupportedCompressionError",
+    "batch_max_timestamp",
     "build_control_batch",
     "compress",
     "decode_control_type",
     "decode_end_txn_marker",
     "decompress",
     "iter_records",
+    "max_timestamp_delta",
     "peek_batch_size",
+    "recompress_batch",
     "split_batches",
 ]

@@ -282,6 +282,15 @@ class RecordBatch:
     def set_partition_leader_epoch(self, epoch: int) -> None:
         _INT32.pack_into(self.buffer, PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
+    def set_max_timestamp(self, timestamp: int) -> None:
+        """Write ``timestamp`` as the batch's max timestamp and recompute the CRC.
+
+        The broker's validator does this when the header disagrees with the records (a
+        client that writes 0 over records without timestamps); the timestamp type stays.
+        """
+        _INT64.pack_into(self.buffer, MAX_TIMESTAMP_OFFSET, timestamp)
+        _UINT32.pack_into(self.buffer, CRC_OFFSET, self.compute_crc())
+
     def set_log_append_time(self, timestamp: int) -> None:
         """Stamp the batch with the broker's time (LogAppendTime) and recompute the CRC.
 

@@ -1,4 +1,4 @@
-"""Building v2 record batches: BatchBuilder and transaction marker (control) batches.
+"""Building v2 record batches: BatchBuilder, recompression and transaction marker batches.
 
 Owns writing the header and record layouts that ``records.batch`` and ``records.record``
 read. Imports nothing from josefk but ``records.batch``, ``records.compression``,
@@ -34,15 +34,17 @@ from josefk.records.batch import (
     NO_SEQUENCE,
     NO_TIMESTAMP,
     Compression,
+    RecordBatch,
     TimestampType,
 )
-from josefk.records.compression import compress
+from josefk.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Buffer, compress, decompress
 from josefk.records.record import (
     CONTROL_KEY,
     CONTROL_KEY_VERSION,
     END_TXN_MARKER,
     END_TXN_MARKER_VERSION,
     ControlRecordType,
+    max_timestamp_delta,
 )
 from josefk.records.varint import INT32_MAX, INT64_MAX, INT64_MIN, SMALL_UVARINTS
 
@@ -52,6 +54,7 @@ HeaderInput = tuple[str, BytesLike | None]
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _UINT32 = struct.Struct(">I")
 
+_COMPRESSION_MASK: Final = 0x07
 _TIMESTAMP_TYPE_BIT: Final = 0x08
 _TRANSACTIONAL_BIT: Final = 0x10
 _CONTROL_BIT: Final = 0x20
@@ -391,6 +394,59 @@ class BatchBuilder:
         )
         _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
         return out
+
+
+def recompress_batch(
+    batch: RecordBatch,
+    codec: Compression,
+    *,
+    level: int | None = None,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> bytearray:
+    """A new batch holding ``batch``'s records compressed with ``codec`` (NONE: plain).
+
+    What a broker does for a topic whose ``compression.type`` differs from the producer's:
+    every header field is kept but the codec bits of the attributes, the batch length, the
+    max timestamp (computed from the records, as ``records.record.batch_max_timestamp``
+    does; kept under LogAppendTime) and the CRC. The record bytes are carried over as they
+    are, only decompressed and compressed again; their framing is checked on the way
+    (CorruptRecordError, as for bad codec data). ``level`` applies to gzip and zstd.
+    """
+    header = batch.header()
+    data: Buffer = batch.records_buffer()
+    source = batch.compression
+    if source != Compression.NONE and (header.record_count or len(data)):
+        data = decompress(source, data, max_size=max_decompressed_size)
+    delta = max_timestamp_delta(data, header.record_count, header.base_offset)
+    max_timestamp = header.max_timestamp
+    if not header.attributes & _TIMESTAMP_TYPE_BIT:
+        max_timestamp = (
+            NO_TIMESTAMP if delta is None else max(header.base_timestamp + delta, NO_TIMESTAMP)
+        )
+    out = bytearray(HEADER_SIZE)
+    if codec == Compression.NONE or not len(data):
+        out += data
+    else:
+        out += compress(codec, data, level=level)
+    _HEADER.pack_into(
+        out,
+        0,
+        header.base_offset,
+        len(out) - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        MAGIC,
+        0,  # crc, computed below over the finished bytes
+        (header.attributes & ~_COMPRESSION_MASK) | int(codec),
+        header.last_offset_delta,
+        header.base_timestamp,
+        max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        header.record_count,
+    )
+    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return out
 
 
 def build_control_batch(

@@ -28,17 +28,28 @@ failure is a CorruptRecordError (never IndexError or UnicodeDecodeError).
 
 from __future__ import annotations
 
+import array
 import enum
 import struct
+import sys
 from collections.abc import Iterator
 from typing import Final, NamedTuple
 
-from josefk.records.batch import HEADER_SIZE, MAGIC, Compression, RecordBatch, TimestampType
+from josefk.records.batch import (
+    HEADER_SIZE,
+    MAGIC,
+    NO_TIMESTAMP,
+    Compression,
+    RecordBatch,
+    TimestampType,
+)
 from josefk.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 from josefk.records.errors import CorruptRecordError
-from josefk.records.varint import Buffer, decode_varint, decode_varlong
+from josefk.records.varint import INT64_MIN, Buffer, decode_varint, decode_varlong
 
 Header = tuple[str, bytes | None]
+
+_TIMESTAMP_TYPE_BIT: Final = 0x08
 
 
 class Record(NamedTuple):
@@ -211,6 +222,188 @@ def _read_records(
         raise CorruptRecordError(
             f"batch at offset {base_offset} has {end - position} bytes after its {count} records"
         )
+
+
+# Finding the largest one-byte timestamp delta of a run of records without a Python step per
+# record (``max()`` over bytes costs ~12 ns a byte, ``translate`` and ``in`` well under 1 ns):
+# _AT_LEAST[k] maps a one-byte zig-zag varint to 1 when its value is >= k - 64, so a binary
+# search over k with ``1 in column.translate(_AT_LEAST[k])`` finds the largest in 7 passes.
+# _IS_LONG marks the first byte of a longer varint.
+_AT_LEAST: Final = tuple(
+    bytes(1 if byte >= 0x80 or ((byte >> 1) ^ -(byte & 1)) + 64 >= k else 0 for byte in range(256))
+    for k in range(128)
+)
+_IS_LONG: Final = bytes(1 if byte >= 0x80 else 0 for byte in range(256))
+_ODD: Final = bytes(byte & 1 for byte in range(256))
+_LITTLE_ENDIAN: Final = sys.byteorder == "little"
+# The smallest record: length is outside it, then attributes, timestamp delta, offset delta,
+# key length, value length and header count, one byte each at least.
+_MIN_RECORD_SIZE: Final = 6
+
+
+def max_timestamp_delta(data: Buffer, count: int, base_offset: int = 0) -> int | None:
+    """The largest ``timestamp_delta`` among the ``count`` records in ``data``; None if none.
+
+    ``data`` is a batch's records, uncompressed. Reads each record's length and timestamp
+    delta only, and checks the framing on the way: every record at least as long as the
+    smallest record and within ``data``, exactly ``count`` of them, nothing after them
+    (CorruptRecordError otherwise; ``base_offset`` only names the batch in the message).
+
+    Consecutive records of one size (the common case: values of one size, and the varints
+    of the deltas grow only at 64 and 8192) are read a column at a time: the length bytes
+    at every ``stride`` position are compared with the first record's (a run ends at the
+    first that differs), and the largest of the run's timestamp deltas is found with
+    byte-string operations, so the work per record is done in C. A run is looked for after
+    two records of one size in a row, in windows of doubling size, so records of
+    ever-changing sizes cost no look at all and a short run one short look.
+    """
+    end = len(data)
+    if count <= 0:
+        if end:
+            raise CorruptRecordError(
+                f"batch at offset {base_offset} has {end} record bytes but claims no records"
+            )
+        return None
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    best = INT64_MIN
+    one_byte_deltas: list[bytes] = []
+    position = 0
+    index = 0
+    previous_length = -1
+    try:
+        while index < count:
+            lead = view[position]
+            if lead < 0x80:
+                length = (lead >> 1) ^ -(lead & 1)
+                at = position + 1
+            else:
+                second = view[position + 1]
+                if second < 0x80:  # two bytes: records of 64 B to 8 KiB
+                    raw = (lead & 0x7F) | (second << 7)
+                    length = (raw >> 1) ^ -(raw & 1)
+                    at = position + 2
+                else:
+                    length, at = decode_varint(view, position)
+            stop = at + length
+            if length < _MIN_RECORD_SIZE or stop > end:
+                raise CorruptRecordError(
+                    f"record {index} of the batch at offset {base_offset} claims {length} "
+                    f"bytes at position {at}, {end - at} remain"
+                )
+            byte = view[at + 1]
+            delta = (byte >> 1) ^ -(byte & 1) if byte < 0x80 else decode_varlong(view, at + 1)[0]
+            if delta > best:
+                best = delta
+            index += 1
+            if length != previous_length:
+                previous_length = length
+                position = stop
+                continue
+            prefix = at - position
+            if prefix > 2 or index == count:
+                position = stop
+                continue
+            # Two records of one size in a row: a run may follow, record i of it at i * stride.
+            stride = stop - position
+            first = view[position : position + 1].tobytes()
+            second_byte = view[position + 1 : position + 2].tobytes()
+            position = stop
+            window = 64
+            while True:
+                window = min(window, count - index, (end - position) // stride)
+                if window <= 0:
+                    break
+                stop = position + window * stride
+                column = view[position:stop:stride].tobytes()
+                run = window - len(column.lstrip(first))
+                if prefix == 2 and run:
+                    column = view[position + 1 : position + run * stride : stride].tobytes()
+                    run -= len(column.lstrip(second_byte))
+                if run == 0:
+                    break
+                stop = position + run * stride
+                at = position + prefix + 1
+                lows = view[at:stop:stride].tobytes()
+                if 1 not in lows.translate(_IS_LONG):
+                    one_byte_deltas.append(lows)  # searched once, after the loop
+                else:
+                    two_byte = _max_two_byte_delta(lows, view[at + 1 : stop : stride].tobytes())
+                    delta = (
+                        max(decode_varlong(view, at)[0] for at in range(at, stop, stride))
+                        if two_byte is None
+                        else two_byte
+                    )
+                    if delta > best:
+                        best = delta
+                index += run
+                position = stop
+                if run < window:
+                    break
+                window *= 2
+    except IndexError:
+        raise CorruptRecordError(
+            f"the records of the batch at offset {base_offset} run past its {end} bytes"
+        ) from None
+    if position != end:
+        raise CorruptRecordError(
+            f"batch at offset {base_offset} has {end - position} bytes after its {count} records"
+        )
+    if one_byte_deltas and best < 63:
+        # The largest k in [best + 64, 127] with a delta >= k - 64 (best's own k needs no
+        # test: the first record set best).
+        deltas = b"".join(one_byte_deltas)
+        low, high = max(best + 64, 0), 127
+        while low < high:
+            middle = (low + high + 1) >> 1
+            if 1 in deltas.translate(_AT_LEAST[middle]):
+                low = middle
+            else:
+                high = middle - 1
+        best = max(best, low - 64)
+    return best
+
+
+def _max_two_byte_delta(lows: bytes, highs: bytes) -> int | None:
+    """The largest delta of a run whose timestamp deltas are all two-byte varints >= 0.
+
+    (Deltas of 64 ms to 8 s: records timestamped across a slow batch.) The pairs are
+    interleaved into big-endian 16-bit words whose order is the varints' order, as the low
+    byte's continuation bit is set in all of them. None when any delta is not a two-byte
+    varint or is negative (odd zig-zag): the caller then decodes them one by one.
+    """
+    if min(lows) < 0x80 or max(highs) >= 0x80 or max(lows.translate(_ODD)) != 0:
+        return None
+    pairs = bytearray(2 * len(lows))
+    pairs[0::2] = highs
+    pairs[1::2] = lows
+    words = array.array("H", pairs)
+    if _LITTLE_ENDIAN:
+        words.byteswap()
+    top = max(words)
+    return (((top >> 8) << 7) | (top & 0x7F)) >> 1
+
+
+def batch_max_timestamp(
+    batch: RecordBatch, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+) -> int:
+    """The batch's max timestamp computed from its records, as Kafka's validator does.
+
+    The largest ``base_timestamp + timestamp_delta`` over the records, or NO_TIMESTAMP when
+    no record has a timestamp >= 0 (records written with timestamp -1). Under
+    LogAppendTime every record's timestamp is the header's, which is returned as it is. A
+    compressed batch is decompressed for this; framing errors raise CorruptRecordError.
+    """
+    header = batch.header()
+    if header.attributes & _TIMESTAMP_TYPE_BIT:
+        return int(header.max_timestamp)
+    data: Buffer = batch.records_buffer()
+    codec = batch.compression
+    if codec != Compression.NONE and (header.record_count or len(data)):
+        data = decompress(codec, data, max_size=max_decompressed_size)
+    delta = max_timestamp_delta(data, header.record_count, header.base_offset)
+    if delta is None:
+        return NO_TIMESTAMP
+    return max(header.base_timestamp + delta, NO_TIMESTAMP)
 
 
 def _read_bytes(data: Buffer, position: int, limit: int, what: str) -> tuple[bytes | None, int]:

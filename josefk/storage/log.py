@@ -55,10 +55,12 @@ from josefk.records.batch import (
     LOG_OVERHEAD,
     NO_TIMESTAMP,
     BatchHeader,
+    Compression,
     RecordBatch,
     peek_batch_size,
 )
 from josefk.records.errors import CorruptRecordError, InvalidRecordError, RecordsError
+from josefk.records.record import batch_max_timestamp, max_timestamp_delta
 from josefk.storage.clock import Clock, JitterSource, SystemClock
 from josefk.storage.errors import (
     CorruptIndexError,
@@ -106,6 +108,7 @@ _log = logging.getLogger(__name__)
 
 LONG_MAX: Final = (1 << 63) - 1
 _LOG_APPEND_TIME_BIT: Final = 0x08  # attributes bit 3: the timestamp type
+_COMPRESSION_MASK: Final = 0x07  # attributes bits 0-2: the codec
 
 IoErrorHandler = Callable[[Path, BaseException], None]
 
@@ -599,6 +602,14 @@ class Log:
         recomputed; roll when a roll condition holds; append to the active segment; advance
         the LEO; flush when ``flush.messages`` unflushed records have built up.
 
+        Each batch's max timestamp is computed from its records, as Kafka's validator does,
+        and the header (and CRC) rewritten where it disagrees: some clients write 0 over
+        records that carry no timestamp, which retention would read as 1970. For a batch
+        kept uncompressed that is one walk over the records' lengths and timestamp deltas
+        (``records.max_timestamp_delta``, column-wise for runs of same-size records); a
+        batch kept compressed is decompressed for it only when its first record has no
+        timestamp (the case those clients produce), otherwise its header is trusted.
+
         ``records`` must be writable (a bytearray or a writable memoryview), as the offsets
         are assigned in it. Batches are stored compressed as the producer sent them: a topic
         ``compression.type`` other than ``producer`` is not applied (no recompression yet).
@@ -620,7 +631,9 @@ class Log:
             record_count = 0
             has_producer_id = False
             headers: list[BatchHeader] = []
-            for batch in batches:
+            # The header max timestamps to write back (batch index -> value).
+            max_timestamp_fixes: dict[int, int] = {}
+            for index, batch in enumerate(batches):
                 batch.ensure_valid_from_producer()
                 header = batch.header()  # one unpack for every field used below
                 if header.base_offset != 0:
@@ -636,6 +649,12 @@ class Log:
                         f"of {self.topic_partition}",
                         path=self._dir,
                     )
+                codec = header.attributes & _COMPRESSION_MASK
+                if not log_append_time and not header.attributes & _LOG_APPEND_TIME_BIT:
+                    computed = _records_max_timestamp(batch, header, codec)
+                    if computed != header.max_timestamp:
+                        max_timestamp_fixes[index] = computed
+                        header.max_timestamp = computed
                 if validate_timestamps and not log_append_time:
                     _check_timestamps(header, now, before_max, after_max, self._dir)
                 record_count += header.record_count
@@ -648,6 +667,8 @@ class Log:
                 duplicate = producer_state.check_append(headers)
                 if duplicate is not None:
                     return self._duplicate_append_info(duplicate, log_append_time)
+            for index, timestamp in max_timestamp_fixes.items():
+                batches[index].set_max_timestamp(timestamp)
             first_offset = self.log_end_offset
             next_offset = first_offset
             max_timestamp = NO_TIMESTAMP
@@ -1447,6 +1468,23 @@ def _check_timestamps(
             f"message.timestamp.before.max.ms {before_max} behind the broker's {now}",
             path=directory,
         )
+
+
+def _records_max_timestamp(batch: RecordBatch, header: BatchHeader, codec: int) -> int:
+    """The max timestamp of a CreateTime batch kept in its own codec, from its records.
+
+    Uncompressed: one walk over the record lengths and timestamp deltas. Compressed: the
+    header is trusted unless it cannot be right or the first record has no timestamp (a
+    client writing -1 per record and 0 as the max); only then is the batch decompressed.
+    """
+    if codec == Compression.NONE:
+        delta = max_timestamp_delta(batch.records_buffer(), header.record_count)
+        if delta is None:
+            return NO_TIMESTAMP
+        return max(header.base_timestamp + delta, NO_TIMESTAMP)
+    if header.base_timestamp == NO_TIMESTAMP or header.max_timestamp < header.base_timestamp:
+        return batch_max_timestamp(batch)
+    return header.max_timestamp
 
 
 def _split_valid_prefix(view: memoryview) -> tuple[list[RecordBatch], int]:
