@@ -246,6 +246,32 @@ class AbstractIndex:
         self._entries = entries
         self._after_entries_changed()
 
+    def _last_entry_bytes(self) -> bytes | None:
+        """The last entry's bytes without mapping the file; None if it has none or is missing.
+
+        The load-time consistency check reads one entry of every segment's indexes; mapping
+        thousands of files for that would cost more than the check. An open index answers
+        from its map (its file may be preallocated past the entries).
+        """
+        size = self.ENTRY_SIZE
+        if self._opened:
+            if self._entries == 0 or self._mmap is None:
+                return None
+            return bytes(self._mmap[(self._entries - 1) * size : self._entries * size])
+        try:
+            fd = os.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open {self.KIND} file: {e}", path=self._path) from e
+        try:
+            entries = os.fstat(fd).st_size // size
+            return os.pread(fd, size, (entries - 1) * size) if entries else None
+        except OSError as e:
+            raise KafkaStorageError(f"cannot read {self.KIND} file: {e}", path=self._path) from e
+        finally:
+            os.close(fd)
+
     # -- lifecycle --------------------------------------------------------------------------
 
     def flush(self) -> None:
@@ -421,6 +447,14 @@ class OffsetIndex(AbstractIndex):
         self._ensure_open()
         return self._last_entry()
 
+    def peek_last_entry(self) -> OffsetPosition | None:
+        """The last entry as the file holds it, without mapping it; None when there is none."""
+        raw = self._last_entry_bytes()
+        if raw is None or len(raw) < self.ENTRY_SIZE:
+            return None
+        relative, position = _INT32_PAIR.unpack(raw)
+        return OffsetPosition(self.base_offset + relative, position)
+
     def entry(self, n: int) -> OffsetPosition:
         """The n-th entry, with its absolute offset."""
         self._ensure_open()
@@ -548,6 +582,14 @@ class TimeIndex(AbstractIndex):
         """The last entry, or (NO_TIMESTAMP, base_offset) when there is none."""
         self._ensure_open()
         return self._last
+
+    def peek_last_entry(self) -> TimestampOffset | None:
+        """The last entry as the file holds it, without mapping it; None when there is none."""
+        raw = self._last_entry_bytes()
+        if raw is None or len(raw) < self.ENTRY_SIZE:
+            return None
+        timestamp, relative = _TIME_ENTRY.unpack(raw)
+        return TimestampOffset(timestamp, self.base_offset + relative)
 
     def entry(self, n: int) -> TimestampOffset:
         self._ensure_open()

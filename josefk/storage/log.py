@@ -223,7 +223,10 @@ class Log:
         segments it covers, index files without a ``.log`` are removed. Unless the log dir
         had a clean shutdown, every segment from the one holding ``recovery_point`` onwards
         is recovered (batches validated, indexes rebuilt); the first segment found with an
-        invalid tail is truncated there and every later segment deleted. Last, the producer
+        invalid tail is truncated there and every later segment deleted. Every other segment
+        gets a cheap check that its files agree (``LogSegment.check_files_agree``), clean
+        shutdown or not; one that fails is recovered the same way, with a warning naming its
+        files, but the segments after it stay (they were flushed and are whole). Last, the producer
         state is rebuilt: the newest snapshot at or below the log end offset, then the batch
         headers after it (``producer_id_expiration_ms``: producer.id.expiration.ms).
 
@@ -269,6 +272,32 @@ class Log:
                     except CorruptIndexError as exc:
                         _log.warning("%s: rebuilding indexes: %s", topic_partition, exc)
                         needs_recovery.add(base_offset)
+            # Every other segment's files must agree with each other, clean shutdown or not:
+            # a file cut short while the broker was down is recovered like a crashed one.
+            damaged: set[int] = set()
+            for base_offset in bases:
+                if base_offset in needs_recovery:
+                    continue
+                segment = segments[base_offset]
+                problem = segment.check_files_agree()
+                if problem is not None:
+                    _log.warning(
+                        "%s: the files of segment %d disagree (%s): %s; recovering the "
+                        "segment as after a crash",
+                        topic_partition,
+                        base_offset,
+                        ", ".join(
+                            str(p)
+                            for p in (
+                                segment.path,
+                                segment.offset_index.path,
+                                segment.time_index.path,
+                            )
+                        ),
+                        problem,
+                    )
+                    needs_recovery.add(base_offset)
+                    damaged.add(base_offset)
             for position, base_offset in enumerate(bases):
                 if base_offset not in needs_recovery or base_offset not in segments:
                     continue
@@ -277,11 +306,16 @@ class Log:
                     _release_indexes(segments[base_offset])
                 if truncated > 0:
                     _log.warning(
-                        "%s: truncated %d invalid bytes at the end of segment %d",
+                        "%s: truncated %d invalid bytes at the end of segment %d (%s)",
                         topic_partition,
                         truncated,
                         base_offset,
+                        segments[base_offset].path,
                     )
+                    if base_offset in damaged:
+                        # Damaged at rest, not a crash's torn tail: the later segments were
+                        # flushed and are whole, so they stay (offsets may have a gap).
+                        continue
                     # Everything after corruption is unreachable by offset order: drop it.
                     for later in bases[position + 1 :]:
                         doomed = segments.pop(later)

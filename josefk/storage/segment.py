@@ -600,6 +600,58 @@ class LogSegment:
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
 
+    def check_files_agree(self) -> str | None:
+        """Whether the .log and its indexes agree, cheaply; what is wrong, or None.
+
+        Run at load for every segment, whatever the clean-shutdown marker says: a file cut
+        short while the broker was down (a disk or copy accident) leaves indexes pointing
+        past the end of the .log, or a .log ending inside a batch, and the segment would
+        otherwise be served as if it ended before its last index entry. Reads the last entry
+        of each index (without mapping the files) and the batch headers from the offset
+        index's last entry to the end of the .log (about ``index.interval.bytes``; from the
+        start when the index is empty): the batch there must hold the entry's offset, the
+        headers must end exactly at the end of the file, and the time index's last entry
+        must not name an offset past the last batch. CRCs are not checked here (recovery
+        does that). The caller recovers a segment that fails.
+        """
+        size = self.log.size_in_bytes()
+        entry = self.offset_index.peek_last_entry()
+        start = 0
+        if entry is not None:
+            if entry.position >= size:
+                return (
+                    f"the last offset index entry points at position {entry.position}, "
+                    f"past the end of the {size}-byte log"
+                )
+            start = entry.position
+        end, last_offset = start, self.base_offset - 1
+        try:
+            for header in self.log.batch_headers_from(start):
+                if end == start and entry is not None and not (
+                    header.base_offset <= entry.offset <= header.last_offset
+                ):
+                    return (
+                        f"the last offset index entry names offset {entry.offset} at position "
+                        f"{entry.position}, where the log holds offsets "
+                        f"{header.base_offset}..{header.last_offset}"
+                    )
+                end = header.position + header.size
+                last_offset = header.last_offset
+        except (CorruptRecordsError, RecordsError) as exc:
+            return f"the log's batches after position {start} are unreadable: {exc}"
+        if end != size:
+            return (
+                f"the log does not end on a batch boundary: its last whole batch ends at "
+                f"position {end} of {size} bytes"
+            )
+        time_entry = self.time_index.peek_last_entry()
+        if time_entry is not None and time_entry.offset > last_offset:
+            return (
+                f"the last time index entry names offset {time_entry.offset}, past the log's "
+                f"last offset {last_offset}"
+            )
+        return None
+
     # -- recovery and truncation -------------------------------------------------------------
 
     def recover(

@@ -264,3 +264,128 @@ def test_recovery_gets_index_room_when_a_small_index_filled_after_a_restart(
     assert reopened.log_end_offset == leo
     assert [b.base_offset for b in read_all(reopened)] == list(range(leo))
     check_invariants(reopened)
+
+
+# -- files cut short while the broker was down ---------------------------------------------------
+
+
+def batch_layout(log: Log) -> list[tuple[Path, int, int, int, int]]:
+    """(segment file, position, size, first offset, last offset) of every batch on disk."""
+    return [
+        (segment.path, position, batch.size_in_bytes, batch.base_offset, batch.last_offset)
+        for segment in log.log_segments()
+        for position, batch in segment.batches()
+    ]
+
+
+@pytest.mark.parametrize("cut", ["half", "inside_last_batch", "batch_boundary", "empty"])
+def test_only_segment_cut_short_after_clean_shutdown_is_recovered(
+    tmp_path: Path, recover_calls: list[int], caplog: pytest.LogCaptureFixture, cut: str
+) -> None:
+    path = tmp_path / "t-0"
+    config = small_config(segment_bytes=1 << 20)
+    log = open_log(path, config)
+    for _ in range(40):
+        log.append_as_leader(producer_batch(3, value_size=60), 0)
+    layout = batch_layout(log)
+    segment_path = log.active_segment.path
+    size = log.active_segment.size()
+    assert log.num_segments == 1 and log.active_segment.offset_index.entries > 5
+    log.flush()
+    log.close()
+    last_position = layout[-1][1]
+    new_size = {
+        "half": size // 2,
+        "inside_last_batch": last_position + 10,
+        # On a boundary after the last offset index entry: only the time index's roll entry
+        # (offset 119) tells that the log lost its last batch.
+        "batch_boundary": last_position,
+        "empty": 0,
+    }[cut]
+    os.truncate(segment_path, new_size)
+    kept = [
+        (first, last)
+        for _, position, length, first, last in layout
+        if position + length <= new_size
+    ]
+
+    reopened = open_log(
+        path, config, had_clean_shutdown=True, recovery_point=120, log_start_offset=0
+    )
+    expected_leo = kept[-1][1] + 1 if kept else 0
+    assert reopened.log_end_offset == expected_leo
+    assert [(b.base_offset, b.last_offset) for b in read_all(reopened)] == kept
+    assert recover_calls == [0]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("disagree" in w and str(segment_path) in w for w in warnings), warnings
+    check_invariants(reopened)
+    # Appends go on after the recovered end.
+    assert reopened.append_as_leader(producer_batch(2), 0).first_offset == expected_leo
+    reopened.close()
+    # The repaired files agree: the next clean start recovers nothing.
+    recover_calls.clear()
+    again = open_log(path, config, had_clean_shutdown=True, recovery_point=expected_leo + 2)
+    assert recover_calls == [] and again.log_end_offset == expected_leo + 2
+
+
+def test_older_segment_cut_short_at_rest_keeps_the_later_segments(
+    tmp_path: Path, recover_calls: list[int], caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "t-0"
+    log = populated(path)
+    layout = batch_layout(log)
+    leo = log.log_end_offset
+    second = log.log_segments()[1]
+    second_path, second_size = second.path, second.size()
+    third_base = log.log_segments()[2].base_offset
+    log.flush()
+    log.close()
+    os.truncate(second_path, second_size // 2)
+    kept = [
+        (first, last)
+        for file, position, length, first, last in layout
+        if file != second_path or position + length <= second_size // 2
+    ]
+    # A clean shutdown, and the damaged segment is far below the recovery point.
+    reopened = open_log(path, had_clean_shutdown=True, recovery_point=leo)
+    assert reopened.log_end_offset == leo
+    assert [(b.base_offset, b.last_offset) for b in read_all(reopened)] == kept
+    assert recover_calls == [second.base_offset]
+    # An offset lost with the cut reads from the next batch that exists.
+    lost = next(first for file, _, _, first, _ in layout if (first, first + 2) not in kept)
+    info = reopened.read(lost, 1 << 20)
+    assert info.records is not None
+    assert info.fetch_offset_metadata.segment_base_offset == third_base
+    assert any(str(second_path) in r.getMessage() for r in caplog.records)
+    check_invariants(reopened)
+
+
+def test_intact_segments_pass_the_check_without_mapping_their_indexes(
+    tmp_path: Path, recover_calls: list[int], caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "t-0"
+    log = populated(path)
+    leo = log.log_end_offset
+    log.close()
+    reopened = open_log(path, had_clean_shutdown=True, recovery_point=leo)
+    assert recover_calls == []
+    assert not any(r.levelname == "WARNING" for r in caplog.records)
+    for segment in reopened.log_segments()[:-1]:
+        assert segment.check_files_agree() is None
+        assert not segment.offset_index.is_open and not segment.time_index.is_open
+
+
+def test_index_pointing_past_the_log_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = populated(path)
+    first = log.log_segments()[0]
+    log_path, index_path = first.path, first.offset_index.path
+    log.close()
+    os.truncate(log_path, 0)
+    segment = LogSegment.open(path, 0, file_already_exists=True)
+    problem = segment.check_files_agree()
+    assert problem is not None and "past the end of the 0-byte log" in problem, problem
+    os.truncate(index_path, 0)
+    problem = segment.check_files_agree()
+    assert problem is not None and "time index" in problem, problem
+    segment.close_handlers()

@@ -146,6 +146,46 @@ async def test_unclean_restart_recovers_and_truncates_a_torn_tail(
     assert read_all(reopened)[-1].next_offset == expected_leo
 
 
+async def test_segment_cut_short_after_a_clean_shutdown_is_recovered(
+    tmp_path: Path, recover_calls: list[int], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The marker says clean, but the only segment lost its second half while the broker
+    was down: the first half is served, not an empty partition, and a warning names the file."""
+    broker = Broker([tmp_path / "a"], small_config(segment_bytes=1 << 20))
+    await broker.manager.startup()
+    tp = TopicPartition("t", 0)
+    append(broker.manager, tp, batches=40)
+    log = broker.manager.get_or_create_log(tp)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.num_segments == 1
+    segment_path = log.active_segment.path
+    whole = [
+        (position, batch.size_in_bytes, batch.last_offset)
+        for position, batch in log.active_segment.batches()
+    ]
+    await broker.manager.shutdown()
+    assert (tmp_path / "a" / CLEAN_SHUTDOWN_FILE).exists()
+    half = segment_path.stat().st_size // 2
+    os.truncate(segment_path, half)
+    expected_leo = max(last for position, size, last in whole if position + size <= half) + 1
+
+    broker.manager = broker._new_manager()
+    await broker.manager.startup()
+    assert broker.manager.had_clean_shutdown == {tmp_path / "a": True}
+    reopened = broker.manager.get_log(tp)
+    assert reopened is not None
+    assert reopened.log_end_offset == expected_leo
+    assert reopened.high_watermark == expected_leo  # the checkpointed HW is clamped
+    assert read_all(reopened)[-1].next_offset == expected_leo
+    assert recover_calls == [0]
+    assert any(
+        r.levelname == "WARNING" and str(segment_path) in r.getMessage() for r in caplog.records
+    )
+    # New appends continue after the recovered end.
+    append(broker.manager, tp, batches=1)
+    assert reopened.log_end_offset == expected_leo + 2
+
+
 async def test_retention_runs_on_schedule_and_files_go_after_the_delay(tmp_path: Path) -> None:
     broker = Broker(
         [tmp_path / "a"],
