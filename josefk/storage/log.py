@@ -59,6 +59,7 @@ from josefk.records.batch import (
     RecordBatch,
     peek_batch_size,
 )
+from josefk.records.builder import recompress_batch
 from josefk.records.errors import CorruptRecordError, InvalidRecordError, RecordsError
 from josefk.records.record import batch_max_timestamp, max_timestamp_delta
 from josefk.storage.clock import Clock, JitterSource, SystemClock
@@ -644,10 +645,13 @@ class Log:
         batch kept compressed is decompressed for it only when its first record has no
         timestamp (the case those clients produce), otherwise its header is trusted.
 
+        A topic ``compression.type`` other than ``producer`` that differs from a batch's
+        codec rebuilds that batch with the topic's codec (``records.recompress_batch``: same
+        records, new length and CRC) into a new buffer; every other batch is appended from
+        the caller's buffer without a copy.
+
         ``records`` must be writable (a bytearray or a writable memoryview), as the offsets
-        are assigned in it. Batches are stored compressed as the producer sent them: a topic
-        ``compression.type`` other than ``producer`` is not applied (no recompression yet).
-        Nothing is written to disk if any batch is invalid. Raises
+        are assigned in it. Nothing is written to disk if any batch is invalid. Raises
         CorruptRecordError / InvalidRecordError (records layer), RecordTooLargeError,
         RecordBatchTooLargeError, InvalidTimestampError, KafkaStorageError.
         """
@@ -662,11 +666,14 @@ class Log:
             max_bytes = config.max_message_bytes
             before_max = config.message_timestamp_before_max_ms
             after_max = config.message_timestamp_after_max_ms
+            target_codec = _TOPIC_CODECS.get(config.compression_type)
             record_count = 0
             has_producer_id = False
             headers: list[BatchHeader] = []
-            # The header max timestamps to write back (batch index -> value).
+            # The header max timestamps to write back (batch index -> value) and the
+            # batches rebuilt with the topic's codec (batch index -> new bytes).
             max_timestamp_fixes: dict[int, int] = {}
+            rebuilt: dict[int, bytearray] = {}
             for index, batch in enumerate(batches):
                 batch.ensure_valid_from_producer()
                 header = batch.header()  # one unpack for every field used below
@@ -684,7 +691,21 @@ class Log:
                         path=self._dir,
                     )
                 codec = header.attributes & _COMPRESSION_MASK
-                if not log_append_time and not header.attributes & _LOG_APPEND_TIME_BIT:
+                if target_codec is not None and codec != target_codec:
+                    new_batch = recompress_batch(
+                        batch, target_codec, level=_compression_level(config, target_codec)
+                    )
+                    if len(new_batch) > max_bytes:
+                        # As Kafka: the limit holds for the batch as stored.
+                        raise RecordTooLargeError(
+                            f"batch of {size} bytes is {len(new_batch)} bytes as "
+                            f"{config.compression_type}, more than max.message.bytes "
+                            f"{max_bytes} of {self.topic_partition}",
+                            path=self._dir,
+                        )
+                    rebuilt[index] = new_batch
+                    header = RecordBatch(memoryview(new_batch)).header()
+                elif not log_append_time and not header.attributes & _LOG_APPEND_TIME_BIT:
                     computed = _records_max_timestamp(batch, header, codec)
                     if computed != header.max_timestamp:
                         max_timestamp_fixes[index] = computed
@@ -701,6 +722,14 @@ class Log:
                 duplicate = producer_state.check_append(headers)
                 if duplicate is not None:
                     return self._duplicate_append_info(duplicate, log_append_time)
+            if rebuilt:
+                # Only now, after every check passed: the batches go out in a new buffer.
+                view = memoryview(
+                    bytearray().join(
+                        rebuilt.get(i, batch.buffer) for i, batch in enumerate(batches)
+                    )
+                )
+                batches = _split_valid_prefix(view)[0]
             for index, timestamp in max_timestamp_fixes.items():
                 batches[index].set_max_timestamp(timestamp)
             first_offset = self.log_end_offset
@@ -1502,6 +1531,25 @@ def _check_timestamps(
             f"message.timestamp.before.max.ms {before_max} behind the broker's {now}",
             path=directory,
         )
+
+
+# compression.type -> the codec batches are stored with; "producer" keeps each batch's own.
+_TOPIC_CODECS: Final[dict[str, Compression]] = {
+    "uncompressed": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
+
+
+def _compression_level(config: LogConfig, codec: Compression) -> int | None:
+    # lz4 is written at its one fast level (records.compression), snappy has none.
+    if codec == Compression.GZIP:
+        return None if config.compression_gzip_level < 0 else config.compression_gzip_level
+    if codec == Compression.ZSTD:
+        return config.compression_zstd_level
+    return None
 
 
 def _records_max_timestamp(batch: RecordBatch, header: BatchHeader, codec: int) -> int:
