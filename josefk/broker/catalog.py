@@ -25,7 +25,27 @@ CATALOG_FILE: Final = "josefk-topics.json"
 PARTITION_METADATA_FILE: Final = "partition.metadata"
 MAX_TOPIC_NAME_LENGTH: Final = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+# The broker's own topics: every group's committed offsets, and (later) the transaction log.
 INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def is_internal_topic(name: str) -> bool:
+    """Whether ``name`` is one of the broker's own topics. Clients may describe and read
+    them; the broker refuses every request that would delete, grow, truncate, reconfigure or
+    write them (INVALID_TOPIC_EXCEPTION with ``internal_topic_refusal``), because the group
+    coordinator's state lives there and a change would lose it at the next start. Kafka's
+    broker refuses only DeleteRecords and writes and leaves the rest to its command-line
+    tools; josefk refuses them at the broker, so the Admin API cannot do it either."""
+    return name in INTERNAL_TOPICS
+
+
+def internal_topic_refusal(name: str, action: str) -> str:
+    """The error message for an attempt to ``action`` ("delete", "add partitions to", ...)
+    an internal topic."""
+    return (
+        f"Topic '{name}' is an internal topic of the broker: clients cannot {action} it "
+        "(describing and reading it are allowed)"
+    )
 
 
 class InvalidTopicError(ValueError):
@@ -57,7 +77,7 @@ class TopicInfo:
 
     @property
     def is_internal(self) -> bool:
-        return self.name in INTERNAL_TOPICS
+        return is_internal_topic(self.name)
 
 
 def topic_id_base64(topic_id: uuid.UUID) -> str:

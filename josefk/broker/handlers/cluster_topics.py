@@ -15,7 +15,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from josefk.broker.catalog import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
+from josefk.broker.catalog import (
+    InvalidTopicError,
+    internal_topic_refusal,
+    is_internal_topic,
+    validate_topic_name,
+)
 from josefk.broker.cluster_node import ClusterNode, topic_uuid
 from josefk.broker.context import RequestContext
 from josefk.cluster.controller import (
@@ -72,9 +77,9 @@ def _node(context: RequestContext) -> ClusterNode:
     return node
 
 
-def _not_internal(name: str) -> None:
-    if name in INTERNAL_TOPICS:
-        raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is an internal topic")
+def _not_internal(name: str, action: str) -> None:
+    if is_internal_topic(name):
+        raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, internal_topic_refusal(name, action))
 
 
 async def create_topics(context: RequestContext, request: Any) -> Any:
@@ -87,7 +92,7 @@ async def create_topics(context: RequestContext, request: Any) -> Any:
             if counts[name] > 1:
                 raise _Refused(ErrorCode.INVALID_REQUEST, f"topic {name!r} is named twice")
             validate_topic_name(name)
-            _not_internal(name)
+            _not_internal(name, "create")
             node = _node(context)
             configs = {c.name: c.value for c in topic.configs if c.value is not None}
             context.broker.replica_manager.default_log_config.with_overrides(configs)
@@ -156,7 +161,7 @@ async def delete_topics(context: RequestContext, request: Any) -> Any:
                     else ErrorCode.UNKNOWN_TOPIC_ID,
                     f"unknown topic {name or topic_id}",
                 )
-            _not_internal(info.name)
+            _not_internal(info.name, "delete")
             if not context.broker.config.delete_topic_enable:
                 raise _Refused(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
             await _node(context).controller.delete_topic(info.name)  # type: ignore[union-attr]
@@ -178,7 +183,7 @@ async def create_partitions(context: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         error, message = ErrorCode.NONE, None
         try:
-            _not_internal(topic.name)
+            _not_internal(topic.name, "add partitions to")
             node = _node(context)
             if not request.validate_only:
                 assignments = (

@@ -3,13 +3,16 @@
 Topic configs are dynamic: they are stored in the topic catalog and applied to the topic's
 logs at once. Broker configs are static in josefk (read from server.properties, the
 environment and the command line at start-up): describing them works, altering them is
-refused with INVALID_CONFIG naming the reason.
+refused with INVALID_CONFIG naming the reason. The configs of an internal topic can be
+described but not altered (INVALID_TOPIC_EXCEPTION): ``cleanup.policy=delete`` with a short
+retention on ``__consumer_offsets`` would lose every group's committed offsets.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from josefk.broker.catalog import internal_topic_refusal, is_internal_topic
 from josefk.broker.configs import (
     ConfigEntry,
     ResourceType,
@@ -122,6 +125,7 @@ def handle_incremental_alter_configs(context: RequestContext, request: Any) -> A
         info = (
             replicas.catalog.get(resource.resource_name)
             if resource.resource_type == ResourceType.TOPIC
+            and not is_internal_topic(resource.resource_name)
             else None
         )
         configs = dict(info.configs) if info is not None else {}
@@ -181,6 +185,11 @@ def _apply(
         )
     if resource.resource_type != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
+    if is_internal_topic(resource.resource_name):
+        return (
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            internal_topic_refusal(resource.resource_name, "alter the configs of"),
+        )
     if resource.resource_name not in replicas.catalog:
         return (
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -2,12 +2,15 @@
 
 Offset -1 means the high watermark. An offset past the high watermark is refused with
 OFFSET_OUT_OF_RANGE, as Kafka does; segments wholly below the new log start offset go.
+The records of an internal topic cannot be deleted: INVALID_TOPIC_EXCEPTION, as Kafka answers
+(the response has no message field).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from josefk.broker.catalog import is_internal_topic
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import handles
@@ -28,11 +31,14 @@ def handle_delete_records(context: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []
+        internal = is_internal_topic(topic.name)
         for wanted in topic.partitions:
             low_watermark, error = -1, ErrorCode.NONE
             partition = replicas.get_partition(topic.name, wanted.partition_index)
             if partition is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif internal:
+                error = ErrorCode.INVALID_TOPIC_EXCEPTION
             else:
                 log = partition.log
                 offset = log.high_watermark if wanted.offset == HIGH_WATERMARK else wanted.offset

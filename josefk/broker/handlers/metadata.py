@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from josefk.broker.catalog import InvalidTopicError, TopicInfo, validate_topic_name
+from josefk.broker.catalog import (
+    InvalidTopicError,
+    TopicInfo,
+    is_internal_topic,
+    validate_topic_name,
+)
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
 from josefk.protocol.api import ApiKey, response_class
@@ -71,7 +76,7 @@ def _maybe_auto_create(context: RequestContext, name: str, allowed: bool) -> Any
         validate_topic_name(name)
     except InvalidTopicError:
         return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
-    if not (allowed and broker.config.auto_create_topics_enable):
+    if not (allowed and broker.config.auto_create_topics_enable) or is_internal_topic(name):
         return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     info = broker.replica_manager.create_topic(name, broker.config.num_partitions, {})
     return info

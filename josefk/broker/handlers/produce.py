@@ -8,13 +8,15 @@ otherwise when followers have fetched them (the replica manager's produce purgat
 Errors as Kafka answers them: NOT_ENOUGH_REPLICAS when the ISR is below
 ``min.insync.replicas`` before the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank
 while waiting, REQUEST_TIMED_OUT at the producer's timeout, NOT_LEADER_OR_FOLLOWER on a
-broker that does not lead the partition.
+broker that does not lead the partition, INVALID_TOPIC_EXCEPTION for a write to an internal
+topic (only the broker writes ``__consumer_offsets``; Kafka refuses such writes too).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from josefk.broker.catalog import is_internal_topic
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import NO_RESPONSE, handles
@@ -38,9 +40,12 @@ def handle_produce(context: RequestContext, request: Any) -> Any:
     entries: list[tuple[TopicPartition, memoryview]] = []
     refused: dict[tuple[str, int], ErrorCode] = {}
     for topic in request.topic_data:
+        internal = is_internal_topic(topic.name)
         for data in topic.partition_data:
             records = data.records
-            if acks not in _VALID_ACKS:
+            if internal:
+                refused[(topic.name, data.index)] = ErrorCode.INVALID_TOPIC_EXCEPTION
+            elif acks not in _VALID_ACKS:
                 refused[(topic.name, data.index)] = ErrorCode.INVALID_REQUIRED_ACKS
             elif records is None or len(records) == 0:
                 refused[(topic.name, data.index)] = ErrorCode.CORRUPT_MESSAGE

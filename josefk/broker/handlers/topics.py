@@ -1,9 +1,13 @@
 """CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
 
 In a cluster (``josefk.etcd.endpoints``) the three go to the controller
-(``cluster_topics``). On the single node, one broker means one replica per partition: a replication factor other than 1 (or -1, "the
-broker's default") is refused with INVALID_REPLICATION_FACTOR, as Kafka refuses a factor larger
-than the number of live brokers. Manual assignments must name this broker.
+(``cluster_topics``). Internal topics (``is_internal_topic``) cannot be created by a client
+(the broker makes them with the configs they need), deleted or given partitions, in either
+mode: INVALID_TOPIC_EXCEPTION with a message saying why.
+
+On the single node, one broker means one replica per partition: a replication factor other
+than 1 (or -1, "the broker's default") is refused with INVALID_REPLICATION_FACTOR, as Kafka
+refuses a factor larger than the number of live brokers. Manual assignments must name this broker.
 """
 
 from __future__ import annotations
@@ -11,7 +15,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from josefk.broker.catalog import InvalidTopicError, validate_topic_name
+from josefk.broker.catalog import (
+    InvalidTopicError,
+    internal_topic_refusal,
+    is_internal_topic,
+    validate_topic_name,
+)
 from josefk.broker.configs import topic_config_entries
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import cluster_topics, handles
@@ -98,6 +107,10 @@ def _check_creatable(context: RequestContext, topic: Any) -> tuple[int, dict[str
         raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
     if name in broker.replica_manager.catalog:
         raise _Refused(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    if is_internal_topic(name):
+        # The broker creates its internal topics itself, with the configs they need (a
+        # compacted log); one made by a client could then not be deleted.
+        raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, internal_topic_refusal(name, "create"))
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise _Refused(
@@ -168,6 +181,9 @@ def handle_delete_topics(context: RequestContext, request: Any) -> Any:
                 if name is not None
                 else ErrorCode.UNKNOWN_TOPIC_ID
             )
+        elif is_internal_topic(info.name):
+            error = ErrorCode.INVALID_TOPIC_EXCEPTION
+            message = internal_topic_refusal(info.name, "delete")
         elif not context.broker.config.delete_topic_enable:
             error, message = ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false"
         else:
@@ -201,6 +217,9 @@ def handle_create_partitions(context: RequestContext, request: Any) -> Any:
         if info is None:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             message = f"The topic '{topic.name}' does not exist."
+        elif is_internal_topic(topic.name):
+            error = ErrorCode.INVALID_TOPIC_EXCEPTION
+            message = internal_topic_refusal(topic.name, "add partitions to")
         elif topic.count <= info.partitions:
             error = ErrorCode.INVALID_PARTITIONS
             message = (
