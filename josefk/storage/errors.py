@@ -28,6 +28,17 @@ class KafkaStorageError(StorageError):
     """
 
 
+class LogCreationError(StorageError):
+    """A partition's log could not be created for a reason of that one path, not of the disk:
+    a file where its directory should be, no permission on it, too many open files. The log
+    dir stays online; ``__cause__`` holds the OSError."""
+
+
+class LogNameRefusedError(LogCreationError):
+    """The log dir's filesystem refuses the partition directory's name (too long, or
+    characters it cannot store)."""
+
+
 class CorruptIndexError(StorageError):
     """An .index or .timeindex file fails its sanity check; the segment's indexes are rebuilt."""
 

@@ -22,6 +22,8 @@ removing deleted directories) runs in the ``executor`` passed in; everything tha
 set of logs runs on the loop and never awaits halfway through. An I/O error in a log dir,
 wherever it happens, calls ``_handle_log_dir_failure``: the dir goes offline, its logs become
 unavailable (their methods raise KafkaStorageError) and the broker goes on with the others.
+One exception: a log that cannot be created because of its own path (a file in the way, a name
+the filesystem refuses; ``_PATH_ERRNOS``) fails alone with LogCreationError, the dir online.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import logging
 import os
 import uuid
@@ -46,7 +49,12 @@ from josefk.storage.checkpoint import (
     fsync_dir,
 )
 from josefk.storage.clock import Clock, JitterSource
-from josefk.storage.errors import KafkaStorageError, StorageError
+from josefk.storage.errors import (
+    KafkaStorageError,
+    LogCreationError,
+    LogNameRefusedError,
+    StorageError,
+)
 from josefk.storage.log import Log, remove_tree
 from josefk.storage.offsets import TopicPartition, is_legal_topic_name
 from josefk.storage.scheduler import ScheduledTask, Scheduler
@@ -262,12 +270,25 @@ class LogManager:
     # -- creating and deleting logs ----------------------------------------------------------------
 
     def get_or_create_log(
-        self, topic_partition: TopicPartition, config: LogConfig | None = None
+        self,
+        topic_partition: TopicPartition,
+        config: LogConfig | None = None,
+        *,
+        prepare: Callable[[Path], None] | None = None,
     ) -> Log:
         """The partition's log, created in the live log dir holding the fewest partitions.
 
-        Blocking but short (a mkdir and an empty segment); runs on the loop like an append.
-        Raises KafkaStorageError if the log's dir is offline or no log dir is live.
+        ``prepare`` is called with the log's directory (new or not) to write the files the
+        caller keeps there (the broker's ``partition.metadata``); its I/O errors are judged
+        like the log's own. Blocking but short (a mkdir and an empty segment); runs on the
+        loop like an append.
+
+        A failure to create the log is judged by its errno (``_is_path_error``): a problem of
+        this one path (a file in the way, a name the filesystem refuses, no permission, no
+        file descriptors left) raises LogCreationError (LogNameRefusedError for the name) and
+        leaves the log dir online, after removing whatever this call created; anything else
+        is the disk failing: the log dir goes offline and KafkaStorageError is raised. Also
+        KafkaStorageError if the log's dir is offline or no log dir is live.
         """
         existing = self._logs.get(topic_partition)
         if existing is not None:
@@ -275,6 +296,13 @@ class LogManager:
                 raise KafkaStorageError(
                     f"log of {topic_partition} is in an offline log dir", path=existing.dir
                 )
+            if prepare is not None:
+                try:
+                    prepare(existing.dir)
+                except OSError as exc:
+                    raise self._creation_failed(
+                        topic_partition, existing.dir, exc, created=None
+                    ) from exc
             return existing
         if not is_legal_topic_name(topic_partition.topic) or topic_partition.partition < 0:
             raise ValueError(f"illegal topic partition {topic_partition!r}")
@@ -287,8 +315,10 @@ class LogManager:
                 counts[log.dir.parent] += 1
         log_dir = min(live, key=lambda d: (counts[d], live.index(d)))
         path = log_dir / topic_partition.dir_name
+        is_new = not os.path.lexists(path)
+        created: Log | None = None
         try:
-            log = Log.load(
+            created = Log.load(
                 path,
                 config if config is not None else self._config_for(topic_partition.topic),
                 had_clean_shutdown=True,
@@ -299,13 +329,83 @@ class LogManager:
                 on_io_error=self._handle_log_dir_failure,
                 producer_id_expiration_ms=self._config.producer_id_expiration_ms,
             )
-        except KafkaStorageError as exc:
-            self._handle_log_dir_failure(log_dir, exc)
-            raise
-        self._logs[topic_partition] = log
+            if prepare is not None:
+                prepare(path)
+        except (OSError, KafkaStorageError) as exc:
+            if created is not None:
+                created.close_handlers()
+            error = self._creation_failed(
+                topic_partition, path, exc, created=path if is_new else None
+            )
+            if error is exc:
+                raise
+            raise error from exc
+        self._logs[topic_partition] = created
         # Debug: a topic of 50 partitions is one line at info, from whoever created it.
         _log.debug("created log for %s in %s", topic_partition, log_dir)
-        return log
+        return created
+
+    def _creation_failed(
+        self,
+        topic_partition: TopicPartition,
+        path: Path,
+        exc: BaseException,
+        *,
+        created: Path | None,
+    ) -> StorageError:
+        """The error to raise for a failed creation of ``path`` (see get_or_create_log);
+        ``created`` is the directory this attempt made, removed on a path error."""
+        log_dir = path.parent
+        cause = _os_error_in(exc)
+        if cause is not None and _is_path_error(cause) and log_dir.is_dir():
+            if created is not None and os.path.isdir(created):
+                try:
+                    remove_tree(created)
+                except OSError:
+                    _log.exception("error while removing %s after a failed creation", created)
+            reason = cause.strerror or str(cause)
+            if cause.errno == errno.EEXIST and not path.is_dir():
+                reason = "a file is in the way of the partition directory"
+            message = f"cannot create the log of {topic_partition}: {reason}"
+            if cause.errno in _NAME_ERRNOS:
+                return LogNameRefusedError(message, path=path)
+            return LogCreationError(message, path=path)
+        error = (
+            exc
+            if isinstance(exc, KafkaStorageError)
+            else KafkaStorageError(
+                f"error while creating the log of {topic_partition}: {exc}", path=path
+            )
+        )
+        self._handle_log_dir_failure(log_dir, error)
+        return error
+
+    def remove_new_log(self, topic_partition: TopicPartition) -> None:
+        """Remove a log created moments ago that holds nothing yet (a topic creation rolled
+        back): closed, renamed ``-delete`` (so that a crash part way leaves a directory that
+        start-up removes, never a half-deleted partition) and removed at once. Raises
+        KafkaStorageError, after taking its log dir offline, on an I/O error; a log in an
+        offline dir cannot be removed and raises KafkaStorageError too."""
+        log = self._logs.get(topic_partition)
+        if log is None:
+            return
+        if log.is_offline:
+            raise KafkaStorageError(
+                f"log of {topic_partition} is in an offline log dir", path=log.dir
+            )
+        del self._logs[topic_partition]
+        target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        try:
+            log.close_handlers()
+            os.rename(log.dir, target)
+            fsync_dir(log.dir.parent)
+            remove_tree(target)
+        except OSError as exc:
+            error = KafkaStorageError(
+                f"error while removing the new log of {topic_partition}: {exc}", path=log.dir
+            )
+            self._handle_log_dir_failure(log.dir.parent, error)
+            raise error from exc
 
     def delete_log(self, topic_partition: TopicPartition) -> Log | None:
         """Remove the partition's log: closed and renamed ``<dir>.<id>-delete`` at once, its
@@ -500,6 +600,46 @@ class LogManager:
         for log in logs if logs is not None else list(self._logs.values()):
             if log.is_offline:
                 log.close_handlers()
+
+
+# Errors of one path or of the process, not of the disk: creating a log that fails with one of
+# these fails that log only and leaves its log dir online. ENOTDIR and EEXIST: a file where a
+# directory should be; ENAMETOOLONG, EINVAL, EILSEQ: a name the filesystem refuses; EACCES,
+# EPERM: permissions of that path; EMFILE, ENFILE: no file descriptor left (the process's
+# limit, not the disk's health). Every other errno (EIO, EROFS, ENOSPC, EDQUOT...) means the
+# disk: the log dir goes offline, as Kafka takes it offline on any IOException.
+_PATH_ERRNOS: Final = frozenset(
+    {
+        errno.ENOTDIR,
+        errno.EEXIST,
+        errno.EISDIR,
+        errno.ELOOP,
+        errno.ENAMETOOLONG,
+        errno.EINVAL,
+        errno.EILSEQ,
+        errno.EACCES,
+        errno.EPERM,
+        errno.EMFILE,
+        errno.ENFILE,
+    }
+)
+_NAME_ERRNOS: Final = frozenset({errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ})
+
+
+def _is_path_error(error: OSError) -> bool:
+    return error.errno in _PATH_ERRNOS
+
+
+def _os_error_in(exc: BaseException) -> OSError | None:
+    """The OSError behind ``exc`` (itself, or its cause or context, a few levels down)."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return None
+        if isinstance(seen, OSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 # -- blocking helpers (run in the executor) ------------------------------------------------------
