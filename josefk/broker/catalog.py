@@ -134,8 +134,8 @@ class TopicCatalog:
 
     def create(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         info = TopicInfo(name, uuid.uuid4(), partitions, dict(configs))
+        self._write([*self._by_name.values(), info])
         self._add(info)
-        self.save()
         return info
 
     def put(self, info: TopicInfo) -> None:
@@ -155,21 +155,40 @@ class TopicCatalog:
         return self.create(name, partitions, {})
 
     def set_partitions(self, name: str, partitions: int) -> None:
-        self._by_name[name].partitions = partitions
-        self.save()
+        info = self._by_name[name]
+        old = info.partitions
+        info.partitions = partitions
+        try:
+            self.save()
+        except BaseException:
+            info.partitions = old
+            raise
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
-        self._by_name[name].configs = dict(configs)
-        self.save()
+        info = self._by_name[name]
+        old = info.configs
+        info.configs = dict(configs)
+        try:
+            self.save()
+        except BaseException:
+            info.configs = old
+            raise
 
     def delete(self, name: str) -> TopicInfo | None:
-        info = self._by_name.pop(name, None)
+        info = self._by_name.get(name)
         if info is not None:
+            self._write([other for other in self._by_name.values() if other is not info])
+            del self._by_name[name]
             self._by_id.pop(info.topic_id, None)
-            self.save()
         return info
 
     def save(self) -> None:
+        self._write(list(self._by_name.values()))
+
+    def _write(self, topics: list[TopicInfo]) -> None:
+        """Write ``topics`` as the whole catalog. Every change writes first and changes the
+        catalog in memory only once the write succeeded, so memory and disk never disagree
+        (an OSError leaves both as they were)."""
         document = {
             "version": 1,
             "topics": [
@@ -179,10 +198,14 @@ class TopicCatalog:
                     "partitions": info.partitions,
                     "configs": info.configs,
                 }
-                for info in self.topics()
+                for info in sorted(topics, key=lambda info: info.name)
             ],
         }
         write_atomically(self._path, json.dumps(document, indent=1).encode())
+
+    @property
+    def path(self) -> Path:
+        return self._path
 
 
 def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:

@@ -27,6 +27,8 @@ from josefk.records.errors import (
 )
 from josefk.storage.errors import (
     KafkaStorageError,
+    LogCreationError,
+    LogNameRefusedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
@@ -60,6 +62,11 @@ _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (InvalidTimestampError, ErrorCode.INVALID_TIMESTAMP),
     (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
     (KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
+    # A partition directory the filesystem will not name: the topic's name is the problem.
+    (LogNameRefusedError, ErrorCode.INVALID_TOPIC_EXCEPTION),
+    # One path in the way (a file where the directory goes, permissions): a broker-side
+    # problem no retry fixes, and not a failing disk (KAFKA_STORAGE_ERROR would say so).
+    (LogCreationError, ErrorCode.UNKNOWN_SERVER_ERROR),
     (LogClosedError, ErrorCode.NOT_LEADER_OR_FOLLOWER),
     (InvalidConfigError, ErrorCode.INVALID_CONFIG),
     (OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from josefk.broker.catalog import TopicCatalog, TopicInfo, write_partition_metadata
 from josefk.broker.partition import (
@@ -27,11 +28,12 @@ from josefk.broker.purgatory import Purgatory
 from josefk.cluster.metadata_store import PartitionState
 from josefk.config.topic import LogConfig
 from josefk.storage.clock import Clock
-from josefk.storage.errors import OffsetOutOfRangeError
+from josefk.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from josefk.storage.manager import LogManager
 from josefk.storage.offsets import FetchIsolation, LogAppendInfo
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 def topic_log_config(catalog: TopicCatalog, defaults: LogConfig, topic: str) -> LogConfig:
@@ -124,20 +126,32 @@ class ReplicaManager:
 
     def load(self, *, only: Collection[str] | None = None) -> None:
         """Open a Partition for every partition the catalog knows (of ``only`` those
-        topics, in a cluster, where the rest come from the cluster's metadata)."""
+        topics, in a cluster, where the rest come from the cluster's metadata), creating the
+        logs that are missing (a topic whose creation a crash interrupted is completed
+        here). A partition whose log cannot be opened or created is left out, with the
+        reason logged: Metadata reports it unavailable and the broker serves the others."""
         for info in self.catalog.topics():
-            if only is None or info.name in only:
-                self._open_partitions(info, range(info.partitions))
+            if only is not None and info.name not in only:
+                continue
+            config = self.log_config_for(info.name)
+            for index in range(info.partitions):
+                try:
+                    self._open_partition(info, index, config)
+                except StorageError as exc:
+                    logger.error("partition %s-%d is unavailable: %s", info.name, index, exc)
 
     def _open_partitions(self, info: TopicInfo, indexes: range) -> None:
         config = self.log_config_for(info.name)
         for index in indexes:
-            tp = TopicPartition(info.name, index)
-            log = self._logs.get_or_create_log(tp, config)
-            write_partition_metadata(log.dir, info.topic_id)
-            self._partitions[tp] = Partition(
-                tp, log, local_broker_id=self.broker_id, clock=self._clock
-            )
+            self._open_partition(info, index, config)
+
+    def _open_partition(self, info: TopicInfo, index: int, config: LogConfig) -> None:
+        tp = TopicPartition(info.name, index)
+        topic_id = info.topic_id
+        log = self._logs.get_or_create_log(
+            tp, config, prepare=lambda directory: write_partition_metadata(directory, topic_id)
+        )
+        self._partitions[tp] = Partition(tp, log, local_broker_id=self.broker_id, clock=self._clock)
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -157,33 +171,97 @@ class ReplicaManager:
     # -- topic lifecycle ------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
-        """Create a topic and its logs. Configs are validated first (InvalidConfigError)."""
+        """Create a topic and its logs, all or nothing. Configs are validated first
+        (InvalidConfigError).
+
+        The order makes a crash at any point end complete or gone at the next start: the
+        catalog entry is written first, with the partition count (the intent), then one log
+        per partition; start-up opens every partition the catalog names and creates the
+        missing ones. A failure part way removes the logs made so far and only then the
+        entry, so a crash during that removal leaves the entry, which start-up completes.
+        Partition directories without an entry (which start-up adopts as a topic of as many
+        partitions as it finds) never come out of a creation.
+
+        Raises LogCreationError (one path cannot be used: nothing is left behind, the log
+        dir stays online) or KafkaStorageError (the catalog could not be written, or a disk
+        failed: its log dir is offline; the logs in it cannot be removed, so the topic stays
+        and the next start completes it).
+        """
         if name in self.catalog:
             raise TopicExistsError(f"topic {name!r} already exists")
         self._default_log_config.with_overrides(configs)
-        info = self.catalog.create(name, partitions, dict(configs))
-        self._open_partitions(info, range(partitions))
+        info = self._change_catalog(lambda: self.catalog.create(name, partitions, dict(configs)))
+        try:
+            self._open_partitions(info, range(partitions))
+        except StorageError as exc:
+            if self._remove_new_partitions(info, range(partitions)):
+                self._change_catalog(lambda: self.catalog.delete(name))
+            logger.error("could not create topic %s: %s", name, exc)
+            raise
         logger.info("created topic %s with %d partitions", name, partitions)
         return info
 
     def create_partitions(self, name: str, total: int) -> None:
+        """Grow a topic to ``total`` partitions, all or nothing, in the order (and with the
+        errors) of ``create_topic``: the count in the catalog first, then the logs."""
         info = self.catalog.get(name)
         if info is None:
             raise KeyError(name)
         old = info.partitions
-        self.catalog.set_partitions(name, total)
-        self._open_partitions(info, range(old, total))
+        self._change_catalog(lambda: self.catalog.set_partitions(name, total))
+        try:
+            self._open_partitions(info, range(old, total))
+        except StorageError as exc:
+            if self._remove_new_partitions(info, range(old, total)):
+                self._change_catalog(lambda: self.catalog.set_partitions(name, old))
+            logger.error("could not add partitions to %s: %s", name, exc)
+            raise
+
+    def _remove_new_partitions(self, info: TopicInfo, indexes: range) -> bool:
+        """Undo a creation that failed part way: remove the partitions of ``indexes`` made so
+        far. False (and nothing removed) when one of them is in an offline log dir: its
+        directory cannot be removed, so the catalog must keep naming it."""
+        made = [
+            TopicPartition(info.name, index)
+            for index in indexes
+            if TopicPartition(info.name, index) in self._partitions
+        ]
+        if any(self._partitions[tp].log.is_offline for tp in made):
+            logger.error(
+                "topic %s keeps %d partitions: a log dir failed while it was created; "
+                "the next start completes it",
+                info.name,
+                indexes.stop,
+            )
+            return False
+        for tp in made:
+            del self._partitions[tp]
+            try:
+                self._logs.remove_new_log(tp)
+            except StorageError as exc:
+                logger.error("could not remove the new log of %s: %s", tp, exc)
+                return False
+        return True
+
+    def _change_catalog(self, change: Callable[[], _T]) -> _T:
+        """A catalog change; its OSError (the first log dir failing) is KafkaStorageError."""
+        try:
+            return change()
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"cannot write the topic catalog: {exc.strerror or exc}", path=self.catalog.path
+            ) from exc
 
     def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace the topic's overrides (validated first) and apply them to its logs."""
         config = self._default_log_config.with_overrides(configs)
-        self.catalog.set_configs(name, dict(configs))
+        self._change_catalog(lambda: self.catalog.set_configs(name, dict(configs)))
         for partition in self._partitions.values():
             if partition.tp.topic == name:
                 partition.log.update_config(config)
 
     def delete_topic(self, name: str) -> None:
-        info = self.catalog.delete(name)
+        info = self._change_catalog(lambda: self.catalog.delete(name))
         if info is None:
             raise KeyError(name)
         for index in range(info.partitions):
@@ -203,9 +281,14 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         if partition is None:
             info = self.catalog.get(tp.topic)
-            log = self._logs.get_or_create_log(tp, self.log_config_for(tp.topic))
-            if info is not None:
-                write_partition_metadata(log.dir, info.topic_id)
+            topic_id = info.topic_id if info is not None else None
+            log = self._logs.get_or_create_log(
+                tp,
+                self.log_config_for(tp.topic),
+                prepare=None
+                if topic_id is None
+                else lambda directory: write_partition_metadata(directory, topic_id),
+            )
             partition = Partition(
                 tp, log, local_broker_id=self.broker_id, clock=self._clock, state=state
             )

@@ -16,9 +16,11 @@ from josefk.broker.catalog import (
     validate_topic_name,
 )
 from josefk.broker.context import RequestContext
+from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import handles
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
+from josefk.storage.errors import StorageError
 
 # Kafka's "authorized operations not requested" marker.
 _NO_OPERATIONS = -(2**31)
@@ -78,8 +80,10 @@ def _maybe_auto_create(context: RequestContext, name: str, allowed: bool) -> Any
         return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if not (allowed and broker.config.auto_create_topics_enable) or is_internal_topic(name):
         return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    info = broker.replica_manager.create_topic(name, broker.config.num_partitions, {})
-    return info
+    try:
+        return broker.replica_manager.create_topic(name, broker.config.num_partitions, {})
+    except StorageError as exc:
+        return _error_entry(name, error_code_for(exc))
 
 
 def _topic_entry(context: RequestContext, info: TopicInfo) -> Any:

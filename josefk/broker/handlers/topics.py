@@ -8,6 +8,13 @@ mode: INVALID_TOPIC_EXCEPTION with a message saying why.
 On the single node, one broker means one replica per partition: a replication factor other
 than 1 (or -1, "the broker's default") is refused with INVALID_REPLICATION_FACTOR, as Kafka
 refuses a factor larger than the number of live brokers. Manual assignments must name this broker.
+
+On the single node, creating a topic or partitions is all or nothing
+(``ReplicaManager.create_topic``); a failure
+is that topic's error, with a message naming the path: UNKNOWN_SERVER_ERROR when one partition
+directory cannot be made (a file in its place, permissions), INVALID_TOPIC_EXCEPTION when the
+filesystem refuses its name, KAFKA_STORAGE_ERROR when the disk failed (its log dir is then
+offline). The other topics of the request are created as usual.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from josefk.broker.catalog import (
 )
 from josefk.broker.configs import topic_config_entries
 from josefk.broker.context import RequestContext
+from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import cluster_topics, handles
 from josefk.config.topic import InvalidConfigError
 from josefk.protocol.api import ApiKey, response_class
@@ -61,7 +69,10 @@ def handle_create_topics(context: RequestContext, request: Any) -> Any:
             partitions, configs = _check_creatable(context, topic)
             topic_id = None
             if not request.validate_only:
-                topic_id = replicas.create_topic(name, partitions, configs).topic_id
+                try:
+                    topic_id = replicas.create_topic(name, partitions, configs).topic_id
+                except StorageError as exc:
+                    raise _Refused(error_code_for(exc), str(exc)) from None
         except _Refused as refused:
             results.append(
                 CreateResult(
@@ -235,6 +246,6 @@ def handle_create_partitions(context: RequestContext, request: Any) -> Any:
             try:
                 replicas.create_partitions(topic.name, topic.count)
             except StorageError as exc:
-                error, message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
+                error, message = error_code_for(exc), str(exc)
         results.append(PartitionsResult(name=topic.name, error_code=error, error_message=message))
     return PartitionsResponse(results=results)
