@@ -7,10 +7,21 @@ cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# kcat is one of the real Kafka clients the integration tests drive.
-if ! command -v kcat >/dev/null 2>&1; then
+# Debian packages the tests need, installed only where missing: kcat (a real Kafka client the
+# integration tests drive), etcd-server (the cluster tests start real etcd processes), a C
+# compiler and Python headers (josefk's optional C decoder, whose tests must not skip), and
+# a Java runtime (PySpark's local mode).
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+python_headers=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+[ -f "$python_headers/Python.h" ] || missing+=(python3-dev)
+command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing Debian packages: ${missing[*]}"
     as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # KafkaJS, for the JavaScript client tests. Some of this project's machines cannot reach the

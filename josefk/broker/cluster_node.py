@@ -84,6 +84,8 @@ class ClusterNode:
         self._tasks: list[asyncio.Task[None]] = []
         self._brokers_changed = asyncio.Event()
         self._reconcile_wanted = asyncio.Event()
+        self._view_changed = asyncio.Event()
+        self._shrink_task: asyncio.Task[None] | None = None
 
     # -- start -----------------------------------------------------------------------------
 
@@ -108,9 +110,10 @@ class ClusterNode:
         self.replicas.isr_proposer = self._propose_isr
         self._reconcile()
         loop = asyncio.get_running_loop()
+        self._shrink_task = loop.create_task(self._isr_shrink_loop())
         self._tasks = [
             loop.create_task(self._controller_loop()),
-            loop.create_task(self._isr_shrink_loop()),
+            self._shrink_task,
             loop.create_task(self._reconcile_loop()),
         ]
         if self.config.auto_leader_rebalance_enable:
@@ -118,6 +121,46 @@ class ClusterNode:
         logger.info("joined the cluster as broker %d", self.broker_id)
 
     # -- stop ------------------------------------------------------------------------------
+
+    async def controlled_shutdown(self, timeout_s: float) -> None:
+        """Before the listeners close: hand every leadership that another live in-sync
+        replica can take to it (through the controller, as Kafka's controlled shutdown), so
+        clients see no failed requests. This broker stops shrinking ISRs first: followers
+        that stop fetching from a leader that is going away must not be dropped from them."""
+        if self._shrink_task is not None:
+            self._shrink_task.cancel()
+        if self._session is None:
+            return
+        try:
+            await self.store.request_controlled_shutdown(self.broker_id, self._session)
+        except Exception as exc:
+            logger.warning("controlled shutdown request failed: %s", exc)
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while (remaining := deadline - loop.time()) > 0:
+            self._view_changed.clear()
+            if self.is_controller and self.controller is not None:
+                with contextlib.suppress(Exception):
+                    await self.controller.controlled_shutdown(
+                        self.broker_id, set(self.watcher.view.brokers)
+                    )
+            movable = self._movable_leaderships()
+            if not movable:
+                logger.info("controlled shutdown: no leadership left to hand over")
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._view_changed.wait(), remaining)
+        logger.warning("controlled shutdown: leaderships still here after %.0f s", timeout_s)
+
+    def _movable_leaderships(self) -> list[tuple[str, int]]:
+        view = self.watcher.view
+        return [
+            key
+            for key, versioned in view.partitions.items()
+            if versioned.state.leader == self.broker_id
+            and any(b != self.broker_id and b in view.brokers for b in versioned.state.isr)
+        ]
 
     async def leave(self) -> None:
         for task in self._tasks:
@@ -139,7 +182,8 @@ class ClusterNode:
     # -- metadata changes --------------------------------------------------------------------
 
     def _on_changes(self, changes: list[ViewChange]) -> None:
-        if any(c.kind in ("broker", "controller") for c in changes):
+        self._view_changed.set()
+        if any(c.kind in ("broker", "controller", "shutdown") for c in changes):
             self._brokers_changed.set()
         if any(c.kind in ("partition", "topic", "broker") for c in changes):
             self._reconcile_wanted.set()
@@ -306,8 +350,12 @@ class ClusterNode:
             await self._brokers_changed.wait()
 
     async def _act_as_controller(self, controller: ClusterController) -> None:
+        view = self.watcher.view
         try:
-            await controller.on_brokers_changed(set(self.watcher.view.brokers))
+            await controller.on_brokers_changed(set(view.brokers))
+            for broker_id in sorted(view.shutting_down & set(view.brokers)):
+                if broker_id != self.broker_id:
+                    await controller.controlled_shutdown(broker_id, set(view.brokers))
         except ControllerFencedError:
             logger.info("fenced as controller")
             self.controller = None
@@ -343,6 +391,10 @@ class ClusterNode:
         return any(not_leading.get(b, 0) / n > limit for b, n in preferred.items() if n)
 
     # -- admin through the controller ----------------------------------------------------------
+
+    @property
+    def joined(self) -> bool:
+        return self._session is not None
 
     @property
     def is_controller(self) -> bool:

@@ -12,9 +12,10 @@ E' == E our log may keep everything below O; if the leader never had E (E' < E),
 wrote in epochs up to E' can be shared, so we keep min(O, our own end of E'). A deposed
 leader's unacknowledged tail lies past that point and is removed, never served.
 
-Errors that mean the metadata moved (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH)
-park the partition until the broker's metadata gives it a new role; a lost connection is
-retried after ``replica.fetch.backoff.ms``.
+An error for a partition (NOT_LEADER_OR_FOLLOWER or a leader epoch the leader does not know
+yet, while the metadata reaches both brokers) delays that partition for
+``replica.fetch.backoff.ms``; a new role from the metadata re-follows it at once. A lost
+connection is retried after the same backoff.
 
 Imports josefk.client's connection (the same wire code clients use), josefk.protocol and
 josefk.storage through the broker's Partition; must not import the handlers.
@@ -70,7 +71,9 @@ class _Followed:
     partition: Partition
     leader_epoch: int
     truncated: bool = False
-    parked: bool = False
+    # Loop time before which the partition is not fetched (after an error), as Kafka's
+    # fetcher delays a partition for replica.fetch.backoff.ms.
+    delayed_until: float = 0.0
 
 
 class ReplicaFetcher:
@@ -125,11 +128,15 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         backoff_s = self._settings.backoff_ms / 1000
+        loop = asyncio.get_running_loop()
         while True:
-            active = {tp: f for tp, f in self._partitions.items() if not f.parked}
+            now = loop.time()
+            active = {tp: f for tp, f in self._partitions.items() if f.delayed_until <= now}
             if not active:
                 self._changed.clear()
-                await self._changed.wait()
+                delays = [f.delayed_until - now for f in self._partitions.values()]
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), min(delays, default=None))
                 continue
             try:
                 connection = await self._connect()
@@ -200,7 +207,7 @@ class ReplicaFetcher:
                     continue
                 followed = current
                 if result.error_code != ErrorCode.NONE:
-                    self._maybe_park(tp, followed, result.error_code)
+                    self._delay(tp, followed, result.error_code)
                     continue
                 self._truncate_to_divergence(
                     followed, asked[tp], result.leader_epoch, result.end_offset
@@ -287,7 +294,7 @@ class ReplicaFetcher:
                 followed.truncated = False
             return
         if error != ErrorCode.NONE:
-            self._maybe_park(tp, followed, error)
+            self._delay(tp, followed, error)
             return
         records = data.records
         if records is not None and len(records):
@@ -301,15 +308,10 @@ class ReplicaFetcher:
         if log.update_high_watermark(min(data.high_watermark, log.log_end_offset)) != old_hw:
             self._on_high_watermark(tp)
 
-    def _maybe_park(self, tp: TopicPartition, followed: _Followed, error: int) -> None:
-        if error in _RETRY_ERRORS:
-            # Our metadata is behind or ahead of the leader's: wait for the next state.
-            followed.parked = True
-            logger.info(
-                "%s: leader %d answered %s; waiting for metadata",
-                tp,
-                self.leader_id,
-                ErrorCode(error).name,
-            )
-        else:
-            logger.warning("%s: leader %d answered %s", tp, self.leader_id, ErrorCode(error).name)
+    def _delay(self, tp: TopicPartition, followed: _Followed, error: int) -> None:
+        # Our metadata is behind or ahead of the leader's (or the leader is in trouble): try
+        # again after the backoff; a new role from the metadata re-follows at once.
+        loop = asyncio.get_running_loop()
+        followed.delayed_until = loop.time() + self._settings.backoff_ms / 1000
+        level = logging.INFO if error in _RETRY_ERRORS else logging.WARNING
+        logger.log(level, "%s: leader %d answered %s", tp, self.leader_id, ErrorCode(error).name)

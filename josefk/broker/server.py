@@ -363,6 +363,8 @@ class Broker:
         if self.replica_manager is not None:
             # Parked fetches answer with what they have instead of waiting out max_wait_ms.
             self.replica_manager.fetch_purgatory.close()
+        if self.cluster is not None and self.cluster.joined:
+            await self.cluster.controlled_shutdown(deadline_s)
         if self._server is not None:
             await self._server.shutdown(deadline_s)
         if self.cluster is not None:

@@ -11,6 +11,7 @@ brokers can interleave halfway through one::
     P/topics/<name>               TopicRecord (JSON)
     P/partitions/<topic>/<p>      PartitionState (JSON)
     P/producer_ids/next_block     the first producer id not yet handed out (decimal)
+    P/shutdown/<id>               a broker's request for a controlled shutdown, on its lease
 
 Who writes what:
 
@@ -209,6 +210,7 @@ class MetadataSnapshot:
     controller: ControllerClaim | None
     topics: dict[str, TopicRecord]
     partitions: dict[tuple[str, int], VersionedPartitionState]
+    shutting_down: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,6 +472,11 @@ class EtcdMetadataStore:
         deletes += [self.key("partitions", name, i) for i in range(partitions)]
         return await self.controller_write(claim, deletes=deletes)
 
+    async def request_controlled_shutdown(self, broker_id: int, session: BrokerSession) -> None:
+        """Ask the controller to move this broker's leaderships away (Kafka's controlled
+        shutdown). The key lives on the broker's lease and goes with it."""
+        await self.client.put(self.key("shutdown", broker_id), b"1", lease=session.lease)
+
     # -- partitions --------------------------------------------------------------------
 
     async def partition_state(self, topic: str, partition: int) -> VersionedPartitionState | None:
@@ -547,6 +554,7 @@ class EtcdMetadataStore:
         controller: ControllerClaim | None = None
         topics: dict[str, TopicRecord] = {}
         partitions: dict[tuple[str, int], VersionedPartitionState] = {}
+        shutting_down: set[int] = set()
         for kv in result:
             parts = self.split_key(kv.key)
             if parts == ["cluster_id"]:
@@ -563,7 +571,17 @@ class EtcdMetadataStore:
                 partitions[(parts[1], int(parts[2]))] = VersionedPartitionState(
                     PartitionState.decode(kv.value), kv.mod_revision
                 )
-        return MetadataSnapshot(revision, cluster_id, brokers, controller, topics, partitions)
+            elif len(parts) == 2 and parts[0] == "shutdown":
+                shutting_down.add(int(parts[1]))
+        return MetadataSnapshot(
+            revision,
+            cluster_id,
+            brokers,
+            controller,
+            topics,
+            partitions,
+            frozenset(shutting_down),
+        )
 
     def split_key(self, key: bytes) -> list[str]:
         """``P/partitions/t/0`` -> ``["partitions", "t", "0"]``. Topic names cannot hold

@@ -54,6 +54,8 @@ class ClusterView:
     controller: ControllerClaim | None = None
     topics: dict[str, TopicRecord] = field(default_factory=dict)
     partitions: dict[tuple[str, int], VersionedPartitionState] = field(default_factory=dict)
+    # Brokers that asked for a controlled shutdown.
+    shutting_down: set[int] = field(default_factory=set)
 
     @classmethod
     def of(cls, snapshot: MetadataSnapshot) -> ClusterView:
@@ -64,6 +66,7 @@ class ClusterView:
             snapshot.controller,
             dict(snapshot.topics),
             dict(snapshot.partitions),
+            set(snapshot.shutting_down),
         )
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:
@@ -73,8 +76,8 @@ class ClusterView:
 
 @dataclass(frozen=True, slots=True)
 class ViewChange:
-    """What changed: ``kind`` is broker, controller, topic or partition; ``name`` the broker
-    id, topic name or (topic, partition); ``removed`` when the entry went away."""
+    """What changed: ``kind`` is broker, controller, topic, partition or shutdown; ``name``
+    the broker id, topic name or (topic, partition); ``removed`` when the entry went away."""
 
     kind: str
     name: object
@@ -141,6 +144,7 @@ class ClusterWatcher:
             *_differences("topic", old.topics, new.topics),
             *_differences("partition", old.partitions, new.partitions),
         ]
+        changes += [ViewChange("shutdown", b) for b in old.shutting_down ^ new.shutting_down]
         if old.controller != new.controller:
             changes.append(ViewChange("controller", None, removed=new.controller is None))
         self.view = new
@@ -181,6 +185,13 @@ class ClusterWatcher:
             else:
                 view.topics[name] = TopicRecord.decode(value)
             return [ViewChange("topic", name, removed)]
+        if len(parts) == 2 and parts[0] == "shutdown":
+            broker_id = int(parts[1])
+            if value is None:
+                view.shutting_down.discard(broker_id)
+            else:
+                view.shutting_down.add(broker_id)
+            return [ViewChange("shutdown", broker_id, removed)]
         if len(parts) == 3 and parts[0] == "partitions":
             key = (parts[1], int(parts[2]))
             if value is None:

@@ -627,8 +627,10 @@ class LogSegment:
         end, last_offset = start, self.base_offset - 1
         try:
             for header in self.log.batch_headers_from(start):
-                if end == start and entry is not None and not (
-                    header.base_offset <= entry.offset <= header.last_offset
+                if (
+                    end == start
+                    and entry is not None
+                    and not (header.base_offset <= entry.offset <= header.last_offset)
                 ):
                     return (
                         f"the last offset index entry names offset {entry.offset} at position "

@@ -12,8 +12,11 @@ Not a handler module of its own: topics.py hands cluster-mode requests here.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any
+
+import aetcd.exceptions
 
 from josefk.broker.catalog import (
     InvalidTopicError,
@@ -31,9 +34,12 @@ from josefk.cluster.controller import (
     TopicExistsError,
     UnknownTopicError,
 )
+from josefk.cluster.metadata_store import EtcdUnavailableError
 from josefk.config.topic import InvalidConfigError
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
+
+logger = logging.getLogger(__name__)
 
 CreateResponse = response_class(ApiKey.CREATE_TOPICS)
 CreateResult = CreateResponse.CreatableTopicResult
@@ -66,7 +72,11 @@ def _error_of(exc: BaseException) -> tuple[ErrorCode, str]:
     for kind, code in _ERRORS:
         if isinstance(exc, kind):
             return code, str(exc)
-    raise exc
+    if isinstance(exc, aetcd.exceptions.ClientError | EtcdUnavailableError):
+        # etcd is away (restarting, cut off): retriable, the client tries again.
+        return ErrorCode.REQUEST_TIMED_OUT, f"the cluster metadata is unreachable: {exc}"
+    logger.exception("unexpected error in a cluster admin request", exc_info=exc)
+    return ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)
 
 
 def _node(context: RequestContext) -> ClusterNode:

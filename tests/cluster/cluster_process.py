@@ -1,0 +1,97 @@
+"""A real josefk cluster for the tests: one etcd process and N ``josefk serve`` processes,
+started the way a user starts them (``--set broker.id=N --set josefk.etcd.endpoints=...``).
+
+Owns ``LocalCluster``: start, the bootstrap list, which broker leads a partition (asked of
+the cluster through a real client's metadata), and the bounded waits that cluster tests need
+for state that only the cluster can change (a new leader elected, an ISR grown back). Those
+waits poll the cluster's own answers with a deadline; nothing sleeps a fixed time.
+
+Must not import josefk: the tests talk to the cluster through processes and real clients.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from broker_process import LIVE_BROKERS, BrokerProcess
+from confluent_kafka.admin import AdminClient
+from etcd_server import EtcdServer
+
+T = TypeVar("T")
+WAIT_S = 60.0
+
+
+class LocalCluster:
+    def __init__(
+        self,
+        base: Path,
+        *,
+        brokers: int = 3,
+        settings: Sequence[str] = (),
+        session_timeout_ms: int = 3000,
+    ) -> None:
+        self.base = base
+        self.etcd = EtcdServer(base / "etcd", base / "etcd.log")
+        self.brokers: dict[int, BrokerProcess] = {}
+        self._count = brokers
+        self._settings = list(settings)
+        self._session_timeout_ms = session_timeout_ms
+
+    def start(self) -> LocalCluster:
+        self.etcd.start()
+        for broker_id in range(1, self._count + 1):
+            broker = BrokerProcess(
+                self.base / f"broker{broker_id}" / "data",
+                self.base / f"broker{broker_id}.stderr.log",
+                settings=[
+                    f"broker.id={broker_id}",
+                    f"josefk.etcd.endpoints={self.etcd.endpoint}",
+                    f"josefk.etcd.session.timeout.ms={self._session_timeout_ms}",
+                    *self._settings,
+                ],
+            )
+            broker.start()
+            self.brokers[broker_id] = broker
+        return self
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.is_alive())
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+
+    def partition_states(self, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+        """partition -> (leader, replicas, isr) as a live broker reports it."""
+        metadata = self.admin().list_topics(topic, timeout=10)
+        found = metadata.topics[topic]
+        return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in found.partitions.values()}
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        return self.partition_states(topic)[partition][0]
+
+    def close(self) -> None:
+        for broker in self.brokers.values():
+            broker.close()
+            if broker in LIVE_BROKERS:
+                LIVE_BROKERS.remove(broker)
+        self.etcd.close()
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT_S) -> T:
+    """Ask ``probe`` until it answers (not None/False) or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = probe()
+        except Exception as exc:  # the cluster may be mid-failover: ask again
+            last_error = exc
+            result = None
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what} (last error: {last_error})")
