@@ -3,7 +3,10 @@
 Owns the rules for requests that cannot be served: an ApiVersions request of a version we do
 not support is answered v0-shaped with UNSUPPORTED_VERSION and our ranges (KIP-511); any
 other unknown API, unsupported version or undecodable body closes that connection with the
-reason logged, as Kafka does, while the broker goes on serving everyone else.
+reason logged, as Kafka does, while the broker goes on serving everyone else. A handler that
+raises (synchronously or in its coroutine) is answered with the request's error response,
+every partition or resource carrying the error (``error_responses``), logged once with its
+traceback and counted; the connection goes on serving.
 
 Imports josefk.protocol, the handler registry and the network layer's types; must not import
 josefk.storage.
@@ -17,6 +20,8 @@ from collections.abc import Awaitable
 from typing import Any
 
 from josefk.broker.context import BrokerContext, RequestContext
+from josefk.broker.error_responses import error_response
+from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import NO_RESPONSE, HandlerSpec
 from josefk.broker.network import (
     CloseConnection,
@@ -63,20 +68,63 @@ class RequestDispatcher:
                 f"no handler for api key {api_key} version {version} (client {header.client_id!r})"
             )
         context = RequestContext(self._broker, header, version, connection)
-        result = spec.fn(context, body)
+        try:
+            result = spec.fn(context, body)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            return self._failed(context, spec, body, exc, started, frame.nbytes)
         if is_awaitable(result):
-            return self._finish(context, spec, result, started, frame.nbytes)
+            return self._finish(context, spec, body, result, started, frame.nbytes)
         return self._respond(context, spec, result, started, frame.nbytes)
 
     async def _finish(
         self,
         context: RequestContext,
         spec: HandlerSpec,
+        request: Any,
         pending: Awaitable[Any],
         started: float,
         size: int,
     ) -> Response | None:
-        return self._respond(context, spec, await pending, started, size)
+        try:
+            body = await pending
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            return self._failed(context, spec, request, exc, started, size)
+        return self._respond(context, spec, body, started, size)
+
+    def _failed(
+        self,
+        context: RequestContext,
+        spec: HandlerSpec,
+        request: Any,
+        exc: Exception,
+        started: float,
+        size: int,
+    ) -> Response | None:
+        """A handler raised: answer every part of the request with the error (Kafka's
+        getErrorResponse), log it once with its traceback, count it, keep the connection."""
+        error = error_code_for(exc, log=False)
+        logger.error(
+            "%s v%d from %s failed, answered %s",
+            spec.name,
+            context.api_version,
+            context.connection.peer,
+            error.name,
+            exc_info=exc,
+        )
+        if self._metrics is not None:
+            self._metrics.requests.error(spec.name, error.name)
+        if spec.api_key == ApiKey.PRODUCE and getattr(request, "acks", None) == 0:
+            raise CloseConnection(f"acks=0 produce failed: {error.name}") from None
+        try:
+            body = error_response(spec.api_key, context.api_version, request, error, str(exc))
+        except Exception:
+            logger.exception("cannot build the error response of %s; closing", spec.name)
+            raise CloseConnection(f"{spec.name} failed and cannot be answered") from None
+        return self._respond(context, spec, body, started, size)
 
     def _respond(
         self,

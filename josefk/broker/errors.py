@@ -76,10 +76,12 @@ _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
 )
 
 
-def error_code_for(exc: BaseException) -> ErrorCode:
-    """The error code a client should see for ``exc``; unexpected ones are logged."""
+def error_code_for(exc: BaseException, *, log: bool = True) -> ErrorCode:
+    """The error code a client should see for ``exc``; unexpected ones are logged (unless
+    ``log`` is off: the caller logs them itself)."""
     for kind, code in _TABLE:
         if isinstance(exc, kind):
             return code
-    logger.exception("unexpected error while serving a request", exc_info=exc)
+    if log:
+        logger.exception("unexpected error while serving a request", exc_info=exc)
     return ErrorCode.UNKNOWN_SERVER_ERROR

@@ -283,6 +283,12 @@ class Connection:
             logger.info("closing connection from %s: %s", self.info.peer, exc)
             self._reading = False
             return
+        except Exception:
+            # The dispatcher answers handler failures itself; anything else is a bug in it.
+            # This connection can no longer answer in order: close it rather than hang.
+            logger.exception("request from %s could not be dispatched; closing", self.info.peer)
+            self._reading = False
+            return
         if is_awaitable(result) and not isinstance(result, asyncio.Future):
             # Run it now so that it makes progress while earlier responses are written.
             result = asyncio.ensure_future(result)
