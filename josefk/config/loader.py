@@ -40,12 +40,14 @@ from typing import Final
 from josefk.config.broker import (
     ACCEPTED_UNUSED_KEYS,
     BROKER_CONFIG_KEYS,
+    REFUSED_KEYS,
     BrokerConfig,
     BrokerConfigError,
     ConfigProblem,
     Listener,
     is_accepted_unused,
     parse_host_port,
+    refusal,
 )
 from josefk.config.properties import PropertiesSyntaxError, read_properties_file_lines
 
@@ -245,12 +247,20 @@ def _merge(sources: Iterable[ConfigSource]) -> tuple[dict[str, str], dict[str, s
     merged: dict[str, str] = {}
     origins: dict[str, str] = {}
     warnings: list[str] = []
+    refused: list[ConfigProblem] = []
     for source in sources:
         warnings.extend(source.warnings)
         known: dict[str, str] = {}
         for key, value in source.properties.items():
-            if key in _KNOWN:
+            reason = refusal(key, value)
+            if reason is not None:
+                refused.append(
+                    ConfigProblem(key, value, reason, source.origins.get(key, source.name))
+                )
+            elif key in _KNOWN:
                 known[key] = value
+            elif key in REFUSED_KEYS:
+                pass  # set empty: the capability is off, as josefk has it
             elif not is_accepted_unused(key):
                 warnings.append(
                     f"unknown config key {key!r} from {source.origins.get(key, source.name)}"
@@ -264,6 +274,8 @@ def _merge(sources: Iterable[ConfigSource]) -> tuple[dict[str, str], dict[str, s
         for key, value in known.items():
             merged[key] = value
             origins[key] = source.origins.get(key, source.name)
+    if refused:
+        raise BrokerConfigError(refused)
     return merged, origins, warnings
 
 
