@@ -40,6 +40,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("consume", "consume"),
     ("groups", "groups"),
     ("cluster", "cluster"),
+    ("dev_cluster", "dev_cluster"),
     ("perf", "perf"),
 ]
 

@@ -1,0 +1,169 @@
+"""``josefk dev-cluster``: a replicated cluster on this machine, for trying things out.
+
+Starts an etcd (the ``etcd`` program on PATH: Debian's ``etcd-server`` package) and N brokers
+(``josefk serve`` processes, the same code path as a real deployment) with their data in one
+folder, prints the bootstrap list once every broker serves, and stops everything on Ctrl-C
+or SIGTERM (brokers with SIGTERM, so each makes a controlled shutdown and a clean one).
+
+Owns only process supervision; imports nothing of josefk beyond the CLI's helpers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+
+_READY_TIMEOUT_S = 60.0
+
+
+@click.command("dev-cluster", short_help="Run etcd and N brokers on this machine.")
+@click.option("--brokers", default=3, show_default=True, type=click.IntRange(1, 9))
+@click.option(
+    "--data-dir",
+    default="./josefk-dev-cluster",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="One folder for etcd's and every broker's data.",
+)
+@click.option(
+    "--base-port",
+    default=9092,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    help="Broker N listens on base-port + N - 1.",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A broker property for every broker (repeatable).",
+)
+def dev_cluster(brokers: int, data_dir: str, base_port: int, overrides: tuple[str, ...]) -> None:
+    """Run an etcd and --brokers brokers until Ctrl-C."""
+    etcd = shutil.which("etcd")
+    if etcd is None:
+        raise click.ClickException(
+            "etcd is not installed: install Debian's etcd-server package "
+            "(sudo apt-get install etcd-server) or put an etcd binary on PATH"
+        )
+    root = Path(data_dir).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    client_port, peer_port = _free_port(), _free_port()
+    etcd_endpoint = f"127.0.0.1:{client_port}"
+    processes: list[subprocess.Popen[bytes]] = []
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        if stopping:
+            for process in processes:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+            return
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        etcd_log = (root / "etcd.log").open("ab")
+        processes.append(
+            subprocess.Popen(
+                [
+                    etcd,
+                    "--name",
+                    "josefk-dev",
+                    "--data-dir",
+                    str(root / "etcd"),
+                    "--listen-client-urls",
+                    f"http://{etcd_endpoint}",
+                    "--advertise-client-urls",
+                    f"http://{etcd_endpoint}",
+                    "--listen-peer-urls",
+                    f"http://127.0.0.1:{peer_port}",
+                    "--initial-advertise-peer-urls",
+                    f"http://127.0.0.1:{peer_port}",
+                    "--initial-cluster",
+                    f"josefk-dev=http://127.0.0.1:{peer_port}",
+                ],
+                stdout=etcd_log,
+                stderr=etcd_log,
+                start_new_session=True,
+            )
+        )
+        _wait_for_port("127.0.0.1", client_port, processes[0], "etcd")
+        bootstrap = []
+        for broker_id in range(1, brokers + 1):
+            port = base_port + broker_id - 1
+            log = (root / f"broker{broker_id}.log").open("ab")
+            command = [
+                sys.executable, "-m", "josefk", "serve",
+                "--data-dir", str(root / f"broker{broker_id}"),
+                "--listen", f"127.0.0.1:{port}",
+                "--metrics-port", "0",
+                "--set", f"broker.id={broker_id}",
+                "--set", f"josefk.etcd.endpoints={etcd_endpoint}",
+            ]  # fmt: skip
+            for item in overrides:
+                command += ["--set", item]
+            processes.append(
+                subprocess.Popen(
+                    command, stdout=subprocess.PIPE, stderr=log, start_new_session=True
+                )
+            )
+            bootstrap.append(f"127.0.0.1:{port}")
+        for broker_id in range(1, brokers + 1):
+            # A broker prints its one stdout line once it has joined the cluster and serves.
+            stdout = processes[broker_id].stdout
+            assert stdout is not None
+            line = stdout.readline().decode(errors="replace")
+            if "listening on" not in line:
+                raise click.ClickException(
+                    f"broker {broker_id} did not start; see {root / f'broker{broker_id}.log'}"
+                )
+        click.echo(f"etcd at {etcd_endpoint}; data and logs in {root}")
+        click.echo(f"bootstrap: {','.join(bootstrap)}")
+        click.echo("Ctrl-C stops the cluster.")
+        while not stopping and all(p.poll() is None for p in processes):
+            time.sleep(0.2)
+        for process in processes:
+            if process.poll() is not None and not stopping:
+                click.echo(f"a process exited with {process.returncode}; stopping", err=True)
+    finally:
+        # Brokers first (each hands its leaderships over), etcd last.
+        for process in reversed(processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in reversed(processes):
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        click.echo("stopped")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_for_port(host: str, port: int, process: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + _READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise click.ClickException(f"{what} exited with {process.returncode}; see its log")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise click.ClickException(
+        f"{what} did not listen on {host}:{port} within {_READY_TIMEOUT_S:.0f}s"
+    )

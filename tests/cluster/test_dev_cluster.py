@@ -1,0 +1,51 @@
+"""``josefk dev-cluster``: etcd plus three brokers from one command, a bootstrap list that
+real clients use, and Ctrl-C stops every process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from broker_process import SOURCE_DIR, free_port
+from confluent_kafka.admin import AdminClient
+from etcd_server import ETCD, SKIP_REASON
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(ETCD is None, reason=SKIP_REASON)]
+
+
+def test_dev_cluster_starts_three_brokers_and_stops_them(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
+    env["PYTHONPATH"] = str(SOURCE_DIR)
+    base = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "josefk", "dev-cluster", "--data-dir", str(tmp_path / "dev"),
+         "--base-port", str(base)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        bootstrap = None
+        for line in process.stdout:
+            if line.startswith("bootstrap: "):
+                bootstrap = line.split(": ", 1)[1].strip()
+                break
+        assert bootstrap is not None, "dev-cluster printed no bootstrap list"
+        assert bootstrap.count(",") == 2
+        metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
+        assert sorted(metadata.brokers) == [1, 2, 3]
+        assert metadata.controller_id in (1, 2, 3)
+    finally:
+        process.send_signal(signal.SIGINT)
+        rest = process.communicate(timeout=120)[0]
+    assert process.returncode == 0, rest
+    assert "stopped" in rest
+    # Every broker left cleanly (clean-shutdown markers) and nothing listens any more.
+    for broker_id in (1, 2, 3):
+        assert (tmp_path / "dev" / f"broker{broker_id}" / ".kafka_cleanshutdown").exists()
