@@ -33,6 +33,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from kafkajs_support import needs_kafkajs
 
 PARTITIONS = 6
 SESSION_MS = 6000
@@ -407,10 +408,7 @@ def wait_js(members: list[JsMember], joins: queue.Queue[JsMember], count: int) -
     raise AssertionError(f"KafkaJS assignments {[m.assignment for m in members]}")
 
 
-@pytest.mark.skipif(
-    NODE is None or not (JS_DIR / "node_modules" / "kafkajs").is_dir(),
-    reason="node or tests/js/node_modules/kafkajs missing",
-)
+@needs_kafkajs
 def test_kafkajs_group_members_split_leave_and_die(group_broker: BrokerProcess) -> None:
     bootstrap = group_broker.bootstrap
     topic = new_topic(bootstrap, "grp-js")

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from broker_process import BrokerFactory, BrokerProcess
 from client_helpers import ck_consume, ck_create_topic, ck_produce, make_messages, unique_topic
+from kafkajs_support import needs_kafkajs
 
 from josefk.protocol.api import ApiKey, decode_response, encode_request, request_class
 from josefk.protocol.errors import ErrorCode
@@ -261,10 +262,7 @@ def test_confluent_kafka_idempotent_producer(broker: BrokerProcess) -> None:
     check_exactly_once(broker, topic, [m.value for m in messages])
 
 
-@pytest.mark.skipif(
-    NODE is None or not (JS_DIR / "node_modules" / "kafkajs").is_dir(),
-    reason="node or tests/js/node_modules/kafkajs missing (run npm install in tests/js)",
-)
+@needs_kafkajs
 def test_kafkajs_idempotent_producer(broker: BrokerProcess) -> None:
     assert NODE is not None
     topic = unique_topic("idem-kafkajs")

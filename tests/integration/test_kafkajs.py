@@ -26,6 +26,7 @@ from client_helpers import (
     make_messages,
     unique_topic,
 )
+from kafkajs_support import needs_kafkajs
 
 JS_DIR = Path(__file__).resolve().parent.parent / "js"
 SCRIPT = JS_DIR / "kafkajs_actions.mjs"
@@ -34,10 +35,7 @@ RUN_TIMEOUT_S = 60.0
 
 pytestmark = [
     pytest.mark.timeout(120),
-    pytest.mark.skipif(
-        NODE is None or not (JS_DIR / "node_modules" / "kafkajs").is_dir(),
-        reason="node or tests/js/node_modules/kafkajs missing (run npm install in tests/js)",
-    ),
+    needs_kafkajs,
 ]
 
 

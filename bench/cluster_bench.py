@@ -1,0 +1,297 @@
+"""The replicated cluster's cost and failover time, against a single replica in the same run.
+
+Starts a real etcd and three ``josefk serve`` brokers on this machine (the client shares the
+same cores), then measures with confluent-kafka (librdkafka), 1 KiB records:
+
+1. throughput: RF=1 acks=1 (the baseline) and RF=3 acks=all min.insync.replicas=2, each the
+   best of ``--rounds`` runs of ``--mb`` MB, with the brokers' own CPU seconds per GB moved
+   (the sum over the three processes, read from /proc);
+2. latency: p50/p99 of the delivery latency librdkafka measures per record, at a fixed rate
+   (``--rate-mb`` MB/s) for ``--latency-s`` seconds, both configurations;
+3. failover: an acks=all producer sends a record every millisecond to one partition; its
+   leader is SIGKILLed; the time from the kill to the first acknowledged record sent after it,
+   with the default ``josefk.etcd.session.timeout.ms`` and with ``--fast-session-ms``.
+
+Prints a table; ``--quick`` for a smoke run. Loopback only, bounded in time.
+
+    .venv/bin/python bench/cluster_bench.py --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORD = b"x" * 1024
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Cluster:
+    def __init__(self, base: Path, session_ms: int) -> None:
+        self.base = base
+        self.session_ms = session_ms
+        self.etcd: subprocess.Popen[bytes] | None = None
+        self.brokers: dict[int, subprocess.Popen[bytes]] = {}
+        self.ports: dict[int, int] = {}
+
+    def start(self) -> Cluster:
+        etcd = shutil.which("etcd")
+        if etcd is None:
+            sys.exit("etcd is not installed (Debian package etcd-server)")
+        client, peer = free_port(), free_port()
+        self.endpoint = f"127.0.0.1:{client}"
+        log = (self.base / "etcd.log").open("ab")
+        self.etcd = subprocess.Popen(
+            [etcd, "--data-dir", str(self.base / "etcd"),
+             "--listen-client-urls", f"http://{self.endpoint}",
+             "--advertise-client-urls", f"http://{self.endpoint}",
+             "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+             "--initial-cluster", f"default=http://127.0.0.1:{peer}"],
+            stdout=log, stderr=log,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", client), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    sys.exit("etcd did not start")
+                time.sleep(0.1)
+        for broker_id in (1, 2, 3):
+            self.start_broker(broker_id)
+        return self
+
+    def start_broker(self, broker_id: int) -> None:
+        port = self.ports.setdefault(broker_id, free_port())
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        log = (self.base / f"broker{broker_id}.log").open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "josefk", "serve",
+             "--data-dir", str(self.base / f"broker{broker_id}"),
+             "--listen", f"127.0.0.1:{port}", "--metrics-port", "0",
+             "--set", f"broker.id={broker_id}",
+             "--set", f"josefk.etcd.endpoints={self.endpoint}",
+             "--set", f"josefk.etcd.session.timeout.ms={self.session_ms}"],
+            stdout=subprocess.PIPE, stderr=log, env=env,
+        )  # fmt: skip
+        assert process.stdout is not None
+        line = process.stdout.readline().decode()
+        if "listening on" not in line:
+            sys.exit(f"broker {broker_id} did not start; see {self.base}/broker{broker_id}.log")
+        self.brokers[broker_id] = process
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(
+            f"127.0.0.1:{self.ports[b]}" for b, p in self.brokers.items() if p.poll() is None
+        )
+
+    def cpu_seconds(self) -> float:
+        total = 0.0
+        for process in self.brokers.values():
+            if process.poll() is None:
+                fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return total
+
+    def create(self, name: str, partitions: int, rf: int, min_isr: int) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        topic = NewTopic(name, partitions, rf, config={"min.insync.replicas": str(min_isr)})
+        for future in admin.create_topics([topic]).values():
+            future.result(30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = admin.list_topics(name, timeout=10).topics[name].partitions.values()
+            if all(p.leader > 0 and len(p.isrs) == rf for p in found):
+                return
+            time.sleep(0.1)
+        sys.exit(f"topic {name} did not get its leaders")
+
+    def leader_of(self, name: str, partition: int) -> int:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        return int(admin.list_topics(name, timeout=10).topics[name].partitions[partition].leader)
+
+    def stop(self) -> None:
+        for process in self.brokers.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.brokers.values():
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        if self.etcd is not None:
+            self.etcd.terminate()
+            self.etcd.wait(30)
+
+
+def producer(cluster: Cluster, acks: str, **extra: Any) -> Producer:
+    conf = {
+        "bootstrap.servers": cluster.bootstrap,
+        "acks": acks,
+        "linger.ms": 5,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576,
+        "log_level": 2,
+    }
+    conf.update(extra)
+    return Producer(conf)
+
+
+def throughput(cluster: Cluster, topic: str, acks: str, megabytes: int) -> tuple[float, float]:
+    p = producer(cluster, acks)
+    count = megabytes * 1024
+    failures: list[Any] = []
+    cpu0, t0 = cluster.cpu_seconds(), time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, RECORD, on_delivery=lambda e, m: e and failures.append(e))
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 1000 == 0:
+            p.poll(0)
+    p.flush(120)
+    elapsed = time.perf_counter() - t0
+    cpu = cluster.cpu_seconds() - cpu0
+    if failures:
+        sys.exit(f"{len(failures)} records failed: {failures[:3]}")
+    gigabytes = count * 1024 / 1e9
+    return megabytes * 1.048576 / elapsed, cpu / gigabytes
+
+
+def latency(
+    cluster: Cluster, topic: str, acks: str, rate_mb: float, seconds: float
+) -> tuple[float, float]:
+    p = producer(cluster, acks, **{"linger.ms": 1})
+    latencies: list[float] = []
+
+    def done(err: Any, msg: Any) -> None:
+        if err is None and msg.latency() is not None:
+            latencies.append(msg.latency() * 1000)
+
+    per_ms = rate_mb * 1024 / 1000  # records per millisecond
+    start = time.perf_counter()
+    sent = 0
+    while (now := time.perf_counter() - start) < seconds:
+        due = int(now * 1000 * per_ms)
+        while sent < due:
+            p.produce(topic, RECORD, on_delivery=done)
+            sent += 1
+        p.poll(0.001)
+    p.flush(60)
+    latencies.sort()
+    return statistics.median(latencies), latencies[int(len(latencies) * 0.99)]
+
+
+def failover(cluster: Cluster, topic: str) -> float:
+    p = producer(
+        cluster, "all", **{"linger.ms": 0, "message.timeout.ms": 60_000, "enable.idempotence": True}
+    )
+    leader = cluster.leader_of(topic, 0)
+    acked_after: list[float] = []
+
+    def done(err: Any, msg: Any) -> None:
+        if err is None:
+            acked_after.append(time.monotonic())
+
+    for _ in range(200):
+        p.produce(topic, RECORD, partition=0)
+        p.poll(0.001)
+    p.flush(30)
+    cluster.brokers[leader].kill()
+    cluster.brokers[leader].wait()
+    killed_at = time.monotonic()  # every record sent from here on was sent after the kill
+    deadline = time.monotonic() + 60
+    while not acked_after and time.monotonic() < deadline:
+        try:
+            p.produce(topic, RECORD, partition=0, on_delivery=done)
+        except BufferError:
+            pass
+        p.poll(0.001)
+    result = acked_after[0] - killed_at if acked_after else float("nan")
+    p.flush(60)
+    cluster.start_broker(leader)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--mb", type=int, default=256)
+    parser.add_argument("--rate-mb", type=float, default=20.0)
+    parser.add_argument("--latency-s", type=float, default=10.0)
+    parser.add_argument("--fast-session-ms", type=int, default=2000)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.mb, args.latency_s = 1, 32, 3.0
+    with tempfile.TemporaryDirectory(prefix="josefk-cluster-bench-") as tmp:
+        cluster = Cluster(Path(tmp) / "default", 6000)
+        (Path(tmp) / "default").mkdir()
+        cluster.start()
+        try:
+            rows = []
+            for name, rf, acks, min_isr in (("rf1", 1, "1", 1), ("rf3", 3, "all", 2)):
+                results = []
+                for round_ in range(args.rounds):
+                    topic = f"{name}-{round_}"
+                    cluster.create(topic, 3, rf, min_isr)
+                    results.append(throughput(cluster, topic, acks, args.mb))
+                best = max(results)
+                cluster.create(f"{name}-latency", 3, rf, min_isr)
+                p50, p99 = latency(cluster, f"{name}-latency", acks, args.rate_mb, args.latency_s)
+                rows.append(
+                    (name, acks, best[0], best[1], p50, p99, [round(r[0]) for r in results])
+                )
+            cluster.create("failover", 1, 3, 2)
+            default_failover = failover(cluster, "failover")
+        finally:
+            cluster.stop()
+        fast = Cluster(Path(tmp) / "fast", args.fast_session_ms)
+        (Path(tmp) / "fast").mkdir()
+        fast.start()
+        try:
+            fast.create("failover", 1, 3, 2)
+            fast_failover = failover(fast, "failover")
+        finally:
+            fast.stop()
+    print(
+        f"{'config':8} {'acks':5} {'MB/s':>8} {'broker CPU s/GB':>16} {'p50 ms':>8} {'p99 ms':>8}  rounds (MB/s)"
+    )
+    for name, acks, mbs, cpu, p50, p99, rounds in rows:
+        print(f"{name:8} {acks:5} {mbs:8.1f} {cpu:16.1f} {p50:8.2f} {p99:8.2f}  {rounds}")
+    print(f"RF=3 throughput is {rows[1][2] / rows[0][2] * 100:.0f}% of RF=1")
+    print(
+        f"failover (SIGKILL to first acks=all ack): {default_failover:.2f} s with the default "
+        f"session timeout (6000 ms), {fast_failover:.2f} s with {args.fast_session_ms} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()
