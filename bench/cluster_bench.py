@@ -7,7 +7,8 @@ same cores), then measures with confluent-kafka (librdkafka), 1 KiB records:
    best of ``--rounds`` runs of ``--mb`` MB, with the brokers' own CPU seconds per GB moved
    (the sum over the three processes, read from /proc);
 2. latency: p50/p99 of the delivery latency librdkafka measures per record, at a fixed rate
-   (``--rate-mb`` MB/s) for ``--latency-s`` seconds, both configurations;
+   (``--rate-mb`` MB/s) for ``--latency-s`` seconds, both configurations, each after a sync
+   and a ``--settle-s`` pause;
 3. failover: an acks=all producer sends a record every millisecond to one partition; its
    leader is SIGKILLed; the time from the kill to the first acknowledged record sent after it,
    with the default ``josefk.etcd.session.timeout.ms`` and with ``--fast-session-ms``.
@@ -247,10 +248,11 @@ def main() -> None:
     parser.add_argument("--rate-mb", type=float, default=20.0)
     parser.add_argument("--latency-s", type=float, default=10.0)
     parser.add_argument("--fast-session-ms", type=int, default=2000)
+    parser.add_argument("--settle-s", type=float, default=10.0)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.mb, args.latency_s = 1, 32, 3.0
+        args.rounds, args.mb, args.latency_s, args.settle_s = 1, 32, 3.0, 0.0
     with tempfile.TemporaryDirectory(prefix="josefk-cluster-bench-") as tmp:
         cluster = Cluster(Path(tmp) / "default", 6000)
         (Path(tmp) / "default").mkdir()
@@ -265,6 +267,10 @@ def main() -> None:
                     results.append(throughput(cluster, topic, acks, args.mb))
                 best = max(results)
                 cluster.create(f"{name}-latency", 3, rf, min_isr)
+                # As bench/broker_bench.py: let the throughput rounds' writeback finish first,
+                # or this VM's I/O aftermath (slow vCPU wake-ups) sets the tail.
+                os.sync()
+                time.sleep(args.settle_s)
                 p50, p99 = latency(cluster, f"{name}-latency", acks, args.rate_mb, args.latency_s)
                 rows.append(
                     (name, acks, best[0], best[1], p50, p99, [round(r[0]) for r in results])
