@@ -14,6 +14,7 @@ josefk.storage.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable
@@ -78,7 +79,7 @@ class RequestDispatcher:
             return self._finish(context, spec, body, result, started, frame.nbytes)
         return self._respond(context, spec, result, started, frame.nbytes)
 
-    async def _finish(
+    def _finish(
         self,
         context: RequestContext,
         spec: HandlerSpec,
@@ -86,14 +87,41 @@ class RequestDispatcher:
         pending: Awaitable[Any],
         started: float,
         size: int,
-    ) -> Response | None:
-        try:
-            body = await pending
-        except CloseConnection:
-            raise
-        except Exception as exc:
-            return self._failed(context, spec, request, exc, started, size)
-        return self._respond(context, spec, body, started, size)
+    ) -> asyncio.Future[Response | None]:
+        """The handler's coroutine runs as a task of its own from now on, and the answer is a
+        future completed from it. Cancelling the answer (the connection closed, the broker
+        stops) cancels the handler; a wrapper coroutine that was cancelled before its first
+        step would instead have dropped the handler's coroutine unawaited (and leaked it)."""
+        handler = asyncio.ensure_future(pending)
+        answer: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
+
+        def handler_done(done: asyncio.Future[Any]) -> None:
+            if answer.done():
+                return
+            if done.cancelled():
+                answer.cancel()
+                return
+            exc = done.exception()
+            try:
+                if exc is None:
+                    response = self._respond(context, spec, done.result(), started, size)
+                elif isinstance(exc, Exception) and not isinstance(exc, CloseConnection):
+                    response = self._failed(context, spec, request, exc, started, size)
+                else:
+                    answer.set_exception(exc)
+                    return
+            except CloseConnection as close:
+                answer.set_exception(close)
+                return
+            answer.set_result(response)
+
+        def answer_done(done: asyncio.Future[Response | None]) -> None:
+            if done.cancelled():
+                handler.cancel()
+
+        handler.add_done_callback(handler_done)
+        answer.add_done_callback(answer_done)
+        return answer
 
     def _failed(
         self,
