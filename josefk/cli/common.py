@@ -113,8 +113,17 @@ def describe_error(exc: KafkaError) -> str:
     return f"{exc.name}: {exc.message}{where}"
 
 
+# A person waits at the terminal: something at the address that does not speak Kafka, or
+# nothing there, is reported within a few seconds rather than after the library's defaults.
+CLI_CONNECT_TIMEOUT_MS = 3000
+
+
 def admin_for(bootstrap: str) -> AIOAdmin:
-    return AIOAdmin(bootstrap_servers=bootstrap, client_id="josefk-cli")
+    return AIOAdmin(
+        bootstrap_servers=bootstrap,
+        client_id="josefk-cli",
+        connect_timeout_ms=CLI_CONNECT_TIMEOUT_MS,
+    )
 
 
 def close_names(name: str, candidates: Iterable[str]) -> list[str]:

@@ -329,6 +329,8 @@ class KafkaClient:
             try:
                 return await self.request(node_id, api_key, body)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                if not exc.retriable:
+                    raise  # not a Kafka broker there: trying again will not change that
                 last = exc
                 await asyncio.sleep(self._retry_backoff_s(attempt))
         assert last is not None

@@ -26,6 +26,7 @@ from typing import Any, Final, cast
 from josefk.client.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
+    NotAKafkaBrokerError,
     UnsupportedVersionError,
     error_for,
 )
@@ -110,17 +111,17 @@ class BrokerConnection(asyncio.Protocol):
         """Connect and negotiate API versions; raises KafkaConnectionError on failure."""
         loop = asyncio.get_running_loop()
         conn = cls(host, port, node_id=node_id, client_id=client_id)
+        connected = False
         try:
             async with asyncio.timeout(timeout_s):
                 transport, _ = await loop.create_connection(lambda: conn, host, port)
                 # uvloop may report connection_made only after create_connection returns.
                 conn._transport = transport
+                connected = True
                 await conn._negotiate_versions(timeout_s)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, KafkaConnectionError, KafkaTimeoutError) as exc:
             conn.close()
-            raise KafkaConnectionError(
-                f"cannot connect to {host}:{port}: {exc}", node_id=node_id
-            ) from exc
+            raise _describe_failure(host, port, node_id, exc, connected, timeout_s) from exc
         except BaseException:
             conn.close()
             raise
@@ -320,3 +321,31 @@ class BrokerConnection(asyncio.Protocol):
             )
             self._fail(err)
             raise err from None
+
+
+def _describe_failure(
+    host: str, port: int, node_id: int, exc: BaseException, connected: bool, timeout_s: float
+) -> KafkaConnectionError:
+    """What went wrong opening a connection, in words a person can act on."""
+    address = f"{host}:{port}"
+    if not connected:
+        if isinstance(exc, TimeoutError):
+            return KafkaConnectionError(
+                f"cannot connect to {address}: no answer within {timeout_s:g} s", node_id=node_id
+            )
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return KafkaConnectionError(f"cannot connect to {address}: {reason}", node_id=node_id)
+    if isinstance(exc, TimeoutError | KafkaTimeoutError):
+        return NotAKafkaBrokerError(
+            f"{address} accepted the connection but did not answer a Kafka ApiVersions request "
+            f"within {timeout_s:g} s: is it a Kafka broker?",
+            node_id=node_id,
+        )
+    if isinstance(exc, KafkaConnectionError) and "bad frame" in str(exc):
+        return NotAKafkaBrokerError(
+            f"{address} answered but is not a Kafka broker ({exc})", node_id=node_id
+        )
+    return KafkaConnectionError(
+        f"{address} closed the connection during the Kafka handshake: {exc or type(exc).__name__}",
+        node_id=node_id,
+    )

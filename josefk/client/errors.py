@@ -50,6 +50,13 @@ class KafkaConnectionError(KafkaError):
     retriable = True
 
 
+class NotAKafkaBrokerError(KafkaConnectionError):
+    """Something answered at the address, but not the Kafka protocol (or never answered the
+    first request): retrying the same address will not help."""
+
+    retriable = False
+
+
 class KafkaTimeoutError(KafkaError):
     """A request or a client operation did not finish in time."""
 
@@ -164,6 +171,7 @@ __all__ = [
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
+    "NotAKafkaBrokerError",
     "LeaderNotAvailableError",
     "MemberIdRequiredError",
     "MessageTooLargeError",
