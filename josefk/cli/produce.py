@@ -3,8 +3,9 @@
 Owns reading lines (stdin or ``--file``; as they arrive, so an interactive session sends each
 line at once), splitting a key off with ``--key-separator``, the headers of ``-H k=v``, and
 the summary (records and offsets per partition). Records go through josefk.client's
-AIOProducer; the topic must exist (an unknown topic is an error naming close matches, never a
-silent auto-creation).
+AIOProducer. A topic that does not exist is created on first use when the broker allows it
+(``auto.create.topics.enable``), as Kafka's producers and kcat do, with a note saying so;
+otherwise the error names close matches and how to create it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import IO, Any
 import click
 
 from josefk.cli.common import (
+    CLI_CONNECT_TIMEOUT_MS,
     CliError,
     admin_for,
     bootstrap_option,
@@ -30,8 +32,8 @@ from josefk.cli.common import (
     run,
 )
 from josefk.cli.output import note, print_json, print_table
-from josefk.client import AIOProducer, RecordMetadata
-from josefk.client.errors import KafkaError
+from josefk.client import AIOAdmin, AIOProducer, RecordMetadata
+from josefk.client.errors import KafkaError, UnknownTopicOrPartitionError
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 _READ_CHUNK = 1 << 16
@@ -124,7 +126,10 @@ def produce(
 
     async def go() -> _Tally:
         async with admin_for(server) as admin:
-            (description,) = await describe_existing_topics(admin, [topic])
+            try:
+                (description,) = await describe_existing_topics(admin, [topic])
+            except CliError as unknown:
+                description = await _create_on_first_use(server, topic, unknown)
         count = len(description.partitions)
         if partition is not None and not 0 <= partition < count:
             raise CliError(f'topic "{topic}" has partitions 0..{count - 1}, not {partition}')
@@ -222,3 +227,26 @@ class _Tally:
             entry[0] += 1
             entry[1] = min(entry[1], meta.offset)
             entry[2] = max(entry[2], meta.offset)
+
+
+async def _create_on_first_use(server: str, topic: str, unknown: CliError) -> Any:
+    """Ask the broker to create ``topic`` the way producers do (a Metadata request that
+    allows auto-creation); the broker's settings decide. Returns its description."""
+    async with AIOAdmin(
+        bootstrap_servers=server,
+        client_id="josefk-cli",
+        allow_auto_create_topics=True,
+        connect_timeout_ms=CLI_CONNECT_TIMEOUT_MS,
+    ) as creator:
+        with contextlib.suppress(KafkaError):
+            await creator.client.wait_for_topic(topic, timeout_s=5.0)
+        try:
+            (description,) = await creator.describe_topics([topic])
+        except UnknownTopicOrPartitionError:
+            raise CliError(
+                f"{unknown}; the broker does not create topics on first use "
+                f"(auto.create.topics.enable=false): create it with "
+                f"`josefk topics create {topic}`"
+            ) from None
+    note(f'created topic "{topic}" on first use ({len(description.partitions)} partitions)')
+    return description
