@@ -537,8 +537,19 @@ class SocketServer:
         max_idle_ms: int,
         max_in_flight: int = 64,
         on_connection_event: Callable[[str, bool], None] | None = None,
+        listen_backlog: int = 1024,
+        max_connections: int = 2**31 - 1,
+        max_connections_per_ip: int = 2**31 - 1,
     ) -> None:
         self._dispatcher = dispatcher
+        self._listen_backlog = listen_backlog
+        # Kafka's max.connections: at the limit the broker stops accepting (clients wait in
+        # the listen backlog) until a connection closes. max.connections.per.ip: a connection
+        # over its address's quota is closed at once.
+        self._max_connections = max_connections
+        self._max_connections_per_ip = max_connections_per_ip
+        self._per_ip: dict[str, int] = {}
+        self._slot_free = asyncio.Event()
         self._clock = clock
         self._max_request_bytes = max_request_bytes
         self._max_idle_ms = max_idle_ms
@@ -555,7 +566,7 @@ class SocketServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         host = "" if spec.host in ("", "0.0.0.0") else spec.host
         sock.bind((host, spec.port))
-        sock.listen(1024)
+        sock.listen(self._listen_backlog)
         sock.setblocking(False)
         bound = ListenerSpec(spec.name, spec.host, sock.getsockname()[1])
         task = asyncio.get_running_loop().create_task(self._accept_loop(bound, sock))
@@ -565,6 +576,9 @@ class SocketServer:
     async def _accept_loop(self, spec: ListenerSpec, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            while len(self.connections) >= self._max_connections:
+                self._slot_free.clear()
+                await self._slot_free.wait()
             try:
                 sock, address = await loop.sock_accept(listener)
             except OSError as exc:
@@ -573,6 +587,16 @@ class SocketServer:
                     await asyncio.sleep(0.1)  # back off from fd exhaustion; nothing to wait on
                     continue
                 raise
+            ip = str(address[0])
+            if self._per_ip.get(ip, 0) >= self._max_connections_per_ip:
+                logger.warning(
+                    "closing a connection from %s: max.connections.per.ip=%d reached",
+                    ip,
+                    self._max_connections_per_ip,
+                )
+                sock.close()
+                continue
+            self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._next_connection_id += 1
@@ -597,7 +621,15 @@ class SocketServer:
                 self._on_connection_event(spec.name, True)
 
     def _forget(self, connection: Connection) -> None:
+        if connection in self.connections:
+            ip = connection.info.peer.rsplit(":", 1)[0]
+            left = self._per_ip.get(ip, 1) - 1
+            if left > 0:
+                self._per_ip[ip] = left
+            else:
+                self._per_ip.pop(ip, None)
         self.connections.discard(connection)
+        self._slot_free.set()
         if self._on_connection_event is not None:
             self._on_connection_event(connection.info.listener_name, False)
 

@@ -211,6 +211,9 @@ class Broker:
             max_request_bytes=config.socket_request_max_bytes,
             max_idle_ms=config.connections_max_idle_ms,
             on_connection_event=self._connection_event,
+            listen_backlog=config.socket_listen_backlog_size,
+            max_connections=config.max_connections,
+            max_connections_per_ip=config.max_connections_per_ip,
         )
         bound: dict[str, int] = {}
         for listener in config.client_listeners():
@@ -505,18 +508,20 @@ async def serve(
     if ready is not None:
         ready.set()
     await stop.wait()
-    await broker.stop()
+    await broker.stop(config.shutdown_timeout_ms / 1000)
     logger.info("shut down cleanly")
 
 
 def run_broker(config: BrokerConfig) -> None:
     """The process entry point: uvloop when available, exit code 0 after a clean stop."""
     try:
-        if sys.platform != "win32":
+        if config.uvloop_enable and sys.platform != "win32":
             import uvloop
 
+            logger.info("event loop: uvloop")
             uvloop.run(serve(config, owns_process=True))
-        else:  # pragma: no cover - uvloop is a dependency wherever it builds
+        else:
+            logger.info("event loop: asyncio (josefk.uvloop.enable=false)")
             asyncio.run(serve(config, owns_process=True))
     except KeyboardInterrupt:  # pragma: no cover - signal handlers normally catch it
         sys.exit(1)
