@@ -158,6 +158,8 @@ class Connection:
         self._max_in_flight = max_in_flight
         self._clock = clock
         self._on_close = on_close
+        # Told of a request over socket.request.max.bytes (a metric), before the close.
+        self.on_oversized: Callable[[str], None] | None = None
         self._loop = asyncio.get_running_loop()
         self._pending: deque[DispatchResult | _Unsent | _End] = deque()
         self._has_pending = asyncio.Event()
@@ -189,6 +191,8 @@ class Connection:
             logger.debug("connection %s: read failed: %s", self.info.peer, exc)
         except FrameTooLarge as exc:
             logger.warning("closing connection from %s: %s", self.info.peer, exc)
+            if self.on_oversized is not None:
+                self.on_oversized(self.info.listener_name)
             self.close()
             return
         except asyncio.CancelledError:
@@ -540,8 +544,10 @@ class SocketServer:
         listen_backlog: int = 1024,
         max_connections: int = 2**31 - 1,
         max_connections_per_ip: int = 2**31 - 1,
+        on_oversized: Callable[[str], None] | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        self._on_oversized = on_oversized
         self._listen_backlog = listen_backlog
         # Kafka's max.connections: at the limit the broker stops accepting (clients wait in
         # the listen backlog) until a connection closes. max.connections.per.ip: a connection
@@ -615,6 +621,7 @@ class SocketServer:
                 clock=self._clock,
                 on_close=self._forget,
             )
+            connection.on_oversized = self._on_oversized
             self.connections.add(connection)
             connection.start()
             if self._on_connection_event is not None:

@@ -214,6 +214,7 @@ class Broker:
             listen_backlog=config.socket_listen_backlog_size,
             max_connections=config.max_connections,
             max_connections_per_ip=config.max_connections_per_ip,
+            on_oversized=self._oversized_request,
         )
         bound: dict[str, int] = {}
         for listener in config.client_listeners():
@@ -344,6 +345,10 @@ class Broker:
                 self.metrics.sockets.connection_opened(listener_name)
             else:
                 self.metrics.sockets.connection_closed(listener_name)
+
+    def _oversized_request(self, listener_name: str) -> None:
+        if self.metrics is not None:
+            self.metrics.sockets.oversized_request(listener_name)
 
     def _log_dir_failed(self, log_dir: Path, error: BaseException) -> None:
         logger.error("log dir %s is offline: %s", log_dir, error)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import urllib.request
 from collections.abc import Iterator
 
@@ -16,6 +18,9 @@ from client_helpers import (
     unique_topic,
 )
 from prometheus_client.parser import text_string_to_metric_families
+
+from josefk.client.connection import BrokerConnection
+from josefk.protocol.api import ApiKey, request_class
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -85,3 +90,52 @@ def test_topic_and_partition_metrics_follow_traffic(metered_broker: BrokerProces
         and ("request", "Produce") in labels
     )
     assert produce_requests >= 4
+
+
+async def test_failed_fetches_and_oversized_requests_are_counted(
+    metered_broker: BrokerProcess,
+) -> None:
+    """Before, both metrics existed and never moved."""
+    topic = unique_topic("failing-fetch")
+    ck_produce(metered_broker.bootstrap, topic, make_messages(3))
+    F = request_class(ApiKey.FETCH)
+    partition = F.FetchTopic.FetchPartition(
+        partition=0, fetch_offset=10**9, partition_max_bytes=1024
+    )
+    conn = await BrokerConnection.open(
+        metered_broker.host, metered_broker.port, node_id=0, client_id="m", timeout_s=10
+    )
+    try:
+        response = await conn.request(
+            ApiKey.FETCH,
+            F(
+                max_wait_ms=0,
+                min_bytes=0,
+                topics=[F.FetchTopic(topic=topic, partitions=[partition])],
+            ),
+            version=12,
+        )
+    finally:
+        conn.close()
+    assert response.responses[0].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
+    samples = scrape(metered_broker)
+    assert (
+        value(samples, "kafka_server_brokertopicmetrics_failedfetchrequests_total", topic=topic)
+        == 1
+    )
+
+    before = {k: v for k, v in samples.items() if "oversized" in k[0]}
+    with socket.create_connection((metered_broker.host, metered_broker.port)) as raw:
+        raw.sendall((1 << 30).to_bytes(4, "big"))  # a frame far over socket.request.max.bytes
+        raw.settimeout(10)
+        assert raw.recv(1) == b""  # the broker closes the connection
+    await asyncio.sleep(0)
+    after = scrape(metered_broker)
+    oversized = [
+        (k, v) for k, v in after.items() if "oversized" in k[0] and k[0].endswith("_total")
+    ]
+    assert (
+        oversized
+        and sum(v for _, v in oversized)
+        == sum(v for k, v in before.items() if k[0].endswith("_total")) + 1
+    ), oversized

@@ -85,8 +85,13 @@ async def handle_fetch(context: RequestContext, request: Any) -> Any:
         )
         by_topic.setdefault(item.topic, []).append(data)
         topic_ids[item.topic] = item.topic_id
-        if metrics is not None and data.records:
-            metrics.topics.fetched(item.topic, nbytes=len(data.records))
+        if metrics is not None:
+            if data.error_code:
+                # Only topics that exist get a series: names from requests are unbounded.
+                if item.topic in context.broker.replica_manager.catalog:
+                    metrics.topics.fetch_failed(item.topic)
+            elif data.records:
+                metrics.topics.fetched(item.topic, nbytes=len(data.records))
     return Response(
         error_code=ErrorCode.NONE,
         session_id=0,
