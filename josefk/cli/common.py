@@ -95,6 +95,9 @@ def run(coro: Coroutine[Any, Any, T], *, bootstrap: str) -> T:
         # Ctrl-C: the coroutine's finally blocks ran (consumers committed, producers
         # flushed); exit as shells expect after SIGINT, without a traceback.
         raise SystemExit(130) from None
+    except asyncio.CancelledError:
+        # SIGTERM, turned into a cancellation by the verb (see consume): same orderly exit.
+        raise SystemExit(143) from None
     except KafkaConnectionError as exc:
         raise CliError(
             f"cannot reach a broker at {bootstrap}: {exc.message}\n"

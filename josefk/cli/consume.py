@@ -10,9 +10,12 @@ AIOConsumer.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -120,6 +123,14 @@ def formatter(fmt: str, separator: bytes) -> Callable[[ConsumerRecord], bytes]:
     show_default=True,
     help="With --count or --no-follow: exit after this many seconds without a record.",
 )
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="With --group: how long the last commit and leaving the group may take after "
+    "Ctrl-C or SIGTERM (a second Ctrl-C exits at once).",
+)
 @bootstrap_option
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 def consume(
@@ -132,6 +143,7 @@ def consume(
     key_separator: str,
     no_follow: bool,
     idle_timeout: float,
+    shutdown_timeout: float,
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
@@ -165,6 +177,7 @@ def consume(
                 idle_timeout,
                 write,
                 out,
+                shutdown_timeout,
             ),
             bootstrap=server,
         )
@@ -191,6 +204,7 @@ async def _consume(
     idle_timeout: float,
     write: Callable[[ConsumerRecord], bytes],
     out: IO[bytes],
+    shutdown_timeout: float = 5.0,
 ) -> int:
     async with admin_for(server) as admin:
         (description,) = await describe_existing_topics(admin, [topic])
@@ -205,8 +219,11 @@ async def _consume(
         "auto_offset_reset": "latest" if spec.kind == "end" else "earliest",
     }
     if group is not None:
-        settings.update(group_id=group, enable_auto_commit=False)
+        # Commits as it goes (Kafka's auto.commit.interval.ms, 5 s): a kill loses at most
+        # that much; what was returned by getmany is printed before the next commit.
+        settings.update(group_id=group, enable_auto_commit=True, auto_commit_interval_ms=5000)
     consumer = AIOConsumer(**settings)
+    _terminate_like_interrupt()
     await consumer.start()
     consumed = 0
     try:
@@ -237,13 +254,46 @@ async def _consume(
             if stops and time.monotonic() - last_record >= idle_timeout:
                 break
     finally:
-        # Also on Ctrl-C (the task is being cancelled): what was printed is committed.
+        # Also on Ctrl-C or SIGTERM (the task is being cancelled): what was printed is
+        # committed and the group left, within --shutdown-timeout whatever the network does.
+        await _finish(consumer, group, shutdown_timeout)
+    return consumed
+
+
+async def _finish(consumer: AIOConsumer, group: str | None, timeout_s: float) -> None:
+    async def commit_and_leave() -> None:
         try:
             if group is not None and consumer.assignment():
                 await consumer.commit()
         finally:
-            await consumer.close()
-    return consumed
+            await consumer.close()  # leaves the group: its partitions move at once
+
+    task = asyncio.ensure_future(commit_and_leave())
+    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    if done:
+        task.result()
+        return
+    # The broker does not answer (frozen, cut off): a cancelled close would itself wait on
+    # the network, and so would asyncio.run's clean-up, so the deadline is kept by leaving.
+    click.echo(
+        f"josefk: the last commit and leaving the group did not finish within {timeout_s:g}s; "
+        "the group's session timeout will remove this member",
+        err=True,
+    )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def _terminate_like_interrupt() -> None:
+    """SIGTERM asks for the same orderly exit as Ctrl-C (the main task is cancelled), so a
+    supervisor's stop commits and leaves the group instead of killing the member."""
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    if main is None:
+        return
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGTERM, main.cancel)
 
 
 async def _seek(consumer: AIOConsumer, tps: list[TopicPartition], spec: StartSpec) -> None:

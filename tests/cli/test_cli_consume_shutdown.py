@@ -1,0 +1,94 @@
+"""``josefk consume --group`` ends within ``--shutdown-timeout`` after Ctrl-C or SIGTERM,
+whatever the network does, leaves the group on the way out, and commits as it goes.
+
+Before: its last commit and close had no deadline (a frozen broker held it forever), SIGTERM
+killed it without leaving the group, and it committed only at exit."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_helpers import BrokerProcess, command, env_for, josefk
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path / "data", tmp_path / "broker.stderr.log")
+    process.start()
+    try:
+        yield process
+    finally:
+        process.send_signal(signal.SIGCONT)
+        process.close()
+
+
+def consumer(broker: BrokerProcess, group: str, *extra: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        command("consume", "orders", "--group", group, *extra),
+        env=env_for(broker.bootstrap),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "r0"  # consuming
+    return process
+
+
+def committed(broker: BrokerProcess, group: str) -> int:
+    described = josefk(broker, "groups", "describe", group, "--json").json()
+    return sum(max(p["committed_offset"] or 0, 0) for p in described["partitions"])
+
+
+def members(broker: BrokerProcess, group: str) -> int:
+    return len(josefk(broker, "groups", "describe", group, "--json").json()["members"])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stopping_leaves_the_group_and_commits(broker: BrokerProcess, sig: signal.Signals) -> None:
+    josefk(broker, "topics", "create", "orders")
+    josefk(broker, "produce", "orders", stdin="".join(f"r{i}\n" for i in range(5)))
+    process = consumer(broker, "g1")
+    process.send_signal(sig)
+    process.communicate(timeout=30)
+    assert process.returncode in (130, 143, 0)
+    # Left the group: no member lingers until the session times out.
+    assert members(broker, "g1") == 0
+    assert committed(broker, "g1") == 5
+
+
+def test_a_frozen_broker_does_not_hold_the_exit(broker: BrokerProcess) -> None:
+    josefk(broker, "topics", "create", "orders")
+    josefk(broker, "produce", "orders", stdin="r0\nr1\n")
+    process = consumer(broker, "g2", "--shutdown-timeout", "2")
+    broker.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+        assert time.monotonic() - started < 25  # generous: the deadline is 2 s
+        assert "did not finish within 2s" in err
+    finally:
+        broker.send_signal(signal.SIGCONT)
+
+
+def test_a_group_consumer_commits_as_it_goes(broker: BrokerProcess) -> None:
+    josefk(broker, "topics", "create", "orders")
+    josefk(broker, "produce", "orders", stdin="".join(f"r{i}\n" for i in range(3)))
+    process = consumer(broker, "g3")
+    try:
+        deadline = time.monotonic() + 30  # the auto-commit interval is 5 s
+        while committed(broker, "g3") < 3:
+            assert time.monotonic() < deadline, "no commit while consuming"
+            time.sleep(0.5)
+    finally:
+        process.kill()  # no chance to commit at exit
+        process.communicate(timeout=30)
+    assert committed(broker, "g3") == 3
