@@ -271,12 +271,14 @@ _DEFAULT_PROTOCOL_MAP: Final = (
 )
 
 # Keys a Kafka server.properties may carry that josefk accepts without a warning and ignores.
+# Keys of a Kafka server.properties whose job josefk does another way (KRaft's quorum and
+# roles, ZooKeeper, protocol versions): a Kafka config file loads unchanged, they are
+# accepted and have no effect, as their purpose is met by josefk's own design (etcd for the
+# cluster's metadata, one protocol version set per release).
 ACCEPTED_UNUSED_KEYS: Final = frozenset(
     {
         "process.roles",
         "inter.broker.protocol.version",
-        "security.inter.broker.protocol",
-        "metric.reporters",
         "reserved.broker.max.id",
         "initial.broker.registration.timeout.ms",
         "broker.heartbeat.interval.ms",
@@ -288,27 +290,37 @@ ACCEPTED_UNUSED_KEYS: Final = frozenset(
     }
 )
 ACCEPTED_UNUSED_PREFIXES: Final = (
-    "ssl.",
-    "sasl.",
     "controller.",
-    "metrics.",
     "zookeeper.",
-    "remote.log.",
+    "metadata.",
+    "confluent.",
+    "log.dir.failure.",
+    # Tuning of group protocols josefk does not offer (KIP-848 consumer groups, share
+    # groups): clients that ask for them are told so by ApiVersions and use the classic
+    # protocol; Kafka's quickstart file sets some of these.
     "group.consumer.",
     "group.share.",
-    "group.coordinator.",
     "share.",
-    "quota.",
-    "client.quota.",
-    "listener.name.",
-    "confluent.",
-    "kafka.metrics.",
-    "log.dir.failure.",
-    "metadata.",
-    "delegation.token.",
-    "password.encoder.",
-    "principal.builder.",
-    "connection.failed.authentication.",
+    "group.coordinator.",
+)
+
+# Prefixes of Kafka capabilities josefk does not have: a key under one of them stops start-up,
+# naming the key, rather than being accepted and dropped (a user who set ssl.keystore.* must
+# not run a plaintext broker believing it encrypts).
+_MISSING_CAPABILITIES: Final[tuple[tuple[str, str], ...]] = (
+    ("ssl.", "TLS is not supported yet (security release)"),
+    ("sasl.", "SASL is not supported yet (security release)"),
+    ("listener.name.", "per-listener security settings are not supported yet"),
+    ("principal.builder.", "authentication is not supported yet"),
+    ("connection.failed.authentication.", "authentication is not supported yet"),
+    ("delegation.token.", "delegation tokens are not supported"),
+    ("password.encoder.", "dynamic broker passwords are not supported"),
+    ("quota.", "client quotas are not supported yet"),
+    ("client.quota.", "client quotas are not supported yet"),
+    ("remote.log.", "tiered storage is not supported"),
+    ("metric.reporters", "josefk exports Prometheus metrics (josefk.metrics.*), not JMX reporters"),
+    ("kafka.metrics.", "josefk exports Prometheus metrics (josefk.metrics.*), not JMX reporters"),
+    ("metrics.", "josefk exports Prometheus metrics (josefk.metrics.*), not JMX reporters"),
 )
 
 
@@ -326,10 +338,15 @@ REFUSED_KEYS: Final[dict[str, str]] = {
 
 
 def refusal(key: str, value: str) -> str | None:
-    """Why ``key=value`` cannot be honoured, or None. Empty values (Kafka's defaults for
-    these keys) mean the capability is off and are accepted."""
+    """Why ``key=value`` cannot be honoured, or None. Empty values of the authorizer keys
+    (Kafka's defaults: no authorizer) mean the capability is off and are accepted."""
     if key in REFUSED_KEYS and value.strip():
         return REFUSED_KEYS[key]
+    if key == "security.inter.broker.protocol" and value.strip().upper() not in ("", "PLAINTEXT"):
+        return "only PLAINTEXT is supported between brokers (security release)"
+    for prefix, reason in _MISSING_CAPABILITIES:
+        if key.startswith(prefix):
+            return f"{reason}; josefk refuses it rather than ignoring it"
     return None
 
 

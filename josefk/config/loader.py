@@ -259,8 +259,8 @@ def _merge(sources: Iterable[ConfigSource]) -> tuple[dict[str, str], dict[str, s
                 )
             elif key in _KNOWN:
                 known[key] = value
-            elif key in REFUSED_KEYS:
-                pass  # set empty: the capability is off, as josefk has it
+            elif key in REFUSED_KEYS or key == "security.inter.broker.protocol":
+                pass  # set to "off" (empty, PLAINTEXT): as josefk has it
             elif not is_accepted_unused(key):
                 warnings.append(
                     f"unknown config key {key!r} from {source.origins.get(key, source.name)}"

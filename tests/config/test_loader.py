@@ -113,7 +113,7 @@ def test_unknown_keys_warn_and_do_not_fail(tmp_path: Path) -> None:
     path = write(
         tmp_path,
         "log.retention.hour=1\nsome.plugin.setting=x\n"
-        "process.roles=broker,controller\nssl.keystore.location=/k\n"
+        "process.roles=broker,controller\n"
         "controller.quorum.voters=1@localhost:9093\n",
     )
     config = load_broker_config(path, env={"JOSEFK_NOT_A_KEY": "1"}, overrides=["made.up=2"])
@@ -122,9 +122,8 @@ def test_unknown_keys_warn_and_do_not_fail(tmp_path: Path) -> None:
     assert "'some.plugin.setting'" in text
     assert "'made.up' from --set" in text
     assert "JOSEFK_NOT_A_KEY" in text and "'not.a.key'" in text
-    # Keys of a Kafka KRaft server.properties that josefk knows it ignores: no warning.
+    # Keys of a Kafka KRaft server.properties whose job josefk does another way: no warning.
     assert "process.roles" not in text
-    assert "ssl.keystore" not in text
     assert "controller.quorum" not in text
     assert len(config.warnings) == 4
 
@@ -232,3 +231,25 @@ def test_an_authorizer_setting_is_refused_not_ignored(tmp_path: Path, key: str) 
         load_broker_config(path, env={})
     # Kafka's default (empty: no authorizer) is what josefk does, so it is accepted.
     assert load_broker_config(env={}, overrides=[f"{key}="]).num_partitions == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("ssl.keystore.location", "TLS is not supported"),
+        ("sasl.enabled.mechanisms", "SASL is not supported"),
+        ("quota.window.num", "client quotas"),
+        ("remote.log.storage.system.enable", "tiered storage"),
+        ("metric.reporters", "Prometheus"),
+        ("security.inter.broker.protocol", "only PLAINTEXT"),
+    ],
+)
+def test_a_capability_josefk_lacks_is_refused_by_name(key: str, why: str) -> None:
+    """Before, these keys were accepted and dropped: a user who set ssl.* ran plaintext."""
+    value = "SSL" if key == "security.inter.broker.protocol" else "x"
+    with pytest.raises(BrokerConfigError, match=rf"{key}={value} \(--set\): .*{why}"):
+        load_broker_config(env={}, overrides=[f"{key}={value}"])
+
+
+def test_plaintext_between_brokers_is_accepted() -> None:
+    assert load_broker_config(env={}, overrides=["security.inter.broker.protocol=PLAINTEXT"])
