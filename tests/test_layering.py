@@ -85,4 +85,3 @@ def test_no_import_points_upward() -> None:
 def test_type_checking_imports_do_not_count() -> None:
     tree = ast.parse("import josefk.broker\nif TYPE_CHECKING:\n    import josefk.cli\n")
     assert [m for _, m in _imports(tree)] == ["josefk.broker"]
-

@@ -24,6 +24,9 @@ Ordering and flow control. Frames are dispatched as they arrive (pipelining) but
 written strictly in request order: the writer takes pending responses first in, first out. When
 ``max_in_flight`` requests of one connection are waiting for their responses the reader stops
 reading that socket until the writer catches up, which pushes back on the client through TCP.
+Across connections a ``RequestGate`` does the same for the whole broker (Kafka's
+``queued.max.requests`` and ``queued.max.request.bytes``): at its limit no connection reads
+another request until one is answered.
 
 Writing. The writer task sends what may have to wait: answers still being computed, file
 regions, whatever the socket does not take at once. Answers that are ready in memory while the
@@ -134,6 +137,55 @@ def chunk_size(chunk: Chunk) -> int:
     return chunk.size
 
 
+class RequestGate:
+    """The broker-wide bound on requests read and not yet answered.
+
+    Kafka's network threads stop reading when its request queue holds ``queued.max.requests``
+    requests (or ``queued.max.request.bytes`` bytes). josefk has no queue between sockets and
+    handlers, so the gate counts what such a queue would hold plus the requests being handled:
+    every request from the moment it is read until its answer leaves. Requests parked in a
+    purgatory (a long-poll fetch, a produce waiting for acks) count too, so the limit should
+    exceed the clients that park at once; those all end by their own timeouts, so a full gate
+    always drains. A request larger than the byte limit is admitted when nothing else is in,
+    as Kafka's memory pool admits one such request rather than none.
+    """
+
+    def __init__(self, max_requests: int, max_bytes: int = -1) -> None:
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes if max_bytes > 0 else 2**63 - 1
+        self.requests = 0
+        self.bytes = 0
+        # Connections whose reader waits for room: what a full Kafka request queue blocks.
+        self.waiting = 0
+        self._room = asyncio.Event()
+
+    def admits(self, size: int) -> bool:
+        if self.requests == 0:
+            return True
+        return self.requests < self.max_requests and self.bytes + size <= self.max_bytes
+
+    def try_enter(self, size: int) -> bool:
+        if not self.admits(size):
+            return False
+        self.requests += 1
+        self.bytes += size
+        return True
+
+    async def enter(self, size: int) -> None:
+        self.waiting += 1
+        try:
+            while not self.try_enter(size):
+                self._room.clear()
+                await self._room.wait()
+        finally:
+            self.waiting -= 1
+
+    def leave(self, size: int) -> None:
+        self.requests -= 1
+        self.bytes -= size
+        self._room.set()
+
+
 class Connection:
     """One client connection: a reader task and a writer task over one socket.
 
@@ -150,6 +202,7 @@ class Connection:
         max_in_flight: int,
         clock: Clock,
         on_close: Callable[[Connection], None],
+        gate: RequestGate | None = None,
     ) -> None:
         self.sock = sock
         self.info = info
@@ -162,6 +215,9 @@ class Connection:
         self.on_oversized: Callable[[str], None] | None = None
         self._loop = asyncio.get_running_loop()
         self._pending: deque[DispatchResult | _Unsent | _End] = deque()
+        # Sizes of the requests whose answers are in _pending, oldest first, for the gate.
+        self._gate = gate if gate is not None else RequestGate(2**31 - 1)
+        self._gated: deque[int] = deque()
         self._has_pending = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
@@ -281,18 +337,26 @@ class Connection:
         return await self._loop.sock_recv_into(self.sock, into)
 
     async def _submit(self, frame: memoryview) -> None:
+        size = len(frame)
+        if not self._gate.try_enter(size):
+            # The broker is at queued.max.requests: read nothing more until one is answered.
+            self._send_ready()
+            await self._gate.enter(size)
         try:
             result = self._dispatcher.dispatch(frame, self.info)
         except CloseConnection as exc:
+            self._gate.leave(size)
             logger.info("closing connection from %s: %s", self.info.peer, exc)
             self._reading = False
             return
         except Exception:
+            self._gate.leave(size)
             # The dispatcher answers handler failures itself; anything else is a bug in it.
             # This connection can no longer answer in order: close it rather than hang.
             logger.exception("request from %s could not be dispatched; closing", self.info.peer)
             self._reading = False
             return
+        self._gated.append(size)
         if is_awaitable(result) and not isinstance(result, asyncio.Future):
             # Run it now so that it makes progress while earlier responses are written.
             result = asyncio.ensure_future(result)
@@ -309,6 +373,10 @@ class Connection:
             self._has_pending.set()
         # else: the reader sends it before it next waits (_send_ready); no writer wake-up.
 
+    def _answered(self) -> None:
+        """A request's answer left _pending: its place in the broker-wide gate is free."""
+        self._gate.leave(self._gated.popleft())
+
     def _send_ready(self) -> None:
         """Send the ready answers at the head of the queue from the reader, in one ``send``,
         while the writer is idle; what the socket does not take, and everything after the first
@@ -321,6 +389,7 @@ class Connection:
                 if not _is_ready(item):
                     break
                 pending.popleft()
+                self._answered()
                 if item is not None:
                     response = cast(Response, item)
                     pieces.append(_size_prefix(response))
@@ -385,6 +454,7 @@ class Connection:
                 else:
                     response = item
                 self._pending.popleft()
+                self._answered()
                 if len(self._pending) < self._max_in_flight:
                     self._has_room.set()
                 if response is None:
@@ -478,6 +548,8 @@ class Connection:
             if isinstance(item, asyncio.Future):
                 item.cancel()
         self._pending.clear()
+        while self._gated:
+            self._answered()
         with contextlib.suppress(OSError):
             self.sock.close()
         self._on_close(self)
@@ -540,6 +612,10 @@ class SocketServer:
         max_request_bytes: int,
         max_idle_ms: int,
         max_in_flight: int = 64,
+        queued_max_requests: int = 2**31 - 1,
+        queued_max_request_bytes: int = -1,
+        send_buffer_bytes: int = -1,
+        receive_buffer_bytes: int = -1,
         on_connection_event: Callable[[str, bool], None] | None = None,
         listen_backlog: int = 1024,
         max_connections: int = 2**31 - 1,
@@ -560,6 +636,16 @@ class SocketServer:
         self._max_request_bytes = max_request_bytes
         self._max_idle_ms = max_idle_ms
         self._max_in_flight = max_in_flight
+        self.gate = RequestGate(queued_max_requests, queued_max_request_bytes)
+        # socket.send.buffer.bytes / socket.receive.buffer.bytes; -1 keeps the OS default.
+        self._buffer_options = [
+            (option, size)
+            for option, size in (
+                (socket.SO_SNDBUF, send_buffer_bytes),
+                (socket.SO_RCVBUF, receive_buffer_bytes),
+            )
+            if size > 0
+        ]
         self._on_connection_event = on_connection_event
         self._listeners: list[tuple[ListenerSpec, socket.socket, asyncio.Task[None]]] = []
         self.connections: set[Connection] = set()
@@ -605,6 +691,8 @@ class SocketServer:
             self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for option, size in self._buffer_options:
+                sock.setsockopt(socket.SOL_SOCKET, option, size)
             self._next_connection_id += 1
             info = ConnectionInfo(
                 connection_id=self._next_connection_id,
@@ -620,6 +708,7 @@ class SocketServer:
                 max_in_flight=self._max_in_flight,
                 clock=self._clock,
                 on_close=self._forget,
+                gate=self.gate,
             )
             connection.on_oversized = self._on_oversized
             self.connections.add(connection)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import pytest
@@ -276,3 +277,98 @@ async def test_the_reader_sends_only_while_the_writer_is_idle() -> None:
     connection._send_ready()
     assert sock.sent == [frame(b"hello")]
     assert not connection._pending
+
+
+class HeldDispatcher:
+    """Answers each frame only when the test releases that frame by its bytes."""
+
+    def __init__(self) -> None:
+        self.dispatched: list[bytes] = []
+        self.held: dict[bytes, asyncio.Event] = {}
+
+    def dispatch(self, frame: memoryview, connection: ConnectionInfo) -> DispatchResult:
+        data = bytes(frame)
+        self.dispatched.append(data)
+        if not data.startswith(b"hold"):
+            return [data]
+        release = self.held.setdefault(data, asyncio.Event())
+        return self._later(data, release)
+
+    async def _later(self, data: bytes, release: asyncio.Event) -> list[bytes]:
+        await release.wait()
+        return [data]
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(5):
+        while not condition():
+            await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize(
+    ("max_requests", "max_bytes"),
+    [(2, -1), (100, len(b"hold-a1") + len(b"hold-a2"))],
+    ids=["queued.max.requests", "queued.max.request.bytes"],
+)
+async def test_the_broker_reads_no_request_past_the_queue_limits(
+    max_requests: int, max_bytes: int
+) -> None:
+    """Kafka's queued.max.requests / queued.max.request.bytes: across all connections, once
+    that many requests (or bytes) are read and unanswered, no connection reads another until
+    one is answered; the others then go on."""
+    dispatcher = HeldDispatcher()
+    srv = SocketServer(
+        dispatcher,
+        clock=ManualClock(),
+        max_request_bytes=1 << 20,
+        max_idle_ms=1000,
+        queued_max_requests=max_requests,
+        queued_max_request_bytes=max_bytes,
+    )
+    port = (await srv.listen(ListenerSpec("PLAINTEXT", "127.0.0.1", 0))).port
+    try:
+        reader_a, writer_a = await asyncio.open_connection("127.0.0.1", port)
+        writer_a.write(frame(b"hold-a1") + frame(b"hold-a2"))
+        await _until(lambda: len(dispatcher.dispatched) == 2)
+        reader_b, writer_b = await asyncio.open_connection("127.0.0.1", port)
+        writer_b.write(frame(b"b1"))
+        await _until(lambda: srv.gate.waiting == 1)
+        assert dispatcher.dispatched == [b"hold-a1", b"hold-a2"]
+
+        dispatcher.held[b"hold-a1"].set()
+        assert await read_frame(reader_a) == b"hold-a1"
+        assert await read_frame(reader_b) == b"b1"
+        assert dispatcher.dispatched == [b"hold-a1", b"hold-a2", b"b1"]
+
+        # A connection closed with requests unanswered gives their room back.
+        writer_a.close()
+        await _until(lambda: srv.gate.requests == 0)
+        writer_b.write(frame(b"hold-b2") + frame(b"hold-b3") + frame(b"b4"))
+        await _until(lambda: srv.gate.waiting == 1)
+        assert dispatcher.dispatched[3:] == [b"hold-b2", b"hold-b3"]
+        writer_b.close()
+    finally:
+        await srv.shutdown(1.0)
+
+
+async def test_socket_buffer_sizes_are_set_on_accepted_connections() -> None:
+    """socket.send.buffer.bytes / socket.receive.buffer.bytes reach SO_SNDBUF / SO_RCVBUF
+    (Linux reports twice the size asked for, its bookkeeping share); -1 leaves the OS's."""
+    srv = SocketServer(
+        EchoDispatcher(),
+        clock=ManualClock(),
+        max_request_bytes=1024,
+        max_idle_ms=1000,
+        send_buffer_bytes=20_000,
+        receive_buffer_bytes=30_000,
+    )
+    port = (await srv.listen(ListenerSpec("PLAINTEXT", "127.0.0.1", 0))).port
+    try:
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        await _until(lambda: len(srv.connections) == 1)
+        (connection,) = srv.connections
+        assert connection.sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 40_000
+        assert connection.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == 60_000
+        writer.close()
+    finally:
+        await srv.shutdown(1.0)
