@@ -759,5 +759,12 @@ class SocketServer:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(deadline_s):
                     await asyncio.gather(*(c.drained() for c in connections))
+        if self.connections:
+            # Clients that stopped reading, or answers the deadline did not wait for.
+            logger.warning(
+                "shutdown deadline (%d ms) passed: closing %d connection(s) still owed answers",
+                round(deadline_s * 1000),
+                len(self.connections),
+            )
         for connection in list(self.connections):
             connection.close()
