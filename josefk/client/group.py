@@ -492,7 +492,9 @@ class GroupCoordinator:
         return decode_assignment(response.assignment)
 
     async def _leave(self) -> None:
-        if not self.member_id or self.generation_id < 0:
+        # A member id without a generation is a member still joining: the group counts it
+        # and would wait out its rebalance timeout for it, so it leaves too, as Kafka's do.
+        if not self.member_id:
             return
         req = request_class(ApiKey.LEAVE_GROUP)
         member_id = self.member_id

@@ -6,14 +6,20 @@ killed it without leaving the group, and it committed only at exit."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import BrokerProcess, command, env_for, josefk
+
+from josefk.client.connection import BrokerConnection
+from josefk.client.consumer_protocol import Subscription, encode_subscription
+from josefk.protocol.api import ApiKey, request_class
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -92,3 +98,88 @@ def test_a_group_consumer_commits_as_it_goes(broker: BrokerProcess) -> None:
         process.kill()  # no chance to commit at exit
         process.communicate(timeout=30)
     assert committed(broker, "g3") == 3
+
+
+async def _join(conn: BrokerConnection, group: str, member_id: str) -> Any:
+    """One member's JoinGroup, as a consumer subscribed to "orders" sends it."""
+    join = request_class(ApiKey.JOIN_GROUP)
+    metadata = encode_subscription(Subscription(["orders"]))
+    while True:
+        response = await conn.request(
+            ApiKey.JOIN_GROUP,
+            join(
+                group_id=group,
+                session_timeout_ms=60_000,
+                rebalance_timeout_ms=90_000,
+                member_id=member_id,
+                protocol_type="consumer",
+                protocols=[
+                    join.JoinGroupRequestProtocol(name=name, metadata=metadata)
+                    for name in ("range", "roundrobin")
+                ],
+            ),
+            version=5,
+            timeout_s=30,
+        )
+        if response.error_code != 79:  # MEMBER_ID_REQUIRED: join again with the id given
+            return response
+        member_id = response.member_id
+
+
+async def test_interrupted_while_joining_it_still_leaves_the_group(
+    broker: BrokerProcess,
+) -> None:
+    """A first member holds the group; the CLI's join then waits for that member to rejoin
+    (up to its 90 s rebalance timeout). Ctrl-C in that wait must still send LeaveGroup: the
+    first member's rejoin then completes at once with itself alone. Before, a member without a
+    generation skipped the leave, and the group waited the whole rebalance timeout for it."""
+    josefk(broker, "topics", "create", "orders")
+    conn = await BrokerConnection.open(
+        broker.host, broker.port, node_id=0, client_id="first", timeout_s=10
+    )
+    try:
+        first = await _join(conn, "g4", "")
+        assert first.error_code == 0 and first.leader == first.member_id
+        sync = request_class(ApiKey.SYNC_GROUP)
+        synced = await conn.request(
+            ApiKey.SYNC_GROUP,
+            sync(
+                group_id="g4",
+                generation_id=first.generation_id,
+                member_id=first.member_id,
+                protocol_type="consumer",
+                protocol_name=first.protocol_name,
+                assignments=[],
+            ),
+            version=5,
+        )
+        assert synced.error_code == 0
+
+        process = subprocess.Popen(
+            command("consume", "orders", "--group", "g4"),
+            env=env_for(broker.bootstrap),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            # The CLI's JoinGroup is parked once the group prepares a rebalance for it.
+            deadline = time.monotonic() + 30
+            while (
+                josefk(broker, "groups", "describe", "g4", "--json").json()["state"]
+                != "PreparingRebalance"
+            ):
+                assert time.monotonic() < deadline, "the CLI never joined"
+                await asyncio.sleep(0.2)
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert process.returncode in (130, 0), err
+
+        again = await _join(conn, "g4", first.member_id)
+        assert again.error_code == 0
+        assert [m.member_id for m in again.members] == [first.member_id]
+    finally:
+        conn.close()
