@@ -32,6 +32,8 @@ import logging
 import uuid
 from collections.abc import Sequence
 
+import aetcd
+
 from josefk.broker.catalog import TopicInfo
 from josefk.broker.metadata_cache import ClusterMetadata
 from josefk.broker.partition import Partition, TopicPartition
@@ -39,11 +41,13 @@ from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from josefk.broker.replica_manager import ReplicaManager
 from josefk.cluster.controller import ClusterController, ControllerFencedError
 from josefk.cluster.metadata_store import (
+    BrokerIdInUseError,
     BrokerRegistration,
     BrokerSession,
     ControllerClaim,
     EndpointRecord,
     EtcdMetadataStore,
+    EtcdUnavailableError,
     PartitionState,
     TopicRecord,
     parse_endpoints,
@@ -77,9 +81,12 @@ class ClusterNode:
             parse_endpoints(config.etcd_endpoints), prefix=config.etcd_prefix
         )
         self.watcher = ClusterWatcher(self.store, self._on_changes)
-        self.metadata = ClusterMetadata(lambda: self.watcher.view)
+        self.metadata = ClusterMetadata(lambda: self.watcher.view, local_broker_id=broker_id)
         self.controller: ClusterController | None = None
         self._session: BrokerSession | None = None
+        self._registration: BrokerRegistration | None = None
+        # True from losing the etcd session until registered again and caught up with etcd.
+        self.fenced = False
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._brokers_changed = asyncio.Event()
@@ -106,6 +113,7 @@ class ClusterNode:
             self.config.broker_rack,
         )
         await self.store.register_broker(registration, self._session)
+        self._registration = registration
         await self.watcher.start()
         self.replicas.isr_proposer = self._propose_isr
         self._reconcile()
@@ -115,6 +123,7 @@ class ClusterNode:
             loop.create_task(self._controller_loop()),
             self._shrink_task,
             loop.create_task(self._reconcile_loop()),
+            loop.create_task(self._session_loop()),
         ]
         if self.config.auto_leader_rebalance_enable:
             self._tasks.append(loop.create_task(self._rebalance_loop()))
@@ -179,6 +188,76 @@ class ClusterNode:
             self._session = None
         await self.store.close()
 
+    # -- losing and regaining the etcd session ------------------------------------------------
+
+    async def _session_loop(self) -> None:
+        while True:
+            session = self._session
+            if session is None:
+                return
+            await session.lost.wait()
+            self._fence()
+            await self._rejoin(session)
+
+    def _fence(self) -> None:
+        """The session is gone, or about to be: the controller may already be moving this
+        broker's leaderships to others. Step down from every one of them now, and name no
+        leader for them in metadata, so that no client reads or writes through a zombie
+        leader. The view is left as etcd last said; it is applied again after the rejoin."""
+        self.fenced = True
+        self.metadata.fenced = True
+        stepped_down = 0
+        for partition in list(self.replicas.partitions()):
+            if partition.tp.topic in LOCAL_TOPICS or not partition.is_leader:
+                continue
+            state = PartitionState(
+                tuple(partition.replicas),
+                -1,
+                partition.leader_epoch,
+                tuple(partition.isr),
+                partition.partition_epoch,
+            )
+            self.replicas.apply_partition_state(partition.tp, state)
+            stepped_down += 1
+        logger.warning(
+            "lost the etcd session: stepped down from %d leaderships until registered again",
+            stepped_down,
+        )
+
+    async def _rejoin(self, lost: BrokerSession) -> None:
+        """Register again under a new lease, wait until the view holds everything etcd had
+        then, and take the roles it gives: the broker is back, as after a restart."""
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(5):
+                # Our own registration, if the lease still lives, would refuse the new one.
+                await lost.close()
+        assert self._registration is not None
+        ttl_s = max(1, round(self.config.etcd_session_timeout_ms / 1000))
+        backoff = 0.2
+        while True:
+            session: BrokerSession | None = None
+            try:
+                session = await self.store.open_session(ttl_s)
+                registered = await self.store.register_broker(self._registration, session)
+                break
+            except (BrokerIdInUseError, EtcdUnavailableError, aetcd.exceptions.ClientError) as exc:
+                if session is not None:
+                    with contextlib.suppress(Exception):
+                        await session.close()
+                logger.info("registering again with etcd failed (%s); retrying", exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+        self._session = session
+        await self.watcher.caught_up(registered.broker_epoch)
+        self.fenced = False
+        self.metadata.fenced = False
+        self._reconcile()
+        logger.info(
+            "registered again with etcd (broker epoch %d); roles restored from revision %d",
+            registered.broker_epoch,
+            self.watcher.view.revision,
+        )
+
     # -- metadata changes --------------------------------------------------------------------
 
     def _on_changes(self, changes: list[ViewChange]) -> None:
@@ -199,6 +278,8 @@ class ClusterNode:
 
     def _reconcile(self) -> None:
         """Make the hosted partitions and their roles match the view."""
+        if self.fenced:
+            return  # the view may be stale; _rejoin applies it once caught up
         view = self.watcher.view
         catalog = self.replicas.catalog
         for record in view.topics.values():

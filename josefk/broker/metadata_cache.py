@@ -98,8 +98,12 @@ class LocalMetadata:
 class ClusterMetadata:
     """The cluster as etcd has it, through the watcher's view."""
 
-    def __init__(self, view: Callable[[], ClusterView]) -> None:
+    def __init__(self, view: Callable[[], ClusterView], *, local_broker_id: int = -1) -> None:
         self._view = view
+        self._local_broker_id = local_broker_id
+        # Set while this broker has lost its etcd session: the view may still name it leader
+        # of partitions the controller has since moved, so it names no leader for those.
+        self.fenced = False
 
     @property
     def controller_id(self) -> int:
@@ -109,6 +113,8 @@ class ClusterMetadata:
     def brokers(self, listener_name: str) -> list[BrokerNode]:
         nodes = []
         for broker_id, registration in sorted(self._view().brokers.items()):
+            if self.fenced and broker_id == self._local_broker_id:
+                continue  # not registered as far as it knows, as KRaft omits fenced brokers
             endpoints = registration.endpoints
             chosen = next((e for e in endpoints if e.listener == listener_name), None)
             if chosen is None and endpoints:
@@ -123,8 +129,11 @@ class ClusterMetadata:
         if state is None:
             return None
         live = view.brokers
+        leader = state.leader
+        if leader not in live or (self.fenced and leader == self._local_broker_id):
+            leader = -1
         return PartitionView(
-            state.leader if state.leader in live else -1,
+            leader,
             state.leader_epoch,
             state.replicas,
             state.isr,

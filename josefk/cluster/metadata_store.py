@@ -255,30 +255,50 @@ class BrokerSession:
     a broker that was declared dead.
     """
 
+    # The session is given up once no keep-alive has succeeded for this share of the TTL,
+    # counted from when the last good one was sent: etcd expires the lease no earlier than a
+    # TTL after it received that one, so the broker steps down before the controller can
+    # hand its partitions to others (a zombie leader would serve stale reads meanwhile).
+    GIVE_UP_SHARE = 0.75
+
     def __init__(self, client: aetcd.Client, lease: Any, ttl_s: int) -> None:
         self._client = client
         self.lease = lease
         self.lease_id: int = lease.id
         self.ttl_s = ttl_s
         self.lost = asyncio.Event()
-        self._keep_alive = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        self._last_good_sent = loop.time()
+        self._keep_alive = loop.create_task(self._run())
 
     async def _run(self) -> None:
-        interval = max(self.ttl_s / 3, 0.2)
+        loop = asyncio.get_running_loop()
+        interval = max(self.ttl_s / 4, 0.2)
+        give_up_after = self.ttl_s * self.GIVE_UP_SHARE
         while True:
             await asyncio.sleep(interval)
+            sent = loop.time()
             try:
-                reply = await self.lease.refresh()
-            except aetcd.exceptions.ClientError as exc:
-                # etcd unreachable: keep trying until the lease would have expired anyway.
-                logger.warning("etcd lease keep-alive failed: %s", exc)
-                continue
+                async with asyncio.timeout(max(give_up_after - (sent - self._last_good_sent), 0)):
+                    reply = await self.lease.refresh()
+            except (aetcd.exceptions.ClientError, TimeoutError) as exc:
+                if loop.time() - self._last_good_sent < give_up_after:
+                    logger.warning("etcd lease keep-alive failed: %s", exc)
+                    continue
+                logger.error(
+                    "etcd unreachable for %.1f s of the lease's %d s: giving up the session",
+                    loop.time() - self._last_good_sent,
+                    self.ttl_s,
+                )
+                self.lost.set()
+                return
             if reply is None or reply.TTL <= 0:
                 logger.error(
                     "etcd lease %x expired: this broker's registration is gone", self.lease_id
                 )
                 self.lost.set()
                 return
+            self._last_good_sent = sent
 
     async def close(self) -> None:
         """End the session now: the registration and any controller claim go with it."""

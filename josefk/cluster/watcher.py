@@ -97,6 +97,7 @@ class ClusterWatcher:
         # last view while it reconnects.
         self.connected = asyncio.Event()
         self.disconnected = asyncio.Event()
+        self._advanced = asyncio.Event()
 
     async def start(self) -> None:
         """Read the first snapshot (raises if etcd is unreachable) and start watching."""
@@ -118,7 +119,9 @@ class ClusterWatcher:
                     self.view.revision + 1, on_started=self._watching
                 ):
                     backoff = _BACKOFF_START_S
-                    self._notify(self._apply(event))
+                    changes = self._apply(event)
+                    self._advanced.set()
+                    self._notify(changes)
                 raise EtcdUnavailableError("the etcd watch ended")
             except aetcd.exceptions.RevisionCompactedError:
                 logger.warning("etcd compacted the history this broker missed: re-reading")
@@ -148,7 +151,14 @@ class ClusterWatcher:
         if old.controller != new.controller:
             changes.append(ViewChange("controller", None, removed=new.controller is None))
         self.view = new
+        self._advanced.set()
         self._notify(changes)
+
+    async def caught_up(self, revision: int) -> None:
+        """Return once the view holds everything etcd had at ``revision``."""
+        while self.view.revision < revision:
+            self._advanced.clear()
+            await self._advanced.wait()
 
     def _watching(self) -> None:
         if not self.connected.is_set():
