@@ -32,7 +32,7 @@ COPY --from=build /wheels /tmp/wheels
 RUN set -eu; \
     python3 -m venv /opt/josefk; \
     /opt/josefk/bin/pip install --quiet --no-cache-dir --no-index --find-links /tmp/wheels josefk; \
-    /opt/josefk/bin/pip uninstall --quiet --yes pip; \
+    /opt/josefk/bin/pip uninstall --quiet --yes pip setuptools; \
     rm -rf /tmp/wheels; \
     groupadd --system --gid 1000 josefk; \
     useradd --system --uid 1000 --gid josefk --home-dir /var/lib/josefk --shell /usr/sbin/nologin josefk; \
