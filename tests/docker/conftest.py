@@ -12,7 +12,14 @@ import subprocess
 import sys
 
 import pytest
-from docker_support import REPO, engine_problem
+from docker_support import NOTES, REPO, engine_problem
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if NOTES:
+        terminalreporter.section("container tests")
+        for note in NOTES:
+            terminalreporter.write_line(note)
 
 
 @pytest.fixture(scope="session")
@@ -30,4 +37,4 @@ def images() -> None:
     )
     if done.returncode != 0:
         raise AssertionError(f"scripts/build-image.sh failed:\n{done.stdout}\n{done.stderr}")
-    print(done.stdout)
+    NOTES.extend(line for line in done.stdout.splitlines() if line.startswith("built "))

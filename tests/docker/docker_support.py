@@ -18,6 +18,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("JOSEFK_IMAGE", "josefk:local")
 ETCD_IMAGE = os.environ.get("JOSEFK_ETCD_IMAGE", "josefk-etcd:local")
+# What these tests ran with (the compose tool, the images, the counts), printed by conftest.py
+# at the end of the run.
+NOTES: list[str] = []
 # Long enough for a three-broker cluster on two busy cores; a healthy one takes ~10 s.
 HEALTHY_TIMEOUT_S = 180
 

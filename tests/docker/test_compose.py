@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from docker_support import IMAGE, Compose, docker, wait_healthy
+from docker_support import IMAGE, NOTES, Compose, docker, wait_healthy
 
 pytestmark = [pytest.mark.timeout(1800), pytest.mark.usefixtures("images")]
 
@@ -28,7 +28,7 @@ BOOTSTRAP = "localhost:19092,localhost:29092,localhost:39092"
 @pytest.fixture(scope="module")
 def compose(images: None) -> Iterator[Compose]:
     compose = Compose(PROJECT)
-    print(f"compose tool: {compose.tool}")
+    NOTES.append(f"compose tool: {compose.tool}")
     compose("down", "-v", "--remove-orphans", check=False)
     try:
         compose.up(["etcd", *BROKERS])
@@ -133,7 +133,10 @@ def test_acked_writes_survive_a_killed_leader_and_a_cut_broker(compose: Compose)
     wait_healthy([cut])
     producer.phase("reconnected")
 
-    print(f"sent {producer.sent}, failed {producer.failed}")
+    NOTES.append(
+        f"compose cluster: {producer.sent} sent with acks=all through a killed leader and a cut "
+        f"broker, {sum(map(len, producer.acked.values()))} acknowledged, all read back in order"
+    )
     for partition, acked in producer.acked.items():
         read = read_partition(topic, partition)
         acked_set = set(acked)
