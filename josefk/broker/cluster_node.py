@@ -30,7 +30,7 @@ import base64
 import contextlib
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import aetcd
 
@@ -39,7 +39,7 @@ from josefk.broker.metadata_cache import ClusterMetadata
 from josefk.broker.partition import Partition, TopicPartition
 from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from josefk.broker.replica_manager import ReplicaManager
-from josefk.cluster.controller import ClusterController, ControllerFencedError
+from josefk.cluster.controller import ClusterController, ControllerFencedError, TopicExistsError
 from josefk.cluster.metadata_store import (
     BrokerIdInUseError,
     BrokerRegistration,
@@ -57,10 +57,14 @@ from josefk.config.broker import BrokerConfig
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LOCAL_TOPICS", "ClusterNode", "topic_uuid"]
+__all__ = ["ClusterNode", "LeadershipListener", "topic_uuid"]
 
 # Topics each broker keeps for itself, outside etcd (see the module docstring).
-LOCAL_TOPICS = frozenset({"__consumer_offsets"})
+OFFSETS_TOPIC = "__consumer_offsets"
+
+# Told when this broker starts (True) or stops (False) leading a partition: the group
+# coordinator follows the leadership of __consumer_offsets partitions.
+LeadershipListener = Callable[[TopicPartition, bool], None]
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:
@@ -85,6 +89,7 @@ class ClusterNode:
         self.controller: ClusterController | None = None
         self._session: BrokerSession | None = None
         self._registration: BrokerRegistration | None = None
+        self.leadership_listeners: list[LeadershipListener] = []
         # True from losing the etcd session until registered again and caught up with etcd.
         self.fenced = False
         self._fetchers: dict[int, ReplicaFetcher] = {}
@@ -208,7 +213,7 @@ class ClusterNode:
         self.metadata.fenced = True
         stepped_down = 0
         for partition in list(self.replicas.partitions()):
-            if partition.tp.topic in LOCAL_TOPICS or not partition.is_leader:
+            if not partition.is_leader:
                 continue
             state = PartitionState(
                 tuple(partition.replicas),
@@ -218,6 +223,7 @@ class ClusterNode:
                 partition.partition_epoch,
             )
             self.replicas.apply_partition_state(partition.tp, state)
+            self._tell_leadership(partition.tp, False)
             stepped_down += 1
         logger.warning(
             "lost the etcd session: stepped down from %d leaderships until registered again",
@@ -289,7 +295,7 @@ class ClusterNode:
                 )
             )
         for info in list(catalog.topics()):
-            if info.name not in view.topics and info.name not in LOCAL_TOPICS:
+            if info.name not in view.topics:
                 self._drop_topic(info.name, info.partitions)
         wanted: set[TopicPartition] = set()
         for (name, index), versioned in view.partitions.items():
@@ -301,21 +307,33 @@ class ClusterNode:
             self._apply(tp, state)
         for partition in list(self.replicas.partitions()):
             tp = partition.tp
-            if tp.topic in LOCAL_TOPICS or tp in wanted:
+            if tp in wanted:
                 continue
+            if partition.is_leader:
+                self._tell_leadership(tp, False)
             self._unfollow(tp)
             self.replicas.remove_partition(tp, delete=tp.topic not in view.topics)
 
     def _apply(self, tp: TopicPartition, state: PartitionState) -> None:
         existing = self.replicas.get_partition(tp.topic, tp.partition)
         before = None if existing is None else (existing.leader_id, existing.leader_epoch)
+        was_leader = existing is not None and existing.is_leader
         partition = self.replicas.apply_partition_state(tp, state)
+        if partition.is_leader != was_leader:
+            self._tell_leadership(tp, partition.is_leader)
         if partition.is_leader or state.leader < 0:
             self._unfollow(tp)
             return
         if before != (state.leader, state.leader_epoch) or not self._follows(tp, state.leader):
             self._unfollow(tp)
             self._fetcher_for(state.leader).follow(partition)
+
+    def _tell_leadership(self, tp: TopicPartition, leads: bool) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(tp, leads)
+            except Exception:
+                logger.exception("a leadership listener failed on %s", tp)
 
     def _drop_topic(self, name: str, partitions: int) -> None:
         for index in range(partitions):
@@ -393,8 +411,6 @@ class ClusterNode:
         while True:
             await asyncio.sleep(max(lag_ms / 2000, 0.05))
             for partition in list(self.replicas.partitions()):
-                if partition.tp.topic in LOCAL_TOPICS:
-                    continue
                 isr = partition.isr_shrink(lag_ms)
                 if isr is not None:
                     await self._alter_isr(partition, isr)
@@ -434,6 +450,7 @@ class ClusterNode:
         view = self.watcher.view
         try:
             await controller.on_brokers_changed(set(view.brokers))
+            await self._ensure_offsets_topic(controller)
             for broker_id in sorted(view.shutting_down & set(view.brokers)):
                 if broker_id != self.broker_id:
                     await controller.controlled_shutdown(broker_id, set(view.brokers))
@@ -442,6 +459,31 @@ class ClusterNode:
             self.controller = None
         except Exception:
             logger.exception("controller failed to apply a broker change")
+
+    async def _ensure_offsets_topic(self, controller: ClusterController) -> None:
+        """Create ``__consumer_offsets`` once enough brokers are alive for its replication
+        factor, as Kafka does (until then FindCoordinator answers COORDINATOR_NOT_AVAILABLE).
+        Created early rather than on the first FindCoordinator, so that no broker has to
+        forward that request to the controller."""
+        view = self.watcher.view
+        config = self.config
+        if (
+            OFFSETS_TOPIC in view.topics
+            or len(view.brokers) < config.offsets_topic_replication_factor
+        ):
+            return
+        with contextlib.suppress(TopicExistsError):
+            await controller.create_topic(
+                OFFSETS_TOPIC,
+                partitions=config.offsets_topic_num_partitions,
+                replication_factor=config.offsets_topic_replication_factor,
+                live_brokers=self.live_brokers(),
+                configs={
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(config.offsets_topic_segment_bytes),
+                    "compression.type": "producer",
+                },
+            )
 
     async def _rebalance_loop(self) -> None:
         interval = self.config.leader_imbalance_check_interval_seconds

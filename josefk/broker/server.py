@@ -23,14 +23,15 @@ import sys
 from pathlib import Path
 
 from josefk.broker.catalog import TopicCatalog
-from josefk.broker.cluster_node import LOCAL_TOPICS, ClusterNode
+from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import BrokerContext, BrokerEndpoint
 from josefk.broker.dispatch import RequestDispatcher
 from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator
-from josefk.broker.group.store import TopicOffsetsStore
+from josefk.broker.group.store import OFFSETS_TOPIC, TopicOffsetsStore
 from josefk.broker.handlers import registered_handlers
 from josefk.broker.metadata_cache import LocalMetadata
 from josefk.broker.network import ListenerSpec, SocketServer
+from josefk.broker.partition import TopicPartition
 from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
 from josefk.cluster.metadata_store import BrokerIdInUseError, EtcdUnavailableError
@@ -173,8 +174,8 @@ class Broker:
             self._adopt_unknown_logs(catalog)
             replicas.load()
         else:
-            # The cluster's topics come from etcd once joined; only the local ones open now.
-            replicas.load(only=LOCAL_TOPICS)
+            # The cluster's topics (__consumer_offsets among them) come from etcd once joined.
+            replicas.load(only=())
         self.replica_manager = replicas
 
         if config.metrics_enable:
@@ -297,11 +298,18 @@ class Broker:
         """Create ``__consumer_offsets`` if missing, rebuild the groups from it (before any
         listener opens) and schedule offset retention."""
         config = self.config
-        store = TopicOffsetsStore.ensure_topic(
-            replicas,
-            partitions=config.offsets_topic_num_partitions,
-            segment_bytes=config.offsets_topic_segment_bytes,
-        )
+        if self.cluster is None:
+            store = TopicOffsetsStore.ensure_topic(
+                replicas,
+                partitions=config.offsets_topic_num_partitions,
+                segment_bytes=config.offsets_topic_segment_bytes,
+            )
+        else:
+            # The controller creates the topic; each broker coordinates the groups of the
+            # partitions it leads, loading them as it becomes leader.
+            store = TopicOffsetsStore(
+                replicas, default_partitions=config.offsets_topic_num_partitions
+            )
         coordinator = GroupCoordinator(
             GroupConfig.from_broker_config(config),
             store,
@@ -309,7 +317,19 @@ class Broker:
             clock=self.clock,
             probe=self.metrics.groups if self.metrics is not None else None,
         )
-        coordinator.load()
+        if self.cluster is None:
+            coordinator.load()
+        else:
+            coordinator.coordinate_by_leadership()
+
+            def follow_leadership(tp: TopicPartition, leads: bool) -> None:
+                if tp.topic == OFFSETS_TOPIC:
+                    if leads:
+                        coordinator.load_partition(tp.partition)
+                    else:
+                        coordinator.unload_partition(tp.partition)
+
+            self.cluster.leadership_listeners.append(follow_leadership)
         coordinator.start()
         replicas.topic_deleted_listeners.append(coordinator.remove_offsets_of_topic)
         if self.metrics is not None:

@@ -112,6 +112,10 @@ def dev_cluster(brokers: int, data_dir: str, base_port: int, overrides: tuple[st
                 "--set", f"broker.id={broker_id}",
                 "--set", f"josefk.etcd.endpoints={etcd_endpoint}",
             ]  # fmt: skip
+            if not any(o.startswith("offsets.topic.replication.factor=") for o in overrides):
+                # The controller creates __consumer_offsets once this many brokers live; a
+                # cluster of one or two would otherwise never coordinate a group.
+                command += ["--set", f"offsets.topic.replication.factor={min(3, brokers)}"]
             for item in overrides:
                 command += ["--set", item]
             processes.append(

@@ -4,9 +4,10 @@ Owns ``GroupCoordinator`` (every group of this broker, the rebalance protocol of
 SyncGroup / Heartbeat / LeaveGroup, offset commits and fetches, group listing and deletion,
 offset retention, loading from ``__consumer_offsets`` at start-up) and ``GroupConfig``.
 
-This broker coordinates every group; the group's ``__consumer_offsets`` partition (Kafka's
-``abs(hashCode) % partitions``) is still where its records go, so the topic is laid out as
-Kafka's and a Kafka broker could load it.
+The single node coordinates every group. In a cluster a broker coordinates the groups of the
+``__consumer_offsets`` partitions it leads (Kafka's ``abs(hashCode) % partitions``), loading
+them when it becomes leader (``load_partition``) and dropping them when it stops
+(``unload_partition``); for any other group every API answers NOT_COORDINATOR.
 
 Time: heartbeat deadlines, rebalance timeouts and the initial rebalance delay are timers of
 the injected ``Scheduler`` over the injected ``Clock``; tests step both, nothing sleeps.
@@ -169,19 +170,76 @@ class GroupCoordinator:
         self._groups: dict[str, GroupMetadata] = {}
         self._retention_task: Any = None
         self._stopped = False
+        # The offsets topic partitions whose groups this broker coordinates; None: all of
+        # them (the single node). In a cluster, those it leads (load_partition/unload_partition).
+        self._owned: set[int] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def partition_for(self, group_id: str) -> int:
         return coordinator_partition(group_id, self._store.partition_count)
 
-    def load(self) -> None:
-        """Rebuild every group from the offsets topic: the last record of a key wins and a
-        tombstone deletes it. Groups with members come back Stable and their members must
-        heartbeat within a session timeout, as after a coordinator move in Kafka."""
+    def take_appends(self) -> list[Any]:
+        """The offsets-topic appends of the last call (see TopicOffsetsStore.take_appends)."""
+        take = getattr(self._store, "take_appends", None)
+        return [] if take is None else list(take())
+
+    def ownership_error(self, group_id: str) -> ErrorCode:
+        """NOT_COORDINATOR when another broker coordinates ``group_id`` (or this one stops):
+        the client then asks FindCoordinator again."""
+        if self._stopped:
+            return ErrorCode.NOT_COORDINATOR
+        if self._owned is not None and self.partition_for(group_id) not in self._owned:
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
+
+    def coordinate_by_leadership(self) -> None:
+        """Cluster mode: coordinate only the groups of the partitions this broker leads."""
+        self._owned = set()
+
+    def load_partition(self, partition: int) -> None:
+        """This broker became leader of ``partition``: its groups are now coordinated here,
+        rebuilt from the partition's log (which holds every record the old leader committed)."""
+        if self._owned is None or partition in self._owned:
+            return
+        self._owned.add(partition)
+        self.load([partition])
+
+    def unload_partition(self, partition: int) -> None:
+        """This broker no longer leads ``partition``: its groups move to the new leader.
+        Parked joins and syncs are answered NOT_COORDINATOR so their clients move too."""
+        if self._owned is None or partition not in self._owned:
+            return
+        self._owned.discard(partition)
+        for group in [
+            g for g in self._groups.values() if self.partition_for(g.group_id) == partition
+        ]:
+            self._release(group, ErrorCode.NOT_COORDINATOR)
+            del self._groups[group.group_id]
+            if self._probe is not None:
+                self._probe.remove_group(group.group_id)
+        logger.info("unloaded the groups of %s-%d", "__consumer_offsets", partition)
+
+    def _release(self, group: GroupMetadata, error: ErrorCode) -> None:
+        self._cancel_join_timer(group)
+        for member in group.members.values():
+            if member.heartbeat_task is not None:
+                member.heartbeat_task.cancel()
+                member.heartbeat_task = None
+            self._fail_join(member, error)
+            self._fail_sync(member, error)
+
+    def load(self, partitions: Iterable[int] | None = None) -> None:
+        """Rebuild the groups of ``partitions`` (all by default) from the offsets topic: the
+        last record of a key wins and a tombstone deletes it. Groups with members come back
+        Stable and their members must heartbeat within a session timeout, as after a
+        coordinator move in Kafka."""
         offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         values: dict[str, GroupMetadataValue | None] = {}
-        for partition in range(self._store.partition_count):
+        if partitions is None:
+            partitions = range(self._store.partition_count)
+        loaded = 0
+        for partition in partitions:
             for key_bytes, value_bytes in self._store.read(partition):
                 try:
                     key = decode_key(key_bytes)
@@ -216,7 +274,8 @@ class GroupCoordinator:
             if value is not None:
                 self._restore(group, value)
             self._groups[group_id] = group
-        logger.info("loaded %d groups from the offsets topic", len(self._groups))
+            loaded += 1
+        logger.info("loaded %d groups from the offsets topic", loaded)
 
     def _restore(self, group: GroupMetadata, value: GroupMetadataValue) -> None:
         group.protocol_type = value.protocol_type or None
@@ -266,13 +325,7 @@ class GroupCoordinator:
         if self._retention_task is not None:
             self._retention_task.cancel()
         for group in self._groups.values():
-            self._cancel_join_timer(group)
-            for member in group.members.values():
-                if member.heartbeat_task is not None:
-                    member.heartbeat_task.cancel()
-                    member.heartbeat_task = None
-                self._fail_join(member, ErrorCode.NOT_COORDINATOR)
-                self._fail_sync(member, ErrorCode.NOT_COORDINATOR)
+            self._release(group, ErrorCode.NOT_COORDINATOR)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -287,7 +340,7 @@ class GroupCoordinator:
 
     def join_group(self, request: JoinRequest) -> asyncio.Future[JoinResult]:
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        error = ErrorCode.NOT_COORDINATOR if self._stopped else self._validate_join(request)
+        error = self.ownership_error(request.group_id) or self._validate_join(request)
         if error:
             future.set_result(JoinResult(error, request.member_id))
             return future
@@ -631,9 +684,9 @@ class GroupCoordinator:
     ) -> asyncio.Future[SyncResult]:
         future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         group = self._groups.get(group_id)
-        error = ErrorCode.NONE
-        if self._stopped:
-            error = ErrorCode.NOT_COORDINATOR
+        error = self.ownership_error(group_id)
+        if error:
+            pass
         elif group is None:
             error = ErrorCode.UNKNOWN_MEMBER_ID
         elif group.is_in(GroupState.DEAD):
@@ -707,6 +760,8 @@ class GroupCoordinator:
     def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
+        if error := self.ownership_error(group_id):
+            return error
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -788,6 +843,8 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         """Remove members given as (member id, instance id); the top-level error and one
         error per member."""
+        if error := self.ownership_error(group_id):
+            return error, [ErrorCode.NONE] * len(members)
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
@@ -833,6 +890,8 @@ class GroupCoordinator:
         """Commit offsets for a group; one error per entry, in order."""
         if not group_id:
             return [ErrorCode.INVALID_GROUP_ID] * len(entries)
+        if error := self.ownership_error(group_id):
+            return [error] * len(entries)
         group = self._groups.get(group_id)
         error = ErrorCode.NONE
         if group is None:
@@ -918,6 +977,8 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
+        if error := self.ownership_error(group_id):
+            return error, []
         if group is None or group.is_in(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, []
         subscribed: set[str] = set()
@@ -1049,6 +1110,8 @@ class GroupCoordinator:
             group = self._groups.get(group_id)
             if not group_id:
                 errors.append(ErrorCode.INVALID_GROUP_ID)
+            elif error := self.ownership_error(group_id):
+                errors.append(error)
             elif group is None or group.is_in(GroupState.DEAD):
                 errors.append(ErrorCode.GROUP_ID_NOT_FOUND)
             elif not group.is_in(GroupState.EMPTY):

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Final, Protocol
 
 from josefk.broker.errors import error_code_for
-from josefk.broker.replica_manager import ReplicaManager
+from josefk.broker.replica_manager import AppendOutcome, ReplicaManager
 from josefk.protocol.errors import ErrorCode
 from josefk.records import BatchBuilder, split_batches
 from josefk.storage.offsets import FetchIsolation
@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"
 _LOAD_CHUNK_BYTES: Final = 1 << 20
+# Appends nobody took (group changes, whose answers do not wait) are not kept forever.
+_KEPT_APPENDS: Final = 64
 
 KeyValue = tuple[bytes, bytes | None]
 
@@ -97,12 +99,15 @@ class MemoryOffsetsStore:
 class TopicOffsetsStore:
     """``__consumer_offsets`` as a topic of this broker."""
 
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, *, default_partitions: int | None = None) -> None:
+        """``default_partitions``: in a cluster the topic may not exist yet (the controller
+        creates it); until it does, groups map to partitions as if it had this many."""
         self._replicas = replicas
-        info = replicas.catalog.get(OFFSETS_TOPIC)
-        if info is None:
+        self._default_partitions = default_partitions
+        # Appends not yet handed to a caller that waits for their replication (take_appends).
+        self._appends: list[AppendOutcome] = []
+        if default_partitions is None and replicas.catalog.get(OFFSETS_TOPIC) is None:
             raise LookupError(f"{OFFSETS_TOPIC} does not exist; call ensure_topic first")
-        self._partition_count = info.partitions
 
     @staticmethod
     def ensure_topic(
@@ -124,7 +129,12 @@ class TopicOffsetsStore:
 
     @property
     def partition_count(self) -> int:
-        return self._partition_count
+        # An existing topic keeps its partition count, which decides coordinator partitions.
+        info = self._replicas.catalog.get(OFFSETS_TOPIC)
+        if info is not None:
+            return info.partitions
+        assert self._default_partitions is not None
+        return self._default_partitions
 
     def append(self, partition: int, records: Sequence[KeyValue], timestamp: int) -> None:
         target = self._replicas.get_partition(OFFSETS_TOPIC, partition)
@@ -134,10 +144,19 @@ class TopicOffsetsStore:
             )
         batch = build_batch(records, timestamp)
         try:
-            self._replicas.append_to_leader(target, memoryview(batch))
+            info = self._replicas.append_to_leader(target, memoryview(batch))
         except Exception as exc:
             logger.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
             raise StoreAppendError(str(exc), error=coordinator_error(error_code_for(exc))) from exc
+        self._appends.append(AppendOutcome(target.tp, info))
+        del self._appends[:-_KEPT_APPENDS]
+
+    def take_appends(self) -> list[AppendOutcome]:
+        """The appends since the last call: a handler that wants its commit replicated (as
+        Kafka's acks=-1 for the offsets topic) takes them right after the coordinator call
+        that made them, before anything else runs, and waits on them."""
+        appends, self._appends = self._appends, []
+        return appends
 
     def read(self, partition: int) -> Iterator[KeyValue]:
         target = self._replicas.get_partition(OFFSETS_TOPIC, partition)

@@ -2,8 +2,8 @@
 ListGroups, DeleteGroups.
 
 Each handler turns a request of any version into a call on the broker's GroupCoordinator and
-its answer into the response shape of that version. This broker coordinates every group. It
-also names itself as the transaction coordinator, although it has none yet, so that a
+its answer into the response shape of that version. The single node coordinates every
+group; in a cluster, the leader of a group's ``__consumer_offsets`` partition does. It also names itself as the transaction coordinator, although it has none yet, so that a
 transactional client goes on to InitProducerId and gets a clear, fatal
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED instead of retrying COORDINATOR_NOT_AVAILABLE until it
 times out. Share coordinators get COORDINATOR_NOT_AVAILABLE.
@@ -13,11 +13,13 @@ Imports josefk.protocol and the group package; must not import the server or net
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from josefk.broker.context import RequestContext
 from josefk.broker.group.coordinator import GroupCoordinator, JoinRequest
 from josefk.broker.group.group import JoinResult
+from josefk.broker.group.store import OFFSETS_TOPIC
 from josefk.broker.handlers import handles
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
@@ -55,22 +57,16 @@ def client_host(context: RequestContext) -> str:
 def handle_find_coordinator(context: RequestContext, request: Any) -> Any:
     endpoint = context.broker.endpoint_for(context.connection.listener_name)
     broker_id, host, port = context.broker.broker_id, endpoint.host, endpoint.port
-    available = coordinator_of(context) is not None
-    metadata = context.broker.metadata
-    if context.broker.cluster is not None and metadata is not None:
-        # Groups are not replicated yet: one broker (the lowest live id) coordinates all.
-        nodes = metadata.brokers(context.connection.listener_name)
-        if nodes:
-            chosen = min(nodes, key=lambda node: node.broker_id)
-            broker_id, host, port = chosen.broker_id, chosen.host, chosen.port
+    coordinator = coordinator_of(context)
+    cluster_leader = _offsets_leader_finder(context)
 
-    def answer(key_type: int) -> tuple[ErrorCode, int, str, int]:
+    def answer(key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
         if key_type == TRANSACTION_KEY_TYPE:
             return ErrorCode.NONE, broker_id, host, port
-        if key_type != GROUP_KEY_TYPE:
+        if key_type != GROUP_KEY_TYPE or coordinator is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        if not available:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        if cluster_leader is not None:
+            return cluster_leader(coordinator.partition_for(key))
         return ErrorCode.NONE, broker_id, host, port
 
     key_type = request.key_type
@@ -79,7 +75,7 @@ def handle_find_coordinator(context: RequestContext, request: Any) -> Any:
     if context.api_version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, node, host, port = answer(key_type)
+            error, node, host, port = answer(key_type, key)
             if key_type == GROUP_KEY_TYPE and not key:
                 error, node, host, port = ErrorCode.INVALID_REQUEST, -1, "", -1
             coordinators.append(
@@ -93,7 +89,7 @@ def handle_find_coordinator(context: RequestContext, request: Any) -> Any:
                 )
             )
         return FIND_COORDINATOR(coordinators=coordinators)
-    error, node, host, port = answer(key_type)
+    error, node, host, port = answer(key_type, request.key)
     return FIND_COORDINATOR(
         error_code=error,
         error_message=error.message if error else None,
@@ -101,6 +97,29 @@ def handle_find_coordinator(context: RequestContext, request: Any) -> Any:
         host=host,
         port=port,
     )
+
+
+def _offsets_leader_finder(
+    context: RequestContext,
+) -> Callable[[int], tuple[ErrorCode, int, str, int]] | None:
+    """In a cluster a group's coordinator is the leader of its ``__consumer_offsets``
+    partition, as in Kafka; None on the single node (which coordinates every group)."""
+    metadata = context.broker.metadata
+    if context.broker.cluster is None or metadata is None:
+        return None
+    listener = context.connection.listener_name
+    nodes = {node.broker_id: node for node in metadata.brokers(listener)}
+
+    def leader_of(partition: int) -> tuple[ErrorCode, int, str, int]:
+        view = metadata.partition(OFFSETS_TOPIC, partition)
+        node = None if view is None else nodes.get(view.leader)
+        if node is None:
+            # Not created yet (fewer live brokers than offsets.topic.replication.factor),
+            # or the partition has no leader right now: the client retries.
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        return ErrorCode.NONE, node.broker_id, node.host, node.port
+
+    return leader_of
 
 
 # -- JoinGroup ----------------------------------------------------------------------------
@@ -235,9 +254,16 @@ def handle_describe_groups(context: RequestContext, request: Any) -> Any:
     coordinator = coordinator_of(context)
     described = []
     for group_id in request.groups:
-        description = None if coordinator is None else coordinator.describe_group(group_id)
+        owner_error = (
+            ErrorCode.NONE if coordinator is None else coordinator.ownership_error(group_id)
+        )
+        description = (
+            None if coordinator is None or owner_error else coordinator.describe_group(group_id)
+        )
         if coordinator is None:
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif owner_error:
+            error = owner_error
         elif not group_id:
             error = ErrorCode.INVALID_GROUP_ID
         elif description is None and version >= 6:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from josefk.broker.context import RequestContext
+from josefk.broker.errors import error_code_for
 from josefk.broker.group.coordinator import OffsetCommitEntry
 from josefk.broker.group.group import CommittedOffset
 from josefk.broker.handlers import handles
@@ -26,7 +27,7 @@ OFFSET_DELETE: Final = response_class(ApiKey.OFFSET_DELETE)
 
 
 @handles(ApiKey.OFFSET_COMMIT, max_version=9)
-def handle_offset_commit(context: RequestContext, request: Any) -> Any:
+async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
     version = context.api_version
     coordinator = coordinator_of(context)
     replicas = context.broker.replica_manager
@@ -58,6 +59,7 @@ def handle_offset_commit(context: RequestContext, request: Any) -> Any:
             entries,
             retention_ms=request.retention_time_ms if version <= 4 else -1,
         )
+        results = await _replicated(context, coordinator.take_appends(), results)
     else:
         results = []
     answers = iter(results)
@@ -75,12 +77,36 @@ def handle_offset_commit(context: RequestContext, request: Any) -> Any:
     )
 
 
+async def _replicated(
+    context: RequestContext, appends: list[Any], results: list[ErrorCode]
+) -> list[ErrorCode]:
+    """Answer a commit only once the offsets topic's in-sync replicas hold it, as Kafka's
+    coordinator appends with acks=-1: a commit answered is a commit a new coordinator has.
+    Failing that within offsets.commit.timeout.ms, the commits are answered with Kafka's
+    translation of the append error and the client retries."""
+    if not appends:
+        return results
+    replicas = context.broker.replica_manager
+    await replicas.wait_for_acks(appends, context.broker.config.offsets_commit_timeout_ms)
+    failed = next((a.error for a in appends if a.error is not None), None)
+    if failed is None:
+        return results
+    error = error_code_for(failed)
+    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        error = ErrorCode.NOT_COORDINATOR
+    else:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return [e or error for e in results]
+
+
 def _fetch_group(
     context: RequestContext, group_id: str, topics: list[Any] | None
 ) -> tuple[ErrorCode, dict[str, list[tuple[int, CommittedOffset | None]]]]:
     coordinator = coordinator_of(context)
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
+    if error := coordinator.ownership_error(group_id):
+        return error, {}
     wanted = (
         None
         if topics is None
