@@ -234,8 +234,9 @@ class ClusterNode:
         """Register again under a new lease, wait until the view holds everything etcd had
         then, and take the roles it gives: the broker is back, as after a restart."""
         with contextlib.suppress(Exception):
-            async with asyncio.timeout(5):
-                # Our own registration, if the lease still lives, would refuse the new one.
+            async with asyncio.timeout(1):
+                # Our own registration, if the lease still lives, would refuse the new one
+                # (until it expires: register_broker is retried below meanwhile).
                 await lost.close()
         assert self._registration is not None
         ttl_s = max(1, round(self.config.etcd_session_timeout_ms / 1000))
@@ -252,7 +253,7 @@ class ClusterNode:
                         await session.close()
                 logger.info("registering again with etcd failed (%s); retrying", exc)
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, 1.0)
         self._session = session
         await self.watcher.caught_up(registered.broker_epoch)
         self.fenced = False

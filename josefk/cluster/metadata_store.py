@@ -246,6 +246,15 @@ def parse_endpoints(text: str) -> list[tuple[str, int]]:
 # -- the store ----------------------------------------------------------------------------
 
 
+# gRPC backs off reconnecting up to 120 s by default: a broker cut from etcd for a minute would
+# then stay fenced long after the network healed. A second is plenty for a local etcd.
+_CHANNEL_OPTIONS: Final = {
+    "grpc.initial_reconnect_backoff_ms": 200,
+    "grpc.min_reconnect_backoff_ms": 200,
+    "grpc.max_reconnect_backoff_ms": 1000,
+}
+
+
 class BrokerSession:
     """A broker's etcd lease, kept alive while the broker runs.
 
@@ -342,7 +351,9 @@ class EtcdMetadataStore:
         """Connect to the first endpoint that answers."""
         errors = []
         for host, port in self._endpoints:
-            client = aetcd.Client(host=host, port=port, timeout=self._timeout_s)
+            client = aetcd.Client(
+                host=host, port=port, timeout=self._timeout_s, options=_CHANNEL_OPTIONS
+            )
             try:
                 await client.connect()
                 await client.get(self.key("cluster_id"))

@@ -38,6 +38,24 @@ def compose(images: None) -> Iterator[Compose]:
     assert compose.leftovers() == [], "docker compose down -v left these behind"
 
 
+def wait_registered(count: int = 3, timeout: float = 180) -> None:
+    """Until the cluster's metadata lists ``count`` brokers: a broker cut off and reconnected
+    registers again on its own schedule, and Docker still calls it healthy for the few
+    checks it takes to notice otherwise."""
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    deadline = time.monotonic() + timeout
+    brokers: list[int] = []
+    while time.monotonic() < deadline:
+        try:
+            brokers = sorted(admin.list_topics(timeout=10).brokers)
+        except Exception:
+            brokers = []
+        if len(brokers) == count:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the cluster lists brokers {brokers}, not {count} of them")
+
+
 def create_topic(name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
     (future,) = admin.create_topics([NewTopic(name, num_partitions=partitions)]).values()
@@ -123,6 +141,7 @@ def test_acked_writes_survive_a_killed_leader_and_a_cut_broker(compose: Compose)
     producer.phase("leader-killed")
     docker("start", leader)
     wait_healthy([leader])
+    wait_registered()
     producer.phase("leader-back")
 
     cut_id = next(b for b in (1, 2, 3) if compose.container(f"broker{b}") != leader)
@@ -131,6 +150,7 @@ def test_acked_writes_survive_a_killed_leader_and_a_cut_broker(compose: Compose)
     producer.phase("broker-cut")
     docker("network", "connect", "--alias", f"broker{cut_id}", NETWORK, cut)
     wait_healthy([cut])
+    wait_registered()
     producer.phase("reconnected")
 
     NOTES.append(
@@ -157,6 +177,7 @@ def josefk_cli(*args: str) -> str:
 
 def test_a_group_is_shared_by_a_container_and_the_host(compose: Compose) -> None:
     topic = "shared"
+    wait_registered()
     create_topic(topic, 4)
     in_container = f"josefk-consumer-{uuid.uuid4().hex[:6]}"
     docker(
