@@ -90,6 +90,8 @@ class ClusterNode:
         self._session: BrokerSession | None = None
         self._registration: BrokerRegistration | None = None
         self.leadership_listeners: list[LeadershipListener] = []
+        # Told (ISR size before, after) of each ISR change etcd accepted (a metric).
+        self.on_isr_changed: Callable[[int, int], None] | None = None
         # True from losing the etcd session until registered again and caught up with etcd.
         self.fenced = False
         self._fetchers: dict[int, ReplicaFetcher] = {}
@@ -319,7 +321,17 @@ class ClusterNode:
         existing = self.replicas.get_partition(tp.topic, tp.partition)
         before = None if existing is None else (existing.leader_id, existing.leader_epoch)
         was_leader = existing is not None and existing.is_leader
+        isr_before = len(existing.isr) if existing is not None and was_leader else None
         partition = self.replicas.apply_partition_state(tp, state)
+        if (
+            self.on_isr_changed is not None
+            and isr_before is not None
+            and partition.is_leader
+            and len(partition.isr) != isr_before
+        ):
+            # The controller changed the ISR of a partition this broker leads (a replica's
+            # broker died or came back); the leader's own changes are told in _alter_isr.
+            self.on_isr_changed(isr_before, len(partition.isr))
         if partition.is_leader != was_leader:
             self._tell_leadership(tp, partition.is_leader)
         if partition.is_leader or state.leader < 0:
@@ -402,7 +414,10 @@ class ClusterNode:
             partition.isr_proposal_failed()
             self.replicas.high_watermark_moved(tp)
             return
-        logger.info("%s: ISR %s -> %s", tp, list(expected.state.isr) if expected else [], isr)
+        before = list(expected.state.isr) if expected else []
+        logger.info("%s: ISR %s -> %s", tp, before, isr)
+        if self.on_isr_changed is not None:
+            self.on_isr_changed(len(before), len(isr))
         if partition.is_leader and partition.leader_epoch == accepted.state.leader_epoch:
             partition.apply_isr(accepted.state)
         self.replicas.high_watermark_moved(tp)
@@ -523,6 +538,10 @@ class ClusterNode:
     @property
     def is_controller(self) -> bool:
         return self.controller is not None and self.watcher.view.controller == self.controller.claim
+
+    def offline_partitions(self) -> int:
+        """Partitions without a leader, as this broker's view of etcd has them."""
+        return sum(1 for v in self.watcher.view.partitions.values() if v.state.leader < 0)
 
     def live_brokers(self) -> dict[int, str | None]:
         return {b: r.rack for b, r in self.watcher.view.brokers.items()}

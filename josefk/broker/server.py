@@ -246,6 +246,12 @@ class Broker:
             )
         else:
             self.cluster.replicas = replicas
+            if self.metrics is not None:
+                cluster = self.cluster
+                cluster.on_isr_changed = self.metrics.replication.isr_changed
+                self.metrics.replication.watch_controller(
+                    lambda: cluster.is_controller, cluster.offline_partitions
+                )
             try:
                 await self.cluster.join([(e.listener_name, e.host, e.port) for e in self.endpoints])
             except BrokerIdInUseError as exc:
@@ -350,6 +356,14 @@ class Broker:
             log = partition.log
             if log.is_offline:
                 continue
+            leads = partition.is_leader
+            lags: tuple[tuple[int, int], ...] = ()
+            if leads:
+                lags = tuple(
+                    (b, max(log.log_end_offset - max(p.log_end_offset, 0), 0))
+                    for b in partition.replicas
+                    if b != partition.local_broker_id and (p := partition.progress(b)) is not None
+                )
             stats.append(
                 PartitionLogStats(
                     topic=partition.tp.topic,
@@ -359,6 +373,11 @@ class Broker:
                     log_start_offset=log.log_start_offset,
                     log_end_offset=log.log_end_offset,
                     high_watermark=log.high_watermark,
+                    is_leader=leads,
+                    replicas=len(partition.replicas),
+                    in_sync=len(partition.isr),
+                    min_insync=log.config.min_insync_replicas,
+                    follower_lags=lags,
                 )
             )
         return stats

@@ -37,6 +37,12 @@ kafka_log_logmanager_logdirectoryoffline{log_directory}          LogDirProbe
 kafka_log_log_{size,numlogsegments,logstartoffset,logendoffset,highwatermark}{topic,partition}
                                                                  PartitionLogCollector
 kafka_server_replicamanager_{partitioncount,leadercount}         PartitionLogCollector
+kafka_server_replicamanager_{underreplicatedpartitions,underminisrpartitioncount}
+                                                                 PartitionLogCollector
+josefk_replica_follower_lag_messages{topic,partition,follower}   PartitionLogCollector
+kafka_server_replicamanager_{isrshrinks,isrexpands}_total        ReplicationProbe
+kafka_controller_kafkacontroller_{activecontrollercount,offlinepartitionscount}
+                                                                 ReplicationProbe
 kafka_server_delayedoperationpurgatory_{purgatorysize,numdelayedoperations}{delayed_operation}
                                                                  PurgatoryCollector
 kafka_coordinator_group_groupmetadatamanager_numgroups{state}    GroupCollector
@@ -69,6 +75,7 @@ from josefk.metrics.probes import (
     LATENCY_BUCKETS,
     GroupProbe,
     LogDirProbe,
+    ReplicationProbe,
     RequestProbe,
     SocketServerProbe,
     TopicProbe,
@@ -88,6 +95,7 @@ __all__ = [
     "PartitionLogStats",
     "PurgatoryCollector",
     "PurgatoryStats",
+    "ReplicationProbe",
     "RequestProbe",
     "SocketServerProbe",
     "TopicProbe",

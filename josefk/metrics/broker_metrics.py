@@ -29,6 +29,7 @@ from josefk.metrics.collectors import (
 from josefk.metrics.probes import (
     GroupProbe,
     LogDirProbe,
+    ReplicationProbe,
     RequestProbe,
     SocketServerProbe,
     TopicProbe,
@@ -58,6 +59,7 @@ class BrokerMetrics:
         self.sockets = SocketServerProbe(self.registry)
         self.log_dirs = LogDirProbe(self.registry)
         self.groups = GroupProbe(self.registry)
+        self.replication = ReplicationProbe(self.registry)
         self._purgatories = PurgatoryCollector()
         self.registry.register(self._purgatories)
         self._log_collector: PartitionLogCollector | None = None

@@ -50,6 +50,12 @@ class PartitionLogStats:
     log_end_offset: int
     high_watermark: int
     is_leader: bool = True
+    # Replication, as the leader sees it (a follower reports its own log only).
+    replicas: int = 1
+    in_sync: int = 1
+    min_insync: int = 1
+    # (follower id, messages it lacks of the leader's log end offset), leader only.
+    follower_lags: tuple[tuple[int, int], ...] = ()
 
 
 class PartitionLogCollector(Collector):
@@ -59,6 +65,12 @@ class PartitionLogCollector(Collector):
       ``kafka_log_log_logendoffset``, ``kafka_log_log_highwatermark`` (josefk's own; Kafka has
       no per-partition HW metric)
     - ``kafka_server_replicamanager_partitioncount``, ``kafka_server_replicamanager_leadercount``
+    - ``kafka_server_replicamanager_underreplicatedpartitions`` and
+      ``kafka_server_replicamanager_underminisrpartitioncount``: partitions this broker leads
+      whose ISR is smaller than their replicas, or than ``min.insync.replicas``
+    - ``josefk_replica_follower_lag_messages{topic,partition,follower}``: per follower, the
+      messages it lacks of the leader's log end offset (Kafka reports lag on the follower side
+      only, as ``kafka_server_fetcherlagmetrics_consumerlag``)
     """
 
     def __init__(self, source: Callable[[], Iterable[PartitionLogStats]]) -> None:
@@ -88,7 +100,12 @@ class PartitionLogCollector(Collector):
                 "kafka_log_log_highwatermark", "The high watermark.", labels=labels
             ),
         }
-        leaders = 0
+        leaders = under_replicated = under_min_isr = 0
+        lag = GaugeMetricFamily(
+            "josefk_replica_follower_lag_messages",
+            "Messages a follower lacks of the leader's log end offset (on the leader).",
+            labels=["topic", "partition", "follower"],
+        )
         for entry in stats:
             values = [entry.topic, str(entry.partition)]
             families["size"].add_metric(values, entry.size_bytes)
@@ -97,7 +114,23 @@ class PartitionLogCollector(Collector):
             families["end"].add_metric(values, entry.log_end_offset)
             families["hw"].add_metric(values, entry.high_watermark)
             leaders += entry.is_leader
+            if entry.is_leader:
+                under_replicated += entry.in_sync < entry.replicas
+                under_min_isr += entry.in_sync < entry.min_insync
+                for follower, behind in entry.follower_lags:
+                    lag.add_metric([*values, str(follower)], behind)
         yield from families.values()
+        yield lag
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_underreplicatedpartitions",
+            "Partitions this broker leads whose ISR is smaller than their replica set.",
+            value=under_replicated,
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_underminisrpartitioncount",
+            "Partitions this broker leads whose ISR is below min.insync.replicas.",
+            value=under_min_isr,
+        )
         yield GaugeMetricFamily(
             "kafka_server_replicamanager_partitioncount",
             "Partitions hosted by this broker.",

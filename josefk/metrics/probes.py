@@ -17,7 +17,7 @@ error names as strings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -371,3 +371,49 @@ class GroupProbe:
                 metric.remove(group)
             except KeyError:
                 pass
+
+
+class ReplicationProbe:
+    """The cluster's replication events and the controller's view (cluster mode).
+
+    - ``kafka_server_replicamanager_isrshrinks_total`` / ``..._isrexpands_total``: ISR changes
+      of partitions this broker leads, as accepted by etcd
+    - ``kafka_controller_kafkacontroller_activecontrollercount``: 1 on the controller, else 0
+    - ``kafka_controller_kafkacontroller_offlinepartitionscount``: partitions without a leader,
+      reported by the controller (0 elsewhere), as Kafka does
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._shrinks = Counter(
+            "kafka_server_replicamanager_isrshrinks",
+            "ISR shrinks of partitions this broker leads.",
+            registry=registry,
+        )
+        self._expands = Counter(
+            "kafka_server_replicamanager_isrexpands",
+            "ISR expansions of partitions this broker leads.",
+            registry=registry,
+        )
+        self._active = Gauge(
+            "kafka_controller_kafkacontroller_activecontrollercount",
+            "1 while this broker is the controller.",
+            registry=registry,
+        )
+        self._offline = Gauge(
+            "kafka_controller_kafkacontroller_offlinepartitionscount",
+            "Partitions without a leader (counted by the controller).",
+            registry=registry,
+        )
+
+    def isr_changed(self, before: int, after: int) -> None:
+        if after < before:
+            self._shrinks.inc()
+        elif after > before:
+            self._expands.inc()
+
+    def watch_controller(
+        self, is_controller: Callable[[], bool], offline: Callable[[], int]
+    ) -> None:
+        """Read on scrape: whether this broker is the controller, and (if so) offline partitions."""
+        self._active.set_function(lambda: 1.0 if is_controller() else 0.0)
+        self._offline.set_function(lambda: float(offline()) if is_controller() else 0.0)

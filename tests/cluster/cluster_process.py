@@ -12,13 +12,15 @@ Must not import josefk: the tests talk to the cluster through processes and real
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from broker_process import LIVE_BROKERS, BrokerProcess
+from broker_process import LIVE_BROKERS, BrokerProcess, free_port
 from confluent_kafka.admin import AdminClient
 from etcd_server import EtcdServer
+from prometheus_client.parser import text_string_to_metric_families
 
 T = TypeVar("T")
 WAIT_S = 60.0
@@ -32,6 +34,7 @@ class LocalCluster:
         brokers: int = 3,
         settings: Sequence[str] = (),
         session_timeout_ms: int = 3000,
+        metrics: bool = False,
     ) -> None:
         self.base = base
         self.etcd = EtcdServer(base / "etcd", base / "etcd.log")
@@ -39,6 +42,7 @@ class LocalCluster:
         self._count = brokers
         self._settings = list(settings)
         self._session_timeout_ms = session_timeout_ms
+        self._metrics = metrics
 
     def start(self) -> LocalCluster:
         self.etcd.start()
@@ -52,6 +56,7 @@ class LocalCluster:
                     f"josefk.etcd.session.timeout.ms={self._session_timeout_ms}",
                     *self._settings,
                 ],
+                metrics_port=free_port() if self._metrics else 0,
             )
             broker.start()
             self.brokers[broker_id] = broker
@@ -72,6 +77,20 @@ class LocalCluster:
 
     def leader_of(self, topic: str, partition: int) -> int:
         return self.partition_states(topic)[partition][0]
+
+    def scrape(self, broker_id: int) -> dict[str, float]:
+        """A broker's /metrics (started with ``metrics=True``), unlabelled series summed by
+        name and labelled ones as ``name{k="v",...}``."""
+        broker = self.brokers[broker_id]
+        url = f"http://{broker.host}:{broker.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=20) as response:
+            text = response.read().decode()
+        samples: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+                samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+        return samples
 
     def close(self) -> None:
         for broker in self.brokers.values():

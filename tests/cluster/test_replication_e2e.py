@@ -33,7 +33,7 @@ PARTITIONS = 3
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    running = LocalCluster(tmp_path, settings=["replica.lag.time.max.ms=3000"])
+    running = LocalCluster(tmp_path, settings=["replica.lag.time.max.ms=3000"], metrics=True)
     try:
         running.start()
         yield running
@@ -221,6 +221,10 @@ def test_a_frozen_follower_leaves_the_isr_and_rejoins(cluster: LocalCluster) -> 
             f"broker {follower} out of the ISR of partition 0",
             lambda: follower not in cluster.partition_states(TOPIC)[0][2],
         )
+        # The leader's replication metrics say so (before, none of them existed).
+        metrics = cluster.scrape(leader)
+        assert metrics["kafka_server_replicamanager_underreplicatedpartitions"] >= 1
+        assert metrics["kafka_server_replicamanager_isrshrinks_total"] >= 1
         producer = Producer({"bootstrap.servers": cluster.brokers[leader].bootstrap, "acks": "all"})
         delivered: list[object] = []
         for i in range(100):
@@ -235,6 +239,23 @@ def test_a_frozen_follower_leaves_the_isr_and_rejoins(cluster: LocalCluster) -> 
         f"broker {follower} back in the ISR of partition 0",
         lambda: follower in cluster.partition_states(TOPIC)[0][2],
     )
+    metrics = wait_for(
+        "the leader to count no under-replicated partition",
+        lambda: (
+            (m := cluster.scrape(leader))["kafka_server_replicamanager_underreplicatedpartitions"]
+            == 0
+            and m
+        ),
+    )
+    assert metrics["kafka_server_replicamanager_isrexpands_total"] >= 1
+    lag = f'josefk_replica_follower_lag_messages{{follower="{follower}",partition="0",topic="{TOPIC}"}}'
+    assert lag in metrics
+    assert metrics["kafka_server_replicamanager_leadercount"] >= 1
+    controllers = [
+        cluster.scrape(b)["kafka_controller_kafkacontroller_activecontrollercount"]
+        for b in cluster.brokers
+    ]
+    assert sorted(controllers) == [0, 0, 1]
 
 
 def test_etcd_restart_keeps_the_cluster_serving(cluster: LocalCluster) -> None:
