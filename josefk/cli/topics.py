@@ -157,6 +157,8 @@ async def describe_topic(admin: AIOAdmin, name: str) -> dict[str, Any]:
                 "leader_epoch": p.leader_epoch,
                 "replicas": list(p.replicas),
                 "isr": list(p.isr),
+                # Kafka's --under-replicated-partitions: fewer in sync than replicas.
+                "under_replicated": len(p.isr) < len(p.replicas),
                 "log_start_offset": start.offset if start is not None else None,
                 "high_watermark": end.offset if end is not None else None,
             }
@@ -181,9 +183,16 @@ async def describe_topic(admin: AIOAdmin, name: str) -> dict[str, Any]:
 @topics.command("describe", short_help="Partitions, offsets and configs of a topic.")
 @click.argument("name", metavar="TOPIC")
 @click.option("--non-default", is_flag=True, help="Show only configs set on the topic.")
+@click.option(
+    "--under-replicated",
+    is_flag=True,
+    help="Show only partitions with fewer in-sync replicas than replicas, or no leader.",
+)
 @bootstrap_option
 @json_option
-def describe(name: str, non_default: bool, bootstrap: str | None, as_json: bool) -> None:
+def describe(
+    name: str, non_default: bool, under_replicated: bool, bootstrap: str | None, as_json: bool
+) -> None:
     """Show TOPIC's partitions (leader, replicas, ISR, log start offset, high watermark)
     and its configs with where each value comes from."""
     server = resolve_bootstrap(bootstrap)
@@ -198,6 +207,10 @@ def describe(name: str, non_default: bool, bootstrap: str | None, as_json: bool)
         for k, v in info["configs"].items()
         if not non_default or v["source"] != "DEFAULT_CONFIG"
     }
+    if under_replicated:
+        info["partitions"] = [
+            p for p in info["partitions"] if p["under_replicated"] or p["leader"] < 0
+        ]
     if as_json:
         print_json({**info, "configs": configs})
         return
@@ -213,10 +226,20 @@ def describe(name: str, non_default: bool, bootstrap: str | None, as_json: bool)
                 "records",
                 sum((p["high_watermark"] or 0) - (p["log_start_offset"] or 0) for p in parts),
             ),
+            ("under-replicated", sum(p["under_replicated"] for p in parts)),
         ]
     )
     print_table(
-        ["PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START", "HIGH-WATERMARK"],
+        [
+            "PARTITION",
+            "LEADER",
+            "EPOCH",
+            "REPLICAS",
+            "ISR",
+            "LOG-START",
+            "HIGH-WATERMARK",
+            "STATUS",
+        ],
         [
             (
                 p["partition"],
@@ -226,6 +249,9 @@ def describe(name: str, non_default: bool, bootstrap: str | None, as_json: bool)
                 p["isr"],
                 p["log_start_offset"],
                 p["high_watermark"],
+                "offline"
+                if p["leader"] < 0
+                else ("under-replicated" if p["under_replicated"] else "ok"),
             )
             for p in parts
         ],

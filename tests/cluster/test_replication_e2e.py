@@ -11,13 +11,18 @@ serving.
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from broker_process import SOURCE_DIR
 from cluster_process import LocalCluster, wait_for
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
@@ -225,6 +230,16 @@ def test_a_frozen_follower_leaves_the_isr_and_rejoins(cluster: LocalCluster) -> 
         metrics = cluster.scrape(leader)
         assert metrics["kafka_server_replicamanager_underreplicatedpartitions"] >= 1
         assert metrics["kafka_server_replicamanager_isrshrinks_total"] >= 1
+        # An operator sees it too: josefk topics describe --under-replicated.
+        described = subprocess.run(
+            [sys.executable, "-m", "josefk", "topics", "describe", TOPIC, "--under-replicated",
+             "--json", "-b", cluster.brokers[leader].bootstrap],
+            capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(SOURCE_DIR)},
+        )  # fmt: skip
+        assert described.returncode == 0, described.stderr
+        flagged = json.loads(described.stdout)["partitions"]
+        assert 0 in [p["partition"] for p in flagged]
+        assert all(p["under_replicated"] for p in flagged)
         producer = Producer({"bootstrap.servers": cluster.brokers[leader].bootstrap, "acks": "all"})
         delivered: list[object] = []
         for i in range(100):
