@@ -1,4 +1,5 @@
-"""``josefk cluster info``: cluster id, controller, brokers and how many topics.
+"""``josefk cluster info`` (cluster id, controller, brokers, topic count) and ``josefk cluster
+elect-leaders`` (preferred or unclean leader election through the controller).
 
 Owns the cluster verbs; talks to the broker through josefk.client's AIOAdmin only.
 """
@@ -11,6 +12,7 @@ import click
 
 from josefk.cli.common import admin_for, bootstrap_option, json_option, resolve_bootstrap, run
 from josefk.cli.output import print_fields, print_json, print_table
+from josefk.client import TopicPartition
 
 
 @click.group("cluster", short_help="Describe the cluster: id, controller, brokers.")
@@ -60,4 +62,60 @@ def info(bootstrap: str | None, as_json: bool) -> None:
             for b in data["brokers"]
         ],
         title="Brokers",
+    )
+
+
+def _partitions(specs: tuple[str, ...]) -> list[TopicPartition] | None:
+    """``TOPIC:PARTITION`` arguments; none means every partition of the cluster."""
+    if not specs:
+        return None
+    out = []
+    for spec in specs:
+        topic, sep, index = spec.rpartition(":")
+        if not sep or not topic or not index.isdigit():
+            raise click.BadParameter(f"{spec!r} is not TOPIC:PARTITION", param_hint="PARTITIONS")
+        out.append(TopicPartition(topic, int(index)))
+    return out
+
+
+@cluster.command("elect-leaders", short_help="Give leadership back to preferred replicas.")
+@click.argument("specs", metavar="[TOPIC:PARTITION]...", nargs=-1)
+@click.option(
+    "--unclean",
+    is_flag=True,
+    help="Give leaderless partitions any live replica, in sync or not (may lose data).",
+)
+@bootstrap_option
+@json_option
+def elect_leaders(
+    specs: tuple[str, ...], unclean: bool, bootstrap: str | None, as_json: bool
+) -> None:
+    """Elect each partition's preferred replica (the first of its replicas) as its leader,
+    as after a broker came back (Kafka's ElectLeaders); all partitions when none is named.
+
+    \b
+      josefk cluster elect-leaders
+      josefk cluster elect-leaders orders:0 orders:1
+    """
+    server = resolve_bootstrap(bootstrap)
+    wanted = _partitions(specs)
+
+    async def go() -> list[dict[str, Any]]:
+        async with admin_for(server) as admin:
+            results = await admin.elect_leaders(wanted, unclean=unclean)
+        return [
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "result": "elected" if error is None else error.name,
+            }
+            for tp, error in sorted(results.items())
+        ]
+
+    rows = run(go(), bootstrap=server)
+    if as_json:
+        print_json(rows)
+        return
+    print_table(
+        ["TOPIC", "PARTITION", "RESULT"], [(r["topic"], r["partition"], r["result"]) for r in rows]
     )

@@ -342,6 +342,39 @@ class AIOAdmin:
         self._client.invalidate()
         return {r.name: _err(r.error_code, r.error_message, topic=r.name) for r in response.results}
 
+    async def elect_leaders(
+        self,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        unclean: bool = False,
+        timeout_ms: int = 30_000,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """ElectLeaders through the controller: each partition's preferred replica (or, with
+        ``unclean``, any live replica of a leaderless partition) becomes leader; all partitions
+        when ``partitions`` is None. ELECTION_NOT_NEEDED comes back as that error."""
+        req = request_class(ApiKey.ELECT_LEADERS)
+        grouped: dict[str, list[int]] = {}
+        for tp in partitions or ():
+            grouped.setdefault(tp.topic, []).append(tp.partition)
+        body = req(
+            election_type=1 if unclean else 0,
+            topic_partitions=None
+            if partitions is None
+            else [req.TopicPartitions(topic=t, partitions=ps) for t, ps in grouped.items()],
+            timeout_ms=timeout_ms,
+        )
+        response = await self._client.request(await self._controller(), ApiKey.ELECT_LEADERS, body)
+        if response.error_code:
+            raise error_for(response.error_code)
+        self._client.invalidate()
+        return {
+            TopicPartition(r.topic, p.partition_id): _err(
+                p.error_code, p.error_message, topic=r.topic, partition=p.partition_id
+            )
+            for r in response.replica_election_results
+            for p in r.partition_result
+        }
+
     async def delete_records(
         self, before: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, int]:

@@ -235,6 +235,22 @@ class ClusterController:
             for key in keys
         }
 
+    async def elect_unclean_leaders(
+        self, live: Collection[int], partitions: Collection[tuple[str, int]]
+    ) -> dict[tuple[str, int], bool]:
+        """ElectLeaders of type unclean: a leaderless partition gets a live replica even if it
+        is out of sync (acknowledged records it lacks are lost). Per partition, whether it has
+        a live leader afterwards."""
+        live = set(live)
+        await self._apply_to_all(
+            lambda s: elect_after_failure(s, live, unclean=True), only=partitions
+        )
+        snapshot = await self.store.snapshot()
+        return {
+            key: key in snapshot.partitions and snapshot.partitions[key].state.leader in live
+            for key in partitions
+        }
+
     async def controlled_shutdown(self, broker_id: int, live: Collection[int]) -> int:
         """Move leadership off a broker that is stopping; returns how many partitions it
         still leads (those with no other in-sync replica)."""

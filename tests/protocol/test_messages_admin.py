@@ -39,6 +39,7 @@ from josefk.protocol.messages import (
     describe_configs,
     describe_log_dirs,
     describe_topic_partitions,
+    elect_leaders,
     incremental_alter_configs,
     offset_for_leader_epoch,
 )
@@ -58,6 +59,7 @@ ADMIN_APIS: dict[int, tuple[ModuleType, int, int]] = {
     33: (alter_configs, 0, 2),
     35: (describe_log_dirs, 1, 5),
     37: (create_partitions, 0, 3),
+    43: (elect_leaders, 0, 2),
     44: (incremental_alter_configs, 0, 1),
     60: (describe_cluster, 0, 2),
     75: (describe_topic_partitions, 0, 0),
@@ -75,6 +77,7 @@ FLEXIBLE_FROM = {
     33: 2,
     35: 2,
     37: 2,
+    43: 2,
     44: 1,
     60: 0,
     75: 0,
