@@ -505,8 +505,9 @@ class BrokerConfig(BaseModel):
 
     # -- consumer groups and committed offsets ----------------------------------------------
     offsets_topic_num_partitions: Int = _key("offsets.topic.num.partitions", 50, ge=1, le=INT_MAX)
-    # Kafka's default is 3; a cluster smaller than that gets min(3, live brokers), see
-    # internal_topic_replication_factor(), so a single node's groups work out of the box.
+    # Kafka's default is 3. The single node keeps the offsets topic on its one replica
+    # whatever this says; a cluster's controller creates the topic once this many brokers are
+    # alive, as Kafka does (josefk dev-cluster sets min(3, brokers)).
     offsets_topic_replication_factor: Int = _key(
         "offsets.topic.replication.factor", 3, ge=1, le=32767
     )
@@ -900,14 +901,6 @@ class BrokerConfig(BaseModel):
     @property
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * _MS_PER_MINUTE
-
-    def internal_topic_replication_factor(self, live_brokers: int, *, configured: int) -> int:
-        """The replication factor to create ``__consumer_offsets`` (or the transaction log) with.
-
-        Kafka refuses to create the topic until ``configured`` brokers are alive; josefk
-        creates it with every live broker instead, so one node works with Kafka's default of 3.
-        """
-        return max(1, min(configured, live_brokers))
 
     def security_protocol(self, listener_name: str) -> str | None:
         return self.listener_security_protocol_map.get(listener_name.upper())

@@ -374,13 +374,6 @@ def test_advertised_listeners_derivation() -> None:
     assert explicit.security_protocol("plaintext") == "PLAINTEXT"
 
 
-def test_internal_topic_replication_factor_fits_the_cluster() -> None:
-    config = BrokerConfig()
-    rf = config.offsets_topic_replication_factor
-    assert config.internal_topic_replication_factor(1, configured=rf) == 1
-    assert config.internal_topic_replication_factor(5, configured=rf) == 3
-
-
 def test_describe_entries() -> None:
     config = BrokerConfig.from_properties(
         {"num.partitions": "3"}, origins={"num.partitions": "file server.properties"}
