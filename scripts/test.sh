@@ -9,8 +9,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Debian packages the tests need, installed only where missing: kcat (a real Kafka client the
 # integration tests drive), etcd-server (the cluster tests start real etcd processes), a C
-# compiler and Python headers (josefk's optional C decoder, whose tests must not skip), and
-# a Java runtime (PySpark's local mode).
+# compiler and Python headers (josefk's optional C decoder, whose tests must not skip), a
+# Java runtime (PySpark's local mode) and debootstrap (the container tests' base image).
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
@@ -18,6 +18,11 @@ command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 python_headers=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 [ -f "$python_headers/Python.h" ] || missing+=(python3-dev)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+# debootstrap, where a Docker engine is present: tests/docker build the image on a local
+# Debian base (scripts/build-base-image.sh), since no image can be pulled on these machines.
+if command -v docker >/dev/null 2>&1; then
+    command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing Debian packages: ${missing[*]}"
     as_root apt-get update -qq

@@ -92,8 +92,6 @@ class ClusterNode:
         self.leadership_listeners: list[LeadershipListener] = []
         # Told (ISR size before, after) of each ISR change etcd accepted (a metric).
         self.on_isr_changed: Callable[[int, int], None] | None = None
-        # True from losing the etcd session until registered again and caught up with etcd.
-        self.fenced = False
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._brokers_changed = asyncio.Event()
@@ -211,7 +209,6 @@ class ClusterNode:
         broker's leaderships to others. Step down from every one of them now, and name no
         leader for them in metadata, so that no client reads or writes through a zombie
         leader. The view is left as etcd last said; it is applied again after the rejoin."""
-        self.fenced = True
         self.metadata.fenced = True
         stepped_down = 0
         for partition in list(self.replicas.partitions()):
@@ -258,7 +255,6 @@ class ClusterNode:
                 backoff = min(backoff * 2, 1.0)
         self._session = session
         await self.watcher.caught_up(registered.broker_epoch)
-        self.fenced = False
         self.metadata.fenced = False
         self._reconcile()
         logger.info(
@@ -538,6 +534,11 @@ class ClusterNode:
     @property
     def is_controller(self) -> bool:
         return self.controller is not None and self.watcher.view.controller == self.controller.claim
+
+    @property
+    def fenced(self) -> bool:
+        """From losing the etcd session until registered again and caught up with etcd."""
+        return self.metadata.fenced
 
     def offline_partitions(self) -> int:
         """Partitions without a leader, as this broker's view of etcd has them."""

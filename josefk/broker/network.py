@@ -183,7 +183,8 @@ class RequestGate:
     def leave(self, size: int) -> None:
         self.requests -= 1
         self.bytes -= size
-        self._room.set()
+        if self.waiting:
+            self._room.set()
 
 
 class Connection:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from cluster_process import LocalCluster, wait_for
@@ -144,6 +145,28 @@ def test_kafka_python_fails_over(cluster: LocalCluster) -> None:
     run_scenario(cluster, produce, consume).check()
 
 
+async def _acked(futures: list[tuple[bytes, Any]]) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of each delivery future that succeeds within its timeout."""
+    acked = []
+    for value, future in futures:
+        try:
+            metadata = await asyncio.wait_for(asyncio.ensure_future(future), 120)
+        except Exception:
+            continue
+        acked.append((metadata.partition, metadata.offset, value))
+    return acked
+
+
+async def _drain(consumer: Any, count: int) -> list[tuple[int, int, bytes]]:
+    """``getmany`` (aiokafka's and josefk's alike) until ``count`` records came back."""
+    polled: list[tuple[int, int, bytes]] = []
+    async with asyncio.timeout(120):
+        while len(polled) < count:
+            batches = await consumer.getmany(timeout_ms=500)
+            polled.extend((r.partition, r.offset, r.value) for rs in batches.values() for r in rs)
+    return polled
+
+
 # -- aiokafka ------------------------------------------------------------------------------
 
 
@@ -157,18 +180,12 @@ def test_aiokafka_fails_over(cluster: LocalCluster) -> None:
             bootstrap_servers=cluster.bootstrap, acks="all", request_timeout_ms=10_000
         )
         await producer.start()
-        acked = []
         try:
-            futures = [(v, await producer.send(topic, v, partition=p)) for p, v in records]
-            for value, future in futures:
-                try:
-                    metadata = await asyncio.wait_for(future, 120)
-                except Exception:
-                    continue
-                acked.append((metadata.partition, metadata.offset, value))
+            return await _acked(
+                [(v, await producer.send(topic, v, partition=p)) for p, v in records]
+            )
         finally:
             await producer.stop()
-        return acked
 
     async def consume_async(topic: str, count: int) -> list[tuple[int, int, bytes]]:
         consumer = AIOKafkaConsumer(
@@ -179,17 +196,10 @@ def test_aiokafka_fails_over(cluster: LocalCluster) -> None:
             enable_auto_commit=False,
         )
         await consumer.start()
-        polled: list[tuple[int, int, bytes]] = []
         try:
-            async with asyncio.timeout(120):
-                while len(polled) < count:
-                    batches = await consumer.getmany(timeout_ms=500)
-                    polled.extend(
-                        (r.partition, r.offset, r.value) for rs in batches.values() for r in rs
-                    )
+            return await _drain(consumer, count)
         finally:
             await consumer.stop()
-        return polled
 
     run_scenario(
         cluster,
@@ -209,18 +219,12 @@ def test_josefk_client_fails_over(cluster: LocalCluster) -> None:
     ) -> list[tuple[int, int, bytes]]:
         producer = AIOProducer(bootstrap_servers=cluster.bootstrap, acks="all")
         await producer.start()
-        acked = []
         try:
-            futures = [(v, await producer.send(topic, v, partition=p)) for p, v in records]
-            for value, future in futures:
-                try:
-                    metadata = await asyncio.wait_for(asyncio.ensure_future(future), 120)
-                except Exception:
-                    continue
-                acked.append((metadata.partition, metadata.offset, value))
+            return await _acked(
+                [(v, await producer.send(topic, v, partition=p)) for p, v in records]
+            )
         finally:
             await producer.close()
-        return acked
 
     async def consume_async(topic: str, count: int) -> list[tuple[int, int, bytes]]:
         consumer = AIOConsumer(
@@ -231,17 +235,10 @@ def test_josefk_client_fails_over(cluster: LocalCluster) -> None:
         )
         await consumer.start()
         consumer.subscribe([topic])
-        polled: list[tuple[int, int, bytes]] = []
         try:
-            async with asyncio.timeout(120):
-                while len(polled) < count:
-                    batches = await consumer.getmany(timeout_ms=500)
-                    polled.extend(
-                        (r.partition, r.offset, r.value) for rs in batches.values() for r in rs
-                    )
+            return await _drain(consumer, count)
         finally:
             await consumer.close()
-        return polled
 
     run_scenario(
         cluster,

@@ -62,6 +62,7 @@ from josefk.storage.clock import Clock
 from josefk.storage.scheduler import Scheduler
 
 if TYPE_CHECKING:
+    from josefk.broker.replica_manager import AppendOutcome
     from josefk.config.broker import BrokerConfig
     from josefk.metrics.probes import GroupProbe
 
@@ -179,10 +180,9 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return coordinator_partition(group_id, self._store.partition_count)
 
-    def take_appends(self) -> list[Any]:
+    def take_appends(self) -> list[AppendOutcome]:
         """The offsets-topic appends of the last call (see TopicOffsetsStore.take_appends)."""
-        take = getattr(self._store, "take_appends", None)
-        return [] if take is None else list(take())
+        return self._store.take_appends()
 
     def ownership_error(self, group_id: str) -> ErrorCode:
         """NOT_COORDINATOR when another broker coordinates ``group_id`` (or this one stops):

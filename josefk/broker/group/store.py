@@ -55,6 +55,10 @@ class OffsetsStore(Protocol):
         """Every record of the partition from its log start offset, in offset order."""
         ...
 
+    def take_appends(self) -> list[AppendOutcome]:
+        """The appends since the last call, for a caller that waits for their replication."""
+        ...
+
 
 def coordinator_error(append_error: ErrorCode) -> ErrorCode:
     """What a client is told when its commit or group change could not be written, as
@@ -94,6 +98,9 @@ class MemoryOffsetsStore:
 
     def read(self, partition: int) -> Iterator[KeyValue]:
         return iter(list(self.records.get(partition, [])))
+
+    def take_appends(self) -> list[AppendOutcome]:
+        return []  # nothing to replicate in memory
 
 
 class TopicOffsetsStore:
