@@ -27,7 +27,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -274,27 +274,27 @@ class KafkaClient:
     def connected_nodes(self) -> list[int]:
         return [n for n, c in self._connections.items() if not c.closed]
 
-    def least_loaded_node(self) -> int:
+    def least_loaded_node(self, exclude: Collection[int] = ()) -> int:
         """A node to send cluster-wide requests to: connected and least busy, else any
-        known broker, else a bootstrap address (negative id)."""
+        known broker, else a bootstrap address (negative id); not one of ``exclude`` while
+        another is left."""
         best: tuple[int, int] | None = None
         for node_id, conn in self._connections.items():
-            if conn.closed or (node_id < 0 and self.metadata.brokers):
+            if conn.closed or (node_id < 0 and self.metadata.brokers) or node_id in exclude:
                 continue
             if best is None or conn.in_flight < best[1]:
                 best = (node_id, conn.in_flight)
         if best is not None:
             return best[0]
-        candidates = [
-            n
-            for n in self.metadata.brokers
-            if self._next_attempt.get(n, 0.0) <= self.config.clock()
-        ]
+        known = [n for n in self.metadata.brokers if n not in exclude]
+        candidates = [n for n in known if self._next_attempt.get(n, 0.0) <= self.config.clock()]
         if candidates:
             return self.config.rng.choice(candidates)
-        if self.metadata.brokers:
-            return min(self.metadata.brokers, key=lambda n: self._next_attempt.get(n, 0.0))
-        return -1 - self.config.rng.randrange(len(self._bootstrap))
+        if known:
+            return min(known, key=lambda n: self._next_attempt.get(n, 0.0))
+        addresses = [-1 - i for i in range(len(self._bootstrap))]
+        untried = [n for n in addresses if n not in exclude] or addresses
+        return self.config.rng.choice(untried)
 
     async def request(
         self,
@@ -322,17 +322,23 @@ class KafkaClient:
             raise
 
     async def request_any(self, api_key: int, body: BodyOrBuilder, *, attempts: int = 3) -> Any:
-        """Send to the least loaded node, trying other nodes on connection failures."""
+        """Send to the least loaded node, trying other nodes on connection failures: every
+        bootstrap address is tried before giving up, so one hung or foreign address in the
+        list does not hide the brokers behind the others."""
         last: KafkaError | None = None
+        tried: set[int] = set()
+        attempts = max(attempts, len(self._bootstrap) + 1)
         for attempt in range(attempts):
-            node_id = self.least_loaded_node()
+            node_id = self.least_loaded_node(exclude=tried)
+            if node_id in tried and last is not None and not last.retriable:
+                break  # every address answered that it is no Kafka broker
+            tried.add(node_id)
             try:
                 return await self.request(node_id, api_key, body)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                if not exc.retriable:
-                    raise  # not a Kafka broker there: trying again will not change that
                 last = exc
-                await asyncio.sleep(self._retry_backoff_s(attempt))
+                if exc.retriable:
+                    await asyncio.sleep(self._retry_backoff_s(attempt))
         assert last is not None
         raise last
 

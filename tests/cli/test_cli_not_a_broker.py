@@ -1,8 +1,11 @@
 """The CLI pointed at something that is not a Kafka broker, or at nothing, fails within a
-few seconds and says why, naming the address.
+few seconds and says why, naming the address; one such address in a bootstrap list does not
+hide the broker behind the next one.
 
 Before: a server that accepted the connection and never answered held ``josefk topics list``
-for about 30 s and printed an empty reason."""
+for about 30 s and printed an empty reason; and listed first in ``--bootstrap``, it failed
+the command although the next address was a live broker (seen with a frozen broker of a
+cluster)."""
 
 from __future__ import annotations
 
@@ -10,9 +13,15 @@ import socket
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
-from cli_helpers import command, env_for, free_port
+from cli_helpers import (
+    cli_broker_fixture,  # noqa: F401  (the cli_broker fixture)
+    command,
+    env_for,
+    free_port,
+)
 
 pytestmark = pytest.mark.timeout(120)
 # Generous for a loaded two-core CI machine; the CLI's own connect timeout is 3 s.
@@ -63,9 +72,9 @@ def silent_port() -> Iterator[int]:
     yield from serve(lambda conn: None)
 
 
-def run_cli(port: int) -> subprocess.CompletedProcess[str]:
+def run_cli(port: int, *more: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        command("topics", "list", "-b", f"127.0.0.1:{port}"),
+        command("topics", "list", "-b", ",".join([f"127.0.0.1:{port}", *more])),
         env=env_for(None),
         capture_output=True,
         text=True,
@@ -91,3 +100,12 @@ def test_nothing_listening() -> None:
     assert result.returncode == 1
     assert f"cannot connect to 127.0.0.1:{port}" in result.stderr
     assert "Connect call failed" in result.stderr or "refused" in result.stderr
+
+
+@pytest.mark.parametrize("bad", ["silent", "http"])
+def test_a_bad_address_first_in_the_list_is_skipped(
+    bad: str, request: pytest.FixtureRequest, cli_broker: Any
+) -> None:
+    port = request.getfixturevalue(f"{bad}_port")
+    result = run_cli(port, cli_broker.bootstrap)
+    assert result.returncode == 0, result.stderr
