@@ -16,10 +16,12 @@ Owns ``ClusterNode``, which exists only when ``josefk.etcd.endpoints`` is set. I
 4. ``leave``: stop fetching, give up the controller claim and revoke the lease, so the
    other brokers see this one gone at once rather than after the lease's TTL.
 
-The internal topic ``__consumer_offsets`` stays local to each broker in this version (groups
-are coordinated by the lowest live broker id, not yet replicated).
+The controller creates ``__consumer_offsets`` once ``offsets.topic.replication.factor``
+brokers live; it is replicated like any topic, and each of its partitions' leader coordinates
+the groups that hash to it (``leadership_listeners`` tell the group coordinator).
 
-Imports josefk.cluster, josefk.broker's replica manager, partition and fetcher; must not
+Imports josefk.cluster, josefk.broker's replica manager, partition and fetcher, and
+josefk.client's connection (to forward an auto-created topic to the controller); must not
 import the handlers or the network layer.
 """
 
@@ -39,6 +41,7 @@ from josefk.broker.metadata_cache import ClusterMetadata
 from josefk.broker.partition import Partition, TopicPartition
 from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from josefk.broker.replica_manager import ReplicaManager
+from josefk.client.connection import BrokerConnection
 from josefk.cluster.controller import ClusterController, ControllerFencedError, TopicExistsError
 from josefk.cluster.metadata_store import (
     BrokerIdInUseError,
@@ -54,17 +57,22 @@ from josefk.cluster.metadata_store import (
 )
 from josefk.cluster.watcher import ClusterWatcher, ViewChange
 from josefk.config.broker import BrokerConfig
+from josefk.protocol.api import ApiKey, request_class
+from josefk.protocol.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["ClusterNode", "LeadershipListener", "topic_uuid"]
 
-# Topics each broker keeps for itself, outside etcd (see the module docstring).
+# The committed-offsets topic, which the controller creates (see the module docstring).
 OFFSETS_TOPIC = "__consumer_offsets"
 
 # Told when this broker starts (True) or stops (False) leading a partition: the group
 # coordinator follows the leadership of __consumer_offsets partitions.
 LeadershipListener = Callable[[TopicPartition, bool], None]
+
+
+_CreateTopicsRequest = request_class(ApiKey.CREATE_TOPICS)
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:
@@ -98,6 +106,7 @@ class ClusterNode:
         self._reconcile_wanted = asyncio.Event()
         self._view_changed = asyncio.Event()
         self._shrink_task: asyncio.Task[None] | None = None
+        self._auto_creating: dict[str, asyncio.Task[None]] = {}
 
     # -- start -----------------------------------------------------------------------------
 
@@ -269,8 +278,17 @@ class ClusterNode:
         self._view_changed.set()
         if any(c.kind in ("broker", "controller", "shutdown") for c in changes):
             self._brokers_changed.set()
+        elif self.controller is not None and any(
+            c.kind == "partition" and self._reassigning(c.name) for c in changes
+        ):
+            # A moving partition changed (a new replica joined its ISR): maybe it can finish.
+            self._brokers_changed.set()
         if any(c.kind in ("partition", "topic", "broker") for c in changes):
             self._reconcile_wanted.set()
+
+    def _reassigning(self, name: object) -> bool:
+        versioned = self.watcher.view.partitions.get(name)  # type: ignore[call-overload]
+        return versioned is not None and versioned.state.reassigning
 
     async def _reconcile_loop(self) -> None:
         while True:
@@ -311,7 +329,9 @@ class ClusterNode:
             if partition.is_leader:
                 self._tell_leadership(tp, False)
             self._unfollow(tp)
-            self.replicas.remove_partition(tp, delete=tp.topic not in view.topics)
+            # The topic is gone, or a reassignment moved this replica away: as Kafka's
+            # StopReplica with deletion, the local copy goes.
+            self.replicas.remove_partition(tp, delete=True)
 
     def _apply(self, tp: TopicPartition, state: PartitionState) -> None:
         existing = self.replicas.get_partition(tp.topic, tp.partition)
@@ -462,6 +482,7 @@ class ClusterNode:
         view = self.watcher.view
         try:
             await controller.on_brokers_changed(set(view.brokers))
+            await controller.complete_reassignments(set(view.brokers))
             await self._ensure_offsets_topic(controller)
             for broker_id in sorted(view.shutting_down & set(view.brokers)):
                 if broker_id != self.broker_id:
@@ -524,6 +545,76 @@ class ClusterNode:
                 not_leading[first] = not_leading.get(first, 0) + 1
         limit = self.config.leader_imbalance_per_broker_percentage / 100
         return any(not_leading.get(b, 0) / n > limit for b, n in preferred.items() if n)
+
+    # -- topics auto-created by Metadata ---------------------------------------------------------
+
+    def auto_create_topic(self, name: str) -> None:
+        """Metadata asked for a topic that does not exist and may be auto-created: have the
+        controller create it with this broker's ``num.partitions`` and
+        ``default.replication.factor`` (as Kafka's brokers forward it), in the background;
+        the client meanwhile hears LEADER_NOT_AVAILABLE and asks again."""
+        if name in self._auto_creating or self.fenced:
+            return
+        task = asyncio.get_running_loop().create_task(self._auto_create(name))
+        self._auto_creating[name] = task
+        task.add_done_callback(lambda _: self._auto_creating.pop(name, None))
+
+    async def _auto_create(self, name: str) -> None:
+        config = self.config
+        try:
+            controller = self.controller
+            if controller is not None and self.is_controller:
+                with contextlib.suppress(TopicExistsError):
+                    await controller.create_topic(
+                        name,
+                        partitions=config.num_partitions,
+                        replication_factor=config.default_replication_factor,
+                        live_brokers=self.live_brokers(),
+                    )
+                return
+            await self._forward_create_topic(name)
+        except Exception as exc:
+            logger.warning("auto-creating topic %r failed: %s", name, exc)
+
+    async def _forward_create_topic(self, name: str) -> None:
+        claim = self.watcher.view.controller
+        address = None if claim is None else self._address_of(claim.broker_id)
+        if claim is None or address is None:
+            raise ControllerFencedError("no controller to create the topic")
+        config = self.config
+        request = _CreateTopicsRequest(
+            topics=[
+                _CreateTopicsRequest.CreatableTopic(
+                    name=name,
+                    num_partitions=config.num_partitions,
+                    replication_factor=config.default_replication_factor,
+                    assignments=[],
+                    configs=[],
+                )
+            ],
+            timeout_ms=config.replica_socket_timeout_ms,
+            validate_only=False,
+        )
+        connection = await BrokerConnection.open(
+            *address,
+            node_id=claim.broker_id,
+            client_id=f"josefk-broker-{self.broker_id}",
+            timeout_s=config.replica_socket_timeout_ms / 1000,
+        )
+        try:
+            response = await connection.request(
+                ApiKey.CREATE_TOPICS,
+                request,
+                timeout_s=config.replica_socket_timeout_ms / 1000,
+            )
+        finally:
+            connection.close()
+        for result in response.topics:
+            if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                raise RuntimeError(
+                    f"the controller answered {ErrorCode(result.error_code).name}: "
+                    f"{result.error_message}"
+                )
 
     # -- admin through the controller ----------------------------------------------------------
 

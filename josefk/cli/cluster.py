@@ -1,5 +1,7 @@
 """``josefk cluster info`` (cluster id, controller, brokers, topic count) and ``josefk cluster
-elect-leaders`` (preferred or unclean leader election through the controller).
+elect-leaders`` (preferred or unclean leader election through the controller), ``josefk
+cluster reassign`` and ``reassignments`` (moving replicas to other brokers, KIP-455), and
+``josefk cluster log-dirs`` (each broker's log directories and the replicas they hold).
 
 Owns the cluster verbs; talks to the broker through josefk.client's AIOAdmin only.
 """
@@ -118,4 +120,206 @@ def elect_leaders(
         return
     print_table(
         ["TOPIC", "PARTITION", "RESULT"], [(r["topic"], r["partition"], r["result"]) for r in rows]
+    )
+
+
+def _targets(specs: tuple[str, ...], cancel: bool) -> dict[TopicPartition, list[int] | None]:
+    """``TOPIC:PARTITION=B1,B2,...`` arguments (or plain ``TOPIC:PARTITION`` with --cancel)."""
+    targets: dict[TopicPartition, list[int] | None] = {}
+    for spec in specs:
+        where, sep, brokers = spec.partition("=")
+        (tp,) = _partitions((where,)) or []
+        if cancel:
+            if sep:
+                raise click.BadParameter(f"{spec!r}: --cancel takes TOPIC:PARTITION only")
+            targets[tp] = None
+            continue
+        ids = [b.strip() for b in brokers.split(",") if b.strip()]
+        if not sep or not ids or not all(b.isdigit() for b in ids):
+            raise click.BadParameter(
+                f"{spec!r} is not TOPIC:PARTITION=BROKER,BROKER,...", param_hint="MOVES"
+            )
+        targets[tp] = [int(b) for b in ids]
+    return targets
+
+
+@cluster.command("reassign", short_help="Move partitions' replicas to other brokers.")
+@click.argument("specs", metavar="TOPIC:PARTITION=BROKER,...", nargs=-1, required=True)
+@click.option("--cancel", is_flag=True, help="Cancel the moves in progress of TOPIC:PARTITION.")
+@click.option(
+    "--keep-replication-factor",
+    is_flag=True,
+    help="Refuse a move that changes the number of replicas (KIP-860).",
+)
+@click.option("--wait", is_flag=True, help="Return once every move has finished.")
+@click.option(
+    "--timeout", type=float, default=120.0, show_default=True, help="Seconds --wait waits."
+)
+@bootstrap_option
+@json_option
+def reassign(
+    specs: tuple[str, ...],
+    cancel: bool,
+    keep_replication_factor: bool,
+    wait: bool,
+    timeout: float,
+    bootstrap: str | None,
+    as_json: bool,
+) -> None:
+    """Move each partition to the given brokers, the first being its preferred leader (Kafka's
+    AlterPartitionReassignments): the new replicas copy the log and join the ISR, then the
+    replicas not named leave and delete their copy. Clients keep producing and consuming.
+
+    \b
+      josefk cluster reassign orders:0=2,3,4 orders:1=3,4,2 --wait
+      josefk cluster reassign --cancel orders:0
+    """
+    server = resolve_bootstrap(bootstrap)
+    targets = _targets(specs, cancel)
+
+    async def go() -> list[dict[str, Any]]:
+        async with admin_for(server) as admin:
+            results = await admin.alter_partition_reassignments(
+                targets, allow_replication_factor_change=not keep_replication_factor
+            )
+            started = [tp for tp, error in results.items() if error is None]
+            if wait and started:
+                await _wait_for_moves(admin, started, timeout)
+        return [
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "replicas": targets.get(tp),
+                "result": ("cancelled" if cancel else "done" if wait else "started")
+                if error is None
+                else error.name,
+            }
+            for tp, error in sorted(results.items())
+        ]
+
+    rows = run(go(), bootstrap=server)
+    if as_json:
+        print_json(rows)
+    else:
+        print_table(
+            ["TOPIC", "PARTITION", "REPLICAS", "RESULT"],
+            [
+                (
+                    r["topic"],
+                    r["partition"],
+                    ",".join(map(str, r["replicas"] or [])),
+                    r["result"],
+                )
+                for r in rows
+            ],
+        )
+    if any(r["result"] not in ("cancelled", "done", "started") for r in rows):
+        raise SystemExit(1)
+
+
+async def _wait_for_moves(admin: Any, partitions: list[TopicPartition], timeout: float) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while await admin.list_partition_reassignments(partitions):
+        if loop.time() > deadline:
+            raise click.ClickException(f"moves still in progress after {timeout:.0f} s")
+        # A person waits here, not the broker: a short poll of the controller is fine.
+        await asyncio.sleep(0.25)
+
+
+@cluster.command("reassignments", short_help="List the partition moves in progress.")
+@click.argument("specs", metavar="[TOPIC:PARTITION]...", nargs=-1)
+@bootstrap_option
+@json_option
+def reassignments(specs: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None:
+    """List the moves in progress (Kafka's ListPartitionReassignments): every replica, and
+    which are being added and removed."""
+    server = resolve_bootstrap(bootstrap)
+    wanted = _partitions(specs)
+
+    async def go() -> list[dict[str, Any]]:
+        async with admin_for(server) as admin:
+            moves = await admin.list_partition_reassignments(wanted)
+        return [
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "replicas": move.replicas,
+                "adding": move.adding_replicas,
+                "removing": move.removing_replicas,
+            }
+            for tp, move in sorted(moves.items())
+        ]
+
+    rows = run(go(), bootstrap=server)
+    if as_json:
+        print_json(rows)
+        return
+    print_table(
+        ["TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING"],
+        [
+            (
+                r["topic"],
+                r["partition"],
+                ",".join(map(str, r["replicas"])),
+                ",".join(map(str, r["adding"])),
+                ",".join(map(str, r["removing"])),
+            )
+            for r in rows
+        ],
+    )
+
+
+@cluster.command("log-dirs", short_help="Each broker's log directories and their replicas.")
+@click.option("--broker", "broker_ids", type=int, multiple=True, help="Only this broker (repeat).")
+@bootstrap_option
+@json_option
+def log_dirs(broker_ids: tuple[int, ...], bootstrap: str | None, as_json: bool) -> None:
+    """Show, per broker, its log directories with their free space and every partition
+    replica they hold with its size (Kafka's DescribeLogDirs)."""
+    server = resolve_bootstrap(bootstrap)
+
+    async def go() -> list[dict[str, Any]]:
+        async with admin_for(server) as admin:
+            brokers = broker_ids or tuple(
+                sorted(b.node_id for b in (await admin.describe_cluster()).brokers)
+            )
+            rows = []
+            for broker_id in brokers:
+                for directory in await admin.describe_log_dirs(broker_id):
+                    rows.append(
+                        {
+                            "broker": broker_id,
+                            "path": directory.path,
+                            "error": None if directory.error is None else directory.error.name,
+                            "total_bytes": directory.total_bytes,
+                            "usable_bytes": directory.usable_bytes,
+                            "partitions": [
+                                {
+                                    "topic": p.topic,
+                                    "partition": p.partition,
+                                    "size": p.size,
+                                    "offset_lag": p.offset_lag,
+                                }
+                                for p in sorted(
+                                    directory.partitions, key=lambda p: (p.topic, p.partition)
+                                )
+                            ],
+                        }
+                    )
+        return rows
+
+    rows = run(go(), bootstrap=server)
+    if as_json:
+        print_json(rows)
+        return
+    print_table(
+        ["BROKER", "DIR", "TOPIC", "PARTITION", "SIZE", "LAG"],
+        [
+            (r["broker"], r["path"], p["topic"], p["partition"], p["size"], p["offset_lag"])
+            for r in rows
+            for p in r["partitions"]
+        ],
     )

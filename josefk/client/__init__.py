@@ -13,7 +13,7 @@ josefk.broker. The public API:
   ``offsets_for_times``, ``pause`` / ``resume``; ``ConsumerRebalanceListener``.
 * ``AIOAdmin``: topics (create/delete/describe/list, partitions), configs (describe,
   incremental alter), groups (list/describe/delete, list/alter/reset offsets), list offsets,
-  describe cluster, delete records.
+  describe cluster, delete records, leader election, partition reassignment, log dirs.
 * ``errors``: ``KafkaError`` (``.code``, ``.name``, ``.retriable``) and a subclass per Kafka
   error code.
 * ``josefk.client.sync``: blocking ``Producer``, ``Consumer`` and ``Admin`` for scripts.
@@ -27,7 +27,9 @@ from josefk.client.admin import (
     ConfigSource,
     GroupDescription,
     GroupListing,
+    LogDirDescription,
     NewTopic,
+    PartitionReassignment,
     ResourceType,
     TopicDescription,
 )
@@ -60,8 +62,10 @@ __all__ = [
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
+    "LogDirDescription",
     "NewTopic",
     "OffsetAndTimestamp",
+    "PartitionReassignment",
     "ProducerConfig",
     "RangeAssignor",
     "RecordMetadata",

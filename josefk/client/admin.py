@@ -138,6 +138,34 @@ class GroupDescription:
     error: KafkaError | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A move in progress: the whole replica set now, and which replicas join and leave."""
+
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirPartition:
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log directory of one broker (DescribeLogDirs)."""
+
+    path: str
+    error: KafkaError | None
+    partitions: list[LogDirPartition]
+    total_bytes: int
+    usable_bytes: int
+
+
 def _err(code: int, message: str | None = None, **context: Any) -> KafkaError | None:
     return error_for(code, message or None, **context) if code else None
 
@@ -374,6 +402,96 @@ class AIOAdmin:
             for r in response.replica_election_results
             for p in r.partition_result
         }
+
+    async def alter_partition_reassignments(
+        self,
+        targets: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        allow_replication_factor_change: bool = True,
+        timeout_ms: int = 30_000,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Move each partition to its target replicas (the first is the preferred leader), or
+        cancel its move in progress (None). The controller answers once each move started;
+        ``list_partition_reassignments`` shows it until the new replicas caught up and the
+        old ones left."""
+        req = request_class(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+        grouped: dict[str, list[Any]] = {}
+        for tp, replicas in targets.items():
+            grouped.setdefault(tp.topic, []).append(
+                req.ReassignableTopic.ReassignablePartition(
+                    partition_index=tp.partition,
+                    replicas=None if replicas is None else list(replicas),
+                )
+            )
+        body = req(
+            timeout_ms=timeout_ms,
+            allow_replication_factor_change=allow_replication_factor_change,
+            topics=[req.ReassignableTopic(name=t, partitions=ps) for t, ps in grouped.items()],
+        )
+        response = await self._client.request(
+            await self._controller(), ApiKey.ALTER_PARTITION_REASSIGNMENTS, body
+        )
+        if response.error_code:
+            raise error_for(response.error_code, response.error_message)
+        self._client.invalidate()
+        return {
+            TopicPartition(t.name, p.partition_index): _err(
+                p.error_code, p.error_message, topic=t.name, partition=p.partition_index
+            )
+            for t in response.responses
+            for p in t.partitions
+        }
+
+    async def list_partition_reassignments(
+        self, partitions: Sequence[TopicPartition] | None = None, *, timeout_ms: int = 30_000
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The moves in progress (of ``partitions``, or all)."""
+        req = request_class(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+        grouped: dict[str, list[int]] = {}
+        for tp in partitions or ():
+            grouped.setdefault(tp.topic, []).append(tp.partition)
+        body = req(
+            timeout_ms=timeout_ms,
+            topics=None
+            if partitions is None
+            else [
+                req.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps)
+                for t, ps in grouped.items()
+            ],
+        )
+        response = await self._client.request(
+            await self._controller(), ApiKey.LIST_PARTITION_REASSIGNMENTS, body
+        )
+        if response.error_code:
+            raise error_for(response.error_code, response.error_message)
+        return {
+            TopicPartition(t.name, p.partition_index): PartitionReassignment(
+                list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)
+            )
+            for t in response.topics
+            for p in t.partitions
+        }
+
+    async def describe_log_dirs(self, broker_id: int) -> list[LogDirDescription]:
+        """One broker's log directories and the partition replicas each holds."""
+        req = request_class(ApiKey.DESCRIBE_LOG_DIRS)
+        response = await self._client.request(broker_id, ApiKey.DESCRIBE_LOG_DIRS, req(topics=None))
+        if getattr(response, "error_code", 0):
+            raise error_for(response.error_code)
+        return [
+            LogDirDescription(
+                path=result.log_dir,
+                error=_err(result.error_code),
+                partitions=[
+                    LogDirPartition(t.name, p.partition_index, p.partition_size, p.offset_lag)
+                    for t in result.topics
+                    for p in t.partitions
+                ],
+                total_bytes=result.total_bytes,
+                usable_bytes=result.usable_bytes,
+            )
+            for result in response.results
+        ]
 
     async def delete_records(
         self, before: Mapping[TopicPartition, int]

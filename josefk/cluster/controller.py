@@ -17,6 +17,7 @@ Imports josefk.cluster only.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import uuid
@@ -36,6 +37,13 @@ from josefk.cluster.metadata_store import (
     VersionedPartitionState,
 )
 from josefk.cluster.placement import InvalidReplicationFactorError, assign_replicas
+from josefk.cluster.reassignment import (
+    ReassignmentError,
+    cancel_reassignment,
+    complete_reassignment,
+    original_replicas,
+    start_reassignment,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +53,8 @@ __all__ = [
     "InvalidPartitionsError",
     "InvalidReplicaAssignmentError",
     "InvalidReplicationFactorError",
+    "NoReassignmentInProgressError",
+    "ReassignmentError",
     "TopicExistsError",
     "UnknownTopicError",
 ]
@@ -71,6 +81,10 @@ class InvalidReplicaAssignmentError(ValueError):
 
 
 class InvalidPartitionsError(ValueError):
+    pass
+
+
+class NoReassignmentInProgressError(Exception):
     pass
 
 
@@ -259,6 +273,59 @@ class ClusterController:
         snapshot = await self.store.snapshot()
         return sum(1 for v in snapshot.partitions.values() if v.state.leader == broker_id)
 
+    # -- reassignment (KIP-455) -----------------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self,
+        requested: Mapping[tuple[str, int], Sequence[int] | None],
+        live: Collection[int],
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> dict[tuple[str, int], Exception | None]:
+        """Start (target replicas) or cancel (None) the reassignment of each partition; per
+        partition None when accepted, else the reason. Completion follows as the new
+        replicas join the ISR (``complete_reassignments``)."""
+        live = set(live)
+        snapshot = await self.store.snapshot()
+        results: dict[tuple[str, int], Exception | None] = {}
+        for key, target in requested.items():
+            versioned = snapshot.partitions.get(key)
+            try:
+                if versioned is None:
+                    raise UnknownTopicError(f"{key[0]}-{key[1]} does not exist")
+                decide: Decision
+                if target is None:
+                    if not versioned.state.reassigning:
+                        raise NoReassignmentInProgressError(f"{key[0]}-{key[1]} is not moving")
+                    decide = functools.partial(_cancel_or_raise, live=live)
+                else:
+                    wanted = tuple(target)
+                    self._check_assignments([list(wanted)], {b: None for b in live})
+                    if not allow_replication_factor_change and len(wanted) != len(
+                        original_replicas(versioned.state)
+                    ):
+                        raise InvalidReplicationFactorError(
+                            f"{key[0]}-{key[1]} has {len(original_replicas(versioned.state))} "
+                            f"replicas; the request asks for {len(wanted)} and forbids a change"
+                        )
+                    decide = functools.partial(_start, target=wanted, live=live)
+                await self._apply(key, versioned, decide)
+                results[key] = None
+            except (
+                UnknownTopicError,
+                NoReassignmentInProgressError,
+                InvalidReplicaAssignmentError,
+                InvalidReplicationFactorError,
+                ReassignmentError,
+            ) as exc:
+                results[key] = exc
+        return results
+
+    async def complete_reassignments(self, live: Collection[int]) -> int:
+        """Finish every reassignment whose target replicas are all in sync."""
+        live = set(live)
+        return await self._apply_to_all(lambda s: complete_reassignment(s, live))
+
     async def _apply_to_all(
         self, decide: Decision, *, only: Collection[tuple[str, int]] | None = None
     ) -> int:
@@ -305,6 +372,21 @@ class ClusterController:
                 f"controller epoch {self.claim.controller_epoch} was superseded by "
                 f"{snapshot.controller}"
             )
+
+
+def _start(
+    state: PartitionState, *, target: tuple[int, ...], live: Collection[int]
+) -> PartitionState | None:
+    return start_reassignment(state, target, live)
+
+
+def _cancel_or_raise(state: PartitionState, live: Collection[int]) -> PartitionState | None:
+    if not state.reassigning:
+        return None  # finished meanwhile
+    cancelled = cancel_reassignment(state, live)
+    if cancelled is None:
+        raise ReassignmentError("no original replica is in sync to lead: let it finish instead")
+    return cancelled
 
 
 def _new_topic_id() -> str:

@@ -19,6 +19,7 @@ Imports josefk.cluster.metadata_store's value types only.
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 
 from josefk.cluster.metadata_store import PartitionState
 
@@ -32,8 +33,8 @@ __all__ = [
 
 
 def _lead(state: PartitionState, leader: int, isr: tuple[int, ...]) -> PartitionState:
-    return PartitionState(
-        replicas=state.replicas,
+    return replace(
+        state,
         leader=leader,
         leader_epoch=state.leader_epoch + 1,
         isr=isr,
@@ -97,6 +98,4 @@ def remove_from_isr(state: PartitionState, leaving: Collection[int]) -> Partitio
     isr = tuple(b for b in state.isr if b not in leaving or b == state.leader)
     if isr == state.isr or not isr:
         return None
-    return PartitionState(
-        state.replicas, state.leader, state.leader_epoch, isr, state.partition_epoch + 1
-    )
+    return replace(state, isr=isr, partition_epoch=state.partition_epoch + 1)

@@ -47,7 +47,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
 import aetcd
@@ -161,6 +161,11 @@ class PartitionState:
 
     ``leader`` is -1 while no replica can lead. ``leader_epoch`` grows with every leader
     change; ``partition_epoch`` with every change of any field.
+
+    While a reassignment moves the partition (KIP-455), ``replicas`` is the target replicas
+    followed by the original ones leaving, ``adding_replicas`` the target replicas that were
+    not there before and ``removing_replicas`` the original ones not in the target; both are
+    empty otherwise.
     """
 
     replicas: tuple[int, ...]
@@ -168,17 +173,25 @@ class PartitionState:
     leader_epoch: int
     isr: tuple[int, ...]
     partition_epoch: int = 0
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
 
     def encode(self) -> bytes:
-        return _encode(
-            {
-                "replicas": list(self.replicas),
-                "leader": self.leader,
-                "leader_epoch": self.leader_epoch,
-                "isr": list(self.isr),
-                "partition_epoch": self.partition_epoch,
-            }
-        )
+        data: dict[str, Any] = {
+            "replicas": list(self.replicas),
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "isr": list(self.isr),
+            "partition_epoch": self.partition_epoch,
+        }
+        if self.reassigning:
+            data["adding_replicas"] = list(self.adding_replicas)
+            data["removing_replicas"] = list(self.removing_replicas)
+        return _encode(data)
 
     @classmethod
     def decode(cls, raw: bytes) -> PartitionState:
@@ -189,6 +202,8 @@ class PartitionState:
             leader_epoch=int(data["leader_epoch"]),
             isr=tuple(data["isr"]),
             partition_epoch=int(data["partition_epoch"]),
+            adding_replicas=tuple(data.get("adding_replicas", ())),
+            removing_replicas=tuple(data.get("removing_replicas", ())),
         )
 
 
@@ -525,9 +540,7 @@ class EtcdMetadataStore:
         tx = client.transactions
         key = self.key("partitions", topic, partition)
         old = expected.state
-        new = PartitionState(
-            old.replicas, old.leader, old.leader_epoch, tuple(isr), old.partition_epoch + 1
-        )
+        new = replace(old, isr=tuple(isr), partition_epoch=old.partition_epoch + 1)
         ok, responses = await client.transaction(
             compare=[tx.mod(key) == expected.mod_revision],
             success=[tx.put(key, new.encode())],

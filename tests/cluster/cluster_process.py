@@ -1,16 +1,19 @@
 """A real josefk cluster for the tests: one etcd process and N ``josefk serve`` processes,
 started the way a user starts them (``--set broker.id=N --set josefk.etcd.endpoints=...``).
 
-Owns ``LocalCluster``: start, the bootstrap list, which broker leads a partition (asked of
+Owns ``LocalCluster`` (start, the bootstrap list, which broker leads a partition (asked of
 the cluster through a real client's metadata), and the bounded waits that cluster tests need
-for state that only the cluster can change (a new leader elected, an ISR grown back). Those
-waits poll the cluster's own answers with a deadline; nothing sleeps a fixed time.
+for state that only the cluster can change: a new leader elected, an ISR grown back), and
+``BackgroundProducer`` / ``read_all``, the acks=all idempotent producer that records what was
+acknowledged and the reader that checks it all came back. The waits poll the cluster's own
+answers with a deadline; nothing sleeps a fixed time.
 
 Must not import josefk: the tests talk to the cluster through processes and real clients.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from broker_process import LIVE_BROKERS, BrokerProcess, free_port
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from etcd_server import EtcdServer
 from prometheus_client.parser import text_string_to_metric_families
@@ -114,3 +118,96 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT_S) 
             return result
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what} (last error: {last_error})")
+
+
+class BackgroundProducer:
+    """Produces numbered records round robin over the partitions until stopped; keeps what
+    was acknowledged: (partition, offset) -> value."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 120_000,
+                "log_level": 3,
+            }
+        )
+        self.acked: dict[tuple[int, int], bytes] = {}
+        self.failed: list[str] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _on_delivery(self, err: object, msg: object) -> None:
+        if err is not None:
+            self.failed.append(str(err))
+        else:
+            self.acked[(msg.partition(), msg.offset())] = msg.value()  # type: ignore[attr-defined]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            value = f"record-{self.sent}".encode()
+            try:
+                self.producer.produce(
+                    self.topic,
+                    value=value,
+                    partition=self.sent % self.partitions,
+                    on_delivery=self._on_delivery,
+                )
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.002)
+
+    def start(self) -> BackgroundProducer:
+        self._thread.start()
+        return self
+
+    def acked_count(self) -> int:
+        return len(self.acked)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        assert self.producer.flush(120) == 0, "records still unacknowledged after 120 s"
+
+
+def read_all(
+    cluster: LocalCluster, topic: str, partitions: int
+) -> dict[int, list[tuple[int, bytes]]]:
+    """Every record of ``topic`` below the high watermarks, per partition, CRCs checked."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "verifier",
+            "enable.auto.commit": False,
+            "check.crcs": True,
+            "log_level": 3,
+        }
+    )
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(partitions)
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        found: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        remaining = sum(ends.values())
+        deadline = time.monotonic() + 120
+        while remaining > 0 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                raise KafkaException(message.error())
+            found[message.partition()].append((message.offset(), message.value()))
+            remaining -= 1
+        assert remaining == 0, f"{remaining} records below the high watermarks never arrived"
+        return found
+    finally:
+        consumer.close()

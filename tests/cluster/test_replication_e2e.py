@@ -16,15 +16,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from broker_process import SOURCE_DIR
-from cluster_process import LocalCluster, wait_for
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from cluster_process import BackgroundProducer, LocalCluster, read_all, wait_for
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 from etcd_server import ETCD, SKIP_REASON
 
@@ -66,101 +64,13 @@ def create_topic(cluster: LocalCluster, name: str = TOPIC) -> None:
     )
 
 
-class BackgroundProducer:
-    """Produces numbered records round robin over the partitions until stopped; keeps what
-    was acknowledged: (partition, offset) -> value."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "message.timeout.ms": 120_000,
-                "log_level": 3,
-            }
-        )
-        self.acked: dict[tuple[int, int], bytes] = {}
-        self.failed: list[str] = []
-        self.sent = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _on_delivery(self, err: object, msg: object) -> None:
-        if err is not None:
-            self.failed.append(str(err))
-        else:
-            self.acked[(msg.partition(), msg.offset())] = msg.value()  # type: ignore[attr-defined]
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            value = f"record-{self.sent}".encode()
-            try:
-                self.producer.produce(
-                    TOPIC,
-                    value=value,
-                    partition=self.sent % PARTITIONS,
-                    on_delivery=self._on_delivery,
-                )
-                self.sent += 1
-            except BufferError:
-                pass
-            self.producer.poll(0.002)
-
-    def start(self) -> BackgroundProducer:
-        self._thread.start()
-        return self
-
-    def acked_count(self) -> int:
-        return len(self.acked)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-        assert self.producer.flush(120) == 0, "records still unacknowledged after 120 s"
-
-
-def read_all(cluster: LocalCluster) -> dict[int, list[tuple[int, bytes]]]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "group.id": "verifier",
-            "enable.auto.commit": False,
-            "check.crcs": True,
-            "log_level": 3,
-        }
-    )
-    try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
-            for p in range(PARTITIONS)
-        }
-        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        found: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
-        remaining = sum(ends.values())
-        deadline = time.monotonic() + 120
-        while remaining > 0 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error():
-                raise KafkaException(message.error())
-            found[message.partition()].append((message.offset(), message.value()))
-            remaining -= 1
-        assert remaining == 0, f"{remaining} records below the high watermarks never arrived"
-        return found
-    finally:
-        consumer.close()
-
-
 def wait_until_acked_more(producer: BackgroundProducer, than: int) -> None:
     wait_for(f"more than {than} acknowledged records", lambda: producer.acked_count() > than + 50)
 
 
 def test_acks_all_survives_leader_kills_and_clean_restarts(cluster: LocalCluster) -> None:
     create_topic(cluster)
-    producer = BackgroundProducer(cluster.bootstrap).start()
+    producer = BackgroundProducer(cluster.bootstrap, TOPIC, PARTITIONS).start()
     try:
         for how in ("kill", "stop"):
             wait_until_acked_more(producer, producer.acked_count())
@@ -187,7 +97,7 @@ def test_acks_all_survives_leader_kills_and_clean_restarts(cluster: LocalCluster
         producer.stop()
     assert producer.failed == []
 
-    found = read_all(cluster)
+    found = read_all(cluster, TOPIC, PARTITIONS)
     for partition, records in found.items():
         offsets = [offset for offset, _ in records]
         assert offsets == list(range(len(offsets))), f"gap or reorder in partition {partition}"
@@ -287,7 +197,7 @@ def test_etcd_restart_keeps_the_cluster_serving(cluster: LocalCluster) -> None:
         )
     assert producer.flush(60) == 0
     assert delivered == [None] * 60
-    assert sum(len(records) for records in read_all(cluster).values()) == 60
+    assert sum(len(records) for records in read_all(cluster, TOPIC, PARTITIONS).values()) == 60
     cluster.etcd.start()
     # The brokers reconnect on their own; the admin request may need a retry meanwhile.
     wait_for("a topic created after the restart", lambda: create_topic(cluster, "after") or True)

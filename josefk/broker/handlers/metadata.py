@@ -2,7 +2,10 @@
 
 A topic is auto-created when the request allows it (v4+ ``allow_auto_topic_creation``;
 always below v4) and ``auto.create.topics.enable`` is on, with ``num.partitions``
-partitions, as Kafka does. Names Kafka would refuse get INVALID_TOPIC_EXCEPTION.
+partitions, as Kafka does. Names Kafka would refuse get INVALID_TOPIC_EXCEPTION. In a cluster
+the controller creates it (with ``default.replication.factor`` replicas; a broker that is not
+the controller forwards a CreateTopics to it) while the client hears LEADER_NOT_AVAILABLE and
+asks again.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from josefk.broker.catalog import (
     is_internal_topic,
     validate_topic_name,
 )
+from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import handles
@@ -80,6 +84,11 @@ def _maybe_auto_create(context: RequestContext, name: str, allowed: bool) -> Any
         return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if not (allowed and broker.config.auto_create_topics_enable) or is_internal_topic(name):
         return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if isinstance(broker.cluster, ClusterNode):
+        # A cluster's topics live in etcd, created by the controller: ask it, and tell the
+        # client to retry, as Kafka's brokers answer while the creation is under way.
+        broker.cluster.auto_create_topic(name)
+        return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
     try:
         return broker.replica_manager.create_topic(name, broker.config.num_partitions, {})
     except StorageError as exc:
