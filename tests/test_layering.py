@@ -4,7 +4,8 @@ Every import in josefk's source counts, at module level or inside a function, ex
 under ``if TYPE_CHECKING:`` (annotations only, never executed). An arrow never points upward:
 ``records`` is the bottom; ``storage`` and ``protocol`` build on it; ``broker`` joins them;
 ``client`` speaks the protocol and never touches storage; ``cluster`` (the etcd metadata)
-knows nothing of the broker that uses it.
+knows nothing of the broker that uses it. ``fileio`` (the atomic file write) sits below all
+and any package may use it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "josefk"
 
 ALLOWED: dict[str, set[str]] = {
+    "fileio": set(),
     "records": set(),
     "protocol": {"records"},
     "config": set(),
@@ -62,6 +64,8 @@ def _violations() -> list[str]:
                 continue
             target = parts[1]
             where = f"josefk/{relative}:{line} imports {module}"
+            if target == "fileio":
+                continue  # the one shared utility: below every layer
             if target not in ALLOWED.get(own, set()):
                 found.append(f"{where} ({own} may not import {target})")
             elif (
@@ -85,3 +89,73 @@ def test_no_import_points_upward() -> None:
 def test_type_checking_imports_do_not_count() -> None:
     tree = ast.parse("import josefk.broker\nif TYPE_CHECKING:\n    import josefk.cli\n")
     assert [m for _, m in _imports(tree)] == ["josefk.broker"]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the josefk modules it imports (a package import counts as its __init__)."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        for _, module in _imports(ast.parse(path.read_text(), str(path))):
+            # ``from josefk.x import y`` may name a module y or a name in josefk.x.
+            while module and module not in modules:
+                module = module.rpartition(".")[0]
+            if module and module != name:
+                edges.add(module)
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+# A package's __init__ re-exports its modules, and those import siblings through it only by
+# their own module path; a cycle through an __init__ that merely re-exports is harmless, so
+# packages are left out of the graph's cycle check below, modules are not.
+def test_no_module_import_cycles() -> None:
+    graph = _import_graph()
+    packages = {n for n in graph if (PACKAGE.parent / n.replace(".", "/") / "__init__.py").exists()}
+    modules_only = {
+        n: {m for m in e if m not in packages} for n, e in graph.items() if n not in packages
+    }
+    assert _cycles(modules_only) == []

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+
+from josefk.fileio import write_atomically
 
 CATALOG_FILE: Final = "josefk-topics.json"
 PARTITION_METADATA_FILE: Final = "partition.metadata"
@@ -214,18 +215,3 @@ def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
     if path.exists() and path.read_text() == text:
         return
     write_atomically(path, text.encode())
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write temp, fsync, rename over, fsync the directory: readers see old or new, whole."""
-    temp = path.with_name(path.name + ".tmp")
-    with open(temp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

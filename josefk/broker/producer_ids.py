@@ -20,7 +20,7 @@ broker does not remember (given out before a restart, or never) gets a fresh id:
 of producer ids without a transactional id are not persisted (Kafka's coordinator keeps no
 state for them either, and gives such producers a fresh id every time).
 
-Imports josefk.storage.checkpoint (the atomic file write) only; never protocol or handlers.
+Imports josefk.fileio (the atomic file write) only; never protocol or handlers.
 Runs on the event loop; ``init_producer_id`` blocks for one small fsynced write once per
 block.
 """
@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
-from josefk.storage.checkpoint import atomic_write_text
+from josefk.fileio import write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ class ProducerIdManager:
 
     def _persist(self, block_end: int) -> None:
         try:
-            atomic_write_text(self._path, f"{FILE_VERSION}\n{block_end}\n")
+            write_atomically(self._path, f"{FILE_VERSION}\n{block_end}\n")
         except OSError as exc:
             raise ProducerIdBlockError(
                 f"cannot persist the producer id block: {exc.strerror or exc}", path=self._path

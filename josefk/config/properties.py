@@ -25,16 +25,16 @@ Must not import josefk.broker, josefk.storage or josefk.protocol.
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import re
-import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
+
+from josefk.fileio import write_atomically
 
 __all__ = [
     "META_PROPERTIES_FILE",
@@ -335,22 +335,7 @@ class MetaProperties:
         stamp = (now or datetime.now(UTC)).strftime("%a %b %d %H:%M:%S UTC %Y")
         text = format_properties(self.to_properties(), comment=stamp)
         target = directory / META_PROPERTIES_FILE
-        fd, temp_name = tempfile.mkstemp(prefix=".meta.properties.", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp_name, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp_name)
-            raise
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomically(target, text)
         return target
 
 

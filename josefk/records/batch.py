@@ -1,8 +1,8 @@
 """The v2 record batch header (magic 2) as a zero-copy view, and splitting buffers of batches.
 
 Owns the batch header layout; record bodies are handled in ``josefk.records.record``.
-Imports nothing from josefk but ``records.errors`` (and ``records.record`` lazily, inside
-``RecordBatch.records``, since that module imports this one).
+Imports nothing from josefk but ``records.errors``: the records of a batch are read by
+``records.record.iter_records(batch)``, which builds on this module, never the other way.
 
 Byte layout of a batch, all integers big-endian::
 
@@ -32,14 +32,11 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from crc32c import crc32c
 
 from josefk.records.errors import CorruptRecordError, InvalidRecordError
-
-if TYPE_CHECKING:
-    from josefk.records.record import Record
 
 MAGIC: Final = 2
 LOG_OVERHEAD: Final = 12  # base_offset + batch_length, the part batch_length does not count
@@ -210,15 +207,6 @@ class RecordBatch:
     def records_buffer(self) -> memoryview:
         """The bytes after the header: the records, compressed if the codec is not none."""
         return self.buffer[HEADER_SIZE:]
-
-    def records(self, *, max_decompressed_size: int | None = None) -> Iterator[Record]:
-        """The records of the batch, decompressed once; see ``records.record.iter_records``."""
-        # Imported here because record.py imports this module.
-        from josefk.records.record import iter_records
-
-        if max_decompressed_size is None:
-            return iter_records(self)
-        return iter_records(self, max_decompressed_size=max_decompressed_size)
 
     # -- checks --------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from josefk.fileio import write_atomically
 from josefk.storage.errors import KafkaStorageError, StorageError
 from josefk.storage.offsets import TopicPartition
 
@@ -35,26 +36,6 @@ REPLICATION_OFFSET_CHECKPOINT: Final = "replication-offset-checkpoint"
 
 class CorruptCheckpointError(StorageError):
     """A checkpoint file is malformed; the message says which line and why."""
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make a rename or create inside ``directory`` durable (POSIX needs the dir fsynced)."""
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically and durably (temp file, fsync, rename, fsync dir)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 class OffsetCheckpointFile:
@@ -74,7 +55,7 @@ class OffsetCheckpointFile:
         for tp in sorted(offsets):
             lines.append(f"{tp.topic} {tp.partition} {offsets[tp]}")
         try:
-            atomic_write_text(self.path, "\n".join(lines) + "\n")
+            write_atomically(self.path, "\n".join(lines) + "\n")
         except OSError as exc:
             raise KafkaStorageError(
                 f"error while writing checkpoint: {exc.strerror or exc}", path=self.path

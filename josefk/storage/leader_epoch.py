@@ -37,7 +37,8 @@ import itertools
 from pathlib import Path
 from typing import Final
 
-from josefk.storage.checkpoint import CorruptCheckpointError, atomic_write_text
+from josefk.fileio import write_atomically
+from josefk.storage.checkpoint import CorruptCheckpointError
 from josefk.storage.errors import KafkaStorageError
 
 LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
@@ -176,7 +177,7 @@ class LeaderEpochCache:
         lines = [str(_VERSION), str(len(self._epochs))]
         lines += [f"{e} {o}" for e, o in zip(self._epochs, self._offsets, strict=True)]
         try:
-            atomic_write_text(self.path, "\n".join(lines) + "\n")
+            write_atomically(self.path, "\n".join(lines) + "\n")
         except OSError as exc:
             raise KafkaStorageError(
                 f"cannot write leader epoch checkpoint: {exc.strerror or exc}", path=self.path

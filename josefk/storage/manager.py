@@ -41,12 +41,12 @@ from pathlib import Path
 from typing import Final
 
 from josefk.config.topic import LogConfig
+from josefk.fileio import fsync_dir
 from josefk.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
-    fsync_dir,
 )
 from josefk.storage.clock import Clock, JitterSource
 from josefk.storage.errors import (

@@ -60,6 +60,7 @@ from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
+from josefk.fileio import write_atomically
 from josefk.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from josefk.records.errors import InvalidRecordError
 from josefk.storage.errors import StorageError
@@ -295,23 +296,6 @@ def decode_snapshot(data: bytes | memoryview, path: Path | None = None) -> list[
     return entries
 
 
-def _write_file(path: Path, data: bytes, *, sync: bool) -> None:
-    # Written whole under a temporary name and renamed, so a reader never sees half a file;
-    # a torn file after a power loss fails the CRC and is skipped at load.
-    temp = path.with_name(path.name + ".tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
-
-
 def fsync_file(path: Path) -> None:
     """fsync a file if it still exists (a snapshot may be deleted before its flush runs)."""
     try:
@@ -541,7 +525,9 @@ class ProducerStateManager:
         if offset in self._snapshots:
             return None
         path = snapshot_file(self._dir, offset)
-        _write_file(path, encode_snapshot(self._producers.values()), sync=sync)
+        # Whole or absent for readers; a torn file after a power loss fails its CRC and is
+        # skipped at load.
+        write_atomically(path, encode_snapshot(self._producers.values()), sync=sync)
         self._snapshots.append(offset)
         self._snapshots.sort()
         return path

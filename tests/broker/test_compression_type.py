@@ -8,6 +8,7 @@ from pathlib import Path
 from josefk.broker.server import Broker
 from josefk.config.broker import BrokerConfig
 from josefk.records import BatchBuilder, Compression, RecordBatch, split_batches
+from josefk.records.record import iter_records
 from josefk.storage.offsets import FetchIsolation
 
 
@@ -66,7 +67,7 @@ async def test_topic_and_broker_compression_type(tmp_path: Path) -> None:
             batches = stored(broker, topic)
             for batch in batches:
                 batch.ensure_valid()
-            assert [(r.offset, r.key) for b in batches for r in b.records()] == [
+            assert [(r.offset, r.key) for b in batches for r in iter_records(b)] == [
                 (n * 10 + i, f"k{i}".encode()) for n in range(2) for i in range(10)
             ]
         # An altered topic config applies from the next append.

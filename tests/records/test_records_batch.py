@@ -70,7 +70,7 @@ def test_round_trip(spec: BatchSpec) -> None:
     assert batch.is_transactional == spec.is_transactional
     assert not batch.is_control
     assert _observed(list(iter_records(batch))) == _expected(spec)
-    assert _observed(list(batch.records())) == _expected(spec)
+    assert _observed(list(iter_records(batch))) == _expected(spec)
 
 
 @given(batch_specs, st.integers(min_value=0, max_value=(1 << 62)))
@@ -79,7 +79,7 @@ def test_log_append_time_from_the_builder(spec: BatchSpec, log_append_time: int)
     batch.ensure_valid()
     if spec.timestamp_type == TimestampType.LOG_APPEND_TIME:
         assert batch.max_timestamp == log_append_time
-    assert _observed(list(batch.records())) == _expected(spec, log_append_time)
+    assert _observed(list(iter_records(batch))) == _expected(spec, log_append_time)
 
 
 @given(batch_specs, st.integers(min_value=0, max_value=(1 << 62)), st.integers(0, (1 << 31) - 1))
@@ -95,15 +95,15 @@ def test_in_place_rewrites_keep_the_crc_valid(
     batch.ensure_valid()
     assert batch.base_offset == new_base_offset
     assert batch.partition_leader_epoch == epoch
-    assert [r.offset for r in batch.records()] == [
+    assert [r.offset for r in iter_records(batch)] == [
         new_base_offset + i for i in range(len(spec.records))
     ]
     batch.set_log_append_time(1_700_000_000_123)
     batch.ensure_valid()
     assert batch.timestamp_type == TimestampType.LOG_APPEND_TIME
     assert batch.max_timestamp == 1_700_000_000_123
-    assert {r.timestamp for r in batch.records()} == {1_700_000_000_123}
-    assert [r.value for r in batch.records()] == [r.value for r in spec.records]
+    assert {r.timestamp for r in iter_records(batch)} == {1_700_000_000_123}
+    assert [r.value for r in iter_records(batch)] == [r.value for r in spec.records]
 
 
 def test_null_and_empty_keys_values_and_headers() -> None:
@@ -111,7 +111,7 @@ def test_null_and_empty_keys_values_and_headers() -> None:
     builder.append(None, None, (), 5)
     builder.append(b"", b"", [("", b""), ("h", None), ("ü", b"\x00")], 6)
     (batch,) = split_batches(builder.build())
-    first, second = batch.records()
+    first, second = iter_records(batch)
     assert (first.key, first.value, first.headers) == (None, None, ())
     assert (second.key, second.value) == (b"", b"")
     assert second.headers == (("", b""), ("h", None), ("ü", b"\x00"))
@@ -129,7 +129,7 @@ def test_explicit_offsets_leave_gaps() -> None:
     batch.ensure_valid()
     assert batch.last_offset == 106
     assert batch.record_count == 3
-    assert [r.offset for r in batch.records()] == [100, 105, 106]
+    assert [r.offset for r in iter_records(batch)] == [100, 105, 106]
     with pytest.raises(InvalidRecordError):
         batch.ensure_valid_from_producer()
 
@@ -141,8 +141,8 @@ def test_timestamps_default_to_the_injected_clock() -> None:
         builder.append(None, b"v")
     (batch,) = split_batches(builder.build())
     assert (batch.base_timestamp, batch.max_timestamp) == (1000, 1500)
-    assert [r.timestamp for r in batch.records()] == [1000, 999, 1500]
-    assert [r.timestamp_delta for r in batch.records()] == [0, -1, 500]
+    assert [r.timestamp for r in iter_records(batch)] == [1000, 999, 1500]
+    assert [r.timestamp_delta for r in iter_records(batch)] == [0, -1, 500]
 
 
 def test_builder_misuse() -> None:
@@ -185,7 +185,7 @@ def test_control_batches(control_type: ControlRecordType) -> None:
     assert batch.is_control and batch.is_transactional
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (42, 3, -1)
     assert (batch.base_offset, batch.partition_leader_epoch) == (50, 2)
-    (record,) = batch.records()
+    (record,) = iter_records(batch)
     assert record.key == b"\x00\x00" + int(control_type).to_bytes(2, "big")
     assert record.value == b"\x00\x00\x00\x00\x00\x07"
     assert decode_control_type(record.key) is control_type
@@ -257,7 +257,7 @@ def test_every_codec_yields_the_same_records(records: list[InputRecord]) -> None
         raw = builder.build()
         batch = RecordBatch(memoryview(raw))
         batch.ensure_valid()
-        results.append(list(batch.records()))
+        results.append(list(iter_records(batch)))
     assert all(result == results[0] for result in results)
 
 
@@ -267,8 +267,8 @@ def test_decompressed_size_cap_applies_to_iteration() -> None:
     batch = RecordBatch(memoryview(builder.build()))
     batch.ensure_valid()
     with pytest.raises(CorruptRecordError):
-        list(batch.records(max_decompressed_size=1 << 20))
-    assert len(next(iter(batch.records())).value or b"") == 2 << 20
+        list(iter_records(batch, max_decompressed_size=1 << 20))
+    assert len(next(iter(iter_records(batch))).value or b"") == 2 << 20
 
 
 @pytest.mark.parametrize("codec", list(Compression))
@@ -282,7 +282,7 @@ def test_empty_batch_left_by_the_cleaner(codec: Compression) -> None:
     batch = RecordBatch(memoryview(raw))
     raw[17:21] = batch.compute_crc().to_bytes(4, "big")
     batch.ensure_valid()
-    assert list(batch.records()) == []
+    assert list(iter_records(batch)) == []
     assert (batch.base_offset, batch.producer_id) == (7, 3)
 
 
@@ -297,5 +297,5 @@ def test_lengths_across_varint_size_boundaries(codec: Compression) -> None:
         )
     (batch,) = split_batches(builder.build())
     batch.ensure_valid()
-    got = [(len(r.key or b""), len(r.value or b""), r.timestamp) for r in batch.records()]
+    got = [(len(r.key or b""), len(r.value or b""), r.timestamp) for r in iter_records(batch)]
     assert got == [(size % 300, size, size) for size in sizes]

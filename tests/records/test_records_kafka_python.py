@@ -24,6 +24,7 @@ from josefk.records import (
     build_control_batch,
     split_batches,
 )
+from josefk.records.record import iter_records
 
 _AVAILABLE = {
     Compression.NONE: True,
@@ -114,7 +115,7 @@ def test_josefk_reads_kafka_python_batches(codec: Compression, records: list[Inp
     # kafka-python sends a batch uncompressed when compressing would not make it smaller.
     assert batch.compression in (codec, Compression.NONE)
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (5, 1, 0)
-    got = [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch.records()]
+    got = [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in iter_records(batch)]
     assert got == _as_tuples(records, 0)
 
 
@@ -150,7 +151,7 @@ def test_josefk_reads_kafka_python_stream_with_a_truncated_tail() -> None:
         stream += raw
     batches = list(split_batches(stream[:-5]))
     assert [b.base_offset for b in batches] == [0, 1]
-    assert [next(iter(b.records())).value for b in batches] == [b"value0", b"value1"]
+    assert [next(iter(iter_records(b))).value for b in batches] == [b"value0", b"value1"]
 
 
 def test_kafka_python_reads_a_control_batch() -> None:

@@ -8,6 +8,7 @@ import pytest
 from log_helpers import NOW, check_invariants, open_log, read_all, small_config
 
 from josefk.records import BatchBuilder, Compression, CorruptRecordError, RecordBatch
+from josefk.records.record import iter_records
 from josefk.storage.clock import ManualClock
 from josefk.storage.errors import RecordTooLargeError
 
@@ -45,7 +46,7 @@ def contents(batches: list[RecordBatch]) -> list[tuple[int, int, bytes | None, b
     return [
         (record.offset, record.timestamp, record.key, record.value)
         for stored in batches
-        for record in stored.records()
+        for record in iter_records(stored)
     ]
 
 
@@ -62,7 +63,7 @@ def test_batches_are_stored_in_the_topics_codec(
     sent = batch(source)
     expected = [
         (3 + record.offset, record.timestamp, record.key, record.value)
-        for record in RecordBatch(memoryview(bytes(sent))).records()
+        for record in iter_records(RecordBatch(memoryview(bytes(sent))))
     ]
     info = log.append_as_leader(sent, 7)
     assert (info.first_offset, info.last_offset, info.record_count) == (3, 22, 20)
@@ -123,7 +124,7 @@ def test_recompression_under_log_append_time(tmp_path: Path) -> None:
     (stored,) = read_all(log)
     stored.ensure_valid()
     assert stored.compression == Compression.GZIP
-    assert [r.timestamp for r in stored.records()] == [NOW + 5000] * 4
+    assert [r.timestamp for r in iter_records(stored)] == [NOW + 5000] * 4
 
 
 def test_idempotent_retry_of_a_recompressed_batch_is_a_duplicate(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from josefk.broker.errors import error_code_for
 from josefk.broker.replica_manager import AppendOutcome, ReplicaManager
 from josefk.protocol.errors import ErrorCode
 from josefk.records import BatchBuilder, split_batches
+from josefk.records.record import iter_records
 from josefk.storage.offsets import FetchIsolation
 
 logger = logging.getLogger(__name__)
@@ -183,7 +184,7 @@ class TopicOffsetsStore:
                 if batch.is_control or batch.next_offset <= offset:
                     next_offset = max(next_offset, batch.next_offset)
                     continue
-                for record in batch.records():
+                for record in iter_records(batch):
                     if record.offset >= offset and record.key is not None:
                         yield record.key, record.value
                 next_offset = batch.next_offset
