@@ -24,6 +24,7 @@ from broker_process import LIVE_BROKERS, BrokerProcess, free_port
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from etcd_server import EtcdServer
+from netns import Mesh
 from prometheus_client.parser import text_string_to_metric_families
 
 T = TypeVar("T")
@@ -39,9 +40,13 @@ class LocalCluster:
         settings: Sequence[str] = (),
         session_timeout_ms: int = 3000,
         metrics: bool = False,
+        mesh: Mesh | None = None,
     ) -> None:
         self.base = base
-        self.etcd = EtcdServer(base / "etcd", base / "etcd.log")
+        self.mesh = mesh
+        self.etcd = EtcdServer(
+            base / "etcd", base / "etcd.log", host=mesh.etcd_ip if mesh else "127.0.0.1"
+        )
         self.brokers: dict[int, BrokerProcess] = {}
         self._count = brokers
         self._settings = list(settings)
@@ -61,6 +66,8 @@ class LocalCluster:
                     *self._settings,
                 ],
                 metrics_port=free_port() if self._metrics else 0,
+                host=self.mesh.broker_ip(broker_id) if self.mesh else "127.0.0.1",
+                command_prefix=self.mesh.exec_prefix(broker_id) if self.mesh else (),
             )
             broker.start()
             self.brokers[broker_id] = broker

@@ -34,7 +34,8 @@ class EtcdStartError(RuntimeError):
 class EtcdServer:
     """One etcd member. ``endpoint`` is ``127.0.0.1:PORT``; ``restart`` keeps data and ports."""
 
-    def __init__(self, data_dir: Path, log_path: Path) -> None:
+    def __init__(self, data_dir: Path, log_path: Path, *, host: str = "127.0.0.1") -> None:
+        self.host = host
         self.data_dir = data_dir
         self.log_path = log_path
         self.client_port = free_port()
@@ -44,13 +45,13 @@ class EtcdServer:
 
     @property
     def endpoint(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     def start(self) -> None:
         if ETCD is None:
             raise EtcdStartError(SKIP_REASON)
-        client_url = f"http://127.0.0.1:{self.client_port}"
-        peer_url = f"http://127.0.0.1:{self.peer_port}"
+        client_url = f"http://{self.host}:{self.client_port}"
+        peer_url = f"http://{self.host}:{self.peer_port}"
         args = [
             ETCD,
             "--name", "josefk-test",

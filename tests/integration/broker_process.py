@@ -71,8 +71,11 @@ class BrokerProcess:
         extra_args: Sequence[str] = (),
         host: str = "127.0.0.1",
         metrics_port: int = 0,
+        command_prefix: Sequence[str] = (),
     ) -> None:
         self.data_dir = data_dir
+        # Run through this first (``ip netns exec NS``: a broker in a network namespace).
+        self.command_prefix = list(command_prefix)
         self.log_path = log_path
         self.settings = list(settings)
         self.extra_args = list(extra_args)
@@ -100,6 +103,7 @@ class BrokerProcess:
 
     def command(self, port: int) -> list[str]:
         cmd = [
+            *self.command_prefix,
             sys.executable,
             "-m",
             "josefk",
