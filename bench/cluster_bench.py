@@ -4,14 +4,18 @@ Starts a real etcd and three ``josefk serve`` brokers on this machine (the clien
 same cores), then measures with confluent-kafka (librdkafka), 1 KiB records:
 
 1. throughput: RF=1 acks=1 (the baseline) and RF=3 acks=all min.insync.replicas=2, each the
-   best of ``--rounds`` runs of ``--mb`` MB, with the brokers' own CPU seconds per GB moved
-   (the sum over the three processes, read from /proc);
+   best of ``--rounds`` runs of ``--mb`` MB, rounds alternating between the two, with the
+   brokers' own CPU seconds per GB moved (the sum over the three processes, read from
+   /proc); first the machine's memory is warmed (``--warm-gb`` written and deleted: see
+   ``warm_memory``);
 2. latency: p50/p99 of the delivery latency librdkafka measures per record, at a fixed rate
    (``--rate-mb`` MB/s) for ``--latency-s`` seconds, both configurations, each after a sync
    and a ``--settle-s`` pause;
 3. failover: an acks=all producer sends a record every millisecond to one partition; its
    leader is SIGKILLed; the time from the kill to the first acknowledged record sent after it,
-   with the default ``josefk.etcd.session.timeout.ms`` and with ``--fast-session-ms``.
+   and to the first Metadata answer (from a surviving broker, asked every 10 ms) that names
+   the new leader, with the default ``josefk.etcd.session.timeout.ms`` and with
+   ``--fast-session-ms``.
 
 Prints a table; ``--quick`` for a smoke run. Loopback only, bounded in time.
 
@@ -21,6 +25,7 @@ Prints a table; ``--quick`` for a smoke run. Loopback only, bounded in time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -29,7 +34,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +55,10 @@ def free_port() -> int:
 
 
 class Cluster:
-    def __init__(self, base: Path, session_ms: int) -> None:
+    def __init__(self, base: Path, session_ms: int, settings: Sequence[str] = ()) -> None:
         self.base = base
         self.session_ms = session_ms
+        self.settings = list(settings)
         self.etcd: subprocess.Popen[bytes] | None = None
         self.brokers: dict[int, subprocess.Popen[bytes]] = {}
         self.ports: dict[int, int] = {}
@@ -94,7 +102,8 @@ class Cluster:
              "--listen", f"127.0.0.1:{port}", "--metrics-port", "0",
              "--set", f"broker.id={broker_id}",
              "--set", f"josefk.etcd.endpoints={self.endpoint}",
-             "--set", f"josefk.etcd.session.timeout.ms={self.session_ms}"],
+             "--set", f"josefk.etcd.session.timeout.ms={self.session_ms}",
+             *[arg for setting in self.settings for arg in ("--set", setting)]],
             stdout=subprocess.PIPE, stderr=log, env=env,
         )  # fmt: skip
         assert process.stdout is not None
@@ -146,6 +155,20 @@ class Cluster:
         if self.etcd is not None:
             self.etcd.terminate()
             self.etcd.wait(30)
+
+
+def warm_memory(directory: Path, gigabytes: float) -> None:
+    """Write and delete ``gigabytes`` of file data before measuring. On a virtual machine
+    whose memory the host backs on first touch, the first write into a page of memory costs
+    several times what a later one does (seen here: 3 GB written to the page cache took 7.6 s
+    of system CPU the first time, 0.65 s the third), and RF=3 writes three times the data:
+    without this the bench measures the host's memory faults, not the broker."""
+    chunk = b"\0" * (1 << 20)
+    path = directory / "warm-up"
+    with path.open("wb") as out:
+        for _ in range(int(gigabytes * 1024)):
+            out.write(chunk)
+    path.unlink()
 
 
 def producer(cluster: Cluster, acks: str, **extra: Any) -> Producer:
@@ -208,7 +231,11 @@ def latency(
     return statistics.median(latencies), latencies[int(len(latencies) * 0.99)]
 
 
-def failover(cluster: Cluster, topic: str) -> float:
+def failover(cluster: Cluster, topic: str) -> tuple[float, float]:
+    """(seconds from the SIGKILL of the leader to the first acknowledged acks=all record
+    sent after it, seconds until Metadata from a surviving broker names the new leader).
+    The difference is the client's discovery: librdkafka re-asks for the leader of an
+    unavailable partition once a second."""
     p = producer(
         cluster, "all", **{"linger.ms": 0, "message.timeout.ms": 60_000, "enable.idempotence": True}
     )
@@ -223,20 +250,38 @@ def failover(cluster: Cluster, topic: str) -> float:
         p.produce(topic, RECORD, partition=0)
         p.poll(0.001)
     p.flush(30)
+    survivor = next(b for b in cluster.brokers if b != leader)
+    watcher = AdminClient(
+        {"bootstrap.servers": f"127.0.0.1:{cluster.ports[survivor]}", "log_level": 0}
+    )
+    elected: list[float] = []
+
+    def watch() -> None:
+        while not elected and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                found = watcher.list_topics(topic, timeout=1).topics[topic].partitions[0]
+                if found.leader not in (-1, leader):
+                    elected.append(time.monotonic())
+            time.sleep(0.01)
+
     cluster.brokers[leader].kill()
     cluster.brokers[leader].wait()
     killed_at = time.monotonic()  # every record sent from here on was sent after the kill
-    deadline = time.monotonic() + 60
+    deadline = killed_at + 60
+    watching = threading.Thread(target=watch, daemon=True)
+    watching.start()
     while not acked_after and time.monotonic() < deadline:
         try:
             p.produce(topic, RECORD, partition=0, on_delivery=done)
         except BufferError:
             pass
         p.poll(0.001)
+    watching.join(60)
     result = acked_after[0] - killed_at if acked_after else float("nan")
+    named = elected[0] - killed_at if elected else float("nan")
     p.flush(60)
     cluster.start_broker(leader)
-    return result
+    return result, named
 
 
 def main() -> None:
@@ -250,6 +295,12 @@ def main() -> None:
     parser.add_argument("--fast-session-ms", type=int, default=2000)
     parser.add_argument("--settle-s", type=float, default=10.0)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--warm-gb",
+        type=float,
+        default=-1,
+        help="GB written and deleted before measuring (default: what the rounds will write)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.mb, args.latency_s, args.settle_s = 1, 32, 3.0, 0.0
@@ -258,14 +309,21 @@ def main() -> None:
         (Path(tmp) / "default").mkdir()
         cluster.start()
         try:
-            rows = []
-            for name, rf, acks, min_isr in (("rf1", 1, "1", 1), ("rf3", 3, "all", 2)):
-                results = []
-                for round_ in range(args.rounds):
+            configs = (("rf1", 1, "1", 1), ("rf3", 3, "all", 2))
+            # Every replica writes its copy: RF=1 writes each MB once, RF=3 three times.
+            warm_gb = args.warm_gb if args.warm_gb >= 0 else args.rounds * args.mb * 4 / 1024 + 1
+            warm_memory(Path(tmp), warm_gb)
+            results: dict[str, list[tuple[float, float]]] = {c[0]: [] for c in configs}
+            # Rounds alternate between the configurations, so that neither gets the quieter
+            # machine (writeback of earlier rounds, page cache state) to itself.
+            for round_ in range(args.rounds):
+                for name, rf, acks, min_isr in configs:
                     topic = f"{name}-{round_}"
                     cluster.create(topic, 3, rf, min_isr)
-                    results.append(throughput(cluster, topic, acks, args.mb))
-                best = max(results)
+                    results[name].append(throughput(cluster, topic, acks, args.mb))
+            rows = []
+            for name, rf, acks, min_isr in configs:
+                best = max(results[name])
                 cluster.create(f"{name}-latency", 3, rf, min_isr)
                 # As bench/broker_bench.py: let the throughput rounds' writeback finish first,
                 # or this VM's I/O aftermath (slow vCPU wake-ups) sets the tail.
@@ -273,7 +331,7 @@ def main() -> None:
                 time.sleep(args.settle_s)
                 p50, p99 = latency(cluster, f"{name}-latency", acks, args.rate_mb, args.latency_s)
                 rows.append(
-                    (name, acks, best[0], best[1], p50, p99, [round(r[0]) for r in results])
+                    (name, acks, best[0], best[1], p50, p99, [round(r[0]) for r in results[name]])
                 )
             cluster.create("failover", 1, 3, 2)
             default_failover = failover(cluster, "failover")
@@ -293,10 +351,14 @@ def main() -> None:
     for name, acks, mbs, cpu, p50, p99, rounds in rows:
         print(f"{name:8} {acks:5} {mbs:8.1f} {cpu:16.1f} {p50:8.2f} {p99:8.2f}  {rounds}")
     print(f"RF=3 throughput is {rows[1][2] / rows[0][2] * 100:.0f}% of RF=1")
-    print(
-        f"failover (SIGKILL to first acks=all ack): {default_failover:.2f} s with the default "
-        f"session timeout (6000 ms), {fast_failover:.2f} s with {args.fast_session_ms} ms"
-    )
+    for label, (acked, named) in (
+        ("the default session timeout (6000 ms)", default_failover),
+        (f"josefk.etcd.session.timeout.ms={args.fast_session_ms}", fast_failover),
+    ):
+        print(
+            f"failover with {label}: {acked:.2f} s from SIGKILL to the first acks=all ack, "
+            f"{named:.2f} s until Metadata names the new leader"
+        )
 
 
 if __name__ == "__main__":
