@@ -92,6 +92,8 @@ class ClientConfig:
     connect_timeout_ms: int = 10_000
     metadata_max_age_ms: int = 300_000
     retry_backoff_ms: int = 100
+    # KIP-580: retries back off exponentially from retry_backoff_ms up to this.
+    retry_backoff_max_ms: int = 1_000
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1_000
     # Metadata requests may create missing topics (the broker decides, per

@@ -136,6 +136,12 @@ class ProducerConfig(ClientConfig):
     partitioner: DefaultPartitioner | None = None
 
 
+def retry_backoff_s(attempts: int, base_ms: int, max_ms: int) -> float:
+    """KIP-580's exponential backoff before retry number ``attempts`` (1 for the first):
+    ``base_ms`` doubled per attempt, never above ``max_ms`` (nor below ``base_ms``)."""
+    return float(min(base_ms * 2 ** (attempts - 1), max(max_ms, base_ms))) / 1000
+
+
 class _Batch:
     """One partition's batch: open (builder accepting records) then closed (bytes built),
     then done: ``outcome`` holds ``(base_offset, log_append_time)`` or the error.
@@ -401,6 +407,8 @@ class AIOProducer:
         self._ready: dict[TopicPartition, collections.deque[_Batch]] = {}
         self._busy_partitions: set[TopicPartition] = set()
         self._retry_after: dict[TopicPartition, float] = {}
+        # The leader each backed-off partition failed on.
+        self._retry_leader: dict[TopicPartition, int | None] = {}
         self._node_in_flight: dict[int, int] = collections.defaultdict(int)
         self._undelivered = 0
         self._buffered_bytes = 0
@@ -774,6 +782,7 @@ class AIOProducer:
                 if not_before > now:
                     continue
                 del self._retry_after[tp]
+                self._retry_leader.pop(tp, None)
             while queue and queue[0].deadline <= now:
                 expired = queue.popleft()
                 self._sequence_gap()
@@ -807,10 +816,18 @@ class AIOProducer:
 
     async def _refresh_then_wake(self) -> None:
         try:
-            await self._client.refresh_metadata()
+            metadata = await self._client.refresh_metadata()
         except KafkaError as exc:
             log.debug("metadata refresh failed: %s", exc)
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        else:
+            # A partition whose leader changed since its failure is retried at once on the
+            # new leader (KIP-951): the backoff was for the old one.
+            for tp, failed_on in list(self._retry_leader.items()):
+                leader = metadata.leader_for(tp.topic, tp.partition)
+                if leader is not None and leader != failed_on:
+                    self._retry_after.pop(tp, None)
+                    del self._retry_leader[tp]
         self._wakeup.set()
 
     def _produce_request(self, batches: dict[TopicPartition, list[_Batch]]) -> Any:
@@ -915,8 +932,11 @@ class AIOProducer:
             log.debug("retrying %d batches of %s after %s", len(retry), tp, error)
             queue.extendleft(reversed(retry))
             self._client.invalidate()
-            backoff = self.config.retry_backoff_ms / 1000 * min(32, 2 ** (retry[0].attempts - 1))
+            backoff = retry_backoff_s(
+                retry[0].attempts, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
+            )
             self._retry_after[tp] = now + backoff
+            self._retry_leader[tp] = self._client.metadata.leader_for(tp.topic, tp.partition)
             self._spawn(self._refresh_then_wake())
             self._wake_later(backoff)
 

@@ -90,3 +90,30 @@ async def test_sequence_error_bumps_the_epoch_and_renumbers() -> None:
         assert h.base_sequence == expected
         expected += h.record_count
     assert all(h.is_valid() for h in headers)
+
+
+async def test_a_new_leader_is_tried_without_waiting_out_the_backoff(
+    cluster: FakeCluster,
+) -> None:
+    # A backoff far longer than the test may run: only the leader change can release it
+    # (KIP-951). Before, the producer waited it out on the new leader too.
+    settings = {
+        "bootstrap_servers": cluster.bootstrap,
+        "retry_backoff_ms": 120_000,
+        "retry_backoff_max_ms": 120_000,
+    }
+    async with AIOProducer(linger_ms=1, **settings) as producer:
+        first = await producer.send_and_wait("moving", b"a", partition=0)
+        assert first.offset == 0
+        cluster.leader = 2
+        async with asyncio.timeout(TIMEOUT_S):
+            second = await producer.send_and_wait("moving", b"b", partition=0)
+    assert second.offset == 1
+    assert cluster.not_leader_answers >= 1
+
+
+def test_retry_backoff_grows_to_its_maximum() -> None:
+    from josefk.client.producer import retry_backoff_s
+
+    assert [retry_backoff_s(n, 100, 1000) for n in range(1, 7)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    assert retry_backoff_s(3, 500, 100) == 0.5  # a maximum below the base is the base
