@@ -8,13 +8,14 @@ Owns the cluster verbs; talks to the broker through josefk.client's AIOAdmin onl
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import click
 
 from josefk.cli.common import admin_for, bootstrap_option, json_option, resolve_bootstrap, run
 from josefk.cli.output import print_fields, print_json, print_table
-from josefk.client import TopicPartition
+from josefk.client import AIOAdmin, TopicPartition
 
 
 @click.group("cluster", short_help="Describe the cluster: id, controller, brokers.")
@@ -217,9 +218,9 @@ def reassign(
         raise SystemExit(1)
 
 
-async def _wait_for_moves(admin: Any, partitions: list[TopicPartition], timeout: float) -> None:
-    import asyncio
-
+async def _wait_for_moves(
+    admin: AIOAdmin, partitions: list[TopicPartition], timeout: float
+) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while await admin.list_partition_reassignments(partitions):

@@ -73,6 +73,16 @@ class LocalCluster:
             self.brokers[broker_id] = broker
         return self
 
+    def __enter__(self) -> LocalCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()  # whatever started before the failure
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values() if b.is_alive())

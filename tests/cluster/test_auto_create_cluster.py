@@ -21,12 +21,10 @@ pytestmark = [
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    running = LocalCluster(tmp_path, settings=["default.replication.factor=3", "num.partitions=2"])
-    try:
-        running.start()
+    with LocalCluster(
+        tmp_path, settings=["default.replication.factor=3", "num.partitions=2"]
+    ) as running:
         yield running
-    finally:
-        running.close()
 
 
 def test_a_producer_auto_creates_a_replicated_topic_through_any_broker(

@@ -27,15 +27,11 @@ PER_PHASE = 150
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    running = LocalCluster(
+    with LocalCluster(
         tmp_path_factory.mktemp("failover"),
         settings=["replica.lag.time.max.ms=3000", "offsets.topic.num.partitions=6"],
-    )
-    try:
-        running.start()
+    ) as running:
         yield running
-    finally:
-        running.close()
 
 
 def new_topic(cluster: LocalCluster) -> str:

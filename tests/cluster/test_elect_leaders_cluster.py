@@ -29,12 +29,8 @@ TOPIC = "elected"
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    running = LocalCluster(tmp_path, settings=["auto.leader.rebalance.enable=false"])
-    try:
-        running.start()
+    with LocalCluster(tmp_path, settings=["auto.leader.rebalance.enable=false"]) as running:
         yield running
-    finally:
-        running.close()
 
 
 def elect(cluster: LocalCluster) -> dict[TopicPartition, object]:

@@ -27,12 +27,8 @@ GROUP = "billing"
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    running = LocalCluster(tmp_path, settings=["offsets.topic.num.partitions=6"])
-    try:
-        running.start()
+    with LocalCluster(tmp_path, settings=["offsets.topic.num.partitions=6"]) as running:
         yield running
-    finally:
-        running.close()
 
 
 def consumer(cluster: LocalCluster) -> Consumer:

@@ -51,16 +51,14 @@ print(json.dumps(acked))
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     mesh = Mesh(3).up()
-    running = LocalCluster(
-        tmp_path,
-        mesh=mesh,
-        settings=["replica.lag.time.max.ms=3000", "auto.leader.rebalance.enable=false"],
-    )
     try:
-        running.start()
-        yield running
+        with LocalCluster(
+            tmp_path,
+            mesh=mesh,
+            settings=["replica.lag.time.max.ms=3000", "auto.leader.rebalance.enable=false"],
+        ) as running:
+            yield running
     finally:
-        running.close()
         mesh.down()
 
 

@@ -35,15 +35,11 @@ pytestmark = [
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    running = LocalCluster(
+    with LocalCluster(
         tmp_path,
         settings=["auto.leader.rebalance.enable=false", "replica.lag.time.max.ms=3000"],
-    )
-    try:
-        running.start()
+    ) as running:
         yield running
-    finally:
-        running.close()
 
 
 def create_on(cluster: LocalCluster, topic: str, replicas: list[int]) -> None:

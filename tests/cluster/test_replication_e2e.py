@@ -36,12 +36,8 @@ PARTITIONS = 3
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    running = LocalCluster(tmp_path, settings=["replica.lag.time.max.ms=3000"], metrics=True)
-    try:
-        running.start()
+    with LocalCluster(tmp_path, settings=["replica.lag.time.max.ms=3000"], metrics=True) as running:
         yield running
-    finally:
-        running.close()
 
 
 def create_topic(cluster: LocalCluster, name: str = TOPIC) -> None:

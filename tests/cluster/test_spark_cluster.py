@@ -27,12 +27,8 @@ ASSIGNMENT = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    running = LocalCluster(tmp_path, settings=["auto.leader.rebalance.enable=false"])
-    try:
-        running.start()
+    with LocalCluster(tmp_path, settings=["auto.leader.rebalance.enable=false"]) as running:
         yield running
-    finally:
-        running.close()
 
 
 def test_spark_reads_a_topic_led_by_three_brokers(cluster: LocalCluster) -> None:
