@@ -161,7 +161,14 @@ class ClusterNode:
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        session = self._session
         while (remaining := deadline - loop.time()) > 0:
+            if session.lost.is_set():
+                # etcd is gone: nothing will move the leaderships, and waiting out the
+                # deadline only delays the stop (clients find the new leaders once the lease
+                # expires, as after a crash).
+                logger.warning("controlled shutdown: lost etcd; stopping without it")
+                return
             self._view_changed.clear()
             if self.is_controller and self.controller is not None:
                 with contextlib.suppress(Exception):
@@ -172,8 +179,11 @@ class ClusterNode:
             if not movable:
                 logger.info("controlled shutdown: no leadership left to hand over")
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._view_changed.wait(), remaining)
+            changed = asyncio.ensure_future(self._view_changed.wait())
+            lost = asyncio.ensure_future(session.lost.wait())
+            await asyncio.wait({changed, lost}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+            lost.cancel()
         logger.warning("controlled shutdown: leaderships still here after %.0f s", timeout_s)
 
     def _movable_leaderships(self) -> list[tuple[str, int]]:

@@ -2,14 +2,17 @@
 
 Starts an etcd (the ``etcd`` program on PATH: Debian's ``etcd-server`` package) and N brokers
 (``josefk serve`` processes, the same code path as a real deployment) with their data in one
-folder, prints the bootstrap list once every broker serves, and stops everything on Ctrl-C
-or SIGTERM (brokers with SIGTERM, so each makes a controlled shutdown and a clean one).
+folder, prints the bootstrap list once every broker serves and lists all the others in its
+Metadata, and stops everything on Ctrl-C or SIGTERM (brokers with SIGTERM, so each makes a
+controlled shutdown and a clean one).
 
-Owns only process supervision; imports nothing of josefk beyond the CLI's helpers.
+Owns only process supervision; imports josefk.client's KafkaClient (to ask each broker for
+Metadata) and nothing else of josefk beyond the CLI's helpers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import signal
@@ -20,6 +23,9 @@ import time
 from pathlib import Path
 
 import click
+
+from josefk.client.cluster import KafkaClient
+from josefk.client.errors import KafkaError
 
 _READY_TIMEOUT_S = 60.0
 
@@ -133,6 +139,7 @@ def dev_cluster(brokers: int, data_dir: str, base_port: int, overrides: tuple[st
                 raise click.ClickException(
                     f"broker {broker_id} did not start; see {root / f'broker{broker_id}.log'}"
                 )
+        _wait_until_whole(bootstrap, brokers)
         click.echo(f"etcd at {etcd_endpoint}; data and logs in {root}")
         click.echo(f"bootstrap: {','.join(bootstrap)}")
         click.echo("Ctrl-C stops the cluster.")
@@ -142,16 +149,47 @@ def dev_cluster(brokers: int, data_dir: str, base_port: int, overrides: tuple[st
             if process.poll() is not None and not stopping:
                 click.echo(f"a process exited with {process.returncode}; stopping", err=True)
     finally:
-        # Brokers first (each hands its leaderships over), etcd last.
-        for process in reversed(processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in reversed(processes):
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        # Brokers first (each hands its leaderships over through etcd), etcd once they are
+        # gone: stopped together, a broker's controlled shutdown lost etcd half way.
+        brokers_then_etcd = [processes[1:], processes[:1]]
+        for group in brokers_then_etcd:
+            for process in group:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+            for process in group:
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
         click.echo("stopped")
+
+
+def _wait_until_whole(bootstrap: list[str], brokers: int) -> None:
+    """Return once every broker's Metadata lists all ``brokers``: each one printed its ready
+    line after registering, but may not have seen the others' registrations yet, and a client
+    given the bootstrap list at once would find brokers missing."""
+
+    async def whole(address: str) -> bool:
+        client = KafkaClient(bootstrap_servers=address)
+        try:
+            response = await client.fetch_metadata([])
+            return len(response.brokers) >= brokers
+        except KafkaError:
+            return False
+        finally:
+            await client.close()
+
+    async def wait() -> None:
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        while not all([await whole(address) for address in bootstrap]):
+            if time.monotonic() > deadline:
+                raise click.ClickException(
+                    f"the brokers did not all see each other within {_READY_TIMEOUT_S:.0f}s"
+                )
+            # A person waits at start-up here, not the broker: a short poll is fine.
+            await asyncio.sleep(0.1)
+
+    asyncio.run(wait())
 
 
 def _free_port() -> int:
