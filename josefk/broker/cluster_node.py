@@ -181,7 +181,9 @@ class ClusterNode:
                 return
             changed = asyncio.ensure_future(self._view_changed.wait())
             lost = asyncio.ensure_future(session.lost.wait())
-            await asyncio.wait({changed, lost}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {changed, lost}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
             changed.cancel()
             lost.cancel()
         logger.warning("controlled shutdown: leaderships still here after %.0f s", timeout_s)

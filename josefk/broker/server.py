@@ -43,10 +43,11 @@ from josefk.config.properties import (
     generate_uuid,
 )
 from josefk.metrics.broker_metrics import BrokerMetrics
-from josefk.metrics.collectors import PartitionLogStats, PurgatoryStats
+from josefk.metrics.collectors import CleanerStats, PartitionLogStats, PurgatoryStats
 from josefk.metrics.exporter import MetricsExporter
 from josefk.storage.clock import Clock, SystemClock
 from josefk.storage.dir_lock import LogDirLock, LogDirLockedError
+from josefk.storage.log_cleaner import CleanerConfig
 from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.storage.scheduler import Scheduler
 
@@ -152,6 +153,14 @@ class Broker:
                 producer_id_expiration_check_interval_ms=(
                     config.producer_id_expiration_check_interval_ms
                 ),
+                cleaner=CleanerConfig(
+                    enable=config.log_cleaner_enable,
+                    threads=config.log_cleaner_threads,
+                    dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+                    io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+                    io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+                    backoff_ms=config.log_cleaner_backoff_ms,
+                ),
             ),
             default_log_config,
             clock=self.clock,
@@ -189,6 +198,7 @@ class Broker:
             )
             for log_dir in log_dirs:
                 self.metrics.log_dirs.log_dir_online(str(log_dir))
+            self.metrics.watch_cleaner(self._cleaner_stats)
         self.group_coordinator = self._start_group_coordinator(replicas)
         producer_ids = await loop.run_in_executor(
             self._executor, ProducerIdManager.load, log_dirs[0]
@@ -346,6 +356,27 @@ class Broker:
 
             self.metrics.watch_groups(lambda: coordinator.group_stats(high_watermark))
         return coordinator
+
+    def _cleaner_stats(self) -> CleanerStats:
+        assert self.log_manager is not None
+        cleaner = self.log_manager.cleaner
+        cleaner.candidates()  # refreshes the max dirty percent
+        status = cleaner.status
+        return CleanerStats(
+            max_dirty_percent=status.max_dirty_percent,
+            recopy_percent=status.recopy_percent,
+            max_clean_time_secs=status.max_clean_time_secs,
+            max_buffer_utilization_percent=status.max_buffer_utilization_percent,
+            time_since_last_run_ms=(
+                None
+                if status.last_run_ms is None
+                else self.clock.milliseconds() - status.last_run_ms
+            ),
+            uncleanable_partitions=status.uncleanable_partitions,
+            runs=status.runs,
+            bytes_read=status.bytes_read,
+            bytes_written=status.bytes_written,
+        )
 
     def _partition_stats(self) -> list[PartitionLogStats]:
         replicas = self.replica_manager

@@ -19,6 +19,8 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from josefk.metrics.collectors import (
+    CleanerCollector,
+    CleanerStats,
     GroupCollector,
     GroupStats,
     PartitionLogCollector,
@@ -94,3 +96,7 @@ class BrokerMetrics:
             self.registry.unregister(self._group_collector)
         self._group_collector = GroupCollector(source)
         self.registry.register(self._group_collector)
+
+    def watch_cleaner(self, source: Callable[[], CleanerStats]) -> None:
+        """Export the log cleaner's figures read from ``source`` on each scrape."""
+        self.registry.register(CleanerCollector(source))

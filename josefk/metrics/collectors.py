@@ -19,11 +19,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 __all__ = [
     "GROUP_STATES",
+    "CleanerCollector",
+    "CleanerStats",
     "GroupCollector",
     "GroupPartitionStats",
     "GroupStats",
@@ -275,6 +277,95 @@ class GroupCollector(Collector):
         for name, count in per_state.items():
             num_groups.add_metric([name], count)
         yield from (num_groups, members, generation, state, committed, lag)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerStats:
+    """The log cleaner's figures at scrape time; ``time_since_last_run_ms`` is None before
+    its first run."""
+
+    max_dirty_percent: float
+    recopy_percent: float
+    max_clean_time_secs: float
+    max_buffer_utilization_percent: float
+    time_since_last_run_ms: int | None
+    uncleanable_partitions: int
+    runs: int
+    bytes_read: int
+    bytes_written: int
+
+
+class CleanerCollector(Collector):
+    """Kafka's ``kafka.log:type=LogCleaner`` and ``type=LogCleanerManager`` gauges:
+
+    - ``kafka_log_logcleanermanager_max_dirty_percent``
+    - ``kafka_log_logcleanermanager_time_since_last_run_ms``
+    - ``kafka_log_logcleanermanager_uncleanable_partitions_count``
+    - ``kafka_log_logcleaner_cleaner_recopy_percent``
+    - ``kafka_log_logcleaner_max_clean_time_secs``
+    - ``kafka_log_logcleaner_max_buffer_utilization_percent``
+
+    and counters Kafka only logs per run: ``josefk_log_cleaner_runs_total``,
+    ``josefk_log_cleaner_bytes_read_total``, ``josefk_log_cleaner_bytes_written_total``.
+    """
+
+    def __init__(self, source: Callable[[], CleanerStats]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            stats = self._source()
+        except Exception:
+            _log.exception("log cleaner stats callback failed")
+            return
+        gauges = (
+            (
+                "kafka_log_logcleanermanager_max_dirty_percent",
+                "Largest dirty share of any compacted log, in percent.",
+                stats.max_dirty_percent,
+            ),
+            (
+                "kafka_log_logcleanermanager_time_since_last_run_ms",
+                "Milliseconds since the cleaner last cleaned a log (0 before its first run).",
+                stats.time_since_last_run_ms or 0,
+            ),
+            (
+                "kafka_log_logcleanermanager_uncleanable_partitions_count",
+                "Partitions whose cleaning failed and that are no longer cleaned.",
+                stats.uncleanable_partitions,
+            ),
+            (
+                "kafka_log_logcleaner_cleaner_recopy_percent",
+                "Bytes written as a share of bytes read in the last run, in percent.",
+                stats.recopy_percent,
+            ),
+            (
+                "kafka_log_logcleaner_max_clean_time_secs",
+                "Duration of the last run, in seconds.",
+                stats.max_clean_time_secs,
+            ),
+            (
+                "kafka_log_logcleaner_max_buffer_utilization_percent",
+                "How full the offset map was in the last run, in percent.",
+                stats.max_buffer_utilization_percent,
+            ),
+        )
+        for name, documentation, value in gauges:
+            yield GaugeMetricFamily(name, documentation, value=value)
+        counters = (
+            ("josefk_log_cleaner_runs", "Cleaner runs that cleaned something.", stats.runs),
+            ("josefk_log_cleaner_bytes_read", "Bytes of log the cleaner read.", stats.bytes_read),
+            (
+                "josefk_log_cleaner_bytes_written",
+                "Bytes of cleaned segments the cleaner wrote.",
+                stats.bytes_written,
+            ),
+        )
+        for name, documentation, value in counters:
+            yield CounterMetricFamily(name, documentation, value=value)
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

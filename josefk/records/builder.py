@@ -44,9 +44,17 @@ from josefk.records.record import (
     END_TXN_MARKER,
     END_TXN_MARKER_VERSION,
     ControlRecordType,
+    RecordSpan,
     max_timestamp_delta,
 )
-from josefk.records.varint import INT32_MAX, INT64_MAX, INT64_MIN, SMALL_UVARINTS
+from josefk.records.varint import (
+    INT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    SMALL_UVARINTS,
+    write_varint,
+    write_varlong,
+)
 
 BytesLike = bytes | bytearray | memoryview
 HeaderInput = tuple[str, BytesLike | None]
@@ -58,6 +66,7 @@ _COMPRESSION_MASK: Final = 0x07
 _TIMESTAMP_TYPE_BIT: Final = 0x08
 _TRANSACTIONAL_BIT: Final = 0x10
 _CONTROL_BIT: Final = 0x20
+_DELETE_HORIZON_BIT: Final = 0x40
 
 # Pieces of the fast path in ``BatchBuilder.append``.
 _NO_ATTRIBUTES: Final = b"\x00"  # record attributes: unused by v2
@@ -444,6 +453,87 @@ def recompress_batch(
         header.producer_epoch,
         header.base_sequence,
         header.record_count,
+    )
+    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return out
+
+
+def build_retained_batch(
+    batch: RecordBatch,
+    data: Buffer,
+    retained: Sequence[RecordSpan],
+    *,
+    delete_horizon_ms: int | None = None,
+    compression_level: int | None = None,
+) -> bytearray:
+    """``batch`` with only the ``retained`` records, as a log cleaner rewrites it.
+
+    ``data`` is the batch's record bytes (decompressed) and ``retained`` spans into it, in
+    order. Kept as they were: base offset, last offset delta (so the producer's last
+    sequence survives, as Kafka's cleaner keeps it), partition leader epoch, producer id,
+    epoch, base sequence, the transactional and control bits, the timestamp type and the
+    codec (the records are compressed again with it). Recomputed: record count, max
+    timestamp (under CreateTime, from the retained records), length and CRC. A retained
+    record's bytes are copied as they are unless ``delete_horizon_ms`` is given: then the
+    delete-horizon attribute bit is set and the base timestamp field holds the horizon
+    (KIP-534), so each record's timestamp delta is encoded again against it, keeping its
+    absolute timestamp. No record retained: an empty batch (count 0, no record bytes,
+    base and max timestamp the original max), the header a producer's state needs.
+    """
+    header = batch.header()
+    attributes = header.attributes
+    codec = Compression(attributes & _COMPRESSION_MASK)
+    log_append_time = bool(attributes & _TIMESTAMP_TYPE_BIT)
+    old_base_timestamp = header.base_timestamp
+    base_timestamp = old_base_timestamp
+    if delete_horizon_ms is not None:
+        attributes |= _DELETE_HORIZON_BIT
+        base_timestamp = delete_horizon_ms
+    out = bytearray(HEADER_SIZE)
+    max_timestamp = header.max_timestamp
+    if not retained:
+        attributes &= ~_COMPRESSION_MASK
+        base_timestamp = max_timestamp
+    else:
+        records = bytearray()
+        view = memoryview(data)
+        shift = old_base_timestamp - base_timestamp
+        newest = NO_TIMESTAMP
+        for span in retained:
+            if not log_append_time:
+                timestamp = old_base_timestamp + span.timestamp_delta
+                if timestamp > newest:
+                    newest = timestamp
+            if shift == 0:
+                records += view[span.start : span.end]
+                continue
+            body = bytearray(b"\x00")  # record attributes: unused by v2
+            write_varlong(body, span.timestamp_delta + shift)
+            body += view[span.body : span.end]
+            write_varint(records, len(body))
+            records += body
+        if not log_append_time:
+            max_timestamp = newest
+        if codec == Compression.NONE:
+            out += records
+        else:
+            out += compress(codec, records, level=compression_level)
+    _HEADER.pack_into(
+        out,
+        0,
+        header.base_offset,
+        len(out) - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        MAGIC,
+        0,  # crc, computed below over the finished bytes
+        attributes,
+        header.last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(retained),
     )
     _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return out

@@ -224,6 +224,88 @@ def _read_records(
         )
 
 
+class RecordSpan(NamedTuple):
+    """Where one record lies in a batch's (decompressed) record bytes, and what a log
+    cleaner needs of it: its deltas, its key and whether it has a value.
+
+    ``start`` is the position of the length varint, ``body`` that of the offset delta (the
+    bytes from there to ``end`` do not depend on the batch's base timestamp, so a batch
+    rebuilt with another base timestamp re-encodes only what comes before).
+    """
+
+    start: int
+    body: int
+    end: int
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    has_value: bool
+
+
+def record_spans(data: Buffer, count: int, base_offset: int = 0) -> list[RecordSpan]:
+    """The spans of the ``count`` records in ``data``, one pass, values and headers skipped.
+
+    The log cleaner's reader: it needs every key but no value or header, and the record
+    bytes to copy unchanged. Raises CorruptRecordError when a record overruns ``data`` or
+    the records do not end exactly at its end.
+    """
+    spans: list[RecordSpan] = []
+    append = spans.append
+    end = len(data)
+    position = 0
+    for index in range(count):
+        start = position
+        try:
+            length, position = decode_varint(data, position)
+            record_end = position + length
+            if length <= 0 or record_end > end:
+                raise CorruptRecordError(
+                    f"record {index} of the batch at offset {base_offset} claims {length} "
+                    f"bytes at position {start}, {end - position} remain"
+                )
+            timestamp_delta, body = decode_varlong(data, position + 1)
+            offset_delta, position = decode_varint(data, body)
+            key_length, position = decode_varint(data, position)
+            if key_length < 0:
+                key = None
+            else:
+                key = bytes(data[position : position + key_length])
+                position += key_length
+            value_length, position = decode_varint(data, position)
+        except IndexError:
+            raise CorruptRecordError(
+                f"record {index} of the batch at offset {base_offset} runs past the end of the "
+                f"batch's {end} record bytes"
+            ) from None
+        if position > record_end or key_length < -1 or value_length < -1:
+            raise CorruptRecordError(
+                f"record {index} of the batch at offset {base_offset} has fields that overrun "
+                "its length"
+            )
+        append(
+            RecordSpan(
+                start, body, record_end, offset_delta, timestamp_delta, key, value_length >= 0
+            )
+        )
+        position = record_end
+    if position != end:
+        raise CorruptRecordError(
+            f"batch at offset {base_offset} has {end - position} bytes after its {count} records"
+        )
+    return spans
+
+
+def batch_record_data(
+    batch: RecordBatch, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+) -> Buffer:
+    """The record bytes of ``batch``, decompressed once if its codec needs it."""
+    data: Buffer = batch.records_buffer()
+    codec = batch.compression
+    if codec != Compression.NONE and (batch.record_count or len(data)):
+        data = decompress(codec, data, max_size=max_decompressed_size)
+    return data
+
+
 # Finding the largest one-byte timestamp delta of a run of records without a Python step per
 # record (``max()`` over bytes costs ~12 ns a byte, ``translate`` and ``in`` well under 1 ns):
 # _AT_LEAST[k] maps a one-byte zig-zag varint to 1 when its value is >= k - 64, so a binary

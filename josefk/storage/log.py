@@ -45,6 +45,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -61,7 +62,12 @@ from josefk.records.batch import (
 )
 from josefk.records.builder import recompress_batch
 from josefk.records.errors import CorruptRecordError, InvalidRecordError, RecordsError
-from josefk.records.record import batch_max_timestamp, max_timestamp_delta
+from josefk.records.record import (
+    batch_max_timestamp,
+    batch_record_data,
+    max_timestamp_delta,
+    record_spans,
+)
 from josefk.storage.clock import Clock, JitterSource, SystemClock
 from josefk.storage.errors import (
     CorruptIndexError,
@@ -110,6 +116,7 @@ _log = logging.getLogger(__name__)
 LONG_MAX: Final = (1 << 63) - 1
 _LOG_APPEND_TIME_BIT: Final = 0x08  # attributes bit 3: the timestamp type
 _COMPRESSION_MASK: Final = 0x07  # attributes bits 0-2: the codec
+_CONTROL_BIT: Final = 0x20  # attributes bit 5: a control batch (transaction markers)
 
 IoErrorHandler = Callable[[Path, BaseException], None]
 
@@ -667,6 +674,7 @@ class Log:
             before_max = config.message_timestamp_before_max_ms
             after_max = config.message_timestamp_after_max_ms
             target_codec = _TOPIC_CODECS.get(config.compression_type)
+            compacted = config.compact_enabled
             record_count = 0
             has_producer_id = False
             headers: list[BatchHeader] = []
@@ -683,6 +691,8 @@ class Log:
                         f"the base offset of a batch produced to {self.topic_partition} "
                         f"should be 0, but it is {header.base_offset}"
                     )
+                if compacted and not header.attributes & _CONTROL_BIT:
+                    _check_keys(batch, header, self.topic_partition)
                 size = header.batch_length + LOG_OVERHEAD
                 if size > max_bytes:
                     raise RecordTooLargeError(
@@ -997,6 +1007,63 @@ class Log:
         if base not in self._segments:
             bisect.insort(self._base_offsets, base)
         self._segments[base] = segment
+
+    # -- compaction ------------------------------------------------------------------------------------
+
+    def replace_segments(
+        self,
+        base_offset: int,
+        old_segments: Sequence[LogSegment],
+        old_sizes: Sequence[int],
+        *,
+        crash_point: str | None = None,
+    ) -> bool:
+        """Swap the cleaned segment ``<base_offset>.log.cleaned`` (and its indexes) in for the
+        segments it was made from, as Kafka's ``replaceSegments`` does; True when done.
+
+        The renames keep every crash recoverable (``_remove_temp_files_and_complete_swaps``):
+        the cleaned files become ``.swap`` first (a crash now: the swap is completed at load,
+        replacing what its offsets cover), the old segments leave the map and become
+        ``.deleted`` (their files are removed after ``file.delete.delay.ms``, so reads of
+        their slices in flight still work), then the ``.swap`` files lose their suffix. Nothing
+        awaits in between. When the log changed while the cleaner read it (an old segment
+        gone, grown, truncated, or now the active one; the log closed or offline) nothing is
+        swapped, the cleaned files are deleted and the answer is False.
+        """
+        active_base = self._base_offsets[-1] if self._base_offsets else None
+        if (
+            self._closed
+            or self._offline
+            or not old_segments
+            or old_segments[0].base_offset != base_offset
+            or any(
+                self._segments.get(segment.base_offset) is not segment
+                or segment.size() != size
+                or segment.base_offset == active_base
+                for segment, size in zip(old_segments, old_sizes, strict=True)
+            )
+        ):
+            _delete_cleaned_files(self._dir, base_offset)
+            return False
+        old = list(old_segments)
+        with self._io("swapping in a cleaned segment"):
+            cleaned = LogSegment.open(
+                self._dir,
+                base_offset,
+                index_interval_bytes=self._config.index_interval_bytes,
+                max_index_size=self._config.segment_index_bytes,
+                clock=self._clock,
+                file_suffix=CLEANED_FILE_SUFFIX,
+                file_already_exists=True,
+            )
+            cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+            _maybe_crash(crash_point, CRASH_AFTER_SWAP_RENAME)
+            self._remove_and_delete_segments(old, delete_snapshots=False)
+            _maybe_crash(crash_point, CRASH_DURING_SWAP)
+            cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+            self._add_segment(cleaned)
+            _release_indexes(cleaned)
+        return True
 
     # -- read -----------------------------------------------------------------------------------------
 
@@ -1349,9 +1416,13 @@ class Log:
                 self._update_log_start_offset(first)
             return len(deletable)
 
-    def _remove_and_delete_segments(self, segments: Sequence[LogSegment]) -> None:
+    def _remove_and_delete_segments(
+        self, segments: Sequence[LogSegment], *, delete_snapshots: bool = True
+    ) -> None:
         """Take segments out of the map, rename them ``.deleted`` and delete their files
-        after ``file.delete.delay.ms`` (so in-flight fetches of their slices still work)."""
+        after ``file.delete.delay.ms`` (so in-flight fetches of their slices still work).
+        Producer snapshots named after them go too, unless the segments were replaced by a
+        cleaned one (their offsets are still in the log)."""
         if not segments:
             return
         for segment in segments:
@@ -1366,6 +1437,8 @@ class Log:
         snapshots: list[Path] = []
         for segment in segments:
             segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            if not delete_snapshots:
+                continue
             # A snapshot named after a deleted segment goes with it, as in Kafka.
             snapshot = self._producer_state.mark_snapshot_for_deletion(segment.base_offset)
             if snapshot is not None:
@@ -1543,6 +1616,18 @@ _TOPIC_CODECS: Final[dict[str, Compression]] = {
 }
 
 
+def _check_keys(batch: RecordBatch, header: BatchHeader, topic_partition: TopicPartition) -> None:
+    # Per record, but only for compacted topics: a record without a key could never be
+    # compacted away, so Kafka refuses it (INVALID_RECORD) and so does josefk.
+    data = batch_record_data(batch)
+    for span in record_spans(data, header.record_count, header.base_offset):
+        if span.key is None:
+            raise InvalidRecordError(
+                f"compacted topic cannot accept message without key in topic partition "
+                f"{topic_partition}"
+            )
+
+
 def _compression_level(config: LogConfig, codec: Compression) -> int | None:
     # lz4 is written at its one fast level (records.compression), snappy has none.
     if codec == Compression.GZIP:
@@ -1600,6 +1685,26 @@ def _recover_segment(segment: LogSegment, config: LogConfig) -> int:
         for index in (segment.offset_index, segment.time_index):
             index.max_index_size = max(index.max_index_size, room)
         return segment.recover(config.max_message_bytes)
+
+
+def _delete_cleaned_files(directory: Path, base_offset: int) -> None:
+    for path in (
+        log_file(directory, base_offset, CLEANED_FILE_SUFFIX),
+        offset_index_file(directory, base_offset, CLEANED_FILE_SUFFIX),
+        time_index_file(directory, base_offset, CLEANED_FILE_SUFFIX),
+    ):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+# Steps of ``replace_segments`` at which a crash test may have the broker killed.
+CRASH_AFTER_SWAP_RENAME: Final = "after-swap-rename"
+CRASH_DURING_SWAP: Final = "during-swap"
+
+
+def _maybe_crash(crash_point: str | None, step: str) -> None:
+    if crash_point == step:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _release_indexes(segment: LogSegment) -> None:

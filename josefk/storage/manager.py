@@ -3,7 +3,8 @@
 Owns the log dirs (``log.dirs``): loading every ``<topic>-<partition>`` directory at start-up
 (recovering unclean ones, in a thread pool), the clean-shutdown marker, the three checkpoint
 files per log dir, creating and deleting logs, the periodic retention, flush and checkpoint
-tasks, and taking a log dir offline after an I/O error. Imports josefk.config.topic and the
+tasks, the log cleaner (``josefk.storage.log_cleaner``), and taking a log dir offline after
+an I/O error. Imports josefk.config.topic and the
 rest of josefk.storage; never josefk.protocol, josefk.broker or josefk.metrics.
 
 A log dir on disk::
@@ -13,6 +14,7 @@ A log dir on disk::
         recovery-point-offset-checkpoint   offsets below which each log is known flushed
         log-start-offset-checkpoint        each log's log start offset (if above its first segment)
         replication-offset-checkpoint      each log's high watermark
+        cleaner-offset-checkpoint          each compacted log's first dirty offset
         meta.properties                    (the broker's, not touched here)
         orders-0/ orders-1/ ...            one directory per partition
         orders-2.<id>-delete/              a deleted partition waiting for removal
@@ -36,7 +38,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -56,6 +58,7 @@ from josefk.storage.errors import (
     StorageError,
 )
 from josefk.storage.log import Log, remove_tree
+from josefk.storage.log_cleaner import CleanerConfig, LogCleaner
 from josefk.storage.offsets import TopicPartition, is_legal_topic_name
 from josefk.storage.scheduler import ScheduledTask, Scheduler
 
@@ -80,7 +83,8 @@ class LogManagerConfig:
     <- replica.high.watermark.checkpoint.interval.ms, ``initial_task_delay_ms`` <-
     log.initial.task.delay.ms, ``recovery_threads_per_data_dir`` <-
     num.recovery.threads.per.data.dir, ``producer_id_expiration_ms`` <- producer.id.expiration.ms,
-    ``producer_id_expiration_check_interval_ms`` <- producer.id.expiration.check.interval.ms.
+    ``producer_id_expiration_check_interval_ms`` <- producer.id.expiration.check.interval.ms,
+    ``cleaner`` <- the log.cleaner.* keys.
     """
 
     log_dirs: tuple[Path, ...]
@@ -93,6 +97,7 @@ class LogManagerConfig:
     recovery_threads_per_data_dir: int = 1
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
 
 # A period this long means "never": Kafka's Long.MAX defaults for the flush scheduler.
@@ -140,6 +145,13 @@ class LogManager:
         self._shut_down = False
         # What the last load found, for tests and the broker's log line.
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self.cleaner = LogCleaner(
+            config.cleaner,
+            logs=self.all_logs,
+            clock=clock,
+            scheduler=scheduler,
+            io_executor=executor,
+        )
 
     # -- accessors ----------------------------------------------------------------------------
 
@@ -184,6 +196,7 @@ class LogManager:
         self._started = True
         await self.load_logs()
         self._schedule_tasks()
+        await self.cleaner.startup(self.live_log_dirs)
 
     async def load_logs(self) -> None:
         """Load each live log dir's partitions (recovering them in the executor)."""
@@ -413,6 +426,7 @@ class LogManager:
         log = self._logs.pop(topic_partition, None)
         if log is None:
             return None
+        self.cleaner.forget(topic_partition)
         if log.is_offline:
             return log
         target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
@@ -580,6 +594,7 @@ class LogManager:
         for task in self._tasks:
             task.cancel()
         self._tasks.clear()
+        await self.cleaner.shutdown()
         loop = asyncio.get_running_loop()
         for log in self.all_logs():
             with contextlib.suppress(KafkaStorageError):
