@@ -87,6 +87,9 @@ def _batch_info(position: int, batch: RecordBatch) -> dict[str, Any]:
         "partition_leader_epoch": header.partition_leader_epoch,
         "is_transactional": bool(attributes & 0x10),
         "is_control": bool(attributes & 0x20),
+        # Set by the log cleaner on a batch whose tombstones it kept (KIP-534): they go at
+        # the first cleaning after this time. The base timestamp field holds it.
+        "delete_horizon_ms": header.base_timestamp if attributes & 0x40 else None,
         "position": position,
         "timestamp_type": "LogAppendTime" if attributes & 0x08 else "CreateTime",
         "create_time": header.max_timestamp,
@@ -304,6 +307,7 @@ _BATCH_FIELDS = [
     "partition_leader_epoch",
     "is_transactional",
     "is_control",
+    "delete_horizon_ms",
     "position",
     "create_time",
     "size",

@@ -31,6 +31,7 @@ josefk.protocol, josefk.broker or josefk.metrics.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import os
 import signal
@@ -63,8 +64,21 @@ MAP_ENTRY_BYTES: Final = 24
 _UNLIMITED: Final = sys.float_info.max
 # Output is appended to the cleaned segment in chunks of about this size.
 _WRITE_CHUNK: Final = 1 << 20
+_PR_SET_PDEATHSIG: Final = 1
 # Steps at which a crash test may have the broker killed (``CleanerJob.crash_point``).
 CRASH_WHILE_WRITING_CLEANED: Final = "writing-cleaned"
+
+
+def die_with_parent() -> None:
+    """Initializer of a cleaner worker process: the kernel kills it when the broker dies
+    (Linux's PR_SET_PDEATHSIG), so a SIGKILLed broker leaves no worker writing into its log
+    dirs, or holding its stdout open, after it is gone."""
+    parent = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the broker died before prctl took effect
+        os._exit(1)
 
 
 def map_capacity(dedupe_buffer_bytes: int, threads: int, load_factor: float) -> int:
@@ -513,6 +527,7 @@ __all__ = [
     "SegmentSnapshot",
     "Throttler",
     "clean_log",
+    "die_with_parent",
     "group_segments_by_size",
     "map_capacity",
     "remove_cleaned_files",

@@ -46,6 +46,7 @@ from josefk.storage.cleaner import (
     CleanerResult,
     SegmentSnapshot,
     clean_log,
+    die_with_parent,
     map_capacity,
     remove_cleaned_files,
 )
@@ -62,7 +63,8 @@ CLEANER_CHECKPOINT: Final = "cleaner-offset-checkpoint"
 LONG_MAX: Final = (1 << 63) - 1
 # For crash tests: the step of cleaning at which the broker is SIGKILLed (see
 # ``josefk.storage.cleaner`` and ``Log.replace_segments`` for the steps).
-CRASH_POINT_ENV: Final = "JOSEFK_CLEANER_CRASH_POINT"
+# Not JOSEFK_*: that prefix is the broker's configuration.
+CRASH_POINT_ENV: Final = "JOSEFKTEST_CLEANER_CRASH_POINT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,6 +413,7 @@ class LogCleaner:
             self._executor = concurrent.futures.ProcessPoolExecutor(
                 max_workers=max(self._config.threads, 1),
                 mp_context=multiprocessing.get_context("spawn"),
+                initializer=die_with_parent,
             )
         return self._executor
 
