@@ -240,7 +240,16 @@ class GroupCoordinator:
             partitions = range(self._store.partition_count)
         loaded = 0
         for partition in partitions:
+            # Only a key's last record counts: keep the raw bytes while replaying and decode
+            # once per key at the end (an uncompacted partition repeats each key many times).
+            # Re-inserting keeps the dict in order of last write, so that two encodings of
+            # one key (schema versions) still resolve to the later record.
+            latest: dict[bytes, bytes | None] = {}
+            pop = latest.pop
             for key_bytes, value_bytes in self._store.read(partition):
+                pop(key_bytes, None)
+                latest[key_bytes] = value_bytes
+            for key_bytes, value_bytes in latest.items():
                 try:
                     key = decode_key(key_bytes)
                     if isinstance(key, OffsetKey):
