@@ -26,10 +26,7 @@ import argparse
 import asyncio
 import os
 import random
-import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,6 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from serve_process import ServeProcess  # noqa: E402
 
 from josefk.config.topic import LogConfig  # noqa: E402
 from josefk.records import BatchBuilder  # noqa: E402
@@ -135,39 +134,6 @@ def cleaner_throughput(base: Path, log_mb: int) -> dict[str, float]:
 # -- a broker ------------------------------------------------------------------------------------
 
 
-class Broker:
-    def __init__(self, data_dir: Path, settings: list[str]) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "josefk",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            str(data_dir),
-            "--metrics-port",
-            "0",
-            "--log-level",
-            "warning",
-        ]
-        for setting in settings:
-            command += ["--set", setting]
-        self.started = time.perf_counter()
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        self.ready_s = time.perf_counter() - self.started
-        match = re.search(r"listening on \w+://([^:]+):(\d+)", line)
-        if not match:
-            raise RuntimeError(f"broker did not start: {line!r}")
-        self.bootstrap = f"{match.group(1)}:{match.group(2)}"
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=120)
-
-
 def checkpoint(data_dir: Path) -> dict[tuple[str, int], int]:
     try:
         lines = (data_dir / "cleaner-offset-checkpoint").read_text().splitlines()[2:]
@@ -237,7 +203,7 @@ def produce_while_cleaning(base: Path, log_mb: int) -> dict[str, float]:
     )
 
     data_dir = base / "latency"
-    broker = Broker(data_dir, ["log.cleaner.backoff.ms=200"])
+    broker = ServeProcess(data_dir, ["log.cleaner.backoff.ms=200"])
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         topics = [
@@ -245,7 +211,10 @@ def produce_while_cleaning(base: Path, log_mb: int) -> dict[str, float]:
                 "table",
                 1,
                 1,
-                config={"segment.bytes": str(8 * 1024 * 1024), "min.cleanable.dirty.ratio": "0.01"},
+                config={
+                    "segment.bytes": str(min(8 * 1024 * 1024, log_mb * MB // 8)),
+                    "min.cleanable.dirty.ratio": "0.01",
+                },
             ),
             NewTopic("events", 1, 1),
         ]
@@ -282,7 +251,11 @@ def produce_while_cleaning(base: Path, log_mb: int) -> dict[str, float]:
         done: list[float] = []
 
         def watch() -> None:
+            deadline = time.monotonic() + 120
             while ("table", 0) not in checkpoint(data_dir):
+                if time.monotonic() > deadline:  # too little data to roll a segment
+                    done.append(float("nan"))
+                    return
                 time.sleep(0.05)
             done.append(time.perf_counter() - started)
 
@@ -341,7 +314,7 @@ async def commit_many(bootstrap: str, commits: int, groups: int) -> float:
 def startup_after_commits(base: Path, commits: int, segment_bytes: int) -> dict[str, float]:
     data_dir = base / "offsets"
     settings = [f"offsets.topic.segment.bytes={segment_bytes}", "log.cleaner.backoff.ms=500"]
-    broker = Broker(data_dir, [*settings, "log.cleaner.enable=false"])
+    broker = ServeProcess(data_dir, [*settings, "log.cleaner.enable=false"])
     try:
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -353,11 +326,11 @@ def startup_after_commits(base: Path, commits: int, segment_bytes: int) -> dict[
     size = sum(p.stat().st_size for p in data_dir.glob("__consumer_offsets-*/*.log"))
     timings = []
     for _ in range(2):
-        broker = Broker(data_dir, [*settings, "log.cleaner.enable=false"])
+        broker = ServeProcess(data_dir, [*settings, "log.cleaner.enable=false"])
         timings.append(broker.ready_s)
         broker.stop()
     without = min(timings)
-    broker = Broker(data_dir, settings)
+    broker = ServeProcess(data_dir, settings)
     try:
         rolled = {
             int(d.name.rsplit("-", 1)[1])
@@ -374,7 +347,7 @@ def startup_after_commits(base: Path, commits: int, segment_bytes: int) -> dict[
     cleaned_size = sum(p.stat().st_size for p in data_dir.glob("__consumer_offsets-*/*.log"))
     timings = []
     for _ in range(2):
-        broker = Broker(data_dir, settings)
+        broker = ServeProcess(data_dir, settings)
         timings.append(broker.ready_s)
         broker.stop()
     return {

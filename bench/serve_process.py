@@ -9,6 +9,8 @@ import re
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,7 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 class ServeProcess:
     """Waits for the broker's one ready line on stdout, then knows its bootstrap address."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, settings: Sequence[str] = ()) -> None:
+        """``settings``: ``key=value`` broker settings (``--set``). ``ready_s`` is the time
+        from starting the process to its ready line (the broker's start-up)."""
+        started = time.perf_counter()
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -32,6 +37,7 @@ class ServeProcess:
                 "0",
                 "--log-level",
                 "warning",
+                *(arg for setting in settings for arg in ("--set", setting)),
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -39,6 +45,7 @@ class ServeProcess:
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
+        self.ready_s = time.perf_counter() - started
         match = re.search(r"listening on \w+://([^:]+):(\d+)", line)
         if not match:
             raise RuntimeError(f"broker did not start: {line!r}")
@@ -46,4 +53,4 @@ class ServeProcess:
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=60)
+        self.process.wait(timeout=120)

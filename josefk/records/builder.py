@@ -33,6 +33,7 @@ from josefk.records.batch import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    BatchHeader,
     Compression,
     RecordBatch,
     TimestampType,
@@ -437,6 +438,28 @@ def recompress_batch(
         out += data
     else:
         out += compress(codec, data, level=level)
+    _seal(
+        out,
+        header,
+        attributes=(header.attributes & ~_COMPRESSION_MASK) | int(codec),
+        base_timestamp=header.base_timestamp,
+        max_timestamp=max_timestamp,
+        record_count=header.record_count,
+    )
+    return out
+
+
+def _seal(
+    out: bytearray,
+    header: BatchHeader,
+    *,
+    attributes: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    record_count: int,
+) -> None:
+    """Write the header of a batch rebuilt from ``header`` (base offset, last offset delta,
+    leader epoch and producer fields kept) in front of its records, length and CRC last."""
     _HEADER.pack_into(
         out,
         0,
@@ -445,17 +468,16 @@ def recompress_batch(
         header.partition_leader_epoch,
         MAGIC,
         0,  # crc, computed below over the finished bytes
-        (header.attributes & ~_COMPRESSION_MASK) | int(codec),
+        attributes,
         header.last_offset_delta,
-        header.base_timestamp,
+        base_timestamp,
         max_timestamp,
         header.producer_id,
         header.producer_epoch,
         header.base_sequence,
-        header.record_count,
+        record_count,
     )
     _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return out
 
 
 def build_retained_batch(
@@ -518,24 +540,14 @@ def build_retained_batch(
             out += records
         else:
             out += compress(codec, records, level=compression_level)
-    _HEADER.pack_into(
+    _seal(
         out,
-        0,
-        header.base_offset,
-        len(out) - LOG_OVERHEAD,
-        header.partition_leader_epoch,
-        MAGIC,
-        0,  # crc, computed below over the finished bytes
-        attributes,
-        header.last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        len(retained),
+        header,
+        attributes=attributes,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        record_count=len(retained),
     )
-    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return out
 
 

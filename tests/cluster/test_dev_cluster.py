@@ -32,11 +32,14 @@ def test_dev_cluster_starts_three_brokers_and_stops_them(tmp_path: Path) -> None
     try:
         assert process.stdout is not None
         bootstrap = None
+        said: list[str] = []
         for line in process.stdout:
+            said.append(line)
             if line.startswith("bootstrap: "):
                 bootstrap = line.split(": ", 1)[1].strip()
                 break
-        assert bootstrap is not None, "dev-cluster printed no bootstrap list"
+        # What dev-cluster said instead (a broker that did not start, brokers not whole).
+        assert bootstrap is not None, "dev-cluster printed no bootstrap list:\n" + "".join(said)
         assert bootstrap.count(",") == 2
         metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
         assert sorted(metadata.brokers) == [1, 2, 3]
