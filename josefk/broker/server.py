@@ -359,9 +359,9 @@ class Broker:
 
     def _cleaner_stats(self) -> CleanerStats:
         assert self.log_manager is not None
-        cleaner = self.log_manager.cleaner
-        cleaner.candidates()  # refreshes the max dirty percent
-        status = cleaner.status
+        # As of the cleaner's last pass (each pass measures every compacted log): a scrape
+        # does not walk the logs again.
+        status = self.log_manager.cleaner.status
         return CleanerStats(
             max_dirty_percent=status.max_dirty_percent,
             recopy_percent=status.recopy_percent,

@@ -77,7 +77,6 @@ class CleanerConfig:
     io_buffer_load_factor: float = 0.9
     io_max_bytes_per_second: float = math.inf
     backoff_ms: int = 15_000
-    crash_point: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +201,7 @@ class LogCleaner:
         self._pass: asyncio.Task[None] | None = None
         self._stopped = False
         self.status = CleanerStatus()
-        self._crash_point = config.crash_point or os.environ.get(CRASH_POINT_ENV) or None
+        self._crash_point = os.environ.get(CRASH_POINT_ENV) or None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -266,11 +265,7 @@ class LogCleaner:
         self._uncleanable.discard(topic_partition)
 
     def compacted_logs(self) -> list[Log]:
-        return [
-            log
-            for log in self._logs()
-            if log.config.compact_enabled and not log.is_offline and log.log_segments()
-        ]
+        return [log for log in self._logs() if log.config.compact_enabled and not log.is_offline]
 
     def candidates(self) -> list[LogToClean]:
         """Every compacted log's sections now; updates the max dirty percent."""
@@ -366,7 +361,7 @@ class LogCleaner:
                 self.status.uncleanable_partitions = len(self._uncleanable)
                 return None
             by_base = {segment.base_offset: (segment, size) for segment, _, size in taken}
-            for group in result.groups:
+            for position, group in enumerate(result.groups):
                 old = [by_base[base] for base in group.old_base_offsets]
                 swapped = log.replace_segments(
                     group.base_offset,
@@ -376,7 +371,7 @@ class LogCleaner:
                 )
                 if not swapped:
                     _log.info("%s changed while it was cleaned; cleaning again later", tp)
-                    for later in result.groups[result.groups.index(group) + 1 :]:
+                    for later in result.groups[position + 1 :]:
                         remove_cleaned_files(log.dir, later.base_offset)
                     return None
             self._checkpoints[tp] = result.end_offset
