@@ -40,7 +40,9 @@ from josefk.storage.log import (
 )
 from josefk.storage.producer_state import (
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
 
@@ -72,6 +74,8 @@ _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
     (UnknownProducerIdError, ErrorCode.UNKNOWN_PRODUCER_ID),
+    (InvalidTxnStateError, ErrorCode.INVALID_TXN_STATE),
+    (TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
     (StorageError, ErrorCode.KAFKA_STORAGE_ERROR),
 )
 

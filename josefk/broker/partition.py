@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from josefk.cluster.metadata_store import PartitionState
 from josefk.storage.clock import Clock, SystemClock
 from josefk.storage.log import Log
-from josefk.storage.offsets import FetchIsolation, LogAppendInfo, TopicPartition
+from josefk.storage.offsets import (
+    AbortedTxn,
+    AppendOrigin,
+    FetchIsolation,
+    LogAppendInfo,
+    TopicPartition,
+    TxnMarker,
+)
 from josefk.storage.segment import FetchDataInfo, LogOffsetMetadata
 
 __all__ = [
@@ -81,6 +88,8 @@ class PartitionRead:
     last_stable_offset: int
     log_start_offset: int
     log_end_offset: int
+    # read_committed only: the aborted transactions that may overlap the batches read.
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 @dataclass(slots=True)
@@ -189,11 +198,13 @@ class Partition:
 
     # -- leader: appends and the high watermark --------------------------------------------
 
-    def append_records_to_leader(self, records: memoryview, *, acks: int = 1) -> LogAppendInfo:
-        """Append a producer's batches; the HW moves at once when the ISR is this replica
-        alone, else as followers fetch. Raises NotLeaderOrFollowerError, and for acks=all
-        NotEnoughReplicasError when the ISR is below ``min.insync.replicas`` (nothing is
-        appended then)."""
+    def append_records_to_leader(
+        self, records: memoryview, *, acks: int = 1, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
+        """Append a producer's batches (or a coordinator's, by ``origin``); the HW moves at
+        once when the ISR is this replica alone, else as followers fetch. Raises
+        NotLeaderOrFollowerError, and for acks=all NotEnoughReplicasError when the ISR is
+        below ``min.insync.replicas`` (nothing is appended then)."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
         if acks == -1 and not self.has_enough_replicas():
@@ -201,7 +212,22 @@ class Partition:
                 f"{self.tp} has {len(self.isr)} in-sync replicas, fewer than "
                 f"min.insync.replicas={self.log.config.min_insync_replicas}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin)
+        self._maybe_increment_high_watermark()
+        return info
+
+    def append_txn_marker(self, marker: TxnMarker) -> LogAppendInfo:
+        """Write a transaction marker as leader (WriteTxnMarkers appends with acks=all: the
+        caller waits for the HW like an acks=all produce). Raises NotLeaderOrFollowerError,
+        NotEnoughReplicasError, and the log's marker errors."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
+        if not self.has_enough_replicas():
+            raise NotEnoughReplicasError(
+                f"{self.tp} has {len(self.isr)} in-sync replicas, fewer than "
+                f"min.insync.replicas={self.log.config.min_insync_replicas}"
+            )
+        info = self.log.append_txn_marker(marker, self.leader_epoch)
         self._maybe_increment_high_watermark()
         return info
 
@@ -336,10 +362,14 @@ class Partition:
     ) -> PartitionRead:
         log = self.log
         info = log.read(fetch_offset, max_bytes, isolation, min_one_message=min_one_message)
+        aborted = None
+        if isolation is FetchIsolation.TXN_COMMITTED and info.size:
+            aborted = log.aborted_transactions_for_read(info)
         return PartitionRead(
             info=info,
             high_watermark=log.high_watermark,
             last_stable_offset=log.last_stable_offset,
             log_start_offset=log.log_start_offset,
             log_end_offset=log.log_end_offset,
+            aborted_transactions=aborted,
         )

@@ -30,7 +30,7 @@ from josefk.config.topic import LogConfig
 from josefk.storage.clock import Clock
 from josefk.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from josefk.storage.manager import LogManager
-from josefk.storage.offsets import FetchIsolation, LogAppendInfo
+from josefk.storage.offsets import AppendOrigin, FetchIsolation, LogAppendInfo, TxnMarker
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -89,6 +89,10 @@ class FetchOutcome:
     log_start_offset: int = -1
 
 
+# Told of each transaction marker this broker wrote as leader (after the append, before its
+# replication): the group coordinator completes transactional offset commits with it.
+TxnMarkerListener = Callable[[TopicPartition, TxnMarker], None]
+
 # A leader's proposal of a new ISR for a partition (cluster mode: an AlterPartition through
 # etcd). Single node: none, and the ISR never changes.
 IsrProposer = Callable[[Partition, list[int]], None]
@@ -118,6 +122,7 @@ class ReplicaManager:
         # or leadership of one of their partitions changes.
         self.produce_purgatory = Purgatory("Produce")
         self.isr_proposer: IsrProposer | None = None
+        self.txn_marker_listeners: list[TxnMarkerListener] = []
         # Called with a topic's name once it is deleted (the group coordinator drops the
         # topic's committed offsets, as Kafka does).
         self.topic_deleted_listeners: list[Callable[[str], None]] = []
@@ -310,8 +315,14 @@ class ReplicaManager:
 
     # -- data path ------------------------------------------------------------------------
 
-    def append_to_leader(self, partition: Partition, records: memoryview) -> LogAppendInfo:
-        info = partition.append_records_to_leader(records)
+    def append_to_leader(
+        self,
+        partition: Partition,
+        records: memoryview,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
+        info = partition.append_records_to_leader(records, origin=origin)
         # Fetches parked on this partition may now have enough bytes.
         self.fetch_purgatory.notify(partition.tp)
         return info
@@ -335,6 +346,34 @@ class ReplicaManager:
                     outcome.error = exc
                 else:
                     self.fetch_purgatory.notify(tp)
+            outcomes.append(outcome)
+        return outcomes
+
+    def append_txn_markers(
+        self, entries: Sequence[tuple[TopicPartition, TxnMarker]]
+    ) -> list[AppendOutcome]:
+        """Write transaction markers (WriteTxnMarkers), one outcome per entry; a failure of
+        one partition does not stop the others. Markers are acks=all appends: the caller
+        waits with ``wait_for_acks``. Consumers parked on a partition are woken (its last
+        stable offset may have moved) and the marker listeners told."""
+        outcomes = []
+        for tp, marker in entries:
+            outcome = AppendOutcome(tp)
+            partition = self._partitions.get(tp)
+            if partition is None:
+                outcome.error = UnknownTopicOrPartitionError(f"{tp} is not hosted here")
+            else:
+                try:
+                    outcome.info = partition.append_txn_marker(marker)
+                except Exception as exc:  # per partition, as Kafka answers it
+                    outcome.error = exc
+                else:
+                    self.fetch_purgatory.notify(tp)
+                    for listener in self.txn_marker_listeners:
+                        try:
+                            listener(tp, marker)
+                        except Exception:
+                            logger.exception("transaction marker listener failed for %s", tp)
             outcomes.append(outcome)
         return outcomes
 

@@ -51,9 +51,12 @@ from josefk.storage.segment import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
     LogSegment,
     filename_prefix_from_offset,
+    txn_index_file,
 )
+from josefk.storage.txn_index import TransactionIndex
 
 INT32_MAX: Final = (1 << 31) - 1
 # Kafka sizes its offset map at 24 bytes an entry (a 16-byte MD5 of the key and an 8-byte
@@ -418,6 +421,14 @@ def _clean_group(
                 records.close()
         if pending:
             _append(cleaned, pending, pending_last_offset, stats)
+        # Aborted transactions' records are kept by the rules above, so their entries must
+        # stay for read_committed readers to drop them.
+        for member in members:
+            old_index = TransactionIndex(
+                txn_index_file(directory, member.base_offset), member.base_offset
+            )
+            for txn in old_index.entries:
+                cleaned.txn_index.append(txn)
         if job.crash_point == CRASH_WHILE_WRITING_CLEANED:
             _crash(job)
         cleaned.on_becoming_inactive_segment()
@@ -504,7 +515,12 @@ def _filter_batch(
 
 def remove_cleaned_files(directory: Path, base_offset: int) -> None:
     prefix = directory / filename_prefix_from_offset(base_offset)
-    for suffix in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
+    for suffix in (
+        LOG_FILE_SUFFIX,
+        INDEX_FILE_SUFFIX,
+        TIME_INDEX_FILE_SUFFIX,
+        TXN_INDEX_FILE_SUFFIX,
+    ):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(f"{prefix}{suffix}{CLEANED_FILE_SUFFIX}")
 

@@ -4,9 +4,13 @@ Owns ``Log``: loading a partition directory (leftover files, recovery of an uncl
 sorted map of segments, the key offsets (log start offset, high watermark, recovery point, log
 end offset), appends as leader and as follower, reads with isolation, rolling, truncation,
 prefix deletion (DeleteRecords, retention) and offset lookups by timestamp; plus the errors
-only the log raises. Idempotent producers' state (josefk.storage.producer_state) is checked
-before offsets are assigned, updated after each append, snapshotted at roll and close, and
-rebuilt at load and after truncation. Imports josefk.records, josefk.config.topic and the rest of
+only the log raises. Idempotent and transactional producers' state
+(josefk.storage.producer_state) is checked before offsets are assigned, updated after each
+append, snapshotted at roll and close, and rebuilt at load and after truncation; it gives the
+last stable offset (the first offset of the oldest open transaction, or the high watermark),
+where read_committed reads stop. Transaction markers come from the coordinator through
+``append_txn_marker``; each aborted transaction is written to the ``.txnindex`` of the segment
+holding its marker, and read_committed fetches collect them (``collect_aborted_transactions``). Imports josefk.records, josefk.config.topic and the rest of
 josefk.storage; never josefk.protocol, josefk.broker or josefk.metrics.
 
 The key offsets, in the order they must always keep::
@@ -46,7 +50,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -60,9 +64,10 @@ from josefk.records.batch import (
     RecordBatch,
     peek_batch_size,
 )
-from josefk.records.builder import recompress_batch
+from josefk.records.builder import build_control_batch, recompress_batch
 from josefk.records.errors import CorruptRecordError, InvalidRecordError, RecordsError
 from josefk.records.record import (
+    ControlRecordType,
     batch_max_timestamp,
     batch_record_data,
     max_timestamp_delta,
@@ -83,15 +88,21 @@ from josefk.storage.offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
+    AbortedTxn,
+    AppendOrigin,
     FetchIsolation,
     LogAppendInfo,
     TopicPartition,
+    TxnMarker,
 )
 from josefk.storage.producer_state import (
     BatchMetadata,
+    CompletedTxn,
     ProducerStateManager,
+    decode_marker,
     fsync_file,
-    scan_batch_headers,
+    read_marker,
+    scan_batch_positions,
 )
 from josefk.storage.scheduler import Scheduler
 from josefk.storage.segment import (
@@ -101,6 +112,7 @@ from josefk.storage.segment import (
     LOG_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
     FetchDataInfo,
     LogOffsetMetadata,
     LogSegment,
@@ -109,6 +121,7 @@ from josefk.storage.segment import (
     offset_from_file_name,
     offset_index_file,
     time_index_file,
+    txn_index_file,
 )
 
 _log = logging.getLogger(__name__)
@@ -117,6 +130,7 @@ LONG_MAX: Final = (1 << 63) - 1
 _LOG_APPEND_TIME_BIT: Final = 0x08  # attributes bit 3: the timestamp type
 _COMPRESSION_MASK: Final = 0x07  # attributes bits 0-2: the codec
 _CONTROL_BIT: Final = 0x20  # attributes bit 5: a control batch (transaction markers)
+_TRANSACTIONAL_BIT: Final = 0x10  # attributes bit 4
 
 IoErrorHandler = Callable[[Path, BaseException], None]
 
@@ -204,6 +218,9 @@ class Log:
         )
         # Which leader epoch began at which offset (KIP-101); ``load`` reads the checkpoint.
         self._leader_epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        # Where the last stable offset is, when it is below the high watermark; dropped by
+        # anything that moves segment positions (truncation, compaction swaps).
+        self._lso_metadata: LogOffsetMetadata | None = None
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -365,7 +382,7 @@ class Log:
                     name=str(topic_partition),
                 ),
             )
-            log._rebuild_producer_state()
+            log._rebuild_producer_state(rebuild_txn_indexes=needs_recovery.intersection(segments))
             log._load_leader_epochs()
         except OSError as exc:
             raise KafkaStorageError(f"error while loading log: {exc}", path=path) from exc
@@ -409,12 +426,32 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """The first offset a read_committed consumer may not see yet.
+        """The first offset a read_committed consumer may not see yet: the first offset of
+        the oldest transaction still open (or complete but with its marker not yet under
+        the high watermark), else the high watermark."""
+        first_unstable = self._producer_state.first_unstable_offset
+        high_watermark = self.high_watermark
+        if first_unstable is not None and first_unstable < high_watermark:
+            # Retention or DeleteRecords may have removed the start of an open transaction
+            # (Kafka deletes by the high watermark alone); nothing below the log start
+            # offset can be read, so the bound is no lower than it.
+            return max(first_unstable, self._log_start_offset)
+        return high_watermark
 
-        josefk has no transaction state yet, so no transaction is open and the last stable
-        offset is the high watermark (Kafka's value when no transaction is ongoing).
-        """
-        return self.high_watermark
+    def _last_stable_offset_metadata(self) -> LogOffsetMetadata:
+        """The last stable offset with its segment and position (cached: a read_committed
+        fetch asks for it on every poll while a transaction is open)."""
+        offset = self.last_stable_offset
+        if offset == self.high_watermark:
+            return self.fetch_high_watermark_metadata()
+        cached = self._lso_metadata
+        if cached is None or cached.message_offset != offset:
+            cached = self.convert_to_offset_metadata(offset)
+            self._lso_metadata = cached
+        return cached
+
+    def _on_high_watermark_changed(self) -> None:
+        self._producer_state.on_high_watermark_updated(self.high_watermark)
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -449,18 +486,58 @@ class Log:
         self._check_usable()
         return self._producer_state.remove_expired_producers(self._clock.milliseconds())
 
-    def _rebuild_producer_state(self) -> None:
+    def _rebuild_producer_state(self, rebuild_txn_indexes: Collection[int] = ()) -> None:
         """Load the newest snapshot at or below the LEO and replay the batch headers after
-        it (all of the log without one). Blocking: at load and after a truncation."""
+        it (all of the log without one). Blocking: at load and after a truncation.
+
+        ``rebuild_txn_indexes``: base offsets of segments just recovered, whose
+        ``.txnindex`` was emptied. Each entry needs the producer state as of its marker, so
+        a separate replay, from a snapshot at or below the first of them, writes them back
+        (Kafka rebuilds them the same way); the state kept is the one from the newest
+        snapshot, as after any restart."""
         state = self._producer_state
         end = self.log_end_offset
-        snapshot_offset = state.load_latest_snapshot(end, self._clock.milliseconds())
+        now = self._clock.milliseconds()
+        state.delete_snapshots_after(end)
+        if rebuild_txn_indexes:
+            scratch = ProducerStateManager(self._dir, name=str(self.topic_partition))
+            first = min(rebuild_txn_indexes)
+            self._replay(scratch, scratch.load_latest_snapshot(first, now, delete_later=False),
+                         max(rebuild_txn_indexes) + 1, rebuild_txn_indexes)  # fmt: skip
+        self._replay(state, state.load_latest_snapshot(end, now), end, ())
+        self._lso_metadata = None
+
+    def _replay(
+        self,
+        state: ProducerStateManager,
+        snapshot_offset: int | None,
+        end: int,
+        index_aborts_in: Collection[int],
+    ) -> None:
+        """Replay the batches from ``snapshot_offset`` (the log start without one) into the
+        segments before ``end``, writing aborted transactions into the ``.txnindex`` of the
+        segments whose base offset is in ``index_aborts_in``."""
         replay_from = self._base_offsets[0] if snapshot_offset is None else snapshot_offset
         if replay_from >= end:
             return
         for segment in self.segments_in_range(replay_from, end):
-            for header in scan_batch_headers(segment.log):
-                if header.base_offset + header.last_offset_delta >= replay_from:
+            index_aborts = segment.base_offset in index_aborts_in
+            records = segment.log
+            for position, header in scan_batch_positions(records):
+                if header.base_offset + header.last_offset_delta < replay_from:
+                    continue
+                if header.attributes & _CONTROL_BIT and header.producer_id >= 0:
+                    completed = state.replay(header, read_marker(records, position, header))
+                    if completed is not None and completed.is_aborted and index_aborts:
+                        segment.txn_index.append(
+                            AbortedTxn(
+                                completed.producer_id,
+                                completed.first_offset,
+                                completed.last_offset,
+                                state.last_stable_offset_after(completed),
+                            )
+                        )
+                else:
                     state.replay(header)
 
     @property
@@ -567,6 +644,7 @@ class Log:
             self._high_watermark_metadata = self._next_offset_metadata
         else:
             self._high_watermark_metadata = LogOffsetMetadata(new)
+        self._on_high_watermark_changed()
         return new
 
     def maybe_increment_high_watermark(
@@ -591,6 +669,7 @@ class Log:
             and old.on_older_segment(new_high_watermark)
         ):
             self._high_watermark_metadata = new_high_watermark
+            self._on_high_watermark_changed()
             return old
         return None
 
@@ -615,6 +694,7 @@ class Log:
         self._next_offset_metadata = LogOffsetMetadata(offset, active.base_offset, active.size())
         if self.high_watermark >= offset:
             self._high_watermark_metadata = self._next_offset_metadata
+            self._on_high_watermark_changed()
         if self._recovery_point > offset:
             self._recovery_point = offset
 
@@ -634,6 +714,7 @@ class Log:
         leader_epoch: int,
         *,
         validate_timestamps: bool = True,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Validate the producer's batches, assign their offsets in place and append them.
 
@@ -656,6 +737,10 @@ class Log:
         codec rebuilds that batch with the topic's codec (``records.recompress_batch``: same
         records, new length and CRC) into a new buffer; every other batch is appended from
         the caller's buffer without a copy.
+
+        Control batches are refused (InvalidRecordError): transaction markers are the
+        coordinator's, through ``append_txn_marker``. ``origin`` COORDINATOR is the group
+        coordinator's transactional offset commits: a producer id without sequences.
 
         ``records`` must be writable (a bytearray or a writable memoryview), as the offsets
         are assigned in it. Nothing is written to disk if any batch is invalid. Raises
@@ -691,7 +776,16 @@ class Log:
                         f"the base offset of a batch produced to {self.topic_partition} "
                         f"should be 0, but it is {header.base_offset}"
                     )
-                if compacted and not header.attributes & _CONTROL_BIT:
+                if header.attributes & _CONTROL_BIT:
+                    raise InvalidRecordError(
+                        f"a produce to {self.topic_partition} holds a control batch: only "
+                        f"the transaction coordinator writes those"
+                    )
+                if header.attributes & _TRANSACTIONAL_BIT and header.producer_id < 0:
+                    raise InvalidRecordError(
+                        f"a transactional batch to {self.topic_partition} carries no producer id"
+                    )
+                if compacted:
                     _check_keys(batch, header, self.topic_partition)
                 size = header.batch_length + LOG_OVERHEAD
                 if size > max_bytes:
@@ -729,7 +823,7 @@ class Log:
             base_offsets: list[int] = []
             if has_producer_id:
                 # Before any offset is assigned: a rejected or duplicate append writes nothing.
-                duplicate = producer_state.check_append(headers)
+                duplicate = producer_state.check_append(headers, origin)
                 if duplicate is not None:
                     return self._duplicate_append_info(duplicate, log_append_time)
             if rebuilt:
@@ -807,6 +901,86 @@ class Log:
             last_offset_of_first_batch=duplicate.last_offset,
         )
 
+    def append_txn_marker(self, marker: TxnMarker, leader_epoch: int) -> LogAppendInfo:
+        """Write a COMMIT or ABORT marker for one producer's transaction (the coordinator's
+        WriteTxnMarkers, as Kafka's leader appends it with the coordinator origin).
+
+        The producer's open transaction, if any, completes at the marker's offset; an
+        aborted one is added to the ``.txnindex`` of the segment the marker went into, with
+        the last stable offset of that moment. Raises InvalidProducerEpochError or
+        TransactionCoordinatorFencedError (nothing written), KafkaStorageError.
+        """
+        with self._io("writing a transaction marker"):
+            state = self._producer_state
+            state.check_marker(marker)
+            now = self._clock.milliseconds()
+            offset = self.log_end_offset
+            batch = build_control_batch(
+                ControlRecordType.COMMIT if marker.committed else ControlRecordType.ABORT,
+                producer_id=marker.producer_id,
+                producer_epoch=marker.producer_epoch,
+                coordinator_epoch=marker.coordinator_epoch,
+                timestamp=now,
+                base_offset=offset,
+                partition_leader_epoch=leader_epoch,
+            )
+            self._append_to_segment(memoryview(batch), offset, offset, now, offset, 1)
+            completed = state.on_marker_append(marker, offset, now)
+            if completed is not None and completed.is_aborted:
+                self._index_aborted(self.active_segment, completed)
+            self.maybe_assign_epoch_start_offset(leader_epoch, offset)
+            return LogAppendInfo(
+                first_offset=offset,
+                last_offset=offset,
+                max_timestamp=now,
+                offset_of_max_timestamp=offset,
+                log_append_time=-1,
+                log_start_offset=self._log_start_offset,
+                record_count=1,
+                batch_count=1,
+                valid_bytes=len(batch),
+                last_offset_of_first_batch=offset,
+            )
+
+    def _index_aborted(self, segment: LogSegment, completed: CompletedTxn) -> None:
+        segment.txn_index.append(
+            AbortedTxn(
+                completed.producer_id,
+                completed.first_offset,
+                completed.last_offset,
+                self._producer_state.last_stable_offset_after(completed),
+            )
+        )
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``),
+        from the ``.txnindex`` of the segment holding ``start_offset`` and those after it,
+        until an entry shows that no later one can overlap (Kafka's search)."""
+        self._check_usable()
+        segment = self.floor_segment(start_offset)
+        if segment is None:
+            segment = self._segments[self._base_offsets[0]]
+        found: list[AbortedTxn] = []
+        with self._io("reading the transaction index"):
+            while segment is not None:
+                entries, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
+                found.extend(entries)
+                if complete:
+                    break
+                segment = self.higher_segment(segment.base_offset)
+        return found
+
+    def aborted_transactions_for_read(self, info: FetchDataInfo) -> list[AbortedTxn]:
+        """What a read_committed fetch returns beside ``info``: the aborted transactions that
+        may overlap its batches (bounded by the next segment's base, or the log end, as
+        Kafka's fallback bound)."""
+        start = info.fetch_offset_metadata
+        following = self.higher_segment(start.segment_base_offset)
+        upper = following.base_offset if following is not None else self.log_end_offset
+        return self.collect_aborted_transactions(start.message_offset, upper)
+
     def append_as_follower(self, records: memoryview | bytes | bytearray) -> LogAppendInfo:
         """Append batches whose offsets the leader assigned (replication, not producers).
 
@@ -867,7 +1041,10 @@ class Log:
             producer_state = self._producer_state
             for batch in batches:
                 if batch.producer_id >= 0:
-                    producer_state.replay(batch.header())
+                    marker = decode_marker(batch) if batch.is_control else None
+                    completed = producer_state.replay(batch.header(), marker)
+                    if completed is not None and completed.is_aborted:
+                        self._index_aborted(self.active_segment, completed)
                 # The leader's epochs, as it stamped them: a follower's cache mirrors its.
                 self.maybe_assign_epoch_start_offset(
                     batch.partition_leader_epoch, batch.base_offset
@@ -1101,6 +1278,8 @@ class Log:
             )
         if isolation is FetchIsolation.LOG_END:
             max_metadata = end
+        elif isolation is FetchIsolation.TXN_COMMITTED:
+            max_metadata = self._last_stable_offset_metadata()
         else:
             max_metadata = self.fetch_high_watermark_metadata()
         if start_offset == max_metadata.message_offset:
@@ -1430,6 +1609,7 @@ class Log:
                 del self._segments[segment.base_offset]
                 index = bisect.bisect_left(self._base_offsets, segment.base_offset)
                 del self._base_offsets[index]
+        self._lso_metadata = None
         hw = self._high_watermark_metadata
         if not hw.message_offset_only and hw.segment_base_offset not in self._segments:
             # The HW's cached position pointed into a segment that is going away.
@@ -1710,6 +1890,7 @@ def _maybe_crash(crash_point: str | None, step: str) -> None:
 def _release_indexes(segment: LogSegment) -> None:
     segment.offset_index.close()
     segment.time_index.close()
+    segment.txn_index.close()
 
 
 def _try_flush_segments(
@@ -1802,16 +1983,19 @@ def _remove_temp_files_and_complete_swaps(directory: Path) -> tuple[set[int], se
                     existing,
                     offset_index_file(directory, existing_base),
                     time_index_file(directory, existing_base),
+                    txn_index_file(directory, existing_base),
                 ):
                     stale.unlink(missing_ok=True)
         swap.rename(log_file(directory, base))
+        # Indexes, the transaction index among them, are rebuilt by the recovery.
         offset_index_file(directory, base).unlink(missing_ok=True)
         time_index_file(directory, base).unlink(missing_ok=True)
+        txn_index_file(directory, base).unlink(missing_ok=True)
         needs_recovery.add(base)
     if swaps:
         names = {entry for entry in os.listdir(directory) if (directory / entry).is_file()}
     for name in list(names):
-        for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
+        for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
             if name.endswith(suffix) and name[: -len(suffix)] + LOG_FILE_SUFFIX not in names:
                 with contextlib.suppress(ValueError):
                     offset_from_file_name(name)

@@ -1,7 +1,8 @@
 """Small value types the partition log hands out: offsets with their position, append results.
 
 Owns ``TopicPartition`` (and the ``<topic>-<partition>`` directory name), ``FetchIsolation``,
-``LogAppendInfo`` and the special ListOffsets timestamps (``LogOffsetMetadata`` and
+``AppendOrigin``, ``LogAppendInfo``, the transaction values ``TxnMarker`` and ``AbortedTxn``,
+and the special ListOffsets timestamps (``LogOffsetMetadata`` and
 ``FetchDataInfo`` live with the segment that produces them, in josefk.storage.segment). Imports
 nothing from josefk; the broker and the storage layer both use these without further imports.
 """
@@ -63,6 +64,39 @@ class FetchIsolation(enum.Enum):
     LOG_END = "log_end"
     HIGH_WATERMARK = "high_watermark"
     TXN_COMMITTED = "txn_committed"
+
+
+class AppendOrigin(enum.Enum):
+    """Who writes a leader append, which decides what it may hold (Kafka's AppendOrigin):
+    a client's produce (no control batches, sequences checked), the broker's own
+    coordinators (transaction markers; the group coordinator's transactional offset
+    commits, which carry a producer id but no sequence)."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """A COMMIT or ABORT marker the transaction coordinator asks a partition to write for
+    one producer's transaction."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    committed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """An aborted transaction as the ``.txnindex`` holds it: the producer's first offset in
+    the partition, the offset of its ABORT marker (``last_offset``), and the last stable
+    offset once it completed. Fetch responses carry (producer_id, first_offset)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
 
 
 @dataclass(frozen=True, slots=True)

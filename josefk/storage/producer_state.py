@@ -25,6 +25,23 @@ The rules, as Kafka's leader applies them to a client's batch (never per record)
   expiration and the producer cannot tell. ``UnknownProducerIdError`` exists for the wire
   mapping only; the append path never raises it.
 
+Transactions (KIP-98), as Kafka's ``ProducerAppendInfo``:
+
+- a producer's first transactional batch opens its transaction at that batch's base offset
+  (``current_txn_first_offset``); the partition's open transactions, oldest first, decide its
+  first unstable offset, and with it the last stable offset a read_committed fetch stops at;
+- a plain batch from a producer whose transaction is open: ``InvalidTxnStateError``;
+- a COMMIT or ABORT marker (``TxnMarker``, written by the transaction coordinator) closes it:
+  an epoch below the producer's is ``InvalidProducerEpochError``, a coordinator epoch below
+  the last one seen is ``TransactionCoordinatorFencedError``. It yields a ``CompletedTxn``
+  (none for a producer with nothing open: an empty transaction changes no offset), which
+  stays unstable until the high watermark passes its marker (``on_high_watermark_updated``);
+  an aborted one goes into the ``.txnindex`` of the segment holding the marker (the Log
+  writes it);
+- batches written by the broker's own coordinators (``AppendOrigin.COORDINATOR``: the group
+  coordinator's transactional offset commits) carry a producer id but no sequence, and are
+  not sequence-checked.
+
 Snapshot file ``<offset as 20 digits>.snapshot``: the producer state as of every offset below
 ``offset``. Big-endian, Kafka's ProducerSnapshot version 1::
 
@@ -61,10 +78,17 @@ from typing import Final, NamedTuple
 from crc32c import crc32c
 
 from josefk.fileio import write_atomically
-from josefk.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+from josefk.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, RecordBatch
 from josefk.records.errors import InvalidRecordError
+from josefk.records.record import (
+    ControlRecordType,
+    decode_control_type,
+    decode_end_txn_marker,
+    iter_records,
+)
 from josefk.storage.errors import StorageError
 from josefk.storage.file_records import FileRecords
+from josefk.storage.offsets import AppendOrigin, TxnMarker
 from josefk.storage.segment import DELETED_FILE_SUFFIX, PRODUCER_SNAPSHOT_FILE_SUFFIX
 
 _log = logging.getLogger(__name__)
@@ -77,6 +101,7 @@ INT32_MAX: Final = (1 << 31) - 1
 SNAPSHOT_VERSION: Final = 1
 
 _CONTROL_BIT: Final = 0x20
+_TRANSACTIONAL_BIT: Final = 0x10
 _VERSION_CRC = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
 _ENTRY = struct.Struct(">qhiqiqiq")
@@ -110,6 +135,14 @@ class UnknownProducerIdError(ProducerStateError):
     """No state for the producer id. Kept for the wire mapping; see the module docstring."""
 
 
+class InvalidTxnStateError(ProducerStateError):
+    """A plain batch from a producer whose transaction is open in the partition."""
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """A marker from a transaction coordinator older than one that already wrote here."""
+
+
 class CorruptSnapshotError(StorageError):
     """A ``.snapshot`` file that is too short, of an unknown version, or fails its CRC."""
 
@@ -132,6 +165,16 @@ def in_sequence(last_sequence: int, next_sequence: int) -> bool:
 
 
 # -- state --------------------------------------------------------------------------------------
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker just closed: the producer's first offset in the partition and
+    the marker's offset (``last_offset``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 class BatchMetadata(NamedTuple):
@@ -312,7 +355,16 @@ def fsync_file(path: Path) -> None:
 
 
 def scan_batch_headers(records: FileRecords, position: int = 0) -> Iterator[BatchHeader]:
-    """Every whole batch's header from ``position``, reading headers, not records.
+    """Every whole batch's header from ``position``, reading headers, not records."""
+    for _, header in scan_batch_positions(records, position):
+        yield header
+
+
+def scan_batch_positions(
+    records: FileRecords, position: int = 0
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Every whole batch's position and header from ``position``, reading headers, not
+    records.
 
     Reads 64 KiB at a time and jumps over bodies that do not fit, so rebuilding producer
     state from a segment of large batches reads little more than their headers. Stops at an
@@ -333,8 +385,30 @@ def scan_batch_headers(records: FileRecords, position: int = 0) -> Iterator[Batc
         size = header.batch_length + LOG_OVERHEAD
         if header.batch_length <= 0 or position + size > limit:
             return
-        yield header
+        yield position, header
         position += size
+
+
+def decode_marker(batch: RecordBatch) -> TxnMarker | None:
+    """The COMMIT or ABORT marker a control batch holds; None for other control records
+    (a leader change). Raises CorruptRecordError for an unreadable control record."""
+    for record in iter_records(batch):
+        control_type = decode_control_type(record.key)
+        if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return None
+        return TxnMarker(
+            batch.producer_id,
+            batch.producer_epoch,
+            decode_end_txn_marker(record.value),
+            control_type is ControlRecordType.COMMIT,
+        )
+    return None
+
+
+def read_marker(records: FileRecords, position: int, header: BatchHeader) -> TxnMarker | None:
+    """``decode_marker`` of the control batch at ``position`` (its header already read)."""
+    data = records.read(position, header.batch_length + LOG_OVERHEAD)
+    return decode_marker(RecordBatch(memoryview(data)))
 
 
 # -- the manager --------------------------------------------------------------------------------
@@ -361,6 +435,11 @@ class ProducerStateManager:
         self._name = name or directory.name
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        # First offset -> producer id of each open transaction, in offset order (they open
+        # in append order; a snapshot load sorts them).
+        self._ongoing: dict[int, int] = {}
+        # Completed transactions whose marker the high watermark has not passed yet.
+        self._unreplicated: list[CompletedTxn] = []
         self._snapshots: list[int] = self._list_snapshots()
 
     def _list_snapshots(self) -> list[int]:
@@ -393,20 +472,46 @@ class ProducerStateManager:
 
     # -- leader appends -------------------------------------------------------------------------
 
-    def check_append(self, headers: Sequence[BatchHeader]) -> BatchMetadata | None:
-        """Validate a client's batches (in order) before any is written.
+    def check_append(
+        self, headers: Sequence[BatchHeader], origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> BatchMetadata | None:
+        """Validate a leader append's data batches (in order) before any is written.
 
         Returns the original batch when one of them is a duplicate of a batch still in its
         producer's window (the append then writes nothing, as Kafka's); raises
-        InvalidProducerEpochError or OutOfOrderSequenceError, or InvalidRecordError for a
-        batch with a producer id but no sequence. Batches without a producer id pass.
+        InvalidProducerEpochError, OutOfOrderSequenceError, InvalidTxnStateError, or
+        InvalidRecordError for a client's batch with a producer id but no sequence. Batches
+        without a producer id pass; a coordinator's batches are not sequence-checked.
         Changes nothing: the state moves only in ``on_leader_append``.
         """
         # Producer id -> (epoch, last sequence) after the earlier batches of this append.
         pending: dict[int, tuple[int, int]] = {}
+        opened: set[int] = set()
         for header in headers:
             producer_id = header.producer_id
             if producer_id < 0:
+                continue
+            entry = self._producers.get(producer_id)
+            if header.attributes & _TRANSACTIONAL_BIT:
+                opened.add(producer_id)
+            elif producer_id in opened or (
+                entry is not None and entry.current_txn_first_offset >= 0
+            ):
+                raise InvalidTxnStateError(
+                    f"producer {producer_id} wrote a non-transactional batch to {self._name} "
+                    f"while its transaction is open",
+                    producer_id=producer_id,
+                    path=self._dir,
+                )
+            if origin is AppendOrigin.COORDINATOR:
+                current_epoch = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
+                if header.producer_epoch < current_epoch:
+                    raise InvalidProducerEpochError(
+                        f"epoch {header.producer_epoch} of producer {producer_id} is older "
+                        f"than its current epoch {current_epoch} in {self._name}",
+                        producer_id=producer_id,
+                        path=self._dir,
+                    )
                 continue
             first_sequence = header.base_sequence
             if first_sequence < 0:
@@ -416,7 +521,6 @@ class ProducerStateManager:
                 )
             epoch = header.producer_epoch
             last_sequence = increment_sequence(first_sequence, header.last_offset_delta)
-            entry = self._producers.get(producer_id)
             current_epoch = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
             if entry is not None:
                 duplicate = entry.find_duplicate(epoch, first_sequence, last_sequence)
@@ -474,13 +578,19 @@ class ProducerStateManager:
                     header.max_timestamp if timestamp is None else timestamp,
                 )
 
-    def replay(self, header: BatchHeader) -> None:
+    def replay(self, header: BatchHeader, marker: TxnMarker | None = None) -> CompletedTxn | None:
         """Apply a batch already in the log (recovery, follower append): no checks, an old
-        epoch is logged and taken, as Kafka's replication origin does."""
-        if header.producer_id < 0 or header.attributes & _CONTROL_BIT:
-            # Control batches end transactions; josefk has none, and they carry no sequence.
-            return
+        epoch is logged and taken, as Kafka's replication origin does. A control batch comes
+        with its decoded ``marker`` (None for control records other than COMMIT/ABORT);
+        returns the transaction a marker completed, for the caller's ``.txnindex``."""
+        if header.producer_id < 0:
+            return None
+        if header.attributes & _CONTROL_BIT:
+            if marker is None:
+                return None
+            return self._complete(marker, header.base_offset, header.max_timestamp)
         self._record(header, header.base_offset, header.max_timestamp)
+        return None
 
     def _record(self, header: BatchHeader, base_offset: int, timestamp: int) -> None:
         producer_id = header.producer_id
@@ -493,6 +603,86 @@ class ProducerStateManager:
             entry = ProducerStateEntry(producer_id, header.producer_epoch)
             self._producers[producer_id] = entry
         entry.add_batch(header.producer_epoch, batch)
+        if header.attributes & _TRANSACTIONAL_BIT and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = base_offset
+            self._ongoing[base_offset] = producer_id
+
+    # -- transactions ---------------------------------------------------------------------------
+
+    def check_marker(self, marker: TxnMarker) -> None:
+        """Validate a coordinator's marker before it is written (changes nothing)."""
+        entry = self._producers.get(marker.producer_id)
+        if entry is None:
+            return
+        if marker.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"marker epoch {marker.producer_epoch} of producer {marker.producer_id} is "
+                f"older than its current epoch {entry.producer_epoch} in {self._name}",
+                producer_id=marker.producer_id,
+                path=self._dir,
+            )
+        if marker.coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker of producer {marker.producer_id} from coordinator epoch "
+                f"{marker.coordinator_epoch}, older than {entry.coordinator_epoch}, in {self._name}",
+                producer_id=marker.producer_id,
+                path=self._dir,
+            )
+
+    def on_marker_append(
+        self, marker: TxnMarker, offset: int, timestamp: int
+    ) -> CompletedTxn | None:
+        """A marker was written at ``offset``: the producer's transaction (if it had one
+        open here) is complete; returns it."""
+        return self._complete(marker, offset, timestamp)
+
+    def _complete(self, marker: TxnMarker, offset: int, timestamp: int) -> CompletedTxn | None:
+        producer_id = marker.producer_id
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = ProducerStateEntry(producer_id, marker.producer_epoch)
+            self._producers[producer_id] = entry
+        completed = None
+        first_offset = entry.current_txn_first_offset
+        if first_offset >= 0:
+            completed = CompletedTxn(producer_id, first_offset, offset, not marker.committed)
+            self._ongoing.pop(first_offset, None)
+            self._unreplicated.append(completed)
+        if marker.producer_epoch != entry.producer_epoch:
+            entry.producer_epoch = marker.producer_epoch
+            entry.batches.clear()
+        entry.current_txn_first_offset = -1
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.last_timestamp = timestamp
+        return completed
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The last stable offset a ``.txnindex`` entry records for a transaction just
+        completed: the first offset of the oldest transaction still open, else just past
+        the marker."""
+        for first_offset in self._ongoing:
+            return first_offset
+        return completed.last_offset + 1
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction that is open, or complete but with
+        its marker not yet under the high watermark; None when there is none."""
+        first = next(iter(self._ongoing), None)
+        for txn in self._unreplicated:
+            if first is None or txn.first_offset < first:
+                first = txn.first_offset
+        return first
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Transactions whose marker is now below the high watermark are stable."""
+        if self._unreplicated:
+            self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
+
+    @property
+    def ongoing_transactions(self) -> Mapping[int, int]:
+        """First offset -> producer id of each open transaction, oldest first."""
+        return self._ongoing
 
     # -- expiration -----------------------------------------------------------------------------
 
@@ -532,15 +722,21 @@ class ProducerStateManager:
         self._snapshots.sort()
         return path
 
-    def load_latest_snapshot(self, max_offset: int, now_ms: int) -> int | None:
+    def load_latest_snapshot(
+        self, max_offset: int, now_ms: int, *, delete_later: bool = True
+    ) -> int | None:
         """Replace the state with the newest readable snapshot at or below ``max_offset``;
         returns its offset (the log must be replayed from there), or None if there is none
-        (replay from the log's start). Snapshots above ``max_offset`` describe offsets the
-        log no longer holds and are deleted; corrupt ones are deleted with a warning naming
-        the file. Producers already expired at ``now_ms`` are not loaded."""
-        self._producers.clear()
-        self.delete_snapshots_after(max_offset)
+        (replay from the log's start). With ``delete_later`` (``max_offset`` is the log end
+        offset) snapshots above it describe offsets the log no longer holds and are
+        deleted; corrupt ones are deleted with a warning naming the file. Producers already
+        expired at ``now_ms`` are not loaded."""
+        self.clear()
+        if delete_later:
+            self.delete_snapshots_after(max_offset)
         for offset in reversed(list(self._snapshots)):
+            if offset > max_offset:
+                continue
             path = snapshot_file(self._dir, offset)
             try:
                 entries = decode_snapshot(path.read_bytes(), path)
@@ -553,6 +749,13 @@ class ProducerStateManager:
             for entry in entries:
                 if not self._is_expired(entry, now_ms):
                     self._producers[entry.producer_id] = entry
+            self._ongoing = {
+                entry.current_txn_first_offset: entry.producer_id
+                for entry in sorted(
+                    (e for e in self._producers.values() if e.current_txn_first_offset >= 0),
+                    key=lambda e: e.current_txn_first_offset,
+                )
+            }
             return offset
         return None
 
@@ -578,26 +781,34 @@ class ProducerStateManager:
 
     def truncate_fully(self) -> None:
         """Forget every producer and delete every snapshot (the log starts over)."""
-        self._producers.clear()
+        self.clear()
         self.delete_snapshots_after(-1)
 
     def clear(self) -> None:
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
 
 
 __all__ = [
     "NUM_BATCHES_TO_RETAIN",
     "BatchMetadata",
+    "CompletedTxn",
     "CorruptSnapshotError",
     "InvalidProducerEpochError",
+    "InvalidTxnStateError",
     "OutOfOrderSequenceError",
     "ProducerStateEntry",
     "ProducerStateError",
     "ProducerStateManager",
+    "TransactionCoordinatorFencedError",
     "UnknownProducerIdError",
+    "decode_marker",
     "decode_snapshot",
     "encode_snapshot",
     "in_sequence",
+    "read_marker",
     "scan_batch_headers",
+    "scan_batch_positions",
     "snapshot_file",
 ]

@@ -1,4 +1,4 @@
-"""LogSegment: one segment of a partition log, the .log file and its two indexes together.
+"""LogSegment: one segment of a partition log, the .log file and its indexes together.
 
 Owns the segment's files and their names, appending with sparse index entries, reading as
 file slices, recovery (validate batches, rebuild indexes, truncate the invalid tail),
@@ -12,6 +12,8 @@ zero-padded digits (``00000000000000012345.log`` for B = 12345)::
     <B>.log        FileRecords: v2 record batches back to back, nothing else
     <B>.index      OffsetIndex: 8-byte entries (int32 offset - B, int32 .log position)
     <B>.timeindex  TimeIndex: 12-byte entries (int64 max timestamp so far, int32 offset - B)
+    <B>.txnindex   TransactionIndex: the aborted transactions whose ABORT marker is here;
+                   made on its first entry, absent from most segments
 
 plus a suffix (``.deleted``, ``.cleaned``, ``.swap``) while the segment is being removed or
 replaced. Invariant: B <= every offset in the segment, and B > every offset in earlier
@@ -57,6 +59,7 @@ from josefk.storage.index import (
     TimeIndex,
     TimestampOffset,
 )
+from josefk.storage.txn_index import TransactionIndex
 
 __all__ = [
     "CLEANED_FILE_SUFFIX",
@@ -84,6 +87,7 @@ __all__ = [
     "offset_from_file_name",
     "offset_index_file",
     "time_index_file",
+    "txn_index_file",
 ]
 
 LOG_FILE_SUFFIX: Final = ".log"
@@ -131,6 +135,11 @@ def offset_index_file(directory: str | os.PathLike[str], offset: int, suffix: st
 
 def time_index_file(directory: str | os.PathLike[str], offset: int, suffix: str = "") -> Path:
     name = f"{filename_prefix_from_offset(offset)}{TIME_INDEX_FILE_SUFFIX}{suffix}"
+    return _as_path(directory) / name
+
+
+def txn_index_file(directory: str | os.PathLike[str], offset: int, suffix: str = "") -> Path:
+    name = f"{filename_prefix_from_offset(offset)}{TXN_INDEX_FILE_SUFFIX}{suffix}"
     return _as_path(directory) / name
 
 
@@ -236,10 +245,22 @@ class LogSegment:
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         rolling_jitter_ms: int = 0,
         clock: Clock | None = None,
+        txn_index: TransactionIndex | None = None,
     ) -> None:
         self.log = log
         self.offset_index = offset_index
         self.time_index = time_index
+        # Beside the .log, with the same suffix (.cleaned, .swap, .deleted) if any.
+        self.txn_index = (
+            txn_index
+            if txn_index is not None
+            else TransactionIndex(
+                log.path.with_name(
+                    log.path.name.replace(LOG_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX, 1)
+                ),
+                base_offset,
+            )
+        )
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.rolling_jitter_ms = rolling_jitter_ms
@@ -293,6 +314,7 @@ class LogSegment:
             index_interval_bytes,
             rolling_jitter_ms,
             clock,
+            TransactionIndex(f"{prefix}{TXN_INDEX_FILE_SUFFIX}{file_suffix}", base_offset),
         )
         if not file_already_exists:
             segment.offset_index.entries  # noqa: B018 - first use opens and preallocates
@@ -676,6 +698,8 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        # Rebuilt by the Log from the producer state it replays over this segment.
+        self.txn_index.reset()
         valid_bytes = 0
         last_index_entry = 0
         max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
@@ -752,6 +776,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.resize(self.time_index.max_index_size)
         bytes_truncated = 0 if mapping is None else self.log.truncate_to(mapping.position)
@@ -779,6 +804,7 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Write the roll entry (if the max timestamp is known), trim and close every file."""
@@ -788,12 +814,14 @@ class LogSegment:
         finally:
             self.offset_index.close()
             self.time_index.close()
+            self.txn_index.close()
             self.log.close()
 
     def close_handlers(self) -> None:
         """Release descriptors and maps without writing (the log dir went offline)."""
         self.offset_index.close_handler()
         self.time_index.close_handler()
+        self.txn_index.close_handler()
         self.log.close_handlers()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
@@ -808,6 +836,7 @@ class LogSegment:
         self.log.rename_to(renamed(self.log.path))
         self.offset_index.rename_to(renamed(self.offset_index.path))
         self.time_index.rename_to(renamed(self.time_index.path))
+        self.txn_index.rename_to(renamed(self.txn_index.path))
 
     def has_suffix(self, suffix: str) -> bool:
         return self.log.path.name.endswith(suffix)
@@ -819,6 +848,7 @@ class LogSegment:
             self.log.delete_if_exists,
             self.offset_index.delete_if_exists,
             self.time_index.delete_if_exists,
+            self.txn_index.delete_if_exists,
         ):
             try:
                 delete()

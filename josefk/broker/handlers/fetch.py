@@ -8,7 +8,8 @@ enough or ``max_wait_ms`` passes; nothing polls.
 The reading, the limits (``partition_max_bytes`` per partition, ``max_bytes`` overall, the
 first batch of the first partition with data whole, KIP-74) and the long poll belong to the
 replica manager; this handler maps names and topic ids to partitions and outcomes to the
-response. A fetch from a follower (replica id >= 0, or the replica state of v15+) reads up to
+response (with, under read_committed, the aborted transactions of what was read). A fetch
+from a follower (replica id >= 0, or the replica state of v15+) reads up to
 the log end offset and counts as that follower's progress.
 
 Fetch sessions (KIP-227) are declined the way the protocol allows: every response carries
@@ -28,11 +29,12 @@ from josefk.broker.partition import TopicPartition
 from josefk.broker.replica_manager import FetchOutcome, FetchPartition
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
-from josefk.storage.offsets import FetchIsolation
+from josefk.storage.offsets import AbortedTxn, FetchIsolation
 
 Response = response_class(ApiKey.FETCH)
 TopicResponse = Response.FetchableTopicResponse
 PartitionData = TopicResponse.PartitionData
+AbortedTransaction = PartitionData.AbortedTransaction
 
 _READ_COMMITTED = 1
 
@@ -148,7 +150,7 @@ def _partition_data(index: int, outcome: FetchOutcome) -> Any:
         high_watermark=read.high_watermark,
         last_stable_offset=read.last_stable_offset,
         log_start_offset=read.log_start_offset,
-        aborted_transactions=None,
+        aborted_transactions=_aborted(read.aborted_transactions),
         preferred_read_replica=-1,
         records=read.info.records if size else b"",
     )
@@ -167,3 +169,12 @@ def _error_entry(
         preferred_read_replica=-1,
         records=b"",
     )
+
+
+def _aborted(aborted: list[AbortedTxn] | None) -> list[Any] | None:
+    # Null, not empty, when there is nothing to say: what Kafka sends for read_uncommitted.
+    if not aborted:
+        return None
+    return [
+        AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset) for a in aborted
+    ]

@@ -9,7 +9,12 @@ Errors as Kafka answers them: NOT_ENOUGH_REPLICAS when the ISR is below
 ``min.insync.replicas`` before the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank
 while waiting, REQUEST_TIMED_OUT at the producer's timeout, NOT_LEADER_OR_FOLLOWER on a
 broker that does not lead the partition, INVALID_TOPIC_EXCEPTION for a write to an internal
-topic (only the broker writes ``__consumer_offsets``; Kafka refuses such writes too).
+topic (only the broker writes ``__consumer_offsets``; Kafka refuses such writes too),
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition of a request holding transactional
+batches but no transactional id (Kafka's check: a producer that did not say which transaction
+it belongs to may not write transactional data), INVALID_TXN_STATE for a producer's plain
+batch while its transaction is open, INVALID_RECORD for a control batch (markers are the
+transaction coordinator's).
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ TopicResponse = Response.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
 
 _VALID_ACKS = (-1, 0, 1)
+# The low byte of a batch's int16 attributes, and its transactional bit.
+_ATTRIBUTES_LOW_BYTE = 22
+_TRANSACTIONAL_BIT = 0x10
 
 
 @handles(ApiKey.PRODUCE)
@@ -51,6 +59,13 @@ def handle_produce(context: RequestContext, request: Any) -> Any:
                 refused[(topic.name, data.index)] = ErrorCode.CORRUPT_MESSAGE
             else:
                 entries.append((TopicPartition(topic.name, data.index), records))
+    if request.transactional_id is None and any(
+        len(records) > _ATTRIBUTES_LOW_BYTE and records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT
+        for _, records in entries
+    ):
+        for tp, _ in entries:
+            refused[(tp.topic, tp.partition)] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        entries = []
     outcomes = replicas.append_records(entries, acks=acks)
     if acks == -1 and replicas.must_wait_for_acks(outcomes):
         return _respond_after_acks(context, request, outcomes, refused)
