@@ -22,7 +22,15 @@ A batch all of whose records stay, and that needs no horizon, is copied byte for
 other is rebuilt with the kept records (``records.build_retained_batch``: same base offset,
 last offset delta, producer fields, codec). A batch that loses every record is dropped unless
 it is its producer's last batch, which stays as an empty batch so the producer's sequence
-state survives. Control batches (transaction markers) are kept as they are.
+state survives.
+
+Transactions: the cleaning stops at the last stable offset (the first uncleanable offset is
+below it), so every transaction it sees is complete. The records of aborted transactions
+(known from every ``.txnindex`` of the partition) are neither mapped, so that they cannot hide
+a committed record of the same key, nor kept. Control batches (transaction markers) are kept
+as they are, and the ``.txnindex`` entries of the segments cleaned are carried over (Kafka
+drops a marker once its transaction's records are gone and its delete horizon passed; josefk
+keeps them, a few dozen bytes each).
 
 Imports josefk.records and josefk.storage's segment, file records and errors; never the Log,
 josefk.protocol, josefk.broker or josefk.metrics.
@@ -30,6 +38,7 @@ josefk.protocol, josefk.broker or josefk.metrics.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import math
@@ -42,10 +51,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from josefk.records.batch import NO_TIMESTAMP, RecordBatch
+from josefk.records.batch import NO_TIMESTAMP, BatchHeader, RecordBatch
 from josefk.records.builder import build_retained_batch
 from josefk.records.record import RecordSpan, batch_record_data, record_spans
 from josefk.storage.file_records import FileRecords
+from josefk.storage.offsets import AbortedTxn
 from josefk.storage.segment import (
     CLEANED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -56,7 +66,7 @@ from josefk.storage.segment import (
     filename_prefix_from_offset,
     txn_index_file,
 )
-from josefk.storage.txn_index import TransactionIndex
+from josefk.storage.txn_index import TransactionIndex, decode_entries
 
 INT32_MAX: Final = (1 << 31) - 1
 # Kafka sizes its offset map at 24 bytes an entry (a 16-byte MD5 of the key and an 8-byte
@@ -70,6 +80,8 @@ _WRITE_CHUNK: Final = 1 << 20
 _PR_SET_PDEATHSIG: Final = 1
 # Steps at which a crash test may have the broker killed (``CleanerJob.crash_point``).
 CRASH_WHILE_WRITING_CLEANED: Final = "writing-cleaned"
+_TRANSACTIONAL_BIT: Final = 0x10
+_CONTROL_BIT: Final = 0x20
 
 
 def die_with_parent() -> None:
@@ -272,13 +284,15 @@ def clean_log(job: CleanerJob) -> CleanerResult:
     stats = CleanerStats()
     throttler = Throttler(job.max_io_bytes_per_second)
     offset_map = OffsetMap(job.map_capacity, latest_offset=job.first_dirty_offset - 1)
-    _build_offset_map(job, offset_map, stats, throttler)
+    aborted = _aborted_transactions(Path(job.directory))
+    _build_offset_map(job, offset_map, stats, throttler, _AbortedBatches(aborted))
     end_offset = offset_map.latest_offset + 1
     to_clean = [s for s in job.segments if s.base_offset < end_offset]
     directory = Path(job.directory)
     index_sizes = [_index_sizes(directory, s.base_offset) for s in to_clean]
     groups: list[CleanedGroup] = []
     horizon = _Horizon()
+    aborted_batches = _AbortedBatches(aborted)
     for positions in group_segments_by_size(
         to_clean,
         max_size=job.segment_bytes,
@@ -286,7 +300,11 @@ def clean_log(job: CleanerJob) -> CleanerResult:
         index_sizes=index_sizes,
     ):
         members = [to_clean[p] for p in positions]
-        groups.append(_clean_group(job, directory, members, offset_map, stats, throttler, horizon))
+        groups.append(
+            _clean_group(
+                job, directory, members, offset_map, stats, throttler, horizon, aborted_batches
+            )
+        )
     return CleanerResult(
         groups=tuple(groups),
         end_offset=end_offset,
@@ -312,12 +330,57 @@ def _open_records(directory: Path, base_offset: int) -> FileRecords:
     return FileRecords.open(path, file_already_exists=True)
 
 
+def _aborted_transactions(directory: Path) -> list[AbortedTxn]:
+    """Every aborted transaction the partition's ``.txnindex`` files list, the active
+    segment's too (an abort marker may sit past the section being cleaned). Read, never
+    repaired: the broker may be appending to the active one."""
+    aborted: list[AbortedTxn] = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.endswith(TXN_INDEX_FILE_SUFFIX):
+                with contextlib.suppress(FileNotFoundError), open(entry.path, "rb") as file:
+                    aborted.extend(decode_entries(file.read()))
+    return sorted(aborted, key=lambda txn: txn.first_offset)
+
+
+class _AbortedBatches:
+    """Tells, batch by batch in offset order, whether a batch belongs to an aborted
+    transaction (the rule a read_committed consumer applies): a producer is aborting from
+    the first offset of one of its aborted transactions until its next control batch."""
+
+    __slots__ = ("_active", "_pending")
+
+    def __init__(self, aborted: Sequence[AbortedTxn]) -> None:
+        self._pending = collections.deque(aborted)
+        self._active: set[int] = set()
+
+    def is_aborted(self, header: BatchHeader) -> bool:
+        pending = self._pending
+        last_offset = header.base_offset + header.last_offset_delta
+        while pending and pending[0].first_offset <= last_offset:
+            txn = pending.popleft()
+            if txn.last_offset >= header.base_offset:
+                self._active.add(txn.producer_id)
+        producer_id = header.producer_id
+        if producer_id < 0 or producer_id not in self._active:
+            return False
+        if header.attributes & _CONTROL_BIT:
+            self._active.discard(producer_id)
+            return False
+        return bool(header.attributes & _TRANSACTIONAL_BIT)
+
+
 def _build_offset_map(
-    job: CleanerJob, offset_map: OffsetMap, stats: CleanerStats, throttler: Throttler
+    job: CleanerJob,
+    offset_map: OffsetMap,
+    stats: CleanerStats,
+    throttler: Throttler,
+    aborted_batches: _AbortedBatches,
 ) -> None:
     """Fill the map from the dirty section, batch by batch, until the first uncleanable
     offset or until the next batch might not fit (the map then covers less: the rest stays
-    dirty for the next cleaning)."""
+    dirty for the next cleaning). Aborted transactions' records are left out: they must not
+    hide a committed record of the same key."""
     first_dirty, uncleanable = job.first_dirty_offset, job.first_uncleanable_offset
     directory = Path(job.directory)
     for snapshot in job.segments:
@@ -340,7 +403,8 @@ def _build_offset_map(
                 size = header.batch_length + 12
                 stats.map_bytes_read += size
                 throttler.maybe_throttle(size)
-                if not batch.is_control and header.record_count:
+                aborted = aborted_batches.is_aborted(header)
+                if not batch.is_control and header.record_count and not aborted:
                     if (
                         len(offset_map)
                         and len(offset_map) + header.record_count > offset_map.capacity
@@ -379,6 +443,7 @@ def _clean_group(
     stats: CleanerStats,
     throttler: Throttler,
     horizon: _Horizon,
+    aborted_batches: _AbortedBatches,
 ) -> CleanedGroup:
     base_offset = members[0].base_offset
     remove_cleaned_files(directory, base_offset)
@@ -404,7 +469,8 @@ def _clean_group(
                     size = batch.size_in_bytes
                     stats.bytes_read += size
                     throttler.maybe_throttle(size)
-                    kept = _filter_batch(batch, job, offset_map, stats, horizon)
+                    aborted = aborted_batches.is_aborted(batch.header())
+                    kept = _filter_batch(batch, job, offset_map, stats, horizon, aborted)
                     if kept is None:
                         continue
                     pending += kept
@@ -460,8 +526,11 @@ def _filter_batch(
     offset_map: OffsetMap,
     stats: CleanerStats,
     horizon: _Horizon,
+    aborted: bool = False,
 ) -> bytes | bytearray | memoryview | None:
-    """The bytes to write for ``batch``: itself, a rebuilt batch, or None to drop it."""
+    """The bytes to write for ``batch``: itself, a rebuilt batch, or None to drop it. The
+    records of an ``aborted`` transaction's batch all go (Kafka's cleaner discards them);
+    markers stay."""
     if batch.is_control:
         return batch.buffer
     header = batch.header()
@@ -477,7 +546,7 @@ def _filter_batch(
     tombstones_expire = has_horizon and now >= header.base_timestamp
     retained: list[RecordSpan] = []
     tombstones = False
-    for span in spans:
+    for span in () if aborted else spans:
         offset = base + span.offset_delta
         if offset <= latest:
             key = span.key

@@ -36,6 +36,18 @@ ENTRY_SIZE: Final = ENTRY.size  # 34
 CURRENT_VERSION: Final = 0
 
 
+def decode_entries(data: bytes) -> list[AbortedTxn]:
+    """The valid entries at the start of a ``.txnindex`` file's bytes: whole, of version 0,
+    markers in increasing order; whatever follows the first that is not is left out."""
+    entries: list[AbortedTxn] = []
+    whole = len(data) - len(data) % ENTRY_SIZE
+    for version, producer_id, first, last, lso in ENTRY.iter_unpack(data[:whole]):
+        if version != CURRENT_VERSION or (entries and last <= entries[-1].last_offset):
+            break
+        entries.append(AbortedTxn(producer_id, first, last, lso))
+    return entries
+
+
 class TransactionIndex:
     """The aborted transactions of one segment, in the order their markers were written."""
 
@@ -66,12 +78,7 @@ class TransactionIndex:
             raise KafkaStorageError(
                 f"cannot read transaction index: {exc}", path=self._path
             ) from exc
-        entries: list[AbortedTxn] = []
-        whole = len(data) - len(data) % ENTRY_SIZE
-        for version, producer_id, first, last, lso in ENTRY.iter_unpack(data[:whole]):
-            if version != CURRENT_VERSION or (entries and last <= entries[-1].last_offset):
-                break
-            entries.append(AbortedTxn(producer_id, first, last, lso))
+        entries = decode_entries(data)
         valid = len(entries) * ENTRY_SIZE
         if valid != len(data):
             # A torn write (power loss mid-append) or damage at rest: keep the entries
@@ -202,4 +209,4 @@ class TransactionIndex:
         return f"TransactionIndex({str(self._path)!r}, entries={self._entries!r})"
 
 
-__all__ = ["CURRENT_VERSION", "ENTRY_SIZE", "TransactionIndex"]
+__all__ = ["CURRENT_VERSION", "ENTRY_SIZE", "TransactionIndex", "decode_entries"]

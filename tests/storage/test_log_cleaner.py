@@ -24,7 +24,7 @@ from josefk.storage.cleaner import SegmentSnapshot, Throttler, group_segments_by
 from josefk.storage.clock import ManualClock
 from josefk.storage.log import Log
 from josefk.storage.log_cleaner import CLEANER_CHECKPOINT
-from josefk.storage.offsets import TopicPartition
+from josefk.storage.offsets import TopicPartition, TxnMarker
 
 DAY = 86_400_000
 
@@ -381,3 +381,34 @@ def _check(log, written, cleaner, tombstone_cleaned_at, now, retention) -> None:
     assert len(clean_keys) == len(set(clean_keys)), "a key twice in the cleaned section"
     for batch in _all_batches(log):
         list(iter_records(batch))  # every batch reads back
+
+
+async def test_aborted_records_neither_hide_committed_ones_nor_survive_a_cleaning(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(wall_ms=NOW)
+    log = open_log(tmp_path / "t-0", compact_config(), clock=clock)
+    append_keyed(log, [(b"k", b"committed")], timestamp=NOW)
+    builder = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
+    builder.append(b"k", b"aborted", timestamp=NOW)
+    builder.append(b"other", b"aborted too", timestamp=NOW)
+    aborted_first = log.append_as_leader(builder.build(), 0).first_offset
+    log.update_high_watermark(log.log_end_offset)
+    marker = log.append_txn_marker(TxnMarker(7, 0, 0, committed=False), 0).first_offset
+    log.update_high_watermark(log.log_end_offset)
+    fill(log, clock, 60, keys=3, seed=1)  # other keys, enough to roll past the transaction
+    assert log.active_segment.base_offset > marker
+    cleaner = inline_cleaner(log, clock)
+    assert await cleaner.clean_once()
+    after = records_of(log)
+    assert (0, b"k", b"committed") in after
+    assert not [r for r in after if r[2] in (b"aborted", b"aborted too")]
+    markers = [b for b in read_all(log) if b.is_control]
+    assert [m.base_offset for m in markers] == [marker]
+    # The index still says what was aborted (a reader of the old records would need it).
+    aborted = log.collect_aborted_transactions(0, log.log_end_offset)
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in aborted] == [
+        (7, aborted_first, marker)
+    ]
+    check_files_with_independent_reader(log.dir)
+    log.close()
