@@ -516,6 +516,9 @@ class Broker:
             # Leaving revokes the lease: the controller moves leadership away at once.
             with contextlib.suppress(Exception):
                 await self.cluster.leave()
+        # The scheduler's loop stops by its own flag too: on the stdlib event loop (in-process
+        # tests) Python 3.11's wait_for can swallow a cancellation that meets a wake-up.
+        self._scheduler.shutdown()
         for task in self._background:
             task.cancel()
         for task in self._background:
