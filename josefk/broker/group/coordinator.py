@@ -1136,12 +1136,12 @@ class GroupCoordinator:
     def _report_pending(self) -> None:
         if self._probe is None:
             return
+        group_ids = set().union(*self._txn_groups.values())
         total = 0
-        for group_ids in self._txn_groups.values():
-            for group_id in group_ids:
-                group = self._groups.get(group_id)
-                if group is not None:
-                    total += group.pending_txn_offset_count
+        for group_id in group_ids:
+            group = self._groups.get(group_id)
+            if group is not None:
+                total += group.pending_txn_offset_count
         self._probe.pending_txn_offsets(total)
 
     def fetch_offsets(
