@@ -286,8 +286,15 @@ class TopicOffsetsStore:
                 target, memoryview(batch), origin=AppendOrigin.COORDINATOR
             )
         except Exception as exc:
-            logger.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
-            raise StoreAppendError(str(exc), error=coordinator_error(error_code_for(exc))) from exc
+            code = error_code_for(exc)
+            if code in _PRODUCER_ERRORS:
+                # A fenced producer is the producer's problem, not the broker's.
+                logger.info(
+                    "transactional commit to %s-%d refused: %s", OFFSETS_TOPIC, partition, exc
+                )
+            else:
+                logger.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
+            raise StoreAppendError(str(exc), error=coordinator_error(code)) from exc
         self._appends.append(AppendOutcome(target.tp, info))
         del self._appends[:-_KEPT_APPENDS]
         return info.first_offset
