@@ -234,6 +234,7 @@ class GroupCoordinator:
             del self._groups[group.group_id]
             if self._probe is not None:
                 self._probe.remove_group(group.group_id)
+        self._report_pending()
         logger.info("unloaded the groups of %s-%d", "__consumer_offsets", partition)
 
     def _release(self, group: GroupMetadata, error: ErrorCode) -> None:
