@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from josefk.broker.group.store import OFFSETS_TOPIC
+from josefk.broker.group.coordinator import OffsetCommitEntry
+from josefk.broker.group.offsets_schema import decode_offset_value
+from josefk.broker.group.store import OFFSETS_TOPIC, TopicOffsetsStore
 from josefk.broker.server import Broker
 from josefk.client.connection import BrokerConnection
 from josefk.config.broker import BrokerConfig
@@ -198,4 +200,88 @@ async def test_offsets_wait_for_the_commit_marker_and_require_stable_sees_them(
         }
     finally:
         connection.close()
+        await broker.stop()
+
+
+async def test_replay_after_the_cleaner_compacted_the_offsets_partition(tmp_path: Path) -> None:
+    """The cleaner drops aborted records and superseded ones but keeps markers; what a load
+    replays afterwards is what the coordinator had before."""
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(tmp_path),
+        "offsets.topic.num.partitions": "1",
+        "offsets.topic.segment.bytes": "600",
+        "log.cleaner.backoff.ms": "3600000",
+        "log.cleaner.min.cleanable.ratio": "0.01",
+        "josefk.metrics.enable": "false",
+    }
+
+    async def start() -> tuple[Broker, Any]:
+        broker = Broker(BrokerConfig.from_properties(settings))
+        await broker.start()
+        assert broker.replica_manager is not None and broker.group_coordinator is not None
+        return broker, broker.group_coordinator
+
+    def marker(broker: Broker, producer_id: int, committed: bool) -> None:
+        assert broker.replica_manager is not None
+        tp = TopicPartition(OFFSETS_TOPIC, 0)
+        marker = TxnMarker(producer_id, 0, 0, committed)
+        [outcome] = broker.replica_manager.append_txn_markers([(tp, marker)])
+        assert outcome.error is None
+
+    def offsets(coordinator: Any) -> dict[tuple[str, int], int]:
+        return {
+            (t, p): c.offset for t, p, c in coordinator.fetch_offsets("g", None) if c is not None
+        }
+
+    broker, coordinator = await start()
+    try:
+        assert broker.replica_manager is not None
+        broker.replica_manager.create_topic("t", 4, {})
+        for round_ in range(20):
+            errors = coordinator.commit_offsets(
+                "g", -1, "", None, [OffsetCommitEntry("t", p, round_) for p in range(4)]
+            )
+            assert errors == [ErrorCode.NONE] * 4
+        entries = [OffsetCommitEntry("t", 0, 100)]
+        assert coordinator.txn_commit_offsets("g", 1, 0, -1, "", None, entries) == [0]
+        marker(broker, 1, committed=True)
+        entries = [OffsetCommitEntry("t", 1, 200)]
+        assert coordinator.txn_commit_offsets("g", 2, 0, -1, "", None, entries) == [0]
+        marker(broker, 2, committed=False)
+        for round_ in range(20, 30):
+            coordinator.commit_offsets("g", -1, "", None, [OffsetCommitEntry("t", 3, round_)])
+        entries = [OffsetCommitEntry("t", 2, 300)]
+        assert coordinator.txn_commit_offsets("g", 3, 0, -1, "", None, entries) == [0]
+        before = offsets(coordinator)
+        assert before == {("t", 0): 100, ("t", 1): 19, ("t", 2): 19, ("t", 3): 29}
+        log_manager = broker.log_manager
+        assert log_manager is not None
+        store = TopicOffsetsStore(broker.replica_manager)
+
+        def stored_offsets() -> list[int]:
+            return [
+                decode_offset_value(value).offset
+                for batch in store.read(0)
+                for _, value in batch.records
+                if value is not None
+            ]
+
+        assert 200 in stored_offsets()
+        records_before = len(stored_offsets())
+        assert await log_manager.cleaner.clean_once()
+        assert 200 not in stored_offsets(), "the aborted commit is cleaned away"
+        assert len(stored_offsets()) < records_before
+        markers = [b.control for b in store.read(0) if b.control is not None]
+        assert len(markers) == 2, "markers are kept"
+    finally:
+        await broker.stop()
+
+    broker, coordinator = await start()
+    try:
+        assert offsets(coordinator) == before
+        assert coordinator.is_unstable("g", "t", 2)
+        marker(broker, 3, committed=True)
+        assert offsets(coordinator) == {**before, ("t", 2): 300}
+    finally:
         await broker.stop()
