@@ -1,8 +1,10 @@
 """The group coordinator: Kafka's classic group protocol and committed offsets.
 
 Owns ``GroupCoordinator`` (every group of this broker, the rebalance protocol of JoinGroup /
-SyncGroup / Heartbeat / LeaveGroup, offset commits and fetches, group listing and deletion,
-offset retention, loading from ``__consumer_offsets`` at start-up) and ``GroupConfig``.
+SyncGroup / Heartbeat / LeaveGroup, offset commits and fetches, transactional offset commits
+(``txn_commit_offsets``, completed by the transaction's marker through ``complete_txn``),
+group listing and deletion, offset retention, loading from ``__consumer_offsets`` at start-up)
+and ``GroupConfig``.
 
 The single node coordinates every group. In a cluster a broker coordinates the groups of the
 ``__consumer_offsets`` partitions it leads (Kafka's ``abs(hashCode) % partitions``), loading
@@ -19,7 +21,9 @@ Concurrency: every method runs on the event loop thread and none awaits halfway 
 change; JoinGroup and SyncGroup return futures that later transitions complete.
 
 Imports the group package, the scheduler and clock of josefk.storage, josefk.protocol.errors
-(the codes only) and josefk.metrics value types; must not import handlers or the codec.
+(the codes only), the control record type of josefk.records and josefk.metrics value types;
+must not import handlers, the codec or the transaction coordinator (markers come in through
+``complete_txn``, which the broker wires to the replica manager's marker listeners).
 """
 
 from __future__ import annotations
