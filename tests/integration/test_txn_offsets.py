@@ -165,3 +165,61 @@ def test_send_offsets_to_transaction_moves_the_committed_offsets_only_on_commit(
         reader.close()
     expected = [m.value for m in make_messages(INPUT_COUNT)]
     assert values == expected[:BATCH] + expected[BATCH : 2 * BATCH]
+
+
+def test_kafka_python_send_offsets_to_transaction(broker: BrokerProcess) -> None:
+    """kafka-python's transactional producer with KIP-447 group metadata: commit moves the
+    committed offset, abort leaves it."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    bootstrap = broker.bootstrap
+    source, output = unique_topic("kp-txn-in"), unique_topic("kp-txn-out")
+    group = unique_topic("kp-txn-group")
+    ck_create_topic(bootstrap, source)
+    ck_create_topic(bootstrap, output)
+    assert_delivered(ck_produce(bootstrap, source, make_messages(INPUT_COUNT)))
+    partition = KTopicPartition(source, 0)
+
+    consumer = KafkaConsumer(
+        source,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        max_poll_records=BATCH,
+    )
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-txn-offsets")
+    try:
+        producer.init_transactions()
+
+        def turn(*, commit: bool) -> int:
+            producer.begin_transaction()
+            got = 0
+            deadline = time.monotonic() + T
+            while got < BATCH and time.monotonic() < deadline:
+                batches = consumer.poll(timeout_ms=500, max_records=BATCH - got)
+                for records in batches.values():
+                    for record in records:
+                        producer.send(output, key=record.key, value=record.value)
+                        got += 1
+            assert got == BATCH
+            position = consumer.position(partition)
+            producer.send_offsets_to_transaction(
+                {partition: OffsetAndMetadata(position, "", -1)}, consumer.group_metadata()
+            )
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+            return int(position)
+
+        assert turn(commit=True) == BATCH
+        assert consumer.committed(partition, timeout_ms=int(T * 1000)) == BATCH
+        assert turn(commit=False) == 2 * BATCH
+        assert consumer.committed(partition, timeout_ms=int(T * 1000)) == BATCH
+    finally:
+        consumer.close()
+        producer.close()
