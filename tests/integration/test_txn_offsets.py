@@ -26,6 +26,9 @@ from client_helpers import (
     unique_topic,
 )
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KTopicPartition
+from kafka.structs import OffsetAndMetadata
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -170,10 +173,6 @@ def test_send_offsets_to_transaction_moves_the_committed_offsets_only_on_commit(
 def test_kafka_python_send_offsets_to_transaction(broker: BrokerProcess) -> None:
     """kafka-python's transactional producer with KIP-447 group metadata: commit moves the
     committed offset, abort leaves it."""
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka import TopicPartition as KTopicPartition
-    from kafka.structs import OffsetAndMetadata
-
     bootstrap = broker.bootstrap
     source, output = unique_topic("kp-txn-in"), unique_topic("kp-txn-out")
     group = unique_topic("kp-txn-group")
