@@ -1,11 +1,8 @@
 """Transactional offsets with confluent-kafka against a real ``josefk serve``: the
 consume-transform-produce loop's ``send_offsets_to_transaction`` moves the group's committed
 offsets when the transaction commits and leaves them where they were when it aborts; a
-restarted broker replays them from ``__consumer_offsets``.
-
-Needs the transaction coordinator (InitProducerId with a transactional id, AddOffsetsToTxn,
-EndTxn and the markers), which lives in ``josefk/broker/txn``: until that package exists in
-the checkout under test the module is skipped.
+restarted broker replays them from ``__consumer_offsets``. The same with kafka-python's
+transactional producer and its KIP-447 group metadata.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_process import SOURCE_DIR, BrokerFactory, BrokerProcess
+from broker_process import BrokerFactory, BrokerProcess
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     assert_delivered,
@@ -30,13 +27,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka.structs import OffsetAndMetadata
 
-pytestmark = [
-    pytest.mark.timeout(180),
-    pytest.mark.skipif(
-        not (SOURCE_DIR / "josefk" / "broker" / "txn").is_dir(),
-        reason="needs the transaction coordinator (josefk/broker/txn, issue 18), not yet merged",
-    ),
-]
+pytestmark = pytest.mark.timeout(180)
 
 T = CLIENT_TIMEOUT_S
 INPUT_COUNT = 30
