@@ -161,6 +161,46 @@ def test_send_offsets_to_transaction_moves_the_committed_offsets_only_on_commit(
     assert values == expected[:BATCH] + expected[BATCH : 2 * BATCH]
 
 
+def test_pending_offsets_are_unstable_and_survive_a_broker_kill(broker: BrokerProcess) -> None:
+    """While the transaction is open a read_committed consumer gets no committed offset
+    (OffsetFetch require_stable: UNSTABLE_OFFSET_COMMIT, retried until its timeout); the
+    broker is SIGKILLed and restarted with the transaction open, replays the pending offsets,
+    and the producer's commit then makes them the group's."""
+    bootstrap = broker.bootstrap
+    source, output = unique_topic("txn-kill-in"), unique_topic("txn-kill-out")
+    group = unique_topic("txn-kill-group")
+    ck_create_topic(bootstrap, source)
+    ck_create_topic(bootstrap, output)
+    assert_delivered(ck_produce(bootstrap, source, make_messages(INPUT_COUNT)))
+
+    consumer = consumer_for(bootstrap, group)
+    consumer.subscribe([source])
+    producer = producer_for(bootstrap, "txn-offsets-kill")
+    try:
+        assert transform_batch(consumer, producer, output, commit=True) == BATCH
+        producer.begin_transaction()
+        for msg in consume(consumer, BATCH):
+            producer.produce(output, key=msg.key(), value=msg.value())
+        positions = consumer.position(consumer.assignment())
+        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), T)
+        assert producer.flush(T) == 0
+
+        probe = consumer_for(bootstrap, group)
+        try:
+            with pytest.raises(KafkaException):
+                probe.committed([TopicPartition(source, 0)], timeout=3)
+        finally:
+            probe.close()
+
+        broker.kill()
+        broker.start()
+        producer.commit_transaction(T)
+        assert committed(bootstrap, group, source) == 2 * BATCH
+    finally:
+        consumer.close()
+        producer.flush(T)
+
+
 def test_kafka_python_send_offsets_to_transaction(broker: BrokerProcess) -> None:
     """kafka-python's transactional producer with KIP-447 group metadata: commit moves the
     committed offset, abort leaves it."""
