@@ -335,3 +335,21 @@ def test_state_reloaded_after_sigkill_answers_add_offsets_at_once(
         client.wait_for_state(tid, "CompleteAbort")
     finally:
         client.close()
+
+
+def test_api_versions_advertise_the_transaction_apis(client: RawClient) -> None:
+    response = client.call(
+        ApiKey.API_VERSIONS,
+        3,
+        client_software_name="raw-txn-client",
+        client_software_version="1",
+    )
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert ranges[ApiKey.INIT_PRODUCER_ID] == (0, 5)  # not v6: KIP-939's two-phase commit
+    assert ranges[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 5)
+    assert ranges[ApiKey.ADD_OFFSETS_TO_TXN] == (0, 4)
+    assert ranges[ApiKey.END_TXN] == (0, 4)  # not v5: KIP-890's epoch bump per transaction
+    assert ranges[ApiKey.WRITE_TXN_MARKERS] == (1, 2)
+    for api in (ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS):
+        assert ranges[api] == (0, 0)
+    assert ranges[ApiKey.LIST_TRANSACTIONS] == (0, 2)
