@@ -14,8 +14,8 @@ Fetch pipelining. One fetcher task sends one Fetch request per leader broker for
 partition that has fewer than two fetched chunks waiting, so while the user works through one
 chunk the next is already in flight or buffered. A chunk's records are decoded batch by
 batch into ``ConsumerRecord`` tuples (decode.py) by the poll that first reaches it, so the
-next fetch is already on its way; control batches are skipped. Errors: OFFSET_OUT_OF_RANGE resets the position by
-``auto_offset_reset`` (or raises OffsetOutOfRangeError from the next poll when it is "none");
+next fetch is already on its way; control batches are skipped. Errors: OFFSET_OUT_OF_RANGE
+resets the position by ``auto_offset_reset`` (or raises OffsetOutOfRangeError from the next poll when it is "none");
 leader errors refresh metadata and fetch again; other errors are raised from the next poll.
 
 Groups. With ``group_id`` and ``subscribe(...)`` a ``GroupCoordinator`` (group.py) runs the
@@ -27,6 +27,9 @@ without a group_id are consumed whole (every partition assigned, no group).
 
 Isolation. With ``isolation_level="read_committed"`` the broker stops at the last stable
 offset and lists the aborted transactions of the range; their batches are dropped (decode.py).
+Control batches (transaction markers) are never returned under either level, but the
+position moves past them, so it may run ahead of the last record returned, as in Kafka.
+``group_metadata()`` gives a transactional producer what send_offsets_to_transaction needs.
 
 Imports josefk.protocol, josefk.records and josefk.client modules; never josefk.storage or
 josefk.broker.
@@ -52,7 +55,12 @@ from josefk.client.errors import (
     OffsetOutOfRangeError,
     error_for,
 )
-from josefk.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
+from josefk.client.types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
 from josefk.protocol import ApiKey
 from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
@@ -206,6 +214,8 @@ class AIOConsumer:
             raise TypeError("pass either a ConsumerConfig or keyword settings, not both")
         if config.auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
+        if config.isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError("isolation_level must be read_uncommitted or read_committed")
         self.config = config
         self._client = KafkaClient(config)
         self._assignment: dict[TopicPartition, _PartitionState] = {}
@@ -309,6 +319,23 @@ class AIOConsumer:
         if self._coordinator is not None:
             await self._coordinator.unsubscribe()
         self._set_assignment([])
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group, generation, member id and instance id, for a transactional
+        producer's ``send_offsets_to_transaction`` (KIP-447)."""
+        if self.config.group_id is None:
+            raise IllegalStateError("group_metadata() needs a group_id")
+        coordinator = self._coordinator
+        if coordinator is None:
+            return ConsumerGroupMetadata(
+                self.config.group_id, group_instance_id=self.config.group_instance_id
+            )
+        return ConsumerGroupMetadata(
+            self.config.group_id,
+            coordinator.generation_id,
+            coordinator.member_id,
+            self.config.group_instance_id,
+        )
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._assignment)

@@ -25,13 +25,22 @@ from josefk.client.admin import (
     GroupDescription,
     GroupListing,
     NewTopic,
+    ProducerState,
     ResourceType,
     TopicDescription,
+    TransactionDescription,
+    TransactionListing,
 )
 from josefk.client.consumer import AIOConsumer
 from josefk.client.errors import KafkaError
 from josefk.client.producer import AIOProducer, HeadersInput
-from josefk.client.types import ConsumerRecord, OffsetAndTimestamp, RecordMetadata, TopicPartition
+from josefk.client.types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndTimestamp,
+    RecordMetadata,
+    TopicPartition,
+)
 
 T = TypeVar("T")
 
@@ -157,6 +166,28 @@ class Producer:
     def partitions_for(self, topic: str) -> list[int]:
         return self._thread.run(self._producer.partitions_for(topic))
 
+    def init_transactions(self) -> None:
+        self._thread.run(self._producer.init_transactions())
+
+    def begin_transaction(self) -> None:
+        async def begin() -> None:
+            self._producer.begin_transaction()
+
+        self._thread.run(begin())
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int] | Sequence[tuple[TopicPartition, int]],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        self._thread.run(self._producer.send_offsets_to_transaction(offsets, group_metadata))
+
+    def commit_transaction(self) -> None:
+        self._thread.run(self._producer.commit_transaction())
+
+    def abort_transaction(self) -> None:
+        self._thread.run(self._producer.abort_transaction())
+
     def close(self, timeout_s: float | None = None) -> None:
         try:
             self._thread.run(self._producer.close(timeout_s))
@@ -227,6 +258,10 @@ class Consumer:
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         self._thread.run(self._consumer.commit(offsets))
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        result: ConsumerGroupMetadata = self._call(self._consumer.group_metadata)
+        return result
 
     def committed(self, tp: TopicPartition) -> int | None:
         return self._thread.run(self._consumer.committed(tp))
@@ -319,6 +354,23 @@ class Admin:
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return self._thread.run(self._admin.list_offsets(timestamps))
+
+    def list_transactions(
+        self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
+    ) -> list[TransactionListing]:
+        return self._thread.run(
+            self._admin.list_transactions(states=list(states), producer_ids=list(producer_ids))
+        )
+
+    def describe_transactions(
+        self, transactional_ids: Sequence[str]
+    ) -> list[TransactionDescription]:
+        return self._thread.run(self._admin.describe_transactions(transactional_ids))
+
+    def describe_producers(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, list[ProducerState] | KafkaError]:
+        return self._thread.run(self._admin.describe_producers(list(partitions)))
 
     def list_groups(self) -> list[GroupListing]:
         return self._thread.run(self._admin.list_groups())
