@@ -630,6 +630,9 @@ class AIOProducer:
         assert self._txn is not None
         try:
             await self._txn.add_pending_partitions()
+        except Exception as exc:  # a bug must not leave the records waiting forever
+            log.exception("AddPartitionsToTxn failed")
+            self._txn.abortable(KafkaError(f"AddPartitionsToTxn failed: {exc!r}"))
         finally:
             self._adding_partitions = None
             self._wakeup.set()

@@ -284,7 +284,10 @@ class TransactionManager:
     async def add_pending_partitions(self) -> None:
         """AddPartitionsToTxn for every pending partition. Errors put the manager in the
         abortable or fatal state instead of raising: the producer fails the records."""
-        if not self.pending or self.state is not TransactionState.IN_TRANSACTION:
+        if not self.pending or self.state not in (
+            TransactionState.IN_TRANSACTION,
+            TransactionState.COMMITTING,  # commit_transaction() flushes the last records
+        ):
             return
         adding = set(self.pending)
         req = request_class(ApiKey.ADD_PARTITIONS_TO_TXN)
