@@ -46,7 +46,11 @@ from josefk.client.consumer import AIOConsumer, ConsumerConfig, ConsumerRebalanc
 from josefk.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from josefk.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
 from josefk.client.producer import AIOProducer, ProducerConfig
-from josefk.client.transactions import TransactionState
+from josefk.client.transactions import (
+    PreparedTransaction,
+    TransactionState,
+    complete_transaction,
+)
 from josefk.client.types import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -81,6 +85,7 @@ __all__ = [
     "NewTopic",
     "OffsetAndTimestamp",
     "PartitionReassignment",
+    "PreparedTransaction",
     "ProducerConfig",
     "ProducerState",
     "RangeAssignor",
@@ -93,6 +98,7 @@ __all__ = [
     "TransactionDescription",
     "TransactionListing",
     "TransactionState",
+    "complete_transaction",
     "murmur2",
     "partition_for_key",
 ]

@@ -153,6 +153,7 @@ class _Chunk:
         "fetch_offset",
         "generation",
         "index",
+        "next_offset",
         "records",
         "tp",
     )
@@ -165,8 +166,12 @@ class _Chunk:
         generation: int,
         aborted: list[tuple[int, int]] | None = None,
         check_crcs: bool = False,
+        next_offset: int = -1,
     ) -> None:
         self.tp = tp
+        # Past the chunk's last batch, control batches included: where the position goes
+        # once every record is taken (so it moves past transaction markers, as in Kafka).
+        self.next_offset = next_offset
         self.check_crcs = check_crcs
         self.data = data
         self.aborted = aborted
@@ -693,6 +698,17 @@ class AIOConsumer:
                 state.log_start_offset = part.log_start_offset
                 next_offset, has_records = next_fetch_offset(part.records, offset)
                 state.fetch_offset = next_offset
+                if not has_records and next_offset > offset:
+                    # Only control batches (transaction markers) or aborted data: nothing
+                    # to return, but the position moves past them, after any chunk before.
+                    if self._pending_chunks.get(tp, 0) == 0:
+                        if state.position is not None and state.position < next_offset:
+                            state.position = next_offset
+                    else:
+                        empty = _Chunk(tp, None, offset, generation, next_offset=next_offset)
+                        empty.records = []
+                        self._chunks.append(empty)
+                        self._pending_chunks[tp] += 1
                 if has_records:
                     aborted = None
                     if self._isolation and part.aborted_transactions:
@@ -701,7 +717,13 @@ class AIOConsumer:
                         ]
                     self._chunks.append(
                         _Chunk(
-                            tp, part.records, offset, generation, aborted, self.config.check_crcs
+                            tp,
+                            part.records,
+                            offset,
+                            generation,
+                            aborted,
+                            self.config.check_crcs,
+                            next_offset,
                         )
                     )
                     self._pending_chunks[tp] += 1
@@ -765,6 +787,8 @@ class AIOConsumer:
                 state.position = records[end - 1].offset + 1
             chunk.index = end
             if end >= len(records):
+                if chunk.next_offset > state.position:
+                    state.position = chunk.next_offset
                 chunks.popleft()
                 self._pending_chunks[chunk.tp] = max(0, self._pending_chunks[chunk.tp] - 1)
                 self._fetch_wakeup.set()

@@ -79,6 +79,7 @@ from josefk.client.errors import (
 from josefk.client.partitioner import DefaultPartitioner
 from josefk.client.transactions import (
     FATAL_CODES,
+    PreparedTransaction,
     TransactionManager,
     TransactionState,
     offsets_by_partition,
@@ -590,6 +591,25 @@ class AIOProducer:
             producer_id, producer_epoch = await txn.bump_epoch()
             self._set_producer(producer_id, producer_epoch)
             self._txn_dirty = False
+
+    async def prepare_transaction(self) -> PreparedTransaction:
+        """Deliver every record of the transaction and hand it over instead of ending it:
+        whoever gets the returned ``PreparedTransaction`` commits or aborts it with
+        ``complete_transaction`` (the Spark sink's driver does, for all its tasks at once).
+        After this the producer can only be closed (which leaves the transaction open); the
+        coordinator aborts it if nobody ends it within ``transaction_timeout_ms``."""
+        txn = self._transactions()
+        if txn.state in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR):
+            txn.check_can_send()
+        txn.start_commit()
+        await self.flush()
+        if txn.state is not TransactionState.COMMITTING:
+            txn.check_can_send()
+        prepared = PreparedTransaction(
+            txn.transactional_id, self.producer_id, self.producer_epoch, txn.started_on_coordinator
+        )
+        txn.state = TransactionState.PREPARED
+        return prepared
 
     def _set_producer(self, producer_id: int, producer_epoch: int) -> None:
         """A new producer id or epoch: sequence numbers start from 0 on every partition."""

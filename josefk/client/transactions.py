@@ -28,7 +28,7 @@ import asyncio
 import enum
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from josefk.client.cluster import (
     COORDINATOR_GROUP,
@@ -62,6 +62,21 @@ class TransactionState(enum.Enum):
     ABORTING = "aborting"
     ABORTABLE_ERROR = "abortable_error"
     FATAL_ERROR = "fatal_error"
+    # Records flushed and the transaction handed to someone else to end (the Spark sink's
+    # driver): this producer only closes, without aborting.
+    PREPARED = "prepared"
+
+
+class PreparedTransaction(NamedTuple):
+    """A transaction whose records are all written, to be ended by whoever holds this
+    (``complete_transaction``): EndTxn needs only the transactional id, producer id and
+    epoch, not the producer's connection. ``started`` is False when nothing reached the
+    coordinator (no records, no offsets): then there is nothing to end."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    started: bool
 
 
 # The producer can never recover from these: another producer owns the transactional id
@@ -554,6 +569,37 @@ class TransactionManager:
                 raise
 
 
+async def complete_transaction(
+    client: KafkaClient,
+    prepared: PreparedTransaction,
+    *,
+    commit: bool,
+    max_block_ms: int = 60_000,
+    retry_backoff_ms: int = 100,
+    retry_backoff_max_ms: int = 1_000,
+    clock: Callable[[], float] | None = None,
+) -> None:
+    """End a transaction another producer prepared: EndTxn with its id and epoch. Raises
+    FatalTransactionError when a newer producer has taken the transactional id over (the
+    transaction was aborted by it), and the coordinator's error otherwise."""
+    if not prepared.started:
+        return
+    manager = TransactionManager(
+        client,
+        prepared.transactional_id,
+        transaction_timeout_ms=0,
+        max_block_ms=max_block_ms,
+        retry_backoff_ms=retry_backoff_ms,
+        retry_backoff_max_ms=retry_backoff_max_ms,
+        clock=clock or client.config.clock,
+    )
+    manager.producer_id = prepared.producer_id
+    manager.producer_epoch = prepared.producer_epoch
+    manager.offsets_added = True  # the coordinator knows the transaction: EndTxn is due
+    manager.state = TransactionState.COMMITTING if commit else TransactionState.ABORTING
+    await manager.end(commit=commit)
+
+
 def offsets_by_partition(
     offsets: Mapping[TopicPartition, int] | Iterable[tuple[TopicPartition, int]],
 ) -> dict[TopicPartition, int]:
@@ -568,7 +614,9 @@ def offsets_by_partition(
 
 __all__ = [
     "FATAL_CODES",
+    "PreparedTransaction",
     "TransactionManager",
     "TransactionState",
+    "complete_transaction",
     "offsets_by_partition",
 ]
