@@ -66,6 +66,7 @@ __all__ = ["ClusterNode", "LeadershipListener", "topic_uuid"]
 
 # The committed-offsets topic, which the controller creates (see the module docstring).
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 # Told when this broker starts (True) or stops (False) leading a partition: the group
 # coordinator follows the leadership of __consumer_offsets partitions.
@@ -412,6 +413,10 @@ class ClusterNode:
             fetcher.start()
         return fetcher
 
+    def broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        """Where this broker reaches ``broker_id`` (its inter-broker listener)."""
+        return self._address_of(broker_id)
+
     def _address_of(self, broker_id: int) -> tuple[str, int] | None:
         registration = self.watcher.view.brokers.get(broker_id)
         if registration is None or not registration.endpoints:
@@ -496,6 +501,7 @@ class ClusterNode:
             await controller.on_brokers_changed(set(view.brokers))
             await controller.complete_reassignments(set(view.brokers))
             await self._ensure_offsets_topic(controller)
+            await self._ensure_transaction_state_topic(controller)
             for broker_id in sorted(view.shutting_down & set(view.brokers)):
                 if broker_id != self.broker_id:
                     await controller.controlled_shutdown(broker_id, set(view.brokers))
@@ -527,6 +533,30 @@ class ClusterNode:
                     "cleanup.policy": "compact",
                     "segment.bytes": str(config.offsets_topic_segment_bytes),
                     "compression.type": "producer",
+                },
+            )
+
+    async def _ensure_transaction_state_topic(self, controller: ClusterController) -> None:
+        """Create ``__transaction_state`` as ``__consumer_offsets`` (Kafka creates it on
+        the first FindCoordinator for a transactional id; early here for the same reason)."""
+        view = self.watcher.view
+        config = self.config
+        if (
+            TRANSACTION_STATE_TOPIC in view.topics
+            or len(view.brokers) < config.transaction_state_log_replication_factor
+        ):
+            return
+        with contextlib.suppress(TopicExistsError):
+            await controller.create_topic(
+                TRANSACTION_STATE_TOPIC,
+                partitions=config.transaction_state_log_num_partitions,
+                replication_factor=config.transaction_state_log_replication_factor,
+                live_brokers=self.live_brokers(),
+                configs={
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(config.transaction_state_log_segment_bytes),
+                    "compression.type": "producer",
+                    "min.insync.replicas": str(config.transaction_state_log_min_isr),
                 },
             )
 

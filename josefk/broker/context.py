@@ -42,6 +42,8 @@ class BrokerContext:
     log_dirs: list[str] = field(default_factory=list)
     metrics: Any = None
     group_coordinator: Any = None
+    # The TransactionCoordinator (josefk.broker.txn); None until start-up made it.
+    txn_coordinator: Any = None
     producer_ids: ProducerIdManager | None = None
     # Brokers, controller and partition leaders as clients are told (single node or etcd).
     metadata: MetadataCache | None = None

@@ -34,6 +34,9 @@ from josefk.broker.network import ListenerSpec, SocketServer
 from josefk.broker.partition import TopicPartition
 from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
+from josefk.broker.txn.coordinator import TransactionCoordinator, TxnConfig
+from josefk.broker.txn.markers import ClusterMarkerWriter, LocalMarkerWriter, MarkerWriter
+from josefk.broker.txn.store import TRANSACTION_STATE_TOPIC, TopicTxnStore
 from josefk.cluster.metadata_store import BrokerIdInUseError, EtcdUnavailableError
 from josefk.config.broker import BrokerConfig
 from josefk.config.properties import (
@@ -87,6 +90,8 @@ class Broker:
         self.replica_manager: ReplicaManager | None = None
         self.metrics: BrokerMetrics | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
+        self._cluster_markers: ClusterMarkerWriter | None = None
         self._dir_locks: list[LogDirLock] = []
         self.cluster: ClusterNode | None = None
 
@@ -203,6 +208,7 @@ class Broker:
         producer_ids = await loop.run_in_executor(
             self._executor, ProducerIdManager.load, log_dirs[0]
         )
+        self.txn_coordinator = self._start_txn_coordinator(replicas, producer_ids)
 
         context = BrokerContext(
             config=config,
@@ -214,6 +220,7 @@ class Broker:
             log_dirs=[str(d.absolute()) for d in log_dirs],
             metrics=self.metrics,
             group_coordinator=self.group_coordinator,
+            txn_coordinator=self.txn_coordinator,
             producer_ids=producer_ids,
         )
         self._server = SocketServer(
@@ -357,6 +364,57 @@ class Broker:
             self.metrics.watch_groups(lambda: coordinator.group_stats(high_watermark))
         return coordinator
 
+    def _start_txn_coordinator(
+        self, replicas: ReplicaManager, producer_ids: ProducerIdManager
+    ) -> TransactionCoordinator:
+        """Create ``__transaction_state`` if missing and rebuild the transactional ids from
+        it (single node, before any listener opens), or follow its leadership (cluster);
+        schedule the timeout and expiration checks."""
+        config = self.config
+        txn_config = TxnConfig.from_broker_config(config)
+        local = LocalMarkerWriter(replicas)
+        markers: MarkerWriter = local
+        if self.cluster is None:
+            store = TopicTxnStore.ensure_topic(
+                replicas,
+                partitions=config.transaction_state_log_num_partitions,
+                segment_bytes=config.transaction_state_log_segment_bytes,
+            )
+        else:
+            store = TopicTxnStore(replicas, partitions=config.transaction_state_log_num_partitions)
+            cluster = self.cluster
+            self._cluster_markers = ClusterMarkerWriter(
+                local,
+                lambda: cluster.metadata,
+                cluster.broker_address,
+                broker_id=self.broker_id,
+                timeout_s=config.replica_socket_timeout_ms / 1000,
+            )
+            markers = self._cluster_markers
+        coordinator = TransactionCoordinator(
+            txn_config,
+            store,
+            markers,
+            producer_ids.generate_producer_id,
+            scheduler=self._scheduler,
+            clock=self.clock,
+        )
+        if self.cluster is None:
+            coordinator.load()
+        else:
+            coordinator.coordinate_by_leadership()
+
+            def follow_leadership(tp: TopicPartition, leads: bool) -> None:
+                if tp.topic == TRANSACTION_STATE_TOPIC:
+                    if leads:
+                        coordinator.load_partition(tp.partition)
+                    else:
+                        coordinator.unload_partition(tp.partition)
+
+            self.cluster.leadership_listeners.append(follow_leadership)
+        coordinator.start()
+        return coordinator
+
     def _cleaner_stats(self) -> CleanerStats:
         assert self.log_manager is not None
         # As of the cleaner's last pass (each pass measures every compacted log): a scrape
@@ -449,6 +507,11 @@ class Broker:
             await self.cluster.controlled_shutdown(deadline_s)
         if self._server is not None:
             await self._server.shutdown(deadline_s)
+        if self.txn_coordinator is not None:
+            # Markers still being written are finished from the log at the next start.
+            self.txn_coordinator.stop()
+        if self._cluster_markers is not None:
+            self._cluster_markers.close()
         if self.cluster is not None:
             # Leaving revokes the lease: the controller moves leadership away at once.
             with contextlib.suppress(Exception):

@@ -542,6 +542,10 @@ class BrokerConfig(BaseModel):
     transaction_state_log_num_partitions: Int = _key(
         "transaction.state.log.num.partitions", 50, ge=1, le=INT_MAX
     )
+    # Like offsets.topic.replication.factor: the single node keeps __transaction_state on its
+    # one replica; a cluster's controller creates it once this many brokers are alive, with
+    # min.insync.replicas = transaction.state.log.min.isr. The coordinator's timers use the
+    # two cleanup intervals below (josefk.broker.txn.coordinator).
     transaction_state_log_replication_factor: Int = _key(
         "transaction.state.log.replication.factor", 3, ge=1, le=32767
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -84,7 +85,9 @@ def test_a_malformed_block_file_names_itself(tmp_path: Path) -> None:
 
 
 def call(manager: ProducerIdManager | None, version: int, **fields: Any) -> Any:
-    context = SimpleNamespace(broker=SimpleNamespace(producer_ids=manager), api_version=version)
+    context = SimpleNamespace(
+        broker=SimpleNamespace(producer_ids=manager, txn_coordinator=None), api_version=version
+    )
     fields.setdefault("transaction_timeout_ms", 60_000)
     fields.setdefault("transactional_id", None)
     return handle_init_producer_id(context, Request(**fields))  # type: ignore[arg-type]
@@ -116,12 +119,16 @@ def call_epoch(manager: ProducerIdManager, producer_id: int) -> int:
     return manager._epochs[producer_id]
 
 
-def test_handler_refuses_transactional_ids_and_malformed_requests(tmp_path: Path) -> None:
+def test_handler_hands_transactional_ids_to_the_coordinator_and_refuses_malformed_requests(
+    tmp_path: Path,
+) -> None:
     manager = ProducerIdManager.load(tmp_path)
-    refused = call(manager, 4, transactional_id="txn-1")
-    assert refused.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # No transaction coordinator (yet): a retriable error, answered by a coroutine.
+    refused = asyncio.run(call(manager, 4, transactional_id="txn-1"))
+    assert refused.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert (refused.producer_id, refused.producer_epoch) == (-1, -1)
-    assert call(manager, 4, transactional_id="").error_code == ErrorCode.INVALID_REQUEST
+    empty = asyncio.run(call(manager, 4, transactional_id=""))
+    assert empty.error_code == ErrorCode.INVALID_REQUEST
     assert (
         call(manager, 4, producer_id=5, producer_epoch=-1).error_code == ErrorCode.INVALID_REQUEST
     )

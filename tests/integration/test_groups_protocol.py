@@ -137,7 +137,7 @@ def test_find_coordinator_every_form(client: RawClient, broker: BrokerProcess) -
     port = int(broker.bootstrap.rsplit(":", 1)[1])
     v0 = client.call(ApiKey.FIND_COORDINATOR, 0, key="g")
     assert (v0.error_code, v0.port) == (0, port)
-    # This broker names itself transaction coordinator so InitProducerId can refuse clearly.
+    # The single node is the transaction coordinator of every transactional id.
     txn = client.call(ApiKey.FIND_COORDINATOR, 2, key="t", key_type=1)
     assert (txn.error_code, txn.port) == (ErrorCode.NONE, port)
     share = client.call(ApiKey.FIND_COORDINATOR, 6, key_type=2, coordinator_keys=["s"])

@@ -186,11 +186,11 @@ def test_gaps_epochs_and_bumps_on_the_wire(broker: BrokerProcess, client: RawCli
     assert log_end_offset(broker.bootstrap, topic) == 3
 
 
-def test_transactional_ids_are_refused_clearly(client: RawClient) -> None:
-    for version in (0, 2, 4, 6):
-        response = client.init_producer_id(version, transactional_id="txn")
-        assert response.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        assert response.producer_id == -1
+def test_transactional_ids_get_an_id_and_a_bumped_epoch_each_time(client: RawClient) -> None:
+    answers = [client.init_producer_id(version, transactional_id="txn") for version in (0, 2, 4, 5)]
+    assert [a.error_code for a in answers] == [ErrorCode.NONE] * 4
+    assert len({a.producer_id for a in answers}) == 1
+    assert [a.producer_epoch for a in answers] == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize("how", ["clean", "sigkill"])

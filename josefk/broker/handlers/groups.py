@@ -3,10 +3,10 @@ ListGroups, DeleteGroups.
 
 Each handler turns a request of any version into a call on the broker's GroupCoordinator and
 its answer into the response shape of that version. The single node coordinates every
-group; in a cluster, the leader of a group's ``__consumer_offsets`` partition does. It also names itself as the transaction coordinator, although it has none yet, so that a
-transactional client goes on to InitProducerId and gets a clear, fatal
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED instead of retrying COORDINATOR_NOT_AVAILABLE until it
-times out. Share coordinators get COORDINATOR_NOT_AVAILABLE.
+group; in a cluster, the leader of a group's ``__consumer_offsets`` partition does.
+FindCoordinator for a transactional id (key type 1) is answered by
+``transactions.find_transaction_coordinator``. Share coordinators get
+COORDINATOR_NOT_AVAILABLE.
 
 Imports josefk.protocol and the group package; must not import the server or network layer.
 """
@@ -21,6 +21,7 @@ from josefk.broker.group.coordinator import GroupCoordinator, JoinRequest
 from josefk.broker.group.group import JoinResult
 from josefk.broker.group.store import OFFSETS_TOPIC
 from josefk.broker.handlers import handles
+from josefk.broker.handlers.transactions import find_transaction_coordinator
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -62,7 +63,7 @@ def handle_find_coordinator(context: RequestContext, request: Any) -> Any:
 
     def answer(key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
         if key_type == TRANSACTION_KEY_TYPE:
-            return ErrorCode.NONE, broker_id, host, port
+            return find_transaction_coordinator(context, key)
         if key_type != GROUP_KEY_TYPE or coordinator is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         if cluster_leader is not None:

@@ -4,11 +4,12 @@ Without a transactional id (idempotence alone) the producer gets a fresh id at e
 from v3 on (KIP-360), its epoch bumped when it names the id and epoch it holds; ids come from
 the broker's ``ProducerIdManager`` and are never reused across restarts.
 
-Transactional ids: josefk has no transaction coordinator yet. A request with one is answered
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, an error every client treats as fatal and reports at
-once ("Transactional Id authorization failed") instead of retrying until a timeout, which is
-what COORDINATOR_NOT_AVAILABLE would cause. The broker logs why. An empty transactional id is
-INVALID_REQUEST, as in Kafka.
+Transactional ids go to the broker's ``TransactionCoordinator`` (josefk.broker.txn): a new
+id at epoch 0 or the epoch bumped, the previous epoch's open transaction aborted first
+(CONCURRENT_TRANSACTIONS meanwhile), INVALID_TRANSACTION_TIMEOUT above
+``transaction.max.timeout.ms``, NOT_COORDINATOR for an id another broker coordinates. An
+empty transactional id is INVALID_REQUEST, as in Kafka. Served up to v5: v6 is KIP-939's
+two-phase commit, which josefk does not do.
 """
 
 from __future__ import annotations
@@ -39,17 +40,17 @@ def _error(error: ErrorCode) -> Any:
     )
 
 
-@handles(ApiKey.INIT_PRODUCER_ID)
+def _fenced(version: int) -> ErrorCode:
+    # PRODUCER_FENCED exists from v4 (KIP-588); older clients know INVALID_PRODUCER_EPOCH.
+    return ErrorCode.PRODUCER_FENCED if version >= 4 else ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+@handles(ApiKey.INIT_PRODUCER_ID, max_version=5)
 def handle_init_producer_id(context: RequestContext, request: Any) -> Any:
     transactional_id = request.transactional_id
     if transactional_id is not None:
-        if not transactional_id:
-            return _error(ErrorCode.INVALID_REQUEST)
-        logger.warning(
-            "InitProducerId for transactional id %r refused: josefk has no transactions yet",
-            transactional_id,
-        )
-        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        # A coroutine: the coordinator's answer waits for its log write.
+        return _init_transactional(context, request, transactional_id)
     producer_id = request.producer_id
     producer_epoch = request.producer_epoch
     if (producer_id == _NO_PRODUCER_ID) != (producer_epoch == _NO_PRODUCER_EPOCH):
@@ -62,13 +63,7 @@ def handle_init_producer_id(context: RequestContext, request: Any) -> Any:
         producer_id, producer_epoch = manager.init_producer_id(producer_id, producer_epoch)
     except ProducerFencedError as exc:
         logger.info("InitProducerId fenced: %s", exc)
-        # PRODUCER_FENCED exists from v4 (KIP-588); older clients know INVALID_PRODUCER_EPOCH.
-        fenced = (
-            ErrorCode.PRODUCER_FENCED
-            if context.api_version >= 4
-            else ErrorCode.INVALID_PRODUCER_EPOCH
-        )
-        return _error(fenced)
+        return _error(_fenced(context.api_version))
     except ProducerIdBlockError:
         logger.exception("cannot allocate a producer id")
         # Retriable: the client tries again, as after a coordinator move in Kafka.
@@ -78,4 +73,29 @@ def handle_init_producer_id(context: RequestContext, request: Any) -> Any:
         error_code=ErrorCode.NONE,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
+    )
+
+
+async def _init_transactional(context: RequestContext, request: Any, transactional_id: str) -> Any:
+    if not transactional_id:
+        return _error(ErrorCode.INVALID_REQUEST)
+    producer_id = request.producer_id
+    producer_epoch = request.producer_epoch
+    if (producer_id == _NO_PRODUCER_ID) != (producer_epoch == _NO_PRODUCER_EPOCH):
+        return _error(ErrorCode.INVALID_REQUEST)
+    coordinator = context.broker.txn_coordinator
+    if coordinator is None:
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    result = await coordinator.init_producer_id(
+        transactional_id, request.transaction_timeout_ms, producer_id, producer_epoch
+    )
+    if result.error == ErrorCode.PRODUCER_FENCED:
+        return _error(_fenced(context.api_version))
+    if result.error:
+        return _error(result.error)
+    return Response(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        producer_id=result.producer_id,
+        producer_epoch=result.producer_epoch,
     )

@@ -1,0 +1,337 @@
+"""Transaction APIs version by version, with raw requests built by josefk's codec against a
+real ``josefk serve``: the error codes of each API (fencing by version, unknown ids,
+unknown partitions, timeouts), AddOffsetsToTxn adding the group's ``__consumer_offsets``
+partition, EndTxn and its retry, DescribeTransactions / ListTransactions / DescribeProducers,
+WriteTxnMarkers from another coordinator, FindCoordinator for transactional ids, and the
+state a SIGKILLed broker reloads (AddOffsetsToTxn and FindCoordinator right after it).
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from broker_process import BrokerFactory, BrokerProcess
+from client_helpers import ck_create_topic, unique_topic
+
+from josefk.broker.group.offsets_schema import coordinator_partition
+from josefk.protocol.api import ApiKey, decode_response, encode_request, request_class
+from josefk.protocol.errors import ErrorCode
+from josefk.protocol.headers import RequestHeader
+
+pytestmark = pytest.mark.timeout(120)
+
+OFFSETS_PARTITIONS = 7
+SETTINGS = (f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",)
+
+
+class RawClient:
+    """One connection; each call sends one request and reads its response."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=20)
+        self._ids = itertools.count(1)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _read_exactly(self, size: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < size:
+            chunk = self.sock.recv(size - len(chunks))
+            assert chunk, "connection closed by the broker"
+            chunks += chunk
+        return bytes(chunks)
+
+    def call(self, api_key: ApiKey, version: int, **fields: Any) -> Any:
+        body = request_class(api_key)(**fields)
+        header = RequestHeader(
+            request_api_key=api_key,
+            request_api_version=version,
+            correlation_id=next(self._ids),
+            client_id="raw-txn-client",
+        )
+        self.sock.sendall(encode_request(header, body))
+        (size,) = struct.unpack(">i", self._read_exactly(4))
+        correlation_id, response = decode_response(self._read_exactly(size), api_key, version)
+        assert correlation_id == header.correlation_id
+        return response
+
+    # -- the transaction calls ----------------------------------------------------------
+
+    def init(self, tid: str, version: int = 4, timeout_ms: int = 60_000, **fields: Any) -> Any:
+        return self.call(
+            ApiKey.INIT_PRODUCER_ID,
+            version,
+            transactional_id=tid,
+            transaction_timeout_ms=timeout_ms,
+            **fields,
+        )
+
+    def add_partitions(
+        self, tid: str, pid: int, epoch: int, topics: dict[str, list[int]], version: int = 3
+    ) -> dict[tuple[str, int], int]:
+        Request = request_class(ApiKey.ADD_PARTITIONS_TO_TXN)
+        response = self.call(
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            version,
+            v3_and_below_transactional_id=tid,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[
+                Request.AddPartitionsToTxnTopic(name=name, partitions=ids)
+                for name, ids in topics.items()
+            ],
+        )
+        return {
+            (topic.name, p.partition_index): p.partition_error_code
+            for topic in response.results_by_topic_v3_and_below
+            for p in topic.results_by_partition
+        }
+
+    def add_offsets(self, tid: str, pid: int, epoch: int, group: str, version: int = 3) -> int:
+        return int(
+            self.call(
+                ApiKey.ADD_OFFSETS_TO_TXN,
+                version,
+                transactional_id=tid,
+                producer_id=pid,
+                producer_epoch=epoch,
+                group_id=group,
+            ).error_code
+        )
+
+    def end(self, tid: str, pid: int, epoch: int, committed: bool, version: int = 3) -> int:
+        return int(
+            self.call(
+                ApiKey.END_TXN,
+                version,
+                transactional_id=tid,
+                producer_id=pid,
+                producer_epoch=epoch,
+                committed=committed,
+            ).error_code
+        )
+
+    def describe(self, tid: str) -> Any:
+        response = self.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=[tid])
+        return response.transaction_states[0]
+
+    def wait_for_state(self, tid: str, state: str) -> Any:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            described = self.describe(tid)
+            if described.transaction_state == state:
+                return described
+            time.sleep(0.05)  # polling a condition with a deadline
+        raise AssertionError(f"{tid} never reached {state}: {described}")
+
+
+@pytest.fixture(scope="module")
+def broker(broker_factory_module: Any) -> BrokerProcess:
+    return broker_factory_module
+
+
+@pytest.fixture(scope="module")
+def broker_factory_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    base = tmp_path_factory.mktemp("josefk-txn-raw")
+    shared = BrokerProcess(base / "data", base / "shared.stderr.log", settings=SETTINGS)
+    shared.start()
+    yield shared
+    try:
+        if shared.is_alive():
+            shared.stop()
+    finally:
+        shared.close()
+
+
+@pytest.fixture
+def client(broker: BrokerProcess) -> Iterator[RawClient]:
+    raw = RawClient(broker.bootstrap)
+    yield raw
+    raw.close()
+
+
+def test_init_producer_id_errors(client: RawClient) -> None:
+    tid = unique_topic("tid-init")
+    assert client.init(tid, timeout_ms=900_001).error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert client.init("").error_code == ErrorCode.INVALID_REQUEST
+    first = client.init(tid)
+    assert (first.error_code, first.producer_epoch) == (ErrorCode.NONE, 0)
+    # KIP-360: naming an older epoch is fenced; the code depends on the version.
+    client.init(tid, producer_id=first.producer_id, producer_epoch=0)
+    client.init(tid, producer_id=first.producer_id, producer_epoch=1)
+    stale = {"producer_id": first.producer_id, "producer_epoch": 0}
+    assert client.init(tid, version=4, **stale).error_code == ErrorCode.PRODUCER_FENCED
+    assert client.init(tid, version=3, **stale).error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_add_partitions_errors_by_version(client: RawClient, broker: BrokerProcess) -> None:
+    topic = unique_topic("txn-raw-add")
+    ck_create_topic(broker.bootstrap, topic, partitions=2)
+    tid = unique_topic("tid-add")
+    init = client.init(tid)
+    pid, epoch = init.producer_id, init.producer_epoch
+    stale = client.add_partitions(tid, pid, epoch + 1, {topic: [0]}, version=1)
+    assert stale == {(topic, 0): ErrorCode.INVALID_PRODUCER_EPOCH}
+    fenced = client.add_partitions(tid, pid, epoch + 1, {topic: [0]}, version=2)
+    assert fenced == {(topic, 0): ErrorCode.PRODUCER_FENCED}
+    unmapped = client.add_partitions(tid, pid + 99, epoch, {topic: [0]})
+    assert unmapped == {(topic, 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    unknown = client.add_partitions(tid, pid, epoch, {topic: [0, 5], "no-such-topic": [0]})
+    assert unknown == {
+        (topic, 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+        (topic, 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    assert client.describe(tid).transaction_state == "Empty"
+    assert client.add_partitions(tid, pid, epoch, {topic: [0, 1]}) == {
+        (topic, 0): ErrorCode.NONE,
+        (topic, 1): ErrorCode.NONE,
+    }
+    described = client.describe(tid)
+    assert described.transaction_state == "Ongoing"
+    assert [(t.topic, sorted(t.partitions)) for t in described.topics] == [(topic, [0, 1])]
+
+
+def test_add_offsets_end_txn_and_the_operator_views(
+    client: RawClient, broker: BrokerProcess
+) -> None:
+    topic = unique_topic("txn-raw-end")
+    ck_create_topic(broker.bootstrap, topic)
+    tid, group = unique_topic("tid-end"), unique_topic("group-end")
+    init = client.init(tid)
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert client.end(tid, pid, epoch, True) == ErrorCode.INVALID_TXN_STATE
+    assert client.add_partitions(tid, pid, epoch, {topic: [0]}) == {(topic, 0): ErrorCode.NONE}
+    assert client.add_offsets(tid, pid, epoch, group) == ErrorCode.NONE
+    assert client.add_offsets(tid, pid, epoch + 1, group, version=1) == (
+        ErrorCode.INVALID_PRODUCER_EPOCH
+    )
+    described = client.describe(tid)
+    offsets_partition = coordinator_partition(group, OFFSETS_PARTITIONS)
+    assert sorted((t.topic, list(t.partitions)) for t in described.topics) == sorted(
+        [(topic, [0]), ("__consumer_offsets", [offsets_partition])]
+    )
+    listed = client.call(
+        ApiKey.LIST_TRANSACTIONS,
+        0,
+        state_filters=["Ongoing", "Bogus"],
+        producer_id_filters=[pid],
+    )
+    assert listed.unknown_state_filters == ["Bogus"]
+    assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [
+        (tid, "Ongoing")
+    ]
+
+    assert client.end(tid, pid, epoch, True) == ErrorCode.NONE
+    client.wait_for_state(tid, "CompleteCommit")
+    assert client.end(tid, pid, epoch, True) == ErrorCode.NONE  # a retry
+    assert client.end(tid, pid, epoch, False) == ErrorCode.INVALID_TXN_STATE
+    assert client.end(tid, pid, epoch + 1, True, version=1) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert client.end(tid, pid, epoch + 1, True, version=2) == ErrorCode.PRODUCER_FENCED
+
+    # The COMMIT marker went to both partitions: their producer state names the producer.
+    producers = client.call(
+        ApiKey.DESCRIBE_PRODUCERS,
+        0,
+        topics=[
+            request_class(ApiKey.DESCRIBE_PRODUCERS).TopicRequest(
+                name=topic, partition_indexes=[0, 3]
+            ),
+            request_class(ApiKey.DESCRIBE_PRODUCERS).TopicRequest(
+                name="__consumer_offsets", partition_indexes=[offsets_partition]
+            ),
+        ],
+    )
+    by_partition = {(t.name, p.partition_index): p for t in producers.topics for p in t.partitions}
+    assert by_partition[(topic, 3)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    for key in ((topic, 0), ("__consumer_offsets", offsets_partition)):
+        answer = by_partition[key]
+        assert answer.error_code == ErrorCode.NONE
+        assert [
+            (s.producer_id, s.producer_epoch, s.current_txn_start_offset)
+            for s in answer.active_producers
+        ] == [(pid, epoch, -1)]
+    missing = client.describe("never-seen")
+    assert missing.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_write_txn_markers_from_another_coordinator(
+    client: RawClient, broker: BrokerProcess
+) -> None:
+    topic = unique_topic("txn-raw-markers")
+    ck_create_topic(broker.bootstrap, topic)
+    Request = request_class(ApiKey.WRITE_TXN_MARKERS)
+    response = client.call(
+        ApiKey.WRITE_TXN_MARKERS,
+        1,
+        markers=[
+            Request.WritableTxnMarker(
+                producer_id=4242,
+                producer_epoch=0,
+                transaction_result=False,
+                topics=[
+                    Request.WritableTxnMarkerTopic(name=topic, partition_indexes=[0]),
+                    Request.WritableTxnMarkerTopic(name="no-such-topic", partition_indexes=[0]),
+                ],
+                coordinator_epoch=0,
+            )
+        ],
+    )
+    results = {
+        (t.name, p.partition_index): p.error_code
+        for m in response.markers
+        for t in m.topics
+        for p in t.partitions
+    }
+    assert results == {
+        (topic, 0): ErrorCode.NONE,
+        ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+
+
+def test_find_coordinator_for_transactional_ids(client: RawClient, broker: BrokerProcess) -> None:
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+    found = client.call(ApiKey.FIND_COORDINATOR, 3, key="some-id", key_type=1)
+    assert (found.error_code, found.port) == (ErrorCode.NONE, port)
+    batched = client.call(ApiKey.FIND_COORDINATOR, 4, key_type=1, coordinator_keys=["a", ""])
+    assert [c.error_code for c in batched.coordinators] == [
+        ErrorCode.NONE,
+        ErrorCode.INVALID_REQUEST,
+    ]
+
+
+def test_state_reloaded_after_sigkill_answers_add_offsets_at_once(
+    broker_factory: BrokerFactory,
+) -> None:
+    broker = broker_factory(settings=list(SETTINGS))
+    topic = unique_topic("txn-raw-reload")
+    ck_create_topic(broker.bootstrap, topic)
+    tid, group = unique_topic("tid-reload"), unique_topic("group-reload")
+    client = RawClient(broker.bootstrap)
+    try:
+        init = client.init(tid)
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert client.add_partitions(tid, pid, epoch, {topic: [0]}) == {(topic, 0): ErrorCode.NONE}
+    finally:
+        client.close()
+    broker.kill()
+    broker.restart()
+    client = RawClient(broker.bootstrap)
+    try:
+        described = client.describe(tid)
+        assert (described.transaction_state, described.producer_id) == ("Ongoing", pid)
+        group_coordinator = client.call(ApiKey.FIND_COORDINATOR, 3, key=group, key_type=0)
+        assert group_coordinator.error_code == ErrorCode.NONE
+        assert client.add_offsets(tid, pid, epoch, group) == ErrorCode.NONE
+        assert client.end(tid, pid, epoch, False) == ErrorCode.NONE
+        client.wait_for_state(tid, "CompleteAbort")
+    finally:
+        client.close()
