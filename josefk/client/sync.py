@@ -87,17 +87,24 @@ class Producer:
 
     def __init__(self, **settings: Any) -> None:
         self._thread = _LoopThread("josefk-producer")
+        self._queueing: set[asyncio.Future[Any]] = set()
         try:
             self._producer = self._thread.run(_make(AIOProducer, **settings))
         except BaseException:
             self._thread.stop()
             raise
 
-    async def _send(
-        self, topic: str, value: bytes | None, key: bytes | None, kwargs: dict[str, Any]
-    ) -> RecordMetadata:
-        future = await self._producer.send(topic, value, key, **kwargs)
-        return await future
+    async def _delivered(self, queued: asyncio.Future[Any]) -> RecordMetadata:
+        future = await queued
+        result: RecordMetadata = await future
+        return result
+
+    async def _queued(self) -> None:
+        """Wait until every record sent so far is queued in the producer: a record whose
+        topic had no metadata yet is still on its way through ``AIOProducer.send``, and a
+        flush or commit must not overtake it."""
+        while self._queueing:
+            await asyncio.gather(*list(self._queueing), return_exceptions=True)
 
     def _submit(
         self,
@@ -118,7 +125,10 @@ class Producer:
             result.set_exception(exc)
             return
         if future is None:
-            future = asyncio.ensure_future(self._send(topic, value, key, kwargs))
+            queued = asyncio.ensure_future(self._producer.send(topic, value, key, **kwargs))
+            self._queueing.add(queued)
+            queued.add_done_callback(self._queueing.discard)
+            future = asyncio.ensure_future(self._delivered(queued))
 
         def done(f: asyncio.Future[RecordMetadata]) -> None:
             if f.cancelled():
@@ -161,7 +171,11 @@ class Producer:
         ).result()
 
     def flush(self, timeout_s: float | None = None) -> None:
-        self._thread.run(self._producer.flush(timeout_s))
+        async def flush() -> None:
+            await self._queued()
+            await self._producer.flush(timeout_s)
+
+        self._thread.run(flush())
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._thread.run(self._producer.partitions_for(topic))
@@ -183,14 +197,26 @@ class Producer:
         self._thread.run(self._producer.send_offsets_to_transaction(offsets, group_metadata))
 
     def commit_transaction(self) -> None:
-        self._thread.run(self._producer.commit_transaction())
+        async def commit() -> None:
+            await self._queued()
+            await self._producer.commit_transaction()
+
+        self._thread.run(commit())
 
     def abort_transaction(self) -> None:
-        self._thread.run(self._producer.abort_transaction())
+        async def abort() -> None:
+            await self._queued()
+            await self._producer.abort_transaction()
+
+        self._thread.run(abort())
 
     def close(self, timeout_s: float | None = None) -> None:
+        async def close() -> None:
+            await self._queued()
+            await self._producer.close(timeout_s)
+
         try:
-            self._thread.run(self._producer.close(timeout_s))
+            self._thread.run(close())
         finally:
             self._thread.stop()
 
