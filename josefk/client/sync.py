@@ -377,9 +377,14 @@ class Admin:
         self._thread.run(self._admin.alter_configs(resource, changes))
 
     def list_offsets(
-        self, timestamps: Mapping[TopicPartition, int]
+        self,
+        timestamps: Mapping[TopicPartition, int],
+        *,
+        isolation_level: str = "read_uncommitted",
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        return self._thread.run(self._admin.list_offsets(timestamps))
+        return self._thread.run(
+            self._admin.list_offsets(timestamps, isolation_level=isolation_level)
+        )
 
     def list_transactions(
         self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = ()

@@ -6,7 +6,9 @@ and latest offsets, offsets by timestamp), ``read_range`` (executor side: the re
 took from the high watermark, or the last stable offset under read_committed), ``write_rows``
 (executor side: rows produced with josefk's producer, every delivery awaited so an error
 fails the task), ``write_rows_in_transaction`` (the same inside a transaction left open
-for the driver) and ``complete_transactions`` (driver side: EndTxn for each task's).
+for the driver), ``complete_transactions`` (driver side: EndTxn for each task's) and
+``fence_transactions`` (driver side, after a failed job: InitProducerId for each task that
+left no commit message, aborting whatever it left open).
 
 Each executor call runs josefk's asyncio client on a private event loop driven from the
 calling thread (``run_until_complete`` step by step), so a read yields batch after batch
@@ -38,6 +40,7 @@ from josefk.client import (
 )
 from josefk.client import PreparedTransaction as PreparedTransaction  # for source.py
 from josefk.client.errors import OffsetOutOfRangeError
+from josefk.client.transactions import TransactionManager
 from josefk.spark.options import EARLIEST, LATEST, Subscription
 from josefk.spark.planning import OffsetRange
 
@@ -409,6 +412,35 @@ def complete_transactions(
                 f"could {verb} only {done} of {len(prepared)} task transactions "
                 f"(failed at {prepared[done].transactional_id}): {exc}"
             ) from exc
+        finally:
+            await client.close()
+
+    _run_once(run())
+
+
+def fence_transactions(settings: Mapping[str, Any], transactional_ids: Sequence[str]) -> None:
+    """Driver side, when a job failed: take over each transactional id whose task left no
+    commit message (it failed, or was cancelled, possibly after preparing its transaction).
+    InitProducerId bumps the id's epoch, which aborts its open transaction and fences a
+    task attempt still running."""
+    if not transactional_ids:
+        return
+
+    async def run() -> None:
+        client = KafkaClient(**_admin_settings(settings))
+        await client.start()
+        try:
+            for transactional_id in transactional_ids:
+                manager = TransactionManager(
+                    client,
+                    transactional_id,
+                    transaction_timeout_ms=int(settings.get("transaction_timeout_ms", 60_000)),
+                    max_block_ms=int(settings.get("max_block_ms", 60_000)),
+                    retry_backoff_ms=client.config.retry_backoff_ms,
+                    retry_backoff_max_ms=client.config.retry_backoff_max_ms,
+                    clock=client.config.clock,
+                )
+                await manager.init()
         finally:
             await client.close()
 

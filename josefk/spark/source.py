@@ -63,6 +63,7 @@ from josefk.spark.kafka_io import (
     OffsetLookup,
     PreparedTransaction,
     complete_transactions,
+    fence_transactions,
     read_range,
     report_data_loss,
     write_rows,
@@ -431,6 +432,12 @@ class _Writes:
         prepared = [m.transaction for m in written if m.transaction is not None]
         if prepared:
             complete_transactions(self._sink.producer_settings, prepared, commit=commit)
+        prefix = self._sink.transactional_id_prefix
+        if not commit and prefix is not None:
+            # A task without a message failed or was cancelled, maybe after preparing its
+            # transaction (messages are indexed by partition id, as the ids are).
+            missing = [f"{prefix}-{i}" for i, m in enumerate(messages) if m is None]
+            fence_transactions(self._sink.producer_settings, missing)
         return sum(m.records for m in written)
 
 
