@@ -13,8 +13,11 @@ from fake_txn_cluster import FakeTxnCluster
 from josefk.client import (
     AIOProducer,
     ConsumerGroupMetadata,
+    KafkaClient,
+    PreparedTransaction,
     TopicPartition,
     TransactionState,
+    complete_transaction,
 )
 from josefk.client.errors import (
     AbortableTransactionError,
@@ -292,3 +295,31 @@ async def test_non_transactional_producer_has_no_transaction_api(cluster: FakeTx
         assert producer.transaction_state is None
         with pytest.raises(IllegalStateError):
             producer.begin_transaction()
+
+
+async def test_prepared_transaction_is_ended_by_someone_else(cluster: FakeTxnCluster) -> None:
+    async with _producer(cluster) as producer:
+        await producer.init_transactions()
+        producer.begin_transaction()
+        await producer.send(TOPIC, b"handed over", partition=0)
+        prepared = await producer.prepare_transaction()
+        assert producer.transaction_state is TransactionState.PREPARED
+        with pytest.raises(IllegalStateError):
+            producer.begin_transaction()
+    # Closing a producer with a prepared transaction does not abort it.
+    assert not cluster.calls_of(ApiKey.END_TXN)
+    assert prepared == PreparedTransaction("tx-1", 77, 0, True)
+    client = KafkaClient(bootstrap_servers=cluster.bootstrap)
+    await client.start()
+    try:
+        await complete_transaction(client, prepared, commit=True)
+        await complete_transaction(client, prepared._replace(started=False), commit=True)
+    finally:
+        await client.close()
+    (end,) = cluster.calls_of(ApiKey.END_TXN)
+    assert (end.transactional_id, end.producer_id, end.producer_epoch, end.committed) == (
+        "tx-1",
+        77,
+        0,
+        True,
+    )
