@@ -1,8 +1,10 @@
 """The group coordinator: Kafka's classic group protocol and committed offsets.
 
 Owns ``GroupCoordinator`` (every group of this broker, the rebalance protocol of JoinGroup /
-SyncGroup / Heartbeat / LeaveGroup, offset commits and fetches, group listing and deletion,
-offset retention, loading from ``__consumer_offsets`` at start-up) and ``GroupConfig``.
+SyncGroup / Heartbeat / LeaveGroup, offset commits and fetches, transactional offset commits
+(``txn_commit_offsets``, completed by the transaction's marker through ``complete_txn``),
+group listing and deletion, offset retention, loading from ``__consumer_offsets`` at start-up)
+and ``GroupConfig``.
 
 The single node coordinates every group. In a cluster a broker coordinates the groups of the
 ``__consumer_offsets`` partitions it leads (Kafka's ``abs(hashCode) % partitions``), loading
@@ -19,7 +21,9 @@ Concurrency: every method runs on the event loop thread and none awaits halfway 
 change; JoinGroup and SyncGroup return futures that later transitions complete.
 
 Imports the group package, the scheduler and clock of josefk.storage, josefk.protocol.errors
-(the codes only) and josefk.metrics value types; must not import handlers or the codec.
+(the codes only), the control record type of josefk.records and josefk.metrics value types;
+must not import handlers, the codec or the transaction coordinator (markers come in through
+``complete_txn``, which the broker wires to the replica manager's marker listeners).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from josefk.broker.group.offsets_schema import (
 from josefk.broker.group.store import KeyValue, OffsetsStore, StoreAppendError
 from josefk.metrics.collectors import GroupPartitionStats, GroupStats
 from josefk.protocol.errors import ErrorCode
+from josefk.records.record import ControlRecordType
 from josefk.storage.clock import Clock
 from josefk.storage.scheduler import Scheduler
 
@@ -70,6 +75,17 @@ logger = logging.getLogger(__name__)
 
 UNKNOWN_MEMBER_ID: Final = ""
 DEFAULT_OFFSET_METADATA_MAX_BYTES: Final = 4096
+
+# A record while replaying a partition: its batch's base offset and its value (None: a
+# tombstone).
+_Record = tuple[int, bytes | None]
+
+
+def _committed(value_bytes: bytes, append_offset: int) -> CommittedOffset:
+    v = decode_offset_value(value_bytes)
+    return CommittedOffset(
+        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp, append_offset
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +190,10 @@ class GroupCoordinator:
         # The offsets topic partitions whose groups this broker coordinates; None: all of
         # them (the single node). In a cluster, those it leads (load_partition/unload_partition).
         self._owned: set[int] | None = None
+        # Producer id -> groups that may hold its pending transactional offsets, so that a
+        # marker finds them without a walk over every group (an entry may outlive the
+        # offsets; it is checked and dropped when the marker comes).
+        self._txn_groups: dict[int, set[str]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -218,6 +238,7 @@ class GroupCoordinator:
             del self._groups[group.group_id]
             if self._probe is not None:
                 self._probe.remove_group(group.group_id)
+        self._report_pending()
         logger.info("unloaded the groups of %s-%d", "__consumer_offsets", partition)
 
     def _release(self, group: GroupMetadata, error: ErrorCode) -> None:
@@ -233,23 +254,22 @@ class GroupCoordinator:
         """Rebuild the groups of ``partitions`` (all by default) from the offsets topic: the
         last record of a key wins and a tombstone deletes it. Groups with members come back
         Stable and their members must heartbeat within a session timeout, as after a
-        coordinator move in Kafka."""
+        coordinator move in Kafka.
+
+        Transactional offset commits are replayed as Kafka's loader does: kept per producer
+        until that producer's marker; a COMMIT applies each one unless the key's current
+        record is further on in the log, an ABORT drops them, and those of transactions
+        still open come back pending. A plain tombstone of an offset also drops the pending
+        offsets of that partition (as OffsetDelete and DeleteGroups do live)."""
         offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        pending: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
         values: dict[str, GroupMetadataValue | None] = {}
         if partitions is None:
             partitions = range(self._store.partition_count)
         loaded = 0
         for partition in partitions:
-            # Only a key's last record counts: keep the raw bytes while replaying and decode
-            # once per key at the end (an uncompacted partition repeats each key many times).
-            # Re-inserting keeps the dict in order of last write, so that two encodings of
-            # one key (schema versions) still resolve to the later record.
-            latest: dict[bytes, bytes | None] = {}
-            pop = latest.pop
-            for key_bytes, value_bytes in self._store.read(partition):
-                pop(key_bytes, None)
-                latest[key_bytes] = value_bytes
-            for key_bytes, value_bytes in latest.items():
+            latest, open_txns = self._replay(partition)
+            for key_bytes, (append_offset, value_bytes) in latest.items():
                 try:
                     key = decode_key(key_bytes)
                     if isinstance(key, OffsetKey):
@@ -258,33 +278,84 @@ class GroupCoordinator:
                         if value_bytes is None:
                             group_offsets.pop(tp, None)
                         else:
-                            v = decode_offset_value(value_bytes)
-                            group_offsets[tp] = CommittedOffset(
-                                v.offset,
-                                v.leader_epoch,
-                                v.metadata,
-                                v.commit_timestamp,
-                                v.expire_timestamp,
-                            )
+                            group_offsets[tp] = _committed(value_bytes, append_offset)
                     else:
                         values[key.group] = (
                             None if value_bytes is None else decode_group_value(value_bytes)
                         )
                 except OffsetsSchemaError as exc:
                     logger.warning("skipping unreadable record in partition %d: %s", partition, exc)
+            for producer_id, records in open_txns.items():
+                for key_bytes, (append_offset, value_bytes) in records.items():
+                    try:
+                        key = decode_key(key_bytes)
+                        if not isinstance(key, OffsetKey) or value_bytes is None:
+                            continue
+                        committed = _committed(value_bytes, append_offset)
+                    except OffsetsSchemaError as exc:
+                        logger.warning(
+                            "skipping unreadable record in partition %d: %s", partition, exc
+                        )
+                        continue
+                    by_producer = pending.setdefault(key.group, {})
+                    by_producer.setdefault(producer_id, {})[(key.topic, key.partition)] = committed
         now = self._clock.milliseconds()
-        for group_id in sorted(set(offsets) | set(values)):
+        for group_id in sorted(set(offsets) | set(values) | set(pending)):
             value = values.get(group_id)
             group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
+            group_pending = pending.get(group_id, {})
+            if value is None and not group_offsets and not group_pending:
                 continue
             group = GroupMetadata(group_id, now_ms=now)
             group.offsets = group_offsets
+            group.pending_txn_offsets = group_pending
+            for producer_id in group_pending:
+                self._txn_groups.setdefault(producer_id, set()).add(group_id)
             if value is not None:
                 self._restore(group, value)
             self._groups[group_id] = group
             loaded += 1
+        self._report_pending()
         logger.info("loaded %d groups from the offsets topic", loaded)
+
+    def _replay(
+        self, partition: int
+    ) -> tuple[dict[bytes, _Record], dict[int, dict[bytes, _Record]]]:
+        """The partition's last record of each key (with its batch's base offset), in order
+        of last write, and the records of transactions still open, by producer."""
+        # Only a key's last record counts: keep the raw bytes while replaying and decode
+        # once per key at the end (an uncompacted partition repeats each key many times).
+        # Re-inserting keeps the dict in order of last write, so that two encodings of
+        # one key (schema versions) still resolve to the later record.
+        latest: dict[bytes, _Record] = {}
+        open_txns: dict[int, dict[bytes, _Record]] = {}
+        pop = latest.pop
+        for batch in self._store.read(partition):
+            if batch.control is not None:
+                records = open_txns.pop(batch.producer_id, None)
+                if records is None or batch.control is not ControlRecordType.COMMIT:
+                    continue
+                for key_bytes, record in records.items():
+                    current = latest.get(key_bytes)
+                    if current is None or current[0] < record[0]:
+                        pop(key_bytes, None)
+                        latest[key_bytes] = record
+                continue
+            if batch.is_transactional and batch.producer_id >= 0:
+                txn = open_txns.setdefault(batch.producer_id, {})
+                for key_bytes, value_bytes in batch.records:
+                    if value_bytes is None:
+                        txn.pop(key_bytes, None)
+                    else:
+                        txn[key_bytes] = (batch.base_offset, value_bytes)
+                continue
+            for key_bytes, value_bytes in batch.records:
+                pop(key_bytes, None)
+                latest[key_bytes] = (batch.base_offset, value_bytes)
+                if value_bytes is None:
+                    for txn in open_txns.values():
+                        txn.pop(key_bytes, None)
+        return latest, open_txns
 
     def _restore(self, group: GroupMetadata, value: GroupMetadataValue) -> None:
         group.protocol_type = value.protocol_type or None
@@ -934,6 +1005,24 @@ class GroupCoordinator:
     def _store_offsets(
         self, group: GroupMetadata, entries: Sequence[OffsetCommitEntry], retention_ms: int
     ) -> list[ErrorCode]:
+        errors, accepted = self._write_offsets(group, entries, retention_ms)
+        for tp, committed in accepted:
+            group.offsets[tp] = committed
+        if accepted and self._probe is not None:
+            self._probe.offsets_committed(group.group_id, len(accepted))
+        return errors
+
+    def _write_offsets(
+        self,
+        group: GroupMetadata,
+        entries: Sequence[OffsetCommitEntry],
+        retention_ms: int,
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> tuple[list[ErrorCode], list[tuple[tuple[str, int], CommittedOffset]]]:
+        """Append the entries as one batch (transactional with a producer id); one error per
+        entry, and the offsets written (none when the append failed)."""
         now = self._clock.milliseconds()
         expire = now + retention_ms if retention_ms >= 0 else None
         errors: list[ErrorCode] = []
@@ -957,27 +1046,128 @@ class GroupCoordinator:
                 )
             )
         if not records:
-            return errors
+            return errors, []
         try:
-            self._store.append(self.partition_for(group.group_id), records, now)
+            append_offset = self._store.append(
+                self.partition_for(group.group_id),
+                records,
+                now,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+            )
         except StoreAppendError as exc:
-            return [e if e else ErrorCode(exc.error) for e in errors]
-        for tp, committed in accepted:
-            group.offsets[tp] = committed
-        if self._probe is not None:
-            self._probe.offsets_committed(group.group_id, len(accepted))
+            return [e if e else ErrorCode(exc.error) for e in errors], []
+        for _, committed in accepted:
+            committed.append_offset = append_offset
+        return errors, accepted
+
+    def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        entries: Sequence[OffsetCommitEntry],
+    ) -> list[ErrorCode]:
+        """TxnOffsetCommit: write the offsets as the producer's transactional batch and keep
+        them pending until its marker (``complete_txn``); one error per entry, in order.
+
+        The KIP-447 fields are checked as Kafka's coordinator does for a transactional
+        commit: a static member's instance id must map to ``member_id``, a non-empty
+        ``member_id`` must be a member and a generation >= 0 must be the group's (a
+        rebalance in progress is no error here: the transaction's offsets only become
+        visible at its commit). A group this coordinator does not know is created Empty."""
+        if not group_id:
+            return [ErrorCode.INVALID_GROUP_ID] * len(entries)
+        if error := self.ownership_error(group_id):
+            return [error] * len(entries)
+        group = self._groups.get(group_id)
+        known = group is not None
+        if group is None:
+            group = GroupMetadata(group_id, now_ms=self._clock.milliseconds())
+        error = ErrorCode.NONE
+        if group.is_in(GroupState.DEAD):
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif (
+            group_instance_id is not None
+            and group.static_members.get(group_instance_id, member_id) != member_id
+        ):
+            error = ErrorCode.FENCED_INSTANCE_ID
+        elif member_id != UNKNOWN_MEMBER_ID and member_id not in group.members:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if error:
+            return [error] * len(entries)
+        errors, accepted = self._write_offsets(
+            group, entries, -1, producer_id=producer_id, producer_epoch=producer_epoch
+        )
+        if accepted:
+            if not known:
+                self._groups[group_id] = group
+            group.add_pending_txn_offsets(producer_id, accepted)
+            self._txn_groups.setdefault(producer_id, set()).add(group_id)
+            self._report_pending()
         return errors
+
+    def complete_txn(self, partition: int, producer_id: int, *, committed: bool) -> int:
+        """A COMMIT or ABORT marker of ``producer_id`` was written to ``partition`` of the
+        offsets topic (ReplicaManager.txn_marker_listeners): the pending offsets of that
+        producer in the partition's groups become committed or are dropped. Returns how many
+        offsets became committed. Markers of partitions this broker does not coordinate are
+        none of its business (their groups load from the log when it does)."""
+        if self._owned is not None and partition not in self._owned:
+            return 0
+        group_ids = self._txn_groups.get(producer_id)
+        if not group_ids:
+            return 0
+        applied = 0
+        for group_id in [g for g in group_ids if self.partition_for(g) == partition]:
+            group_ids.discard(group_id)
+            group = self._groups.get(group_id)
+            if group is None:
+                continue
+            count = group.complete_txn(producer_id, committed=committed)
+            applied += count
+            if count and self._probe is not None:
+                self._probe.offsets_committed(group_id, count)
+        if not group_ids:
+            del self._txn_groups[producer_id]
+        self._report_pending()
+        return applied
+
+    def _report_pending(self) -> None:
+        if self._probe is None:
+            return
+        group_ids = set().union(*self._txn_groups.values())
+        total = 0
+        for group_id in group_ids:
+            group = self._groups.get(group_id)
+            if group is not None:
+                total += group.pending_txn_offset_count
+        self._probe.pending_txn_offsets(total)
 
     def fetch_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]] | None
     ) -> list[tuple[str, int, CommittedOffset | None]]:
         """Committed offsets of the partitions (all the group has when None); a partition
-        or group without a commit comes back with None, which is not an error."""
+        or group without a commit comes back with None, which is not an error. Offsets of
+        transactions not yet committed are not among them (``is_unstable``)."""
         group = self._groups.get(group_id)
         offsets = {} if group is None else group.offsets
         if partitions is None:
             return [(topic, p, committed) for (topic, p), committed in sorted(offsets.items())]
         return [(topic, p, offsets.get((topic, p))) for topic, p in partitions]
+
+    def is_unstable(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether a transaction has an offset of the partition pending: OffsetFetch with
+        ``require_stable`` (v7+, KIP-447) answers UNSTABLE_OFFSET_COMMIT for it, and the
+        client retries until the transaction completes instead of starting from an offset
+        about to change."""
+        group = self._groups.get(group_id)
+        return group is not None and group.has_pending_txn_offsets((topic, partition))
 
     def delete_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]]
@@ -1003,7 +1193,7 @@ class GroupCoordinator:
                 errors.append(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
             else:
                 errors.append(ErrorCode.NONE)
-                if tp in group.offsets:
+                if tp in group.offsets or group.has_pending_txn_offsets(tp):
                     doomed.append(tp)
         if doomed:
             try:
@@ -1030,14 +1220,19 @@ class GroupCoordinator:
             self._store.append(
                 self.partition_for(group.group_id), records, self._clock.milliseconds()
             )
-        for tp in partitions:
-            group.offsets.pop(tp, None)
+        # Pending transactional offsets of these partitions go too: the tombstone drops
+        # them when the partition is loaded again, so a later commit marker must not bring
+        # them back now.
+        had_pending = group.has_pending_txn_offsets()
+        group.remove_offsets(partitions)
+        if had_pending:
+            self._report_pending()
 
     def remove_offsets_of_topic(self, topic: str) -> None:
         """A deleted topic's committed offsets go (tombstones), as Kafka's
         onPartitionsDeleted does, so a topic created again under the name starts clean."""
         for group in list(self._groups.values()):
-            doomed = [tp for tp in group.offsets if tp[0] == topic]
+            doomed = [tp for tp in group.offset_partitions() if tp[0] == topic]
             if not doomed:
                 continue
             try:
@@ -1057,9 +1252,11 @@ class GroupCoordinator:
         total = 0
         for group in list(self._groups.values()):
             expired = group.expired_offsets(now, self.config.offsets_retention_ms)
+            # A group whose transaction has offsets pending stays (Kafka's hasOffsets).
             remove_group = (
                 group.is_in(GroupState.EMPTY)
                 and not group.pending_members
+                and not group.has_pending_txn_offsets()
                 and len(expired) == len(group.offsets)
             )
             if not expired and not remove_group:
@@ -1127,7 +1324,10 @@ class GroupCoordinator:
                 errors.append(ErrorCode.NON_EMPTY_GROUP)
             else:
                 try:
-                    self._write_offset_tombstones(group, list(group.offsets), with_group=True)
+                    # Pending transactional offsets are deleted with the group, so that
+                    # the transaction's commit does not resurrect it (as Kafka's
+                    # removeAllOffsets drops them).
+                    self._write_offset_tombstones(group, group.offset_partitions(), with_group=True)
                 except StoreAppendError as exc:
                     errors.append(ErrorCode(exc.error))
                     continue

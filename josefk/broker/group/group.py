@@ -3,7 +3,7 @@
 Owns ``GroupState`` and its legal transitions, ``MemberMetadata``, ``CommittedOffset`` and
 ``GroupMetadata``: the data of the group state machine and the rules that need no clock and
 no I/O (protocol selection, leader choice, which offsets retention may expire, the record a
-group is stored as). The coordinator drives the transitions; this module never schedules,
+group is stored as, how a transaction's pending offsets complete). The coordinator drives the transitions; this module never schedules,
 awaits or writes anything.
 
 State machine (Kafka's classic protocol)::
@@ -17,6 +17,11 @@ State machine (Kafka's classic protocol)::
                         --a member joins, leaves, dies or changes
                           its protocols; the leader rejoins-->    PreparingRebalance
     Empty (no offsets)  --retention, DeleteGroups-->              Dead
+
+Transactional offsets (KIP-98): a TxnOffsetCommit's offsets are kept per producer id in
+``pending_txn_offsets``, invisible to OffsetFetch, until that producer's COMMIT marker moves
+them into ``offsets`` (each one only if it is newer in the log than the committed offset it
+would replace, Kafka's rule) or its ABORT marker drops them.
 
 Imports josefk.broker.group.offsets_schema and assignment only; must not import the
 protocol codec, storage or handlers.
@@ -68,6 +73,13 @@ class CommittedOffset:
     metadata: str
     commit_timestamp: int
     expire_timestamp: int | None = None
+    # Base offset in __consumer_offsets of the batch holding the commit (-1: not known). A
+    # transactional commit completes after later plain commits may have been written: the
+    # one further on in the log wins, as in Kafka.
+    append_offset: int = -1
+
+    def older_than(self, other: CommittedOffset) -> bool:
+        return self.append_offset < other.append_offset
 
 
 class MemberMetadata:
@@ -165,6 +177,8 @@ class GroupMetadata:
         self.pending_members: set[str] = set()
         self.static_members: dict[str, str] = {}
         self.offsets: dict[tuple[str, int], CommittedOffset] = {}
+        # Transactional commits not yet completed by a marker: producer id -> offsets.
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = {}
         self.current_state_timestamp: int | None = now_ms
         # Rebalance bookkeeping: the join timer, whether it is the initial delayed join of a
         # new group, and whether members arrived while that delay ran.
@@ -297,6 +311,59 @@ class GroupMetadata:
             self.protocol_name = None
             self.transition_to(GroupState.EMPTY, now_ms)
 
+    # -- transactional offsets ------------------------------------------------------------
+
+    def has_pending_txn_offsets(self, tp: tuple[str, int] | None = None) -> bool:
+        """Whether a transaction has offsets pending (for ``tp``, or any partition)."""
+        if tp is None:
+            return bool(self.pending_txn_offsets)
+        return any(tp in pending for pending in self.pending_txn_offsets.values())
+
+    @property
+    def pending_txn_offset_count(self) -> int:
+        return sum(len(pending) for pending in self.pending_txn_offsets.values())
+
+    def add_pending_txn_offsets(
+        self, producer_id: int, offsets: Sequence[tuple[tuple[str, int], CommittedOffset]]
+    ) -> None:
+        pending = self.pending_txn_offsets.setdefault(producer_id, {})
+        for tp, committed in offsets:
+            pending[tp] = committed
+
+    def complete_txn(self, producer_id: int, *, committed: bool) -> int:
+        """The producer's transaction ended: on commit its pending offsets replace the
+        committed ones they are newer than; on abort they are dropped. Returns how many
+        offsets became committed."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if pending is None or not committed:
+            return 0
+        applied = 0
+        for tp, offset in pending.items():
+            current = self.offsets.get(tp)
+            if current is None or current.older_than(offset):
+                self.offsets[tp] = offset
+                applied += 1
+        return applied
+
+    def remove_offsets(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Committed and pending offsets of the partitions go (OffsetDelete, DeleteGroups,
+        topic deletion): a transaction that commits later does not bring them back."""
+        for tp in partitions:
+            self.offsets.pop(tp, None)
+        for producer_id in list(self.pending_txn_offsets):
+            pending = self.pending_txn_offsets[producer_id]
+            for tp in partitions:
+                pending.pop(tp, None)
+            if not pending:
+                del self.pending_txn_offsets[producer_id]
+
+    def offset_partitions(self) -> list[tuple[str, int]]:
+        """Every partition with a committed or pending offset."""
+        found = dict.fromkeys(self.offsets)
+        for pending in self.pending_txn_offsets.values():
+            found.update(dict.fromkeys(pending))
+        return list(found)
+
     # -- offsets retention ----------------------------------------------------------------
 
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
@@ -304,7 +371,16 @@ class GroupMetadata:
         an explicit expire timestamp always counts; an Empty group's offsets expire
         ``retention`` after it became Empty (after their commit for groups that never had
         members); a Stable consumer group keeps the offsets of subscribed topics and expires
-        the others ``retention`` after their commit; other groups keep everything."""
+        the others ``retention`` after their commit; other groups keep everything. A
+        partition with a transactional offset pending keeps its committed offset (the
+        transaction's commit would otherwise race the tombstone)."""
+        return [
+            tp
+            for tp in self._expired_offsets(now_ms, retention_ms)
+            if not self.has_pending_txn_offsets(tp)
+        ]
+
+    def _expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
         if self.protocol_type is None or self.state is GroupState.EMPTY:
             subscribed: set[str] = set()
             use_state_time = self.protocol_type is not None

@@ -1,10 +1,18 @@
 """Where the group coordinator's records live: the ``__consumer_offsets`` topic.
 
-Owns ``OffsetsStore`` (what the coordinator needs: append keyed records to one partition,
-read a partition back from its log start offset), ``TopicOffsetsStore`` (the real one, on the
-broker's replica manager: the topic is created at start-up when missing, with
-``cleanup.policy=compact``) and ``MemoryOffsetsStore`` (for unit tests; it keeps what was
-appended so a test can restart a coordinator on it).
+Owns ``OffsetsStore`` (what the coordinator needs: append keyed records to one partition as
+one batch, plain or transactional, and read a partition back batch by batch from its log start
+offset, with each batch's producer id, transactional bit and, for a control batch, its marker
+type), ``StoredBatch``, ``TopicOffsetsStore`` (the real one, on the broker's replica manager:
+the topic is created at start-up when missing, with ``cleanup.policy=compact``) and
+``MemoryOffsetsStore`` (for unit tests; it keeps what was appended, markers included, so a test
+can restart a coordinator on it).
+
+Transactional offset commits (TxnOffsetCommit) are batches with the producer's id and epoch,
+the transactional bit and no sequence, appended with ``AppendOrigin.COORDINATOR``: the log's
+producer state opens the producer's transaction on the partition and refuses an epoch older
+than the producer's (INVALID_PRODUCER_EPOCH). The transaction's COMMIT or ABORT marker is
+written by the transaction coordinator (WriteTxnMarkers), never through this store.
 
 An append goes into the partition's log before ``append`` returns (the page cache, as every
 produce), so a committed offset answered to a client survives a SIGKILL of the broker.
@@ -17,14 +25,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from josefk.broker.errors import error_code_for
 from josefk.broker.replica_manager import AppendOutcome, ReplicaManager
 from josefk.protocol.errors import ErrorCode
-from josefk.records import BatchBuilder, split_batches
-from josefk.records.record import iter_records
-from josefk.storage.offsets import FetchIsolation
+from josefk.records import BatchBuilder, CorruptRecordError, split_batches
+from josefk.records.record import ControlRecordType, decode_control_type, iter_records
+from josefk.storage.offsets import AppendOrigin, FetchIsolation, TxnMarker
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +43,26 @@ _LOAD_CHUNK_BYTES: Final = 1 << 20
 _KEPT_APPENDS: Final = 64
 
 KeyValue = tuple[bytes, bytes | None]
+
+NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBatch:
+    """One batch of the offsets topic as the coordinator replays it.
+
+    ``control`` is None for a data batch, else the marker type (COMMIT or ABORT) of the
+    producer's transaction; a control batch has no ``records``. ``base_offset`` orders
+    commits by log position (Kafka's rule for a transactional commit completed after a later
+    plain one)."""
+
+    base_offset: int
+    producer_id: int
+    producer_epoch: int
+    is_transactional: bool
+    control: ControlRecordType | None
+    records: tuple[KeyValue, ...]
 
 
 class StoreAppendError(Exception):
@@ -48,12 +77,21 @@ class OffsetsStore(Protocol):
     @property
     def partition_count(self) -> int: ...
 
-    def append(self, partition: int, records: Sequence[KeyValue], timestamp: int) -> None:
-        """Write the records as one batch; raises StoreAppendError."""
+    def append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp: int,
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> int:
+        """Write the records as one batch and return its base offset; with a producer id the
+        batch is transactional (that producer's transaction). Raises StoreAppendError."""
         ...
 
-    def read(self, partition: int) -> Iterator[KeyValue]:
-        """Every record of the partition from its log start offset, in offset order."""
+    def read(self, partition: int) -> Iterator[StoredBatch]:
+        """Every batch of the partition from its log start offset, in offset order."""
         ...
 
     def take_appends(self) -> list[AppendOutcome]:
@@ -68,37 +106,118 @@ def coordinator_error(append_error: ErrorCode) -> ErrorCode:
         return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
     if append_error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if append_error in _PRODUCER_ERRORS:
+        # A transactional commit the partition's producer state refused: the producer is
+        # told, as Kafka passes these through (it is fenced; retrying cannot help).
+        return append_error
     return ErrorCode.NOT_COORDINATOR
 
 
-def build_batch(records: Sequence[KeyValue], timestamp: int) -> bytearray:
-    builder = BatchBuilder(clock=lambda: timestamp)
+_PRODUCER_ERRORS: Final = frozenset(
+    {ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE}
+)
+
+
+def build_batch(
+    records: Sequence[KeyValue],
+    timestamp: int,
+    *,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+) -> bytearray:
+    builder = BatchBuilder(
+        clock=lambda: timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=producer_id >= 0,
+    )
     for key, value in records:
         builder.append(key, value, timestamp=timestamp)
     return builder.build()
 
 
 class MemoryOffsetsStore:
-    """An offsets topic in memory; ``batches`` counts appends (one per coordinator write)."""
+    """An offsets topic in memory; ``batches`` counts appends (one per coordinator write).
+
+    It keeps each producer's epoch per partition and refuses an older one (transactional
+    commits and markers), as the log's producer state does; ``write_marker`` stands in for
+    the transaction coordinator's WriteTxnMarkers."""
 
     def __init__(self, partition_count: int = 50) -> None:
         self._partition_count = partition_count
-        self.records: dict[int, list[KeyValue]] = {}
+        self.log: dict[int, list[StoredBatch]] = {}
         self.batches = 0
         self.fail_with: int | None = None
+        self._epochs: dict[tuple[int, int], int] = {}
 
     @property
     def partition_count(self) -> int:
         return self._partition_count
 
-    def append(self, partition: int, records: Sequence[KeyValue], timestamp: int) -> None:
+    @property
+    def records(self) -> dict[int, list[KeyValue]]:
+        """The data records of each partition, in offset order (markers left out)."""
+        return {
+            partition: [kv for batch in batches for kv in batch.records]
+            for partition, batches in self.log.items()
+        }
+
+    def _next_offset(self, partition: int) -> int:
+        batches = self.log.get(partition)
+        if not batches:
+            return 0
+        last = batches[-1]
+        return last.base_offset + max(len(last.records), 1)
+
+    def _check_epoch(self, partition: int, producer_id: int, producer_epoch: int) -> None:
+        current = self._epochs.get((partition, producer_id), NO_PRODUCER_EPOCH)
+        if producer_epoch < current:
+            raise StoreAppendError(
+                f"epoch {producer_epoch} of producer {producer_id} is older than {current}",
+                error=ErrorCode.INVALID_PRODUCER_EPOCH,
+            )
+        self._epochs[(partition, producer_id)] = producer_epoch
+
+    def append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp: int,
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> int:
         if self.fail_with is not None:
             raise StoreAppendError("injected failure", error=self.fail_with)
-        self.records.setdefault(partition, []).extend(records)
+        if producer_id >= 0:
+            self._check_epoch(partition, producer_id, producer_epoch)
+        base_offset = self._next_offset(partition)
+        self.log.setdefault(partition, []).append(
+            StoredBatch(
+                base_offset, producer_id, producer_epoch, producer_id >= 0, None, tuple(records)
+            )
+        )
         self.batches += 1
+        return base_offset
 
-    def read(self, partition: int) -> Iterator[KeyValue]:
-        return iter(list(self.records.get(partition, [])))
+    def write_marker(self, partition: int, marker: TxnMarker) -> int:
+        """Append a COMMIT/ABORT control batch, as WriteTxnMarkers does; its offset."""
+        self._check_epoch(partition, marker.producer_id, marker.producer_epoch)
+        base_offset = self._next_offset(partition)
+        self.log.setdefault(partition, []).append(
+            StoredBatch(
+                base_offset,
+                marker.producer_id,
+                marker.producer_epoch,
+                True,
+                ControlRecordType.COMMIT if marker.committed else ControlRecordType.ABORT,
+                (),
+            )
+        )
+        return base_offset
+
+    def read(self, partition: int) -> Iterator[StoredBatch]:
+        return iter(list(self.log.get(partition, [])))
 
     def take_appends(self) -> list[AppendOutcome]:
         return []  # nothing to replicate in memory
@@ -144,20 +263,41 @@ class TopicOffsetsStore:
         assert self._default_partitions is not None
         return self._default_partitions
 
-    def append(self, partition: int, records: Sequence[KeyValue], timestamp: int) -> None:
+    def append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp: int,
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> int:
         target = self._replicas.get_partition(OFFSETS_TOPIC, partition)
         if target is None:
             raise StoreAppendError(
                 f"{OFFSETS_TOPIC}-{partition} is missing", error=ErrorCode.COORDINATOR_NOT_AVAILABLE
             )
-        batch = build_batch(records, timestamp)
+        batch = build_batch(
+            records, timestamp, producer_id=producer_id, producer_epoch=producer_epoch
+        )
         try:
-            info = self._replicas.append_to_leader(target, memoryview(batch))
+            # The coordinator origin: a transactional batch without sequences is ours.
+            info = self._replicas.append_to_leader(
+                target, memoryview(batch), origin=AppendOrigin.COORDINATOR
+            )
         except Exception as exc:
-            logger.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
-            raise StoreAppendError(str(exc), error=coordinator_error(error_code_for(exc))) from exc
+            code = error_code_for(exc)
+            if code in _PRODUCER_ERRORS:
+                # A fenced producer is the producer's problem, not the broker's.
+                logger.info(
+                    "transactional commit to %s-%d refused: %s", OFFSETS_TOPIC, partition, exc
+                )
+            else:
+                logger.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
+            raise StoreAppendError(str(exc), error=coordinator_error(code)) from exc
         self._appends.append(AppendOutcome(target.tp, info))
         del self._appends[:-_KEPT_APPENDS]
+        return info.first_offset
 
     def take_appends(self) -> list[AppendOutcome]:
         """The appends since the last call: a handler that wants its commit replicated (as
@@ -166,7 +306,7 @@ class TopicOffsetsStore:
         appends, self._appends = self._appends, []
         return appends
 
-    def read(self, partition: int) -> Iterator[KeyValue]:
+    def read(self, partition: int) -> Iterator[StoredBatch]:
         target = self._replicas.get_partition(OFFSETS_TOPIC, partition)
         if target is None:
             return
@@ -181,13 +321,36 @@ class TopicOffsetsStore:
                 break
             next_offset = offset
             for batch in split_batches(data):
-                if batch.is_control or batch.next_offset <= offset:
+                if batch.next_offset <= offset:
                     next_offset = max(next_offset, batch.next_offset)
                     continue
+                control: ControlRecordType | None = None
+                records: list[KeyValue] = []
                 for record in iter_records(batch):
-                    if record.offset >= offset and record.key is not None:
-                        yield record.key, record.value
+                    if batch.is_control:
+                        control = _control_type(record.key)
+                    elif record.offset >= offset and record.key is not None:
+                        records.append((record.key, record.value))
+                if not batch.is_control or control is not None:
+                    yield StoredBatch(
+                        batch.base_offset,
+                        batch.producer_id,
+                        batch.producer_epoch,
+                        batch.is_transactional,
+                        control,
+                        tuple(records),
+                    )
                 next_offset = batch.next_offset
             if next_offset <= offset:
                 break
             offset = next_offset
+
+
+def _control_type(key: bytes | None) -> ControlRecordType | None:
+    """COMMIT or ABORT; None for a control record the coordinator has no use for (or cannot
+    read), which is then skipped rather than failing the load."""
+    try:
+        control = decode_control_type(key)
+    except CorruptRecordError:
+        return None
+    return control if control in (ControlRecordType.COMMIT, ControlRecordType.ABORT) else None
