@@ -29,7 +29,9 @@ from josefk.client import (
     TopicPartition,
     TransactionState,
 )
-from josefk.client.errors import FatalTransactionError
+from josefk.client.cluster import find_coordinator
+from josefk.client.errors import FatalTransactionError, KafkaError
+from josefk.client.group import fetch_committed_offsets
 from josefk.client.sync import Consumer, Producer
 from josefk.protocol import ApiKey
 
@@ -304,3 +306,38 @@ async def test_send_offsets_commits_group_offsets_with_the_transaction(
     assert await admin.list_group_offsets(group) == {TopicPartition(source, 0): 10}
     values, _ = await _read_all(broker, sink, "read_committed")
     assert values == [b"IN-%d" % i for i in range(10)]
+
+
+async def test_read_committed_group_waits_for_pending_transactional_offsets(
+    broker: BrokerProcess, admin: AIOAdmin
+) -> None:
+    topic = await _topic(admin, "txn-stable")
+    group = unique_topic("txn-stable-group")
+    tp = TopicPartition(topic, 0)
+    async with AIOProducer(bootstrap_servers=broker.bootstrap) as plain:
+        for i in range(10):
+            await plain.send(topic, b"%d" % i, partition=0)
+    async with _producer(broker, unique_topic("tx-stable")) as producer:
+        await producer.init_transactions()
+        producer.begin_transaction()
+        await producer.send_offsets_to_transaction({tp: 7}, group)
+        # KIP-447: while the transaction is open its offsets are "unstable"; a stable read
+        # is refused (the consumer retries), a plain one sees no committed offset yet.
+        coordinator = await find_coordinator(admin.client, group)
+        with pytest.raises(KafkaError) as info:
+            await fetch_committed_offsets(
+                admin.client, coordinator, group, [tp], require_stable=True
+            )
+        assert info.value.name == "UNSTABLE_OFFSET_COMMIT"
+        assert await fetch_committed_offsets(admin.client, coordinator, group, [tp]) == {tp: None}
+        await producer.commit_transaction()
+    async with AIOConsumer(
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    ) as consumer:
+        consumer.assign([tp])
+        assert await consumer.position(tp) == 7
+        assert await consumer.committed(tp) == 7
