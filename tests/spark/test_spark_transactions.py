@@ -181,3 +181,40 @@ def test_failed_job_leaves_nothing_committed(spark: Any, bootstrap: str, admin: 
     states = {t.transactional_id: t.state for t in admin.list_transactions()}
     mine = {k: v for k, v in states.items() if k.startswith(prefix + "-")}
     assert mine and set(mine.values()) <= {"CompleteAbort", "PrepareAbort", "Empty"}
+
+
+def test_streaming_transactional_sink(
+    spark: Any, bootstrap: str, admin: Admin, tmp_path: Path
+) -> None:
+    source, target = _topic("stx-in"), _topic("stx-out")
+    admin.create_topic(source, 2)
+    admin.create_topic(target, 1)
+    prefix = _topic("stream-job")
+    with Producer(bootstrap_servers=bootstrap) as producer:
+        for i in range(30):
+            producer.send(source, b"m%d" % i, partition=i % 2)
+        producer.flush()
+    query = (
+        spark.readStream.format("josefk")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "10")
+        .load()
+        .selectExpr("upper(cast(value as string)) as value")
+        .writeStream.format("josefk")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", target)
+        .option("transactional.id.prefix", prefix)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination()
+    finally:
+        query.stop()
+    assert _consume(bootstrap, target, "read_committed") == sorted(b"M%d" % i for i in range(30))
+    states = {t.transactional_id: t.state for t in admin.list_transactions()}
+    mine = {k: v for k, v in states.items() if k.startswith(prefix + "-")}
+    assert mine and set(mine.values()) == {"CompleteCommit"}
