@@ -341,3 +341,30 @@ async def test_read_committed_group_waits_for_pending_transactional_offsets(
         consumer.assign([tp])
         assert await consumer.position(tp) == 7
         assert await consumer.committed(tp) == 7
+
+
+async def test_abort_of_unsent_records_bumps_the_epoch(
+    broker: BrokerProcess, admin: AIOAdmin
+) -> None:
+    topic = await _topic(admin, "txn-dirty")
+    async with AIOProducer(
+        bootstrap_servers=broker.bootstrap,
+        transactional_id=unique_topic("tx-dirty"),
+        linger_ms=60_000,  # the records stay in their batch until the abort drops them
+    ) as producer:
+        await producer.init_transactions()
+        epoch = producer.producer_epoch
+        producer.begin_transaction()
+        await producer.send(topic, b"sent", partition=0)
+        await producer.flush()
+        dropped = await producer.send(topic, b"dropped", partition=0)
+        await producer.abort_transaction()
+        assert dropped.done() and dropped.exception() is not None
+        # The dropped record's sequence numbers were never written: a new epoch (KIP-360)
+        # starts the partition's sequences again, and the next transaction is accepted.
+        assert producer.producer_epoch == epoch + 1
+        producer.begin_transaction()
+        await producer.send(topic, b"after", partition=0)
+        await producer.commit_transaction()
+    values, _ = await _read_all(broker, topic, "read_committed")
+    assert values == [b"after"]
