@@ -1,8 +1,8 @@
-"""``josefk transactions list|describe``.
+"""``josefk transactions list|describe|producers``.
 
 Owns the operator's view of transactions (KIP-664): every transactional id the coordinators
-know with its producer and state, and for chosen ids the open transaction's partitions, age
-and timeout. Talks to the broker through josefk.client's AIOAdmin only.
+know with its producer and state, for chosen ids the open transaction's partitions, age and
+timeout, and the producers a topic's partition leaders track (who holds the LSO back). Talks to the broker through josefk.client's AIOAdmin only.
 """
 
 from __future__ import annotations
@@ -16,11 +16,14 @@ from josefk.cli.common import (
     CliError,
     admin_for,
     bootstrap_option,
+    describe_existing_topics,
     json_option,
     resolve_bootstrap,
     run,
 )
 from josefk.cli.output import note, print_fields, print_json, print_table
+from josefk.client import TopicPartition
+from josefk.client.errors import KafkaError
 
 # Kafka's coordinator state names, as ListTransactions filters and answers them.
 STATES = (
@@ -152,3 +155,76 @@ def describe(ids: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None
                 [(p["topic"], p["partition"]) for p in info["partitions"]],
                 title="Partitions",
             )
+
+
+@transactions.command("producers", short_help="Active producers of a topic's partitions.")
+@click.argument("topic")
+@click.option(
+    "-p",
+    "--partition",
+    "partitions",
+    type=int,
+    multiple=True,
+    help="Only this partition (repeatable; default: every partition).",
+)
+@bootstrap_option
+@json_option
+def producers(
+    topic: str, partitions: tuple[int, ...], bootstrap: str | None, as_json: bool
+) -> None:
+    """Show the producers each partition's leader tracks (DescribeProducers): producer id
+    and epoch, last sequence and timestamp, and the first offset of an open transaction
+    (what holds the last stable offset back)."""
+    server = resolve_bootstrap(bootstrap)
+
+    async def go() -> list[dict[str, Any]]:
+        async with admin_for(server) as admin:
+            (description,) = await describe_existing_topics(admin, [topic])
+            known = [p.partition for p in description.partitions]
+            for p in partitions:
+                if p not in known:
+                    raise CliError(f'topic "{topic}" has partitions 0..{len(known) - 1}, not {p}')
+            found = await admin.describe_producers(
+                [TopicPartition(topic, p) for p in (partitions or sorted(known))]
+            )
+        rows: list[dict[str, Any]] = []
+        for tp, states in sorted(found.items()):
+            if isinstance(states, KafkaError):
+                raise states
+            rows.extend(
+                {
+                    "partition": tp.partition,
+                    "producer_id": s.producer_id,
+                    "producer_epoch": s.producer_epoch,
+                    "last_sequence": s.last_sequence,
+                    "last_timestamp": s.last_timestamp,
+                    "coordinator_epoch": s.coordinator_epoch,
+                    "current_transaction_start_offset": (
+                        s.current_transaction_start_offset
+                        if s.current_transaction_start_offset >= 0
+                        else None
+                    ),
+                }
+                for s in states
+            )
+        return rows
+
+    rows = run(go(), bootstrap=server)
+    if as_json:
+        print_json(rows)
+    elif not rows:
+        note(f"no active producers on {topic}")
+    else:
+        print_table(
+            ["PARTITION", "PRODUCER-ID", "EPOCH", "LAST-SEQUENCE", "OPEN-TXN-START"],
+            [
+                (
+                    r["partition"],
+                    r["producer_id"],
+                    r["producer_epoch"],
+                    r["last_sequence"],
+                    r["current_transaction_start_offset"],
+                )
+                for r in rows
+            ],
+        )

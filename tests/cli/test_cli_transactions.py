@@ -71,6 +71,10 @@ def test_transactional_produce_and_isolated_consume(cli_broker: BrokerProcess) -
         assert described["transaction_start_time_ms"] > 0
         text = josefk(cli_broker, "transactions", "describe", "cli-open").stdout
         assert "Ongoing" in text and "t-txn" in text
+        active = josefk(cli_broker, "transactions", "producers", "t-txn", "--json").json()
+        open_start = [p["current_transaction_start_offset"] for p in active]
+        assert 8 in open_start  # "pending" went to offset 8, after 5 records and 3 markers
+        assert "OPEN-TXN-START" in josefk(cli_broker, "transactions", "producers", "t-txn").stdout
         open_.abort_transaction()
 
     unknown = josefk(cli_broker, "transactions", "describe", "no-such-id", expect=1)
