@@ -529,6 +529,21 @@ class TransactionCoordinator:
             for tp in partitions
         }
 
+    def has_partition_in_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
+    ) -> bool:
+        """KIP-890 for this broker's own partition leaders (no request): whether ``tp`` is
+        in the open transaction of this producer and epoch. A transition being written (say
+        AddPartitionsToTxn of another partition) does not matter: ``tp`` was added before."""
+        meta = self._txns.get(transactional_id)
+        return (
+            meta is not None
+            and meta.producer_id == producer_id
+            and meta.producer_epoch == producer_epoch
+            and meta.state == TxnState.ONGOING
+            and tp in meta.partitions
+        )
+
     # -- EndTxn ---------------------------------------------------------------------------
 
     async def end_txn(
