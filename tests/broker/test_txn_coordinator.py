@@ -164,6 +164,22 @@ async def test_timeouts_out_of_range_are_refused(env: Env, timeout_ms: int) -> N
     assert env.store.writes == 0
 
 
+async def test_ids_and_topics_the_log_cannot_hold_are_refused_without_a_trace(env: Env) -> None:
+    result = await env.coordinator.init_producer_id("x" * 0x8000, TIMEOUT_MS)
+    assert result.error == ErrorCode.INVALID_REQUEST
+    assert env.coordinator.metadata("x" * 0x8000) is None
+    init = await env.coordinator.init_producer_id(TID, TIMEOUT_MS)
+    huge = TopicPartition("t" * 0x8000, 0)
+    assert await env.coordinator.add_partitions(
+        TID, init.producer_id, init.producer_epoch, [huge]
+    ) == (ErrorCode.INVALID_REQUEST)
+    meta = env.coordinator.metadata(TID)
+    assert meta is not None and (meta.state, meta.pending) == (TxnState.EMPTY, None)
+    assert await env.coordinator.add_partitions(
+        TID, init.producer_id, init.producer_epoch, [T0]
+    ) == (ErrorCode.NONE)
+
+
 async def test_kip360_bumps_retries_and_fences(env: Env) -> None:
     first = await env.coordinator.init_producer_id(TID, TIMEOUT_MS)
     pid = first.producer_id

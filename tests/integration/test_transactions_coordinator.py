@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from broker_process import BrokerFactory, BrokerProcess
+from broker_process import SOURCE_DIR, BrokerFactory, BrokerProcess
 from client_helpers import CLIENT_TIMEOUT_S, ck_config, ck_create_topic, unique_topic
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -266,3 +266,90 @@ def test_kafka_python_transactional_producer(broker: BrokerProcess) -> None:
         b"kp-a1",
         b"kp-c3",
     ]
+
+
+TXN_OFFSET_COMMIT_HANDLER = SOURCE_DIR / "josefk" / "broker" / "handlers" / "txn_offset_commit.py"
+
+
+@pytest.mark.skipif(
+    not TXN_OFFSET_COMMIT_HANDLER.exists(),
+    reason="needs TxnOffsetCommit (the groups engineer's handler), not in this checkout yet",
+)
+def test_consume_transform_produce_survives_a_broker_sigkill(
+    broker_factory: BrokerFactory,
+) -> None:
+    """A broker SIGKILLed in the middle of a consume-transform-produce transaction: the
+    application replaces its producer (same transactional.id, whose InitProducerId aborts the
+    open transaction) and rewinds its consumer to the committed offsets; the output holds
+    every input record exactly once for read_committed.
+
+    The old producer instance is not reused after the restart: librdkafka 2.16 re-bootstraps
+    when its only broker goes away, decommissioning broker 1 while it stays cached as the
+    group coordinator, and send_offsets_to_transaction then waits forever, past its timeout
+    (librdkafka issues #5511 and #5456; the broker answered AddOffsetsToTxn NONE and was never
+    asked for the group coordinator or sent TxnOffsetCommit)."""
+    broker = broker_factory(
+        settings=[
+            "group.initial.rebalance.delay.ms=0",
+            "offsets.topic.num.partitions=3",
+            "transaction.state.log.num.partitions=3",
+        ]
+    )
+    source, output, group = unique_topic("eos-in"), unique_topic("eos-out"), unique_topic("eos")
+    ck_create_topic(broker.bootstrap, source)
+    ck_create_topic(broker.bootstrap, output)
+    producer = Producer(ck_config(broker.bootstrap, **{"linger.ms": 5}))
+    inputs = [f"in-{i}".encode() for i in range(40)]
+    send(producer, source, inputs)
+    transactional_id = unique_topic("tid-eos")
+
+    def consumer() -> Consumer:
+        made = Consumer(
+            ck_config(
+                broker.bootstrap,
+                **{
+                    "group.id": group,
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                    "isolation.level": "read_committed",
+                    "session.timeout.ms": 6000,
+                },
+            )
+        )
+        made.subscribe([source])
+        return made
+
+    def turn(source_consumer: Consumer, txn: Producer, count: int, *, commit: bool) -> None:
+        txn.begin_transaction()
+        got = 0
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while got < count and time.monotonic() < deadline:
+            for msg in source_consumer.consume(num_messages=count - got, timeout=0.5):
+                if msg.error() is None:
+                    txn.produce(output, value=msg.value(), partition=0)
+                    got += 1
+        assert got == count
+        positions = source_consumer.position(source_consumer.assignment())
+        txn.send_offsets_to_transaction(
+            positions, source_consumer.consumer_group_metadata(), CLIENT_TIMEOUT_S
+        )
+        if commit:
+            txn.commit_transaction(CLIENT_TIMEOUT_S)
+        else:
+            assert txn.flush(CLIENT_TIMEOUT_S) == 0
+
+    first_consumer, first_txn = consumer(), txn_producer(broker.bootstrap, transactional_id)
+    turn(first_consumer, first_txn, 10, commit=True)
+    turn(first_consumer, first_txn, 10, commit=False)  # left open
+    broker.kill()
+    broker.restart()
+    first_consumer.close()
+
+    second_consumer = consumer()
+    second_txn = txn_producer(broker.bootstrap, transactional_id)
+    try:
+        turn(second_consumer, second_txn, 30, commit=True)
+    finally:
+        second_consumer.close()
+    assert read_values(broker.bootstrap, output, "read_committed") == inputs
+    assert len(read_values(broker.bootstrap, output, "read_uncommitted")) == 50

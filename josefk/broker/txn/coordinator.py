@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+MAX_TRANSACTIONAL_ID_BYTES: Final = 0x7FFF
 _COMPLETE: Final = frozenset({TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 _IDLE: Final = _COMPLETE | {TxnState.EMPTY}
 # Marker errors after which a partition needs no marker from this transaction any more: the
@@ -301,11 +302,14 @@ class TransactionCoordinator:
         """Write the prepared transition and apply it; the error code otherwise (the
         metadata then stays as it was)."""
         try:
+            key, value = encode_key(meta.transactional_id), encode_value(transition.log_value())
+        except TxnLogSchemaError as exc:
+            meta.abandon()
+            logger.warning("cannot encode %r: %s", meta.transactional_id, exc)
+            return ErrorCode.INVALID_REQUEST
+        try:
             await self._store.write(
-                self.partition_for(meta.transactional_id),
-                encode_key(meta.transactional_id),
-                encode_value(transition.log_value()),
-                self._clock.milliseconds(),
+                self.partition_for(meta.transactional_id), key, value, self._clock.milliseconds()
             )
         except TxnStoreError as exc:
             meta.abandon()
@@ -339,6 +343,9 @@ class TransactionCoordinator:
         aborted first and the caller told CONCURRENT_TRANSACTIONS, so it retries."""
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        if len(transactional_id.encode()) > MAX_TRANSACTIONAL_ID_BYTES:
+            # A flexible request may carry a longer string than the log's int16 length holds.
+            return InitResult(ErrorCode.INVALID_REQUEST)
         error = self.ownership_error(transactional_id)
         if error:
             return InitResult(error)
@@ -521,6 +528,21 @@ class TransactionCoordinator:
             else ErrorCode.INVALID_TXN_STATE
             for tp in partitions
         }
+
+    def has_partition_in_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
+    ) -> bool:
+        """KIP-890 for this broker's own partition leaders (no request): whether ``tp`` is
+        in the open transaction of this producer and epoch. A transition being written (say
+        AddPartitionsToTxn of another partition) does not matter: ``tp`` was added before."""
+        meta = self._txns.get(transactional_id)
+        return (
+            meta is not None
+            and meta.producer_id == producer_id
+            and meta.producer_epoch == producer_epoch
+            and meta.state == TxnState.ONGOING
+            and tp in meta.partitions
+        )
 
     # -- EndTxn ---------------------------------------------------------------------------
 
