@@ -112,11 +112,13 @@ def _verify_transactional(
                 None if partition is None else partition.log.producer_state.last_entry(producer_id)
             )
             already_open = entry is not None and entry.current_txn_first_offset >= 0
-            if not already_open and not coordinator.has_partition_in_transaction(
-                transactional_id, producer_id, producer_epoch, tp
-            ):
-                refused[(tp.topic, tp.partition)] = ErrorCode.INVALID_TXN_STATE
-                continue
+            if not already_open:
+                error = coordinator.verify_produce(
+                    transactional_id, producer_id, producer_epoch, tp
+                )
+                if error:
+                    refused[(tp.topic, tp.partition)] = error
+                    continue
         kept.append((tp, records))
     return kept
 
