@@ -93,8 +93,8 @@ def _verify_transactional(
     entries: list[tuple[TopicPartition, memoryview]],
     refused: dict[tuple[str, int], ErrorCode],
 ) -> list[tuple[TopicPartition, memoryview]]:
-    """KIP-890: drop (INVALID_TXN_STATE) the partitions whose batch would open a transaction
-    the coordinator does not know of. Per batch: one header read and a producer state
+    """KIP-890: refuse the partitions whose batch would open a transaction the coordinator
+    does not know of (INVALID_TXN_STATE; INVALID_PRODUCER_EPOCH for a fenced producer). Per batch: one header read and a producer state
     lookup; the coordinator is asked only for a producer's first batch on a partition."""
     coordinator = context.broker.txn_coordinator
     if coordinator is None or not coordinator.owns(transactional_id):
