@@ -17,6 +17,14 @@ Durability: each commit and each group change Kafka stores (a completed sync, a 
 that leaves the group Empty, a static member's new id, deletion and expiry tombstones) is one
 batch appended through the ``OffsetsStore`` before the caller is answered.
 
+Replication of commits: an OffsetCommit whose append the offsets topic's in-sync replicas do
+not all hold yet (a cluster) stays pending in its group, invisible to OffsetFetch, until the
+handler, having waited for the replicas, hands the append back (``appends_settled``): then it
+is applied, or on a failed append (NOT_ENOUGH_REPLICAS, timeout, leadership lost) dropped with
+the previous offset kept, as Kafka's pendingOffsetCommits. Where the append is replicated as
+it is written (the single node) the offsets are applied at once and nothing is tracked. A
+TxnOffsetCommit whose append fails likewise leaves the transaction's pending offsets.
+
 Concurrency: every method runs on the event loop thread and none awaits halfway through a
 change; JoinGroup and SyncGroup return futures that later transitions complete.
 
@@ -59,7 +67,7 @@ from josefk.broker.group.offsets_schema import (
     encode_offset_key,
     encode_offset_value,
 )
-from josefk.broker.group.store import KeyValue, OffsetsStore, StoreAppendError
+from josefk.broker.group.store import KeyValue, OffsetsStore, StoreAppendError, StoreWrite
 from josefk.metrics.collectors import GroupPartitionStats, GroupStats
 from josefk.protocol.errors import ErrorCode
 from josefk.records.record import ControlRecordType
@@ -140,6 +148,17 @@ class OffsetCommitEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class _InFlightCommit:
+    """Offsets whose append waits for the offsets topic's in-sync replicas; a producer id
+    for a transactional commit, else -1."""
+
+    outcome: AppendOutcome
+    group: GroupMetadata
+    offsets: list[tuple[tuple[str, int], CommittedOffset]]
+    producer_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
 class MemberDescription:
     member_id: str
     group_instance_id: str | None
@@ -194,6 +213,9 @@ class GroupCoordinator:
         # marker finds them without a walk over every group (an entry may outlive the
         # offsets; it is checked and dropped when the marker comes).
         self._txn_groups: dict[int, set[str]] = {}
+        # id(outcome) of an append not yet replicated -> the commit it holds (the record
+        # keeps the outcome alive, so the id is not reused while it is here).
+        self._in_flight: dict[int, _InFlightCommit] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -201,8 +223,43 @@ class GroupCoordinator:
         return coordinator_partition(group_id, self._store.partition_count)
 
     def take_appends(self) -> list[AppendOutcome]:
-        """The offsets-topic appends of the last call (see TopicOffsetsStore.take_appends)."""
+        """The offsets-topic appends of the last call still to be replicated (see
+        TopicOffsetsStore.take_appends); the caller waits for them, then hands them back
+        through ``appends_settled`` whatever happened."""
         return self._store.take_appends()
+
+    def appends_settled(self, appends: Iterable[AppendOutcome]) -> None:
+        """The wait for ``appends`` is over: one without ``error`` is replicated and its
+        commit's offsets become committed (unless a commit further on in the log already
+        is); one with an error is not, and its offsets are dropped. Appends that hold no
+        commit (group changes) are ignored, as is a commit whose group was unloaded or
+        deleted meanwhile."""
+        for outcome in appends:
+            in_flight = self._in_flight.pop(id(outcome), None)
+            if in_flight is None or in_flight.outcome is not outcome:
+                continue
+            group = in_flight.group
+            if self._groups.get(group.group_id) is not group:
+                continue
+            replicated = outcome.error is None
+            if in_flight.producer_id >= 0:
+                if not replicated:
+                    group.drop_pending_txn_offsets(in_flight.producer_id, in_flight.offsets)
+                    self._report_pending()
+                continue
+            applied = sum(
+                group.complete_offset_commit(tp, committed, replicated=replicated)
+                for tp, committed in in_flight.offsets
+            )
+            if not replicated:
+                logger.info(
+                    "group %s: a commit of %d offsets was not replicated: %s",
+                    group.group_id,
+                    len(in_flight.offsets),
+                    outcome.error,
+                )
+            if applied and self._probe is not None:
+                self._probe.offsets_committed(group.group_id, applied)
 
     def ownership_error(self, group_id: str) -> ErrorCode:
         """NOT_COORDINATOR when another broker coordinates ``group_id`` (or this one stops):
@@ -1005,7 +1062,11 @@ class GroupCoordinator:
     def _store_offsets(
         self, group: GroupMetadata, entries: Sequence[OffsetCommitEntry], retention_ms: int
     ) -> list[ErrorCode]:
-        errors, accepted = self._write_offsets(group, entries, retention_ms)
+        errors, accepted, awaiting = self._write_offsets(group, entries, retention_ms)
+        if awaiting is not None:
+            group.prepare_offset_commits(accepted)
+            self._in_flight[id(awaiting)] = _InFlightCommit(awaiting, group, accepted)
+            return errors
         for tp, committed in accepted:
             group.offsets[tp] = committed
         if accepted and self._probe is not None:
@@ -1020,9 +1081,12 @@ class GroupCoordinator:
         *,
         producer_id: int = -1,
         producer_epoch: int = -1,
-    ) -> tuple[list[ErrorCode], list[tuple[tuple[str, int], CommittedOffset]]]:
+    ) -> tuple[
+        list[ErrorCode], list[tuple[tuple[str, int], CommittedOffset]], AppendOutcome | None
+    ]:
         """Append the entries as one batch (transactional with a producer id); one error per
-        entry, and the offsets written (none when the append failed)."""
+        entry, the offsets written (none when the append failed) and the append's outcome
+        when it is still to be replicated."""
         now = self._clock.milliseconds()
         expire = now + retention_ms if retention_ms >= 0 else None
         errors: list[ErrorCode] = []
@@ -1046,9 +1110,9 @@ class GroupCoordinator:
                 )
             )
         if not records:
-            return errors, []
+            return errors, [], None
         try:
-            append_offset = self._store.append(
+            write: StoreWrite = self._store.append(
                 self.partition_for(group.group_id),
                 records,
                 now,
@@ -1056,10 +1120,10 @@ class GroupCoordinator:
                 producer_epoch=producer_epoch,
             )
         except StoreAppendError as exc:
-            return [e if e else ErrorCode(exc.error) for e in errors], []
+            return [e if e else ErrorCode(exc.error) for e in errors], [], None
         for _, committed in accepted:
-            committed.append_offset = append_offset
-        return errors, accepted
+            committed.append_offset = write.base_offset
+        return errors, accepted, write.awaiting
 
     def txn_commit_offsets(
         self,
@@ -1101,12 +1165,16 @@ class GroupCoordinator:
             error = ErrorCode.ILLEGAL_GENERATION
         if error:
             return [error] * len(entries)
-        errors, accepted = self._write_offsets(
+        errors, accepted, awaiting = self._write_offsets(
             group, entries, -1, producer_id=producer_id, producer_epoch=producer_epoch
         )
         if accepted:
             if not known:
                 self._groups[group_id] = group
+            if awaiting is not None:
+                self._in_flight[id(awaiting)] = _InFlightCommit(
+                    awaiting, group, accepted, producer_id
+                )
             group.add_pending_txn_offsets(producer_id, accepted)
             self._txn_groups.setdefault(producer_id, set()).add(group_id)
             self._report_pending()
@@ -1162,12 +1230,15 @@ class GroupCoordinator:
         return [(topic, p, offsets.get((topic, p))) for topic, p in partitions]
 
     def is_unstable(self, group_id: str, topic: str, partition: int) -> bool:
-        """Whether a transaction has an offset of the partition pending: OffsetFetch with
-        ``require_stable`` (v7+, KIP-447) answers UNSTABLE_OFFSET_COMMIT for it, and the
-        client retries until the transaction completes instead of starting from an offset
-        about to change."""
+        """Whether a transaction, or a commit still being replicated, has an offset of the
+        partition pending: OffsetFetch with ``require_stable`` (v7+, KIP-447) answers
+        UNSTABLE_OFFSET_COMMIT for it, and the client retries until it completes instead of
+        starting from an offset about to change (Kafka counts both kinds)."""
         group = self._groups.get(group_id)
-        return group is not None and group.has_pending_txn_offsets((topic, partition))
+        return group is not None and (
+            group.has_pending_txn_offsets((topic, partition))
+            or group.has_pending_offset_commits((topic, partition))
+        )
 
     def delete_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]]
@@ -1193,7 +1264,11 @@ class GroupCoordinator:
                 errors.append(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
             else:
                 errors.append(ErrorCode.NONE)
-                if tp in group.offsets or group.has_pending_txn_offsets(tp):
+                if (
+                    tp in group.offsets
+                    or group.has_pending_txn_offsets(tp)
+                    or group.has_pending_offset_commits(tp)
+                ):
                     doomed.append(tp)
         if doomed:
             try:
@@ -1252,11 +1327,13 @@ class GroupCoordinator:
         total = 0
         for group in list(self._groups.values()):
             expired = group.expired_offsets(now, self.config.offsets_retention_ms)
-            # A group whose transaction has offsets pending stays (Kafka's hasOffsets).
+            # A group with offsets pending (a transaction's, or a commit being
+            # replicated) stays, as Kafka's hasOffsets.
             remove_group = (
                 group.is_in(GroupState.EMPTY)
                 and not group.pending_members
                 and not group.has_pending_txn_offsets()
+                and not group.has_pending_offset_commits()
                 and len(expired) == len(group.offsets)
             )
             if not expired and not remove_group:

@@ -3,8 +3,8 @@
 Owns ``GroupState`` and its legal transitions, ``MemberMetadata``, ``CommittedOffset`` and
 ``GroupMetadata``: the data of the group state machine and the rules that need no clock and
 no I/O (protocol selection, leader choice, which offsets retention may expire, the record a
-group is stored as, how a transaction's pending offsets complete). The coordinator drives the transitions; this module never schedules,
-awaits or writes anything.
+group is stored as, how pending offsets complete). The coordinator drives the transitions;
+this module never schedules, awaits or writes anything.
 
 State machine (Kafka's classic protocol)::
 
@@ -22,6 +22,13 @@ Transactional offsets (KIP-98): a TxnOffsetCommit's offsets are kept per produce
 ``pending_txn_offsets``, invisible to OffsetFetch, until that producer's COMMIT marker moves
 them into ``offsets`` (each one only if it is newer in the log than the committed offset it
 would replace, Kafka's rule) or its ABORT marker drops them.
+
+Plain offsets whose append the offsets topic's in-sync replicas do not all hold yet (a
+cluster) wait in ``pending_offset_commits``, invisible to OffsetFetch, as Kafka's
+pendingOffsetCommits: ``complete_offset_commit`` applies one once replicated (again only if
+it is newer in the log than the committed offset, so two commits in flight end in log order)
+or drops it when the append failed, leaving the previous offset. On a single node the append
+is replicated as it is written and the offsets go straight into ``offsets``.
 
 Imports josefk.broker.group.offsets_schema and assignment only; must not import the
 protocol codec, storage or handlers.
@@ -179,6 +186,8 @@ class GroupMetadata:
         self.offsets: dict[tuple[str, int], CommittedOffset] = {}
         # Transactional commits not yet completed by a marker: producer id -> offsets.
         self.pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = {}
+        # Plain commits appended but not yet replicated, in append order per partition.
+        self.pending_offset_commits: dict[tuple[str, int], list[CommittedOffset]] = {}
         self.current_state_timestamp: int | None = now_ms
         # Rebalance bookkeeping: the join timer, whether it is the initial delayed join of a
         # new group, and whether members arrived while that delay ran.
@@ -311,6 +320,58 @@ class GroupMetadata:
             self.protocol_name = None
             self.transition_to(GroupState.EMPTY, now_ms)
 
+    # -- plain offsets waiting for replication ---------------------------------------------
+
+    def has_pending_offset_commits(self, tp: tuple[str, int] | None = None) -> bool:
+        if tp is None:
+            return bool(self.pending_offset_commits)
+        return tp in self.pending_offset_commits
+
+    def prepare_offset_commits(
+        self, offsets: Sequence[tuple[tuple[str, int], CommittedOffset]]
+    ) -> None:
+        for tp, committed in offsets:
+            self.pending_offset_commits.setdefault(tp, []).append(committed)
+
+    def complete_offset_commit(
+        self, tp: tuple[str, int], committed: CommittedOffset, *, replicated: bool
+    ) -> bool:
+        """The append holding ``committed`` is settled: once ``replicated`` it becomes the
+        committed offset unless one further on in the log already is; otherwise it is
+        dropped and the previous offset stays. A commit no longer pending (its partition's
+        offsets were deleted meanwhile) changes nothing. Returns whether it was applied."""
+        pending = self.pending_offset_commits.get(tp)
+        if pending is None:
+            return False
+        # Identity, not equality: two commits of the same offset are two appends.
+        index = next((i for i, c in enumerate(pending) if c is committed), None)
+        if index is None:
+            return False
+        del pending[index]
+        if not pending:
+            del self.pending_offset_commits[tp]
+        if not replicated:
+            return False
+        current = self.offsets.get(tp)
+        if current is not None and not current.older_than(committed):
+            return False
+        self.offsets[tp] = committed
+        return True
+
+    def drop_pending_txn_offsets(
+        self, producer_id: int, offsets: Sequence[tuple[tuple[str, int], CommittedOffset]]
+    ) -> None:
+        """A transactional commit's append failed: its offsets leave the transaction unless
+        a later commit of the transaction replaced them (Kafka's failedTxnOffsetCommit)."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is None:
+            return
+        for tp, committed in offsets:
+            if pending.get(tp) is committed:
+                del pending[tp]
+        if not pending:
+            del self.pending_txn_offsets[producer_id]
+
     # -- transactional offsets ------------------------------------------------------------
 
     def has_pending_txn_offsets(self, tp: tuple[str, int] | None = None) -> bool:
@@ -350,6 +411,7 @@ class GroupMetadata:
         topic deletion): a transaction that commits later does not bring them back."""
         for tp in partitions:
             self.offsets.pop(tp, None)
+            self.pending_offset_commits.pop(tp, None)
         for producer_id in list(self.pending_txn_offsets):
             pending = self.pending_txn_offsets[producer_id]
             for tp in partitions:
@@ -360,6 +422,7 @@ class GroupMetadata:
     def offset_partitions(self) -> list[tuple[str, int]]:
         """Every partition with a committed or pending offset."""
         found = dict.fromkeys(self.offsets)
+        found.update(dict.fromkeys(self.pending_offset_commits))
         for pending in self.pending_txn_offsets.values():
             found.update(dict.fromkeys(pending))
         return list(found)
@@ -372,12 +435,12 @@ class GroupMetadata:
         ``retention`` after it became Empty (after their commit for groups that never had
         members); a Stable consumer group keeps the offsets of subscribed topics and expires
         the others ``retention`` after their commit; other groups keep everything. A
-        partition with a transactional offset pending keeps its committed offset (the
-        transaction's commit would otherwise race the tombstone)."""
+        partition with a transactional or plain offset pending keeps its committed offset
+        (the commit's completion would otherwise race the tombstone)."""
         return [
             tp
             for tp in self._expired_offsets(now_ms, retention_ms)
-            if not self.has_pending_txn_offsets(tp)
+            if not self.has_pending_txn_offsets(tp) and tp not in self.pending_offset_commits
         ]
 
     def _expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:

@@ -15,7 +15,11 @@ than the producer's (INVALID_PRODUCER_EPOCH). The transaction's COMMIT or ABORT 
 written by the transaction coordinator (WriteTxnMarkers), never through this store.
 
 An append goes into the partition's log before ``append`` returns (the page cache, as every
-produce), so a committed offset answered to a client survives a SIGKILL of the broker.
+produce), so a committed offset answered to a client survives a SIGKILL of the broker. In a
+cluster the append may not be replicated yet: ``append`` then returns the ``AppendOutcome`` to
+wait on (``StoreWrite.awaiting``), which the handler waits for (``take_appends``) and hands
+back to the coordinator once settled; on a single node (the in-sync replicas are the leader)
+it is None and nothing waits.
 
 Imports josefk.records, josefk.storage, the replica manager and josefk.protocol.errors (the
 error codes only); must not import the protocol codec or the handlers.
@@ -33,7 +37,7 @@ from josefk.broker.replica_manager import AppendOutcome, ReplicaManager
 from josefk.protocol.errors import ErrorCode
 from josefk.records import BatchBuilder, CorruptRecordError, split_batches
 from josefk.records.record import ControlRecordType, decode_control_type, iter_records
-from josefk.storage.offsets import AppendOrigin, FetchIsolation, TxnMarker
+from josefk.storage.offsets import AppendOrigin, FetchIsolation, TopicPartition, TxnMarker
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +69,16 @@ class StoredBatch:
     records: tuple[KeyValue, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class StoreWrite:
+    """One append to the offsets topic. ``awaiting`` is the outcome to wait on while the
+    in-sync replicas do not all hold the batch yet (or the wait already failed: its
+    ``error`` is set); None when the batch was replicated as it was written."""
+
+    base_offset: int
+    awaiting: AppendOutcome | None = None
+
+
 class StoreAppendError(Exception):
     """An append to the offsets topic failed; ``error`` is the Kafka error code to answer."""
 
@@ -85,9 +99,9 @@ class OffsetsStore(Protocol):
         *,
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
-    ) -> int:
-        """Write the records as one batch and return its base offset; with a producer id the
-        batch is transactional (that producer's transaction). Raises StoreAppendError."""
+    ) -> StoreWrite:
+        """Write the records as one batch; with a producer id the batch is transactional
+        (that producer's transaction). Raises StoreAppendError."""
         ...
 
     def read(self, partition: int) -> Iterator[StoredBatch]:
@@ -141,13 +155,17 @@ class MemoryOffsetsStore:
 
     It keeps each producer's epoch per partition and refuses an older one (transactional
     commits and markers), as the log's producer state does; ``write_marker`` stands in for
-    the transaction coordinator's WriteTxnMarkers."""
+    the transaction coordinator's WriteTxnMarkers. With ``hold_acks`` each append is
+    written but not replicated, as in a cluster: its outcome is returned and handed out by
+    ``take_appends``, and a test settles it (an ``error`` on it for a failed replication)."""
 
     def __init__(self, partition_count: int = 50) -> None:
         self._partition_count = partition_count
         self.log: dict[int, list[StoredBatch]] = {}
         self.batches = 0
         self.fail_with: int | None = None
+        self.hold_acks = False
+        self._held: list[AppendOutcome] = []
         self._epochs: dict[tuple[int, int], int] = {}
 
     @property
@@ -186,7 +204,7 @@ class MemoryOffsetsStore:
         *,
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
-    ) -> int:
+    ) -> StoreWrite:
         if self.fail_with is not None:
             raise StoreAppendError("injected failure", error=self.fail_with)
         if producer_id >= 0:
@@ -198,7 +216,11 @@ class MemoryOffsetsStore:
             )
         )
         self.batches += 1
-        return base_offset
+        if not self.hold_acks:
+            return StoreWrite(base_offset)
+        outcome = AppendOutcome(TopicPartition(OFFSETS_TOPIC, partition))
+        self._held.append(outcome)
+        return StoreWrite(base_offset, outcome)
 
     def write_marker(self, partition: int, marker: TxnMarker) -> int:
         """Append a COMMIT/ABORT control batch, as WriteTxnMarkers does; its offset."""
@@ -220,7 +242,8 @@ class MemoryOffsetsStore:
         return iter(list(self.log.get(partition, [])))
 
     def take_appends(self) -> list[AppendOutcome]:
-        return []  # nothing to replicate in memory
+        appends, self._held = self._held, []
+        return appends
 
 
 class TopicOffsetsStore:
@@ -271,7 +294,7 @@ class TopicOffsetsStore:
         *,
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
-    ) -> int:
+    ) -> StoreWrite:
         target = self._replicas.get_partition(OFFSETS_TOPIC, partition)
         if target is None:
             raise StoreAppendError(
@@ -281,9 +304,11 @@ class TopicOffsetsStore:
             records, timestamp, producer_id=producer_id, producer_epoch=producer_epoch
         )
         try:
-            # The coordinator origin: a transactional batch without sequences is ours.
+            # The coordinator origin: a transactional batch without sequences is ours. acks=-1
+            # as Kafka's coordinator: with the ISR below min.insync.replicas nothing is
+            # written (NOT_ENOUGH_REPLICAS), so no refused commit is in the log to reload.
             info = self._replicas.append_to_leader(
-                target, memoryview(batch), origin=AppendOrigin.COORDINATOR
+                target, memoryview(batch), acks=-1, origin=AppendOrigin.COORDINATOR
             )
         except Exception as exc:
             code = error_code_for(exc)
@@ -295,14 +320,21 @@ class TopicOffsetsStore:
             else:
                 logger.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
             raise StoreAppendError(str(exc), error=coordinator_error(code)) from exc
-        self._appends.append(AppendOutcome(target.tp, info))
+        outcome = AppendOutcome(target.tp, info)
+        # One look at the high watermark: on a single node it has passed the batch already,
+        # and there is nothing to wait for (the check sets ``error`` when the ISR is already
+        # below min.insync.replicas: that append is failed, not replicated).
+        if not self._replicas.must_wait_for_acks([outcome]) and outcome.error is None:
+            return StoreWrite(info.first_offset)
+        self._appends.append(outcome)
         del self._appends[:-_KEPT_APPENDS]
-        return info.first_offset
+        return StoreWrite(info.first_offset, outcome)
 
     def take_appends(self) -> list[AppendOutcome]:
-        """The appends since the last call: a handler that wants its commit replicated (as
-        Kafka's acks=-1 for the offsets topic) takes them right after the coordinator call
-        that made them, before anything else runs, and waits on them."""
+        """The appends since the last call that were not replicated as they were written:
+        a handler that wants its commit replicated (as Kafka's acks=-1 for the offsets
+        topic) takes them right after the coordinator call that made them, before anything
+        else runs, waits on them and hands them back (``GroupCoordinator.appends_settled``)."""
         appends, self._appends = self._appends, []
         return appends
 

@@ -66,7 +66,7 @@ async def handle_txn_offset_commit(context: RequestContext, request: Any) -> Any
             request.group_instance_id if version >= 3 else None,
             entries,
         )
-        results = await replicated(context, coordinator.take_appends(), results)
+        results = await replicated(context, coordinator, results)
     answers = iter(results)
     by_topic: dict[str, list[Any]] = {}
     for name, index, refused in slots:
