@@ -3,7 +3,8 @@
 The offsets topic is a MemoryOffsetsStore with ``hold_acks``: each append is written but not
 replicated, its outcome handed out by ``take_appends`` as the real store's is, and the test
 plays the handler's wait by settling it (an ``error`` on it for a failed replication) through
-``GroupCoordinator.appends_settled``. The handler's own part, a wait cut short, runs
+``GroupCoordinator.appends_settled``; a leader's SyncGroup waits the same way for its
+assignment record. The handler's own part, a wait cut short, runs
 ``handlers.offsets.replicated`` against a replica manager fake (a fault path).
 """
 
@@ -16,12 +17,21 @@ from typing import Any
 import pytest
 
 from josefk.broker.group.coordinator import OffsetCommitEntry
+from josefk.broker.group.group import GroupState
 from josefk.broker.handlers.offsets import replicated
 from josefk.broker.partition import NotEnoughReplicasAfterAppendError, RequestTimedOutError
 from josefk.broker.replica_manager import AppendOutcome
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.offsets import TxnMarker
-from tests.broker.test_group_coordinator import Env, commit, fetched, make_env
+from tests.broker.test_group_coordinator import (
+    Env,
+    commit,
+    fetched,
+    join_new,
+    make_env,
+    settle,
+    sync,
+)
 
 
 @pytest.fixture
@@ -207,3 +217,56 @@ async def test_a_wait_cut_short_settles_as_a_failure(env: Env) -> None:
         await task
     assert not env.coordinator.is_unstable("g", "t", 0)
     assert fetched(env) == {("t", 0): 1}
+
+
+# -- SyncGroup: the leader's assignment -------------------------------------------------------
+
+
+async def joined_pair(env: Env) -> tuple[str, str]:
+    """Two members through JoinGroup (CompletingRebalance); the leader first."""
+    joins = [await join_new(env, client=f"c{i}") for i in range(2)]
+    await settle(env, *joins)
+    results = [f.result() for f in joins]
+    assert all(r.error == ErrorCode.NONE and r.generation_id == 1 for r in results)
+    leader = results[0].leader_id
+    other = next(r.member_id for r in results if r.member_id != leader)
+    return leader, other
+
+
+async def test_a_sync_completes_once_its_assignment_is_replicated(env: Env) -> None:
+    leader, other = await joined_pair(env)
+    waiting = sync(env, other, 1)
+    led = sync(env, leader, 1, {leader: b"L", other: b"O"})
+    [append] = env.coordinator.take_appends()
+    group = env.coordinator.group("g")
+    assert group is not None and group.state is GroupState.COMPLETING_REBALANCE
+    assert not waiting.done() and not led.done()
+    succeed(env, append)
+    assert group.state is GroupState.STABLE
+    assert (led.result().error, led.result().assignment) == (ErrorCode.NONE, b"L")
+    assert (waiting.result().error, waiting.result().assignment) == (ErrorCode.NONE, b"O")
+
+
+async def test_a_sync_whose_assignment_is_not_replicated_rebalances(env: Env) -> None:
+    leader, other = await joined_pair(env)
+    waiting = sync(env, other, 1)
+    led = sync(env, leader, 1, {leader: b"L", other: b"O"})
+    [append] = env.coordinator.take_appends()
+    fail(env, append)
+    assert led.result().error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert waiting.result().error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    group = env.coordinator.group("g")
+    assert group is not None and group.state is GroupState.PREPARING_REBALANCE
+    assert all(m.assignment == b"" for m in group.members.values())
+
+
+async def test_a_sync_settled_after_the_group_moved_on_changes_nothing(env: Env) -> None:
+    leader, other = await joined_pair(env)
+    led = sync(env, leader, 1, {leader: b"L", other: b"O"})
+    [append] = env.coordinator.take_appends()
+    assert env.coordinator.leave_group("g", [(other, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
+    group = env.coordinator.group("g")
+    assert group is not None and group.state is GroupState.PREPARING_REBALANCE
+    succeed(env, append)
+    assert group.state is GroupState.PREPARING_REBALANCE
+    assert led.done() and led.result().error == ErrorCode.REBALANCE_IN_PROGRESS

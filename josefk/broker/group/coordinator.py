@@ -23,7 +23,9 @@ handler, having waited for the replicas, hands the append back (``appends_settle
 is applied, or on a failed append (NOT_ENOUGH_REPLICAS, timeout, leadership lost) dropped with
 the previous offset kept, as Kafka's pendingOffsetCommits. Where the append is replicated as
 it is written (the single node) the offsets are applied at once and nothing is tracked. A
-TxnOffsetCommit whose append fails likewise leaves the transaction's pending offsets.
+TxnOffsetCommit whose append fails likewise leaves the transaction's pending offsets, and a
+leader's SyncGroup completes the rebalance (Stable, assignments answered) only once its
+assignment record is replicated.
 
 Concurrency: every method runs on the event loop thread and none awaits halfway through a
 change; JoinGroup and SyncGroup return futures that later transitions complete.
@@ -67,7 +69,13 @@ from josefk.broker.group.offsets_schema import (
     encode_offset_key,
     encode_offset_value,
 )
-from josefk.broker.group.store import KeyValue, OffsetsStore, StoreAppendError, StoreWrite
+from josefk.broker.group.store import (
+    KeyValue,
+    OffsetsStore,
+    StoreAppendError,
+    StoreWrite,
+    replication_error,
+)
 from josefk.metrics.collectors import GroupPartitionStats, GroupStats
 from josefk.protocol.errors import ErrorCode
 from josefk.records.record import ControlRecordType
@@ -159,6 +167,17 @@ class _InFlightCommit:
 
 
 @dataclass(frozen=True, slots=True)
+class _InFlightSync:
+    """A leader's SyncGroup whose assignment record waits for the in-sync replicas: the
+    generation it is for and every member's assignment."""
+
+    outcome: AppendOutcome
+    group: GroupMetadata
+    generation_id: int
+    assignments: dict[str, bytes]
+
+
+@dataclass(frozen=True, slots=True)
 class MemberDescription:
     member_id: str
     group_instance_id: str | None
@@ -215,7 +234,7 @@ class GroupCoordinator:
         self._txn_groups: dict[int, set[str]] = {}
         # id(outcome) of an append not yet replicated -> the commit it holds (the record
         # keeps the outcome alive, so the id is not reused while it is here).
-        self._in_flight: dict[int, _InFlightCommit] = {}
+        self._in_flight: dict[int, _InFlightCommit | _InFlightSync] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -231,9 +250,10 @@ class GroupCoordinator:
     def appends_settled(self, appends: Iterable[AppendOutcome]) -> None:
         """The wait for ``appends`` is over: one without ``error`` is replicated and its
         commit's offsets become committed (unless a commit further on in the log already
-        is); one with an error is not, and its offsets are dropped. Appends that hold no
-        commit (group changes) are ignored, as is a commit whose group was unloaded or
-        deleted meanwhile."""
+        is); one with an error is not, and its offsets are dropped. A leader's SyncGroup
+        completes the rebalance once its assignment is replicated, or fails every member's
+        sync and rebalances again. Appends that hold neither (other group changes) are
+        ignored, as is one whose group was unloaded or deleted meanwhile."""
         for outcome in appends:
             in_flight = self._in_flight.pop(id(outcome), None)
             if in_flight is None or in_flight.outcome is not outcome:
@@ -242,6 +262,16 @@ class GroupCoordinator:
             if self._groups.get(group.group_id) is not group:
                 continue
             replicated = outcome.error is None
+            if isinstance(in_flight, _InFlightSync):
+                if group.generation_id != in_flight.generation_id or not group.is_in(
+                    GroupState.COMPLETING_REBALANCE
+                ):
+                    continue  # the group moved on (a member left or joined) meanwhile
+                if outcome.error is None:
+                    self._complete_sync(group, in_flight.assignments)
+                else:
+                    self._fail_assignment(group, replication_error(outcome.error))
+                continue
             if in_flight.producer_id >= 0:
                 if not replicated:
                     group.drop_pending_txn_offsets(in_flight.producer_id, in_flight.offsets)
@@ -856,21 +886,36 @@ class GroupCoordinator:
         if group.is_leader(member_id):
             full = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
             try:
-                self._store_group(group, full)
+                write = self._store_group(group, full)
             except StoreAppendError as exc:
-                for other in group.members.values():
-                    other.assignment = b""
-                    self._fail_sync(other, exc.error)
-                self._maybe_prepare_rebalance(group)
+                self._fail_assignment(group, exc.error)
                 return future
-            for mid, assignment in full.items():
-                group.members[mid].assignment = assignment
-            group.transition_to(GroupState.STABLE, self._clock.milliseconds())
-            for other in group.members.values():
-                if other.sync_future is not None and not other.sync_future.done():
-                    other.sync_future.set_result(self._sync_result(group, other))
-                other.sync_future = None
+            if write.awaiting is not None:
+                # As Kafka: the group becomes Stable and the members hear their assignment
+                # only once the in-sync replicas hold it (``appends_settled``).
+                self._in_flight[id(write.awaiting)] = _InFlightSync(
+                    write.awaiting, group, group.generation_id, full
+                )
+                return future
+            self._complete_sync(group, full)
         return future
+
+    def _complete_sync(self, group: GroupMetadata, assignments: dict[str, bytes]) -> None:
+        for mid, member in group.members.items():
+            member.assignment = assignments.get(mid, b"")
+        group.transition_to(GroupState.STABLE, self._clock.milliseconds())
+        for member in group.members.values():
+            if member.sync_future is not None and not member.sync_future.done():
+                member.sync_future.set_result(self._sync_result(group, member))
+            member.sync_future = None
+
+    def _fail_assignment(self, group: GroupMetadata, error: int) -> None:
+        """The leader's assignment could not be stored: every parked sync hears ``error``
+        and the group rebalances again."""
+        for member in group.members.values():
+            member.assignment = b""
+            self._fail_sync(member, error)
+        self._maybe_prepare_rebalance(group)
 
     @staticmethod
     def _sync_result(group: GroupMetadata, member: MemberMetadata) -> SyncResult:
@@ -1419,9 +1464,9 @@ class GroupCoordinator:
 
     def _store_group(
         self, group: GroupMetadata, assignments: dict[str, bytes] | None = None
-    ) -> None:
+    ) -> StoreWrite:
         value = encode_group_value(group.to_record(assignments))
-        self._store.append(
+        return self._store.append(
             self.partition_for(group.group_id),
             [(encode_group_key(GroupKey(group.group_id)), value)],
             self._clock.milliseconds(),

@@ -127,6 +127,16 @@ def coordinator_error(append_error: ErrorCode) -> ErrorCode:
     return ErrorCode.NOT_COORDINATOR
 
 
+def replication_error(failure: BaseException) -> ErrorCode:
+    """What a client is told when an append was written but its replication failed (timed
+    out, the ISR shrank below min.insync.replicas, leadership moved), as Kafka's coordinator
+    translates the delayed append's error."""
+    error = error_code_for(failure)
+    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
 _PRODUCER_ERRORS: Final = frozenset(
     {ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE}
 )

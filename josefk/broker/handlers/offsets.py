@@ -15,12 +15,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from josefk.broker.context import RequestContext
-from josefk.broker.errors import error_code_for
 from josefk.broker.group.coordinator import GroupCoordinator, OffsetCommitEntry
 from josefk.broker.group.group import CommittedOffset
+from josefk.broker.group.store import replication_error
 from josefk.broker.handlers import handles
-from josefk.broker.handlers.groups import coordinator_of
-from josefk.broker.partition import RequestTimedOutError
+from josefk.broker.handlers.groups import coordinator_of, wait_replicated
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -86,31 +85,13 @@ async def replicated(
     """Answer a commit only once the offsets topic's in-sync replicas hold it, as Kafka's
     coordinator appends with acks=-1: a commit answered is a commit a new coordinator has.
     Failing that within offsets.commit.timeout.ms, the commits are answered with Kafka's
-    translation of the append error and the client retries. Either way the coordinator is
-    told (``appends_settled``), which makes the commit visible or drops it; call this right
-    after the coordinator call that appended, with nothing awaited in between."""
-    appends = coordinator.take_appends()
-    if not appends:
-        return results
-    replicas = context.broker.replica_manager
-    try:
-        await replicas.wait_for_acks(appends, context.broker.config.offsets_commit_timeout_ms)
-    finally:
-        # A wait cut short (the request cancelled as its connection went) settles as a
-        # failure, as a timeout does: the previous offset stays and the client, which got no
-        # answer, commits again.
-        for append in appends:
-            if append.error is None and replicas.must_wait_for_acks([append]):
-                append.error = RequestTimedOutError("the wait for the in-sync replicas ended")
-        coordinator.appends_settled(appends)
-    failed = next((a.error for a in appends if a.error is not None), None)
+    translation of the append error and the client retries. Either way the coordinator
+    makes the commit visible or drops it (``wait_replicated``); call this right after the
+    coordinator call that appended, with nothing awaited in between."""
+    failed = await wait_replicated(context, coordinator)
     if failed is None:
         return results
-    error = error_code_for(failed)
-    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        error = ErrorCode.NOT_COORDINATOR
-    else:
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    error = replication_error(failed)
     return [e or error for e in results]
 
 
