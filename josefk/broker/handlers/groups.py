@@ -6,9 +6,12 @@ its answer into the response shape of that version. The single node coordinates 
 group; in a cluster, the leader of a group's ``__consumer_offsets`` partition does.
 FindCoordinator for a transactional id (key type 1) is answered by
 ``transactions.find_transaction_coordinator``. Share coordinators get
-COORDINATOR_NOT_AVAILABLE.
+COORDINATOR_NOT_AVAILABLE. ``wait_replicated`` is the wait of every handler whose coordinator
+call appended to ``__consumer_offsets`` (SyncGroup here, OffsetCommit and TxnOffsetCommit): in
+a cluster the answer, and what the coordinator shows others, waits for the in-sync replicas.
 
-Imports josefk.protocol and the group package; must not import the server or network layer.
+Imports josefk.protocol, the group package and the replica errors of josefk.broker.partition;
+must not import the server or network layer.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ Partitions of topics this broker does not have are refused with UNKNOWN_TOPIC_OR
 before the coordinator sees the commit, as Kafka's request handler does; everything else is
 the coordinator's. OffsetFetch answers -1 and no error for a partition or group without a
 commit, and from v7 with ``require_stable`` UNSTABLE_OFFSET_COMMIT (retriable) for a partition
-whose transactional offset is still pending. Versions that name topics by id (v10) are not
-served. TxnOffsetCommit is in josefk.broker.handlers.txn_offset_commit.
+whose transactional offset is still pending, or whose commit is still being replicated (a
+cluster: the coordinator shows a commit only once the offsets topic's in-sync replicas hold
+it). Versions that name topics by id (v10) are not served. TxnOffsetCommit is in
+josefk.broker.handlers.txn_offset_commit.
 
 Imports josefk.protocol and the group package; must not import the server or network layer.
 """
