@@ -135,8 +135,11 @@ class ReplicaFetcher:
             if not active:
                 self._changed.clear()
                 delays = [f.delayed_until - now for f in self._partitions.values()]
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel
+                # that arrives as the event is set, and the fetcher would outlive its stop.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), min(delays, default=None))
+                    async with asyncio.timeout(min(delays, default=None)):
+                        await self._changed.wait()
                 continue
             try:
                 connection = await self._connect()

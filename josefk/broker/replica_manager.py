@@ -320,9 +320,10 @@ class ReplicaManager:
         partition: Partition,
         records: memoryview,
         *,
+        acks: int = 1,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        info = partition.append_records_to_leader(records, origin=origin)
+        info = partition.append_records_to_leader(records, acks=acks, origin=origin)
         # Fetches parked on this partition may now have enough bytes.
         self.fetch_purgatory.notify(partition.tp)
         return info

@@ -52,6 +52,7 @@ from josefk.storage.clock import Clock, SystemClock
 from josefk.storage.dir_lock import LogDirLock, LogDirLockedError
 from josefk.storage.log_cleaner import CleanerConfig
 from josefk.storage.manager import LogManager, LogManagerConfig
+from josefk.storage.offsets import TxnMarker
 from josefk.storage.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
@@ -355,6 +356,16 @@ class Broker:
             self.cluster.leadership_listeners.append(follow_leadership)
         coordinator.start()
         replicas.topic_deleted_listeners.append(coordinator.remove_offsets_of_topic)
+
+        def complete_txn_offsets(tp: TopicPartition, marker: TxnMarker) -> None:
+            # A transaction's marker on an offsets partition completes its pending
+            # TxnOffsetCommit offsets (KIP-98).
+            if tp.topic == OFFSETS_TOPIC:
+                coordinator.complete_txn(
+                    tp.partition, marker.producer_id, committed=marker.committed
+                )
+
+        replicas.txn_marker_listeners.append(complete_txn_offsets)
         if self.metrics is not None:
 
             def high_watermark(topic: str, partition: int) -> int | None:

@@ -4,8 +4,8 @@ Owns where reading starts (``--from``), which partitions are read (all, or ``--p
 reading in a consumer group (``--group``: committed offsets first, committed again on exit),
 the output formats and when to stop: after ``--count`` records, at the end of the partitions
 (``--no-follow``), or after ``--idle-timeout`` seconds without a record when either of those
-is given; otherwise it follows the topic until Ctrl-C. Records come through josefk.client's
-AIOConsumer.
+is given; otherwise it follows the topic until Ctrl-C; ``--isolation read_committed`` reads
+only committed transactions. Records come through josefk.client's AIOConsumer.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from josefk.cli.common import (
 from josefk.client import AIOConsumer, ConsumerRecord, TopicPartition
 
 FORMATS = ("value", "key:value", "json")
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
 def _text(data: bytes | None) -> tuple[str | None, bool]:
@@ -131,6 +132,15 @@ def formatter(fmt: str, separator: bytes) -> Callable[[ConsumerRecord], bytes]:
     help="With --group: how long the last commit and leaving the group may take after "
     "Ctrl-C or SIGTERM (a second Ctrl-C exits at once).",
 )
+@click.option(
+    "--isolation",
+    type=click.Choice(ISOLATION_LEVELS),
+    default="read_uncommitted",
+    show_default=True,
+    help="read_committed: only records of committed transactions, up to the last stable "
+    "offset (the end --no-follow waits for); read_uncommitted: everything, aborted "
+    "transactions too. Transaction markers are never printed.",
+)
 @bootstrap_option
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 def consume(
@@ -144,6 +154,7 @@ def consume(
     no_follow: bool,
     idle_timeout: float,
     shutdown_timeout: float,
+    isolation: str,
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
@@ -152,6 +163,7 @@ def consume(
     \b
       josefk consume orders --from beginning -n 10 --format json
       josefk consume orders --group billing --no-follow
+      josefk consume payments --isolation read_committed
     """
     spec = parse_start(start) if start is not None else None
     if group is not None and spec is not None and spec.kind in ("offset", "timestamp"):
@@ -178,6 +190,7 @@ def consume(
                 write,
                 out,
                 shutdown_timeout,
+                isolation=isolation,
             ),
             bootstrap=server,
         )
@@ -205,6 +218,8 @@ async def _consume(
     write: Callable[[ConsumerRecord], bytes],
     out: IO[bytes],
     shutdown_timeout: float = 5.0,
+    *,
+    isolation: str = "read_uncommitted",
 ) -> int:
     async with admin_for(server) as admin:
         (description,) = await describe_existing_topics(admin, [topic])
@@ -217,6 +232,7 @@ async def _consume(
         "client_id": "josefk-cli",
         "allow_auto_create_topics": False,
         "auto_offset_reset": "latest" if spec.kind == "end" else "earliest",
+        "isolation_level": isolation,
     }
     if group is not None:
         # Commits as it goes (Kafka's auto.commit.interval.ms, 5 s): a kill loses at most

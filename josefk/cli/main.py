@@ -39,6 +39,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("produce", "produce"),
     ("consume", "consume"),
     ("groups", "groups"),
+    ("transactions", "transactions"),
     ("cluster", "cluster"),
     ("dev_cluster", "dev_cluster"),
     ("perf", "perf"),

@@ -2,7 +2,8 @@
 
 Owns reading lines (stdin or ``--file``; as they arrive, so an interactive session sends each
 line at once), splitting a key off with ``--key-separator``, the headers of ``-H k=v``, and
-the summary (records and offsets per partition). Records go through josefk.client's
+the summary (records and offsets per partition), and transactions (``--transactional-id``,
+committing every ``--transaction-size`` records and at the end of the input). Records go through josefk.client's
 AIOProducer. A topic that does not exist is created on first use when the broker allows it
 (``auto.create.topics.enable``), as Kafka's producers and kcat do, with a note saying so;
 otherwise the error names close matches and how to create it.
@@ -100,6 +101,19 @@ async def read_lines(stream: IO[bytes]) -> AsyncIterator[bytes]:
     "-z", "--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True
 )
 @click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
+@click.option(
+    "--transactional-id",
+    metavar="ID",
+    help="Write in transactions under this transactional id (read_committed consumers see "
+    "the records only once committed). Fences an older producer with the same id.",
+)
+@click.option(
+    "--transaction-size",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="With --transactional-id: commit every N records (default: the whole input is one "
+    "transaction). Ctrl-C or an error aborts the open transaction.",
+)
 @bootstrap_option
 @json_option
 def produce(
@@ -110,6 +124,8 @@ def produce(
     partition: int | None,
     compression: str,
     acks: str,
+    transactional_id: str | None,
+    transaction_size: int | None,
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
@@ -117,7 +133,12 @@ def produce(
 
     \b
       printf 'alice:1\\nbob:2\\n' | josefk produce orders -k : -H source=cli
+      seq 1000 | josefk produce payments --transactional-id loader --transaction-size 100
     """
+    if transaction_size is not None and transactional_id is None:
+        raise click.UsageError("--transaction-size needs --transactional-id")
+    if transactional_id is not None and acks != "all":
+        raise click.UsageError("--transactional-id needs --acks all")
     header_list = [(k, v.encode()) for k, v in parse_key_values(headers, "--header").items()]
     separator = key_separator.encode() if key_separator else None
     server = resolve_bootstrap(bootstrap)
@@ -143,8 +164,14 @@ def produce(
                 acks=acks,
                 compression_type=compression,
                 allow_auto_create_topics=False,
+                transactional_id=transactional_id,
             ) as producer:
+                in_transaction = 0  # records sent in the open transaction
+                if transactional_id is not None:
+                    await producer.init_transactions()
                 async for line in read_lines(stream):
+                    if transactional_id is not None and not in_transaction:
+                        producer.begin_transaction()
                     key: bytes | None = None
                     value = line
                     if separator is not None:
@@ -156,6 +183,13 @@ def produce(
                         topic, value, key, partition=partition, headers=header_list or None
                     )
                     future.add_done_callback(tally.delivered)
+                    if transactional_id is not None:
+                        in_transaction += 1
+                        if transaction_size is not None and in_transaction >= transaction_size:
+                            await _commit(producer, tally)
+                            in_transaction = 0
+                if in_transaction:
+                    await _commit(producer, tally)
                 await producer.flush()
         finally:
             if stream is not sys.stdin.buffer:
@@ -182,11 +216,17 @@ def produce(
         "failed": tally.failed,
         "error": tally.error,
     }
+    if transactional_id is not None:
+        summary["transactional_id"] = transactional_id
+        summary["transactions"] = tally.transactions
     if as_json:
         print_json(summary)
     else:
         noun = "record" if tally.records == 1 else "records"
-        click.echo(f"produced {tally.records} {noun} ({tally.bytes} bytes) to {topic}")
+        line = f"produced {tally.records} {noun} ({tally.bytes} bytes) to {topic}"
+        if transactional_id is not None:
+            line += f" in {tally.transactions} committed transaction(s) as {transactional_id}"
+        click.echo(line)
         if tally.records:
             print_table(
                 ["PARTITION", "RECORDS", "FIRST-OFFSET", "LAST-OFFSET"],
@@ -207,6 +247,7 @@ class _Tally:
         self.records = 0
         self.bytes = 0
         self.failed = 0
+        self.transactions = 0
         self.error: str | None = None
         # partition -> [records, first offset, last offset]
         self.partitions: dict[int, list[int]] = {}
@@ -227,6 +268,18 @@ class _Tally:
             entry[0] += 1
             entry[1] = min(entry[1], meta.offset)
             entry[2] = max(entry[2], meta.offset)
+
+
+async def _commit(producer: AIOProducer, tally: _Tally) -> None:
+    """Commit the open transaction; on failure abort it (when the producer still can) and
+    stop: the records of an aborted transaction are not retried."""
+    try:
+        await producer.commit_transaction()
+    except KafkaError as exc:
+        with contextlib.suppress(KafkaError):
+            await producer.abort_transaction()
+        raise CliError(f"transaction aborted: {describe_error(exc)}") from None
+    tally.transactions += 1
 
 
 async def _create_on_first_use(server: str, topic: str, unknown: CliError) -> Any:

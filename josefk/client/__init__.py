@@ -6,14 +6,18 @@ josefk.broker. The public API:
 * ``AIOProducer`` (``ProducerConfig``): ``await send(topic, value, key, partition=,
   timestamp_ms=, headers=)`` -> delivery future of ``RecordMetadata``; ``send_nowait``,
   ``send_and_wait``, ``flush``, ``close``. Idempotent by default when the broker allows.
+  With ``transactional_id``: ``init_transactions``, ``begin_transaction``,
+  ``send_offsets_to_transaction``, ``commit_transaction``, ``abort_transaction``.
 * ``AIOConsumer`` (``ConsumerConfig``): ``assign``, ``subscribe`` (with ``group_id``),
   ``seek`` / ``seek_to_beginning`` / ``seek_to_end`` / ``seek_to_timestamp``, ``getmany``,
   ``getone``, ``async for record in consumer``, ``commit`` / ``commit_async``,
   ``committed``, ``position``, ``beginning_offsets`` / ``end_offsets`` /
-  ``offsets_for_times``, ``pause`` / ``resume``; ``ConsumerRebalanceListener``.
+  ``offsets_for_times``, ``pause`` / ``resume``, ``group_metadata``;
+  ``ConsumerRebalanceListener``; ``isolation_level="read_committed"``.
 * ``AIOAdmin``: topics (create/delete/describe/list, partitions), configs (describe,
   incremental alter), groups (list/describe/delete, list/alter/reset offsets), list offsets,
-  describe cluster, delete records, leader election, partition reassignment, log dirs.
+  describe cluster, delete records, leader election, partition reassignment, log dirs,
+  transactions (list/describe) and producers (describe).
 * ``errors``: ``KafkaError`` (``.code``, ``.name``, ``.retriable``) and a subclass per Kafka
   error code.
 * ``josefk.client.sync``: blocking ``Producer``, ``Consumer`` and ``Admin`` for scripts.
@@ -30,8 +34,11 @@ from josefk.client.admin import (
     LogDirDescription,
     NewTopic,
     PartitionReassignment,
+    ProducerState,
     ResourceType,
     TopicDescription,
+    TransactionDescription,
+    TransactionListing,
 )
 from josefk.client.assignors import RangeAssignor, RoundRobinAssignor
 from josefk.client.cluster import ClientConfig, KafkaClient
@@ -39,7 +46,18 @@ from josefk.client.consumer import AIOConsumer, ConsumerConfig, ConsumerRebalanc
 from josefk.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from josefk.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
 from josefk.client.producer import AIOProducer, ProducerConfig
-from josefk.client.types import ConsumerRecord, OffsetAndTimestamp, RecordMetadata, TopicPartition
+from josefk.client.transactions import (
+    PreparedTransaction,
+    TransactionState,
+    complete_transaction,
+)
+from josefk.client.types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndTimestamp,
+    RecordMetadata,
+    TopicPartition,
+)
 from josefk.records import Compression, TimestampType
 
 __all__ = [
@@ -53,6 +71,7 @@ __all__ = [
     "ConfigEntry",
     "ConfigSource",
     "ConsumerConfig",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "DefaultPartitioner",
@@ -66,7 +85,9 @@ __all__ = [
     "NewTopic",
     "OffsetAndTimestamp",
     "PartitionReassignment",
+    "PreparedTransaction",
     "ProducerConfig",
+    "ProducerState",
     "RangeAssignor",
     "RecordMetadata",
     "ResourceType",
@@ -74,6 +95,10 @@ __all__ = [
     "TimestampType",
     "TopicDescription",
     "TopicPartition",
+    "TransactionDescription",
+    "TransactionListing",
+    "TransactionState",
+    "complete_transaction",
     "murmur2",
     "partition_for_key",
 ]

@@ -5,7 +5,9 @@ Owns ``AIOAdmin`` and the plain result values it returns (``TopicDescription``,
 as ``{name: KafkaError | None}`` so a caller (the ``josefk`` command) can report each one;
 the singular helpers (``create_topic``, ``delete_topic``...) raise the typed error instead.
 Requests go to the controller (topic changes), the least loaded broker (reads), the group's
-coordinator (group operations) or each partition's leader (ListOffsets).
+coordinator (group operations), the transactional id's coordinator (DescribeTransactions),
+every broker (ListGroups, ListTransactions) or each partition's leader (ListOffsets,
+DescribeProducers).
 
 Imports josefk.protocol and josefk.client modules; never josefk.storage or josefk.broker.
 """
@@ -19,7 +21,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from josefk.client.cluster import ClientConfig, KafkaClient, find_coordinator
+from josefk.client.cluster import (
+    COORDINATOR_TRANSACTION,
+    ClientConfig,
+    KafkaClient,
+    find_coordinator,
+)
 from josefk.client.consumer import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
 from josefk.client.consumer_protocol import decode_assignment, decode_subscription
 from josefk.client.errors import KafkaError, error_for
@@ -136,6 +143,42 @@ class GroupDescription:
     protocol: str
     members: list[MemberDescription]
     error: KafkaError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """What the transaction coordinator knows of one transactional id (KIP-664)."""
+
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    # -1 when no transaction is open.
+    transaction_start_time_ms: int
+    partitions: list[TopicPartition]
+    coordinator_id: int = -1
+    error: KafkaError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """An active producer of one partition as its leader tracks it (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    # The first offset of its open transaction, -1 when none is open.
+    current_transaction_start_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -627,13 +670,140 @@ class AIOAdmin:
     # ------------------------------------------------------------------ offsets
 
     async def list_offsets(
-        self, timestamps: Mapping[TopicPartition, int]
+        self,
+        timestamps: Mapping[TopicPartition, int],
+        *,
+        isolation_level: str = "read_uncommitted",
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """Offsets by time; use ``EARLIEST`` (-2) and ``LATEST`` (-1) for the ends."""
-        return await list_offsets(self._client, timestamps)
+        """Offsets by time; use ``EARLIEST`` (-2) and ``LATEST`` (-1) for the ends. Under
+        ``read_committed`` LATEST is the last stable offset instead of the high watermark."""
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError("isolation_level must be read_uncommitted or read_committed")
+        return await list_offsets(
+            self._client, timestamps, isolation_level=int(isolation_level == "read_committed")
+        )
 
     EARLIEST = EARLIEST_TIMESTAMP
     LATEST = LATEST_TIMESTAMP
+
+    # ------------------------------------------------------------------ transactions
+
+    async def list_transactions(
+        self,
+        *,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+    ) -> list[TransactionListing]:
+        """Transactional ids known to every broker's transaction coordinator, optionally only
+        those in ``states`` (e.g. "Ongoing", "PrepareCommit") or of ``producer_ids``."""
+        metadata = await self._client.refresh_metadata()
+        req = request_class(ApiKey.LIST_TRANSACTIONS)
+        body = req(state_filters=list(states), producer_id_filters=list(producer_ids))
+        listings: dict[str, TransactionListing] = {}
+
+        async def one(node_id: int) -> None:
+            response = await self._client.request(node_id, ApiKey.LIST_TRANSACTIONS, body)
+            if response.error_code:
+                raise error_for(response.error_code, node=node_id)
+            for t in response.transaction_states:
+                listings[t.transactional_id] = TransactionListing(
+                    t.transactional_id, t.producer_id, t.transaction_state
+                )
+
+        await asyncio.gather(*(one(n) for n in metadata.brokers))
+        return sorted(listings.values(), key=lambda t: t.transactional_id)
+
+    async def describe_transactions(
+        self, transactional_ids: Sequence[str]
+    ) -> list[TransactionDescription]:
+        """Each id's state from its coordinator; an unknown id comes back with ``error``
+        TRANSACTIONAL_ID_NOT_FOUND instead of raising."""
+        req = request_class(ApiKey.DESCRIBE_TRANSACTIONS)
+        out: list[TransactionDescription] = []
+        for transactional_id in transactional_ids:
+            try:
+                node_id = await find_coordinator(
+                    self._client, transactional_id, key_type=COORDINATOR_TRANSACTION
+                )
+            except KafkaError as exc:
+                out.append(
+                    TransactionDescription(transactional_id, "", -1, -1, -1, -1, [], error=exc)
+                )
+                continue
+            response = await self._client.request(
+                node_id, ApiKey.DESCRIBE_TRANSACTIONS, req(transactional_ids=[transactional_id])
+            )
+            for t in response.transaction_states:
+                out.append(
+                    TransactionDescription(
+                        t.transactional_id,
+                        t.transaction_state,
+                        t.producer_id,
+                        t.producer_epoch,
+                        t.transaction_timeout_ms,
+                        t.transaction_start_time_ms,
+                        sorted(
+                            TopicPartition(topic.topic, p)
+                            for topic in t.topics
+                            for p in topic.partitions
+                        ),
+                        node_id,
+                        _err(t.error_code, transactional_id=t.transactional_id),
+                    )
+                )
+        return out
+
+    async def describe_producers(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, list[ProducerState] | KafkaError]:
+        """The active producers of each partition, asked of the partition's leader."""
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        metadata = await self._client.refresh_metadata({tp.topic for tp in wanted})
+        req = request_class(ApiKey.DESCRIBE_PRODUCERS)
+        out: dict[TopicPartition, list[ProducerState] | KafkaError] = {}
+        by_leader: dict[int, dict[str, list[int]]] = {}
+        for tp in wanted:
+            leader = metadata.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                out[tp] = error_for(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic=tp.topic, partition=tp.partition
+                )
+                continue
+            by_leader.setdefault(leader, {}).setdefault(tp.topic, []).append(tp.partition)
+
+        async def one(node_id: int, topics: dict[str, list[int]]) -> None:
+            body = req(
+                topics=[
+                    req.TopicRequest(name=name, partition_indexes=parts)
+                    for name, parts in topics.items()
+                ]
+            )
+            response = await self._client.request(node_id, ApiKey.DESCRIBE_PRODUCERS, body)
+            for topic in response.topics:
+                for part in topic.partitions:
+                    tp = TopicPartition(topic.name, part.partition_index)
+                    if part.error_code:
+                        out[tp] = error_for(
+                            part.error_code,
+                            part.error_message,
+                            topic=tp.topic,
+                            partition=tp.partition,
+                        )
+                        continue
+                    out[tp] = [
+                        ProducerState(
+                            p.producer_id,
+                            p.producer_epoch,
+                            p.last_sequence,
+                            p.last_timestamp,
+                            p.coordinator_epoch,
+                            p.current_txn_start_offset,
+                        )
+                        for p in part.active_producers
+                    ]
+
+        await asyncio.gather(*(one(n, topics) for n, topics in by_leader.items()))
+        return out
 
     # ------------------------------------------------------------------ groups
 

@@ -49,6 +49,12 @@ _INT32_MAX: Final = 0x7FFFFFFF
 # highest version the codec declares. Capped where a newer version changes semantics the
 # client does not handle yet (e.g. topic ids in OffsetCommit/OffsetFetch v10).
 CLIENT_MAX_VERSIONS: Final[dict[int, int]] = {
+    # v4+ batch transactions for broker-to-coordinator checks (KIP-890); clients use v3.
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+    # v5 bumps the epoch at every EndTxn (KIP-890 part 2, transaction version 2), which
+    # this client does not implement; it adds partitions explicitly instead.
+    ApiKey.END_TXN: 4,
+    ApiKey.TXN_OFFSET_COMMIT: 4,
     ApiKey.OFFSET_COMMIT: 9,
     ApiKey.OFFSET_FETCH: 9,
     ApiKey.DELETE_TOPICS: 5,

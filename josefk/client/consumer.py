@@ -14,8 +14,8 @@ Fetch pipelining. One fetcher task sends one Fetch request per leader broker for
 partition that has fewer than two fetched chunks waiting, so while the user works through one
 chunk the next is already in flight or buffered. A chunk's records are decoded batch by
 batch into ``ConsumerRecord`` tuples (decode.py) by the poll that first reaches it, so the
-next fetch is already on its way; control batches are skipped. Errors: OFFSET_OUT_OF_RANGE resets the position by
-``auto_offset_reset`` (or raises OffsetOutOfRangeError from the next poll when it is "none");
+next fetch is already on its way; control batches are skipped. Errors: OFFSET_OUT_OF_RANGE
+resets the position by ``auto_offset_reset`` (or raises OffsetOutOfRangeError from the next poll when it is "none");
 leader errors refresh metadata and fetch again; other errors are raised from the next poll.
 
 Groups. With ``group_id`` and ``subscribe(...)`` a ``GroupCoordinator`` (group.py) runs the
@@ -27,6 +27,9 @@ without a group_id are consumed whole (every partition assigned, no group).
 
 Isolation. With ``isolation_level="read_committed"`` the broker stops at the last stable
 offset and lists the aborted transactions of the range; their batches are dropped (decode.py).
+Control batches (transaction markers) are never returned under either level, but the
+position moves past them, so it may run ahead of the last record returned, as in Kafka.
+``group_metadata()`` gives a transactional producer what send_offsets_to_transaction needs.
 
 Imports josefk.protocol, josefk.records and josefk.client modules; never josefk.storage or
 josefk.broker.
@@ -52,7 +55,12 @@ from josefk.client.errors import (
     OffsetOutOfRangeError,
     error_for,
 )
-from josefk.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
+from josefk.client.types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
 from josefk.protocol import ApiKey
 from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
@@ -145,6 +153,7 @@ class _Chunk:
         "fetch_offset",
         "generation",
         "index",
+        "next_offset",
         "records",
         "tp",
     )
@@ -157,8 +166,12 @@ class _Chunk:
         generation: int,
         aborted: list[tuple[int, int]] | None = None,
         check_crcs: bool = False,
+        next_offset: int = -1,
     ) -> None:
         self.tp = tp
+        # Past the chunk's last batch, control batches included: where the position goes
+        # once every record is taken (so it moves past transaction markers, as in Kafka).
+        self.next_offset = next_offset
         self.check_crcs = check_crcs
         self.data = data
         self.aborted = aborted
@@ -206,6 +219,8 @@ class AIOConsumer:
             raise TypeError("pass either a ConsumerConfig or keyword settings, not both")
         if config.auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
+        if config.isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError("isolation_level must be read_uncommitted or read_committed")
         self.config = config
         self._client = KafkaClient(config)
         self._assignment: dict[TopicPartition, _PartitionState] = {}
@@ -309,6 +324,23 @@ class AIOConsumer:
         if self._coordinator is not None:
             await self._coordinator.unsubscribe()
         self._set_assignment([])
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group, generation, member id and instance id, for a transactional
+        producer's ``send_offsets_to_transaction`` (KIP-447)."""
+        if self.config.group_id is None:
+            raise IllegalStateError("group_metadata() needs a group_id")
+        coordinator = self._coordinator
+        if coordinator is None:
+            return ConsumerGroupMetadata(
+                self.config.group_id, group_instance_id=self.config.group_instance_id
+            )
+        return ConsumerGroupMetadata(
+            self.config.group_id,
+            coordinator.generation_id,
+            coordinator.member_id,
+            self.config.group_instance_id,
+        )
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._assignment)
@@ -666,6 +698,17 @@ class AIOConsumer:
                 state.log_start_offset = part.log_start_offset
                 next_offset, has_records = next_fetch_offset(part.records, offset)
                 state.fetch_offset = next_offset
+                if not has_records and next_offset > offset:
+                    # Only control batches (transaction markers) or aborted data: nothing
+                    # to return, but the position moves past them, after any chunk before.
+                    if self._pending_chunks.get(tp, 0) == 0:
+                        if state.position is not None and state.position < next_offset:
+                            state.position = next_offset
+                    else:
+                        empty = _Chunk(tp, None, offset, generation, next_offset=next_offset)
+                        empty.records = []
+                        self._chunks.append(empty)
+                        self._pending_chunks[tp] += 1
                 if has_records:
                     aborted = None
                     if self._isolation and part.aborted_transactions:
@@ -674,7 +717,13 @@ class AIOConsumer:
                         ]
                     self._chunks.append(
                         _Chunk(
-                            tp, part.records, offset, generation, aborted, self.config.check_crcs
+                            tp,
+                            part.records,
+                            offset,
+                            generation,
+                            aborted,
+                            self.config.check_crcs,
+                            next_offset,
                         )
                     )
                     self._pending_chunks[tp] += 1
@@ -738,6 +787,8 @@ class AIOConsumer:
                 state.position = records[end - 1].offset + 1
             chunk.index = end
             if end >= len(records):
+                if chunk.next_offset > state.position:
+                    state.position = chunk.next_offset
                 chunks.popleft()
                 self._pending_chunks[chunk.tp] = max(0, self._pending_chunks[chunk.tp] - 1)
                 self._fetch_wakeup.set()

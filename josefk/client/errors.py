@@ -6,7 +6,9 @@ per Kafka error code, built from ``josefk.protocol.ErrorCode`` and reachable thr
 and the client-side failures that have no wire code: ``KafkaConnectionError`` (the socket
 failed or closed; retriable), ``KafkaTimeoutError`` (a request or an operation ran out of
 time; retriable), ``UnsupportedVersionError`` (no version of an API both sides speak) and
-``IllegalStateError`` (the client was used wrongly, e.g. after close).
+``IllegalStateError`` (the client was used wrongly, e.g. after close), and the transactional
+producer's ``FatalTransactionError`` / ``AbortableTransactionError`` /
+``TransactionAbortedError`` (each with the broker's error as ``cause``).
 
 Imports only josefk.protocol.errors; no I/O.
 """
@@ -81,6 +83,43 @@ class IllegalStateError(KafkaError):
     retriable = False
 
 
+class TransactionError(KafkaError):
+    """Base of the transactional producer's own failures; ``cause`` is the error behind it
+    (the broker's typed error) when there is one."""
+
+    code = -1
+    name = "TRANSACTION_ERROR"
+    retriable = False
+
+    def __init__(
+        self, message: str | None = None, *, cause: BaseException | None = None, **context: Any
+    ) -> None:
+        if message is None and cause is not None:
+            message = str(cause)
+        super().__init__(message, **context)
+        self.cause = cause
+
+
+class FatalTransactionError(TransactionError):
+    """The transactional producer can never send again (fenced by a newer producer with the
+    same transactional id, not authorised...): the only thing left is ``close()``."""
+
+    name = "FATAL_TRANSACTION_ERROR"
+
+
+class AbortableTransactionError(TransactionError):
+    """The current transaction cannot commit (a record failed, the coordinator said so):
+    call ``abort_transaction()``, after which a new transaction may begin."""
+
+    name = "ABORTABLE_TRANSACTION_ERROR"
+
+
+class TransactionAbortedError(TransactionError):
+    """The record's transaction was aborted before the record was sent."""
+
+    name = "TRANSACTION_ABORTED"
+
+
 def _class_name(code_name: str) -> str:
     camel = "".join(part.capitalize() for part in code_name.split("_"))
     return camel if camel.endswith(("Error", "Exception")) else camel + "Error"
@@ -137,6 +176,8 @@ UnknownProducerIdError: type[KafkaError] = _BY_CODE[59]
 NonEmptyGroupError: type[KafkaError] = _BY_CODE[68]
 GroupIdNotFoundError: type[KafkaError] = _BY_CODE[69]
 MemberIdRequiredError: type[KafkaError] = _BY_CODE.get(79, KafkaError)
+ProducerFencedError: type[KafkaError] = _BY_CODE[90]
+ConcurrentTransactionsError: type[KafkaError] = _BY_CODE[51]
 
 
 def error_class(code: int) -> type[KafkaError]:
@@ -160,9 +201,12 @@ def raise_for(code: int, message: str | None = None, **context: Any) -> None:
 
 
 __all__ = [
+    "AbortableTransactionError",
+    "ConcurrentTransactionsError",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
     "DuplicateSequenceNumberError",
+    "FatalTransactionError",
     "IllegalGenerationError",
     "IllegalStateError",
     "InvalidConfigError",
@@ -180,9 +224,12 @@ __all__ = [
     "NotLeaderOrFollowerError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceNumberError",
+    "ProducerFencedError",
     "RebalanceInProgressError",
     "RequestTimedOutError",
     "TopicAlreadyExistsError",
+    "TransactionAbortedError",
+    "TransactionError",
     "UnknownMemberIdError",
     "UnknownProducerIdError",
     "UnknownServerError",

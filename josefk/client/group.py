@@ -127,9 +127,13 @@ async def fetch_committed_offsets(
     node_id: int,
     group_id: str,
     partitions: Sequence[TopicPartition] | None,
+    *,
+    require_stable: bool = False,
 ) -> dict[TopicPartition, int | None]:
     """OffsetFetch: committed offset per partition (None when nothing is committed).
-    ``partitions`` None asks for every partition the group has offsets for."""
+    ``partitions`` None asks for every partition the group has offsets for.
+    ``require_stable`` (KIP-447): a partition with offsets pending in an open transaction
+    answers UNSTABLE_OFFSET_COMMIT (raised, retriable) instead of the older offset."""
     req = request_class(ApiKey.OFFSET_FETCH)
     by_topic: dict[str, list[int]] = {}
     for tp in partitions or ():
@@ -149,7 +153,7 @@ async def fetch_committed_offsets(
             )
             return req(
                 groups=[req.OffsetFetchRequestGroup(group_id=group_id, topics=topics)],
-                require_stable=False,
+                require_stable=require_stable,
             )
         topics7 = (
             None
@@ -159,7 +163,7 @@ async def fetch_committed_offsets(
                 for n, p in by_topic.items()
             ]
         )
-        return req(group_id=group_id, topics=topics7, require_stable=False)
+        return req(group_id=group_id, topics=topics7, require_stable=require_stable)
 
     response = await client.request(node_id, ApiKey.OFFSET_FETCH, build)
     out: dict[TopicPartition, int | None] = {}
@@ -540,16 +544,32 @@ class GroupCoordinator:
     async def fetch_committed(
         self, partitions: Sequence[TopicPartition]
     ) -> dict[TopicPartition, int | None]:
-        for attempt in range(5):
+        """The committed offsets; a read_committed consumer asks for stable ones (KIP-447)
+        and waits, up to ``request_timeout_ms``, while a transaction holds offsets of the
+        group pending, as Kafka's consumer does, instead of starting from older ones."""
+        require_stable = self.config.isolation_level == "read_committed"
+        clock = self.config.clock
+        unstable_deadline = clock() + self.config.request_timeout_ms / 1000
+        attempt = 0
+        while True:
             try:
                 return await fetch_committed_offsets(
-                    self._client, await self._ensure_coordinator(), self.group_id, list(partitions)
+                    self._client,
+                    await self._ensure_coordinator(),
+                    self.group_id,
+                    list(partitions),
+                    require_stable=require_stable,
                 )
             except KafkaError as exc:
+                if exc.code == ErrorCode.UNSTABLE_OFFSET_COMMIT and clock() < unstable_deadline:
+                    await asyncio.sleep(
+                        min(self.config.retry_backoff_max_ms, self.config.retry_backoff_ms) / 1000
+                    )
+                    continue
                 if not exc.retriable and exc.code not in _COORDINATOR_ERRORS:
                     raise
                 self._coordinator_dead()
                 if attempt == 4:
                     raise
                 await asyncio.sleep(self.config.retry_backoff_ms / 1000 * 2**attempt)
-        raise AssertionError("unreachable")
+                attempt += 1

@@ -32,6 +32,17 @@ producer bump its epoch (KIP-360: InitProducerId with its current id and epoch) 
 is in flight, and renumber every queued batch from sequence 0 in place (header fields and
 CRC rewritten, records untouched).
 
+Transactions (``transactional_id``, KIP-98; transactions.py keeps the state machine):
+``init_transactions()`` once, then ``begin_transaction()``, sends,
+``send_offsets_to_transaction()`` and ``commit_transaction()`` or ``abort_transaction()``.
+Batches are flagged transactional; a partition's batches wait in the queue until
+AddPartitionsToTxn has added the partition (the sender asks for all new partitions in one
+request). A fencing answer (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH...) makes the producer
+fatal; any other failed record makes the transaction abortable, and the sender fails the
+records still queued. Since records dropped by an abort leave sequence numbers that the
+broker never saw, an abort that dropped or lost records is followed by an epoch bump
+(InitProducerId with the current id and epoch), after which every partition starts at 0.
+
 ``send_nowait`` is ``send`` without the awaits, for callers on the loop that cannot await
 (the sync facade): it returns None when the record would have to wait.
 
@@ -53,17 +64,27 @@ from typing import TYPE_CHECKING, Any, Final
 
 from josefk.client.cluster import METADATA_ERRORS, ClientConfig, KafkaClient
 from josefk.client.errors import (
+    AbortableTransactionError,
+    FatalTransactionError,
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     MessageTooLargeError,
+    TransactionAbortedError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
     error_for,
 )
 from josefk.client.partitioner import DefaultPartitioner
-from josefk.client.types import RecordMetadata, TopicPartition
+from josefk.client.transactions import (
+    FATAL_CODES,
+    PreparedTransaction,
+    TransactionManager,
+    TransactionState,
+    offsets_by_partition,
+)
+from josefk.client.types import ConsumerGroupMetadata, RecordMetadata, TopicPartition
 from josefk.protocol import ApiKey
 from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
@@ -134,6 +155,9 @@ class ProducerConfig(ClientConfig):
     enable_idempotence: bool | None = None
     max_block_ms: int = 60_000
     partitioner: DefaultPartitioner | None = None
+    # A transactional producer (KIP-98): implies idempotence and acks=all.
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
 
 
 def retry_backoff_s(attempts: int, base_ms: int, max_ms: int) -> float:
@@ -402,6 +426,25 @@ class AIOProducer:
         self.acks = parse_acks(config.acks)
         self.compression = parse_compression(config.compression_type)
         self._client = KafkaClient(config)
+        self._txn: TransactionManager | None = None
+        if config.transactional_id is not None:
+            if config.enable_idempotence is False:
+                raise ValueError("transactional_id needs idempotence (enable_idempotence)")
+            if self.acks != -1:
+                raise ValueError("transactional_id needs acks=all")
+            self._txn = TransactionManager(
+                self._client,
+                config.transactional_id,
+                transaction_timeout_ms=config.transaction_timeout_ms,
+                max_block_ms=config.max_block_ms,
+                retry_backoff_ms=config.retry_backoff_ms,
+                retry_backoff_max_ms=config.retry_backoff_max_ms,
+                clock=config.clock,
+            )
+        self._adding_partitions: asyncio.Task[None] | None = None
+        # A record of the open transaction was dropped or failed: its sequence numbers are
+        # unknowable, so the next transaction starts under a bumped epoch.
+        self._txn_dirty = False
         self._partitioner = config.partitioner or DefaultPartitioner(config.rng)
         self._open: dict[TopicPartition, _Batch] = {}
         self._ready: dict[TopicPartition, collections.deque[_Batch]] = {}
@@ -442,7 +485,8 @@ class AIOProducer:
             return
         self._loop = asyncio.get_running_loop()
         await self._client.start()
-        await self._init_idempotence()
+        if self._txn is None:  # a transactional producer gets its id in init_transactions()
+            await self._init_idempotence()
         self._sender = asyncio.ensure_future(self._run_sender())
         self._started = True
         self._accepting = self._space.is_set()
@@ -479,6 +523,140 @@ class AIOProducer:
     def idempotent(self) -> bool:
         return self.producer_id >= 0
 
+    # ------------------------------------------------------------------ transactions
+
+    def _transactions(self) -> TransactionManager:
+        self._check_open()
+        if self._txn is None:
+            raise IllegalStateError("this producer has no transactional_id")
+        return self._txn
+
+    @property
+    def transaction_state(self) -> TransactionState | None:
+        """Where the transactional producer stands (None without a transactional_id)."""
+        return None if self._txn is None else self._txn.state
+
+    async def init_transactions(self) -> None:
+        """Register the transactional id with its coordinator (FindCoordinator, then
+        InitProducerId): an older producer with the same id is fenced and its open
+        transaction aborted. Call once, before the first ``begin_transaction``."""
+        txn = self._transactions()
+        producer_id, producer_epoch = await txn.init()
+        self._set_producer(producer_id, producer_epoch)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: records sent until commit or abort belong to it."""
+        self._transactions().begin()
+        self._txn_dirty = False
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int] | Sequence[tuple[TopicPartition, int]],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        """Commit a consumer group's offsets as part of the transaction (consume-transform-
+        produce): visible to the group only if the transaction commits. ``offsets`` are the
+        next offsets to consume; ``group_metadata`` is the consumer's ``group_metadata()``
+        (a bare group id skips KIP-447's generation check)."""
+        txn = self._transactions()
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        await txn.send_offsets(offsets_by_partition(offsets), group_metadata)
+
+    async def commit_transaction(self) -> None:
+        """Deliver every record of the transaction, then commit it (EndTxn). Raises
+        AbortableTransactionError when a record failed (then abort_transaction()),
+        FatalTransactionError when the producer was fenced; KafkaTimeoutError leaves the
+        transaction committing, and commit_transaction() may be called again."""
+        txn = self._transactions()
+        if txn.state in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR):
+            txn.check_can_send()  # raises the right error
+        txn.start_commit()
+        await self.flush()
+        if txn.state is not TransactionState.COMMITTING:
+            txn.check_can_send()
+        await txn.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: records not yet sent fail with TransactionAbortedError,
+        requests in flight are awaited, then EndTxn(abort) makes the coordinator write abort
+        markers so that read_committed consumers skip what was written."""
+        txn = self._transactions()
+        txn.start_abort()
+        await self._drop_transaction_records()
+        if txn.state is TransactionState.FATAL_ERROR:  # fenced while waiting
+            txn.check_can_send()
+        await txn.end(commit=False)
+        if self._txn_dirty:
+            producer_id, producer_epoch = await txn.bump_epoch()
+            self._set_producer(producer_id, producer_epoch)
+            self._txn_dirty = False
+
+    async def prepare_transaction(self) -> PreparedTransaction:
+        """Deliver every record of the transaction and hand it over instead of ending it:
+        whoever gets the returned ``PreparedTransaction`` commits or aborts it with
+        ``complete_transaction`` (the Spark sink's driver does, for all its tasks at once).
+        After this the producer can only be closed (which leaves the transaction open); the
+        coordinator aborts it if nobody ends it within ``transaction_timeout_ms``."""
+        txn = self._transactions()
+        if txn.state in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR):
+            txn.check_can_send()
+        txn.start_commit()
+        await self.flush()
+        if txn.state is not TransactionState.COMMITTING:
+            txn.check_can_send()
+        prepared = PreparedTransaction(
+            txn.transactional_id, self.producer_id, self.producer_epoch, txn.started_on_coordinator
+        )
+        txn.state = TransactionState.PREPARED
+        return prepared
+
+    def _set_producer(self, producer_id: int, producer_epoch: int) -> None:
+        """A new producer id or epoch: sequence numbers start from 0 on every partition."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self._next_sequence.clear()
+
+    async def _drop_transaction_records(self) -> None:
+        error = TransactionAbortedError(transactional_id=self.config.transactional_id)
+        for batch in list(self._open.values()):
+            self._close_batch(batch)
+        self._fail_queued(error)
+        # A request in flight may have written its records: wait for its answer so that no
+        # late response lands in the next transaction.
+        while any(self._node_in_flight.values()) or self._adding_partitions is not None:
+            if self._adding_partitions is not None:
+                await asyncio.shield(self._adding_partitions)
+                continue
+            await self._in_flight_done.wait()
+            self._in_flight_done.clear()
+        self._fail_queued(error)  # retries put back by those answers
+
+    def _fail_queued(self, error: KafkaError) -> None:
+        for queue in self._ready.values():
+            while queue:
+                batch = queue.popleft()
+                self._txn_dirty = True
+                batch.fail(error)
+                self._batch_done(batch)
+
+    def _transaction_failed(self, error: KafkaError) -> None:
+        """A record of the transaction will never be written (or may have been, unknown)."""
+        assert self._txn is not None
+        self._txn_dirty = True
+        self._txn.fail_with(error)
+
+    async def _add_partitions(self) -> None:
+        assert self._txn is not None
+        try:
+            await self._txn.add_pending_partitions()
+        except Exception as exc:  # a bug must not leave the records waiting forever
+            log.exception("AddPartitionsToTxn failed")
+            self._txn.abortable(KafkaError(f"AddPartitionsToTxn failed: {exc!r}"))
+        finally:
+            self._adding_partitions = None
+            self._wakeup.set()
+
     async def __aenter__(self) -> AIOProducer:
         await self.start()
         return self
@@ -507,6 +685,13 @@ class AIOProducer:
         """
         if self._closed:
             return
+        if self._txn is not None and self._started and self._txn.in_transaction:
+            # Best effort, as librdkafka does: the coordinator would abort it at its timeout.
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self.abort_transaction()
+            except (KafkaError, TimeoutError) as exc:
+                log.warning("could not abort the open transaction on close: %s", exc)
         try:
             if self._started:
                 await self.flush(timeout_s)
@@ -608,6 +793,8 @@ class AIOProducer:
         if not self._accepting:
             self._check_open()
             return None  # buffer_memory is full
+        if self._txn is not None:
+            self._txn.check_can_send()
         info = self._client.metadata.topics.get(topic)
         if info is None or info.error_code or not info.partitions:
             return None
@@ -685,9 +872,12 @@ class AIOProducer:
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=base_sequence,
+            is_transactional=self._txn is not None,
             compression=self.compression,
             compression_level=self.config.compression_level,
         )
+        if self._txn is not None:
+            self._txn.add_partition(tp)
         deadline = time.monotonic() + self.config.delivery_timeout_ms / 1000
         assert self._loop is not None
         batch = _Batch(tp, builder, deadline, base_sequence, self._loop.create_future)
@@ -771,11 +961,31 @@ class AIOProducer:
             self._spawn(self._refresh_then_wake())
         if self._reset_task is not None:
             return  # sequences are being renumbered; the reset wakes the sender when done
+        txn = self._txn
+        if txn is not None and txn.state in (
+            TransactionState.ABORTABLE_ERROR,
+            TransactionState.FATAL_ERROR,
+        ):
+            # As Kafka's sender: nothing more of a doomed transaction goes out.
+            assert txn.error is not None
+            error: KafkaError = (
+                FatalTransactionError(cause=txn.error)
+                if txn.state is TransactionState.FATAL_ERROR
+                else AbortableTransactionError(cause=txn.error)
+            )
+            for batch in list(self._open.values()):
+                self._close_batch(batch)
+            self._fail_queued(error)
+            return
+        need_partitions = False
         by_node: dict[int, dict[TopicPartition, list[_Batch]]] = {}
         need_metadata = False
         metadata = self._client.metadata
         for tp, queue in self._ready.items():
             if not queue or tp in self._busy_partitions:
+                continue
+            if txn is not None and not txn.is_added(tp):
+                need_partitions = True  # AddPartitionsToTxn must come first
                 continue
             not_before = self._retry_after.get(tp)
             if not_before is not None:
@@ -785,12 +995,11 @@ class AIOProducer:
                 self._retry_leader.pop(tp, None)
             while queue and queue[0].deadline <= now:
                 expired = queue.popleft()
-                self._sequence_gap()
-                expired.fail(
-                    KafkaTimeoutError(
-                        "delivery_timeout_ms expired", topic=tp.topic, partition=tp.partition
-                    )
+                timeout = KafkaTimeoutError(
+                    "delivery_timeout_ms expired", topic=tp.topic, partition=tp.partition
                 )
+                self._sequence_gap(timeout)
+                expired.fail(timeout)
                 self._batch_done(expired)
             if not queue:
                 continue
@@ -813,6 +1022,8 @@ class AIOProducer:
         if need_metadata:
             self._client.invalidate()
             self._spawn(self._refresh_then_wake())
+        if need_partitions and self._adding_partitions is None:
+            self._adding_partitions = asyncio.ensure_future(self._add_partitions())
 
     async def _refresh_then_wake(self) -> None:
         try:
@@ -841,7 +1052,7 @@ class AIOProducer:
                 req.TopicProduceData.PartitionProduceData(index=tp.partition, records=data)
             )
         return req(
-            transactional_id=None,
+            transactional_id=self.config.transactional_id,
             acks=self.acks,
             timeout_ms=self.config.request_timeout_ms,
             topic_data=[
@@ -866,6 +1077,8 @@ class AIOProducer:
                     for batch in taken:
                         batch.fail(exc)
                         self._batch_done(batch)
+                if self._txn is not None:
+                    self._transaction_failed(exc)
                 return
             if response is None:  # acks=0: nothing comes back
                 for taken in batches.values():
@@ -904,6 +1117,14 @@ class AIOProducer:
                 self._batch_done(batch)
             return
         error = error_for(code, part.error_message, topic=tp.topic, partition=tp.partition)
+        if self._txn is not None and (code in FATAL_CODES or code in _SEQUENCE_ERRORS):
+            # Fenced (a newer epoch exists) ends the producer; a sequence the broker will not
+            # take ends the transaction: renumbering inside it could reorder its records.
+            for batch in taken:
+                batch.fail(error)
+                self._batch_done(batch)
+            self._transaction_failed(error)
+            return
         if code in _SEQUENCE_ERRORS and self.idempotent:
             # The broker lost or rejects this producer's state: bump the epoch, renumber,
             # and send these batches again first.
@@ -927,7 +1148,7 @@ class AIOProducer:
             else:
                 batch.fail(error)
                 self._batch_done(batch)
-                self._sequence_gap()
+                self._sequence_gap(error)
         if retry:
             log.debug("retrying %d batches of %s after %s", len(retry), tp, error)
             queue.extendleft(reversed(retry))
@@ -942,10 +1163,13 @@ class AIOProducer:
 
     # ------------------------------------------------------------------ epoch bumps
 
-    def _sequence_gap(self) -> None:
+    def _sequence_gap(self, error: KafkaError) -> None:
         """A batch with sequence numbers will never be written: later batches of its
-        partition would be refused as out of order, so renumber everything (KIP-360)."""
-        if self.idempotent:
+        partition would be refused as out of order, so renumber everything (KIP-360). In a
+        transaction, the transaction must abort instead (the epoch is bumped after it)."""
+        if self._txn is not None:
+            self._transaction_failed(error)
+        elif self.idempotent:
             self._request_reset()
 
     def _request_reset(self) -> None:

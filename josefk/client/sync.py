@@ -25,13 +25,22 @@ from josefk.client.admin import (
     GroupDescription,
     GroupListing,
     NewTopic,
+    ProducerState,
     ResourceType,
     TopicDescription,
+    TransactionDescription,
+    TransactionListing,
 )
 from josefk.client.consumer import AIOConsumer
 from josefk.client.errors import KafkaError
 from josefk.client.producer import AIOProducer, HeadersInput
-from josefk.client.types import ConsumerRecord, OffsetAndTimestamp, RecordMetadata, TopicPartition
+from josefk.client.types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndTimestamp,
+    RecordMetadata,
+    TopicPartition,
+)
 
 T = TypeVar("T")
 
@@ -78,17 +87,24 @@ class Producer:
 
     def __init__(self, **settings: Any) -> None:
         self._thread = _LoopThread("josefk-producer")
+        self._queueing: set[asyncio.Future[Any]] = set()
         try:
             self._producer = self._thread.run(_make(AIOProducer, **settings))
         except BaseException:
             self._thread.stop()
             raise
 
-    async def _send(
-        self, topic: str, value: bytes | None, key: bytes | None, kwargs: dict[str, Any]
-    ) -> RecordMetadata:
-        future = await self._producer.send(topic, value, key, **kwargs)
-        return await future
+    async def _delivered(self, queued: asyncio.Future[Any]) -> RecordMetadata:
+        future = await queued
+        result: RecordMetadata = await future
+        return result
+
+    async def _queued(self) -> None:
+        """Wait until every record sent so far is queued in the producer: a record whose
+        topic had no metadata yet is still on its way through ``AIOProducer.send``, and a
+        flush or commit must not overtake it."""
+        while self._queueing:
+            await asyncio.gather(*list(self._queueing), return_exceptions=True)
 
     def _submit(
         self,
@@ -109,7 +125,10 @@ class Producer:
             result.set_exception(exc)
             return
         if future is None:
-            future = asyncio.ensure_future(self._send(topic, value, key, kwargs))
+            queued = asyncio.ensure_future(self._producer.send(topic, value, key, **kwargs))
+            self._queueing.add(queued)
+            queued.add_done_callback(self._queueing.discard)
+            future = asyncio.ensure_future(self._delivered(queued))
 
         def done(f: asyncio.Future[RecordMetadata]) -> None:
             if f.cancelled():
@@ -152,14 +171,52 @@ class Producer:
         ).result()
 
     def flush(self, timeout_s: float | None = None) -> None:
-        self._thread.run(self._producer.flush(timeout_s))
+        async def flush() -> None:
+            await self._queued()
+            await self._producer.flush(timeout_s)
+
+        self._thread.run(flush())
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._thread.run(self._producer.partitions_for(topic))
 
+    def init_transactions(self) -> None:
+        self._thread.run(self._producer.init_transactions())
+
+    def begin_transaction(self) -> None:
+        async def begin() -> None:
+            self._producer.begin_transaction()
+
+        self._thread.run(begin())
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int] | Sequence[tuple[TopicPartition, int]],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        self._thread.run(self._producer.send_offsets_to_transaction(offsets, group_metadata))
+
+    def commit_transaction(self) -> None:
+        async def commit() -> None:
+            await self._queued()
+            await self._producer.commit_transaction()
+
+        self._thread.run(commit())
+
+    def abort_transaction(self) -> None:
+        async def abort() -> None:
+            await self._queued()
+            await self._producer.abort_transaction()
+
+        self._thread.run(abort())
+
     def close(self, timeout_s: float | None = None) -> None:
+        async def close() -> None:
+            await self._queued()
+            await self._producer.close(timeout_s)
+
         try:
-            self._thread.run(self._producer.close(timeout_s))
+            self._thread.run(close())
         finally:
             self._thread.stop()
 
@@ -227,6 +284,10 @@ class Consumer:
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         self._thread.run(self._consumer.commit(offsets))
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        result: ConsumerGroupMetadata = self._call(self._consumer.group_metadata)
+        return result
 
     def committed(self, tp: TopicPartition) -> int | None:
         return self._thread.run(self._consumer.committed(tp))
@@ -316,9 +377,31 @@ class Admin:
         self._thread.run(self._admin.alter_configs(resource, changes))
 
     def list_offsets(
-        self, timestamps: Mapping[TopicPartition, int]
+        self,
+        timestamps: Mapping[TopicPartition, int],
+        *,
+        isolation_level: str = "read_uncommitted",
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        return self._thread.run(self._admin.list_offsets(timestamps))
+        return self._thread.run(
+            self._admin.list_offsets(timestamps, isolation_level=isolation_level)
+        )
+
+    def list_transactions(
+        self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
+    ) -> list[TransactionListing]:
+        return self._thread.run(
+            self._admin.list_transactions(states=list(states), producer_ids=list(producer_ids))
+        )
+
+    def describe_transactions(
+        self, transactional_ids: Sequence[str]
+    ) -> list[TransactionDescription]:
+        return self._thread.run(self._admin.describe_transactions(transactional_ids))
+
+    def describe_producers(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, list[ProducerState] | KafkaError]:
+        return self._thread.run(self._admin.describe_producers(list(partitions)))
 
     def list_groups(self) -> list[GroupListing]:
         return self._thread.run(self._admin.list_groups())

@@ -334,6 +334,8 @@ class GroupProbe:
       committed (one per partition)
     - ``kafka_coordinator_group_groupmetadatamanager_offsetexpirations_total``: committed
       offsets removed by ``offsets.retention.minutes``
+    - ``kafka_coordinator_group_groupmetadatamanager_pendingtxnoffsets``: transactional
+      offsets written (TxnOffsetCommit) whose transaction has not completed yet
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -354,6 +356,11 @@ class GroupProbe:
             "Committed offsets expired by offsets.retention.minutes.",
             registry=registry,
         )
+        self._pending_txn = Gauge(
+            "kafka_coordinator_group_groupmetadatamanager_pendingtxnoffsets",
+            "Transactional offsets waiting for their transaction's commit or abort.",
+            registry=registry,
+        )
 
     def rebalance_completed(self, group: str) -> None:
         self._rebalances.labels(group).inc()
@@ -364,6 +371,9 @@ class GroupProbe:
     def offsets_expired(self, count: int) -> None:
         if count:
             self._expired.inc(count)
+
+    def pending_txn_offsets(self, count: int) -> None:
+        self._pending_txn.set(count)
 
     def remove_group(self, group: str) -> None:
         for metric in (self._rebalances, self._commits):

@@ -3,8 +3,12 @@
 Owns ``OffsetLookup`` (driver side: which partitions a subscription covers, their earliest
 and latest offsets, offsets by timestamp), ``read_range`` (executor side: the records of one
 ``OffsetRange`` as pyarrow RecordBatches or tuples, up to the range's end, which the driver
-took from the high watermark) and ``write_rows`` (executor side: rows produced with
-josefk's producer, every delivery awaited so an error fails the task).
+took from the high watermark, or the last stable offset under read_committed), ``write_rows``
+(executor side: rows produced with josefk's producer, every delivery awaited so an error
+fails the task), ``write_rows_in_transaction`` (the same inside a transaction left open
+for the driver), ``complete_transactions`` (driver side: EndTxn for each task's) and
+``fence_transactions`` (driver side, after a failed job: InitProducerId for each task that
+left no commit message, aborting whatever it left open).
 
 Each executor call runs josefk's asyncio client on a private event loop driven from the
 calling thread (``run_until_complete`` step by step), so a read yields batch after batch
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
@@ -28,10 +33,14 @@ from josefk.client import (
     AIOProducer,
     ClientConfig,
     ConsumerRecord,
+    KafkaClient,
     KafkaTimeoutError,
     TopicPartition,
+    complete_transaction,
 )
+from josefk.client import PreparedTransaction as PreparedTransaction  # for source.py
 from josefk.client.errors import OffsetOutOfRangeError
+from josefk.client.transactions import TransactionManager
 from josefk.spark.options import EARLIEST, LATEST, Subscription
 from josefk.spark.planning import OffsetRange
 
@@ -42,6 +51,8 @@ TopicPartitionKey = tuple[str, int]
 
 # Records asked of the consumer per poll; also the most rows in one Arrow batch.
 _ROWS_PER_POLL: Final = 50_000
+# How long one poll of a range read waits before the reader looks at the position again.
+_POLL_STEP_MS: Final = 500
 _CLIENT_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(ClientConfig))
 
 
@@ -80,6 +91,9 @@ class OffsetLookup:
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         self._settings = _admin_settings(settings)
+        # Under read_committed the latest offset is the last stable offset: a range never
+        # ends inside an open transaction.
+        self._isolation = str(settings.get("isolation_level", "read_uncommitted"))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._admin: AIOAdmin | None = None
 
@@ -137,7 +151,7 @@ class OffsetLookup:
 
         async def run() -> dict[TopicPartitionKey, int]:
             admin = await self._connected()
-            found = await admin.list_offsets(wanted)
+            found = await admin.list_offsets(wanted, isolation_level=self._isolation)
             return {(tp.topic, tp.partition): hit.offset for tp, hit in found.items() if hit}
 
         return self._run(run())
@@ -147,7 +161,8 @@ class OffsetLookup:
         return self._list(tps, EARLIEST)
 
     def latest(self, tps: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
-        """Each partition's high watermark: the end of what a consumer may read."""
+        """Each partition's high watermark (last stable offset under read_committed): the
+        end of what a consumer may read."""
         return self._list(tps, LATEST)
 
     def for_time(
@@ -244,10 +259,15 @@ def read_range(
         consumer.assign([tp])
         consumer.seek(tp, offset_range.from_offset)
         position = offset_range.from_offset
+        # Under read_committed a range may end in offsets no record comes back for
+        # (transaction markers, aborted records): the consumer's position moves past them,
+        # so progress is measured by the position, polled in short steps.
+        step_ms = min(poll_timeout_ms, _POLL_STEP_MS)
+        last_progress = time.monotonic()
         while position < until:
             try:
                 got = loop.run_until_complete(
-                    consumer.getmany(timeout_ms=poll_timeout_ms, max_records=_ROWS_PER_POLL)
+                    consumer.getmany(timeout_ms=step_ms, max_records=_ROWS_PER_POLL)
                 )
             except OffsetOutOfRangeError:
                 earliest = loop.run_until_complete(consumer.beginning_offsets([tp])).get(tp, 0)
@@ -262,17 +282,22 @@ def read_range(
                 consumer.seek(tp, position)
                 continue
             records = got.get(tp)
+            moved = loop.run_until_complete(consumer.position(tp))
+            if not records and moved <= position:
+                if time.monotonic() - last_progress >= poll_timeout_ms / 1000:
+                    raise KafkaTimeoutError(
+                        f"no records from {tp.topic}-{tp.partition} at offset {position} within "
+                        f"{poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs) although the range "
+                        f"ends at {until}"
+                    )
+                continue
+            last_progress = time.monotonic()
+            position = max(position, moved)
             if not records:
-                raise KafkaTimeoutError(
-                    f"no records from {tp.topic}-{tp.partition} at offset {position} within "
-                    f"{poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs) although the range "
-                    f"ends at {until}"
-                )
+                continue
             if records[-1].offset >= until:
                 records = [r for r in records if r.offset < until]
                 position = until
-            else:
-                position = records[-1].offset + 1
             if not records:
                 continue
             if arrow_schema is not None:
@@ -326,47 +351,142 @@ def write_rows(
     headers optional). The first failed delivery is raised, so the Spark task fails and the
     query with it.
     """
+
+    async def run() -> int:
+        producer = AIOProducer(**settings)
+        await producer.start()
+        try:
+            return await _produce_rows(producer, rows, columns, default_topic)
+        finally:
+            await producer.close()
+
+    return _run_once(run())
+
+
+def write_rows_in_transaction(
+    rows: Iterable[Sequence[Any]],
+    columns: Sequence[str],
+    settings: Mapping[str, Any],
+    default_topic: str | None,
+    transactional_id: str,
+) -> tuple[int, PreparedTransaction]:
+    """``write_rows`` inside one transaction of ``transactional_id``, left open for the
+    driver to end (``complete_transactions``). InitProducerId fences an earlier attempt of
+    the same task (its open transaction is aborted by the coordinator). A failure aborts the
+    transaction (best effort: the coordinator times it out otherwise)."""
+
+    async def run() -> tuple[int, PreparedTransaction]:
+        producer = AIOProducer(**{**settings, "transactional_id": transactional_id})
+        await producer.start()
+        try:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            count = await _produce_rows(producer, rows, columns, default_topic)
+            return count, await producer.prepare_transaction()
+        finally:
+            await producer.close()  # aborts unless the transaction was prepared
+
+    return _run_once(run())
+
+
+def complete_transactions(
+    settings: Mapping[str, Any], prepared: Sequence[PreparedTransaction], *, commit: bool
+) -> None:
+    """Driver side: commit (or abort) every task's prepared transaction, one after the
+    other. A failure midway leaves the later ones open until the coordinator aborts them at
+    their transaction timeout; the exception names how far it got."""
+    if not any(p.started for p in prepared):
+        return
+
+    async def run() -> None:
+        client = KafkaClient(**_admin_settings(settings))
+        await client.start()
+        done = 0
+        try:
+            for one in prepared:
+                await complete_transaction(client, one, commit=commit)
+                done += 1
+        except Exception as exc:
+            verb = "commit" if commit else "abort"
+            raise RuntimeError(
+                f"could {verb} only {done} of {len(prepared)} task transactions "
+                f"(failed at {prepared[done].transactional_id}): {exc}"
+            ) from exc
+        finally:
+            await client.close()
+
+    _run_once(run())
+
+
+def fence_transactions(settings: Mapping[str, Any], transactional_ids: Sequence[str]) -> None:
+    """Driver side, when a job failed: take over each transactional id whose task left no
+    commit message (it failed, or was cancelled, possibly after preparing its transaction).
+    InitProducerId bumps the id's epoch, which aborts its open transaction and fences a
+    task attempt still running."""
+    if not transactional_ids:
+        return
+
+    async def run() -> None:
+        client = KafkaClient(**_admin_settings(settings))
+        await client.start()
+        try:
+            for transactional_id in transactional_ids:
+                manager = TransactionManager(
+                    client,
+                    transactional_id,
+                    transaction_timeout_ms=int(settings.get("transaction_timeout_ms", 60_000)),
+                    max_block_ms=int(settings.get("max_block_ms", 60_000)),
+                    retry_backoff_ms=client.config.retry_backoff_ms,
+                    retry_backoff_max_ms=client.config.retry_backoff_max_ms,
+                    clock=client.config.clock,
+                )
+                await manager.init()
+        finally:
+            await client.close()
+
+    _run_once(run())
+
+
+def _run_once(coro: Coroutine[Any, Any, T]) -> T:
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.close()
+
+
+async def _produce_rows(
+    producer: AIOProducer,
+    rows: Iterable[Sequence[Any]],
+    columns: Sequence[str],
+    default_topic: str | None,
+) -> int:
     index = {name.lower(): i for i, name in enumerate(columns)}
     value_i = index["value"]
     key_i = index.get("key")
     topic_i = index.get("topic")
     partition_i = index.get("partition")
     headers_i = index.get("headers")
-
-    async def run() -> int:
-        producer = AIOProducer(**settings)
-        await producer.start()
-        count = 0
-        try:
-            pending: list[asyncio.Future[Any]] = []
-            for row in rows:
-                topic = row[topic_i] if topic_i is not None else None
-                topic = topic or default_topic
-                if not topic:
-                    raise ValueError(
-                        "a row has no topic: set the topic option or a non-null topic column"
-                    )
-                partition = row[partition_i] if partition_i is not None else None
-                future = await producer.send(
-                    topic,
-                    _as_bytes(row[value_i]),
-                    _as_bytes(row[key_i]) if key_i is not None else None,
-                    partition=int(partition) if partition is not None else None,
-                    headers=_headers(row[headers_i]) if headers_i is not None else None,
-                )
-                pending.append(future)
-                count += 1
-                if len(pending) >= 10_000:
-                    await asyncio.gather(*pending)
-                    pending.clear()
-            await producer.flush()
+    count = 0
+    pending: list[asyncio.Future[Any]] = []
+    for row in rows:
+        topic = row[topic_i] if topic_i is not None else None
+        topic = topic or default_topic
+        if not topic:
+            raise ValueError("a row has no topic: set the topic option or a non-null topic column")
+        partition = row[partition_i] if partition_i is not None else None
+        future = await producer.send(
+            topic,
+            _as_bytes(row[value_i]),
+            _as_bytes(row[key_i]) if key_i is not None else None,
+            partition=int(partition) if partition is not None else None,
+            headers=_headers(row[headers_i]) if headers_i is not None else None,
+        )
+        pending.append(future)
+        count += 1
+        if len(pending) >= 10_000:
             await asyncio.gather(*pending)
-        finally:
-            await producer.close()
-        return count
-
-    loop = asyncio.new_event_loop()
-    try:
-        return loop.run_until_complete(run())
-    finally:
-        loop.close()
+            pending.clear()
+    await producer.flush()
+    await asyncio.gather(*pending)
+    return count

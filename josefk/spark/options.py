@@ -1,7 +1,8 @@
 """The data source's options, parsed once on the driver into plain values.
 
 Owns ``SourceOptions`` (what to read: subscription, starting/ending offsets, limits, data
-loss policy), ``SinkOptions`` (where to write) and the translation of ``kafka.``-prefixed
+loss policy, ``isolation.level``), ``SinkOptions`` (where to write, and whether in
+transactions: ``transactional.id.prefix``) and the translation of ``kafka.``-prefixed
 client settings into josefk.client keyword settings (``kafka.max.partition.fetch.bytes`` ->
 ``max_partition_fetch_bytes``). Option names and meanings follow Spark's Kafka source so that
 a pipeline moves over by changing the format name; option keys are case-insensitive as Spark
@@ -27,6 +28,7 @@ log = logging.getLogger("josefk.spark")
 
 EARLIEST: Final = -2
 LATEST: Final = -1
+ISOLATION_LEVELS: Final = ("read_uncommitted", "read_committed")
 
 # Settings the data source decides itself: a consumer of the source reads explicit offset
 # ranges, never through a group, and never resets silently (data loss is reported by policy).
@@ -264,11 +266,24 @@ class SourceOptions:
                 raise OptionError("startingOffsets may not use -1 (latest) in a batch query")
         max_per_trigger = lowered.get("maxoffsetspertrigger")
         min_partitions = lowered.get("minpartitions")
+        consumer_settings = client_settings(lowered, ConsumerConfig)
+        # Spark's Kafka source takes kafka.isolation.level; isolation.level is accepted too.
+        isolation = (
+            lowered.get("kafka.isolation.level")
+            or lowered.get("isolation.level")
+            or "read_uncommitted"
+        ).strip()
+        if isolation not in ISOLATION_LEVELS:
+            raise OptionError(
+                f"option isolation.level must be read_committed or read_uncommitted, "
+                f"got {isolation!r}"
+            )
+        consumer_settings["isolation_level"] = isolation
         return cls(
             subscription=subscription,
             starting=starting,
             ending=ending,
-            consumer_settings=client_settings(lowered, ConsumerConfig),
+            consumer_settings=consumer_settings,
             include_headers=_bool("includeHeaders", lowered.get("includeheaders", "false")),
             fail_on_data_loss=_bool("failOnDataLoss", lowered.get("failondataloss", "true")),
             max_offsets_per_trigger=(
@@ -289,13 +304,28 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class SinkOptions:
-    """Where rows go: a default topic (the ``topic`` option) and the producer's settings."""
+    """Where rows go: a default topic (the ``topic`` option), the producer's settings and,
+    with ``transactional.id.prefix``, the transactional mode (each task writes in its own
+    transaction under ``<prefix>-<partition id>``, and the driver ends them all)."""
 
     topic: str | None
     producer_settings: Mapping[str, Any]
+    transactional_id_prefix: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         lowered = _lower(options)
         topic = lowered.get("topic") or None
-        return cls(topic=topic, producer_settings=client_settings(lowered, ProducerConfig))
+        settings = client_settings(lowered, ProducerConfig)
+        if "transactional_id" in settings:
+            raise OptionError(
+                "option kafka.transactional.id would make every task share one id (each "
+                "fencing the others): use transactional.id.prefix"
+            )
+        prefix = lowered.get("transactional.id.prefix", "").strip() or None
+        if prefix is not None:
+            if settings.get("enable_idempotence") is False:
+                raise OptionError("transactional.id.prefix needs idempotence")
+            if str(settings.get("acks", "all")) not in ("all", "-1"):
+                raise OptionError("transactional.id.prefix needs kafka.acks=all")
+        return cls(topic=topic, producer_settings=settings, transactional_id_prefix=prefix)

@@ -10,7 +10,13 @@ Owns ``JosefkDataSource`` (format name ``josefk``) and its readers and writers:
   retention or DeleteRecords are reported per ``failOnDataLoss``. The reader keeps no
   position of its own beyond what Spark hands it: the checkpoint is the source of truth.
 * ``JosefkBatchWriter`` / ``JosefkStreamWriter``: rows with ``value`` (and optional ``key``,
-  ``topic``, ``partition``, ``headers``) produced with josefk's producer.
+  ``topic``, ``partition``, ``headers``) produced with josefk's producer. With
+  ``transactional.id.prefix`` every task writes in its own transaction
+  (``<prefix>-<partition id>``), flushes it and hands it to the driver still open; the
+  driver's ``commit`` ends them all with EndTxn(commit), its ``abort`` with EndTxn(abort).
+  The guarantee and its window are in docs/ARCHITECTURE.md ("Spark sink transactions").
+* ``isolation.level`` / ``kafka.isolation.level`` = ``read_committed``: ranges end at the
+  last stable offset and aborted records are skipped.
 
 Spark versions. The Python Data Source API changed in Spark 4.2: ``latestOffset(start,
 limit)`` with ``ReadLimit``s, ``getDefaultReadLimit`` and ``SupportsTriggerAvailableNow``.
@@ -53,7 +59,16 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from josefk.spark.kafka_io import OffsetLookup, read_range, report_data_loss, write_rows
+from josefk.spark.kafka_io import (
+    OffsetLookup,
+    PreparedTransaction,
+    complete_transactions,
+    fence_transactions,
+    read_range,
+    report_data_loss,
+    write_rows,
+    write_rows_in_transaction,
+)
 from josefk.spark.options import (
     EARLIEST,
     LATEST,
@@ -373,9 +388,57 @@ class JosefkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 @dataclass
 class WrittenRecords(WriterCommitMessage):
-    """What one write task produced."""
+    """What one write task produced; in the transactional mode, its open transaction."""
 
     records: int
+    transaction: PreparedTransaction | None = None
+
+
+def _task_transactional_id(prefix: str) -> str:
+    """``<prefix>-<partition id>``: stable across the attempts of a task, so a retry (or a
+    speculative copy) fences the attempt before it, whose open transaction is aborted."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    partition_id = context.partitionId() if context is not None else 0
+    return f"{prefix}-{partition_id}"
+
+
+class _Writes:
+    """What batch and stream writers share: one task's write, and the driver's end of the
+    batch (commit or abort of every task's transaction in the transactional mode)."""
+
+    def __init__(self, sink: SinkOptions, columns: list[str]) -> None:
+        self._sink = sink
+        self._columns = columns
+
+    def write(self, iterator: Iterator[Any]) -> WrittenRecords:
+        sink = self._sink
+        if sink.transactional_id_prefix is None:
+            return WrittenRecords(
+                write_rows(iterator, self._columns, sink.producer_settings, sink.topic)
+            )
+        count, prepared = write_rows_in_transaction(
+            iterator,
+            self._columns,
+            sink.producer_settings,
+            sink.topic,
+            _task_transactional_id(sink.transactional_id_prefix),
+        )
+        return WrittenRecords(count, prepared)
+
+    def end(self, messages: list[WriterCommitMessage | None], *, commit: bool) -> int:
+        written = [m for m in messages if isinstance(m, WrittenRecords)]
+        prepared = [m.transaction for m in written if m.transaction is not None]
+        if prepared:
+            complete_transactions(self._sink.producer_settings, prepared, commit=commit)
+        prefix = self._sink.transactional_id_prefix
+        if not commit and prefix is not None:
+            # A task without a message failed or was cancelled, maybe after preparing its
+            # transaction (messages are indexed by partition id, as the ids are).
+            missing = [f"{prefix}-{i}" for i, m in enumerate(messages) if m is None]
+            fence_transactions(self._sink.producer_settings, missing)
+        return sum(m.records for m in written)
 
 
 _STRINGISH = (BinaryType, StringType)
@@ -403,36 +466,47 @@ def _check_sink_schema(schema: StructType, sink: SinkOptions) -> list[str]:
 
 
 class JosefkBatchWriter(DataSourceWriter):
-    """``df.write.format("josefk")``: every row produced; any failed delivery fails the job."""
+    """``df.write.format("josefk")``: every row produced; any failed delivery fails the job.
+    With ``transactional.id.prefix`` the job's records become visible to read_committed
+    consumers together, when the driver commits every task's transaction."""
 
     def __init__(self, sink: SinkOptions, columns: list[str]) -> None:
-        self._sink = sink
-        self._columns = columns
+        self._writes = _Writes(sink, columns)
 
     def write(self, iterator: Iterator[Any]) -> WrittenRecords:
-        return WrittenRecords(
-            write_rows(iterator, self._columns, self._sink.producer_settings, self._sink.topic)
-        )
+        return self._writes.write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        total = self._writes.end(messages, commit=True)
+        log.info("josefk sink: wrote %d records", total)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._writes.end(messages, commit=False)
+        log.warning("josefk sink: write aborted")
 
 
 class JosefkStreamWriter(DataSourceStreamWriter):
-    """``df.writeStream.format("josefk")``: at-least-once, as Spark's Kafka sink."""
+    """``df.writeStream.format("josefk")``: at-least-once, as Spark's Kafka sink; with
+    ``transactional.id.prefix`` each micro-batch is visible to read_committed consumers all
+    at once or not at all (the driver commits every task's transaction in ``commit``)."""
 
     def __init__(self, sink: SinkOptions, columns: list[str]) -> None:
-        self._sink = sink
-        self._columns = columns
+        self._writes = _Writes(sink, columns)
+        self._transactional = sink.transactional_id_prefix is not None
 
     def write(self, iterator: Iterator[Any]) -> WrittenRecords:
-        return WrittenRecords(
-            write_rows(iterator, self._columns, self._sink.producer_settings, self._sink.topic)
-        )
+        return self._writes.write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        total = sum(m.records for m in messages if isinstance(m, WrittenRecords))
+        total = self._writes.end(messages, commit=True)
         log.info("josefk sink: batch %d wrote %d records", batchId, total)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning("josefk sink: batch %d aborted; records already sent stay", batchId)
+        self._writes.end(messages, commit=False)
+        if self._transactional:
+            log.warning("josefk sink: batch %d aborted with its transactions", batchId)
+        else:
+            log.warning("josefk sink: batch %d aborted; records already sent stay", batchId)
 
 
 # ---------------------------------------------------------------------------- the source

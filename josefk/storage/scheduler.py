@@ -181,8 +181,13 @@ class Scheduler:
                     if due is None
                     else min(max(0, due - self._clock.monotonic_ms()) / 1000, _MAX_SLEEP_S)
                 )
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a
+                # cancellation that arrives in the loop iteration where the event is set
+                # (a shutdown cancelling a scheduled task, then this one), and the loop would
+                # then never end.
                 try:
-                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._wakeup.wait()
                 except TimeoutError:
                     pass
         finally:

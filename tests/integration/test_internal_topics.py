@@ -53,6 +53,7 @@ T = CLIENT_TIMEOUT_S
 OFFSETS = "__consumer_offsets"
 OFFSETS_PARTITIONS = 3
 INVALID_TOPIC = KafkaError.TOPIC_EXCEPTION  # 17
+TOPIC_ALREADY_EXISTS = KafkaError.TOPIC_ALREADY_EXISTS  # 36
 DeleteTopicsRequest = request_class(ApiKey.DELETE_TOPICS)
 
 
@@ -160,14 +161,14 @@ def attempt_with_confluent(bootstrap: str) -> None:
     for future in truncated.values():
         assert refused_code(future) == INVALID_TOPIC
 
-    # The transaction log is internal too: no client makes it (the broker will, with the
-    # configs it needs).
+    # The transaction log is internal too, and the broker made it at start-up (with the
+    # configs it needs): a client's create finds it there, as on Kafka.
     made = admin.create_topics(
         [NewTopic("__transaction_state", num_partitions=1, replication_factor=1)],
         operation_timeout=T,
         request_timeout=T,
     )
-    assert refused_code(made["__transaction_state"]) == INVALID_TOPIC
+    assert refused_code(made["__transaction_state"]) == TOPIC_ALREADY_EXISTS
 
     # A plain producer cannot write (a tombstone would erase a group's offsets).
     producer = Producer(ck_config(bootstrap, message_timeout_ms=10_000, retries=0))
@@ -231,7 +232,8 @@ async def test_internal_topic_survives_every_attempt_to_destroy_it(broker_factor
     admin = ck_admin(broker.bootstrap)
     metadata = admin.list_topics(timeout=T)
     assert len(metadata.topics[OFFSETS].partitions) == OFFSETS_PARTITIONS
-    assert "__transaction_state" not in metadata.topics
+    # The broker's own transaction log, as it made it (no client's attempt changed it).
+    assert len(metadata.topics["__transaction_state"].partitions) == 50
     [described] = admin.describe_configs(
         [ConfigResource(ConfigResource.Type.TOPIC, OFFSETS)], request_timeout=T
     ).values()

@@ -18,11 +18,14 @@ from typing import Any
 import pytest
 from broker_process import BrokerFactory, BrokerProcess
 from client_helpers import ck_create_topic, unique_topic
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CkTopicPartition
 
 from josefk.broker.group.offsets_schema import coordinator_partition
 from josefk.protocol.api import ApiKey, decode_response, encode_request, request_class
 from josefk.protocol.errors import ErrorCode
 from josefk.protocol.headers import RequestHeader
+from josefk.records import BatchBuilder
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -353,3 +356,71 @@ def test_api_versions_advertise_the_transaction_apis(client: RawClient) -> None:
     for api in (ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS):
         assert ranges[api] == (0, 0)
     assert ranges[ApiKey.LIST_TRANSACTIONS] == (0, 2)
+
+
+def test_a_transactional_batch_outside_the_transaction_is_refused(
+    client: RawClient, broker: BrokerProcess
+) -> None:
+    """KIP-890's server-side defence: a producer's first transactional batch on a partition
+    its open transaction does not hold (no AddPartitionsToTxn, or after the transaction
+    ended) is INVALID_TXN_STATE and nothing is written, so no transaction opens that no
+    marker would close; after AddPartitionsToTxn the same batch is appended."""
+    topic = unique_topic("txn-raw-verify")
+    ck_create_topic(broker.bootstrap, topic, partitions=1)
+    tid = unique_topic("tid-verify")
+    init = client.init(tid)
+    pid, epoch = init.producer_id, init.producer_epoch
+
+    def produce(sequence: int) -> Any:
+        builder = BatchBuilder(
+            producer_id=pid, producer_epoch=epoch, base_sequence=sequence, is_transactional=True
+        )
+        builder.append(b"k", b"v%d" % sequence, timestamp=1_700_000_000_000)
+        Request = request_class(ApiKey.PRODUCE)
+        response = client.call(
+            ApiKey.PRODUCE,
+            9,
+            transactional_id=tid,
+            acks=-1,
+            timeout_ms=10_000,
+            topic_data=[
+                Request.TopicProduceData(
+                    name=topic,
+                    partition_data=[
+                        Request.TopicProduceData.PartitionProduceData(
+                            index=0, records=builder.build()
+                        )
+                    ],
+                )
+            ],
+        )
+        return response.responses[0].partition_responses[0]
+
+    def end_offsets() -> tuple[int, int]:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "verify",
+                "isolation.level": "read_committed",
+            }
+        )
+        try:
+            low, high = consumer.get_watermark_offsets(CkTopicPartition(topic, 0), timeout=20)
+            return low, high
+        finally:
+            consumer.close()
+
+    stray = produce(0)
+    assert stray.error_code == ErrorCode.INVALID_TXN_STATE
+    assert end_offsets() == (0, 0)
+    assert client.describe(tid).transaction_state == "Empty"
+
+    assert client.add_partitions(tid, pid, epoch, {topic: [0]}) == {(topic, 0): ErrorCode.NONE}
+    added = produce(0)
+    assert (added.error_code, added.base_offset) == (ErrorCode.NONE, 0)
+    assert client.end(tid, pid, epoch, committed=False) == ErrorCode.NONE
+    client.wait_for_state(tid, "CompleteAbort")
+    # The transaction is over: a late batch of it (sequence 1) may not open another.
+    late = produce(1)
+    assert late.error_code == ErrorCode.INVALID_TXN_STATE
+    assert end_offsets() == (0, 2)  # the aborted record and its marker, nothing after

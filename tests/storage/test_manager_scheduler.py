@@ -102,3 +102,22 @@ async def test_run_forever_wakes_for_new_tasks_and_stops_on_shutdown() -> None:
     assert scheduler.pending == []
     with pytest.raises(RuntimeError):
         scheduler.schedule("late", lambda: None)
+
+
+async def test_run_forever_ends_when_cancelled_as_it_is_woken() -> None:
+    """A cancel shortly after a wake-up (a shutdown that schedules or cancels work, then
+    cancels the runner) ends the runner. Python 3.11's wait_for swallowed that cancellation
+    while a task was pending, and the runner then waited forever (a broker's stop hung)."""
+    for iterations in range(4):
+        scheduler = Scheduler(ManualClock())
+        scheduler.schedule("far", lambda: None, delay_ms=3_600_000)
+        runner = asyncio.create_task(scheduler.run_forever())
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # waiting for "far"
+        scheduler.schedule("later", lambda: None, delay_ms=60_000)  # wakes the runner
+        for _ in range(iterations):
+            await asyncio.sleep(0)
+        runner.cancel()
+        done, _ = await asyncio.wait([runner], timeout=5)
+        scheduler.shutdown()
+        assert done == {runner}, f"the runner ignored a cancel {iterations} iterations after waking"

@@ -1,8 +1,10 @@
 """The group coordinator: Kafka's classic group protocol and committed offsets.
 
 Owns ``GroupCoordinator`` (every group of this broker, the rebalance protocol of JoinGroup /
-SyncGroup / Heartbeat / LeaveGroup, offset commits and fetches, group listing and deletion,
-offset retention, loading from ``__consumer_offsets`` at start-up) and ``GroupConfig``.
+SyncGroup / Heartbeat / LeaveGroup, offset commits and fetches, transactional offset commits
+(``txn_commit_offsets``, completed by the transaction's marker through ``complete_txn``),
+group listing and deletion, offset retention, loading from ``__consumer_offsets`` at start-up)
+and ``GroupConfig``.
 
 The single node coordinates every group. In a cluster a broker coordinates the groups of the
 ``__consumer_offsets`` partitions it leads (Kafka's ``abs(hashCode) % partitions``), loading
@@ -15,11 +17,23 @@ Durability: each commit and each group change Kafka stores (a completed sync, a 
 that leaves the group Empty, a static member's new id, deletion and expiry tombstones) is one
 batch appended through the ``OffsetsStore`` before the caller is answered.
 
+Replication of commits: an OffsetCommit whose append the offsets topic's in-sync replicas do
+not all hold yet (a cluster) stays pending in its group, invisible to OffsetFetch, until the
+handler, having waited for the replicas, hands the append back (``appends_settled``): then it
+is applied, or on a failed append (NOT_ENOUGH_REPLICAS, timeout, leadership lost) dropped with
+the previous offset kept, as Kafka's pendingOffsetCommits. Where the append is replicated as
+it is written (the single node) the offsets are applied at once and nothing is tracked. A
+TxnOffsetCommit whose append fails likewise leaves the transaction's pending offsets, and a
+leader's SyncGroup completes the rebalance (Stable, assignments answered) only once its
+assignment record is replicated.
+
 Concurrency: every method runs on the event loop thread and none awaits halfway through a
 change; JoinGroup and SyncGroup return futures that later transitions complete.
 
 Imports the group package, the scheduler and clock of josefk.storage, josefk.protocol.errors
-(the codes only) and josefk.metrics value types; must not import handlers or the codec.
+(the codes only), the control record type of josefk.records and josefk.metrics value types;
+must not import handlers, the codec or the transaction coordinator (markers come in through
+``complete_txn``, which the broker wires to the replica manager's marker listeners).
 """
 
 from __future__ import annotations
@@ -55,9 +69,16 @@ from josefk.broker.group.offsets_schema import (
     encode_offset_key,
     encode_offset_value,
 )
-from josefk.broker.group.store import KeyValue, OffsetsStore, StoreAppendError
+from josefk.broker.group.store import (
+    KeyValue,
+    OffsetsStore,
+    StoreAppendError,
+    StoreWrite,
+    replication_error,
+)
 from josefk.metrics.collectors import GroupPartitionStats, GroupStats
 from josefk.protocol.errors import ErrorCode
+from josefk.records.record import ControlRecordType
 from josefk.storage.clock import Clock
 from josefk.storage.scheduler import Scheduler
 
@@ -70,6 +91,17 @@ logger = logging.getLogger(__name__)
 
 UNKNOWN_MEMBER_ID: Final = ""
 DEFAULT_OFFSET_METADATA_MAX_BYTES: Final = 4096
+
+# A record while replaying a partition: its batch's base offset and its value (None: a
+# tombstone).
+_Record = tuple[int, bytes | None]
+
+
+def _committed(value_bytes: bytes, append_offset: int) -> CommittedOffset:
+    v = decode_offset_value(value_bytes)
+    return CommittedOffset(
+        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp, append_offset
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +156,28 @@ class OffsetCommitEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class _InFlightCommit:
+    """Offsets whose append waits for the offsets topic's in-sync replicas; a producer id
+    for a transactional commit, else -1."""
+
+    outcome: AppendOutcome
+    group: GroupMetadata
+    offsets: list[tuple[tuple[str, int], CommittedOffset]]
+    producer_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlightSync:
+    """A leader's SyncGroup whose assignment record waits for the in-sync replicas: the
+    generation it is for and every member's assignment."""
+
+    outcome: AppendOutcome
+    group: GroupMetadata
+    generation_id: int
+    assignments: dict[str, bytes]
+
+
+@dataclass(frozen=True, slots=True)
 class MemberDescription:
     member_id: str
     group_instance_id: str | None
@@ -174,6 +228,13 @@ class GroupCoordinator:
         # The offsets topic partitions whose groups this broker coordinates; None: all of
         # them (the single node). In a cluster, those it leads (load_partition/unload_partition).
         self._owned: set[int] | None = None
+        # Producer id -> groups that may hold its pending transactional offsets, so that a
+        # marker finds them without a walk over every group (an entry may outlive the
+        # offsets; it is checked and dropped when the marker comes).
+        self._txn_groups: dict[int, set[str]] = {}
+        # id(outcome) of an append not yet replicated -> the commit it holds (the record
+        # keeps the outcome alive, so the id is not reused while it is here).
+        self._in_flight: dict[int, _InFlightCommit | _InFlightSync] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -181,8 +242,54 @@ class GroupCoordinator:
         return coordinator_partition(group_id, self._store.partition_count)
 
     def take_appends(self) -> list[AppendOutcome]:
-        """The offsets-topic appends of the last call (see TopicOffsetsStore.take_appends)."""
+        """The offsets-topic appends of the last call still to be replicated (see
+        TopicOffsetsStore.take_appends); the caller waits for them, then hands them back
+        through ``appends_settled`` whatever happened."""
         return self._store.take_appends()
+
+    def appends_settled(self, appends: Iterable[AppendOutcome]) -> None:
+        """The wait for ``appends`` is over: one without ``error`` is replicated and its
+        commit's offsets become committed (unless a commit further on in the log already
+        is); one with an error is not, and its offsets are dropped. A leader's SyncGroup
+        completes the rebalance once its assignment is replicated, or fails every member's
+        sync and rebalances again. Appends that hold neither (other group changes) are
+        ignored, as is one whose group was unloaded or deleted meanwhile."""
+        for outcome in appends:
+            in_flight = self._in_flight.pop(id(outcome), None)
+            if in_flight is None or in_flight.outcome is not outcome:
+                continue
+            group = in_flight.group
+            if self._groups.get(group.group_id) is not group:
+                continue
+            replicated = outcome.error is None
+            if isinstance(in_flight, _InFlightSync):
+                if group.generation_id != in_flight.generation_id or not group.is_in(
+                    GroupState.COMPLETING_REBALANCE
+                ):
+                    continue  # the group moved on (a member left or joined) meanwhile
+                if outcome.error is None:
+                    self._complete_sync(group, in_flight.assignments)
+                else:
+                    self._fail_assignment(group, replication_error(outcome.error))
+                continue
+            if in_flight.producer_id >= 0:
+                if not replicated:
+                    group.drop_pending_txn_offsets(in_flight.producer_id, in_flight.offsets)
+                    self._report_pending()
+                continue
+            applied = sum(
+                group.complete_offset_commit(tp, committed, replicated=replicated)
+                for tp, committed in in_flight.offsets
+            )
+            if not replicated:
+                logger.info(
+                    "group %s: a commit of %d offsets was not replicated: %s",
+                    group.group_id,
+                    len(in_flight.offsets),
+                    outcome.error,
+                )
+            if applied and self._probe is not None:
+                self._probe.offsets_committed(group.group_id, applied)
 
     def ownership_error(self, group_id: str) -> ErrorCode:
         """NOT_COORDINATOR when another broker coordinates ``group_id`` (or this one stops):
@@ -218,6 +325,7 @@ class GroupCoordinator:
             del self._groups[group.group_id]
             if self._probe is not None:
                 self._probe.remove_group(group.group_id)
+        self._report_pending()
         logger.info("unloaded the groups of %s-%d", "__consumer_offsets", partition)
 
     def _release(self, group: GroupMetadata, error: ErrorCode) -> None:
@@ -233,23 +341,22 @@ class GroupCoordinator:
         """Rebuild the groups of ``partitions`` (all by default) from the offsets topic: the
         last record of a key wins and a tombstone deletes it. Groups with members come back
         Stable and their members must heartbeat within a session timeout, as after a
-        coordinator move in Kafka."""
+        coordinator move in Kafka.
+
+        Transactional offset commits are replayed as Kafka's loader does: kept per producer
+        until that producer's marker; a COMMIT applies each one unless the key's current
+        record is further on in the log, an ABORT drops them, and those of transactions
+        still open come back pending. A plain tombstone of an offset also drops the pending
+        offsets of that partition (as OffsetDelete and DeleteGroups do live)."""
         offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        pending: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
         values: dict[str, GroupMetadataValue | None] = {}
         if partitions is None:
             partitions = range(self._store.partition_count)
         loaded = 0
         for partition in partitions:
-            # Only a key's last record counts: keep the raw bytes while replaying and decode
-            # once per key at the end (an uncompacted partition repeats each key many times).
-            # Re-inserting keeps the dict in order of last write, so that two encodings of
-            # one key (schema versions) still resolve to the later record.
-            latest: dict[bytes, bytes | None] = {}
-            pop = latest.pop
-            for key_bytes, value_bytes in self._store.read(partition):
-                pop(key_bytes, None)
-                latest[key_bytes] = value_bytes
-            for key_bytes, value_bytes in latest.items():
+            latest, open_txns = self._replay(partition)
+            for key_bytes, (append_offset, value_bytes) in latest.items():
                 try:
                     key = decode_key(key_bytes)
                     if isinstance(key, OffsetKey):
@@ -258,33 +365,84 @@ class GroupCoordinator:
                         if value_bytes is None:
                             group_offsets.pop(tp, None)
                         else:
-                            v = decode_offset_value(value_bytes)
-                            group_offsets[tp] = CommittedOffset(
-                                v.offset,
-                                v.leader_epoch,
-                                v.metadata,
-                                v.commit_timestamp,
-                                v.expire_timestamp,
-                            )
+                            group_offsets[tp] = _committed(value_bytes, append_offset)
                     else:
                         values[key.group] = (
                             None if value_bytes is None else decode_group_value(value_bytes)
                         )
                 except OffsetsSchemaError as exc:
                     logger.warning("skipping unreadable record in partition %d: %s", partition, exc)
+            for producer_id, records in open_txns.items():
+                for key_bytes, (append_offset, value_bytes) in records.items():
+                    try:
+                        key = decode_key(key_bytes)
+                        if not isinstance(key, OffsetKey) or value_bytes is None:
+                            continue
+                        committed = _committed(value_bytes, append_offset)
+                    except OffsetsSchemaError as exc:
+                        logger.warning(
+                            "skipping unreadable record in partition %d: %s", partition, exc
+                        )
+                        continue
+                    by_producer = pending.setdefault(key.group, {})
+                    by_producer.setdefault(producer_id, {})[(key.topic, key.partition)] = committed
         now = self._clock.milliseconds()
-        for group_id in sorted(set(offsets) | set(values)):
+        for group_id in sorted(set(offsets) | set(values) | set(pending)):
             value = values.get(group_id)
             group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
+            group_pending = pending.get(group_id, {})
+            if value is None and not group_offsets and not group_pending:
                 continue
             group = GroupMetadata(group_id, now_ms=now)
             group.offsets = group_offsets
+            group.pending_txn_offsets = group_pending
+            for producer_id in group_pending:
+                self._txn_groups.setdefault(producer_id, set()).add(group_id)
             if value is not None:
                 self._restore(group, value)
             self._groups[group_id] = group
             loaded += 1
+        self._report_pending()
         logger.info("loaded %d groups from the offsets topic", loaded)
+
+    def _replay(
+        self, partition: int
+    ) -> tuple[dict[bytes, _Record], dict[int, dict[bytes, _Record]]]:
+        """The partition's last record of each key (with its batch's base offset), in order
+        of last write, and the records of transactions still open, by producer."""
+        # Only a key's last record counts: keep the raw bytes while replaying and decode
+        # once per key at the end (an uncompacted partition repeats each key many times).
+        # Re-inserting keeps the dict in order of last write, so that two encodings of
+        # one key (schema versions) still resolve to the later record.
+        latest: dict[bytes, _Record] = {}
+        open_txns: dict[int, dict[bytes, _Record]] = {}
+        pop = latest.pop
+        for batch in self._store.read(partition):
+            if batch.control is not None:
+                records = open_txns.pop(batch.producer_id, None)
+                if records is None or batch.control is not ControlRecordType.COMMIT:
+                    continue
+                for key_bytes, record in records.items():
+                    current = latest.get(key_bytes)
+                    if current is None or current[0] < record[0]:
+                        pop(key_bytes, None)
+                        latest[key_bytes] = record
+                continue
+            if batch.is_transactional and batch.producer_id >= 0:
+                txn = open_txns.setdefault(batch.producer_id, {})
+                for key_bytes, value_bytes in batch.records:
+                    if value_bytes is None:
+                        txn.pop(key_bytes, None)
+                    else:
+                        txn[key_bytes] = (batch.base_offset, value_bytes)
+                continue
+            for key_bytes, value_bytes in batch.records:
+                pop(key_bytes, None)
+                latest[key_bytes] = (batch.base_offset, value_bytes)
+                if value_bytes is None:
+                    for txn in open_txns.values():
+                        txn.pop(key_bytes, None)
+        return latest, open_txns
 
     def _restore(self, group: GroupMetadata, value: GroupMetadataValue) -> None:
         group.protocol_type = value.protocol_type or None
@@ -728,21 +886,36 @@ class GroupCoordinator:
         if group.is_leader(member_id):
             full = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
             try:
-                self._store_group(group, full)
+                write = self._store_group(group, full)
             except StoreAppendError as exc:
-                for other in group.members.values():
-                    other.assignment = b""
-                    self._fail_sync(other, exc.error)
-                self._maybe_prepare_rebalance(group)
+                self._fail_assignment(group, exc.error)
                 return future
-            for mid, assignment in full.items():
-                group.members[mid].assignment = assignment
-            group.transition_to(GroupState.STABLE, self._clock.milliseconds())
-            for other in group.members.values():
-                if other.sync_future is not None and not other.sync_future.done():
-                    other.sync_future.set_result(self._sync_result(group, other))
-                other.sync_future = None
+            if write.awaiting is not None:
+                # As Kafka: the group becomes Stable and the members hear their assignment
+                # only once the in-sync replicas hold it (``appends_settled``).
+                self._in_flight[id(write.awaiting)] = _InFlightSync(
+                    write.awaiting, group, group.generation_id, full
+                )
+                return future
+            self._complete_sync(group, full)
         return future
+
+    def _complete_sync(self, group: GroupMetadata, assignments: dict[str, bytes]) -> None:
+        for mid, member in group.members.items():
+            member.assignment = assignments.get(mid, b"")
+        group.transition_to(GroupState.STABLE, self._clock.milliseconds())
+        for member in group.members.values():
+            if member.sync_future is not None and not member.sync_future.done():
+                member.sync_future.set_result(self._sync_result(group, member))
+            member.sync_future = None
+
+    def _fail_assignment(self, group: GroupMetadata, error: int) -> None:
+        """The leader's assignment could not be stored: every parked sync hears ``error``
+        and the group rebalances again."""
+        for member in group.members.values():
+            member.assignment = b""
+            self._fail_sync(member, error)
+        self._maybe_prepare_rebalance(group)
 
     @staticmethod
     def _sync_result(group: GroupMetadata, member: MemberMetadata) -> SyncResult:
@@ -934,6 +1107,31 @@ class GroupCoordinator:
     def _store_offsets(
         self, group: GroupMetadata, entries: Sequence[OffsetCommitEntry], retention_ms: int
     ) -> list[ErrorCode]:
+        errors, accepted, awaiting = self._write_offsets(group, entries, retention_ms)
+        if awaiting is not None:
+            group.prepare_offset_commits(accepted)
+            self._in_flight[id(awaiting)] = _InFlightCommit(awaiting, group, accepted)
+            return errors
+        for tp, committed in accepted:
+            group.offsets[tp] = committed
+        if accepted and self._probe is not None:
+            self._probe.offsets_committed(group.group_id, len(accepted))
+        return errors
+
+    def _write_offsets(
+        self,
+        group: GroupMetadata,
+        entries: Sequence[OffsetCommitEntry],
+        retention_ms: int,
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> tuple[
+        list[ErrorCode], list[tuple[tuple[str, int], CommittedOffset]], AppendOutcome | None
+    ]:
+        """Append the entries as one batch (transactional with a producer id); one error per
+        entry, the offsets written (none when the append failed) and the append's outcome
+        when it is still to be replicated."""
         now = self._clock.milliseconds()
         expire = now + retention_ms if retention_ms >= 0 else None
         errors: list[ErrorCode] = []
@@ -957,27 +1155,135 @@ class GroupCoordinator:
                 )
             )
         if not records:
-            return errors
+            return errors, [], None
         try:
-            self._store.append(self.partition_for(group.group_id), records, now)
+            write: StoreWrite = self._store.append(
+                self.partition_for(group.group_id),
+                records,
+                now,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+            )
         except StoreAppendError as exc:
-            return [e if e else ErrorCode(exc.error) for e in errors]
-        for tp, committed in accepted:
-            group.offsets[tp] = committed
-        if self._probe is not None:
-            self._probe.offsets_committed(group.group_id, len(accepted))
+            return [e if e else ErrorCode(exc.error) for e in errors], [], None
+        for _, committed in accepted:
+            committed.append_offset = write.base_offset
+        return errors, accepted, write.awaiting
+
+    def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        entries: Sequence[OffsetCommitEntry],
+    ) -> list[ErrorCode]:
+        """TxnOffsetCommit: write the offsets as the producer's transactional batch and keep
+        them pending until its marker (``complete_txn``); one error per entry, in order.
+
+        The KIP-447 fields are checked as Kafka's coordinator does for a transactional
+        commit: a static member's instance id must map to ``member_id``, a non-empty
+        ``member_id`` must be a member and a generation >= 0 must be the group's (a
+        rebalance in progress is no error here: the transaction's offsets only become
+        visible at its commit). A group this coordinator does not know is created Empty."""
+        if not group_id:
+            return [ErrorCode.INVALID_GROUP_ID] * len(entries)
+        if error := self.ownership_error(group_id):
+            return [error] * len(entries)
+        group = self._groups.get(group_id)
+        known = group is not None
+        if group is None:
+            group = GroupMetadata(group_id, now_ms=self._clock.milliseconds())
+        error = ErrorCode.NONE
+        if group.is_in(GroupState.DEAD):
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif (
+            group_instance_id is not None
+            and group.static_members.get(group_instance_id, member_id) != member_id
+        ):
+            error = ErrorCode.FENCED_INSTANCE_ID
+        elif member_id != UNKNOWN_MEMBER_ID and member_id not in group.members:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if error:
+            return [error] * len(entries)
+        errors, accepted, awaiting = self._write_offsets(
+            group, entries, -1, producer_id=producer_id, producer_epoch=producer_epoch
+        )
+        if accepted:
+            if not known:
+                self._groups[group_id] = group
+            if awaiting is not None:
+                self._in_flight[id(awaiting)] = _InFlightCommit(
+                    awaiting, group, accepted, producer_id
+                )
+            group.add_pending_txn_offsets(producer_id, accepted)
+            self._txn_groups.setdefault(producer_id, set()).add(group_id)
+            self._report_pending()
         return errors
+
+    def complete_txn(self, partition: int, producer_id: int, *, committed: bool) -> int:
+        """A COMMIT or ABORT marker of ``producer_id`` was written to ``partition`` of the
+        offsets topic (ReplicaManager.txn_marker_listeners): the pending offsets of that
+        producer in the partition's groups become committed or are dropped. Returns how many
+        offsets became committed. Markers of partitions this broker does not coordinate are
+        none of its business (their groups load from the log when it does)."""
+        if self._owned is not None and partition not in self._owned:
+            return 0
+        group_ids = self._txn_groups.get(producer_id)
+        if not group_ids:
+            return 0
+        applied = 0
+        for group_id in [g for g in group_ids if self.partition_for(g) == partition]:
+            group_ids.discard(group_id)
+            group = self._groups.get(group_id)
+            if group is None:
+                continue
+            count = group.complete_txn(producer_id, committed=committed)
+            applied += count
+            if count and self._probe is not None:
+                self._probe.offsets_committed(group_id, count)
+        if not group_ids:
+            del self._txn_groups[producer_id]
+        self._report_pending()
+        return applied
+
+    def _report_pending(self) -> None:
+        if self._probe is None:
+            return
+        group_ids = set().union(*self._txn_groups.values())
+        total = 0
+        for group_id in group_ids:
+            group = self._groups.get(group_id)
+            if group is not None:
+                total += group.pending_txn_offset_count
+        self._probe.pending_txn_offsets(total)
 
     def fetch_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]] | None
     ) -> list[tuple[str, int, CommittedOffset | None]]:
         """Committed offsets of the partitions (all the group has when None); a partition
-        or group without a commit comes back with None, which is not an error."""
+        or group without a commit comes back with None, which is not an error. Offsets of
+        transactions not yet committed are not among them (``is_unstable``)."""
         group = self._groups.get(group_id)
         offsets = {} if group is None else group.offsets
         if partitions is None:
             return [(topic, p, committed) for (topic, p), committed in sorted(offsets.items())]
         return [(topic, p, offsets.get((topic, p))) for topic, p in partitions]
+
+    def is_unstable(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether a transaction, or a commit still being replicated, has an offset of the
+        partition pending: OffsetFetch with ``require_stable`` (v7+, KIP-447) answers
+        UNSTABLE_OFFSET_COMMIT for it, and the client retries until it completes instead of
+        starting from an offset about to change (Kafka counts both kinds)."""
+        group = self._groups.get(group_id)
+        return group is not None and (
+            group.has_pending_txn_offsets((topic, partition))
+            or group.has_pending_offset_commits((topic, partition))
+        )
 
     def delete_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]]
@@ -1003,7 +1309,11 @@ class GroupCoordinator:
                 errors.append(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
             else:
                 errors.append(ErrorCode.NONE)
-                if tp in group.offsets:
+                if (
+                    tp in group.offsets
+                    or group.has_pending_txn_offsets(tp)
+                    or group.has_pending_offset_commits(tp)
+                ):
                     doomed.append(tp)
         if doomed:
             try:
@@ -1030,14 +1340,19 @@ class GroupCoordinator:
             self._store.append(
                 self.partition_for(group.group_id), records, self._clock.milliseconds()
             )
-        for tp in partitions:
-            group.offsets.pop(tp, None)
+        # Pending transactional offsets of these partitions go too: the tombstone drops
+        # them when the partition is loaded again, so a later commit marker must not bring
+        # them back now.
+        had_pending = group.has_pending_txn_offsets()
+        group.remove_offsets(partitions)
+        if had_pending:
+            self._report_pending()
 
     def remove_offsets_of_topic(self, topic: str) -> None:
         """A deleted topic's committed offsets go (tombstones), as Kafka's
         onPartitionsDeleted does, so a topic created again under the name starts clean."""
         for group in list(self._groups.values()):
-            doomed = [tp for tp in group.offsets if tp[0] == topic]
+            doomed = [tp for tp in group.offset_partitions() if tp[0] == topic]
             if not doomed:
                 continue
             try:
@@ -1057,9 +1372,13 @@ class GroupCoordinator:
         total = 0
         for group in list(self._groups.values()):
             expired = group.expired_offsets(now, self.config.offsets_retention_ms)
+            # A group with offsets pending (a transaction's, or a commit being
+            # replicated) stays, as Kafka's hasOffsets.
             remove_group = (
                 group.is_in(GroupState.EMPTY)
                 and not group.pending_members
+                and not group.has_pending_txn_offsets()
+                and not group.has_pending_offset_commits()
                 and len(expired) == len(group.offsets)
             )
             if not expired and not remove_group:
@@ -1127,7 +1446,10 @@ class GroupCoordinator:
                 errors.append(ErrorCode.NON_EMPTY_GROUP)
             else:
                 try:
-                    self._write_offset_tombstones(group, list(group.offsets), with_group=True)
+                    # Pending transactional offsets are deleted with the group, so that
+                    # the transaction's commit does not resurrect it (as Kafka's
+                    # removeAllOffsets drops them).
+                    self._write_offset_tombstones(group, group.offset_partitions(), with_group=True)
                 except StoreAppendError as exc:
                     errors.append(ErrorCode(exc.error))
                     continue
@@ -1142,9 +1464,9 @@ class GroupCoordinator:
 
     def _store_group(
         self, group: GroupMetadata, assignments: dict[str, bytes] | None = None
-    ) -> None:
+    ) -> StoreWrite:
         value = encode_group_value(group.to_record(assignments))
-        self._store.append(
+        return self._store.append(
             self.partition_for(group.group_id),
             [(encode_group_key(GroupKey(group.group_id)), value)],
             self._clock.milliseconds(),

@@ -6,9 +6,12 @@ its answer into the response shape of that version. The single node coordinates 
 group; in a cluster, the leader of a group's ``__consumer_offsets`` partition does.
 FindCoordinator for a transactional id (key type 1) is answered by
 ``transactions.find_transaction_coordinator``. Share coordinators get
-COORDINATOR_NOT_AVAILABLE.
+COORDINATOR_NOT_AVAILABLE. ``wait_replicated`` is the wait of every handler whose coordinator
+call appended to ``__consumer_offsets`` (SyncGroup here, OffsetCommit and TxnOffsetCommit): in
+a cluster the answer, and what the coordinator shows others, waits for the in-sync replicas.
 
-Imports josefk.protocol and the group package; must not import the server or network layer.
+Imports josefk.protocol, the group package and the replica errors of josefk.broker.partition;
+must not import the server or network layer.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from josefk.broker.group.group import JoinResult
 from josefk.broker.group.store import OFFSETS_TOPIC
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.transactions import find_transaction_coordinator
+from josefk.broker.partition import RequestTimedOutError
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -178,6 +182,30 @@ async def handle_join_group(context: RequestContext, request: Any) -> Any:
 # -- SyncGroup ----------------------------------------------------------------------------
 
 
+async def wait_replicated(
+    context: RequestContext, coordinator: GroupCoordinator
+) -> BaseException | None:
+    """Wait until the offsets topic's in-sync replicas hold the appends of the coordinator
+    call just made (none on the single node, where nothing waits), within
+    offsets.commit.timeout.ms, then hand them back to the coordinator, which applies or
+    drops what they carry (``appends_settled``). Returns the first failure, None when all
+    were replicated. Call it right after that coordinator call, nothing awaited between."""
+    appends = coordinator.take_appends()
+    if not appends:
+        return None
+    replicas = context.broker.replica_manager
+    try:
+        await replicas.wait_for_acks(appends, context.broker.config.offsets_commit_timeout_ms)
+    finally:
+        # A wait cut short (the request cancelled as its connection went) settles as a
+        # failure, as a timeout does: the client, which got no answer, tries again.
+        for append in appends:
+            if append.error is None and replicas.must_wait_for_acks([append]):
+                append.error = RequestTimedOutError("the wait for the in-sync replicas ended")
+        coordinator.appends_settled(appends)
+    return next((a.error for a in appends if a.error is not None), None)
+
+
 @handles(ApiKey.SYNC_GROUP)
 async def handle_sync_group(context: RequestContext, request: Any) -> Any:
     version = context.api_version
@@ -193,6 +221,8 @@ async def handle_sync_group(context: RequestContext, request: Any) -> Any:
         protocol_type=request.protocol_type if version >= 5 else None,
         protocol_name=request.protocol_name if version >= 5 else None,
     )
+    # The leader's assignment completes the rebalance only once replicated.
+    await wait_replicated(context, coordinator)
     result = await future
     return SYNC_GROUP(
         error_code=result.error,

@@ -3,7 +3,11 @@
 Partitions of topics this broker does not have are refused with UNKNOWN_TOPIC_OR_PARTITION
 before the coordinator sees the commit, as Kafka's request handler does; everything else is
 the coordinator's. OffsetFetch answers -1 and no error for a partition or group without a
-commit. Versions that name topics by id (v10) are not served.
+commit, and from v7 with ``require_stable`` UNSTABLE_OFFSET_COMMIT (retriable) for a partition
+whose transactional offset is still pending, or whose commit is still being replicated (a
+cluster: the coordinator shows a commit only once the offsets topic's in-sync replicas hold
+it). Versions that name topics by id (v10) are not served. TxnOffsetCommit is in
+josefk.broker.handlers.txn_offset_commit.
 
 Imports josefk.protocol and the group package; must not import the server or network layer.
 """
@@ -13,11 +17,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from josefk.broker.context import RequestContext
-from josefk.broker.errors import error_code_for
-from josefk.broker.group.coordinator import OffsetCommitEntry
+from josefk.broker.group.coordinator import GroupCoordinator, OffsetCommitEntry
 from josefk.broker.group.group import CommittedOffset
+from josefk.broker.group.store import replication_error
 from josefk.broker.handlers import handles
-from josefk.broker.handlers.groups import coordinator_of
+from josefk.broker.handlers.groups import coordinator_of, wait_replicated
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -59,7 +63,7 @@ async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
             entries,
             retention_ms=request.retention_time_ms if version <= 4 else -1,
         )
-        results = await _replicated(context, coordinator.take_appends(), results)
+        results = await replicated(context, coordinator, results)
     else:
         results = []
     answers = iter(results)
@@ -77,31 +81,28 @@ async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
     )
 
 
-async def _replicated(
-    context: RequestContext, appends: list[Any], results: list[ErrorCode]
+async def replicated(
+    context: RequestContext, coordinator: GroupCoordinator, results: list[ErrorCode]
 ) -> list[ErrorCode]:
     """Answer a commit only once the offsets topic's in-sync replicas hold it, as Kafka's
     coordinator appends with acks=-1: a commit answered is a commit a new coordinator has.
     Failing that within offsets.commit.timeout.ms, the commits are answered with Kafka's
-    translation of the append error and the client retries."""
-    if not appends:
-        return results
-    replicas = context.broker.replica_manager
-    await replicas.wait_for_acks(appends, context.broker.config.offsets_commit_timeout_ms)
-    failed = next((a.error for a in appends if a.error is not None), None)
+    translation of the append error and the client retries. Either way the coordinator
+    makes the commit visible or drops it (``wait_replicated``); call this right after the
+    coordinator call that appended, with nothing awaited in between."""
+    failed = await wait_replicated(context, coordinator)
     if failed is None:
         return results
-    error = error_code_for(failed)
-    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        error = ErrorCode.NOT_COORDINATOR
-    else:
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    error = replication_error(failed)
     return [e or error for e in results]
 
 
+_Answer = tuple[int, CommittedOffset | None, ErrorCode]
+
+
 def _fetch_group(
-    context: RequestContext, group_id: str, topics: list[Any] | None
-) -> tuple[ErrorCode, dict[str, list[tuple[int, CommittedOffset | None]]]]:
+    context: RequestContext, group_id: str, topics: list[Any] | None, require_stable: bool
+) -> tuple[ErrorCode, dict[str, list[_Answer]]]:
     coordinator = coordinator_of(context)
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
@@ -112,19 +113,26 @@ def _fetch_group(
         if topics is None
         else [(topic.name, index) for topic in topics for index in topic.partition_indexes]
     )
-    by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
+    by_topic: dict[str, list[_Answer]] = {}
     for topic, partition, committed in coordinator.fetch_offsets(group_id, wanted):
-        by_topic.setdefault(topic, []).append((partition, committed))
+        if require_stable and coordinator.is_unstable(group_id, topic, partition):
+            # As Kafka: no offset, and a retriable error until the transaction completes.
+            by_topic.setdefault(topic, []).append(
+                (partition, None, ErrorCode.UNSTABLE_OFFSET_COMMIT)
+            )
+        else:
+            by_topic.setdefault(topic, []).append((partition, committed, ErrorCode.NONE))
     return ErrorCode.NONE, by_topic
 
 
 @handles(ApiKey.OFFSET_FETCH, max_version=9)
 def handle_offset_fetch(context: RequestContext, request: Any) -> Any:
     version = context.api_version
+    require_stable = version >= 7 and bool(request.require_stable)
     if version >= 8:
         groups = []
         for group in request.groups:
-            error, by_topic = _fetch_group(context, group.group_id, group.topics)
+            error, by_topic = _fetch_group(context, group.group_id, group.topics, require_stable)
             groups.append(
                 OFFSET_FETCH.OffsetFetchResponseGroup(
                     group_id=group.group_id,
@@ -137,9 +145,9 @@ def handle_offset_fetch(context: RequestContext, request: Any) -> Any:
                                     committed_offset=-1 if c is None else c.offset,
                                     committed_leader_epoch=-1 if c is None else c.leader_epoch,
                                     metadata="" if c is None else c.metadata,
-                                    error_code=ErrorCode.NONE,
+                                    error_code=partition_error,
                                 )
-                                for index, c in partitions
+                                for index, c, partition_error in partitions
                             ],
                         )
                         for name, partitions in by_topic.items()
@@ -148,9 +156,9 @@ def handle_offset_fetch(context: RequestContext, request: Any) -> Any:
                 )
             )
         return OFFSET_FETCH(groups=groups)
-    error, by_topic = _fetch_group(context, request.group_id, request.topics)
+    error, by_topic = _fetch_group(context, request.group_id, request.topics, require_stable)
     # Before v2 there is no top-level error: it goes on every partition.
-    partition_error = error if version < 2 else ErrorCode.NONE
+    group_error = error if version < 2 else ErrorCode.NONE
     return OFFSET_FETCH(
         topics=[
             OFFSET_FETCH.OffsetFetchResponseTopic(
@@ -161,9 +169,9 @@ def handle_offset_fetch(context: RequestContext, request: Any) -> Any:
                         committed_offset=-1 if c is None else c.offset,
                         committed_leader_epoch=-1 if c is None else c.leader_epoch,
                         metadata="" if c is None else c.metadata,
-                        error_code=partition_error,
+                        error_code=group_error or partition_error,
                     )
-                    for index, c in partitions
+                    for index, c, partition_error in partitions
                 ],
             )
             for name, partitions in by_topic.items()

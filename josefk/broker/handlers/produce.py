@@ -15,10 +15,20 @@ batches but no transactional id (Kafka's check: a producer that did not say whic
 it belongs to may not write transactional data), INVALID_TXN_STATE for a producer's plain
 batch while its transaction is open, INVALID_RECORD for a control batch (markers are the
 transaction coordinator's).
+
+KIP-890's server-side defence (part 1): the first transactional batch of a producer on a
+partition (no transaction of that producer open there yet) is appended only if the
+transaction coordinator has the partition in that producer's open transaction; otherwise
+INVALID_TXN_STATE. This stops a late or stray batch (a retry that outlived its abort, a
+client that skipped AddPartitionsToTxn) from opening a transaction no marker will ever
+close, which would hold the last stable offset back for good. The check asks the coordinator
+in this process, a dictionary lookup; where another broker coordinates the id (a cluster) the
+batch is appended unverified, as by a broker without KIP-890.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from josefk.broker.catalog import is_internal_topic
@@ -39,6 +49,9 @@ _VALID_ACKS = (-1, 0, 1)
 # The low byte of a batch's int16 attributes, and its transactional bit.
 _ATTRIBUTES_LOW_BYTE = 22
 _TRANSACTIONAL_BIT = 0x10
+# Batch header: producerId int64 at byte 43, producerEpoch int16 at byte 51.
+_PRODUCER_ID = struct.Struct(">qh")
+_PRODUCER_ID_AT = 43
 
 
 @handles(ApiKey.PRODUCE)
@@ -66,10 +79,48 @@ def handle_produce(context: RequestContext, request: Any) -> Any:
         for tp, _ in entries:
             refused[(tp.topic, tp.partition)] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         entries = []
+    elif request.transactional_id is not None:
+        entries = _verify_transactional(context, request.transactional_id, entries, refused)
     outcomes = replicas.append_records(entries, acks=acks)
     if acks == -1 and replicas.must_wait_for_acks(outcomes):
         return _respond_after_acks(context, request, outcomes, refused)
     return _respond(context, request, outcomes, refused)
+
+
+def _verify_transactional(
+    context: RequestContext,
+    transactional_id: str,
+    entries: list[tuple[TopicPartition, memoryview]],
+    refused: dict[tuple[str, int], ErrorCode],
+) -> list[tuple[TopicPartition, memoryview]]:
+    """KIP-890: refuse the partitions whose batch would open a transaction the coordinator
+    does not know of (INVALID_TXN_STATE; INVALID_PRODUCER_EPOCH for a fenced producer). Per batch: one header read and a producer state
+    lookup; the coordinator is asked only for a producer's first batch on a partition."""
+    coordinator = context.broker.txn_coordinator
+    if coordinator is None or not coordinator.owns(transactional_id):
+        return entries
+    replicas = context.broker.replica_manager
+    kept = []
+    for tp, records in entries:
+        if (
+            len(records) > _ATTRIBUTES_LOW_BYTE
+            and records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT
+        ):
+            producer_id, producer_epoch = _PRODUCER_ID.unpack_from(records, _PRODUCER_ID_AT)
+            partition = replicas.get_partition(tp.topic, tp.partition)
+            entry = (
+                None if partition is None else partition.log.producer_state.last_entry(producer_id)
+            )
+            already_open = entry is not None and entry.current_txn_first_offset >= 0
+            if not already_open:
+                error = coordinator.verify_produce(
+                    transactional_id, producer_id, producer_epoch, tp
+                )
+                if error:
+                    refused[(tp.topic, tp.partition)] = error
+                    continue
+        kept.append((tp, records))
+    return kept
 
 
 async def _respond_after_acks(

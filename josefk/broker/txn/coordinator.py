@@ -529,6 +529,27 @@ class TransactionCoordinator:
             for tp in partitions
         }
 
+    def verify_produce(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
+    ) -> ErrorCode:
+        """KIP-890 for this broker's own partition leaders (no request): NONE if ``tp`` is in
+        the open transaction of this producer and epoch, INVALID_PRODUCER_EPOCH for an
+        epoch older than the id's (a fenced producer hears it is fenced, as the log would
+        tell it), INVALID_TXN_STATE otherwise. A transition being written (AddPartitionsToTxn
+        of another partition, say) does not matter: ``tp`` was added before it."""
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_TXN_STATE
+        if producer_epoch < meta.producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if (
+            meta.producer_epoch == producer_epoch
+            and meta.state == TxnState.ONGOING
+            and tp in meta.partitions
+        ):
+            return ErrorCode.NONE
+        return ErrorCode.INVALID_TXN_STATE
+
     # -- EndTxn ---------------------------------------------------------------------------
 
     async def end_txn(

@@ -1,0 +1,85 @@
+"""TxnOffsetCommit (28): a group's offsets committed inside a producer's transaction.
+
+The offsets are written to ``__consumer_offsets`` as the producer's transactional batch and
+stay pending in the group coordinator, invisible to OffsetFetch, until the transaction's
+COMMIT marker reaches the group's offsets partition (an ABORT drops them). From v3 the request
+carries the consumer's generation, member id and instance id (KIP-447), checked as OffsetCommit
+checks them so that a zombie of an older generation cannot commit. Partitions of topics this
+broker does not have are UNKNOWN_TOPIC_OR_PARTITION, as for OffsetCommit; a producer epoch the
+offsets partition's producer state refuses is INVALID_PRODUCER_EPOCH. The answer waits until
+the offsets topic's in-sync replicas hold the batch, as OffsetCommit's does.
+
+Imports josefk.protocol and the group package; must not import the server, the network layer
+or the transaction coordinator (AddOffsetsToTxn, which enrols the offsets partition in the
+transaction, is that coordinator's).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from josefk.broker.context import RequestContext
+from josefk.broker.group.coordinator import OffsetCommitEntry
+from josefk.broker.handlers import handles
+from josefk.broker.handlers.groups import coordinator_of
+from josefk.broker.handlers.offsets import replicated
+from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.errors import ErrorCode
+
+TXN_OFFSET_COMMIT: Final = response_class(ApiKey.TXN_OFFSET_COMMIT)
+
+
+@handles(ApiKey.TXN_OFFSET_COMMIT)
+async def handle_txn_offset_commit(context: RequestContext, request: Any) -> Any:
+    version = context.api_version
+    coordinator = coordinator_of(context)
+    replicas = context.broker.replica_manager
+    entries: list[OffsetCommitEntry] = []
+    slots: list[tuple[str, int, ErrorCode | None]] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            if replicas.get_partition(topic.name, p.partition_index) is None:
+                slots.append((topic.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            slots.append((topic.name, p.partition_index, None))
+            entries.append(
+                OffsetCommitEntry(
+                    topic.name,
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch if version >= 2 else -1,
+                    p.committed_metadata,
+                )
+            )
+    results: list[ErrorCode]
+    if not entries:
+        results = []
+    elif coordinator is None:
+        results = [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(entries)
+    else:
+        results = coordinator.txn_commit_offsets(
+            request.group_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.generation_id if version >= 3 else -1,
+            request.member_id if version >= 3 else "",
+            request.group_instance_id if version >= 3 else None,
+            entries,
+        )
+        results = await replicated(context, coordinator, results)
+    answers = iter(results)
+    by_topic: dict[str, list[Any]] = {}
+    for name, index, refused in slots:
+        error = refused if refused is not None else next(answers)
+        by_topic.setdefault(name, []).append(
+            TXN_OFFSET_COMMIT.TxnOffsetCommitResponsePartition(
+                partition_index=index, error_code=error
+            )
+        )
+    return TXN_OFFSET_COMMIT(
+        throttle_time_ms=0,
+        topics=[
+            TXN_OFFSET_COMMIT.TxnOffsetCommitResponseTopic(name=name, partitions=partitions)
+            for name, partitions in by_topic.items()
+        ],
+    )
