@@ -118,10 +118,15 @@ def dev_cluster(brokers: int, data_dir: str, base_port: int, overrides: tuple[st
                 "--set", f"broker.id={broker_id}",
                 "--set", f"josefk.etcd.endpoints={etcd_endpoint}",
             ]  # fmt: skip
-            if not any(o.startswith("offsets.topic.replication.factor=") for o in overrides):
-                # The controller creates __consumer_offsets once this many brokers live; a
-                # cluster of one or two would otherwise never coordinate a group.
-                command += ["--set", f"offsets.topic.replication.factor={min(3, brokers)}"]
+            # The controller creates __consumer_offsets and __transaction_state once this
+            # many brokers live; a cluster of one or two would otherwise never coordinate a
+            # group or a transaction.
+            for internal in ("offsets.topic", "transaction.state.log"):
+                if not any(o.startswith(f"{internal}.replication.factor=") for o in overrides):
+                    command += ["--set", f"{internal}.replication.factor={min(3, brokers)}"]
+            if not any(o.startswith("transaction.state.log.min.isr=") for o in overrides):
+                # min.insync.replicas of __transaction_state: at most its replica count.
+                command += ["--set", f"transaction.state.log.min.isr={min(2, brokers)}"]
             for item in overrides:
                 command += ["--set", item]
             processes.append(

@@ -7,11 +7,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from broker_process import SOURCE_DIR, free_port
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from etcd_server import ETCD, SKIP_REASON
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(ETCD is None, reason=SKIP_REASON)]
@@ -52,3 +54,57 @@ def test_dev_cluster_starts_three_brokers_and_stops_them(tmp_path: Path) -> None
     # Every broker left cleanly (clean-shutdown markers) and nothing listens any more.
     for broker_id in (1, 2, 3):
         assert (tmp_path / "dev" / f"broker{broker_id}" / ".kafka_cleanshutdown").exists()
+
+
+def test_a_one_broker_dev_cluster_runs_transactions(tmp_path: Path) -> None:
+    """With one broker the internal topics are made with one replica (and
+    __transaction_state's min.insync.replicas fits it), so a transaction commits."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
+    env["PYTHONPATH"] = str(SOURCE_DIR)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "josefk", "dev-cluster", "--data-dir", str(tmp_path / "dev"),
+         "--base-port", str(free_port()), "--brokers", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        bootstrap = None
+        said: list[str] = []
+        for line in process.stdout:
+            said.append(line)
+            if line.startswith("bootstrap: "):
+                bootstrap = line.split(": ", 1)[1].strip()
+                break
+        assert bootstrap is not None, "dev-cluster printed no bootstrap list:\n" + "".join(said)
+        topic = "dev-txn"
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result is in
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "dev-txn"})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.produce(topic, b"committed")
+        producer.commit_transaction(30)
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "dev-txn",
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.subscribe([topic])
+        message = None
+        deadline = time.monotonic() + 60
+        while message is None and time.monotonic() < deadline:
+            polled = consumer.poll(1.0)
+            if polled is not None and polled.error() is None:
+                message = polled
+        consumer.close()
+        assert message is not None and message.value() == b"committed"
+    finally:
+        process.send_signal(signal.SIGINT)
+        rest = process.communicate(timeout=120)[0]
+    assert process.returncode == 0, rest
