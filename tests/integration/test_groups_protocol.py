@@ -7,9 +7,6 @@ unknown group, OffsetDelete), and the group metrics a scraper sees.
 
 from __future__ import annotations
 
-import itertools
-import socket
-import struct
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -25,11 +22,11 @@ from client_helpers import (
     unique_topic,
 )
 from prometheus_client.parser import text_string_to_metric_families
+from raw_client import RawClient
 
 from josefk.broker.group.assignment import encode_subscription
-from josefk.protocol.api import ApiKey, decode_response, encode_request, request_class
+from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
-from josefk.protocol.headers import RequestHeader
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,40 +35,6 @@ SETTINGS = (
     "group.min.session.timeout.ms=1000",
     "offsets.topic.num.partitions=7",
 )
-
-
-class RawClient:
-    """One connection; each call sends one request and reads its response."""
-
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=20)
-        self._ids = itertools.count(1)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _read_exactly(self, size: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < size:
-            chunk = self.sock.recv(size - len(chunks))
-            assert chunk, "connection closed by the broker"
-            chunks += chunk
-        return bytes(chunks)
-
-    def call(self, api_key: ApiKey, version: int, **fields: Any) -> Any:
-        body = request_class(api_key)(**fields)
-        header = RequestHeader(
-            request_api_key=api_key,
-            request_api_version=version,
-            correlation_id=next(self._ids),
-            client_id="raw-client",
-        )
-        self.sock.sendall(encode_request(header, body))
-        (size,) = struct.unpack(">i", self._read_exactly(4))
-        correlation_id, response = decode_response(self._read_exactly(size), api_key, version)
-        assert correlation_id == header.correlation_id
-        return response
 
 
 @pytest.fixture(scope="module")

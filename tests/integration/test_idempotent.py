@@ -11,11 +11,9 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 from collections.abc import Iterator
@@ -26,10 +24,10 @@ import pytest
 from broker_process import BrokerFactory, BrokerProcess
 from client_helpers import ck_consume, ck_create_topic, ck_produce, make_messages, unique_topic
 from kafkajs_support import needs_kafkajs
+from raw_client import RawClient as BaseRawClient
 
-from josefk.protocol.api import ApiKey, decode_response, encode_request, request_class
+from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
-from josefk.protocol.headers import RequestHeader
 from josefk.records import BatchBuilder
 
 pytestmark = pytest.mark.timeout(120)
@@ -42,44 +40,11 @@ PartitionData = TopicData.PartitionProduceData
 PRODUCE_VERSION = 9
 
 
-class RawClient:
-    """One connection; frames are built separately so that they can be sent again."""
+class RawClient(BaseRawClient):
+    """A raw connection with the idempotence calls; frames can be sent again."""
 
     def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=20)
-        self._ids = itertools.count(1)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def frame(self, api_key: ApiKey, version: int, body: Any) -> tuple[int, bytes]:
-        header = RequestHeader(
-            request_api_key=api_key,
-            request_api_version=version,
-            correlation_id=next(self._ids),
-            client_id="idempotence-test",
-        )
-        return header.correlation_id, encode_request(header, body)
-
-    def send_frame(self, frame: bytes, api_key: ApiKey, version: int) -> tuple[int, Any]:
-        self.sock.sendall(frame)
-        (size,) = struct.unpack(">i", self._read_exactly(4))
-        return decode_response(self._read_exactly(size), api_key, version)
-
-    def call(self, api_key: ApiKey, version: int, **fields: Any) -> Any:
-        correlation_id, frame = self.frame(api_key, version, request_class(api_key)(**fields))
-        got_id, response = self.send_frame(frame, api_key, version)
-        assert got_id == correlation_id
-        return response
-
-    def _read_exactly(self, size: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < size:
-            chunk = self.sock.recv(size - len(chunks))
-            assert chunk, "connection closed by the broker"
-            chunks += chunk
-        return bytes(chunks)
+        super().__init__(bootstrap, client_id="idempotence-test")
 
     def init_producer_id(self, version: int = 4, **fields: Any) -> Any:
         fields.setdefault("transactional_id", None)

@@ -8,9 +8,6 @@ state a SIGKILLed broker reloads (AddOffsetsToTxn and FindCoordinator right afte
 
 from __future__ import annotations
 
-import itertools
-import socket
-import struct
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,11 +17,11 @@ from broker_process import BrokerFactory, BrokerProcess
 from client_helpers import ck_create_topic, unique_topic
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
+from raw_client import RawClient as BaseRawClient
 
 from josefk.broker.group.offsets_schema import coordinator_partition
-from josefk.protocol.api import ApiKey, decode_response, encode_request, request_class
+from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
-from josefk.protocol.headers import RequestHeader
 from josefk.records import BatchBuilder
 
 pytestmark = pytest.mark.timeout(120)
@@ -33,38 +30,8 @@ OFFSETS_PARTITIONS = 7
 SETTINGS = (f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",)
 
 
-class RawClient:
-    """One connection; each call sends one request and reads its response."""
-
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=20)
-        self._ids = itertools.count(1)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _read_exactly(self, size: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < size:
-            chunk = self.sock.recv(size - len(chunks))
-            assert chunk, "connection closed by the broker"
-            chunks += chunk
-        return bytes(chunks)
-
-    def call(self, api_key: ApiKey, version: int, **fields: Any) -> Any:
-        body = request_class(api_key)(**fields)
-        header = RequestHeader(
-            request_api_key=api_key,
-            request_api_version=version,
-            correlation_id=next(self._ids),
-            client_id="raw-txn-client",
-        )
-        self.sock.sendall(encode_request(header, body))
-        (size,) = struct.unpack(">i", self._read_exactly(4))
-        correlation_id, response = decode_response(self._read_exactly(size), api_key, version)
-        assert correlation_id == header.correlation_id
-        return response
+class RawClient(BaseRawClient):
+    """A raw connection with the transaction APIs' calls."""
 
     # -- the transaction calls ----------------------------------------------------------
 
