@@ -34,24 +34,7 @@ OFFSET_DELETE: Final = response_class(ApiKey.OFFSET_DELETE)
 async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
     version = context.api_version
     coordinator = coordinator_of(context)
-    replicas = context.broker.replica_manager
-    entries: list[OffsetCommitEntry] = []
-    slots: list[tuple[str, int, ErrorCode | None]] = []
-    for topic in request.topics:
-        for p in topic.partitions:
-            if replicas.get_partition(topic.name, p.partition_index) is None:
-                slots.append((topic.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            slots.append((topic.name, p.partition_index, None))
-            entries.append(
-                OffsetCommitEntry(
-                    topic.name,
-                    p.partition_index,
-                    p.committed_offset,
-                    p.committed_leader_epoch if version >= 6 else -1,
-                    p.committed_metadata,
-                )
-            )
+    entries, slots = commit_entries(context, request.topics, leader_epochs=version >= 6)
     if coordinator is None:
         results = [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(entries)
     elif entries:
@@ -66,19 +49,65 @@ async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
         results = await replicated(context, coordinator, results)
     else:
         results = []
-    answers = iter(results)
-    by_topic: dict[str, list[Any]] = {}
-    for name, index, refused in slots:
-        error = refused if refused is not None else next(answers)
-        by_topic.setdefault(name, []).append(
-            OFFSET_COMMIT.OffsetCommitResponsePartition(partition_index=index, error_code=error)
-        )
     return OFFSET_COMMIT(
         topics=[
-            OFFSET_COMMIT.OffsetCommitResponseTopic(name=name, partitions=partitions)
-            for name, partitions in by_topic.items()
+            OFFSET_COMMIT.OffsetCommitResponseTopic(
+                name=name,
+                partitions=[
+                    OFFSET_COMMIT.OffsetCommitResponsePartition(
+                        partition_index=index, error_code=error
+                    )
+                    for index, error in partitions
+                ],
+            )
+            for name, partitions in errors_by_topic(slots, results).items()
         ]
     )
+
+
+Slot = tuple[str, int, ErrorCode | None]
+
+
+def commit_entries(
+    context: RequestContext, topics: Any, *, leader_epochs: bool
+) -> tuple[list[OffsetCommitEntry], list[Slot]]:
+    """The commit entries of an OffsetCommit / TxnOffsetCommit request's topics, and a slot
+    per partition in request order: the error already known (a partition this broker does
+    not have: UNKNOWN_TOPIC_OR_PARTITION, as Kafka's request handler refuses it before the
+    coordinator), or None where the coordinator's result goes."""
+    replicas = context.broker.replica_manager
+    entries: list[OffsetCommitEntry] = []
+    slots: list[Slot] = []
+    for topic in topics:
+        for p in topic.partitions:
+            if replicas.get_partition(topic.name, p.partition_index) is None:
+                slots.append((topic.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            slots.append((topic.name, p.partition_index, None))
+            entries.append(
+                OffsetCommitEntry(
+                    topic.name,
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch if leader_epochs else -1,
+                    p.committed_metadata,
+                )
+            )
+    return entries, slots
+
+
+def errors_by_topic(
+    slots: list[Slot], results: list[ErrorCode]
+) -> dict[str, list[tuple[int, ErrorCode]]]:
+    """Each partition's error by topic, in request order: the slot's own, else the next of
+    the coordinator's ``results`` (one per entry of ``commit_entries``)."""
+    answers = iter(results)
+    by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
+    for name, index, refused in slots:
+        by_topic.setdefault(name, []).append(
+            (index, refused if refused is not None else next(answers))
+        )
+    return by_topic
 
 
 async def replicated(

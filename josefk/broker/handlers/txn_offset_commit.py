@@ -19,10 +19,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from josefk.broker.context import RequestContext
-from josefk.broker.group.coordinator import OffsetCommitEntry
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.groups import coordinator_of
-from josefk.broker.handlers.offsets import replicated
+from josefk.broker.handlers.offsets import commit_entries, errors_by_topic, replicated
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -33,24 +32,7 @@ TXN_OFFSET_COMMIT: Final = response_class(ApiKey.TXN_OFFSET_COMMIT)
 async def handle_txn_offset_commit(context: RequestContext, request: Any) -> Any:
     version = context.api_version
     coordinator = coordinator_of(context)
-    replicas = context.broker.replica_manager
-    entries: list[OffsetCommitEntry] = []
-    slots: list[tuple[str, int, ErrorCode | None]] = []
-    for topic in request.topics:
-        for p in topic.partitions:
-            if replicas.get_partition(topic.name, p.partition_index) is None:
-                slots.append((topic.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            slots.append((topic.name, p.partition_index, None))
-            entries.append(
-                OffsetCommitEntry(
-                    topic.name,
-                    p.partition_index,
-                    p.committed_offset,
-                    p.committed_leader_epoch if version >= 2 else -1,
-                    p.committed_metadata,
-                )
-            )
+    entries, slots = commit_entries(context, request.topics, leader_epochs=version >= 2)
     results: list[ErrorCode]
     if not entries:
         results = []
@@ -67,19 +49,18 @@ async def handle_txn_offset_commit(context: RequestContext, request: Any) -> Any
             entries,
         )
         results = await replicated(context, coordinator, results)
-    answers = iter(results)
-    by_topic: dict[str, list[Any]] = {}
-    for name, index, refused in slots:
-        error = refused if refused is not None else next(answers)
-        by_topic.setdefault(name, []).append(
-            TXN_OFFSET_COMMIT.TxnOffsetCommitResponsePartition(
-                partition_index=index, error_code=error
-            )
-        )
     return TXN_OFFSET_COMMIT(
         throttle_time_ms=0,
         topics=[
-            TXN_OFFSET_COMMIT.TxnOffsetCommitResponseTopic(name=name, partitions=partitions)
-            for name, partitions in by_topic.items()
+            TXN_OFFSET_COMMIT.TxnOffsetCommitResponseTopic(
+                name=name,
+                partitions=[
+                    TXN_OFFSET_COMMIT.TxnOffsetCommitResponsePartition(
+                        partition_index=index, error_code=error
+                    )
+                    for index, error in partitions
+                ],
+            )
+            for name, partitions in errors_by_topic(slots, results).items()
         ],
     )
