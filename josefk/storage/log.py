@@ -50,7 +50,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -63,6 +63,7 @@ from josefk.records.batch import (
     Compression,
     RecordBatch,
     peek_batch_size,
+    split_batches,
 )
 from josefk.records.builder import build_control_batch, recompress_batch
 from josefk.records.errors import CorruptRecordError, InvalidRecordError, RecordsError
@@ -1243,6 +1244,27 @@ class Log:
         return True
 
     # -- read -----------------------------------------------------------------------------------------
+
+    def read_batches_to_end(self, chunk_bytes: int) -> Iterator[RecordBatch]:
+        """Every batch from the one holding the log start offset to the log end, read
+        ``chunk_bytes`` at a time: how a coordinator loads its internal topic's partition.
+        Up to the log end, not the high watermark, as Kafka loads: after a crash the high
+        watermark comes from a checkpoint that may lag what the log holds. The first batch
+        may begin below the log start offset; its records there are the caller's to skip."""
+        offset = self.log_start_offset
+        while offset < self.log_end_offset:
+            info = self.read(offset, chunk_bytes, FetchIsolation.LOG_END, min_one_message=True)
+            data = info.records.read() if info.records is not None else b""
+            if not data:
+                return
+            next_offset = offset
+            for batch in split_batches(data):
+                if batch.next_offset > offset:
+                    yield batch
+                next_offset = max(next_offset, batch.next_offset)
+            if next_offset <= offset:
+                return
+            offset = next_offset
 
     def read(
         self,

@@ -35,9 +35,9 @@ from typing import Final, Protocol
 from josefk.broker.errors import error_code_for
 from josefk.broker.replica_manager import AppendOutcome, ReplicaManager
 from josefk.protocol.errors import ErrorCode
-from josefk.records import BatchBuilder, CorruptRecordError, split_batches
+from josefk.records import BatchBuilder, CorruptRecordError
 from josefk.records.record import ControlRecordType, decode_control_type, iter_records
-from josefk.storage.offsets import AppendOrigin, FetchIsolation, TopicPartition, TxnMarker
+from josefk.storage.offsets import AppendOrigin, TopicPartition, TxnMarker
 
 logger = logging.getLogger(__name__)
 
@@ -353,39 +353,24 @@ class TopicOffsetsStore:
         if target is None:
             return
         log = target.log
-        offset = log.log_start_offset
-        # Up to the log end, as Kafka loads: after a crash the high watermark comes from a
-        # checkpoint that may lag what the log holds.
-        while offset < log.log_end_offset:
-            info = log.read(offset, _LOAD_CHUNK_BYTES, FetchIsolation.LOG_END, min_one_message=True)
-            data = info.records.read() if info.records is not None else b""
-            if not data:
-                break
-            next_offset = offset
-            for batch in split_batches(data):
-                if batch.next_offset <= offset:
-                    next_offset = max(next_offset, batch.next_offset)
-                    continue
-                control: ControlRecordType | None = None
-                records: list[KeyValue] = []
-                for record in iter_records(batch):
-                    if batch.is_control:
-                        control = _control_type(record.key)
-                    elif record.offset >= offset and record.key is not None:
-                        records.append((record.key, record.value))
-                if not batch.is_control or control is not None:
-                    yield StoredBatch(
-                        batch.base_offset,
-                        batch.producer_id,
-                        batch.producer_epoch,
-                        batch.is_transactional,
-                        control,
-                        tuple(records),
-                    )
-                next_offset = batch.next_offset
-            if next_offset <= offset:
-                break
-            offset = next_offset
+        start = log.log_start_offset
+        for batch in log.read_batches_to_end(_LOAD_CHUNK_BYTES):
+            control: ControlRecordType | None = None
+            records: list[KeyValue] = []
+            for record in iter_records(batch):
+                if batch.is_control:
+                    control = _control_type(record.key)
+                elif record.offset >= start and record.key is not None:
+                    records.append((record.key, record.value))
+            if not batch.is_control or control is not None:
+                yield StoredBatch(
+                    batch.base_offset,
+                    batch.producer_id,
+                    batch.producer_epoch,
+                    batch.is_transactional,
+                    control,
+                    tuple(records),
+                )
 
 
 def _control_type(key: bytes | None) -> ControlRecordType | None:

@@ -19,9 +19,8 @@ from typing import Final, Protocol
 from josefk.broker.errors import error_code_for
 from josefk.broker.replica_manager import AppendOutcome, ReplicaManager
 from josefk.protocol.errors import ErrorCode
-from josefk.records import BatchBuilder, split_batches
+from josefk.records import BatchBuilder
 from josefk.records.record import iter_records
-from josefk.storage.offsets import FetchIsolation
 
 logger = logging.getLogger(__name__)
 
@@ -167,26 +166,13 @@ class TopicTxnStore:
         if target is None:
             return
         log = target.log
-        offset = log.log_start_offset
-        # Up to the log end, as Kafka loads: after a crash the high watermark comes from a
-        # checkpoint that may lag what the log holds.
-        while offset < log.log_end_offset:
-            info = log.read(offset, _LOAD_CHUNK_BYTES, FetchIsolation.LOG_END, min_one_message=True)
-            data = info.records.read() if info.records is not None else b""
-            if not data:
-                break
-            next_offset = offset
-            for batch in split_batches(data):
-                if batch.is_control or batch.next_offset <= offset:
-                    next_offset = max(next_offset, batch.next_offset)
-                    continue
-                for record in iter_records(batch):
-                    if record.offset >= offset and record.key is not None:
-                        yield (
-                            bytes(record.key),
-                            (None if record.value is None else bytes(record.value)),
-                        )
-                next_offset = batch.next_offset
-            if next_offset <= offset:
-                break
-            offset = next_offset
+        start = log.log_start_offset
+        for batch in log.read_batches_to_end(_LOAD_CHUNK_BYTES):
+            if batch.is_control:
+                continue
+            for record in iter_records(batch):
+                if record.offset >= start and record.key is not None:
+                    yield (
+                        bytes(record.key),
+                        (None if record.value is None else bytes(record.value)),
+                    )
