@@ -500,8 +500,7 @@ class ClusterNode:
         try:
             await controller.on_brokers_changed(set(view.brokers))
             await controller.complete_reassignments(set(view.brokers))
-            await self._ensure_offsets_topic(controller)
-            await self._ensure_transaction_state_topic(controller)
+            await self._ensure_internal_topics(controller)
             for broker_id in sorted(view.shutting_down & set(view.brokers)):
                 if broker_id != self.broker_id:
                     await controller.controlled_shutdown(broker_id, set(view.brokers))
@@ -511,54 +510,46 @@ class ClusterNode:
         except Exception:
             logger.exception("controller failed to apply a broker change")
 
-    async def _ensure_offsets_topic(self, controller: ClusterController) -> None:
-        """Create ``__consumer_offsets`` once enough brokers are alive for its replication
-        factor, as Kafka does (until then FindCoordinator answers COORDINATOR_NOT_AVAILABLE).
-        Created early rather than on the first FindCoordinator, so that no broker has to
-        forward that request to the controller."""
+    async def _ensure_internal_topics(self, controller: ClusterController) -> None:
+        """Create ``__consumer_offsets`` and ``__transaction_state`` (compacted, Kafka's
+        configs) once enough brokers are alive for each one's replication factor, as Kafka
+        does (until then FindCoordinator answers COORDINATOR_NOT_AVAILABLE). Created early
+        rather than on the first FindCoordinator, so that no broker has to forward that
+        request to the controller."""
         view = self.watcher.view
         config = self.config
-        if (
-            OFFSETS_TOPIC in view.topics
-            or len(view.brokers) < config.offsets_topic_replication_factor
-        ):
-            return
-        with contextlib.suppress(TopicExistsError):
-            await controller.create_topic(
+        wanted = (
+            (
                 OFFSETS_TOPIC,
-                partitions=config.offsets_topic_num_partitions,
-                replication_factor=config.offsets_topic_replication_factor,
-                live_brokers=self.live_brokers(),
-                configs={
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(config.offsets_topic_segment_bytes),
-                    "compression.type": "producer",
-                },
-            )
-
-    async def _ensure_transaction_state_topic(self, controller: ClusterController) -> None:
-        """Create ``__transaction_state`` as ``__consumer_offsets`` (Kafka creates it on
-        the first FindCoordinator for a transactional id; early here for the same reason)."""
-        view = self.watcher.view
-        config = self.config
-        if (
-            TRANSACTION_STATE_TOPIC in view.topics
-            or len(view.brokers) < config.transaction_state_log_replication_factor
-        ):
-            return
-        with contextlib.suppress(TopicExistsError):
-            await controller.create_topic(
+                config.offsets_topic_num_partitions,
+                config.offsets_topic_replication_factor,
+                {"segment.bytes": str(config.offsets_topic_segment_bytes)},
+            ),
+            (
                 TRANSACTION_STATE_TOPIC,
-                partitions=config.transaction_state_log_num_partitions,
-                replication_factor=config.transaction_state_log_replication_factor,
-                live_brokers=self.live_brokers(),
-                configs={
-                    "cleanup.policy": "compact",
+                config.transaction_state_log_num_partitions,
+                config.transaction_state_log_replication_factor,
+                {
                     "segment.bytes": str(config.transaction_state_log_segment_bytes),
-                    "compression.type": "producer",
                     "min.insync.replicas": str(config.transaction_state_log_min_isr),
                 },
-            )
+            ),
+        )
+        for topic, partitions, replication_factor, configs in wanted:
+            if topic in view.topics or len(view.brokers) < replication_factor:
+                continue
+            with contextlib.suppress(TopicExistsError):
+                await controller.create_topic(
+                    topic,
+                    partitions=partitions,
+                    replication_factor=replication_factor,
+                    live_brokers=self.live_brokers(),
+                    configs={
+                        "cleanup.policy": "compact",
+                        "compression.type": "producer",
+                        **configs,
+                    },
+                )
 
     async def _rebalance_loop(self) -> None:
         interval = self.config.leader_imbalance_check_interval_seconds
