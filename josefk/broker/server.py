@@ -341,19 +341,7 @@ class Broker:
             clock=self.clock,
             probe=self.metrics.groups if self.metrics is not None else None,
         )
-        if self.cluster is None:
-            coordinator.load()
-        else:
-            coordinator.coordinate_by_leadership()
-
-            def follow_leadership(tp: TopicPartition, leads: bool) -> None:
-                if tp.topic == OFFSETS_TOPIC:
-                    if leads:
-                        coordinator.load_partition(tp.partition)
-                    else:
-                        coordinator.unload_partition(tp.partition)
-
-            self.cluster.leadership_listeners.append(follow_leadership)
+        self._load_or_follow(coordinator, OFFSETS_TOPIC)
         coordinator.start()
         replicas.topic_deleted_listeners.append(coordinator.remove_offsets_of_topic)
 
@@ -410,21 +398,29 @@ class Broker:
             scheduler=self._scheduler,
             clock=self.clock,
         )
-        if self.cluster is None:
-            coordinator.load()
-        else:
-            coordinator.coordinate_by_leadership()
-
-            def follow_leadership(tp: TopicPartition, leads: bool) -> None:
-                if tp.topic == TRANSACTION_STATE_TOPIC:
-                    if leads:
-                        coordinator.load_partition(tp.partition)
-                    else:
-                        coordinator.unload_partition(tp.partition)
-
-            self.cluster.leadership_listeners.append(follow_leadership)
+        self._load_or_follow(coordinator, TRANSACTION_STATE_TOPIC)
         coordinator.start()
         return coordinator
+
+    def _load_or_follow(
+        self, coordinator: GroupCoordinator | TransactionCoordinator, topic: str
+    ) -> None:
+        """A coordinator of an internal topic's partitions: on one node it loads them all
+        now (before any listener opens); in a cluster it loads a partition when this broker
+        becomes its leader and drops it when it stops leading."""
+        if self.cluster is None:
+            coordinator.load()
+            return
+        coordinator.coordinate_by_leadership()
+
+        def follow_leadership(tp: TopicPartition, leads: bool) -> None:
+            if tp.topic == topic:
+                if leads:
+                    coordinator.load_partition(tp.partition)
+                else:
+                    coordinator.unload_partition(tp.partition)
+
+        self.cluster.leadership_listeners.append(follow_leadership)
 
     def _cleaner_stats(self) -> CleanerStats:
         assert self.log_manager is not None
