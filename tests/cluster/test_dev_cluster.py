@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,10 +20,31 @@ from etcd_server import ETCD, SKIP_REASON
 pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(ETCD is None, reason=SKIP_REASON)]
 
 
+def free_port_run(count: int) -> int:
+    """A port P such that P .. P+count-1 are all free right now (dev-cluster puts broker N on
+    base port + N - 1; a single free port's neighbours may be taken, and a broker then fails
+    to start)."""
+    for _ in range(100):
+        base = free_port()
+        probes = []
+        try:
+            for port in range(base, base + count):
+                probe = socket.socket()
+                probes.append(probe)
+                probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+        return base
+    raise AssertionError(f"no run of {count} free ports found")
+
+
 def test_dev_cluster_starts_three_brokers_and_stops_them(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
     env["PYTHONPATH"] = str(SOURCE_DIR)
-    base = free_port()
+    base = free_port_run(3)
     process = subprocess.Popen(
         [sys.executable, "-m", "josefk", "dev-cluster", "--data-dir", str(tmp_path / "dev"),
          "--base-port", str(base)],
@@ -63,7 +85,7 @@ def test_a_one_broker_dev_cluster_runs_transactions(tmp_path: Path) -> None:
     env["PYTHONPATH"] = str(SOURCE_DIR)
     process = subprocess.Popen(
         [sys.executable, "-m", "josefk", "dev-cluster", "--data-dir", str(tmp_path / "dev"),
-         "--base-port", str(free_port()), "--brokers", "1"],
+         "--base-port", str(free_port_run(1)), "--brokers", "1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

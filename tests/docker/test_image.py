@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import Iterator
 
@@ -12,17 +13,28 @@ from docker_support import IMAGE, docker, inspect, wait_healthy
 
 pytestmark = [pytest.mark.timeout(1800), pytest.mark.usefixtures("images")]
 
-HOST_PORT = 19192
+
+def free_port() -> int:
+    """A host port free right now (a fixed one was once taken by another process of the same
+    machine, and docker run failed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
-def container() -> Iterator[tuple[str, str]]:
+def host_port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def container(host_port: int) -> Iterator[tuple[str, str]]:
     name = f"josefk-test-{uuid.uuid4().hex[:8]}"
     volume = f"{name}-data"
     docker(
         "run", "-d", "--name", name,
-        "-p", f"127.0.0.1:{HOST_PORT}:9092",
-        "-e", f"JOSEFK_ADVERTISED_LISTENERS=PLAINTEXT://127.0.0.1:{HOST_PORT}",
+        "-p", f"127.0.0.1:{host_port}:9092",
+        "-e", f"JOSEFK_ADVERTISED_LISTENERS=PLAINTEXT://127.0.0.1:{host_port}",
         "-v", f"{volume}:/var/lib/josefk",
         IMAGE,
     )  # fmt: skip
@@ -67,13 +79,15 @@ def consume_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
     return values
 
 
-def test_the_image_serves_stops_cleanly_and_keeps_its_data(container: tuple[str, str]) -> None:
+def test_the_image_serves_stops_cleanly_and_keeps_its_data(
+    container: tuple[str, str], host_port: int
+) -> None:
     name, volume = container
     wait_healthy([name])
     config = inspect(name)["Config"]
     assert config["User"] == "josefk"
     assert config["Labels"]["org.opencontainers.image.title"] == "josefk"
-    bootstrap = f"127.0.0.1:{HOST_PORT}"
+    bootstrap = f"127.0.0.1:{host_port}"
     values = [f"v{i}".encode() for i in range(500)]
     produce(bootstrap, "orders", values)
     assert consume_all(bootstrap, "orders", len(values)) == values
