@@ -32,6 +32,7 @@ from josefk.broker.network import (
     Response,
     is_awaitable,
 )
+from josefk.broker.security.session import AuthenticationFailed
 from josefk.protocol.api import (
     ApiKey,
     RequestDecodeError,
@@ -57,6 +58,8 @@ class RequestDispatcher:
 
     def dispatch(self, frame: memoryview, connection: ConnectionInfo) -> DispatchResult:
         started = time.perf_counter()
+        if connection.sasl is not None and connection.sasl.raw_tokens:
+            return self._raw_sasl_token(frame, connection)
         try:
             header, body = decode_request(frame)
         except RequestDecodeError as exc:
@@ -83,6 +86,24 @@ class RequestDispatcher:
         if is_awaitable(result):
             return self._finish(context, spec, body, result, started, frame.nbytes)
         return self._respond(context, spec, result, started, frame.nbytes)
+
+    def _raw_sasl_token(self, frame: memoryview, connection: ConnectionInfo) -> Response:
+        """A token of a SASL exchange begun with a v0 SaslHandshake: the frame is the token
+        itself and the answer is the server's token, unframed by any Kafka header."""
+        session = connection.sasl
+        metrics = self._metrics
+        try:
+            answer = session.raw_step(bytes(frame))
+        except AuthenticationFailed as exc:
+            if metrics is not None:
+                metrics.sockets.authentication(connection.listener_name, succeeded=False)
+            raise CloseConnection(f"SASL (v0 handshake) failed: {exc}") from None
+        if session.principal is not None and not session.reauthenticating:
+            session.raw_tokens = False
+            connection.principal = session.principal
+            if metrics is not None:
+                metrics.sockets.authentication(connection.listener_name, succeeded=True)
+        return [answer]
 
     def _check_authenticated(self, connection: ConnectionInfo, api_key: int, name: str) -> None:
         """Kafka's rule for SASL listeners: until the client authenticated only ApiVersions,

@@ -1,8 +1,9 @@
 """SaslHandshake (17) and SaslAuthenticate (36): SASL authentication on SASL listeners.
 
-The handshake chooses the mechanism (v1 only: the tokens then travel in SaslAuthenticate
-requests, KIP-152; josefk does not take the raw tokens of a v0 handshake), each
-SaslAuthenticate carries one token of the exchange. A failure is answered with
+The handshake chooses the mechanism; after v1 the tokens travel in SaslAuthenticate requests
+(KIP-152), each carrying one token of the exchange; after v0 they come as raw size-prefixed
+frames (``SaslSession.raw_step``, which the dispatcher calls for such a frame), as old clients send them.
+librdkafka needs v0 in ApiVersions to use SASL at all, though it then uses v1. A failure is answered with
 SASL_AUTHENTICATION_FAILED and a message that does not say which part was wrong, and the
 connection closes after that answer, as Kafka does. Once authenticated, the principal
 (``User:NAME``) stays on the connection; with ``connections.max.reauth.ms`` the answer tells
@@ -50,7 +51,7 @@ def _session(context: RequestContext) -> SaslSession:
     return session
 
 
-@handles(ApiKey.SASL_HANDSHAKE, min_version=1)
+@handles(ApiKey.SASL_HANDSHAKE)
 def handle_sasl_handshake(context: RequestContext, request: Any) -> Any:
     connection = context.connection
     enabled = list(context.broker.config.sasl_enabled_mechanisms)
@@ -75,6 +76,8 @@ def handle_sasl_handshake(context: RequestContext, request: Any) -> Any:
         return HandshakeResponse(
             error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled
         )
+    # v0 (KIP-43): the tokens follow as raw frames, not SaslAuthenticate requests.
+    session.raw_tokens = context.api_version == 0
     return HandshakeResponse(error_code=ErrorCode.NONE, mechanisms=enabled)
 
 

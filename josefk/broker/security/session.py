@@ -34,6 +34,8 @@ class SaslSession:
         # monotonic ms after which the session has expired (KIP-368), None: never.
         self.expires_at_ms: int | None = None
         self.reauthenticating = False
+        # After a v0 SaslHandshake the tokens come as raw frames, not SaslAuthenticate.
+        self.raw_tokens = False
 
     def handshake(self, mechanism: str) -> bool:
         """Whether ``mechanism`` is enabled; it is then the one this exchange uses."""
@@ -90,6 +92,14 @@ class SaslSession:
             assert self._scram.username is not None
             self._authenticated(self._scram.username)
         return answer
+
+    def raw_step(self, token: bytes) -> bytes:
+        """One raw token after a v0 handshake: the answer token, or AuthenticationFailed (the
+        caller closes the connection: a raw exchange has no way to carry an error)."""
+        if self.mechanism == PLAIN:
+            self.check_plain(*self.plain_credentials(token))
+            return b""
+        return self.scram_step(token)
 
     def _authenticated(self, user: str) -> None:
         principal = f"User:{user}"
