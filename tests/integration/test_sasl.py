@@ -9,17 +9,18 @@ The users are written into the data dir's credential file before the broker star
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import socket
-import struct
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess, free_port
+from broker_process import SOURCE_DIR, BrokerProcess, free_port
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     assert_delivered,
@@ -34,8 +35,8 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from raw_client import RawClient
 
 from josefk.broker.security.scram import make_credential
-from josefk.broker.security.store import CredentialStore
-from josefk.protocol.api import ApiKey
+from josefk.broker.security.store import FILE_NAME, CredentialStore
+from josefk.protocol.api import ApiKey, request_class
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -262,13 +263,7 @@ def test_a_request_before_authentication_closes_the_connection(sasl_broker: Sasl
         # ApiVersions is allowed before authentication...
         assert client.call(ApiKey.API_VERSIONS, 3, client_software_name="t").error_code == 0
         # ...Metadata is not: the broker closes without an answer.
-        _, frame = client.frame(
-            ApiKey.METADATA,
-            1,
-            __import__("josefk.protocol.api", fromlist=["request_class"]).request_class(
-                ApiKey.METADATA
-            )(topics=None),
-        )
+        _, frame = client.frame(ApiKey.METADATA, 1, request_class(ApiKey.METADATA)(topics=None))
         client.sock.sendall(frame)
         assert _closed(client.sock)
     finally:
@@ -302,4 +297,73 @@ def _closed(sock: socket.socket) -> bool:
         return False
 
 
-_ = (Path, struct)
+def _josefk(sasl_broker: SaslBroker, *args: str, expect: int = 0) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
+    env["PYTHONPATH"] = str(SOURCE_DIR)
+    proc = subprocess.run(
+        [sys.executable, "-m", "josefk", *args, "-b", sasl_broker.plaintext],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == expect, proc.stderr.decode(errors="replace")
+    return proc.stdout.decode()
+
+
+def test_users_cli_adds_lists_and_deletes_through_the_admin_apis(
+    sasl_broker: SaslBroker,
+) -> None:
+    """The password is salted and hashed by the CLI; the credential file gets only keys."""
+    _josefk(sasl_broker, "users", "add", "carol", "--password", "carol-secret")
+    listed = json.loads(_josefk(sasl_broker, "users", "list", "--json"))
+    carol = next(row for row in listed if row["user"] == "carol")
+    assert sorted(c["mechanism"] for c in carol["credentials"]) == [
+        "SCRAM-SHA-256",
+        "SCRAM-SHA-512",
+    ]
+    stored = (sasl_broker.process.data_dir / FILE_NAME).read_bytes()
+    assert b"carol" in stored and b"carol-secret" not in stored
+
+    topic = unique_topic("sasl-cli")
+    ck_create_topic(sasl_broker.plaintext, topic)
+    auth = _ck_sasl("SCRAM-SHA-512", "carol", "carol-secret")
+    assert_delivered(ck_produce(sasl_broker.sasl, topic, make_messages(2), **auth))
+
+    _josefk(sasl_broker, "users", "delete", "carol", "--mechanism", "SCRAM-SHA-512")
+    listed = json.loads(_josefk(sasl_broker, "users", "list", "--json"))
+    carol = next(row for row in listed if row["user"] == "carol")
+    assert [c["mechanism"] for c in carol["credentials"]] == ["SCRAM-SHA-256"]
+    _josefk(sasl_broker, "users", "delete", "carol")
+    assert "carol" not in {
+        row["user"] for row in json.loads(_josefk(sasl_broker, "users", "list", "--json"))
+    }
+    _josefk(sasl_broker, "users", "delete", "carol", expect=1)
+
+
+def test_alter_refuses_bad_upsertions_per_user(sasl_broker: SaslBroker) -> None:
+    client = RawClient(sasl_broker.plaintext)
+    try:
+        req = request_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+        answer = client.call(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            0,
+            deletions=[req.ScramCredentialDeletion(name="nobody", mechanism=1)],
+            upsertions=[
+                req.ScramCredentialUpsertion(
+                    name="few", mechanism=1, iterations=100, salt=b"s", salted_password=b"p"
+                ),
+                req.ScramCredentialUpsertion(
+                    name="odd", mechanism=7, iterations=4096, salt=b"s", salted_password=b"p"
+                ),
+            ],
+        )
+        errors = {r.user: r.error_code for r in answer.results}
+        assert errors == {"nobody": 91, "few": 93, "odd": 33}
+        described = client.call(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            0,
+            users=[request_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS).UserName(name="few")],
+        )
+        assert [(r.user, r.error_code) for r in described.results] == [("few", 91)]
+    finally:
+        client.close()

@@ -57,8 +57,15 @@ class CredentialStore:
         return True
 
     def save(self) -> None:
+        self.write(self.snapshot())
+
+    def snapshot(self) -> bytes:
+        """The file's new content, taken on the event loop; ``write`` may then run elsewhere."""
+        return encode(self._users)
+
+    def write(self, data: bytes) -> None:
         if self.path is not None:
-            write_atomically(self.path, encode(self._users))
+            write_atomically(self.path, data)
 
 
 def encode(users: dict[str, dict[str, ScramCredential]]) -> bytes:
