@@ -13,10 +13,12 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,11 +55,9 @@ class SaslBroker:
         self.sasl = f"{broker.host}:{sasl_port}"
 
 
-@pytest.fixture(scope="module")
-def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
-    base = tmp_path_factory.mktemp("josefk-sasl")
+def _start_sasl_broker(base: Path, *settings: str) -> SaslBroker:
     data = base / "data"
-    data.mkdir()
+    data.mkdir(parents=True)
     store = CredentialStore.load(data)
     for user, (password, mechanisms) in USERS.items():
         for mechanism in mechanisms:
@@ -69,16 +69,34 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker
         base / "broker.stderr.log",
         settings=[
             f"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            *settings,
         ],
     )
-    broker.start()
     try:
-        yield SaslBroker(broker, sasl_port)
-    finally:
+        broker.start()
+    except Exception:
+        broker.close()
+        raise
+    return SaslBroker(broker, sasl_port)
+
+
+def _stop(sasl_broker: SaslBroker) -> None:
+    broker = sasl_broker.process
+    try:
         if broker.is_alive():
             broker.stop()
+    finally:
         broker.close()
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
+    started = _start_sasl_broker(
+        tmp_path_factory.mktemp("josefk-sasl"),
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    )
+    yield started
+    _stop(started)
 
 
 def _ck_sasl(mechanism: str, user: str, password: str) -> dict[str, Any]:
@@ -367,3 +385,40 @@ def test_alter_refuses_bad_upsertions_per_user(sasl_broker: SaslBroker) -> None:
         assert [(r.user, r.error_code) for r in described.results] == [("few", 91)]
     finally:
         client.close()
+
+
+def test_a_session_past_its_lifetime_must_reauthenticate(tmp_path: Path) -> None:
+    """KIP-368: the answer carries connections.max.reauth.ms; a re-authentication (a second
+    SaslHandshake and SaslAuthenticate) is accepted; a connection that stops
+    re-authenticating is closed at its first request after the lifetime."""
+    started = _start_sasl_broker(tmp_path, "connections.max.reauth.ms=3000")
+    client = RawClient(started.sasl)
+    try:
+        assert client.call(ApiKey.SASL_HANDSHAKE, 1, mechanism="PLAIN").error_code == 0
+        answer = client.call(ApiKey.SASL_AUTHENTICATE, 1, auth_bytes=b"\0alice\0alice-secret")
+        assert answer.error_code == 0
+        assert answer.session_lifetime_ms == 3000
+        assert client.call(ApiKey.SASL_HANDSHAKE, 1, mechanism="PLAIN").error_code == 0
+        again = client.call(ApiKey.SASL_AUTHENTICATE, 1, auth_bytes=b"\0alice\0alice-secret")
+        assert again.error_code == 0
+        metadata = request_class(ApiKey.METADATA)(topics=None)
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        served = 0
+        while True:
+            assert time.monotonic() < deadline, "the expired session was never closed"
+            _, frame = client.frame(ApiKey.METADATA, 1, metadata)
+            try:
+                client.sock.sendall(frame)
+                header = client.sock.recv(4)
+            except ConnectionError:
+                break
+            if not header:
+                break
+            size = struct.unpack(">i", header)[0]
+            client._read_exactly(size)
+            served += 1
+            time.sleep(0.2)  # pacing of the client's requests, not a wait for state
+        assert served >= 1
+    finally:
+        client.close()
+        _stop(started)
