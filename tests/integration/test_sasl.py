@@ -422,3 +422,18 @@ def test_a_session_past_its_lifetime_must_reauthenticate(tmp_path: Path) -> None
     finally:
         client.close()
         _stop(started)
+
+
+def test_v0_handshake_takes_raw_tokens(sasl_broker: SaslBroker) -> None:
+    """KIP-43: after SaslHandshake v0 the token is a bare size-prefixed frame, answered the
+    same way; then the connection is authenticated and served."""
+    client = RawClient(sasl_broker.sasl)
+    try:
+        assert client.call(ApiKey.SASL_HANDSHAKE, 0, mechanism="PLAIN").error_code == 0
+        token = b"\0alice\0alice-secret"
+        client.sock.sendall(struct.pack(">i", len(token)) + token)
+        assert struct.unpack(">i", client._read_exactly(4))[0] == 0
+        metadata = client.call(ApiKey.METADATA, 1, topics=None)
+        assert [b.node_id for b in metadata.brokers] == [1]
+    finally:
+        client.close()
