@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from josefk.broker.metadata_cache import MetadataCache
     from josefk.broker.producer_ids import ProducerIdManager
     from josefk.broker.replica_manager import ReplicaManager
+    from josefk.broker.security.store import CredentialStore
     from josefk.config.broker import BrokerConfig
     from josefk.storage.clock import Clock
 
@@ -49,6 +50,8 @@ class BrokerContext:
     metadata: MetadataCache | None = None
     # The cluster's runtime (etcd, controller, replication); None on the single node.
     cluster: Any = None
+    # SCRAM credentials (josefk.broker.security.store), loaded from the first log dir.
+    credentials: CredentialStore | None = None
 
     def endpoint_for(self, listener_name: str) -> BrokerEndpoint:
         """The advertised endpoint of the listener a request came in on."""

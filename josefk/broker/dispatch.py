@@ -6,7 +6,8 @@ other unknown API, unsupported version or undecodable body closes that connectio
 reason logged, as Kafka does, while the broker goes on serving everyone else. A handler that
 raises (synchronously or in its coroutine) is answered with the request's error response,
 every partition or resource carrying the error (``error_responses``), logged once with its
-traceback and counted; the connection goes on serving.
+traceback and counted; the connection goes on serving. On a SASL listener a connection that
+has not authenticated is served ApiVersions, SaslHandshake and SaslAuthenticate only.
 
 Imports josefk.protocol, the handler registry and the network layer's types; must not import
 josefk.storage.
@@ -31,6 +32,7 @@ from josefk.broker.network import (
     Response,
     is_awaitable,
 )
+from josefk.broker.security.session import AuthenticationFailed
 from josefk.protocol.api import (
     ApiKey,
     RequestDecodeError,
@@ -43,6 +45,8 @@ from josefk.protocol.headers import RequestHeader
 
 logger = logging.getLogger(__name__)
 
+_SASL_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
 
 class RequestDispatcher:
     """Turns frames into responses. Runs on the event loop thread."""
@@ -54,6 +58,8 @@ class RequestDispatcher:
 
     def dispatch(self, frame: memoryview, connection: ConnectionInfo) -> DispatchResult:
         started = time.perf_counter()
+        if connection.sasl is not None and connection.sasl.raw_tokens:
+            return self._raw_sasl_token(frame, connection)
         try:
             header, body = decode_request(frame)
         except RequestDecodeError as exc:
@@ -68,6 +74,8 @@ class RequestDispatcher:
             raise CloseConnection(
                 f"no handler for api key {api_key} version {version} (client {header.client_id!r})"
             )
+        if connection.principal is None or connection.sasl is not None:
+            self._check_authenticated(connection, api_key, spec.name)
         context = RequestContext(self._broker, header, version, connection)
         try:
             result = spec.fn(context, body)
@@ -78,6 +86,40 @@ class RequestDispatcher:
         if is_awaitable(result):
             return self._finish(context, spec, body, result, started, frame.nbytes)
         return self._respond(context, spec, result, started, frame.nbytes)
+
+    def _raw_sasl_token(self, frame: memoryview, connection: ConnectionInfo) -> Response:
+        """A token of a SASL exchange begun with a v0 SaslHandshake: the frame is the token
+        itself and the answer is the server's token, unframed by any Kafka header."""
+        session = connection.sasl
+        metrics = self._metrics
+        try:
+            answer = session.raw_step(bytes(frame))
+        except AuthenticationFailed as exc:
+            if metrics is not None:
+                metrics.sockets.authentication(connection.listener_name, succeeded=False)
+            raise CloseConnection(f"SASL (v0 handshake) failed: {exc}") from None
+        if session.principal is not None and not session.reauthenticating:
+            session.raw_tokens = False
+            connection.principal = session.principal
+            if metrics is not None:
+                metrics.sockets.authentication(connection.listener_name, succeeded=True)
+        return [answer]
+
+    def _check_authenticated(self, connection: ConnectionInfo, api_key: int, name: str) -> None:
+        """Kafka's rule for SASL listeners: until the client authenticated only ApiVersions,
+        SaslHandshake and SaslAuthenticate are served, anything else closes the connection;
+        a session past its lifetime (KIP-368) may only re-authenticate."""
+        if api_key in _SASL_APIS:
+            return
+        if connection.principal is None:
+            raise CloseConnection(
+                f"{name} before SASL authentication on listener {connection.listener_name}"
+            )
+        expires = getattr(connection.sasl, "expires_at_ms", None)
+        if expires is not None and self._broker.clock.monotonic_ms() >= expires:
+            raise CloseConnection(
+                f"the SASL session of {connection.principal} expired without re-authentication"
+            )
 
     def _finish(
         self,

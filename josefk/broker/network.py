@@ -92,6 +92,15 @@ class ConnectionInfo:
     listener_name: str
     peer: str
     local_port: int
+    security_protocol: str = "PLAINTEXT"
+    # Who the client is: "User:ANONYMOUS" on a PLAINTEXT listener, None on a SASL one until
+    # it authenticated (then "User:alice"); kept for authorization.
+    principal: str | None = "User:ANONYMOUS"
+    # The SASL exchange's per-connection state, owned by the SASL handlers.
+    sasl: Any = None
+    # Set by a handler whose answer must be the connection's last (failed authentication):
+    # the answer is written, then the connection closes.
+    close_after_response: bool = False
 
 
 class CloseConnection(Exception):
@@ -362,6 +371,9 @@ class Connection:
             # Run it now so that it makes progress while earlier responses are written.
             result = asyncio.ensure_future(result)
         self._push(result)
+        if self.info.close_after_response:
+            self._reading = False
+            return
         if len(self._pending) >= self._max_in_flight:
             self._send_ready()
             if len(self._pending) >= self._max_in_flight:
@@ -464,11 +476,14 @@ class Connection:
                 if _in_memory(response) and len(out) < _MAX_COALESCED_PIECES:
                     out.append(_size_prefix(response))
                     out.extend(response)  # type: ignore[arg-type]  # _in_memory checked
-                    continue
-                if out:
-                    await self._sock_sendall(out)
-                    out = []
-                await self._send(response)
+                else:
+                    if out:
+                        await self._sock_sendall(out)
+                        out = []
+                    await self._send(response)
+                if self.info.close_after_response:
+                    # A handler answered last (an awaited failed authentication).
+                    break
             if out:
                 # Answers read before the end (or before a failed request) are still owed.
                 await self._sock_sendall(out)
@@ -600,6 +615,7 @@ class ListenerSpec:
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
 
 
 class SocketServer:
@@ -661,7 +677,7 @@ class SocketServer:
         sock.bind((host, spec.port))
         sock.listen(self._listen_backlog)
         sock.setblocking(False)
-        bound = ListenerSpec(spec.name, spec.host, sock.getsockname()[1])
+        bound = ListenerSpec(spec.name, spec.host, sock.getsockname()[1], spec.security_protocol)
         task = asyncio.get_running_loop().create_task(self._accept_loop(bound, sock))
         self._listeners.append((bound, sock, task))
         return bound
@@ -700,6 +716,8 @@ class SocketServer:
                 listener_name=spec.name,
                 peer=f"{address[0]}:{address[1]}",
                 local_port=spec.port,
+                security_protocol=spec.security_protocol,
+                principal=None if spec.security_protocol.startswith("SASL_") else "User:ANONYMOUS",
             )
             connection = Connection(
                 sock,

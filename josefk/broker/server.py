@@ -34,6 +34,7 @@ from josefk.broker.network import ListenerSpec, SocketServer
 from josefk.broker.partition import TopicPartition
 from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
+from josefk.broker.security.store import CredentialStore
 from josefk.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from josefk.broker.txn.markers import ClusterMarkerWriter, LocalMarkerWriter, MarkerWriter
 from josefk.broker.txn.store import TRANSACTION_STATE_TOPIC, TopicTxnStore
@@ -223,6 +224,9 @@ class Broker:
             group_coordinator=self.group_coordinator,
             txn_coordinator=self.txn_coordinator,
             producer_ids=producer_ids,
+            credentials=await loop.run_in_executor(
+                self._executor, CredentialStore.load, log_dirs[0]
+            ),
         )
         self._server = SocketServer(
             RequestDispatcher(context),
@@ -243,7 +247,12 @@ class Broker:
         for listener in config.client_listeners():
             try:
                 spec = await self._server.listen(
-                    ListenerSpec(listener.name, listener.bind_host or "0.0.0.0", listener.port)
+                    ListenerSpec(
+                        listener.name,
+                        listener.bind_host or "0.0.0.0",
+                        listener.port,
+                        config.security_protocol_of(listener.name),
+                    )
                 )
             except OSError as exc:
                 raise ListenError(

@@ -40,6 +40,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("consume", "consume"),
     ("groups", "groups"),
     ("transactions", "transactions"),
+    ("users", "users"),
     ("cluster", "cluster"),
     ("dev_cluster", "dev_cluster"),
     ("perf", "perf"),

@@ -209,6 +209,9 @@ class LogDirDescription:
     usable_bytes: int
 
 
+_SCRAM_MECHANISMS: dict[int, str] = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+
+
 def _err(code: int, message: str | None = None, **context: Any) -> KafkaError | None:
     return error_for(code, message or None, **context) if code else None
 
@@ -282,6 +285,63 @@ class AIOAdmin:
                 for b in metadata.brokers.values()
             ],
         )
+
+    # ------------------------------------------------------------------ SCRAM users
+
+    async def describe_user_scram_credentials(
+        self, users: Sequence[str] | None = None
+    ) -> dict[str, list[tuple[str, int]] | KafkaError]:
+        """Per user its (mechanism, iterations), or the error for that user (KIP-554)."""
+        req = request_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
+        body = req(users=None if users is None else [req.UserName(name=u) for u in users])
+        response = await self._client.request(
+            self._client.least_loaded_node(), ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body
+        )
+        if response.error_code:
+            raise error_for(response.error_code, response.error_message)
+        out: dict[str, list[tuple[str, int]] | KafkaError] = {}
+        for result in response.results:
+            error = _err(result.error_code, result.error_message)
+            out[result.user] = (
+                error
+                if error is not None
+                else [
+                    (_SCRAM_MECHANISMS.get(i.mechanism, str(i.mechanism)), i.iterations)
+                    for i in result.credential_infos
+                ]
+            )
+        return out
+
+    async def alter_user_scram_credentials(
+        self,
+        *,
+        upsertions: Sequence[tuple[str, str, int, bytes, bytes]] = (),
+        deletions: Sequence[tuple[str, str]] = (),
+    ) -> dict[str, KafkaError | None]:
+        """Upsertions are (user, mechanism, iterations, salt, salted_password): the password
+        is salted and hashed here, the broker never sees it. Deletions are (user, mechanism)."""
+        codes = {name: code for code, name in _SCRAM_MECHANISMS.items()}
+        req = request_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+        body = req(
+            deletions=[
+                req.ScramCredentialDeletion(name=user, mechanism=codes.get(mechanism, 0))
+                for user, mechanism in deletions
+            ],
+            upsertions=[
+                req.ScramCredentialUpsertion(
+                    name=user,
+                    mechanism=codes.get(mechanism, 0),
+                    iterations=iterations,
+                    salt=salt,
+                    salted_password=salted,
+                )
+                for user, mechanism, iterations, salt, salted in upsertions
+            ],
+        )
+        response = await self._client.request(
+            self._client.least_loaded_node(), ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body
+        )
+        return {r.user: _err(r.error_code, r.error_message) for r in response.results}
 
     # ------------------------------------------------------------------ topics
 

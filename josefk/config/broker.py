@@ -12,8 +12,12 @@ Defaults are Kafka 4.0's, with josefk's deliberate differences:
 - ``node.id`` defaults to 1 (Kafka requires it in KRaft mode), and ``broker.id`` is accepted
   as its synonym; setting both to different values is an error, as in Kafka;
 - ``log.segment.bytes`` accepts values from 14 bytes, like ``segment.bytes`` in topic.py;
-- only the PLAINTEXT security protocol is served; a listener mapped to SSL or SASL stops
-  start-up rather than serving plaintext on a port clients believe encrypted;
+- the PLAINTEXT and SASL_PLAINTEXT security protocols are served; a listener mapped to SSL
+  or SASL_SSL stops start-up rather than serving plaintext on a port clients believe
+  encrypted;
+- ``sasl.enabled.mechanisms`` defaults to ``SCRAM-SHA-256,SCRAM-SHA-512,PLAIN`` (Kafka's
+  default, GSSAPI, is not offered), and every mechanism checks the SCRAM credentials kept in
+  the first log dir (see josefk.broker.security);
 - josefk's own settings carry a ``josefk.`` prefix (``josefk.metrics.port`` = 9404, ...).
 
 Keys accepted for compatibility and documented as unused: ``num.network.threads``,
@@ -65,7 +69,10 @@ INT_MAX: Final = (1 << 31) - 1
 DOUBLE_MAX: Final = 1.7976931348623157e308
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT",)
+SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SASL_PLAINTEXT")
+SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# The sasl.* keys josefk honours; every other one is still refused by name.
+_SUPPORTED_SASL_KEYS: Final = frozenset({"sasl.enabled.mechanisms"})
 
 _MS_PER_MINUTE: Final = 60_000
 _MS_PER_HOUR: Final = 3_600_000
@@ -309,7 +316,7 @@ ACCEPTED_UNUSED_PREFIXES: Final = (
 # not run a plaintext broker believing it encrypts).
 _MISSING_CAPABILITIES: Final[tuple[tuple[str, str], ...]] = (
     ("ssl.", "TLS is not supported yet (security release)"),
-    ("sasl.", "SASL is not supported yet (security release)"),
+    ("sasl.", "this SASL setting is not supported yet (security release)"),
     ("listener.name.", "per-listener security settings are not supported yet"),
     ("principal.builder.", "authentication is not supported yet"),
     ("connection.failed.authentication.", "authentication is not supported yet"),
@@ -344,6 +351,8 @@ def refusal(key: str, value: str) -> str | None:
         return REFUSED_KEYS[key]
     if key == "security.inter.broker.protocol" and value.strip().upper() not in ("", "PLAINTEXT"):
         return "only PLAINTEXT is supported between brokers (security release)"
+    if key in _SUPPORTED_SASL_KEYS:
+        return None
     for prefix, reason in _MISSING_CAPABILITIES:
         if key.startswith(prefix):
             return f"{reason}; josefk refuses it rather than ignoring it"
@@ -419,6 +428,11 @@ class BrokerConfig(BaseModel):
     socket_listen_backlog_size: Int = _key("socket.listen.backlog.size", 50, ge=1, le=INT_MAX)
     connections_max_idle_ms: Int = _key("connections.max.idle.ms", 600_000, le=LONG_MAX)
     max_connections: Int = _key("max.connections", INT_MAX, ge=0, le=INT_MAX)
+    # KIP-368: 0 means a SASL session never expires and is never asked to re-authenticate.
+    connections_max_reauth_ms: Int = _key("connections.max.reauth.ms", 0, ge=0, le=LONG_MAX)
+    sasl_enabled_mechanisms: Csv = _key(
+        "sasl.enabled.mechanisms", ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+    )
     max_connections_per_ip: Int = _key("max.connections.per.ip", INT_MAX, ge=0, le=INT_MAX)
     queued_max_requests: Int = _key("queued.max.requests", 500, ge=1, le=INT_MAX)
     queued_max_request_bytes: Int = _key("queued.max.request.bytes", -1, ge=-1, le=LONG_MAX)
@@ -732,7 +746,16 @@ class BrokerConfig(BaseModel):
                 yield ConfigProblem(
                     "listeners",
                     listeners,
-                    f"listener {listener.name} uses {mapped}; josefk serves PLAINTEXT only",
+                    f"listener {listener.name} uses {mapped}, which is not supported yet; "
+                    "josefk serves PLAINTEXT and SASL_PLAINTEXT only",
+                )
+        for mechanism in self.sasl_enabled_mechanisms:
+            if mechanism not in SASL_MECHANISMS:
+                yield ConfigProblem(
+                    "sasl.enabled.mechanisms",
+                    ",".join(self.sasl_enabled_mechanisms),
+                    f"mechanism {mechanism} is not supported; josefk offers "
+                    + ", ".join(SASL_MECHANISMS),
                 )
         if self.advertised_listeners is not None:
             known = set(names)
@@ -908,6 +931,9 @@ class BrokerConfig(BaseModel):
 
     def security_protocol(self, listener_name: str) -> str | None:
         return self.listener_security_protocol_map.get(listener_name.upper())
+
+    def security_protocol_of(self, listener_name: str) -> str:
+        return self.listener_security_protocol_map.get(listener_name, "PLAINTEXT")
 
     def client_listeners(self) -> tuple[Listener, ...]:
         """The listeners that serve clients: all but ``controller.listener.names``."""

@@ -249,6 +249,9 @@ class SocketServerProbe:
     - ``kafka_server_socketservermetrics_connection_close_total{listener}``
     - ``kafka_server_socketservermetrics_oversized_requests_total{listener}``: frames above
       ``socket.request.max.bytes`` (the connection was closed); josefk's own.
+    - ``kafka_server_socketservermetrics_successful_authentication_total{listener}`` and
+      ``..._failed_authentication_total{listener}``: SASL exchanges (Kafka's
+      successful-authentication-total / failed-authentication-total).
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -276,6 +279,18 @@ class SocketServerProbe:
             ["listener"],
             registry=registry,
         )
+        self._auth_ok = Counter(
+            "kafka_server_socketservermetrics_successful_authentication",
+            "SASL authentications (and re-authentications) that succeeded.",
+            ["listener"],
+            registry=registry,
+        )
+        self._auth_failed = Counter(
+            "kafka_server_socketservermetrics_failed_authentication",
+            "SASL authentications that failed (the connection was closed).",
+            ["listener"],
+            registry=registry,
+        )
 
     def connection_opened(self, listener: str) -> None:
         self._created.labels(listener).inc()
@@ -287,6 +302,9 @@ class SocketServerProbe:
 
     def oversized_request(self, listener: str) -> None:
         self._oversized.labels(listener).inc()
+
+    def authentication(self, listener: str, *, succeeded: bool) -> None:
+        (self._auth_ok if succeeded else self._auth_failed).labels(listener).inc()
 
 
 class LogDirProbe:

@@ -192,6 +192,23 @@ def test_invalid_value_names_key_and_reason(key: str, value: str, words: str) ->
     assert words in message
 
 
+def test_a_sasl_plaintext_listener_beside_a_plaintext_one() -> None:
+    config = BrokerConfig.from_properties(
+        {
+            "listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
+            "connections.max.reauth.ms": "60000",
+        }
+    )
+    assert [config.security_protocol_of(x.name) for x in config.listeners] == [
+        "PLAINTEXT",
+        "SASL_PLAINTEXT",
+    ]
+    assert config.sasl_enabled_mechanisms == ("SCRAM-SHA-512", "PLAIN")
+    assert config.connections_max_reauth_ms == 60000
+    assert BrokerConfig().sasl_enabled_mechanisms == ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+
+
 def test_every_invalid_key_is_reported_at_once() -> None:
     with pytest.raises(BrokerConfigError) as info:
         BrokerConfig.from_properties({"num.partitions": "-1", "log.preallocate": "maybe"})
@@ -202,7 +219,9 @@ def test_every_invalid_key_is_reported_at_once() -> None:
 @pytest.mark.parametrize(
     ("props", "key", "words"),
     [
-        ({"listeners": "SSL://:9093"}, "listeners", "PLAINTEXT only"),
+        ({"listeners": "SSL://:9093"}, "listeners", "not supported yet"),
+        ({"listeners": "SASL_SSL://:9093"}, "listeners", "not supported yet"),
+        ({"sasl.enabled.mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms", "not supported"),
         ({"listeners": "CLIENT://:9093"}, "listeners", "no security protocol for listener CLIENT"),
         ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "listeners", "used twice"),
         (

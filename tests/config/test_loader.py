@@ -237,7 +237,7 @@ def test_an_authorizer_setting_is_refused_not_ignored(tmp_path: Path, key: str) 
     ("key", "why"),
     [
         ("ssl.keystore.location", "TLS is not supported"),
-        ("sasl.enabled.mechanisms", "SASL is not supported"),
+        ("sasl.kerberos.service.name", "SASL setting is not supported"),
         ("quota.window.num", "client quotas"),
         ("remote.log.storage.system.enable", "tiered storage"),
         ("metric.reporters", "Prometheus"),

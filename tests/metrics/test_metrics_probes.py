@@ -115,6 +115,17 @@ def test_socket_server_probe(metrics: BrokerMetrics) -> None:
     assert value(metrics, prefix + "oversized_requests_total", listener="PLAINTEXT") == 1
 
 
+def test_authentication_counters(metrics: BrokerMetrics) -> None:
+    sockets = metrics.sockets
+    sockets.authentication("SASL_PLAINTEXT", succeeded=True)
+    sockets.authentication("SASL_PLAINTEXT", succeeded=False)
+    sockets.authentication("SASL_PLAINTEXT", succeeded=False)
+    prefix = "kafka_server_socketservermetrics_"
+    labels = {"listener": "SASL_PLAINTEXT"}
+    assert value(metrics, prefix + "successful_authentication_total", **labels) == 1
+    assert value(metrics, prefix + "failed_authentication_total", **labels) == 2
+
+
 def test_log_dir_probe(metrics: BrokerMetrics) -> None:
     probe = metrics.log_dirs
     probe.log_dir_online("/a")

@@ -1,0 +1,439 @@
+"""SASL on a SASL_PLAINTEXT listener of a real ``josefk serve``, beside a PLAINTEXT one.
+
+confluent-kafka (SCRAM-SHA-512 and PLAIN, a consumer group included), kafka-python
+(SCRAM-SHA-256) and kcat (PLAIN) authenticate and produce and consume; a wrong password and an
+unknown user are refused with SASL_AUTHENTICATION_FAILED and append nothing; a request before
+authentication closes the connection; the PLAINTEXT listener serves without authentication.
+The users are written into the data dir's credential file before the broker starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broker_process import SOURCE_DIR, BrokerProcess, free_port
+from client_helpers import (
+    CLIENT_TIMEOUT_S,
+    assert_delivered,
+    ck_consume,
+    ck_create_topic,
+    ck_produce,
+    ck_watermarks,
+    make_messages,
+    unique_topic,
+)
+from confluent_kafka import Consumer, KafkaError, Producer
+from raw_client import RawClient
+
+from josefk.broker.security.scram import make_credential
+from josefk.broker.security.store import FILE_NAME, CredentialStore
+from josefk.protocol.api import ApiKey, request_class
+
+pytestmark = pytest.mark.timeout(120)
+
+USERS = {
+    "alice": ("alice-secret", ("SCRAM-SHA-512", "SCRAM-SHA-256")),
+    "bob": ("bob-secret", ("SCRAM-SHA-256",)),
+}
+
+
+class SaslBroker:
+    def __init__(self, broker: BrokerProcess, sasl_port: int) -> None:
+        self.process = broker
+        self.plaintext = broker.bootstrap
+        self.sasl = f"{broker.host}:{sasl_port}"
+
+
+def _start_sasl_broker(base: Path, *settings: str) -> SaslBroker:
+    data = base / "data"
+    data.mkdir(parents=True)
+    store = CredentialStore.load(data)
+    for user, (password, mechanisms) in USERS.items():
+        for mechanism in mechanisms:
+            store.upsert(user, make_credential(mechanism, password.encode()))
+    store.save()
+    sasl_port = free_port()
+    broker = BrokerProcess(
+        data,
+        base / "broker.stderr.log",
+        settings=[
+            f"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+            *settings,
+        ],
+    )
+    try:
+        broker.start()
+    except Exception:
+        broker.close()
+        raise
+    return SaslBroker(broker, sasl_port)
+
+
+def _stop(sasl_broker: SaslBroker) -> None:
+    broker = sasl_broker.process
+    try:
+        if broker.is_alive():
+            broker.stop()
+    finally:
+        broker.close()
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
+    started = _start_sasl_broker(
+        tmp_path_factory.mktemp("josefk-sasl"),
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    )
+    yield started
+    _stop(started)
+
+
+def _ck_sasl(mechanism: str, user: str, password: str) -> dict[str, Any]:
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_confluent_kafka_produces_and_consumes_in_a_group(
+    sasl_broker: SaslBroker, mechanism: str
+) -> None:
+    auth = _ck_sasl(mechanism, "alice", "alice-secret")
+    topic = unique_topic(f"sasl-{mechanism.lower()}")
+    ck_create_topic(sasl_broker.plaintext, topic)
+    messages = make_messages(20)
+    assert_delivered(ck_produce(sasl_broker.sasl, topic, messages, **auth))
+    got = ck_consume(sasl_broker.sasl, topic, count=20, **auth)
+    assert [m.value() for m in got] == [m.value for m in messages]
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": sasl_broker.sasl,
+            "broker.address.family": "v4",
+            "group.id": f"group-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **auth,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes | None] = []
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while len(values) < 20 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+        assert values == [m.value for m in messages]
+        committed = consumer.commit(asynchronous=False)
+        assert committed is not None and committed[0].offset == 20
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_with_scram_sha_256(sasl_broker: SaslBroker) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    auth: dict[str, Any] = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": "bob",
+        "sasl_plain_password": "bob-secret",
+    }
+    topic = unique_topic("sasl-kafka-python")
+    ck_create_topic(sasl_broker.plaintext, topic)
+    producer = KafkaProducer(bootstrap_servers=sasl_broker.sasl, **auth)
+    try:
+        for i in range(10):
+            producer.send(topic, value=f"v{i}".encode(), partition=0).get(timeout=CLIENT_TIMEOUT_S)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=sasl_broker.sasl,
+        group_id=f"group-{topic}",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(CLIENT_TIMEOUT_S * 1000),
+        **auth,
+    )
+    try:
+        values = []
+        for record in consumer:
+            values.append(record.value)
+            if len(values) == 10:
+                break
+    finally:
+        consumer.close()
+    assert values == [f"v{i}".encode() for i in range(10)]
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_with_plain(sasl_broker: SaslBroker) -> None:
+    topic = unique_topic("sasl-kcat")
+    ck_create_topic(sasl_broker.plaintext, topic)
+    common = [
+        "kcat",
+        "-b",
+        sasl_broker.sasl,
+        "-X",
+        "broker.address.family=v4",
+        "-X",
+        "security.protocol=SASL_PLAINTEXT",
+        "-X",
+        "sasl.mechanisms=PLAIN",
+        "-X",
+        "sasl.username=alice",
+        "-X",
+        "sasl.password=alice-secret",
+    ]
+    produced = subprocess.run(
+        [*common, "-P", "-t", topic, "-p", "0"],
+        input=b"one\ntwo\nthree\n",
+        capture_output=True,
+        timeout=60,
+    )
+    assert produced.returncode == 0, produced.stderr.decode(errors="replace")
+    consumed = subprocess.run(
+        [*common, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q"],
+        capture_output=True,
+        timeout=60,
+    )
+    assert consumed.returncode == 0, consumed.stderr.decode(errors="replace")
+    assert consumed.stdout.split() == [b"one", b"two", b"three"]
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "user", "password"),
+    [
+        ("SCRAM-SHA-512", "alice", "wrong"),
+        ("SCRAM-SHA-256", "nobody", "alice-secret"),
+        ("PLAIN", "alice", "wrong"),
+        ("PLAIN", "nobody", "alice-secret"),
+    ],
+)
+def test_bad_credentials_are_refused_and_nothing_is_appended(
+    sasl_broker: SaslBroker, mechanism: str, user: str, password: str
+) -> None:
+    topic = unique_topic("sasl-refused")
+    ck_create_topic(sasl_broker.plaintext, topic)
+    errors: list[KafkaError] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": sasl_broker.sasl,
+            "broker.address.family": "v4",
+            "message.timeout.ms": 3000,
+            "error_cb": errors.append,
+            **_ck_sasl(mechanism, user, password),
+        }
+    )
+    producer.produce(topic, b"must not be appended", partition=0)
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+        assert time.monotonic() < deadline, f"no authentication error, got {errors}"
+        producer.poll(0.2)
+    producer.flush(5)
+    auth_errors = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+    assert "Invalid username or password" in auth_errors[0].str()
+    assert ck_watermarks(sasl_broker.plaintext, topic) == (0, 0)
+
+
+def test_raw_sasl_failure_answers_sasl_authentication_failed(sasl_broker: SaslBroker) -> None:
+    client = RawClient(sasl_broker.sasl)
+    try:
+        handshake = client.call(ApiKey.SASL_HANDSHAKE, 1, mechanism="PLAIN")
+        assert handshake.error_code == 0
+        assert set(handshake.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+        answer = client.call(ApiKey.SASL_AUTHENTICATE, 2, auth_bytes=b"\0alice\0wrong")
+        assert answer.error_code == 58  # SASL_AUTHENTICATION_FAILED
+        assert answer.error_message == "Authentication failed: Invalid username or password"
+        assert _closed(client.sock)
+    finally:
+        client.close()
+
+
+def test_unknown_mechanism_is_answered_with_the_enabled_ones(sasl_broker: SaslBroker) -> None:
+    client = RawClient(sasl_broker.sasl)
+    try:
+        handshake = client.call(ApiKey.SASL_HANDSHAKE, 1, mechanism="GSSAPI")
+        assert handshake.error_code == 33  # UNSUPPORTED_SASL_MECHANISM
+        assert set(handshake.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+    finally:
+        client.close()
+
+
+def test_a_request_before_authentication_closes_the_connection(sasl_broker: SaslBroker) -> None:
+    client = RawClient(sasl_broker.sasl)
+    try:
+        # ApiVersions is allowed before authentication...
+        assert client.call(ApiKey.API_VERSIONS, 3, client_software_name="t").error_code == 0
+        # ...Metadata is not: the broker closes without an answer.
+        _, frame = client.frame(ApiKey.METADATA, 1, request_class(ApiKey.METADATA)(topics=None))
+        client.sock.sendall(frame)
+        assert _closed(client.sock)
+    finally:
+        client.close()
+
+
+def test_plaintext_listener_beside_it_needs_no_authentication(sasl_broker: SaslBroker) -> None:
+    topic = unique_topic("sasl-beside")
+    ck_create_topic(sasl_broker.plaintext, topic)
+    assert_delivered(ck_produce(sasl_broker.plaintext, topic, make_messages(3)))
+    assert len(ck_consume(sasl_broker.plaintext, topic, count=3)) == 3
+    client = RawClient(sasl_broker.plaintext)
+    try:
+        answer = client.call(ApiKey.SASL_HANDSHAKE, 1, mechanism="PLAIN")
+        assert answer.error_code == 34  # ILLEGAL_SASL_STATE: nothing to authenticate here
+    finally:
+        client.close()
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Whether the broker closed the connection: reads until EOF (or a reset)."""
+    sock.settimeout(CLIENT_TIMEOUT_S)
+    try:
+        while True:
+            data = sock.recv(4096)
+            if not data:
+                return True
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def _josefk(sasl_broker: SaslBroker, *args: str, expect: int = 0) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
+    env["PYTHONPATH"] = str(SOURCE_DIR)
+    proc = subprocess.run(
+        [sys.executable, "-m", "josefk", *args, "-b", sasl_broker.plaintext],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == expect, proc.stderr.decode(errors="replace")
+    return proc.stdout.decode()
+
+
+def test_users_cli_adds_lists_and_deletes_through_the_admin_apis(
+    sasl_broker: SaslBroker,
+) -> None:
+    """The password is salted and hashed by the CLI; the credential file gets only keys."""
+    _josefk(sasl_broker, "users", "add", "carol", "--password", "carol-secret")
+    listed = json.loads(_josefk(sasl_broker, "users", "list", "--json"))
+    carol = next(row for row in listed if row["user"] == "carol")
+    assert sorted(c["mechanism"] for c in carol["credentials"]) == [
+        "SCRAM-SHA-256",
+        "SCRAM-SHA-512",
+    ]
+    stored = (sasl_broker.process.data_dir / FILE_NAME).read_bytes()
+    assert b"carol" in stored and b"carol-secret" not in stored
+
+    topic = unique_topic("sasl-cli")
+    ck_create_topic(sasl_broker.plaintext, topic)
+    auth = _ck_sasl("SCRAM-SHA-512", "carol", "carol-secret")
+    assert_delivered(ck_produce(sasl_broker.sasl, topic, make_messages(2), **auth))
+
+    _josefk(sasl_broker, "users", "delete", "carol", "--mechanism", "SCRAM-SHA-512")
+    listed = json.loads(_josefk(sasl_broker, "users", "list", "--json"))
+    carol = next(row for row in listed if row["user"] == "carol")
+    assert [c["mechanism"] for c in carol["credentials"]] == ["SCRAM-SHA-256"]
+    _josefk(sasl_broker, "users", "delete", "carol")
+    assert "carol" not in {
+        row["user"] for row in json.loads(_josefk(sasl_broker, "users", "list", "--json"))
+    }
+    _josefk(sasl_broker, "users", "delete", "carol", expect=1)
+
+
+def test_alter_refuses_bad_upsertions_per_user(sasl_broker: SaslBroker) -> None:
+    client = RawClient(sasl_broker.plaintext)
+    try:
+        req = request_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+        answer = client.call(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            0,
+            deletions=[req.ScramCredentialDeletion(name="nobody", mechanism=1)],
+            upsertions=[
+                req.ScramCredentialUpsertion(
+                    name="few", mechanism=1, iterations=100, salt=b"s", salted_password=b"p"
+                ),
+                req.ScramCredentialUpsertion(
+                    name="odd", mechanism=7, iterations=4096, salt=b"s", salted_password=b"p"
+                ),
+            ],
+        )
+        errors = {r.user: r.error_code for r in answer.results}
+        assert errors == {"nobody": 91, "few": 93, "odd": 33}
+        described = client.call(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            0,
+            users=[request_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS).UserName(name="few")],
+        )
+        assert [(r.user, r.error_code) for r in described.results] == [("few", 91)]
+    finally:
+        client.close()
+
+
+def test_a_session_past_its_lifetime_must_reauthenticate(tmp_path: Path) -> None:
+    """KIP-368: the answer carries connections.max.reauth.ms; a re-authentication (a second
+    SaslHandshake and SaslAuthenticate) is accepted; a connection that stops
+    re-authenticating is closed at its first request after the lifetime."""
+    started = _start_sasl_broker(tmp_path, "connections.max.reauth.ms=3000")
+    client = RawClient(started.sasl)
+    try:
+        assert client.call(ApiKey.SASL_HANDSHAKE, 1, mechanism="PLAIN").error_code == 0
+        answer = client.call(ApiKey.SASL_AUTHENTICATE, 1, auth_bytes=b"\0alice\0alice-secret")
+        assert answer.error_code == 0
+        assert answer.session_lifetime_ms == 3000
+        assert client.call(ApiKey.SASL_HANDSHAKE, 1, mechanism="PLAIN").error_code == 0
+        again = client.call(ApiKey.SASL_AUTHENTICATE, 1, auth_bytes=b"\0alice\0alice-secret")
+        assert again.error_code == 0
+        metadata = request_class(ApiKey.METADATA)(topics=None)
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        served = 0
+        while True:
+            assert time.monotonic() < deadline, "the expired session was never closed"
+            _, frame = client.frame(ApiKey.METADATA, 1, metadata)
+            try:
+                client.sock.sendall(frame)
+                header = client.sock.recv(4)
+            except ConnectionError:
+                break
+            if not header:
+                break
+            size = struct.unpack(">i", header)[0]
+            client._read_exactly(size)
+            served += 1
+            time.sleep(0.2)  # pacing of the client's requests, not a wait for state
+        assert served >= 1
+    finally:
+        client.close()
+        _stop(started)
+
+
+def test_v0_handshake_takes_raw_tokens(sasl_broker: SaslBroker) -> None:
+    """KIP-43: after SaslHandshake v0 the token is a bare size-prefixed frame, answered the
+    same way; then the connection is authenticated and served."""
+    client = RawClient(sasl_broker.sasl)
+    try:
+        assert client.call(ApiKey.SASL_HANDSHAKE, 0, mechanism="PLAIN").error_code == 0
+        token = b"\0alice\0alice-secret"
+        client.sock.sendall(struct.pack(">i", len(token)) + token)
+        assert struct.unpack(">i", client._read_exactly(4))[0] == 0
+        metadata = client.call(ApiKey.METADATA, 1, topics=None)
+        assert [b.node_id for b in metadata.brokers] == [1]
+    finally:
+        client.close()
