@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import click
@@ -105,7 +107,7 @@ def dev_cluster(brokers: int, data_dir: str, base_port: int, overrides: tuple[st
                 start_new_session=True,
             )
         )
-        _wait_for_port("127.0.0.1", client_port, processes[0], "etcd")
+        _wait_for_etcd(etcd_endpoint, processes[0])
         bootstrap = []
         for broker_id in range(1, brokers + 1):
             port = base_port + broker_id - 1
@@ -203,14 +205,18 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _wait_for_port(host: str, port: int, process: subprocess.Popen[bytes], what: str) -> None:
+def _wait_for_etcd(endpoint: str, process: subprocess.Popen[bytes]) -> None:
+    """Until etcd's /health says it serves: its client port opens before it has elected
+    itself leader, and a broker that connects then gets no answer and refuses to start."""
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise click.ClickException(f"{what} exited with {process.returncode}; see its log")
-        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
-            return
+            raise click.ClickException(f"etcd exited with {process.returncode}; see its log")
+        with (
+            contextlib.suppress(OSError, ValueError),
+            urllib.request.urlopen(f"http://{endpoint}/health", timeout=0.5) as answer,
+        ):
+            if json.loads(answer.read()).get("health") == "true":
+                return
         time.sleep(0.1)
-    raise click.ClickException(
-        f"{what} did not listen on {host}:{port} within {_READY_TIMEOUT_S:.0f}s"
-    )
+    raise click.ClickException(f"etcd at {endpoint} was not healthy within {_READY_TIMEOUT_S:.0f}s")
