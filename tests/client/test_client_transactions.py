@@ -15,11 +15,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from broker_process import BrokerProcess
-from client_helpers import CLIENT_TIMEOUT_S, ck_config, unique_topic
-from confluent_kafka import Consumer as CkConsumer
-from confluent_kafka import KafkaError as CkError
-from confluent_kafka import KafkaException
-from confluent_kafka import TopicPartition as CkTopicPartition
+from client_helpers import CLIENT_TIMEOUT_S, ck_read_partition, unique_topic
 
 from josefk.client import (
     AIOAdmin,
@@ -82,39 +78,6 @@ async def _read_all(
                 values.extend(r.value or b"" for r in records)
 
 
-def _ck_read_committed(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = CkConsumer(
-        ck_config(
-            bootstrap,
-            **{
-                "group.id": "josefk-client-txn-unused",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-                "fetch.wait.max.ms": 100,
-            },
-        )
-    )
-    try:
-        consumer.assign([CkTopicPartition(topic, 0, 0)])
-        values: list[bytes] = []
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == CkError._PARTITION_EOF:
-                    return values
-                raise KafkaException(err)
-            values.append(msg.value())
-        raise AssertionError(f"no end of {topic} within {CLIENT_TIMEOUT_S}s")
-    finally:
-        consumer.close()
-
-
 async def test_commit_and_abort_as_read_committed_and_uncommitted_see_them(
     broker: BrokerProcess, admin: AIOAdmin
 ) -> None:
@@ -142,7 +105,7 @@ async def test_commit_and_abort_as_read_committed_and_uncommitted_see_them(
     )
     # 9 records and 3 markers: the position is past the last marker, no marker was returned.
     assert positions == {0: 12}
-    assert _ck_read_committed(broker.bootstrap, topic) == committed
+    assert ck_read_partition(broker.bootstrap, topic, "read_committed") == committed
 
 
 async def test_open_transaction_holds_read_committed_back(

@@ -41,29 +41,33 @@ def free_port_run(count: int) -> int:
     raise AssertionError(f"no run of {count} free ports found")
 
 
-def test_dev_cluster_starts_three_brokers_and_stops_them(tmp_path: Path) -> None:
+def start_dev_cluster(data_dir: Path, brokers: int) -> tuple[subprocess.Popen[str], str]:
+    """``josefk dev-cluster`` with ``brokers`` brokers, and the bootstrap list it printed
+    (the test fails with what it printed instead: a broker that did not start, say)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
     env["PYTHONPATH"] = str(SOURCE_DIR)
-    base = free_port_run(3)
     process = subprocess.Popen(
-        [sys.executable, "-m", "josefk", "dev-cluster", "--data-dir", str(tmp_path / "dev"),
-         "--base-port", str(base)],
+        [sys.executable, "-m", "josefk", "dev-cluster", "--data-dir", str(data_dir),
+         "--base-port", str(free_port_run(brokers)), "--brokers", str(brokers)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
     )  # fmt: skip
+    assert process.stdout is not None
+    said: list[str] = []
+    for line in process.stdout:
+        said.append(line)
+        if line.startswith("bootstrap: "):
+            return process, line.split(": ", 1)[1].strip()
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=120)
+    raise AssertionError("dev-cluster printed no bootstrap list:\n" + "".join(said))
+
+
+def test_dev_cluster_starts_three_brokers_and_stops_them(tmp_path: Path) -> None:
+    process, bootstrap = start_dev_cluster(tmp_path / "dev", 3)
     try:
-        assert process.stdout is not None
-        bootstrap = None
-        said: list[str] = []
-        for line in process.stdout:
-            said.append(line)
-            if line.startswith("bootstrap: "):
-                bootstrap = line.split(": ", 1)[1].strip()
-                break
-        # What dev-cluster said instead (a broker that did not start, brokers not whole).
-        assert bootstrap is not None, "dev-cluster printed no bootstrap list:\n" + "".join(said)
         assert bootstrap.count(",") == 2
         metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
         assert sorted(metadata.brokers) == [1, 2, 3]
@@ -81,26 +85,8 @@ def test_dev_cluster_starts_three_brokers_and_stops_them(tmp_path: Path) -> None
 def test_a_one_broker_dev_cluster_runs_transactions(tmp_path: Path) -> None:
     """With one broker the internal topics are made with one replica (and
     __transaction_state's min.insync.replicas fits it), so a transaction commits."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
-    env["PYTHONPATH"] = str(SOURCE_DIR)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "josefk", "dev-cluster", "--data-dir", str(tmp_path / "dev"),
-         "--base-port", str(free_port_run(1)), "--brokers", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )  # fmt: skip
+    process, bootstrap = start_dev_cluster(tmp_path / "dev", 1)
     try:
-        assert process.stdout is not None
-        bootstrap = None
-        said: list[str] = []
-        for line in process.stdout:
-            said.append(line)
-            if line.startswith("bootstrap: "):
-                bootstrap = line.split(": ", 1)[1].strip()
-                break
-        assert bootstrap is not None, "dev-cluster printed no bootstrap list:\n" + "".join(said)
         topic = "dev-txn"
         admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result is in
         admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)

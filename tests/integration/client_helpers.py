@@ -257,3 +257,39 @@ def ck_topic_id(bootstrap: str, topic: str) -> str:
     topic_id = str(description.topic_id)
     assert topic_id and topic_id != "AAAAAAAAAAAAAAAAAAAAAA", f"{topic} has no topic id"
     return topic_id
+
+
+def ck_read_partition(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
+    """Every value of partition 0 up to where ``isolation`` lets a consumer read now (the
+    last stable offset for read_committed, the high watermark otherwise)."""
+    consumer = Consumer(
+        ck_config(
+            bootstrap,
+            **{
+                "group.id": "josefk-integration-unused",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": True,
+                "isolation.level": isolation,
+                "fetch.wait.max.ms": 100,
+                "check.crcs": True,
+            },
+        )
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    return values
+                raise KafkaException(err)
+            values.append(msg.value())
+        raise AssertionError(f"no end of {topic}[0] ({isolation}) within {CLIENT_TIMEOUT_S}s")
+    finally:
+        consumer.close()

@@ -17,7 +17,15 @@ from typing import Any
 
 import pytest
 from broker_process import SOURCE_DIR, BrokerFactory, BrokerProcess
-from client_helpers import CLIENT_TIMEOUT_S, ck_config, ck_create_topic, unique_topic
+from client_helpers import (
+    CLIENT_TIMEOUT_S,
+    ck_config,
+    ck_create_topic,
+    unique_topic,
+)
+from client_helpers import (
+    ck_read_partition as read_values,
+)
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 DEADLINE_S = 60.0
@@ -44,41 +52,6 @@ def send(producer: Producer, topic: str, values: list[bytes]) -> None:
     for value in values:
         producer.produce(topic, value=value, partition=0)
     assert producer.flush(CLIENT_TIMEOUT_S) == 0
-
-
-def read_values(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
-    """Every value of partition 0 up to where ``isolation`` lets a consumer read now."""
-    consumer = Consumer(
-        ck_config(
-            bootstrap,
-            **{
-                "group.id": "josefk-txn-test-unused",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "enable.partition.eof": True,
-                "isolation.level": isolation,
-                "fetch.wait.max.ms": 100,
-                "check.crcs": True,
-            },
-        )
-    )
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        values: list[bytes] = []
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    return values
-                raise KafkaException(err)
-            values.append(msg.value())
-        raise AssertionError(f"no end of {topic}[0] ({isolation}) within {CLIENT_TIMEOUT_S}s")
-    finally:
-        consumer.close()
 
 
 def end_offsets(bootstrap: str, topic: str) -> tuple[int, int]:
