@@ -32,6 +32,7 @@ from josefk.broker.handlers import registered_handlers
 from josefk.broker.metadata_cache import LocalMetadata
 from josefk.broker.network import ListenerSpec, SocketServer
 from josefk.broker.partition import TopicPartition
+from josefk.broker.reconfigurable import ReconfigurableRegistry
 from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
 from josefk.broker.security.store import CredentialStore
@@ -96,6 +97,8 @@ class Broker:
         self._cluster_markers: ClusterMarkerWriter | None = None
         self._dir_locks: list[LogDirLock] = []
         self.cluster: ClusterNode | None = None
+        # Parts that take dynamic broker configs (KIP-226) without a restart.
+        self.reconfigurables = ReconfigurableRegistry()
 
     async def start(self) -> list[BrokerEndpoint]:
         config = self.config
