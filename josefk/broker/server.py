@@ -32,8 +32,8 @@ from josefk.broker.handlers import registered_handlers
 from josefk.broker.metadata_cache import LocalMetadata
 from josefk.broker.network import ListenerSpec, SocketServer
 from josefk.broker.partition import TopicPartition
-from josefk.broker.reconfigurable import ReconfigurableRegistry
 from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
+from josefk.broker.reconfigurable import ReconfigurableRegistry
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
 from josefk.broker.security.store import CredentialStore
 from josefk.broker.txn.coordinator import TransactionCoordinator, TxnConfig
