@@ -15,7 +15,8 @@ same cores), then measures with confluent-kafka (librdkafka), 1 KiB records:
    leader is SIGKILLed; the time from the kill to the first acknowledged record sent after it,
    and to the first Metadata answer (from a surviving broker, asked every 10 ms) that names
    the new leader, with the default ``josefk.etcd.session.timeout.ms`` and with
-   ``--fast-session-ms``.
+   ``--fast-session-ms``; with the latter also with librdkafka's periodic metadata refresh
+   at ``--client-refresh-ms`` (see ``failover``) and with josefk's own producer.
 
 Prints a table; ``--quick`` for a smoke run. Loopback only, bounded in time.
 
@@ -231,13 +232,19 @@ def latency(
     return statistics.median(latencies), latencies[int(len(latencies) * 0.99)]
 
 
-def failover(cluster: Cluster, topic: str) -> tuple[float, float]:
+def failover(cluster: Cluster, topic: str, **client: Any) -> tuple[float, float]:
     """(seconds from the SIGKILL of the leader to the first acknowledged acks=all record
     sent after it, seconds until Metadata from a surviving broker names the new leader).
     The difference is the client's discovery: librdkafka re-asks for the leader of an
-    unavailable partition once a second."""
+    unavailable partition once a second, and when the answer that names the new leader also
+    drops the dead broker from the broker list, it decommissions that broker, loses the
+    partition's new delegation and waits for the next one-second scan (its debug log:
+    "Reverting from preferred replica ... to leader -1"). A periodic metadata refresh
+    (``client``: ``topic.metadata.refresh.interval.ms``) takes another path and avoids both."""
     p = producer(
-        cluster, "all", **{"linger.ms": 0, "message.timeout.ms": 60_000, "enable.idempotence": True}
+        cluster,
+        "all",
+        **{"linger.ms": 0, "message.timeout.ms": 60_000, "enable.idempotence": True, **client},
     )
     leader = cluster.leader_of(topic, 0)
     acked_after: list[float] = []
@@ -333,6 +340,12 @@ def main() -> None:
     parser.add_argument("--latency-s", type=float, default=10.0)
     parser.add_argument("--fast-session-ms", type=int, default=2000)
     parser.add_argument("--settle-s", type=float, default=10.0)
+    parser.add_argument(
+        "--client-refresh-ms",
+        type=int,
+        default=250,
+        help="librdkafka's topic.metadata.refresh.interval.ms for the last failover run",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
         "--warm-gb",
@@ -382,6 +395,12 @@ def main() -> None:
         try:
             fast.create("failover", 1, 3, 2)
             fast_failover = failover(fast, "failover")
+            fast.create("failover-refresh", 1, 3, 2)
+            fast_refresh = failover(
+                fast,
+                "failover-refresh",
+                **{"topic.metadata.refresh.interval.ms": args.client_refresh_ms},
+            )
             fast.create("failover-josefk", 1, 3, 2)
             fast_josefk = failover_josefk(fast, "failover-josefk")
         finally:
@@ -395,6 +414,11 @@ def main() -> None:
     for label, (acked, named) in (
         ("the default session timeout (6000 ms)", default_failover),
         (f"josefk.etcd.session.timeout.ms={args.fast_session_ms}", fast_failover),
+        (
+            f"josefk.etcd.session.timeout.ms={args.fast_session_ms} and librdkafka's "
+            f"topic.metadata.refresh.interval.ms={args.client_refresh_ms}",
+            fast_refresh,
+        ),
     ):
         print(
             f"failover with {label}: {acked:.2f} s from SIGKILL to the first acks=all ack, "
