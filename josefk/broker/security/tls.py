@@ -102,9 +102,9 @@ def build_server_context(settings: Mapping[str, str]) -> ssl.SSLContext:
 
 
 def _versions(settings: Mapping[str, str]) -> tuple[ssl.TLSVersion, ssl.TLSVersion]:
-    enabled = [p.strip() for p in settings.get("ssl.enabled.protocols", "").split(",") if p.strip()]
-    if not enabled:
-        raise TlsConfigError("ssl.enabled.protocols", "", "enable TLSv1.2, TLSv1.3 or both")
+    # Absent (a holder built from a partial mapping) means Kafka's default.
+    listed = settings.get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3"
+    enabled = [p.strip() for p in listed.split(",") if p.strip()]
     for name in enabled:
         if name not in _VERSIONS:
             raise TlsConfigError(
@@ -256,8 +256,9 @@ def _key_problem(exc: BaseException, password: str | None) -> str:
     text = str(exc)
     if "KEY_VALUES_MISMATCH" in text or "key values mismatch" in text:
         return "the private key does not belong to the first certificate"
-    if password and ("bad decrypt" in text.lower() or "BAD_DECRYPT" in text):
-        return "ssl.key.password does not decrypt the private key"
+    if password and ("bad decrypt" in text.lower() or "PEM lib" in text):
+        # OpenSSL says no more than "PEM lib" for a wrong password.
+        return "ssl.key.password does not decrypt the private key (or the PEM is damaged)"
     return f"cannot load the key and certificate chain: {text}"
 
 
