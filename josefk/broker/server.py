@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import enum
+import functools
 import gc
 import logging
 import os
@@ -36,6 +37,8 @@ from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from josefk.broker.reconfigurable import ReconfigurableRegistry
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
 from josefk.broker.security.store import CredentialStore
+from josefk.broker.security.tls import TlsConfigError, TlsListener
+from josefk.broker.tls_connection import TlsConnection
 from josefk.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from josefk.broker.txn.markers import ClusterMarkerWriter, LocalMarkerWriter, MarkerWriter
 from josefk.broker.txn.store import TRANSACTION_STATE_TOPIC, TopicTxnStore
@@ -248,13 +251,15 @@ class Broker:
         )
         bound: dict[str, int] = {}
         for listener in config.client_listeners():
+            protocol = config.security_protocol_of(listener.name)
             try:
                 spec = await self._server.listen(
                     ListenerSpec(
                         listener.name,
                         listener.bind_host or "0.0.0.0",
                         listener.port,
-                        config.security_protocol_of(listener.name),
+                        protocol,
+                        self._tls_connections(listener.name, protocol),
                     )
                 )
             except OSError as exc:
@@ -489,6 +494,35 @@ class Broker:
                 )
             )
         return stats
+
+    def _tls_connections(
+        self, listener_name: str, protocol: str
+    ) -> functools.partial[TlsConnection] | None:
+        """The connection factory of an SSL or SASL_SSL listener, whose TLS context holder
+        joins the reconfigurables (new keystores without a restart); None for the others."""
+        if protocol not in ("SSL", "SASL_SSL"):
+            return None
+        try:
+            holder = TlsListener(
+                listener_name,
+                protocol,
+                static_settings=self.config.ssl_settings(listener_name),
+                handshake_timeout_ms=self.config.ssl_handshake_timeout_ms,
+                on_handshake=self._tls_handshake,
+            )
+        except TlsConfigError as exc:
+            raise StartupError(str(exc)) from None
+        self.reconfigurables.add(holder)
+        return functools.partial(TlsConnection, tls=holder)
+
+    def _tls_handshake(self, listener_name: str, succeeded: bool, reason: str) -> None:
+        if self.metrics is None:
+            return
+        if not succeeded:
+            self.metrics.sockets.tls_handshake_failed(listener_name, reason)
+        elif self.config.security_protocol_of(listener_name) == "SSL":
+            # SASL_SSL clients are counted when SASL authenticates them.
+            self.metrics.sockets.authentication(listener_name, succeeded=True)
 
     def _connection_event(self, listener_name: str, opened: bool) -> None:
         if self.metrics is not None:

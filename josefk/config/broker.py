@@ -12,9 +12,11 @@ Defaults are Kafka 4.0's, with josefk's deliberate differences:
 - ``node.id`` defaults to 1 (Kafka requires it in KRaft mode), and ``broker.id`` is accepted
   as its synonym; setting both to different values is an error, as in Kafka;
 - ``log.segment.bytes`` accepts values from 14 bytes, like ``segment.bytes`` in topic.py;
-- the PLAINTEXT and SASL_PLAINTEXT security protocols are served; a listener mapped to SSL
-  or SASL_SSL stops start-up rather than serving plaintext on a port clients believe
-  encrypted;
+- every security protocol is served (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); TLS reads
+  PEM keystores and truststores only, so ``ssl.keystore.type`` and ``ssl.truststore.type``
+  default to PEM (Kafka's default, JKS, is refused with how to convert the file); the
+  ``ssl.*`` keys may be given per listener as ``listener.name.<name>.ssl.*`` (the listener's
+  key wins), and ``josefk.ssl.handshake.timeout.ms`` bounds a client's TLS handshake;
 - ``sasl.enabled.mechanisms`` defaults to ``SCRAM-SHA-256,SCRAM-SHA-512,PLAIN`` (Kafka's
   default, GSSAPI, is not offered), and every mechanism checks the SCRAM credentials kept in
   the first log dir (see josefk.broker.security);
@@ -23,7 +25,7 @@ Defaults are Kafka 4.0's, with josefk's deliberate differences:
 Keys accepted for compatibility and documented as unused: ``num.network.threads``,
 ``num.io.threads``, ``background.threads`` (one event loop does all the work),
 ``replica.*`` (until replication lands), the KRaft controller keys and a list of prefixes
-(``ssl.``, ``sasl.``, ``controller.``, ...) that a Kafka ``server.properties`` often carries.
+(``controller.``, ``zookeeper.``, ...) that a Kafka ``server.properties`` often carries.
 
 Must not import josefk.broker, josefk.storage or josefk.protocol.
 """
@@ -57,11 +59,14 @@ __all__ = [
     "LONG_MAX",
     "REFUSED_KEYS",
     "SECURITY_PROTOCOLS",
+    "SSL_KEYS",
+    "TLS_SECURITY_PROTOCOLS",
     "BrokerConfig",
     "BrokerConfigError",
     "ConfigEntry",
     "ConfigProblem",
     "Listener",
+    "listener_ssl_key",
 ]
 
 LONG_MAX: Final = (1 << 63) - 1
@@ -69,10 +74,50 @@ INT_MAX: Final = (1 << 31) - 1
 DOUBLE_MAX: Final = 1.7976931348623157e308
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SASL_PLAINTEXT")
+SUPPORTED_SECURITY_PROTOCOLS: Final = SECURITY_PROTOCOLS
+TLS_SECURITY_PROTOCOLS: Final = ("SSL", "SASL_SSL")
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # The sasl.* keys josefk honours; every other one is still refused by name.
 _SUPPORTED_SASL_KEYS: Final = frozenset({"sasl.enabled.mechanisms"})
+
+# The ssl.* keys josefk honours, each also as ``listener.name.<lowercase name>.<key>``; every
+# other ssl.* key is refused by name. The SSL engine's own choices of a JVM (key manager,
+# provider, engine factory) have no counterpart here.
+SSL_KEYS: Final = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+        "ssl.protocol",
+        "ssl.cipher.suites",
+        "ssl.endpoint.identification.algorithm",
+        "ssl.principal.mapping.rules",
+    }
+)
+# Values a client must not read back (DescribeConfigs answers null for them).
+SENSITIVE_SSL_KEYS: Final = frozenset(
+    {"ssl.keystore.password", "ssl.keystore.key", "ssl.key.password", "ssl.truststore.password"}
+)
+_LISTENER_SSL_KEY: Final = re.compile(r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>ssl\..+)$")
+
+
+def listener_ssl_key(key: str) -> tuple[str, str] | None:
+    """``listener.name.<name>.ssl.<x>`` -> (NAME upper-cased, ``ssl.<x>``); None for other
+    keys, including listener-prefixed keys of settings josefk does not take per listener."""
+    match = _LISTENER_SSL_KEY.match(key)
+    if match is None or match["key"] not in SSL_KEYS:
+        return None
+    return match["listener"].upper(), match["key"]
+
 
 _MS_PER_MINUTE: Final = 60_000
 _MS_PER_HOUR: Final = 3_600_000
@@ -315,9 +360,9 @@ ACCEPTED_UNUSED_PREFIXES: Final = (
 # naming the key, rather than being accepted and dropped (a user who set ssl.keystore.* must
 # not run a plaintext broker believing it encrypts).
 _MISSING_CAPABILITIES: Final[tuple[tuple[str, str], ...]] = (
-    ("ssl.", "TLS is not supported yet (security release)"),
+    ("ssl.", "this TLS setting is not supported"),
     ("sasl.", "this SASL setting is not supported yet (security release)"),
-    ("listener.name.", "per-listener security settings are not supported yet"),
+    ("listener.name.", "josefk takes only ssl.* settings per listener"),
     ("principal.builder.", "authentication is not supported yet"),
     ("connection.failed.authentication.", "authentication is not supported yet"),
     ("delegation.token.", "delegation tokens are not supported"),
@@ -351,7 +396,7 @@ def refusal(key: str, value: str) -> str | None:
         return REFUSED_KEYS[key]
     if key == "security.inter.broker.protocol" and value.strip().upper() not in ("", "PLAINTEXT"):
         return "only PLAINTEXT is supported between brokers (security release)"
-    if key in _SUPPORTED_SASL_KEYS:
+    if key in _SUPPORTED_SASL_KEYS or key in SSL_KEYS or listener_ssl_key(key) is not None:
         return None
     for prefix, reason in _MISSING_CAPABILITIES:
         if key.startswith(prefix):
@@ -434,6 +479,34 @@ class BrokerConfig(BaseModel):
         "sasl.enabled.mechanisms", ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
     )
     max_connections_per_ip: Int = _key("max.connections.per.ip", INT_MAX, ge=0, le=INT_MAX)
+
+    # -- TLS (SSL and SASL_SSL listeners; josefk.broker.security.tls reads the files) --------
+    ssl_keystore_type: Str = _key("ssl.keystore.type", "PEM")
+    ssl_keystore_location: OptStr = _key("ssl.keystore.location", None)
+    ssl_keystore_password: OptStr = _key("ssl.keystore.password", None)
+    ssl_keystore_certificate_chain: OptStr = _key("ssl.keystore.certificate.chain", None)
+    ssl_keystore_key: OptStr = _key("ssl.keystore.key", None)
+    ssl_key_password: OptStr = _key("ssl.key.password", None)
+    ssl_truststore_type: Str = _key("ssl.truststore.type", "PEM")
+    ssl_truststore_location: OptStr = _key("ssl.truststore.location", None)
+    ssl_truststore_password: OptStr = _key("ssl.truststore.password", None)
+    ssl_truststore_certificates: OptStr = _key("ssl.truststore.certificates", None)
+    ssl_client_auth: Literal["none", "requested", "required"] = _key("ssl.client.auth", "none")
+    ssl_enabled_protocols: Csv = _key("ssl.enabled.protocols", ("TLSv1.2", "TLSv1.3"))
+    ssl_protocol: Str = _key("ssl.protocol", "TLSv1.3")
+    ssl_cipher_suites: Csv = _key("ssl.cipher.suites", ())
+    # A client's setting (host name verification of the broker); accepted, as Kafka does.
+    ssl_endpoint_identification_algorithm: OptStr = _key(
+        "ssl.endpoint.identification.algorithm", "https"
+    )
+    ssl_principal_mapping_rules: Str = _key("ssl.principal.mapping.rules", "DEFAULT")
+    # A TLS client that has not finished its handshake by then is disconnected.
+    ssl_handshake_timeout_ms: Int = _key(
+        "josefk.ssl.handshake.timeout.ms", 10_000, ge=1, le=INT_MAX
+    )
+    # listener.name.<name>.ssl.* keys as given (listener_ssl_key() reads one); not a Kafka key
+    # of its own: each entry is one.
+    listener_ssl_configs: dict[str, str] = Field(default_factory=dict)
     queued_max_requests: Int = _key("queued.max.requests", 500, ge=1, le=INT_MAX)
     queued_max_request_bytes: Int = _key("queued.max.request.bytes", -1, ge=-1, le=LONG_MAX)
     fetch_max_bytes: Int = _key("fetch.max.bytes", 57_671_680, ge=1024, le=INT_MAX)
@@ -647,6 +720,12 @@ class BrokerConfig(BaseModel):
         if not isinstance(data, Mapping):
             return data
         values = dict(data)
+        # Per-listener TLS keys have names of their own; they travel in one field.
+        prefixed = {k: v for k, v in values.items() if isinstance(k, str) and listener_ssl_key(k)}
+        if prefixed:
+            for k in prefixed:
+                del values[k]
+            values["listener_ssl_configs"] = {**values.get("listener_ssl_configs", {}), **prefixed}
 
         def pick(alias: str, name: str) -> tuple[str | None, Any]:
             for k in (alias, name):
@@ -674,6 +753,13 @@ class BrokerConfig(BaseModel):
         if dirs_key is None and dir_key is not None:
             values["log.dirs"] = single
         return values
+
+    @field_validator("ssl_keystore_type", "ssl_truststore_type")
+    @classmethod
+    def _check_store_type(cls, value: str) -> str:
+        if value.upper() != "PEM":
+            raise ValueError(pem_only_reason(value))
+        return "PEM"
 
     @field_validator("log_cleanup_policy")
     @classmethod
@@ -704,6 +790,19 @@ class BrokerConfig(BaseModel):
     @classmethod
     def _strip_literal(cls, value: object) -> object:
         return _strip(value)
+
+    @field_validator("listener_ssl_configs")
+    @classmethod
+    def _check_listener_ssl_configs(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            parsed = listener_ssl_key(key)
+            if parsed is None:
+                raise ValueError(f"{key} is not a listener.name.<name>.ssl.* key josefk knows")
+            if key.split(".")[2] != key.split(".")[2].lower():
+                raise ValueError(f"{key}: the listener name in the key is written in lower case")
+            if parsed[1].endswith(".type") and str(text).strip().upper() != "PEM":
+                raise ValueError(f"{key}: {pem_only_reason(str(text).strip())}")
+        return {key: str(text).strip() for key, text in value.items()}
 
     @model_validator(mode="after")
     def _check_consistency(self) -> BrokerConfig:
@@ -749,6 +848,7 @@ class BrokerConfig(BaseModel):
                     f"listener {listener.name} uses {mapped}, which is not supported yet; "
                     "josefk serves PLAINTEXT and SASL_PLAINTEXT only",
                 )
+        yield from self._tls_problems()
         for mechanism in self.sasl_enabled_mechanisms:
             if mechanism not in SASL_MECHANISMS:
                 yield ConfigProblem(
@@ -803,6 +903,54 @@ class BrokerConfig(BaseModel):
                         f"is also the port of listener {listener}",
                     )
 
+    def _tls_problems(self) -> Iterator[ConfigProblem]:
+        """Listener-prefixed keys name a listener; a TLS listener has a keystore; the brokers
+        of a cluster talk PLAINTEXT to each other (the replica fetcher has no TLS client)."""
+        names = {listener.name for listener in self.listeners}
+        for key in self.listener_ssl_configs:
+            parsed = listener_ssl_key(key)
+            if parsed is not None and parsed[0] not in names:
+                yield ConfigProblem(key, self.listener_ssl_configs[key], "names no listener")
+        for listener in self.listeners:
+            if self.security_protocol_of(listener.name) not in TLS_SECURITY_PROTOCOLS:
+                continue
+            settings = self.ssl_settings(listener.name)
+            prefix = f"listener.name.{listener.name.lower()}."
+            if not settings.get("ssl.keystore.location") and not settings.get(
+                "ssl.keystore.certificate.chain"
+            ):
+                yield ConfigProblem(
+                    "ssl.keystore.location",
+                    None,
+                    f"listener {listener.name} serves TLS and needs a keystore: set "
+                    f"ssl.keystore.location (or {prefix}ssl.keystore.location), or "
+                    "ssl.keystore.certificate.chain and ssl.keystore.key",
+                )
+        if self.cluster_mode:
+            inter = (self.inter_broker_listener_name or "").upper() or (
+                self.listeners[0].name if self.listeners else ""
+            )
+            if self.security_protocol_of(inter) in TLS_SECURITY_PROTOCOLS:
+                yield ConfigProblem(
+                    "inter.broker.listener.name",
+                    inter,
+                    "brokers reach each other over PLAINTEXT; name a PLAINTEXT listener",
+                )
+
+    def ssl_settings(self, listener_name: str) -> dict[str, str]:
+        """The effective ``ssl.*`` settings of one listener, as strings: the broker-wide key,
+        overridden by ``listener.name.<name>.ssl.*`` where set (Kafka's rule)."""
+        settings: dict[str, str] = {}
+        for key in SSL_KEYS:
+            text = _format(getattr(self, _FIELD_BY_KEY[key]))
+            if text is not None:
+                settings[key] = text
+        prefix = f"listener.name.{listener_name.lower()}."
+        for key, text in self.listener_ssl_configs.items():
+            if key.startswith(prefix):
+                settings[key[len(prefix) :]] = text
+        return settings
+
     def _topic_default_problems(self) -> Iterator[ConfigProblem]:
         """Broker values that would make an invalid topic default stop start-up here, named
         by the broker key, rather than fail the first CreateTopics."""
@@ -832,7 +980,9 @@ class BrokerConfig(BaseModel):
         Unknown keys are the loader's business (it warns and drops them). Raises
         BrokerConfigError listing every invalid key with its value and the reason.
         """
-        unknown = [key for key in properties if key not in _FIELD_BY_KEY]
+        unknown = [
+            key for key in properties if key not in _FIELD_BY_KEY and listener_ssl_key(key) is None
+        ]
         if unknown:
             raise BrokerConfigError(
                 [ConfigProblem(key, properties[key], "unknown broker config") for key in unknown]
@@ -860,11 +1010,15 @@ class BrokerConfig(BaseModel):
         return self._origins.get(key)
 
     def is_default(self, key: str) -> bool:
+        if key in self.listener_ssl_configs:
+            return False
         name = _FIELD_BY_KEY[key]
         return key not in self._origins and name not in self.model_fields_set
 
     def value_of(self, key: str) -> str | None:
         """The Kafka string form of one key's value (None for an unset nullable key)."""
+        if listener_ssl_key(key) is not None:
+            return self.listener_ssl_configs.get(key)
         return _format(getattr(self, _FIELD_BY_KEY[key]))
 
     def describe_entries(self) -> list[ConfigEntry]:
@@ -878,14 +1032,15 @@ class BrokerConfig(BaseModel):
                 value=self.value_of(key),
                 source="DEFAULT_CONFIG" if self.is_default(key) else "STATIC_BROKER_CONFIG",
                 origin=self.origin(key),
+                sensitive=_is_sensitive(key),
             )
-            for key in BROKER_CONFIG_KEYS
+            for key in (*BROKER_CONFIG_KEYS, *sorted(self.listener_ssl_configs))
         ]
 
     def to_properties(self, *, include_defaults: bool = True) -> dict[str, str]:
         """Kafka-named string properties; unset nullable keys are left out."""
         result: dict[str, str] = {}
-        for key in BROKER_CONFIG_KEYS:
+        for key in (*BROKER_CONFIG_KEYS, *sorted(self.listener_ssl_configs)):
             if not include_defaults and self.is_default(key):
                 continue
             text = self.value_of(key)
@@ -998,6 +1153,22 @@ def _format(value: object) -> str | None:
     return str(value)
 
 
+def _is_sensitive(key: str) -> bool:
+    parsed = listener_ssl_key(key)
+    return (parsed[1] if parsed else key) in SENSITIVE_SSL_KEYS or "password" in key
+
+
+def pem_only_reason(store_type: str) -> str:
+    """Why a JKS or PKCS12 store is refused, and how to make the PEM file josefk reads."""
+    return (
+        f"store type {store_type} is not supported: josefk reads PEM files (set the type to "
+        "PEM). Convert a JKS keystore with `keytool -importkeystore -srckeystore server.jks "
+        "-destkeystore server.p12 -deststoretype PKCS12`, then a PKCS12 file with `openssl "
+        "pkcs12 -in server.p12 -out server.pem` (the key stays encrypted: give its password "
+        "as ssl.key.password; add -noenc to write it unencrypted)"
+    )
+
+
 def _with_origin(problem: ConfigProblem, origins: Mapping[str, str] | None) -> ConfigProblem:
     origin = (origins or {}).get(problem.key)
     if problem.origin or origin is None or origin.startswith("--"):
@@ -1024,7 +1195,9 @@ def _translate(exc: ValidationError, properties: Mapping[str, object]) -> Broker
 
 
 _KEY_BY_FIELD: Final[dict[str, str]] = {
-    name: str(info.alias) for name, info in BrokerConfig.model_fields.items()
+    name: str(info.alias)
+    for name, info in BrokerConfig.model_fields.items()
+    if info.alias is not None
 }
 _FIELD_BY_KEY: Final[dict[str, str]] = {key: name for name, key in _KEY_BY_FIELD.items()}
 BROKER_CONFIG_KEYS: Final[tuple[str, ...]] = tuple(sorted(_FIELD_BY_KEY))

@@ -46,6 +46,7 @@ from josefk.config.broker import (
     ConfigProblem,
     Listener,
     is_accepted_unused,
+    listener_ssl_key,
     parse_host_port,
     refusal,
 )
@@ -257,7 +258,7 @@ def _merge(sources: Iterable[ConfigSource]) -> tuple[dict[str, str], dict[str, s
                 refused.append(
                     ConfigProblem(key, value, reason, source.origins.get(key, source.name))
                 )
-            elif key in _KNOWN:
+            elif key in _KNOWN or listener_ssl_key(key) is not None:
                 known[key] = value
             elif key in REFUSED_KEYS or key == "security.inter.broker.protocol":
                 pass  # set to "off" (empty, PLAINTEXT): as josefk has it

@@ -250,8 +250,13 @@ class SocketServerProbe:
     - ``kafka_server_socketservermetrics_oversized_requests_total{listener}``: frames above
       ``socket.request.max.bytes`` (the connection was closed); josefk's own.
     - ``kafka_server_socketservermetrics_successful_authentication_total{listener}`` and
-      ``..._failed_authentication_total{listener}``: SASL exchanges (Kafka's
-      successful-authentication-total / failed-authentication-total).
+      ``..._failed_authentication_total{listener}``: SASL exchanges and, as Kafka counts
+      them, TLS handshakes (a completed one on an SSL listener authenticates the client;
+      a failed one fails on either TLS protocol) (Kafka's successful-authentication-total /
+      failed-authentication-total).
+    - ``kafka_server_socketservermetrics_failed_tls_handshake_total{listener,reason}``: TLS
+      handshakes that failed, by ``reason``: ``timeout``, ``refused`` (a TLS error: bad or
+      missing certificate, not TLS at all) or ``disconnected``; josefk's own.
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -287,8 +292,14 @@ class SocketServerProbe:
         )
         self._auth_failed = Counter(
             "kafka_server_socketservermetrics_failed_authentication",
-            "SASL authentications that failed (the connection was closed).",
+            "SASL authentications and TLS handshakes that failed (the connection was closed).",
             ["listener"],
+            registry=registry,
+        )
+        self._tls_failed = Counter(
+            "kafka_server_socketservermetrics_failed_tls_handshake",
+            "TLS handshakes that failed (the connection was closed), by reason.",
+            ["listener", "reason"],
             registry=registry,
         )
 
@@ -305,6 +316,10 @@ class SocketServerProbe:
 
     def authentication(self, listener: str, *, succeeded: bool) -> None:
         (self._auth_ok if succeeded else self._auth_failed).labels(listener).inc()
+
+    def tls_handshake_failed(self, listener: str, reason: str) -> None:
+        self._tls_failed.labels(listener, reason).inc()
+        self._auth_failed.labels(listener).inc()
 
 
 class LogDirProbe:

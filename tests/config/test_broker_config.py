@@ -219,8 +219,15 @@ def test_every_invalid_key_is_reported_at_once() -> None:
 @pytest.mark.parametrize(
     ("props", "key", "words"),
     [
-        ({"listeners": "SSL://:9093"}, "listeners", "not supported yet"),
-        ({"listeners": "SASL_SSL://:9093"}, "listeners", "not supported yet"),
+        ({"listeners": "SSL://:9093"}, "ssl.keystore.location", "needs a keystore"),
+        ({"listeners": "SASL_SSL://:9093"}, "ssl.keystore.location", "needs a keystore"),
+        ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type", "keytool -importkeystore"),
+        ({"ssl.truststore.type": "PKCS12"}, "ssl.truststore.type", "reads PEM"),
+        (
+            {"listener.name.ssl.ssl.keystore.location": "/k.pem"},
+            "listener.name.ssl.ssl.keystore.location",
+            "names no listener",
+        ),
         ({"sasl.enabled.mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms", "not supported"),
         ({"listeners": "CLIENT://:9093"}, "listeners", "no security protocol for listener CLIENT"),
         ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "listeners", "used twice"),
@@ -404,4 +411,10 @@ def test_describe_entries() -> None:
     assert entries["num.partitions"].origin == "file server.properties"
     assert entries["log.segment.bytes"].source == "DEFAULT_CONFIG"
     assert entries["log.retention.ms"].value is None
-    assert all(entry.read_only and not entry.sensitive for entry in entries.values())
+    assert all(entry.read_only for entry in entries.values())
+    assert {name for name, entry in entries.items() if entry.sensitive} == {
+        "ssl.keystore.password",
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "ssl.truststore.password",
+    }

@@ -236,7 +236,8 @@ def test_an_authorizer_setting_is_refused_not_ignored(tmp_path: Path, key: str) 
 @pytest.mark.parametrize(
     ("key", "why"),
     [
-        ("ssl.keystore.location", "TLS is not supported"),
+        ("ssl.engine.factory.class", "TLS setting is not supported"),
+        ("listener.name.ssl.sasl.jaas.config", "only ssl.. settings per listener"),
         ("sasl.kerberos.service.name", "SASL setting is not supported"),
         ("quota.window.num", "client quotas"),
         ("remote.log.storage.system.enable", "tiered storage"),
