@@ -10,9 +10,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from josefk.broker.error_responses import error_response
 from josefk.broker.network import ConnectionInfo
 from josefk.broker.security.authorizer import SUPPORTED_OPERATIONS, operations_bitfield
 from josefk.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
+from josefk.protocol.errors import ErrorCode
 from josefk.protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
@@ -116,6 +118,11 @@ class RequestContext:
         return authorizer.any_allowed_on_type(
             self.connection.principal or "", self.client_host, operation, resource_type
         )
+
+    def refuse(self, request: Any, error: ErrorCode) -> Any:
+        """The whole request answered with ``error`` in every part (as Kafka answers a
+        request refused as a whole, e.g. CLUSTER_AUTHORIZATION_FAILED)."""
+        return error_response(self.header.request_api_key, self.api_version, request, error)
 
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """KIP-430's bit field for the resource: every supported operation without an
