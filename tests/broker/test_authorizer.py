@@ -192,3 +192,20 @@ def test_parse_code_names() -> None:
     assert parse_code(Pat, "prefixed") is Pat.PREFIXED
     with pytest.raises(ValueError, match="unknown AclOperation"):
         parse_code(Op, "fly")
+
+
+def test_any_allowed_on_type() -> None:
+    assert not Authorizer().any_allowed_on_type(ALICE, HOST, Op.WRITE, Res.TOPIC)
+    assert Authorizer(allow_everyone_if_no_acl_found=True).any_allowed_on_type(
+        ALICE, HOST, Op.WRITE, Res.TOPIC
+    )
+    auth = Authorizer(
+        bindings=[
+            acl("pay", pattern=Pat.PREFIXED, op=Op.WRITE),
+            acl("pay", op=Op.WRITE, perm=Perm.DENY),
+        ]
+    )
+    assert auth.any_allowed_on_type(ALICE, HOST, Op.WRITE, Res.TOPIC)
+    assert not auth.any_allowed_on_type(BOB, HOST, Op.WRITE, Res.TOPIC)
+    auth = Authorizer(bindings=[acl("*", op=Op.WRITE, perm=Perm.DENY), acl("x", op=Op.WRITE)])
+    assert not auth.any_allowed_on_type(ALICE, HOST, Op.WRITE, Res.TOPIC)

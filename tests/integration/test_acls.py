@@ -51,7 +51,12 @@ from josefk.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(180)
 
-PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret", "admin": "admin-secret"}
+PASSWORDS = {
+    "alice": "alice-secret",
+    "bob": "bob-secret",
+    "carol": "carol-secret",
+    "admin": "admin-secret",
+}
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 

@@ -343,6 +343,11 @@ def handle_describe_groups(context: RequestContext, request: Any) -> Any:
             error = ErrorCode.GROUP_ID_NOT_FOUND
         else:
             error = ErrorCode.NONE
+        operations = (
+            context.authorized_operations(ResourceType.GROUP, group_id)
+            if with_operations
+            else -(2**31)
+        )
         if description is None:
             described.append(
                 DESCRIBE_GROUPS.DescribedGroup(
@@ -353,6 +358,7 @@ def handle_describe_groups(context: RequestContext, request: Any) -> Any:
                     protocol_type="",
                     protocol_data="",
                     members=[],
+                    authorized_operations=operations,
                 )
             )
             continue
@@ -374,11 +380,7 @@ def handle_describe_groups(context: RequestContext, request: Any) -> Any:
                     )
                     for m in description.members
                 ],
-                authorized_operations=(
-                    context.authorized_operations(ResourceType.GROUP, group_id)
-                    if with_operations
-                    else -(2**31)
-                ),
+                authorized_operations=operations,
             )
         )
     return DESCRIBE_GROUPS(groups=described)

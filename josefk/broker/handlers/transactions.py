@@ -262,7 +262,7 @@ async def handle_end_txn(context: RequestContext, request: Any) -> Any:
 @handles(ApiKey.WRITE_TXN_MARKERS)
 async def handle_write_txn_markers(context: RequestContext, request: Any) -> Any:
     if not context.authorize_cluster(AclOperation.CLUSTER_ACTION):
-        return context.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return _markers_refused(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     replicas = context.broker.replica_manager
     answers = []
     for entry in request.markers:
@@ -300,6 +300,31 @@ async def handle_write_txn_markers(context: RequestContext, request: Any) -> Any
             )
         )
     return WRITE_MARKERS(markers=answers)
+
+
+def _markers_refused(request: Any, error: ErrorCode) -> Any:
+    result = WRITE_MARKERS.WritableTxnMarkerResult
+    topic_result = result.WritableTxnMarkerTopicResult
+    return WRITE_MARKERS(
+        markers=[
+            result(
+                producer_id=entry.producer_id,
+                topics=[
+                    topic_result(
+                        name=topic.name,
+                        partitions=[
+                            topic_result.WritableTxnMarkerPartitionResult(
+                                partition_index=index, error_code=error
+                            )
+                            for index in topic.partition_indexes
+                        ],
+                    )
+                    for topic in entry.topics
+                ],
+            )
+            for entry in request.markers
+        ]
+    )
 
 
 # -- DescribeTransactions, ListTransactions -----------------------------------------------

@@ -83,6 +83,8 @@ _IMPLIED_BY: Final[dict[AclOperation, frozenset[AclOperation]]] = {
 }
 
 _CACHE_LIMIT: Final = 100_000
+# A resource name no ACL can name literally (Kafka's names are [a-zA-Z0-9._-]).
+_UNNAMED: Final = "\x00unnamed"
 
 
 class InvalidAcl(ValueError):
@@ -396,15 +398,18 @@ class Authorizer:
     def any_allowed_on_type(
         self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
     ) -> bool:
-        """Whether some resource of the type allows ``operation`` (Kafka's check that lets
-        a producer with WRITE on any topic be idempotent)."""
-        if principal in self.super_users or self.allow_everyone_if_no_acl_found:
-            # With the default open, some resource of the type has no ACL at all.
+        """Whether some resource of the type allows ``operation`` (Kafka's
+        authorizeByResourceType, which lets a producer with WRITE on any topic be
+        idempotent): tried on each ACL's name, a name just under each prefix (a literal DENY
+        of the prefix itself must not hide the rest of it), and a name no ACL names."""
+        if principal in self.super_users:
             return True
         index = self._index.get(resource_type)
-        names: set[str] = set()
+        names: set[str] = {_UNNAMED}
         if index is not None:
-            names = set(index.literal) | set(index.prefixed)
+            names.update(index.literal)
+            names.update(index.prefixed)
+            names.update(prefix + _UNNAMED for prefix in index.prefixed)
         return any(
             self.authorize(principal, host, operation, resource_type, name) for name in names
         )
