@@ -101,6 +101,8 @@ class ClusterNode:
         self.leadership_listeners: list[LeadershipListener] = []
         # Told (ISR size before, after) of each ISR change etcd accepted (a metric).
         self.on_isr_changed: Callable[[int, int], None] | None = None
+        # Told the ACL document (P/acls) whenever the watcher sees it change.
+        self.on_acls_changed: Callable[[bytes | None], None] | None = None
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._brokers_changed = asyncio.Event()
@@ -289,6 +291,8 @@ class ClusterNode:
 
     def _on_changes(self, changes: list[ViewChange]) -> None:
         self._view_changed.set()
+        if self.on_acls_changed is not None and any(c.kind == "acls" for c in changes):
+            self.on_acls_changed(self.watcher.view.acls)
         if any(c.kind in ("broker", "controller", "shutdown") for c in changes):
             self._brokers_changed.set()
         elif self.controller is not None and any(

@@ -6,10 +6,15 @@ Must not import the handlers, the server or the network layer beyond its value t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from josefk.broker.error_responses import error_response
 from josefk.broker.network import ConnectionInfo
+from josefk.broker.security.authorizer import SUPPORTED_OPERATIONS, operations_bitfield
+from josefk.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
+from josefk.protocol.errors import ErrorCode
 from josefk.protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
@@ -17,6 +22,8 @@ if TYPE_CHECKING:
     from josefk.broker.metadata_cache import MetadataCache
     from josefk.broker.producer_ids import ProducerIdManager
     from josefk.broker.replica_manager import ReplicaManager
+    from josefk.broker.security.acl_store import AclStore
+    from josefk.broker.security.authorizer import Authorizer
     from josefk.broker.security.store import CredentialStore
     from josefk.config.broker import BrokerConfig
     from josefk.storage.clock import Clock
@@ -52,6 +59,10 @@ class BrokerContext:
     cluster: Any = None
     # SCRAM credentials (josefk.broker.security.store), loaded from the first log dir.
     credentials: CredentialStore | None = None
+    # The ACL authorizer and where its ACLs are kept; both None when authorizer.class.name
+    # is empty (every request allowed, as without an authorizer in Kafka).
+    authorizer: Authorizer | None = None
+    acl_store: AclStore | None = None
 
     def endpoint_for(self, listener_name: str) -> BrokerEndpoint:
         """The advertised endpoint of the listener a request came in on."""
@@ -67,3 +78,58 @@ class RequestContext:
     header: RequestHeader
     api_version: int
     connection: ConnectionInfo
+
+    # -- authorization: one place per handler asks these ----------------------------------
+
+    @property
+    def client_host(self) -> str:
+        """The peer's address without its port (what an ACL's host is compared with)."""
+        return self.connection.peer.rpartition(":")[0]
+
+    def authorize(
+        self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME
+    ) -> bool:
+        """Whether the request's principal may do ``operation`` on the resource; always
+        True without an authorizer."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(
+            self.connection.principal or "", self.client_host, operation, resource_type, name
+        )
+
+    def authorize_cluster(self, operation: AclOperation) -> bool:
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorized_names(
+        self, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]
+    ) -> set[str]:
+        """The names of ``names`` the principal may do ``operation`` on."""
+        if self.broker.authorizer is None:
+            return set(names)
+        return {name for name in names if self.authorize(operation, resource_type, name)}
+
+    def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether some resource of the type allows ``operation`` (Kafka's
+        authorizeByResourceType)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.any_allowed_on_type(
+            self.connection.principal or "", self.client_host, operation, resource_type
+        )
+
+    def refuse(self, request: Any, error: ErrorCode) -> Any:
+        """The whole request answered with ``error`` in every part (as Kafka answers a
+        request refused as a whole, e.g. CLUSTER_AUTHORIZATION_FAILED)."""
+        return error_response(self.header.request_api_key, self.api_version, request, error)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """KIP-430's bit field for the resource: every supported operation without an
+        authorizer, as Kafka answers."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return operations_bitfield(SUPPORTED_OPERATIONS.get(resource_type, ()))
+        return authorizer.authorized_operations(
+            self.connection.principal or "", self.client_host, resource_type, name
+        )

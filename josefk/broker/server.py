@@ -36,6 +36,8 @@ from josefk.broker.partition import TopicPartition
 from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from josefk.broker.reconfigurable import ReconfigurableRegistry
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
+from josefk.broker.security.acl_store import EtcdAclStore, FileAclStore
+from josefk.broker.security.authorizer import Authorizer
 from josefk.broker.security.store import CredentialStore
 from josefk.broker.security.tls import TlsConfigError, TlsListener
 from josefk.broker.tls_connection import TlsConnection
@@ -234,6 +236,20 @@ class Broker:
                 self._executor, CredentialStore.load, log_dirs[0]
             ),
         )
+        if config.authorizer_class_name:
+            context.authorizer = Authorizer(
+                super_users=config.super_user_principals,
+                allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+            )
+            if self.cluster is None:
+                try:
+                    bindings = await loop.run_in_executor(
+                        self._executor, FileAclStore.read, log_dirs[0]
+                    )
+                except (OSError, ValueError, TypeError) as exc:
+                    raise StartupError(f"cannot read the ACLs in {log_dirs[0]}: {exc}") from None
+                context.authorizer.replace(bindings)
+                context.acl_store = FileAclStore(log_dirs[0] / "acls.json", context.authorizer)
         self._server = SocketServer(
             RequestDispatcher(context),
             clock=self.clock,
@@ -293,6 +309,11 @@ class Broker:
                 raise StartupError(f"{exc} (give this broker another broker.id)") from None
             context.metadata = self.cluster.metadata
             context.cluster = self.cluster
+            if context.authorizer is not None:
+                acl_store = EtcdAclStore(self.cluster.store, context.authorizer)
+                acl_store.apply_document(self.cluster.watcher.view.acls)
+                self.cluster.on_acls_changed = acl_store.apply_document
+                context.acl_store = acl_store
             store = self.cluster.store
             producer_ids.use_cluster_blocks(
                 await store.allocate_producer_ids(PRODUCER_ID_BLOCK_SIZE),

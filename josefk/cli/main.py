@@ -41,6 +41,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("groups", "groups"),
     ("transactions", "transactions"),
     ("users", "users"),
+    ("acls", "acls"),
     ("cluster", "cluster"),
     ("dev_cluster", "dev_cluster"),
     ("perf", "perf"),

@@ -32,6 +32,8 @@ from josefk.client.consumer_protocol import decode_assignment, decode_subscripti
 from josefk.client.errors import KafkaError, error_for
 from josefk.client.types import OffsetAndTimestamp, TopicPartition
 from josefk.protocol import ApiKey
+from josefk.protocol.acls import AclOperation, AclPermissionType, PatternType
+from josefk.protocol.acls import ResourceType as AclResourceType
 from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
 
@@ -212,6 +214,46 @@ class LogDirDescription:
 _SCRAM_MECHANISMS: dict[int, str] = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 
 
+@dataclass(frozen=True, slots=True)
+class AclBinding:
+    """One ACL as the ACL APIs carry it (codes from josefk.protocol.acls)."""
+
+    resource_type: AclResourceType
+    resource_name: str
+    pattern_type: PatternType
+    principal: str
+    host: str
+    operation: AclOperation
+    permission: AclPermissionType
+
+
+@dataclass(frozen=True, slots=True)
+class AclBindingFilter:
+    """Which ACLs DescribeAcls / DeleteAcls mean: None matches any name, principal or host;
+    ANY matches any type, operation or permission; pattern ANY any pattern of that name,
+    MATCH every ACL that applies to a resource of that name."""
+
+    resource_type: AclResourceType = AclResourceType.ANY
+    resource_name: str | None = None
+    pattern_type: PatternType = PatternType.ANY
+    principal: str | None = None
+    host: str | None = None
+    operation: AclOperation = AclOperation.ANY
+    permission: AclPermissionType = AclPermissionType.ANY
+
+
+def _binding_of(raw: Any, resource_type: int, name: str, pattern_type: int) -> AclBinding:
+    return AclBinding(
+        AclResourceType(resource_type),
+        name,
+        PatternType(pattern_type),
+        raw.principal,
+        raw.host,
+        AclOperation(raw.operation),
+        AclPermissionType(raw.permission_type),
+    )
+
+
 def _err(code: int, message: str | None = None, **context: Any) -> KafkaError | None:
     return error_for(code, message or None, **context) if code else None
 
@@ -342,6 +384,90 @@ class AIOAdmin:
             self._client.least_loaded_node(), ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body
         )
         return {r.user: _err(r.error_code, r.error_message) for r in response.results}
+
+    # ------------------------------------------------------------------ ACLs
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        """Create ACLs (CreateAcls, at the least loaded broker): per binding, in order, None
+        or the error (SECURITY_DISABLED without an authorizer, INVALID_REQUEST, ...)."""
+        req = request_class(ApiKey.CREATE_ACLS)
+        body = req(
+            creations=[
+                req.AclCreation(
+                    resource_type=int(b.resource_type),
+                    resource_name=b.resource_name,
+                    resource_pattern_type=int(b.pattern_type),
+                    principal=b.principal,
+                    host=b.host,
+                    operation=int(b.operation),
+                    permission_type=int(b.permission),
+                )
+                for b in bindings
+            ]
+        )
+        response = await self._client.request(
+            self._client.least_loaded_node(), ApiKey.CREATE_ACLS, body
+        )
+        return [_err(r.error_code, r.error_message) for r in response.results]
+
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        """The ACLs matching ``acl_filter`` (DescribeAcls); raises the request's error."""
+        req = request_class(ApiKey.DESCRIBE_ACLS)
+        body = req(
+            resource_type_filter=int(acl_filter.resource_type),
+            resource_name_filter=acl_filter.resource_name,
+            pattern_type_filter=int(acl_filter.pattern_type),
+            principal_filter=acl_filter.principal,
+            host_filter=acl_filter.host,
+            operation=int(acl_filter.operation),
+            permission_type=int(acl_filter.permission),
+        )
+        response = await self._client.request(
+            self._client.least_loaded_node(), ApiKey.DESCRIBE_ACLS, body
+        )
+        if response.error_code:
+            raise error_for(response.error_code, response.error_message)
+        return [
+            _binding_of(acl, r.resource_type, r.resource_name, r.pattern_type)
+            for r in response.resources
+            for acl in r.acls
+        ]
+
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> list[list[AclBinding] | KafkaError]:
+        """Delete the ACLs matching each filter (DeleteAcls): per filter, the ACLs it
+        deleted or its error."""
+        req = request_class(ApiKey.DELETE_ACLS)
+        body = req(
+            filters=[
+                req.DeleteAclsFilter(
+                    resource_type_filter=int(f.resource_type),
+                    resource_name_filter=f.resource_name,
+                    pattern_type_filter=int(f.pattern_type),
+                    principal_filter=f.principal,
+                    host_filter=f.host,
+                    operation=int(f.operation),
+                    permission_type=int(f.permission),
+                )
+                for f in filters
+            ]
+        )
+        response = await self._client.request(
+            self._client.least_loaded_node(), ApiKey.DELETE_ACLS, body
+        )
+        out: list[list[AclBinding] | KafkaError] = []
+        for result in response.filter_results:
+            error = _err(result.error_code, result.error_message)
+            out.append(
+                error
+                if error is not None
+                else [
+                    _binding_of(m, m.resource_type, m.resource_name, m.pattern_type)
+                    for m in result.matching_acls
+                ]
+            )
+        return out
 
     # ------------------------------------------------------------------ topics
 

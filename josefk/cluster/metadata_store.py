@@ -12,6 +12,7 @@ brokers can interleave halfway through one::
     P/partitions/<topic>/<p>      PartitionState (JSON)
     P/producer_ids/next_block     the first producer id not yet handed out (decimal)
     P/shutdown/<id>               a broker's request for a controlled shutdown, on its lease
+    P/acls                        the authorizer's ACL bindings (JSON), the whole set
 
 Who writes what:
 
@@ -30,6 +31,9 @@ Who writes what:
   as Kafka's AlterPartition rejects a stale partition epoch.
 - ``allocate_producer_ids``: any broker; blocks are taken by compare-and-swap on the counter,
   so two brokers never hand out the same producer id.
+- ``put_acls``: any broker answering CreateAcls / DeleteAcls; the whole ACL document is
+  replaced by compare-and-swap on the key's modification revision (``read_acls``), so two
+  concurrent changes cannot lose one another.
 
 Readers take a ``snapshot`` (every key and the etcd revision it was read at) and then
 ``watch`` from the revision after it, so no change between the two is missed; nothing polls.
@@ -226,6 +230,8 @@ class MetadataSnapshot:
     topics: dict[str, TopicRecord]
     partitions: dict[tuple[str, int], VersionedPartitionState]
     shutting_down: frozenset[int] = frozenset()
+    # The ACL document (P/acls), None when no ACL was ever written.
+    acls: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -587,6 +593,27 @@ class EtcdMetadataStore:
             if ok:
                 return range(first, first + block_size)
 
+    # -- ACLs --------------------------------------------------------------------------
+
+    async def read_acls(self) -> tuple[bytes | None, int]:
+        """The ACL document and its modification revision (0 when absent)."""
+        found = await self.client.get(self.key("acls"))
+        if found is None:
+            return None, 0
+        return bytes(found.value), int(found.mod_revision)
+
+    async def put_acls(self, data: bytes, expected_mod_revision: int) -> bool:
+        """Replace the ACL document if it is still the one read at ``expected_mod_revision``."""
+        tx = self.client.transactions
+        key = self.key("acls")
+        guard = (
+            tx.mod(key) == expected_mod_revision if expected_mod_revision else tx.version(key) == 0
+        )
+        ok, _ = await self.client.transaction(
+            compare=[guard], success=[tx.put(key, data)], failure=[]
+        )
+        return bool(ok)
+
     # -- reading -----------------------------------------------------------------------
 
     async def snapshot(self) -> MetadataSnapshot:
@@ -599,6 +626,7 @@ class EtcdMetadataStore:
         topics: dict[str, TopicRecord] = {}
         partitions: dict[tuple[str, int], VersionedPartitionState] = {}
         shutting_down: set[int] = set()
+        acls: bytes | None = None
         for kv in result:
             parts = self.split_key(kv.key)
             if parts == ["cluster_id"]:
@@ -617,6 +645,8 @@ class EtcdMetadataStore:
                 )
             elif len(parts) == 2 and parts[0] == "shutdown":
                 shutting_down.add(int(parts[1]))
+            elif parts == ["acls"]:
+                acls = bytes(kv.value)
         return MetadataSnapshot(
             revision,
             cluster_id,
@@ -625,6 +655,7 @@ class EtcdMetadataStore:
             topics,
             partitions,
             frozenset(shutting_down),
+            acls,
         )
 
     def split_key(self, key: bytes) -> list[str]:

@@ -56,6 +56,8 @@ class ClusterView:
     partitions: dict[tuple[str, int], VersionedPartitionState] = field(default_factory=dict)
     # Brokers that asked for a controlled shutdown.
     shutting_down: set[int] = field(default_factory=set)
+    # The ACL document (P/acls) as stored; the broker's authorizer decodes it.
+    acls: bytes | None = None
 
     @classmethod
     def of(cls, snapshot: MetadataSnapshot) -> ClusterView:
@@ -67,6 +69,7 @@ class ClusterView:
             dict(snapshot.topics),
             dict(snapshot.partitions),
             set(snapshot.shutting_down),
+            snapshot.acls,
         )
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:
@@ -76,7 +79,7 @@ class ClusterView:
 
 @dataclass(frozen=True, slots=True)
 class ViewChange:
-    """What changed: ``kind`` is broker, controller, topic, partition or shutdown; ``name``
+    """What changed: ``kind`` is broker, controller, topic, partition, shutdown or acls; ``name``
     the broker id, topic name or (topic, partition); ``removed`` when the entry went away."""
 
     kind: str
@@ -150,6 +153,8 @@ class ClusterWatcher:
         changes += [ViewChange("shutdown", b) for b in old.shutting_down ^ new.shutting_down]
         if old.controller != new.controller:
             changes.append(ViewChange("controller", None, removed=new.controller is None))
+        if old.acls != new.acls:
+            changes.append(ViewChange("acls", None, removed=new.acls is None))
         self.view = new
         self._advanced.set()
         self._notify(changes)
@@ -176,6 +181,9 @@ class ClusterWatcher:
         if parts == ["cluster_id"] and value is not None:
             view.cluster_id = value.decode()
             return []
+        if parts == ["acls"]:
+            view.acls = value
+            return [ViewChange("acls", None, removed)]
         if parts == ["controller"]:
             view.controller = None if value is None else ControllerClaim.decode(value)
             return [ViewChange("controller", None, removed)]

@@ -20,6 +20,9 @@ Defaults are Kafka 4.0's, with josefk's deliberate differences:
 - ``sasl.enabled.mechanisms`` defaults to ``SCRAM-SHA-256,SCRAM-SHA-512,PLAIN`` (Kafka's
   default, GSSAPI, is not offered), and every mechanism checks the SCRAM credentials kept in
   the first log dir (see josefk.broker.security);
+- ``authorizer.class.name`` takes Kafka's AclAuthorizer or StandardAuthorizer class name (or
+  ``josefk.AclAuthorizer``): all three enable josefk's ACL authorizer, with ``super.users``
+  and ``allow.everyone.if.no.acl.found``;
 - josefk's own settings carry a ``josefk.`` prefix (``josefk.metrics.port`` = 9404, ...).
 
 Keys accepted for compatibility and documented as unused: ``num.network.threads``,
@@ -376,22 +379,19 @@ _MISSING_CAPABILITIES: Final[tuple[tuple[str, str], ...]] = (
 )
 
 
-# Keys of capabilities josefk does not have yet: set to anything but their "off" value they
-# stop start-up, so that nobody runs an open broker believing it enforces ACLs.
-_NO_AUTHORIZER: Final = (
-    "josefk has no authorizer yet (ACLs come with the security release); "
-    "a broker started with this setting would accept every client"
+# The authorizer is enabled by any of these names (Kafka's two standard authorizers and
+# josefk's own); they all mean josefk's ACL authorizer (josefk.broker.security.authorizer).
+AUTHORIZER_CLASS_NAMES: Final = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "josefk.AclAuthorizer",
 )
-REFUSED_KEYS: Final[dict[str, str]] = {
-    "authorizer.class.name": _NO_AUTHORIZER,
-    "super.users": _NO_AUTHORIZER,
-    "allow.everyone.if.no.acl.found": _NO_AUTHORIZER,
-}
+# Keys refused whenever set to anything but their "off" value (empty); none at present.
+REFUSED_KEYS: Final[dict[str, str]] = {}
 
 
 def refusal(key: str, value: str) -> str | None:
-    """Why ``key=value`` cannot be honoured, or None. Empty values of the authorizer keys
-    (Kafka's defaults: no authorizer) mean the capability is off and are accepted."""
+    """Why ``key=value`` cannot be honoured, or None."""
     if key in REFUSED_KEYS and value.strip():
         return REFUSED_KEYS[key]
     if key == "security.inter.broker.protocol" and value.strip().upper() not in ("", "PLAINTEXT"):
@@ -478,6 +478,11 @@ class BrokerConfig(BaseModel):
     sasl_enabled_mechanisms: Csv = _key(
         "sasl.enabled.mechanisms", ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
     )
+    # Empty: no authorizer, every request allowed. See AUTHORIZER_CLASS_NAMES.
+    authorizer_class_name: Str = _key("authorizer.class.name", "")
+    # Principals (User:name) that pass every check, separated by semicolons as in Kafka.
+    super_users: Str = _key("super.users", "")
+    allow_everyone_if_no_acl_found: KBool = _key("allow.everyone.if.no.acl.found", False)
     max_connections_per_ip: Int = _key("max.connections.per.ip", INT_MAX, ge=0, le=INT_MAX)
 
     # -- TLS (SSL and SASL_SSL listeners; josefk.broker.security.tls reads the files) --------
@@ -699,6 +704,10 @@ class BrokerConfig(BaseModel):
     etcd_session_timeout_ms: Int = _key("josefk.etcd.session.timeout.ms", 6000, ge=1000, le=INT_MAX)
 
     @property
+    def super_user_principals(self) -> tuple[str, ...]:
+        return tuple(p.strip() for p in self.super_users.split(";") if p.strip())
+
+    @property
     def cluster_mode(self) -> bool:
         """Brokers that share metadata in etcd, as opposed to the embedded single node."""
         return bool(self.etcd_endpoints)
@@ -856,6 +865,18 @@ class BrokerConfig(BaseModel):
                     ",".join(self.sasl_enabled_mechanisms),
                     f"mechanism {mechanism} is not supported; josefk offers "
                     + ", ".join(SASL_MECHANISMS),
+                )
+        if self.authorizer_class_name and self.authorizer_class_name not in AUTHORIZER_CLASS_NAMES:
+            yield ConfigProblem(
+                "authorizer.class.name",
+                self.authorizer_class_name,
+                "unknown authorizer; josefk's ACL authorizer answers to "
+                + ", ".join(AUTHORIZER_CLASS_NAMES),
+            )
+        for principal in self.super_user_principals:
+            if not re.fullmatch(r"[^:]+:.+", principal):
+                yield ConfigProblem(
+                    "super.users", self.super_users, f"{principal!r} is not a Type:name principal"
                 )
         if self.advertised_listeners is not None:
             known = set(names)

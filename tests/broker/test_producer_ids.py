@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from josefk.broker.context import RequestContext
 from josefk.broker.handlers.init_producer_id import handle_init_producer_id
 from josefk.broker.producer_ids import (
     MAX_BUMPABLE_EPOCH,
@@ -85,8 +86,11 @@ def test_a_malformed_block_file_names_itself(tmp_path: Path) -> None:
 
 
 def call(manager: ProducerIdManager | None, version: int, **fields: Any) -> Any:
-    context = SimpleNamespace(
-        broker=SimpleNamespace(producer_ids=manager, txn_coordinator=None), api_version=version
+    context = RequestContext(
+        broker=SimpleNamespace(producer_ids=manager, txn_coordinator=None, authorizer=None),  # type: ignore[arg-type]
+        header=None,  # type: ignore[arg-type]
+        api_version=version,
+        connection=None,  # type: ignore[arg-type]
     )
     fields.setdefault("transaction_timeout_ms", 60_000)
     fields.setdefault("transactional_id", None)

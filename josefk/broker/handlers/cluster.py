@@ -1,4 +1,9 @@
-"""DescribeCluster (60) and DescribeLogDirs (35): the broker and its log directories."""
+"""DescribeCluster (60) and DescribeLogDirs (35): the broker and its log directories.
+
+DescribeLogDirs needs DESCRIBE on the cluster. DescribeCluster needs nothing; the cluster's
+authorized operations (KIP-430) are the principal's bit field when asked for and it may
+DESCRIBE the cluster, 0 when it may not, Kafka's "not requested" marker otherwise.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from typing import Any
 
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
+from josefk.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -44,12 +50,23 @@ def handle_describe_cluster(context: RequestContext, request: Any) -> Any:
             ClusterBroker(broker_id=node.broker_id, host=node.host, port=node.port, rack=node.rack)
             for node in metadata.brokers(context.connection.listener_name)
         ],
-        cluster_authorized_operations=_NO_OPERATIONS,
+        cluster_authorized_operations=_cluster_operations(context, request),
     )
+
+
+def _cluster_operations(context: RequestContext, request: Any) -> int:
+    if not request.include_cluster_authorized_operations:
+        return _NO_OPERATIONS
+    if not context.authorize_cluster(AclOperation.DESCRIBE):
+        return 0
+    return context.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS)
 def handle_describe_log_dirs(context: RequestContext, request: Any) -> Any:
+    if not context.authorize_cluster(AclOperation.DESCRIBE):
+        # Kafka answers an empty result (v3+ with the error; older versions cannot say why).
+        return LogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     replicas = context.broker.replica_manager
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:

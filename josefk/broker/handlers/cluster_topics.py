@@ -5,7 +5,8 @@ the controller answers NOT_CONTROLLER so the client refreshes its metadata and r
 as Kafka's brokers did before request forwarding. The controller decides placement (Kafka's
 rack-aware round robin, or the request's explicit assignments) and writes the topic and its
 partition states to etcd in one fenced transaction; every broker then takes its roles by
-watch. Internal topics are refused as on the single node.
+watch. Internal topics are refused as on the single node, and so are topics the principal
+may not CREATE, DELETE or ALTER (``may_on_topic``, both modes).
 
 Not a handler module of its own: topics.py hands cluster-mode requests here.
 """
@@ -36,6 +37,7 @@ from josefk.cluster.controller import (
 )
 from josefk.cluster.metadata_store import EtcdUnavailableError
 from josefk.config.topic import InvalidConfigError
+from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -87,6 +89,19 @@ def _node(context: RequestContext) -> ClusterNode:
     return node
 
 
+def may_on_topic(context: RequestContext, operation: AclOperation, name: str) -> bool:
+    """The topic checks of CreateTopics (CREATE on the cluster or the topic), DeleteTopics
+    (DELETE) and CreatePartitions (ALTER): refused ones are TOPIC_AUTHORIZATION_FAILED."""
+    if operation == AclOperation.CREATE and context.authorize_cluster(AclOperation.CREATE):
+        return True
+    return context.authorize(operation, ResourceType.TOPIC, name)
+
+
+def _authorized(context: RequestContext, operation: AclOperation, name: str) -> None:
+    if not may_on_topic(context, operation, name):
+        raise _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+
+
 def _not_internal(name: str, action: str) -> None:
     if is_internal_topic(name):
         raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, internal_topic_refusal(name, action))
@@ -101,6 +116,7 @@ async def create_topics(context: RequestContext, request: Any) -> Any:
         try:
             if counts[name] > 1:
                 raise _Refused(ErrorCode.INVALID_REQUEST, f"topic {name!r} is named twice")
+            _authorized(context, AclOperation.CREATE, name)
             validate_topic_name(name)
             _not_internal(name, "create")
             node = _node(context)
@@ -171,6 +187,7 @@ async def delete_topics(context: RequestContext, request: Any) -> Any:
                     else ErrorCode.UNKNOWN_TOPIC_ID,
                     f"unknown topic {name or topic_id}",
                 )
+            _authorized(context, AclOperation.DELETE, info.name)
             _not_internal(info.name, "delete")
             if not context.broker.config.delete_topic_enable:
                 raise _Refused(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
@@ -193,6 +210,7 @@ async def create_partitions(context: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         error, message = ErrorCode.NONE, None
         try:
+            _authorized(context, AclOperation.ALTER, topic.name)
             _not_internal(topic.name, "add partitions to")
             node = _node(context)
             if not request.validate_only:

@@ -6,6 +6,10 @@ environment and the command line at start-up): describing them works, altering t
 refused with INVALID_CONFIG naming the reason. The configs of an internal topic can be
 described but not altered (INVALID_TOPIC_EXCEPTION): ``cleanup.policy=delete`` with a short
 retention on ``__consumer_offsets`` would lose every group's committed offsets.
+
+Authorization (``_denied``): DESCRIBE_CONFIGS to describe, ALTER_CONFIGS to alter, on the
+topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker resource, on the cluster
+(CLUSTER_AUTHORIZATION_FAILED), per resource.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from josefk.broker.configs import (
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
 from josefk.config.topic import InvalidConfigError
+from josefk.protocol.acls import AclOperation
+from josefk.protocol.acls import ResourceType as AclResource
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -46,7 +52,9 @@ def handle_describe_configs(context: RequestContext, request: Any) -> Any:
     results = []
     for resource in request.resources:
         error, message, entries = ErrorCode.NONE, None, list[ConfigEntry]()
-        if resource.resource_type == ResourceType.TOPIC:
+        if denied := _denied(context, resource, AclOperation.DESCRIBE_CONFIGS):
+            error, message = denied, denied.message
+        elif resource.resource_type == ResourceType.TOPIC:
             info = replicas.catalog.get(resource.resource_name)
             if info is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -104,7 +112,11 @@ def handle_alter_configs(context: RequestContext, request: Any) -> Any:
     for resource in request.resources:
         # AlterConfigs replaces the whole set of overrides with the given one.
         configs = {c.name: c.value for c in resource.configs if c.value is not None}
-        error, message = _apply(context, resource, configs, request.validate_only)
+        message: str | None
+        if denied := _denied(context, resource, AclOperation.ALTER_CONFIGS):
+            error, message = denied, denied.message
+        else:
+            error, message = _apply(context, resource, configs, request.validate_only)
         results.append(
             AlterResult(
                 error_code=error,
@@ -122,6 +134,16 @@ def handle_incremental_alter_configs(context: RequestContext, request: Any) -> A
     results = []
     for resource in request.resources:
         error, message = ErrorCode.NONE, None
+        if denied := _denied(context, resource, AclOperation.ALTER_CONFIGS):
+            results.append(
+                IncrementalResult(
+                    error_code=denied,
+                    error_message=denied.message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+            continue
         info = (
             replicas.catalog.get(resource.resource_name)
             if resource.resource_type == ResourceType.TOPIC
@@ -147,6 +169,17 @@ def handle_incremental_alter_configs(context: RequestContext, request: Any) -> A
             )
         )
     return IncrementalResponse(responses=results)
+
+
+def _denied(context: RequestContext, resource: Any, operation: AclOperation) -> ErrorCode | None:
+    if context.broker.authorizer is None:
+        return None
+    if resource.resource_type == ResourceType.TOPIC:
+        if not context.authorize(operation, AclResource.TOPIC, resource.resource_name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif not context.authorize_cluster(operation):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
 
 
 class _Invalid(Exception):

@@ -4,6 +4,8 @@ Offset -1 means the high watermark. An offset past the high watermark is refused
 OFFSET_OUT_OF_RANGE, as Kafka does; segments wholly below the new log start offset go.
 The records of an internal topic cannot be deleted: INVALID_TOPIC_EXCEPTION, as Kafka answers
 (the response has no message field).
+
+DELETE on the topic is needed (TOPIC_AUTHORIZATION_FAILED otherwise).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from josefk.broker.catalog import is_internal_topic
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import handles
+from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.errors import StorageError
@@ -32,10 +35,13 @@ def handle_delete_records(context: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         partitions = []
         internal = is_internal_topic(topic.name)
+        deletable = context.authorize(AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         for wanted in topic.partitions:
             low_watermark, error = -1, ErrorCode.NONE
             partition = replicas.get_partition(topic.name, wanted.partition_index)
-            if partition is None:
+            if not deletable:
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif partition is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif internal:
                 error = ErrorCode.INVALID_TOPIC_EXCEPTION

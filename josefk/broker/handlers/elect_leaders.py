@@ -19,6 +19,7 @@ from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
 from josefk.cluster.controller import ControllerFencedError
+from josefk.protocol.acls import AclOperation
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -58,6 +59,8 @@ def _wanted(request: Any, known: list[tuple[str, int]]) -> list[tuple[str, int]]
 
 @handles(ApiKey.ELECT_LEADERS)
 async def handle_elect_leaders(context: RequestContext, request: Any) -> Any:
+    if not context.authorize_cluster(AclOperation.ALTER):
+        return context.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     version = context.api_version
     election = request.election_type if version >= 1 else PREFERRED
     node = context.broker.cluster

@@ -12,6 +12,9 @@ response (with, under read_committed, the aborted transactions of what was read)
 from a follower (replica id >= 0, or the replica state of v15+) reads up to
 the log end offset and counts as that follower's progress.
 
+With an authorizer a consumer needs READ on each topic, a follower CLUSTER_ACTION on the
+cluster; a partition refused is TOPIC_AUTHORIZATION_FAILED (decided once per topic).
+
 Fetch sessions (KIP-227) are declined the way the protocol allows: every response carries
 session id 0, meaning "no session was created", so clients keep sending full fetch requests;
 a request that names a session gets FETCH_SESSION_ID_NOT_FOUND and starts over with a full one.
@@ -27,6 +30,7 @@ from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import handles
 from josefk.broker.partition import TopicPartition
 from josefk.broker.replica_manager import FetchOutcome, FetchPartition
+from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.offsets import AbortedTxn, FetchIsolation
@@ -63,7 +67,7 @@ async def handle_fetch(context: RequestContext, request: Any) -> Any:
         else FetchIsolation.HIGH_WATERMARK
     )
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
-    wanted = _resolve(context, request)
+    wanted = _resolve(context, request, replica_id)
     fetches = [w.fetch for w in wanted if w.fetch is not None]
     outcomes = iter(
         await context.broker.replica_manager.fetch(
@@ -104,10 +108,14 @@ async def handle_fetch(context: RequestContext, request: Any) -> Any:
     )
 
 
-def _resolve(context: RequestContext, request: Any) -> list[_Wanted]:
+def _resolve(context: RequestContext, request: Any, replica_id: int) -> list[_Wanted]:
     catalog = context.broker.replica_manager.catalog
     by_id = context.api_version >= 13
     wanted = []
+    checked = context.broker.authorizer is not None
+    follower_allowed = (
+        not checked or replica_id < 0 or context.authorize_cluster(AclOperation.CLUSTER_ACTION)
+    )
     for topic in request.topics:
         if by_id:
             info = catalog.by_id(topic.topic_id)
@@ -116,10 +124,22 @@ def _resolve(context: RequestContext, request: Any) -> list[_Wanted]:
             info = catalog.get(topic.topic)
             name = topic.topic
         topic_id = info.topic_id if info is not None else topic.topic_id
+        denied = checked and (
+            not follower_allowed
+            or (
+                replica_id < 0
+                and not context.authorize(AclOperation.READ, ResourceType.TOPIC, name)
+            )
+        )
         for p in topic.partitions:
             if info is None and by_id:
                 wanted.append(
                     _Wanted(name, topic_id, p.partition, None, ErrorCode.UNKNOWN_TOPIC_ID)
+                )
+                continue
+            if denied:
+                wanted.append(
+                    _Wanted(name, topic_id, p.partition, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 )
                 continue
             fetch = FetchPartition(

@@ -10,6 +10,11 @@ COORDINATOR_NOT_AVAILABLE. ``wait_replicated`` is the wait of every handler whos
 call appended to ``__consumer_offsets`` (SyncGroup here, OffsetCommit and TxnOffsetCommit): in
 a cluster the answer, and what the coordinator shows others, waits for the in-sync replicas.
 
+Authorization, as Kafka's: READ on the group for JoinGroup, SyncGroup, Heartbeat and
+LeaveGroup; DESCRIBE on the group (or transactional id) for FindCoordinator and
+DescribeGroups; DELETE for DeleteGroups (GROUP_AUTHORIZATION_FAILED per group); ListGroups
+lists every group with DESCRIBE on the cluster, else the groups the principal may DESCRIBE.
+
 Imports josefk.protocol, the group package and the replica errors of josefk.broker.partition;
 must not import the server or network layer.
 """
@@ -26,6 +31,7 @@ from josefk.broker.group.store import OFFSETS_TOPIC
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.transactions import find_transaction_coordinator
 from josefk.broker.partition import RequestTimedOutError
+from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -55,6 +61,11 @@ def client_host(context: RequestContext) -> str:
     return "/" + host.strip("[]")
 
 
+def may_read_group(context: RequestContext, group_id: str) -> bool:
+    """READ on the group: what every group membership API (and OffsetCommit) needs."""
+    return context.authorize(AclOperation.READ, ResourceType.GROUP, group_id)
+
+
 # -- FindCoordinator ----------------------------------------------------------------------
 
 
@@ -67,7 +78,13 @@ def handle_find_coordinator(context: RequestContext, request: Any) -> Any:
 
     def answer(key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
         if key_type == TRANSACTION_KEY_TYPE:
+            if not context.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+                return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1
             return find_transaction_coordinator(context, key)
+        if key_type == GROUP_KEY_TYPE and not context.authorize(
+            AclOperation.DESCRIBE, ResourceType.GROUP, key
+        ):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "", -1
         if key_type != GROUP_KEY_TYPE or coordinator is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         if cluster_leader is not None:
@@ -155,6 +172,10 @@ def _join_response(result: JoinResult, version: int) -> Any:
 async def handle_join_group(context: RequestContext, request: Any) -> Any:
     version = context.api_version
     coordinator = coordinator_of(context)
+    if not may_read_group(context, request.group_id):
+        return _join_response(
+            JoinResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, request.member_id), version
+        )
     if coordinator is None:
         return _join_response(
             JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id), version
@@ -210,6 +231,8 @@ async def wait_replicated(
 async def handle_sync_group(context: RequestContext, request: Any) -> Any:
     version = context.api_version
     coordinator = coordinator_of(context)
+    if not may_read_group(context, request.group_id):
+        return SYNC_GROUP(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, assignment=b"")
     if coordinator is None:
         return SYNC_GROUP(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, assignment=b"")
     future = coordinator.sync_group(
@@ -238,6 +261,8 @@ async def handle_sync_group(context: RequestContext, request: Any) -> Any:
 @handles(ApiKey.HEARTBEAT)
 def handle_heartbeat(context: RequestContext, request: Any) -> Any:
     coordinator = coordinator_of(context)
+    if not may_read_group(context, request.group_id):
+        return HEARTBEAT(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if coordinator is None:
         return HEARTBEAT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     error = coordinator.heartbeat(
@@ -257,7 +282,9 @@ def handle_leave_group(context: RequestContext, request: Any) -> Any:
         identities = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         identities = [(request.member_id, None)]
-    if coordinator is None:
+    if not may_read_group(context, request.group_id):
+        top, errors = ErrorCode.GROUP_AUTHORIZATION_FAILED, [ErrorCode.NONE] * len(identities)
+    elif coordinator is None:
         top, errors = ErrorCode.COORDINATOR_NOT_AVAILABLE, [ErrorCode.NONE] * len(identities)
     else:
         top, errors = coordinator.leave_group(request.group_id, identities)
@@ -283,8 +310,23 @@ def handle_leave_group(context: RequestContext, request: Any) -> Any:
 def handle_describe_groups(context: RequestContext, request: Any) -> Any:
     version = context.api_version
     coordinator = coordinator_of(context)
+    with_operations = version >= 3 and request.include_authorized_operations
     described = []
     for group_id in request.groups:
+        if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            described.append(
+                DESCRIBE_GROUPS.DescribedGroup(
+                    error_code=error,
+                    error_message=error.message,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )
+            )
+            continue
         owner_error = (
             ErrorCode.NONE if coordinator is None else coordinator.ownership_error(group_id)
         )
@@ -301,6 +343,11 @@ def handle_describe_groups(context: RequestContext, request: Any) -> Any:
             error = ErrorCode.GROUP_ID_NOT_FOUND
         else:
             error = ErrorCode.NONE
+        operations = (
+            context.authorized_operations(ResourceType.GROUP, group_id)
+            if with_operations
+            else -(2**31)
+        )
         if description is None:
             described.append(
                 DESCRIBE_GROUPS.DescribedGroup(
@@ -311,6 +358,7 @@ def handle_describe_groups(context: RequestContext, request: Any) -> Any:
                     protocol_type="",
                     protocol_data="",
                     members=[],
+                    authorized_operations=operations,
                 )
             )
             continue
@@ -332,6 +380,7 @@ def handle_describe_groups(context: RequestContext, request: Any) -> Any:
                     )
                     for m in description.members
                 ],
+                authorized_operations=operations,
             )
         )
     return DESCRIBE_GROUPS(groups=described)
@@ -347,6 +396,8 @@ def handle_list_groups(context: RequestContext, request: Any) -> Any:
     types = {t.lower() for t in request.types_filter} if version >= 5 else set()
     if types and CLASSIC_GROUP_TYPE not in types:
         return LIST_GROUPS(groups=[])
+    # Kafka: DESCRIBE on the cluster lists every group, else those the principal may DESCRIBE.
+    every = context.broker.authorizer is None or context.authorize_cluster(AclOperation.DESCRIBE)
     return LIST_GROUPS(
         groups=[
             LIST_GROUPS.ListedGroup(
@@ -356,7 +407,11 @@ def handle_list_groups(context: RequestContext, request: Any) -> Any:
                 group_type=CLASSIC_GROUP_TYPE,
             )
             for listing in coordinator.list_groups()
-            if not states or listing.state.lower() in states
+            if (not states or listing.state.lower() in states)
+            and (
+                every
+                or context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, listing.group_id)
+            )
         ]
     )
 
@@ -365,10 +420,15 @@ def handle_list_groups(context: RequestContext, request: Any) -> Any:
 def handle_delete_groups(context: RequestContext, request: Any) -> Any:
     coordinator = coordinator_of(context)
     names = list(request.groups_names)
+    allowed = context.authorized_names(AclOperation.DELETE, ResourceType.GROUP, names)
     if coordinator is None:
         errors = [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(names)
     else:
-        errors = coordinator.delete_groups(names)
+        deleted = iter(coordinator.delete_groups([n for n in names if n in allowed]))
+        errors = [
+            next(deleted) if name in allowed else ErrorCode.GROUP_AUTHORIZATION_FAILED
+            for name in names
+        ]
     return DELETE_GROUPS(
         results=[
             DELETE_GROUPS.DeletableGroupResult(group_id=name, error_code=error)

@@ -10,6 +10,10 @@ id at epoch 0 or the epoch bumped, the previous epoch's open transaction aborted
 ``transaction.max.timeout.ms``, NOT_COORDINATOR for an id another broker coordinates. An
 empty transactional id is INVALID_REQUEST, as in Kafka. Served up to v5: v6 is KIP-939's
 two-phase commit, which josefk does not do.
+
+Authorization, as Kafka's: a transactional id needs WRITE on it
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); idempotence alone needs IDEMPOTENT_WRITE on the
+cluster or WRITE on some topic (KIP-679), else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
 from josefk.broker.producer_ids import ProducerFencedError, ProducerIdBlockError
+from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -48,6 +53,16 @@ def _fenced(version: int) -> ErrorCode:
 @handles(ApiKey.INIT_PRODUCER_ID, max_version=5)
 def handle_init_producer_id(context: RequestContext, request: Any) -> Any:
     transactional_id = request.transactional_id
+    if transactional_id and not context.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if (
+        transactional_id is None
+        and not context.authorize_cluster(AclOperation.IDEMPOTENT_WRITE)
+        and not context.authorize_any(AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if transactional_id is not None:
         # A coroutine: the coordinator's answer waits for its log write.
         return _init_transactional(context, request, transactional_id)

@@ -13,6 +13,7 @@ from typing import Any
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import handles
+from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.errors import StorageError
@@ -36,6 +37,7 @@ def handle_list_offsets(context: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []
+        described = context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for wanted in topic.partitions:
             entry = PartitionResponse(
                 partition_index=wanted.partition_index,
@@ -45,7 +47,9 @@ def handle_list_offsets(context: RequestContext, request: Any) -> Any:
                 leader_epoch=-1,
             )
             partition = replicas.get_partition(topic.name, wanted.partition_index)
-            if partition is None:
+            if not described:
+                entry = _with_error(entry, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif partition is None:
                 entry = _with_error(entry, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif (
                 wanted.current_leader_epoch >= 0

@@ -6,6 +6,13 @@ partitions, as Kafka does. Names Kafka would refuse get INVALID_TOPIC_EXCEPTION.
 the controller creates it (with ``default.replication.factor`` replicas; a broker that is not
 the controller forwards a CreateTopics to it) while the client hears LEADER_NOT_AVAILABLE and
 asks again.
+
+Authorization (with an authorizer): a topic the principal may not DESCRIBE is left out of an
+all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named, whether it exists or
+not; auto-creation needs CREATE on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED
+otherwise). KIP-430: the topic's and the cluster's authorized operations are the principal's
+bit fields when the request asks for them (the cluster's only with DESCRIBE on it, else 0),
+Kafka's "not requested" marker otherwise.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import handles
+from josefk.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.errors import StorageError
@@ -41,9 +49,13 @@ def handle_metadata(context: RequestContext, request: Any) -> Any:
     replicas = broker.replica_manager
     catalog = replicas.catalog
     version = context.api_version
+    checked = broker.authorizer is not None
+
+    def may_describe(name: str) -> bool:
+        return not checked or context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
 
     if request.topics is None or (version == 0 and not request.topics):
-        wanted: list[Any] = [info for info in catalog.topics()]
+        wanted: list[Any] = [info for info in catalog.topics() if may_describe(info.name)]
     else:
         wanted = []
         allow_auto_create = version < 4 or request.allow_auto_topic_creation
@@ -51,7 +63,15 @@ def handle_metadata(context: RequestContext, request: Any) -> Any:
             name = topic.name
             if name is None:
                 info = catalog.by_id(topic.topic_id)
-                wanted.append(info if info is not None else _unknown_id(topic.topic_id))
+                if info is None:
+                    wanted.append(_unknown_id(topic.topic_id))
+                elif not may_describe(info.name):
+                    wanted.append(_denied_id(topic.topic_id))
+                else:
+                    wanted.append(info)
+                continue
+            if not may_describe(name):
+                wanted.append(_error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             info = catalog.get(name)
             if info is None:
@@ -59,9 +79,18 @@ def handle_metadata(context: RequestContext, request: Any) -> Any:
             else:
                 wanted.append(info)
 
+    with_operations = version >= 8 and request.include_topic_authorized_operations
     topics = [
-        _topic_entry(context, item) if isinstance(item, TopicInfo) else item for item in wanted
+        _topic_entry(context, item, with_operations) if isinstance(item, TopicInfo) else item
+        for item in wanted
     ]
+    cluster_operations = _NO_OPERATIONS
+    if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+        cluster_operations = (
+            context.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+            if context.authorize_cluster(AclOperation.DESCRIBE)
+            else 0
+        )
     metadata = broker.metadata
     assert metadata is not None
     return Response(
@@ -72,7 +101,7 @@ def handle_metadata(context: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=metadata.controller_id,
         topics=topics,
-        cluster_authorized_operations=_NO_OPERATIONS,
+        cluster_authorized_operations=cluster_operations,
     )
 
 
@@ -84,6 +113,10 @@ def _maybe_auto_create(context: RequestContext, name: str, allowed: bool) -> Any
         return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if not (allowed and broker.config.auto_create_topics_enable) or is_internal_topic(name):
         return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not context.authorize_cluster(AclOperation.CREATE) and not context.authorize(
+        AclOperation.CREATE, ResourceType.TOPIC, name
+    ):
+        return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if isinstance(broker.cluster, ClusterNode):
         # A cluster's topics live in etcd, created by the controller: ask it, and tell the
         # client to retry, as Kafka's brokers answer while the creation is under way.
@@ -95,7 +128,7 @@ def _maybe_auto_create(context: RequestContext, name: str, allowed: bool) -> Any
         return _error_entry(name, error_code_for(exc))
 
 
-def _topic_entry(context: RequestContext, info: TopicInfo) -> Any:
+def _topic_entry(context: RequestContext, info: TopicInfo, with_operations: bool) -> Any:
     metadata = context.broker.metadata
     assert metadata is not None
     partitions = []
@@ -137,7 +170,11 @@ def _topic_entry(context: RequestContext, info: TopicInfo) -> Any:
         topic_id=info.topic_id,
         is_internal=info.is_internal,
         partitions=partitions,
-        topic_authorized_operations=_NO_OPERATIONS,
+        topic_authorized_operations=(
+            context.authorized_operations(ResourceType.TOPIC, info.name)
+            if with_operations
+            else _NO_OPERATIONS
+        ),
     )
 
 
@@ -145,6 +182,16 @@ def _error_entry(name: str, error: ErrorCode) -> Any:
     return TopicEntry(
         error_code=error,
         name=name,
+        partitions=[],
+        topic_authorized_operations=_NO_OPERATIONS,
+    )
+
+
+def _denied_id(topic_id: Any) -> Any:
+    return TopicEntry(
+        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        name=None,
+        topic_id=topic_id,
         partitions=[],
         topic_authorized_operations=_NO_OPERATIONS,
     )

@@ -16,6 +16,7 @@ from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import handles
 from josefk.broker.partition import TopicPartition
+from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -31,17 +32,21 @@ def handle_offset_for_leader_epoch(context: RequestContext, request: Any) -> Any
     topics = []
     for topic in request.topics:
         partitions = []
+        described = context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic)
         for wanted in topic.partitions:
             epoch, end_offset, error = -1, -1, ErrorCode.NONE
-            try:
-                epoch, end_offset = replicas.end_offset_for_leader_epoch(
-                    TopicPartition(topic.topic, wanted.partition),
-                    current_leader_epoch=wanted.current_leader_epoch,
-                    leader_epoch=wanted.leader_epoch,
-                    replica_id=replica_id,
-                )
-            except Exception as exc:  # per partition, as Kafka answers it
-                error = error_code_for(exc)
+            if not described:
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                try:
+                    epoch, end_offset = replicas.end_offset_for_leader_epoch(
+                        TopicPartition(topic.topic, wanted.partition),
+                        current_leader_epoch=wanted.current_leader_epoch,
+                        leader_epoch=wanted.leader_epoch,
+                        replica_id=replica_id,
+                    )
+                except Exception as exc:  # per partition, as Kafka answers it
+                    error = error_code_for(exc)
             partitions.append(
                 EpochEndOffset(
                     error_code=error,

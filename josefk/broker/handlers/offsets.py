@@ -9,6 +9,12 @@ cluster: the coordinator shows a commit only once the offsets topic's in-sync re
 it). Versions that name topics by id (v10) are not served. TxnOffsetCommit is in
 josefk.broker.handlers.txn_offset_commit.
 
+Authorization, as Kafka's: OffsetCommit needs READ on the group (every partition
+GROUP_AUTHORIZATION_FAILED otherwise) and READ on each topic (TOPIC_AUTHORIZATION_FAILED for
+its partitions, also in TxnOffsetCommit through ``commit_entries``); OffsetFetch DESCRIBE on
+the group and on each topic (a topic the principal may not DESCRIBE is left out of an
+all-topics answer); OffsetDelete DELETE on the group and READ on each topic.
+
 Imports josefk.protocol and the group package; must not import the server or network layer.
 """
 
@@ -21,7 +27,8 @@ from josefk.broker.group.coordinator import GroupCoordinator, OffsetCommitEntry
 from josefk.broker.group.group import CommittedOffset
 from josefk.broker.group.store import replication_error
 from josefk.broker.handlers import handles
-from josefk.broker.handlers.groups import coordinator_of, wait_replicated
+from josefk.broker.handlers.groups import coordinator_of, may_read_group, wait_replicated
+from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -35,7 +42,10 @@ async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
     version = context.api_version
     coordinator = coordinator_of(context)
     entries, slots = commit_entries(context, request.topics, leader_epochs=version >= 6)
-    if coordinator is None:
+    if not may_read_group(context, request.group_id):
+        slots = [(name, index, ErrorCode.GROUP_AUTHORIZATION_FAILED) for name, index, _ in slots]
+        results = []
+    elif coordinator is None:
         results = [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(entries)
     elif entries:
         results = coordinator.commit_offsets(
@@ -79,7 +89,11 @@ def commit_entries(
     entries: list[OffsetCommitEntry] = []
     slots: list[Slot] = []
     for topic in topics:
+        readable = context.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
+            if not readable:
+                slots.append((topic.name, p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if replicas.get_partition(topic.name, p.partition_index) is None:
                 slots.append((topic.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
@@ -133,17 +147,34 @@ def _fetch_group(
     context: RequestContext, group_id: str, topics: list[Any] | None, require_stable: bool
 ) -> tuple[ErrorCode, dict[str, list[_Answer]]]:
     coordinator = coordinator_of(context)
+    if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
     if error := coordinator.ownership_error(group_id):
         return error, {}
-    wanted = (
-        None
-        if topics is None
-        else [(topic.name, index) for topic in topics for index in topic.partition_indexes]
-    )
+    checked = context.broker.authorizer is not None
     by_topic: dict[str, list[_Answer]] = {}
+    wanted: list[tuple[str, int]] | None = None
+    if topics is not None:
+        wanted = []
+        for topic in topics:
+            if checked and not context.authorize(
+                AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name
+            ):
+                by_topic[topic.name] = [
+                    (index, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for index in topic.partition_indexes
+                ]
+            else:
+                wanted.extend((topic.name, index) for index in topic.partition_indexes)
     for topic, partition, committed in coordinator.fetch_offsets(group_id, wanted):
+        if (
+            checked
+            and topics is None
+            and not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+        ):
+            continue
         if require_stable and coordinator.is_unstable(group_id, topic, partition):
             # As Kafka: no offset, and a retriable error until the transaction completes.
             by_topic.setdefault(topic, []).append(
@@ -212,14 +243,22 @@ def handle_offset_fetch(context: RequestContext, request: Any) -> Any:
 @handles(ApiKey.OFFSET_DELETE)
 def handle_offset_delete(context: RequestContext, request: Any) -> Any:
     coordinator = coordinator_of(context)
+    if not context.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return OFFSET_DELETE(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if coordinator is None:
         return OFFSET_DELETE(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    readable = context.authorized_names(
+        AclOperation.READ, ResourceType.TOPIC, {t.name for t in request.topics}
+    )
+    asked = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    wanted = [(name, index) for name, index in asked if name in readable]
     top, errors = coordinator.delete_offsets(request.group_id, wanted)
     if top:
         return OFFSET_DELETE(error_code=top)
+    done = dict(zip(wanted, errors, strict=True))
     by_topic: dict[str, list[Any]] = {}
-    for (name, index), error in zip(wanted, errors, strict=True):
+    for name, index in asked:
+        error = done.get((name, index), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         by_topic.setdefault(name, []).append(
             OFFSET_DELETE.OffsetDeleteResponsePartition(partition_index=index, error_code=error)
         )

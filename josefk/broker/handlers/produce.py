@@ -11,10 +11,12 @@ while waiting, REQUEST_TIMED_OUT at the producer's timeout, NOT_LEADER_OR_FOLLOW
 broker that does not lead the partition, INVALID_TOPIC_EXCEPTION for a write to an internal
 topic (only the broker writes ``__consumer_offsets``; Kafka refuses such writes too),
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition of a request holding transactional
-batches but no transactional id (Kafka's check: a producer that did not say which transaction
+batches but no transactional id or one the principal may not WRITE (Kafka's check: a producer that did not say which transaction
 it belongs to may not write transactional data), INVALID_TXN_STATE for a producer's plain
 batch while its transaction is open, INVALID_RECORD for a control batch (markers are the
-transaction coordinator's).
+transaction coordinator's). With an authorizer, a topic the principal may not WRITE is
+TOPIC_AUTHORIZATION_FAILED for each of its partitions, decided once per topic; without one
+nothing is asked.
 
 KIP-890's server-side defence (part 1): the first transactional batch of a producer on a
 partition (no transaction of that producer open there yet) is appended only if the
@@ -38,6 +40,7 @@ from josefk.broker.handlers import NO_RESPONSE, handles
 from josefk.broker.network import CloseConnection
 from josefk.broker.partition import TopicPartition
 from josefk.broker.replica_manager import AppendOutcome
+from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -60,11 +63,21 @@ def handle_produce(context: RequestContext, request: Any) -> Any:
     replicas = context.broker.replica_manager
     entries: list[tuple[TopicPartition, memoryview]] = []
     refused: dict[tuple[str, int], ErrorCode] = {}
+    writable = (
+        None
+        if context.broker.authorizer is None
+        else context.authorized_names(
+            AclOperation.WRITE, ResourceType.TOPIC, {t.name for t in request.topic_data}
+        )
+    )
     for topic in request.topic_data:
         internal = is_internal_topic(topic.name)
+        denied = writable is not None and topic.name not in writable
         for data in topic.partition_data:
             records = data.records
-            if internal:
+            if denied:
+                refused[(topic.name, data.index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif internal:
                 refused[(topic.name, data.index)] = ErrorCode.INVALID_TOPIC_EXCEPTION
             elif acks not in _VALID_ACKS:
                 refused[(topic.name, data.index)] = ErrorCode.INVALID_REQUIRED_ACKS
@@ -72,7 +85,15 @@ def handle_produce(context: RequestContext, request: Any) -> Any:
                 refused[(topic.name, data.index)] = ErrorCode.CORRUPT_MESSAGE
             else:
                 entries.append((TopicPartition(topic.name, data.index), records))
-    if request.transactional_id is None and any(
+    if (
+        request.transactional_id is None
+        or (
+            context.broker.authorizer is not None
+            and not context.authorize(
+                AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+            )
+        )
+    ) and any(
         len(records) > _ATTRIBUTES_LOW_BYTE and records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT
         for _, records in entries
     ):

@@ -27,6 +27,7 @@ from josefk.cluster.controller import (
     ReassignmentError,
     UnknownTopicError,
 )
+from josefk.protocol.acls import AclOperation
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -79,6 +80,8 @@ def _alter_answer(
 
 @handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 async def handle_alter_partition_reassignments(context: RequestContext, request: Any) -> Any:
+    if not context.authorize_cluster(AclOperation.ALTER):
+        return context.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     requested: dict[tuple[str, int], list[int] | None] = {
         (topic.name, p.partition_index): p.replicas
         for topic in request.topics
@@ -125,6 +128,8 @@ def _single_node(
 
 @handles(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 def handle_list_partition_reassignments(context: RequestContext, request: Any) -> Any:
+    if not context.authorize_cluster(AclOperation.DESCRIBE):
+        return context.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     node = context.broker.cluster
     if not isinstance(node, ClusterNode):
         return LIST(error_code=ErrorCode.NONE, error_message=None, topics=[])

@@ -5,8 +5,8 @@ user's deletions and upsertions together or not at all: a user named twice for t
 mechanism (DUPLICATE_RESOURCE), an unknown mechanism (UNSUPPORTED_SASL_MECHANISM), an empty
 name or an iteration count outside 4096-16384 (UNACCEPTABLE_CREDENTIAL), or deleting a
 credential that does not exist (RESOURCE_NOT_FOUND) fails that user only. Changes are written
-to the credential file before the answer. Until the authorizer lands anyone who may connect
-may call these, as with every other admin API of josefk.
+to the credential file before the answer. With an authorizer, describing needs DESCRIBE and
+altering ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise), as in Kafka.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from josefk.broker.security.scram import (
     credential_from_salted,
 )
 from josefk.broker.security.store import CredentialStore
+from josefk.protocol.acls import AclOperation
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -45,6 +46,8 @@ def _store(context: RequestContext) -> CredentialStore:
 
 @handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
 def handle_describe_user_scram_credentials(context: RequestContext, request: Any) -> Any:
+    if not context.authorize_cluster(AclOperation.DESCRIBE):
+        return context.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     users = _store(context).users()
     wanted = [user.name for user in request.users or ()]
     names = wanted if wanted else sorted(users)
@@ -110,6 +113,17 @@ def _refusal(
 
 @handles(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
 async def handle_alter_user_scram_credentials(context: RequestContext, request: Any) -> Any:
+    if not context.authorize_cluster(AclOperation.ALTER):
+        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        names = [e.name for e in (*request.deletions, *request.upsertions)]
+        return AlterResponse(
+            results=[
+                AlterResponse.AlterUserScramCredentialsResult(
+                    user=name, error_code=error, error_message=error.message
+                )
+                for name in dict.fromkeys(names)
+            ]
+        )
     store = _store(context)
     by_user: dict[str, list[tuple[str, Any]]] = {}
     for deletion in request.deletions:

@@ -33,6 +33,7 @@ from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import cluster_topics, handles
 from josefk.config.topic import InvalidConfigError
+from josefk.protocol.acls import AclOperation
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.errors import StorageError
@@ -66,6 +67,8 @@ def handle_create_topics(context: RequestContext, request: Any) -> Any:
         try:
             if counts[name] > 1:
                 raise _Refused(ErrorCode.INVALID_REQUEST, f"topic {name!r} is named twice")
+            if not cluster_topics.may_on_topic(context, AclOperation.CREATE, name):
+                raise _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             partitions, configs = _check_creatable(context, topic)
             topic_id = None
             if not request.validate_only:
@@ -192,6 +195,8 @@ def handle_delete_topics(context: RequestContext, request: Any) -> Any:
                 if name is not None
                 else ErrorCode.UNKNOWN_TOPIC_ID
             )
+        elif not cluster_topics.may_on_topic(context, AclOperation.DELETE, info.name):
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif is_internal_topic(info.name):
             error = ErrorCode.INVALID_TOPIC_EXCEPTION
             message = internal_topic_refusal(info.name, "delete")
@@ -225,7 +230,9 @@ def handle_create_partitions(context: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         info = replicas.catalog.get(topic.name)
         error, message = ErrorCode.NONE, None
-        if info is None:
+        if not cluster_topics.may_on_topic(context, AclOperation.ALTER, topic.name):
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif info is None:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             message = f"The topic '{topic.name}' does not exist."
         elif is_internal_topic(topic.name):

@@ -10,6 +10,13 @@ AddPartitionsToTxn, AddOffsetsToTxn and EndTxn (KIP-588); older versions get
 INVALID_PRODUCER_EPOCH. EndTxn stops at v4: v5 means KIP-890's epoch bump per transaction,
 which josefk's coordinator does not do (clients then keep to transaction version 1).
 
+Authorization, as Kafka's: WRITE on the transactional id for AddPartitionsToTxn (v0-3),
+AddOffsetsToTxn and EndTxn (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic added
+(TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED), READ on the group whose
+offsets join (GROUP_AUTHORIZATION_FAILED); CLUSTER_ACTION for the brokers' own requests
+(AddPartitionsToTxn v4+, WriteTxnMarkers); DESCRIBE on the id for DescribeTransactions (and
+ListTransactions lists only those); READ on the topic for DescribeProducers.
+
 Imports josefk.protocol, the txn package and the replica manager; must not import the
 server or network layer.
 """
@@ -24,6 +31,7 @@ from josefk.broker.handlers import handles
 from josefk.broker.txn.coordinator import TransactionCoordinator
 from josefk.broker.txn.metadata import TxnState
 from josefk.broker.txn.store import TRANSACTION_STATE_TOPIC
+from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.offsets import TopicPartition, TxnMarker
@@ -78,6 +86,13 @@ def find_transaction_coordinator(
     return ErrorCode.NONE, node.broker_id, node.host, node.port
 
 
+def may_write_txn(context: RequestContext, transactional_id: str | None) -> bool:
+    """WRITE on the transactional id (a missing id is the handlers' INVALID_REQUEST)."""
+    return not transactional_id or context.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    )
+
+
 def _partition_known(context: RequestContext, tp: TopicPartition) -> bool:
     metadata = context.broker.metadata
     if metadata is not None:
@@ -119,6 +134,18 @@ async def _add_partitions(
         return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not transactional_id:
         return dict.fromkeys(partitions, ErrorCode.INVALID_REQUEST)
+    if not may_write_txn(context, transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = context.authorized_names(
+        AclOperation.WRITE, ResourceType.TOPIC, {tp.topic for tp in partitions}
+    )
+    if len(writable) < len({tp.topic for tp in partitions}):
+        return {
+            tp: ErrorCode.OPERATION_NOT_ATTEMPTED
+            if tp.topic in writable
+            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            for tp in partitions
+        }
     unknown = [tp for tp in partitions if not _partition_known(context, tp)]
     if unknown:
         # Kafka adds none of them: the unknown ones say why, the rest were not attempted.
@@ -155,6 +182,12 @@ async def handle_add_partitions_to_txn(context: RequestContext, request: Any) ->
         return ADD_PARTITIONS(
             throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(results)
         )
+    if not context.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return ADD_PARTITIONS(
+            throttle_time_ms=0,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            results_by_transaction=[],
+        )
     answers = []
     for txn in request.transactions:
         results = await _add_partitions(
@@ -183,7 +216,11 @@ async def handle_add_partitions_to_txn(context: RequestContext, request: Any) ->
 async def handle_add_offsets_to_txn(context: RequestContext, request: Any) -> Any:
     coordinator = txn_coordinator_of(context)
     groups = context.broker.group_coordinator
-    if coordinator is None or groups is None:
+    if not may_write_txn(context, request.transactional_id):
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not context.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif coordinator is None or groups is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     elif not request.transactional_id or not request.group_id:
         error = ErrorCode.INVALID_REQUEST
@@ -203,7 +240,9 @@ async def handle_add_offsets_to_txn(context: RequestContext, request: Any) -> An
 @handles(ApiKey.END_TXN, max_version=4)
 async def handle_end_txn(context: RequestContext, request: Any) -> Any:
     coordinator = txn_coordinator_of(context)
-    if coordinator is None:
+    if not may_write_txn(context, request.transactional_id):
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif coordinator is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     elif not request.transactional_id:
         error = ErrorCode.INVALID_REQUEST
@@ -222,6 +261,8 @@ async def handle_end_txn(context: RequestContext, request: Any) -> Any:
 
 @handles(ApiKey.WRITE_TXN_MARKERS)
 async def handle_write_txn_markers(context: RequestContext, request: Any) -> Any:
+    if not context.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return _markers_refused(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     replicas = context.broker.replica_manager
     answers = []
     for entry in request.markers:
@@ -261,6 +302,31 @@ async def handle_write_txn_markers(context: RequestContext, request: Any) -> Any
     return WRITE_MARKERS(markers=answers)
 
 
+def _markers_refused(request: Any, error: ErrorCode) -> Any:
+    result = WRITE_MARKERS.WritableTxnMarkerResult
+    topic_result = result.WritableTxnMarkerTopicResult
+    return WRITE_MARKERS(
+        markers=[
+            result(
+                producer_id=entry.producer_id,
+                topics=[
+                    topic_result(
+                        name=topic.name,
+                        partitions=[
+                            topic_result.WritableTxnMarkerPartitionResult(
+                                partition_index=index, error_code=error
+                            )
+                            for index in topic.partition_indexes
+                        ],
+                    )
+                    for topic in entry.topics
+                ],
+            )
+            for entry in request.markers
+        ]
+    )
+
+
 # -- DescribeTransactions, ListTransactions -----------------------------------------------
 
 
@@ -269,7 +335,11 @@ def handle_describe_transactions(context: RequestContext, request: Any) -> Any:
     coordinator = txn_coordinator_of(context)
     states = []
     for transactional_id in request.transactional_ids:
-        if coordinator is None:
+        if not context.authorize(
+            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        ):
+            error, found = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+        elif coordinator is None:
             error, found = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         else:
             error, found = coordinator.describe(transactional_id)
@@ -352,6 +422,9 @@ def handle_list_transactions(context: RequestContext, request: Any) -> Any:
                 transaction_state=listing.state,
             )
             for listing in listings
+            if context.authorize(
+                AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, listing.transactional_id
+            )
         ],
     )
 
@@ -365,11 +438,14 @@ def handle_describe_producers(context: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []
+        readable = context.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name)
         for index in topic.partition_indexes:
             partition = replicas.get_partition(topic.name, index)
             error = ErrorCode.NONE
             active = []
-            if partition is None:
+            if not readable:
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif partition is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if _partition_known(context, TopicPartition(topic.name, index)):
                     error = ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -7,7 +7,8 @@ carries the consumer's generation, member id and instance id (KIP-447), checked 
 checks them so that a zombie of an older generation cannot commit. Partitions of topics this
 broker does not have are UNKNOWN_TOPIC_OR_PARTITION, as for OffsetCommit; a producer epoch the
 offsets partition's producer state refuses is INVALID_PRODUCER_EPOCH. The answer waits until
-the offsets topic's in-sync replicas hold the batch, as OffsetCommit's does.
+the offsets topic's in-sync replicas hold the batch, as OffsetCommit's does. Authorization:
+WRITE on the transactional id, READ on the group, READ on each topic (Kafka's order).
 
 Imports josefk.protocol and the group package; must not import the server, the network layer
 or the transaction coordinator (AddOffsetsToTxn, which enrols the offsets partition in the
@@ -20,8 +21,9 @@ from typing import Any, Final
 
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
-from josefk.broker.handlers.groups import coordinator_of
+from josefk.broker.handlers.groups import coordinator_of, may_read_group
 from josefk.broker.handlers.offsets import commit_entries, errors_by_topic, replicated
+from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 
@@ -34,7 +36,19 @@ async def handle_txn_offset_commit(context: RequestContext, request: Any) -> Any
     coordinator = coordinator_of(context)
     entries, slots = commit_entries(context, request.topics, leader_epochs=version >= 2)
     results: list[ErrorCode]
-    if not entries:
+    refused = (
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if not context.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+        )
+        else ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if not may_read_group(context, request.group_id)
+        else None
+    )
+    if refused is not None:
+        slots = [(name, index, refused) for name, index, _ in slots]
+        results = []
+    elif not entries:
         results = []
     elif coordinator is None:
         results = [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(entries)

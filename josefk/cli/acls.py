@@ -1,0 +1,294 @@
+"""``josefk acls add|list|delete``: the authorizer's ACLs, with kafka-acls.sh's flags.
+
+Owns the operator's verbs for ACLs: ``add`` makes one ALLOW binding per
+(--allow-principal, --operation, resource) and one DENY binding per --deny-principal;
+``list`` and ``delete`` take the same flags as a filter (no resource flag: every resource;
+``--resource-pattern-type`` any, match, literal or prefixed). Resources: ``--topic``,
+``--group``, ``--transactional-id`` (repeatable) and ``--cluster``. Talks to the broker
+through josefk.client's AIOAdmin only (CreateAcls, DescribeAcls, DeleteAcls).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from josefk.cli.common import (
+    CliError,
+    admin_for,
+    bootstrap_option,
+    json_option,
+    resolve_bootstrap,
+    run,
+)
+from josefk.cli.output import note, print_json, print_table
+from josefk.client.admin import AclBinding, AclBindingFilter
+from josefk.client.errors import KafkaError
+from josefk.protocol.acls import (
+    CLUSTER_NAME,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    parse_code,
+)
+
+
+def _resources(
+    topics: tuple[str, ...], groups: tuple[str, ...], txn_ids: tuple[str, ...], cluster: bool
+) -> list[tuple[ResourceType, str]]:
+    found = [(ResourceType.TOPIC, t) for t in topics]
+    found += [(ResourceType.GROUP, g) for g in groups]
+    found += [(ResourceType.TRANSACTIONAL_ID, t) for t in txn_ids]
+    if cluster:
+        found.append((ResourceType.CLUSTER, CLUSTER_NAME))
+    return found
+
+
+def _operations(names: tuple[str, ...]) -> list[AclOperation]:
+    try:
+        return [parse_code(AclOperation, name) for name in names]
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _pattern(name: str) -> PatternType:
+    try:
+        return parse_code(PatternType, name)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _resource_options(f: Any) -> Any:
+    for option in reversed(
+        [
+            click.option("--topic", "topics", multiple=True, help="A topic (repeatable)."),
+            click.option("--group", "groups", multiple=True, help="A group (repeatable)."),
+            click.option(
+                "--transactional-id", "txn_ids", multiple=True, help="A transactional id."
+            ),
+            click.option("--cluster", is_flag=True, help="The cluster resource."),
+            click.option(
+                "--allow-principal", "allow", multiple=True, help="e.g. User:alice (repeatable)."
+            ),
+            click.option("--deny-principal", "deny", multiple=True, help="e.g. User:mallory."),
+            click.option(
+                "--operation",
+                "operations",
+                multiple=True,
+                help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
+                "DescribeConfigs, AlterConfigs, IdempotentWrite, All (repeatable).",
+            ),
+            click.option("--host", default=None, help="The client address (default: any, *)."),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+@click.group("acls", short_help="Add, list and delete ACLs (authorizer).")
+def acls() -> None:
+    """Add, list and delete the ACLs the broker's authorizer enforces."""
+
+
+@acls.command("add", short_help="Add ALLOW/DENY ACLs.")
+@_resource_options
+@click.option(
+    "--resource-pattern-type",
+    "pattern",
+    default="literal",
+    show_default=True,
+    help="literal or prefixed.",
+)
+@bootstrap_option
+def add(
+    topics: tuple[str, ...],
+    groups: tuple[str, ...],
+    txn_ids: tuple[str, ...],
+    cluster: bool,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    operations: tuple[str, ...],
+    host: str | None,
+    pattern: str,
+    bootstrap: str | None,
+) -> None:
+    """Give (--allow-principal) or refuse (--deny-principal) the operations on the
+    resources."""
+    server = resolve_bootstrap(bootstrap)
+    resources = _resources(topics, groups, txn_ids, cluster)
+    if not resources:
+        raise CliError("name a resource: --topic, --group, --transactional-id or --cluster")
+    if not allow and not deny:
+        raise CliError("name a principal: --allow-principal or --deny-principal")
+    ops = _operations(operations) or [AclOperation.ALL]
+    pattern_type = _pattern(pattern)
+    bindings = [
+        AclBinding(rtype, name, pattern_type, principal, host or "*", op, permission)
+        for rtype, name in resources
+        for permission, principals in (
+            (AclPermissionType.ALLOW, allow),
+            (AclPermissionType.DENY, deny),
+        )
+        for principal in principals
+        for op in ops
+    ]
+
+    async def go() -> list[KafkaError | None]:
+        async with admin_for(server) as admin:
+            return await admin.create_acls(bindings)
+
+    failed = [(b, e) for b, e in zip(bindings, run(go(), bootstrap=server), strict=True) if e]
+    for binding, error in failed:
+        note(f"refused: {_describe(binding)}: {error}")
+    if failed:
+        raise CliError(f"{len(failed)} of {len(bindings)} ACLs were not created")
+    note(f"added {len(bindings)} ACL{'s' if len(bindings) != 1 else ''}")
+
+
+def _filters(
+    topics: tuple[str, ...],
+    groups: tuple[str, ...],
+    txn_ids: tuple[str, ...],
+    cluster: bool,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    operations: tuple[str, ...],
+    host: str | None,
+    pattern: str,
+) -> list[AclBindingFilter]:
+    resources: list[tuple[ResourceType, str | None]] = list(
+        _resources(topics, groups, txn_ids, cluster)
+    ) or [(ResourceType.ANY, None)]
+    principals: list[tuple[AclPermissionType, str | None]] = [
+        (AclPermissionType.ALLOW, p) for p in allow
+    ]
+    principals += [(AclPermissionType.DENY, p) for p in deny]
+    if not principals:
+        principals = [(AclPermissionType.ANY, None)]
+    ops = _operations(operations) or [AclOperation.ANY]
+    pattern_type = _pattern(pattern)
+    return [
+        AclBindingFilter(rtype, name, pattern_type, principal, host, op, permission)
+        for rtype, name in resources
+        for permission, principal in principals
+        for op in ops
+    ]
+
+
+def _describe(binding: AclBinding) -> str:
+    return (
+        f"{binding.permission.name} {binding.principal} {binding.operation.name} on "
+        f"{binding.resource_type.name} {binding.pattern_type.name} {binding.resource_name!r}"
+        f" from {binding.host}"
+    )
+
+
+def _rows(bindings: list[AclBinding]) -> list[dict[str, Any]]:
+    return [
+        {
+            "resource_type": b.resource_type.name,
+            "pattern_type": b.pattern_type.name,
+            "resource_name": b.resource_name,
+            "principal": b.principal,
+            "host": b.host,
+            "operation": b.operation.name,
+            "permission": b.permission.name,
+        }
+        for b in sorted(set(bindings), key=lambda b: (b.resource_type, b.resource_name, repr(b)))
+    ]
+
+
+def _print(rows: list[dict[str, Any]], as_json: bool, empty: str) -> None:
+    if as_json:
+        print_json(rows)
+    elif not rows:
+        note(empty)
+    else:
+        print_table(
+            ["RESOURCE", "PATTERN", "NAME", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION"],
+            [tuple(row.values()) for row in rows],
+        )
+
+
+@acls.command("list", short_help="ACLs matching the flags (all without flags).")
+@_resource_options
+@click.option(
+    "--resource-pattern-type",
+    "pattern",
+    default="any",
+    show_default=True,
+    help="any, match (every ACL that applies to the named resource), literal or prefixed.",
+)
+@bootstrap_option
+@json_option
+def list_acls(
+    topics: tuple[str, ...],
+    groups: tuple[str, ...],
+    txn_ids: tuple[str, ...],
+    cluster: bool,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    operations: tuple[str, ...],
+    host: str | None,
+    pattern: str,
+    bootstrap: str | None,
+    as_json: bool,
+) -> None:
+    """The ACLs matching the flags."""
+    server = resolve_bootstrap(bootstrap)
+    filters = _filters(topics, groups, txn_ids, cluster, allow, deny, operations, host, pattern)
+
+    async def go() -> list[AclBinding]:
+        async with admin_for(server) as admin:
+            found: list[AclBinding] = []
+            for acl_filter in filters:
+                found += await admin.describe_acls(acl_filter)
+            return found
+
+    _print(_rows(run(go(), bootstrap=server)), as_json, "no ACLs match")
+
+
+@acls.command("delete", short_help="Delete the ACLs matching the flags.")
+@_resource_options
+@click.option(
+    "--resource-pattern-type",
+    "pattern",
+    default="any",
+    show_default=True,
+    help="any, match, literal or prefixed.",
+)
+@click.option("--all", "everything", is_flag=True, help="Allow a filter that matches every ACL.")
+@bootstrap_option
+@json_option
+def delete(
+    topics: tuple[str, ...],
+    groups: tuple[str, ...],
+    txn_ids: tuple[str, ...],
+    cluster: bool,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    operations: tuple[str, ...],
+    host: str | None,
+    pattern: str,
+    everything: bool,
+    bootstrap: str | None,
+    as_json: bool,
+) -> None:
+    """Delete the ACLs matching the flags and list what was deleted."""
+    server = resolve_bootstrap(bootstrap)
+    if not (topics or groups or txn_ids or cluster or allow or deny or everything):
+        raise CliError("name a resource or a principal (or --all to delete every ACL)")
+    filters = _filters(topics, groups, txn_ids, cluster, allow, deny, operations, host, pattern)
+
+    async def go() -> list[list[AclBinding] | KafkaError]:
+        async with admin_for(server) as admin:
+            return await admin.delete_acls(filters)
+
+    deleted: list[AclBinding] = []
+    for result in run(go(), bootstrap=server):
+        if isinstance(result, KafkaError):
+            raise CliError(f"delete refused: {result}")
+        deleted += result
+    _print(_rows(deleted), as_json, "no ACLs matched; nothing deleted")
