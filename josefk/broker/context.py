@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from josefk.broker.configs import BrokerConfigLayers
 from josefk.broker.network import ConnectionInfo
 from josefk.protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
+    from josefk.broker.dynamic_config import DynamicBrokerConfig
     from josefk.broker.handlers import HandlerSpec
     from josefk.broker.metadata_cache import MetadataCache
     from josefk.broker.producer_ids import ProducerIdManager
@@ -52,6 +54,14 @@ class BrokerContext:
     cluster: Any = None
     # SCRAM credentials (josefk.broker.security.store), loaded from the first log dir.
     credentials: CredentialStore | None = None
+    # Dynamic broker configs (KIP-226): the layers in force and how to change them.
+    dynamic_config: DynamicBrokerConfig | None = None
+
+    def config_layers(self) -> BrokerConfigLayers:
+        """The broker's settings by source (static, dynamic), for DescribeConfigs."""
+        if self.dynamic_config is not None:
+            return self.dynamic_config.layers()
+        return BrokerConfigLayers.of_static(self.config)
 
     def endpoint_for(self, listener_name: str) -> BrokerEndpoint:
         """The advertised endpoint of the listener a request came in on."""
