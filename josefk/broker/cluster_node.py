@@ -103,6 +103,8 @@ class ClusterNode:
         self.on_isr_changed: Callable[[int, int], None] | None = None
         # Told the ACL document (P/acls) whenever the watcher sees it change.
         self.on_acls_changed: Callable[[bytes | None], None] | None = None
+        # Told every stored dynamic broker config set (by stored name) when one changes.
+        self.on_broker_configs: Callable[[dict[str, dict[str, str]]], None] | None = None
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._brokers_changed = asyncio.Event()
@@ -133,6 +135,7 @@ class ClusterNode:
         self._registration = registration
         await self.watcher.start()
         self.replicas.isr_proposer = self._propose_isr
+        self._broker_configs_changed()
         self._reconcile()
         loop = asyncio.get_running_loop()
         self._shrink_task = loop.create_task(self._isr_shrink_loop())
@@ -302,6 +305,12 @@ class ClusterNode:
             self._brokers_changed.set()
         if any(c.kind in ("partition", "topic", "broker") for c in changes):
             self._reconcile_wanted.set()
+        if any(c.kind == "broker_config" for c in changes):
+            self._broker_configs_changed()
+
+    def _broker_configs_changed(self) -> None:
+        if self.on_broker_configs is not None:
+            self.on_broker_configs(self.watcher.view.broker_configs)
 
     def _reassigning(self, name: object) -> bool:
         versioned = self.watcher.view.partitions.get(name)  # type: ignore[call-overload]

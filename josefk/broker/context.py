@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from josefk.broker.configs import BrokerConfigLayers
 from josefk.broker.error_responses import error_response
 from josefk.broker.network import ConnectionInfo
 from josefk.broker.security.authorizer import SUPPORTED_OPERATIONS, operations_bitfield
@@ -18,6 +19,7 @@ from josefk.protocol.errors import ErrorCode
 from josefk.protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
+    from josefk.broker.dynamic_config import DynamicBrokerConfig
     from josefk.broker.handlers import HandlerSpec
     from josefk.broker.metadata_cache import MetadataCache
     from josefk.broker.producer_ids import ProducerIdManager
@@ -63,6 +65,14 @@ class BrokerContext:
     # is empty (every request allowed, as without an authorizer in Kafka).
     authorizer: Authorizer | None = None
     acl_store: AclStore | None = None
+    # Dynamic broker configs (KIP-226): the layers in force and how to change them.
+    dynamic_config: DynamicBrokerConfig | None = None
+
+    def config_layers(self) -> BrokerConfigLayers:
+        """The broker's settings by source (static, dynamic), for DescribeConfigs."""
+        if self.dynamic_config is not None:
+            return self.dynamic_config.layers()
+        return BrokerConfigLayers.of_static(self.config)
 
     def endpoint_for(self, listener_name: str) -> BrokerEndpoint:
         """The advertised endpoint of the listener a request came in on."""

@@ -257,6 +257,14 @@ class ReplicaManager:
                 f"cannot write the topic catalog: {exc.strerror or exc}", path=self.catalog.path
             ) from exc
 
+    def update_default_log_config(self, defaults: LogConfig) -> None:
+        """The broker's topic defaults changed (a dynamic broker config, KIP-226): every
+        hosted log takes them under its topic's own overrides, from its next append, roll
+        or retention pass, as Kafka's DynamicLogConfig does."""
+        self._default_log_config = defaults
+        for partition in self._partitions.values():
+            partition.log.update_config(self.log_config_for(partition.tp.topic))
+
     def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace the topic's overrides (validated first) and apply them to its logs."""
         config = self._default_log_config.with_overrides(configs)

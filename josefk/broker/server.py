@@ -27,6 +27,15 @@ from josefk.broker.catalog import TopicCatalog
 from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import BrokerContext, BrokerEndpoint
 from josefk.broker.dispatch import RequestDispatcher
+from josefk.broker.dynamic_config import (
+    DEFAULT_ENTITY,
+    DynamicBrokerConfig,
+    EtcdOverridesStore,
+    FileOverridesStore,
+    LogCleanerSettings,
+    OverridesStore,
+    entities_from_view,
+)
 from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator
 from josefk.broker.group.store import OFFSETS_TOPIC, TopicOffsetsStore
 from josefk.broker.handlers import registered_handlers
@@ -52,6 +61,7 @@ from josefk.config.properties import (
     ensure_meta_properties,
     generate_uuid,
 )
+from josefk.config.topic import LogConfig
 from josefk.metrics.broker_metrics import BrokerMetrics
 from josefk.metrics.collectors import CleanerStats, PartitionLogStats, PurgatoryStats
 from josefk.metrics.exporter import MetricsExporter
@@ -104,6 +114,7 @@ class Broker:
         self.cluster: ClusterNode | None = None
         # Parts that take dynamic broker configs (KIP-226) without a restart.
         self.reconfigurables = ReconfigurableRegistry()
+        self.dynamic_config: DynamicBrokerConfig | None = None
 
     async def start(self) -> list[BrokerEndpoint]:
         config = self.config
@@ -148,6 +159,9 @@ class Broker:
             )
         except MetaPropertiesError as exc:
             raise StartupError(str(exc)) from None
+        # From here on the configuration in force includes the stored dynamic overrides.
+        self.dynamic_config = dynamic = await self._load_dynamic_config(log_dirs[0])
+        self.config = config = dynamic.current
 
         default_log_config = config.default_log_config()
         catalog = TopicCatalog.load(log_dirs[0])
@@ -181,11 +195,12 @@ class Broker:
             clock=self.clock,
             scheduler=self._scheduler,
             executor=self._executor,
-            topic_config=lambda topic: topic_log_config(catalog, default_log_config, topic),
+            topic_config=lambda topic: topic_log_config(catalog, self._log_defaults(), topic),
             on_log_dir_failure=self._log_dir_failed,
         )
         await self.log_manager.startup()
         self._background.append(loop.create_task(self._scheduler.run_forever()))
+        self.reconfigurables.add(LogCleanerSettings(self.log_manager.cleaner))
 
         replicas = ReplicaManager(
             self.log_manager,
@@ -201,6 +216,7 @@ class Broker:
             # The cluster's topics (__consumer_offsets among them) come from etcd once joined.
             replicas.load(only=())
         self.replica_manager = replicas
+        dynamic.log_defaults_listeners.append(replicas.update_default_log_config)
 
         if config.metrics_enable:
             self.metrics = BrokerMetrics(node_id=self.broker_id, version=_version())
@@ -235,6 +251,7 @@ class Broker:
             credentials=await loop.run_in_executor(
                 self._executor, CredentialStore.load, log_dirs[0]
             ),
+            dynamic_config=dynamic,
         )
         if config.authorizer_class_name:
             context.authorizer = Authorizer(
@@ -303,6 +320,9 @@ class Broker:
                 self.metrics.replication.watch_controller(
                     lambda: cluster.is_controller, cluster.offline_partitions
                 )
+            self.cluster.on_broker_configs = lambda stored: dynamic.apply_stored(
+                entities_from_view(stored)
+            )
             try:
                 await self.cluster.join([(e.listener_name, e.host, e.port) for e in self.endpoints])
             except BrokerIdInUseError as exc:
@@ -335,6 +355,38 @@ class Broker:
                 ) from None
             self._exporter = exporter
         return self.endpoints
+
+    async def _load_dynamic_config(self, first_log_dir: Path) -> DynamicBrokerConfig:
+        """KIP-226: this broker's stored dynamic overrides (the first log dir's file, or
+        etcd in a cluster) over the static configuration."""
+        store: OverridesStore
+        own = str(self.broker_id)
+        if self.cluster is not None:
+            etcd = EtcdOverridesStore(self.cluster.store)
+            stored = await etcd.load()
+            store = etcd
+        else:
+            try:
+                file = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, FileOverridesStore.load, first_log_dir
+                )
+            except (OSError, ValueError) as exc:
+                raise StartupError(str(exc)) from None
+            stored = {DEFAULT_ENTITY: file.overrides(DEFAULT_ENTITY), own: file.overrides(own)}
+            store = file
+        return DynamicBrokerConfig(
+            self.config,
+            broker_id=self.broker_id,
+            registry=self.reconfigurables,
+            store=store,
+            stored=stored,
+        )
+
+    def _log_defaults(self) -> LogConfig:
+        if self.replica_manager is not None:
+            return self.replica_manager.default_log_config
+        assert self.dynamic_config is not None
+        return self.dynamic_config.current.default_log_config()
 
     @property
     def metrics_port(self) -> int | None:

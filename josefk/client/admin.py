@@ -93,12 +93,22 @@ class TopicDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    """One layer's value of a config (DescribeConfigs with synonyms), highest first."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigEntry:
     name: str
     value: str | None
     source: ConfigSource
     read_only: bool
     is_sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...] = ()
 
     @property
     def is_default(self) -> bool:
@@ -762,8 +772,11 @@ class AIOAdmin:
         resources: Iterable[tuple[ResourceType | int, str]],
         *,
         keys: Sequence[str] | None = None,
+        include_synonyms: bool = False,
     ) -> dict[tuple[ResourceType, str], dict[str, ConfigEntry]]:
-        """Configs of each (resource type, name); broker resources go to that broker."""
+        """Configs of each (resource type, name); broker resources go to that broker, the
+        cluster-wide broker default (``(BROKER, "")``) to any. ``include_synonyms`` adds
+        every layer's value of each entry (dynamic, static, default)."""
         req = request_class(ApiKey.DESCRIBE_CONFIGS)
         wanted = [(ResourceType(t), n) for t, n in resources]
         by_node: dict[int, list[tuple[ResourceType, str]]] = {}
@@ -785,7 +798,7 @@ class AIOAdmin:
                     )
                     for t, n in items
                 ],
-                include_synonyms=False,
+                include_synonyms=include_synonyms,
                 include_documentation=False,
             )
             response = await self._client.request(node_id, ApiKey.DESCRIBE_CONFIGS, body)
@@ -796,11 +809,13 @@ class AIOAdmin:
                     c.name: ConfigEntry(
                         c.name,
                         c.value,
-                        ConfigSource(c.config_source)
-                        if c.config_source in ConfigSource._value2member_map_
-                        else ConfigSource.UNKNOWN,
+                        _config_source(c.config_source),
                         c.read_only,
                         c.is_sensitive,
+                        tuple(
+                            ConfigSynonym(s.name, s.value, _config_source(s.source))
+                            for s in c.synonyms
+                        ),
                     )
                     for c in r.configs
                 }
@@ -1126,3 +1141,7 @@ class AIOAdmin:
                 offsets[tp] = hit.offset
         await self.alter_group_offsets(group_id, offsets)
         return offsets
+
+
+def _config_source(code: int) -> ConfigSource:
+    return ConfigSource(code) if code in ConfigSource._value2member_map_ else ConfigSource.UNKNOWN

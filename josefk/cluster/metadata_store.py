@@ -13,6 +13,8 @@ brokers can interleave halfway through one::
     P/producer_ids/next_block     the first producer id not yet handed out (decimal)
     P/shutdown/<id>               a broker's request for a controlled shutdown, on its lease
     P/acls                        the authorizer's ACL bindings (JSON), the whole set
+    P/configs/brokers/<name>      dynamic broker configs (JSON object of strings): <id> for
+                                  one broker, <default> for every broker (KIP-226)
 
 Who writes what:
 
@@ -29,6 +31,9 @@ Who writes what:
   key is unchanged since the state the leader holds (compare-and-swap on the key's etcd
   modification revision, which moves with every write and hence with the partition epoch),
   as Kafka's AlterPartition rejects a stale partition epoch.
+- ``update_broker_configs``: any broker (the one a client's IncrementalAlterConfigs reached),
+  by compare-and-swap on the key's modification revision, so two concurrent changes of one
+  entity are applied one after the other, never one over the other.
 - ``allocate_producer_ids``: any broker; blocks are taken by compare-and-swap on the counter,
   so two brokers never hand out the same producer id.
 - ``put_acls``: any broker answering CreateAcls / DeleteAcls; the whole ACL document is
@@ -232,6 +237,8 @@ class MetadataSnapshot:
     shutting_down: frozenset[int] = frozenset()
     # The ACL document (P/acls), None when no ACL was ever written.
     acls: bytes | None = None
+    # Dynamic broker configs by stored name: "<id>" or "<default>".
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -614,6 +621,37 @@ class EtcdMetadataStore:
         )
         return bool(ok)
 
+    # -- dynamic broker configs ----------------------------------------------------------
+
+    async def broker_configs(self) -> dict[str, dict[str, str]]:
+        """Every stored dynamic broker config set, by stored name (``<id>``/``<default>``)."""
+        result = await self.client.get_prefix(self.key("configs", "brokers", ""))
+        return {
+            self.split_key(kv.key)[2]: decode_broker_configs(kv.value)
+            for kv in result
+            if len(self.split_key(kv.key)) == 3
+        }
+
+    async def update_broker_configs(
+        self, name: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """Replace ``P/configs/brokers/<name>`` with ``change(its configs)`` (an empty result
+        deletes the key); retried on a concurrent write. ``change`` may raise to refuse."""
+        client = self.client
+        tx = client.transactions
+        key = self.key("configs", "brokers", name)
+        while True:
+            current = await client.get(key)
+            stored = decode_broker_configs(current.value) if current is not None else {}
+            new = change(dict(stored))
+            guard = (
+                tx.mod(key) == current.mod_revision if current is not None else tx.version(key) == 0
+            )
+            write = tx.put(key, _encode(dict(sorted(new.items())))) if new else tx.delete(key)
+            ok, _ = await client.transaction(compare=[guard], success=[write], failure=[])
+            if ok:
+                return dict(new)
+
     # -- reading -----------------------------------------------------------------------
 
     async def snapshot(self) -> MetadataSnapshot:
@@ -627,6 +665,7 @@ class EtcdMetadataStore:
         partitions: dict[tuple[str, int], VersionedPartitionState] = {}
         shutting_down: set[int] = set()
         acls: bytes | None = None
+        broker_configs: dict[str, dict[str, str]] = {}
         for kv in result:
             parts = self.split_key(kv.key)
             if parts == ["cluster_id"]:
@@ -647,6 +686,8 @@ class EtcdMetadataStore:
                 shutting_down.add(int(parts[1]))
             elif parts == ["acls"]:
                 acls = bytes(kv.value)
+            elif len(parts) == 3 and parts[:2] == ["configs", "brokers"]:
+                broker_configs[parts[2]] = decode_broker_configs(kv.value)
         return MetadataSnapshot(
             revision,
             cluster_id,
@@ -656,6 +697,7 @@ class EtcdMetadataStore:
             partitions,
             frozenset(shutting_down),
             acls,
+            broker_configs,
         )
 
     def split_key(self, key: bytes) -> list[str]:
@@ -684,6 +726,11 @@ class EtcdMetadataStore:
         finally:
             with contextlib.suppress(Exception):
                 await watch.cancel()
+
+
+def decode_broker_configs(raw: bytes) -> dict[str, str]:
+    data = json.loads(raw)
+    return {str(k): str(v) for k, v in dict(data).items()}
 
 
 def _first_value(responses: list[Any]) -> bytes | None:

@@ -34,6 +34,7 @@ from josefk.cluster.metadata_store import (
     PartitionState,
     TopicRecord,
     VersionedPartitionState,
+    decode_broker_configs,
 )
 
 logger = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ class ClusterView:
     shutting_down: set[int] = field(default_factory=set)
     # The ACL document (P/acls) as stored; the broker's authorizer decodes it.
     acls: bytes | None = None
+    # Dynamic broker configs by stored name ("<id>", "<default>").
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, snapshot: MetadataSnapshot) -> ClusterView:
@@ -70,6 +73,7 @@ class ClusterView:
             dict(snapshot.partitions),
             set(snapshot.shutting_down),
             snapshot.acls,
+            {name: dict(configs) for name, configs in snapshot.broker_configs.items()},
         )
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:
@@ -79,8 +83,9 @@ class ClusterView:
 
 @dataclass(frozen=True, slots=True)
 class ViewChange:
-    """What changed: ``kind`` is broker, controller, topic, partition, shutdown or acls; ``name``
-    the broker id, topic name or (topic, partition); ``removed`` when the entry went away."""
+    """What changed: ``kind`` is broker, controller, topic, partition, shutdown, acls or
+    broker_config; ``name`` the broker id, topic name, (topic, partition) or stored config
+    name; ``removed`` when the entry went away."""
 
     kind: str
     name: object
@@ -149,6 +154,7 @@ class ClusterWatcher:
             *_differences("broker", old.brokers, new.brokers),
             *_differences("topic", old.topics, new.topics),
             *_differences("partition", old.partitions, new.partitions),
+            *_differences("broker_config", old.broker_configs, new.broker_configs),
         ]
         changes += [ViewChange("shutdown", b) for b in old.shutting_down ^ new.shutting_down]
         if old.controller != new.controller:
@@ -219,6 +225,13 @@ class ClusterWatcher:
                     PartitionState.decode(value), event.mod_revision
                 )
             return [ViewChange("partition", key, removed)]
+        if len(parts) == 3 and parts[:2] == ["configs", "brokers"]:
+            name = parts[2]
+            if value is None:
+                view.broker_configs.pop(name, None)
+            else:
+                view.broker_configs[name] = decode_broker_configs(value)
+            return [ViewChange("broker_config", name, removed)]
         return []
 
     def _notify(self, changes: list[ViewChange]) -> None:

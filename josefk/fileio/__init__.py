@@ -26,13 +26,16 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, data: bytes | str, *, sync: bool = True) -> None:
+def write_atomically(
+    path: Path, data: bytes | str, *, sync: bool = True, mode: int = 0o644
+) -> None:
     """Replace ``path`` with ``data`` (text is written as UTF-8). With ``sync`` off the
     replacement is still atomic for readers but not durable: callers that fsync later, or
-    can lose the file (a producer snapshot is rebuilt from the log), skip the cost."""
+    can lose the file (a producer snapshot is rebuilt from the log), skip the cost. ``mode``
+    is the new file's permissions (0o600 for a file holding secrets)."""
     raw = data.encode() if isinstance(data, str) else data
     temp = path.with_name(path.name + ".tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(raw)
         while view:

@@ -224,6 +224,32 @@ class LogCleaner:
                 period_ms=self._config.backoff_ms,
             )
 
+    @property
+    def config(self) -> CleanerConfig:
+        return self._config
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Take new settings (dynamic broker configs) without a restart. ``enable`` stays
+        as started. A new thread count takes a new worker pool from the next cleaning on
+        (cleanings under way finish in the old one); a new backoff reschedules the passes;
+        the other settings are read by each cleaning."""
+        old = self._config
+        self._config = dataclasses.replace(config, enable=old.enable)
+        if config.threads != old.threads and self._own_executor and self._executor is not None:
+            executor = self._executor
+            self._executor = None
+            executor.shutdown(wait=False)
+        if config.backoff_ms != old.backoff_ms and self._task is not None:
+            self._task.cancel()
+            self._task = None
+            if self._scheduler is not None and config.backoff_ms > 0 and not self._stopped:
+                self._task = self._scheduler.schedule(
+                    "kafka-log-cleaner",
+                    self._tick,
+                    delay_ms=config.backoff_ms,
+                    period_ms=config.backoff_ms,
+                )
+
     async def shutdown(self) -> None:
         """Stop cleaning: a cleaning under way is abandoned (its ``.cleaned`` files are
         removed at the next load), the checkpoints stay as last written."""

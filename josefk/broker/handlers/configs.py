@@ -1,11 +1,16 @@
 """DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
 
 Topic configs are dynamic: they are stored in the topic catalog and applied to the topic's
-logs at once. Broker configs are static in josefk (read from server.properties, the
-environment and the command line at start-up): describing them works, altering them is
-refused with INVALID_CONFIG naming the reason. The configs of an internal topic can be
-described but not altered (INVALID_TOPIC_EXCEPTION): ``cleanup.policy=delete`` with a short
-retention on ``__consumer_offsets`` would lose every group's committed offsets.
+logs at once. The configs of an internal topic can be described but not altered
+(INVALID_TOPIC_EXCEPTION): ``cleanup.policy=delete`` with a short retention on
+``__consumer_offsets`` would lose every group's committed offsets.
+
+Broker configs (KIP-226) are described and altered on the resource ``BROKER "<id>"`` (this
+broker only: Kafka's clients send it to the broker it names) or ``BROKER ""`` (the cluster-wide
+default, any broker); ``josefk.broker.dynamic_config`` checks, persists and applies them. Errors
+as Kafka's: a static key, a per-broker key at the cluster default or another broker's id is
+INVALID_REQUEST; an unknown key or a bad value INVALID_CONFIG naming the key (Kafka answers
+INVALID_REQUEST for a bad value too, KAFKA-13609; josefk gives the code it should).
 
 Authorization (``_denied``): DESCRIBE_CONFIGS to describe, ALTER_CONFIGS to alter, on the
 topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker resource, on the cluster
@@ -14,6 +19,9 @@ topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker resource, on the cluster
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from josefk.broker.catalog import internal_topic_refusal, is_internal_topic
@@ -21,9 +29,17 @@ from josefk.broker.configs import (
     ConfigEntry,
     ResourceType,
     broker_config_entries,
+    cluster_default_entries,
+    kafka_defaults,
     topic_config_entries,
 )
 from josefk.broker.context import RequestContext
+from josefk.broker.dynamic_config import (
+    DEFAULT_ENTITY,
+    InvalidBrokerConfig,
+    InvalidBrokerConfigRequest,
+    is_list_key,
+)
 from josefk.broker.handlers import handles
 from josefk.config.topic import InvalidConfigError
 from josefk.protocol.acls import AclOperation
@@ -39,6 +55,8 @@ AlterResponse = response_class(ApiKey.ALTER_CONFIGS)
 AlterResult = AlterResponse.AlterConfigsResourceResponse
 IncrementalResponse = response_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 IncrementalResult = IncrementalResponse.AlterConfigsResourceResponse
+
+logger = logging.getLogger(__name__)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # Kafka's ConfigType for DescribeConfigs v3+: josefk reports UNKNOWN (0) for all keys.
@@ -61,14 +79,19 @@ def handle_describe_configs(context: RequestContext, request: Any) -> Any:
                 message = f"Topic '{resource.resource_name}' does not exist."
             else:
                 entries = topic_config_entries(
-                    broker.config, replicas.default_log_config, info.configs
+                    broker.config_layers(), replicas.default_log_config, info.configs
                 )
         elif resource.resource_type == ResourceType.BROKER:
-            if resource.resource_name not in ("", str(broker.broker_id)):
-                error = ErrorCode.INVALID_REQUEST
-                message = f"unexpected broker id {resource.resource_name}"
+            if resource.resource_name == DEFAULT_ENTITY:
+                entries = cluster_default_entries(broker.config_layers())
+            elif resource.resource_name == str(broker.broker_id):
+                entries = broker_config_entries(broker.config_layers())
             else:
-                entries = broker_config_entries(broker.config)
+                error = ErrorCode.INVALID_REQUEST
+                message = (
+                    f"Unexpected broker id, expected {broker.broker_id} or empty string, "
+                    f"but received {resource.resource_name}"
+                )
         else:
             error = ErrorCode.INVALID_REQUEST
             message = f"unsupported resource type {resource.resource_type}"
@@ -107,15 +130,19 @@ def _describe_entry(entry: ConfigEntry, include_synonyms: bool) -> Any:
 
 
 @handles(ApiKey.ALTER_CONFIGS)
-def handle_alter_configs(context: RequestContext, request: Any) -> Any:
+async def handle_alter_configs(context: RequestContext, request: Any) -> Any:
     results = []
     for resource in request.resources:
-        # AlterConfigs replaces the whole set of overrides with the given one.
-        configs = {c.name: c.value for c in resource.configs if c.value is not None}
         message: str | None
         if denied := _denied(context, resource, AclOperation.ALTER_CONFIGS):
             error, message = denied, denied.message
+        elif resource.resource_type == ResourceType.BROKER:
+            error, message = await _alter_broker(
+                context, resource, _replace_all(resource), request.validate_only
+            )
         else:
+            # AlterConfigs replaces the whole set of overrides with the given one.
+            configs = {c.name: c.value for c in resource.configs if c.value is not None}
             error, message = _apply(context, resource, configs, request.validate_only)
         results.append(
             AlterResult(
@@ -129,16 +156,23 @@ def handle_alter_configs(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
-def handle_incremental_alter_configs(context: RequestContext, request: Any) -> Any:
+async def handle_incremental_alter_configs(context: RequestContext, request: Any) -> Any:
     replicas = context.broker.replica_manager
     results = []
     for resource in request.resources:
         error, message = ErrorCode.NONE, None
-        if denied := _denied(context, resource, AclOperation.ALTER_CONFIGS):
+        denied = _denied(context, resource, AclOperation.ALTER_CONFIGS)
+        if denied or resource.resource_type == ResourceType.BROKER:
+            if denied:
+                error, message = denied, denied.message
+            else:
+                error, message = await _alter_broker(
+                    context, resource, _incremental_edit(context, resource), request.validate_only
+                )
             results.append(
                 IncrementalResult(
-                    error_code=denied,
-                    error_message=denied.message,
+                    error_code=error,
+                    error_message=message,
                     resource_type=resource.resource_type,
                     resource_name=resource.resource_name,
                 )
@@ -210,12 +244,6 @@ def _apply(
     context: RequestContext, resource: Any, configs: dict[str, str], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     replicas = context.broker.replica_manager
-    if resource.resource_type == ResourceType.BROKER:
-        return (
-            ErrorCode.INVALID_CONFIG,
-            "josefk's broker configs are static: set them in server.properties, "
-            "JOSEFK_* variables or --set, then restart",
-        )
     if resource.resource_type != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
     if is_internal_topic(resource.resource_name):
@@ -236,3 +264,96 @@ def _apply(
     except InvalidConfigError as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
     return ErrorCode.NONE, None
+
+
+# ---------------------------------------------------------------------------- broker resources
+
+BrokerEdit = Callable[[dict[str, str]], dict[str, str]]
+
+
+async def _alter_broker(
+    context: RequestContext, resource: Any, edit: BrokerEdit, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """One BROKER resource of AlterConfigs / IncrementalAlterConfigs: ``edit`` turns the
+    stored overrides of the resource into the new ones (and may refuse)."""
+    dynamic = context.broker.dynamic_config
+    if dynamic is None:
+        return ErrorCode.INVALID_REQUEST, "this broker takes no dynamic configuration"
+    names = [c.name for c in resource.configs]
+    try:
+        duplicated = sorted(name for name, count in Counter(names).items() if count > 1)
+        if duplicated:
+            raise InvalidBrokerConfigRequest("Error due to duplicate config keys")
+        await dynamic.alter(
+            resource.resource_name, edit, touched=set(names), validate_only=validate_only
+        )
+    except InvalidBrokerConfigRequest as exc:
+        return ErrorCode.INVALID_REQUEST, str(exc)
+    except InvalidBrokerConfig as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    except OSError as exc:
+        logger.error("cannot store the dynamic broker configs: %s", exc)
+        return ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the change: {exc.strerror or exc}"
+    except Exception as exc:
+        # etcd unreachable, or a bug: this resource fails, the request and broker go on.
+        logger.exception("altering broker configs %r failed", resource.resource_name)
+        return ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot change the broker configs: {exc}"
+    return ErrorCode.NONE, None
+
+
+def _null_values(resource: Any) -> None:
+    nulls = [c.name for c in resource.configs if c.value is None]
+    if nulls:
+        raise InvalidBrokerConfigRequest("Null value not supported for : " + ", ".join(nulls))
+
+
+def _replace_all(resource: Any) -> BrokerEdit:
+    """AlterConfigs: the given set replaces the stored one."""
+
+    def edit(_stored: dict[str, str]) -> dict[str, str]:
+        _null_values(resource)
+        return {c.name: c.value for c in resource.configs}
+
+    return edit
+
+
+def _incremental_edit(context: RequestContext, resource: Any) -> BrokerEdit:
+    """IncrementalAlterConfigs: SET and DELETE one override each; APPEND and SUBTRACT work
+    on a list key's value as this resource has it (its override, else what the layers
+    below give: the cluster default, the static value, Kafka's default), and APPEND adds
+    only the items not there yet."""
+
+    def edit(stored: dict[str, str]) -> dict[str, str]:
+        layers = context.broker.config_layers()
+        below = [layers.static, kafka_defaults()]
+        if resource.resource_name != DEFAULT_ENTITY:
+            below.insert(0, layers.cluster_default)
+        for change in resource.configs:
+            name, op = change.name, change.config_operation
+            if op == SET:
+                if change.value is None:
+                    raise InvalidBrokerConfigRequest(f"Null value not supported for : {name}")
+                stored[name] = change.value
+            elif op == DELETE:
+                stored.pop(name, None)
+            elif op in (APPEND, SUBTRACT):
+                verb = "append" if op == APPEND else "subtract"
+                if not is_list_key(name):
+                    raise InvalidBrokerConfigRequest(
+                        f"Config value {verb} is not allowed for config key: {name}"
+                    )
+                current = stored.get(name)
+                if current is None:
+                    current = next((layer[name] for layer in below if name in layer), "")
+                items = [v.strip() for v in current.split(",") if v.strip()]
+                given = [v.strip() for v in (change.value or "").split(",") if v.strip()]
+                if op == APPEND:
+                    items += [v for v in given if v not in items]
+                else:
+                    items = [v for v in items if v not in given]
+                stored[name] = ",".join(items)
+            else:
+                raise InvalidBrokerConfigRequest(f"Unknown operations type {op}")
+        return stored
+
+    return edit

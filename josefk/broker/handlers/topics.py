@@ -88,7 +88,7 @@ def handle_create_topics(context: RequestContext, request: Any) -> Any:
                 )
             )
             continue
-        entries = topic_config_entries(broker.config, replicas.default_log_config, configs)
+        entries = topic_config_entries(broker.config_layers(), replicas.default_log_config, configs)
         results.append(
             CreateResult(
                 name=name,
