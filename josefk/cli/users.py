@@ -3,7 +3,7 @@
 Owns the operator's verbs for SCRAM credentials. The password is salted and hashed here
 (PBKDF2) and only the salted password goes to the broker, through AlterUserScramCredentials;
 ``list`` uses DescribeUserScramCredentials. Talks to the broker through josefk.client's AIOAdmin
-only (over a PLAINTEXT listener: the CLI's client does not authenticate yet).
+only, over any listener (``--command-config`` / ``-X`` for a SASL or SSL one).
 """
 
 from __future__ import annotations

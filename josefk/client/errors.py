@@ -191,6 +191,8 @@ MemberIdRequiredError: type[KafkaError] = _BY_CODE.get(79, KafkaError)
 ProducerFencedError: type[KafkaError] = _BY_CODE[90]
 ConcurrentTransactionsError: type[KafkaError] = _BY_CODE[51]
 SaslAuthenticationFailedError: type[KafkaError] = _BY_CODE[58]
+UnsupportedSaslMechanismError: type[KafkaError] = _BY_CODE[33]
+IllegalSaslStateError: type[KafkaError] = _BY_CODE[34]
 
 
 def error_class(code: int) -> type[KafkaError]:
@@ -221,6 +223,7 @@ __all__ = [
     "DuplicateSequenceNumberError",
     "FatalTransactionError",
     "IllegalGenerationError",
+    "IllegalSaslStateError",
     "IllegalStateError",
     "InvalidConfigError",
     "InvalidPartitionsError",
@@ -249,6 +252,7 @@ __all__ = [
     "UnknownProducerIdError",
     "UnknownServerError",
     "UnknownTopicOrPartitionError",
+    "UnsupportedSaslMechanismError",
     "UnsupportedVersionError",
     "error_class",
     "error_for",
