@@ -35,10 +35,11 @@ from josefk.broker.partition import TopicPartition
 from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from josefk.broker.reconfigurable import ReconfigurableRegistry
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
-from josefk.broker.security.store import CredentialStore
+from josefk.broker.security.store import CredentialStore, EtcdCredentialStore
 from josefk.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from josefk.broker.txn.markers import ClusterMarkerWriter, LocalMarkerWriter, MarkerWriter
 from josefk.broker.txn.store import TRANSACTION_STATE_TOPIC, TopicTxnStore
+from josefk.cluster.credentials import CredentialRecords
 from josefk.cluster.metadata_store import BrokerIdInUseError, EtcdUnavailableError
 from josefk.config.broker import BrokerConfig
 from josefk.config.properties import (
@@ -97,6 +98,7 @@ class Broker:
         self._cluster_markers: ClusterMarkerWriter | None = None
         self._dir_locks: list[LogDirLock] = []
         self.cluster: ClusterNode | None = None
+        self._credentials: EtcdCredentialStore | None = None
         # Parts that take dynamic broker configs (KIP-226) without a restart.
         self.reconfigurables = ReconfigurableRegistry()
 
@@ -227,9 +229,7 @@ class Broker:
             group_coordinator=self.group_coordinator,
             txn_coordinator=self.txn_coordinator,
             producer_ids=producer_ids,
-            credentials=await loop.run_in_executor(
-                self._executor, CredentialStore.load, log_dirs[0]
-            ),
+            credentials=await self._open_credentials(log_dirs[0]),
         )
         self._server = SocketServer(
             RequestDispatcher(context),
@@ -309,6 +309,17 @@ class Broker:
                 ) from None
             self._exporter = exporter
         return self.endpoints
+
+    async def _open_credentials(self, log_dir: Path) -> CredentialStore:
+        """SCRAM users: in etcd on a cluster (a user added on any broker logs in on every
+        one), else in the first log dir's file."""
+        if self.cluster is None:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, CredentialStore.load, log_dir)
+        store = EtcdCredentialStore(CredentialRecords(self.cluster.store))
+        await store.start()
+        self._credentials = store
+        return store
 
     @property
     def metrics_port(self) -> int | None:
@@ -531,6 +542,8 @@ class Broker:
             self.txn_coordinator.stop()
         if self._cluster_markers is not None:
             self._cluster_markers.close()
+        if self._credentials is not None:
+            await self._credentials.close()
         if self.cluster is not None:
             # Leaving revokes the lease: the controller moves leadership away at once.
             with contextlib.suppress(Exception):
