@@ -91,7 +91,7 @@ def broker_config_entries(broker: BrokerConfig) -> list[ConfigEntry]:
             if entry.source == "DEFAULT_CONFIG"
             else ConfigSource.STATIC_BROKER_CONFIG
         )
-        sensitive = "password" in entry.name
+        sensitive = entry.sensitive or "password" in entry.name
         value = None if sensitive else entry.value
         entries.append(
             ConfigEntry(

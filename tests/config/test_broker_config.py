@@ -404,4 +404,5 @@ def test_describe_entries() -> None:
     assert entries["num.partitions"].origin == "file server.properties"
     assert entries["log.segment.bytes"].source == "DEFAULT_CONFIG"
     assert entries["log.retention.ms"].value is None
-    assert all(entry.read_only and not entry.sensitive for entry in entries.values())
+    assert all(entry.read_only for entry in entries.values())
+    assert [name for name, entry in entries.items() if entry.sensitive] == ["sasl.jaas.config"]
