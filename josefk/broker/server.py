@@ -35,6 +35,7 @@ from josefk.broker.partition import TopicPartition
 from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from josefk.broker.reconfigurable import ReconfigurableRegistry
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
+from josefk.broker.security.inter_broker import InterBrokerSecurityError
 from josefk.broker.security.store import CredentialStore, EtcdCredentialStore
 from josefk.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from josefk.broker.txn.markers import ClusterMarkerWriter, LocalMarkerWriter, MarkerWriter
@@ -126,7 +127,10 @@ class Broker:
                 ) from None
         cluster_from_etcd: str | None = None
         if config.cluster_mode:
-            self.cluster = ClusterNode(config, broker_id=self.broker_id)
+            try:
+                self.cluster = ClusterNode(config, broker_id=self.broker_id)
+            except InterBrokerSecurityError as exc:
+                raise StartupError(f"invalid broker configuration: {exc}") from None
             try:
                 cluster_from_etcd = await self.cluster.connect(
                     _stored_cluster_id(log_dirs) or generate_uuid()
@@ -411,6 +415,7 @@ class Broker:
                 cluster.broker_address,
                 broker_id=self.broker_id,
                 timeout_s=config.replica_socket_timeout_ms / 1000,
+                security=cluster.inter_broker_security,
             )
             markers = self._cluster_markers
         coordinator = TransactionCoordinator(

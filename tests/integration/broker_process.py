@@ -196,6 +196,14 @@ class BrokerProcess:
         self.host = match["host"]
         self.port = int(match["port"])
 
+    def endpoint(self, listener: str) -> str:
+        """``host:port`` of the named listener, as the broker printed it when it started."""
+        prefix = f"josefk: listening on {listener}://"
+        for line in self._stdout_lines:
+            if line.startswith(prefix):
+                return line[len(prefix) :].strip()
+        raise KeyError(f"the broker printed no {listener} listener")
+
     def is_alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
