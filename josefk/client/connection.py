@@ -169,6 +169,16 @@ class BrokerConnection(asyncio.Protocol):
                 await conn._negotiate_versions(timeout_s)
                 if security.uses_sasl:
                     await conn._authenticate(timeout_s)
+        except (ConnectionResetError, ConnectionAbortedError, BrokenPipeError) as exc:
+            conn.close()
+            if security.ssl_context is None or connected:
+                raise _describe_failure(host, port, node_id, exc, connected, timeout_s) from exc
+            # A plaintext listener reads the ClientHello as a bad request and hangs up.
+            raise SslAuthenticationError(
+                f"TLS with {host}:{port} failed: the other side closed the connection during "
+                "the handshake (is it a TLS listener? check security.protocol)",
+                node_id=node_id,
+            ) from None
         except ssl.SSLError as exc:
             conn.close()
             raise SslAuthenticationError(

@@ -856,8 +856,10 @@ class BrokerConfig(BaseModel):
                     "or set inter.broker.listener.name instead",
                 )
         mechanism = self.sasl_mechanism_inter_broker_protocol
+        # A single node opens no connection to another broker: nothing to check there.
         if (
-            self.inter_broker_security_protocol().startswith("SASL_")
+            self.cluster_mode
+            and self.inter_broker_security_protocol().startswith("SASL_")
             and mechanism not in self.sasl_enabled_mechanisms
         ):
             yield ConfigProblem(

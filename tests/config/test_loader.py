@@ -287,15 +287,15 @@ def test_inter_broker_security_settings() -> None:
                 "inter.broker.listener.name=PLAINTEXT",
             ],
         )
+    single_node = [
+        listeners,
+        "inter.broker.listener.name=SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms=PLAIN",
+    ]
+    # A single node never connects to another broker; a cluster's brokers would fail.
+    assert load_broker_config(env={}, overrides=single_node)
     with pytest.raises(BrokerConfigError, match=r"sasl\.enabled\.mechanisms"):
-        load_broker_config(
-            env={},
-            overrides=[
-                listeners,
-                "inter.broker.listener.name=SASL_PLAINTEXT",
-                "sasl.enabled.mechanisms=PLAIN",
-            ],
-        )
+        load_broker_config(env={}, overrides=[*single_node, "josefk.etcd.endpoints=127.0.0.1:2379"])
     # Other listener-prefixed keys are still refused by name.
     with pytest.raises(BrokerConfigError, match="per-listener"):
         load_broker_config(env={}, overrides=["listener.name.x.sasl.login.class=y"])

@@ -25,8 +25,10 @@ def start_sasl_broker(
     listeners: str,
     users: Mapping[str, str],
     settings: Sequence[str] = (),
+    port: int = 0,
 ) -> BrokerProcess:
-    """Users get both SCRAM mechanisms (PLAIN checks the same credentials)."""
+    """Users get both SCRAM mechanisms (PLAIN checks the same credentials). ``port``: where
+    ``--listen`` puts the first listener (0: any free port)."""
     data = base / "data"
     data.mkdir(parents=True, exist_ok=True)
     store = CredentialStore.load(data)
@@ -37,6 +39,7 @@ def start_sasl_broker(
     broker = BrokerProcess(
         data, base / "broker.stderr.log", settings=[f"listeners={listeners}", *settings]
     )
+    broker.port = port
     try:
         broker.start()
     except Exception:
