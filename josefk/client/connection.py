@@ -119,6 +119,7 @@ class BrokerConnection(asyncio.Protocol):
         # under way; both None on PLAINTEXT, so requests pay one attribute test for them.
         self._reauthenticate_at: float | None = None
         self._reauthentication: asyncio.Task[None] | None = None
+        self._authentication_timeout_s = 30.0
         self.versions: dict[int, int] = {}
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder()
@@ -168,6 +169,7 @@ class BrokerConnection(asyncio.Protocol):
                 connected = True
                 await conn._negotiate_versions(timeout_s)
                 if security.uses_sasl:
+                    conn._authentication_timeout_s = timeout_s
                     await conn._authenticate(timeout_s)
         except (ConnectionResetError, ConnectionAbortedError, BrokenPipeError) as exc:
             conn.close()
@@ -306,7 +308,7 @@ class BrokerConnection(asyncio.Protocol):
             in_flight = [p.future for p in self._pending]
             if in_flight:
                 await asyncio.wait(in_flight)
-            await self._authenticate(30.0)
+            await self._authenticate(self._authentication_timeout_s)
         except KafkaError as exc:
             self._fail(exc)
             raise

@@ -151,12 +151,21 @@ class EtcdCredentialStore(CredentialStore):
 
     async def persist(self) -> None:
         dirty, self._dirty = self._dirty, set()
-        for user in sorted(dirty):
-            credentials = self._users.get(user)
-            if credentials:
-                await self._records.put(user, encode_user(credentials))
-            else:
-                await self._records.delete(user)
+        pending = sorted(dirty)
+        try:
+            while pending:
+                user = pending[0]
+                credentials = self._users.get(user)
+                if credentials:
+                    await self._records.put(user, encode_user(credentials))
+                else:
+                    await self._records.delete(user)
+                pending.pop(0)
+        except BaseException:
+            # Not in etcd (unreachable): the client is told it failed, the next persist
+            # tries again, and a reload from etcd in between puts back what etcd holds.
+            self._dirty.update(pending)
+            raise
 
     def _apply(self, user: str, value: bytes | None) -> None:
         if value is None:
