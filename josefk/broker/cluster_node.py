@@ -41,6 +41,7 @@ from josefk.broker.metadata_cache import ClusterMetadata
 from josefk.broker.partition import Partition, TopicPartition
 from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from josefk.broker.replica_manager import ReplicaManager
+from josefk.broker.security.inter_broker import inter_broker_security
 from josefk.client.connection import BrokerConnection
 from josefk.cluster.controller import ClusterController, ControllerFencedError, TopicExistsError
 from josefk.cluster.metadata_store import (
@@ -88,6 +89,9 @@ class ClusterNode:
         assert config.etcd_endpoints
         self.config = config
         self.broker_id = broker_id
+        # How this broker's connections to the others are secured (InterBrokerSecurityError,
+        # a ValueError, when the settings cannot work).
+        self.inter_broker_security = inter_broker_security(config)
         # Set by the broker between ``connect`` and ``join`` (the logs load in between).
         self.replicas: ReplicaManager
         self.store = EtcdMetadataStore(
@@ -419,6 +423,7 @@ class ClusterNode:
                     partition_max_bytes=config.replica_fetch_max_bytes,
                     backoff_ms=config.replica_fetch_backoff_ms,
                     request_timeout_s=config.replica_socket_timeout_ms / 1000,
+                    security=self.inter_broker_security,
                 ),
                 on_high_watermark=self.replicas.high_watermark_moved,
             )
@@ -434,7 +439,7 @@ class ClusterNode:
         registration = self.watcher.view.brokers.get(broker_id)
         if registration is None or not registration.endpoints:
             return None
-        wanted = self.config.inter_broker_listener_name
+        wanted = self.config.inter_broker_listener()
         for endpoint in registration.endpoints:
             if wanted is None or endpoint.listener == wanted:
                 return endpoint.host, endpoint.port
@@ -646,6 +651,7 @@ class ClusterNode:
             node_id=claim.broker_id,
             client_id=f"josefk-broker-{self.broker_id}",
             timeout_s=config.replica_socket_timeout_ms / 1000,
+            security=self.inter_broker_security,
         )
         try:
             response = await connection.request(

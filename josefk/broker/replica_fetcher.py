@@ -32,7 +32,8 @@ from typing import Any
 
 from josefk.broker.partition import Partition, TopicPartition
 from josefk.client.connection import BrokerConnection
-from josefk.client.errors import KafkaConnectionError, KafkaTimeoutError
+from josefk.client.errors import KafkaConnectionError, KafkaError
+from josefk.client.security import PLAINTEXT, ClientSecurity
 from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
 
@@ -64,6 +65,8 @@ class FetcherSettings:
     partition_max_bytes: int = 1024 * 1024
     backoff_ms: int = 1000
     request_timeout_s: float = 30.0
+    # The inter-broker listener's security (TLS, SASL): josefk.broker.security.inter_broker.
+    security: ClientSecurity = PLAINTEXT
 
 
 @dataclass(slots=True)
@@ -145,8 +148,16 @@ class ReplicaFetcher:
                 connection = await self._connect()
                 await self._truncate(connection, active)
                 await self._fetch_once(connection, active)
-            except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
-                logger.info("fetcher for leader %d: %s; retrying", self.leader_id, exc)
+            except (KafkaError, OSError) as exc:
+                # A refused authentication is retried too (the user may be created later),
+                # but said louder: replication stops until it is fixed.
+                retriable = not isinstance(exc, KafkaError) or exc.retriable
+                logger.log(
+                    logging.INFO if retriable else logging.WARNING,
+                    "fetcher for leader %d: %s; retrying",
+                    self.leader_id,
+                    exc,
+                )
                 if self._connection is not None:
                     self._connection.close()
                     self._connection = None
@@ -165,6 +176,7 @@ class ReplicaFetcher:
             node_id=self.leader_id,
             client_id=f"josefk-replica-fetcher-{self._settings.broker_id}",
             timeout_s=self._settings.request_timeout_s,
+            security=self._settings.security,
         )
         return self._connection
 

@@ -47,12 +47,14 @@ from josefk.broker.reconfigurable import ReconfigurableRegistry
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
 from josefk.broker.security.acl_store import EtcdAclStore, FileAclStore
 from josefk.broker.security.authorizer import Authorizer
-from josefk.broker.security.store import CredentialStore
+from josefk.broker.security.inter_broker import InterBrokerSecurityError
+from josefk.broker.security.store import CredentialStore, EtcdCredentialStore
 from josefk.broker.security.tls import TlsConfigError, TlsListener
 from josefk.broker.tls_connection import TlsConnection
 from josefk.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from josefk.broker.txn.markers import ClusterMarkerWriter, LocalMarkerWriter, MarkerWriter
 from josefk.broker.txn.store import TRANSACTION_STATE_TOPIC, TopicTxnStore
+from josefk.cluster.credentials import CredentialRecords
 from josefk.cluster.metadata_store import BrokerIdInUseError, EtcdUnavailableError
 from josefk.config.broker import BrokerConfig
 from josefk.config.properties import (
@@ -112,6 +114,7 @@ class Broker:
         self._cluster_markers: ClusterMarkerWriter | None = None
         self._dir_locks: list[LogDirLock] = []
         self.cluster: ClusterNode | None = None
+        self._credentials: EtcdCredentialStore | None = None
         # Parts that take dynamic broker configs (KIP-226) without a restart.
         self.reconfigurables = ReconfigurableRegistry()
         self.dynamic_config: DynamicBrokerConfig | None = None
@@ -140,7 +143,10 @@ class Broker:
                 ) from None
         cluster_from_etcd: str | None = None
         if config.cluster_mode:
-            self.cluster = ClusterNode(config, broker_id=self.broker_id)
+            try:
+                self.cluster = ClusterNode(config, broker_id=self.broker_id)
+            except InterBrokerSecurityError as exc:
+                raise StartupError(f"invalid broker configuration: {exc}") from None
             try:
                 cluster_from_etcd = await self.cluster.connect(
                     _stored_cluster_id(log_dirs) or generate_uuid()
@@ -248,9 +254,7 @@ class Broker:
             group_coordinator=self.group_coordinator,
             txn_coordinator=self.txn_coordinator,
             producer_ids=producer_ids,
-            credentials=await loop.run_in_executor(
-                self._executor, CredentialStore.load, log_dirs[0]
-            ),
+            credentials=await self._open_credentials(log_dirs[0]),
             dynamic_config=dynamic,
         )
         if config.authorizer_class_name:
@@ -388,6 +392,17 @@ class Broker:
         assert self.dynamic_config is not None
         return self.dynamic_config.current.default_log_config()
 
+    async def _open_credentials(self, log_dir: Path) -> CredentialStore:
+        """SCRAM users: in etcd on a cluster (a user added on any broker logs in on every
+        one), else in the first log dir's file."""
+        if self.cluster is None:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, CredentialStore.load, log_dir)
+        store = EtcdCredentialStore(CredentialRecords(self.cluster.store))
+        await store.start()
+        self._credentials = store
+        return store
+
     @property
     def metrics_port(self) -> int | None:
         return self._exporter.port if self._exporter is not None else None
@@ -478,6 +493,7 @@ class Broker:
                 cluster.broker_address,
                 broker_id=self.broker_id,
                 timeout_s=config.replica_socket_timeout_ms / 1000,
+                security=cluster.inter_broker_security,
             )
             markers = self._cluster_markers
         coordinator = TransactionCoordinator(
@@ -638,6 +654,8 @@ class Broker:
             self.txn_coordinator.stop()
         if self._cluster_markers is not None:
             self._cluster_markers.close()
+        if self._credentials is not None:
+            await self._credentials.close()
         if self.cluster is not None:
             # Leaving revokes the lease: the controller moves leadership away at once.
             with contextlib.suppress(Exception):

@@ -1,12 +1,15 @@
 """Shared plumbing of the client verbs of ``josefk``: bootstrap, errors, parsing, running.
 
 Owns how a verb finds its broker (``--bootstrap`` on the verb, else on ``josefk`` itself,
-else ``JOSEFK_BOOTSTRAP``, else 127.0.0.1:9092), how a client error becomes a one-paragraph
+else ``JOSEFK_BOOTSTRAP``, else 127.0.0.1:9092) and how it secures its connections
+(``--command-config FILE``, a properties file as Kafka's tools take, and repeated
+``-X key=value`` as kcat takes, on the verb or on ``josefk`` itself: ``client_settings``),
+how a client error becomes a one-paragraph
 message and exit status 1 (``CliError``), the suggestions for unknown topics and groups, and
 the small parsers of ``key=value``, ``--from`` and ``--to`` specs.
 
-Imports josefk.client only (never josefk.broker or josefk.storage): the command is a client
-like any other.
+Imports josefk.client and josefk.config.properties only (never josefk.broker or
+josefk.storage): the command is a client like any other.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from josefk.client.errors import (
     KafkaTimeoutError,
     UnknownTopicOrPartitionError,
 )
+from josefk.client.security import PROPERTY_NAMES, ClientSecurity, security_settings
+from josefk.config.properties import PropertiesSyntaxError, read_properties_file
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,6 +41,11 @@ DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
 BOOTSTRAP_ENV: Final = "JOSEFK_BOOTSTRAP"
 # ctx.meta key under which the ``josefk`` group leaves its own --bootstrap value.
 BOOTSTRAP_META_KEY: Final = "josefk.bootstrap"
+COMMAND_CONFIG_ENV: Final = "JOSEFK_COMMAND_CONFIG"
+# ctx.meta key of the client settings from --command-config and -X: {(level, kind): {...}},
+# level 0 for ``josefk`` itself and 1 for the verb, kind 0 for the file and 1 for -X, so
+# that the verb's -X wins over the verb's file, which wins over the group's.
+_CLIENT_META_KEY: Final = "josefk.client-settings"
 
 EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
@@ -51,7 +61,8 @@ Exit codes:
 \b
 Every verb that prints data takes --json for scripts; tables are for people.
 The broker address comes from --bootstrap, else JOSEFK_BOOTSTRAP, else
-127.0.0.1:9092."""
+127.0.0.1:9092. A SASL or SSL listener needs the client's security settings:
+--command-config FILE (else JOSEFK_COMMAND_CONFIG) and/or -X KEY=VALUE."""
 
 
 class CliError(click.ClickException):
@@ -61,7 +72,9 @@ class CliError(click.ClickException):
 
 
 def bootstrap_option(f: F) -> F:
-    """``-b/--bootstrap`` on a verb; overrides the one given to ``josefk`` itself."""
+    """``-b/--bootstrap`` on a verb (overriding the one given to ``josefk`` itself), with
+    the client security options (``client_config_options``)."""
+    f = client_config_options(f)
     return click.option(
         "-b",
         "--bootstrap",
@@ -69,6 +82,79 @@ def bootstrap_option(f: F) -> F:
         default=None,
         help=f"Broker(s) to bootstrap from (env {BOOTSTRAP_ENV}, default {DEFAULT_BOOTSTRAP}).",
     )(f)
+
+
+def _remember_settings(
+    ctx: click.Context, param: click.Parameter, properties: dict[str, str], kind: int
+) -> None:
+    try:
+        settings = security_settings(properties)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    level = 0 if ctx.parent is None else 1
+    ctx.meta.setdefault(_CLIENT_META_KEY, {})[(level, kind)] = settings
+
+
+def _command_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if not value:
+        return
+    try:
+        properties = read_properties_file(value)
+    except (OSError, PropertiesSyntaxError) as exc:
+        raise click.BadParameter(
+            f"cannot read {value}: {getattr(exc, 'strerror', None) or exc}", ctx=ctx, param=param
+        ) from None
+    _remember_settings(ctx, param, properties, 0)
+
+
+def _x_settings(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> None:
+    if value:
+        _remember_settings(ctx, param, parse_key_values(value, "-X"), 1)
+
+
+def client_config_options(f: F, *, envvar: str | None = None) -> F:
+    """``--command-config FILE`` and ``-X key=value``: how the client secures its connections
+    (security.protocol, sasl.*, ssl.*); read back with ``client_settings()``. ``envvar``
+    names a variable that gives the file when the option is absent."""
+    f = click.option(
+        "-X",
+        "client_properties",
+        metavar="KEY=VALUE",
+        multiple=True,
+        expose_value=False,
+        callback=_x_settings,
+        help="A client security setting, as kcat's -X (repeatable): "
+        + ", ".join(sorted(set(PROPERTY_NAMES) - {"sasl.mechanisms"})),
+    )(f)
+    return click.option(
+        "--command-config",
+        metavar="FILE",
+        default=None,
+        envvar=envvar,
+        expose_value=False,
+        callback=_command_config,
+        help="Properties file of client security settings, as Kafka's tools take "
+        "(security.protocol, sasl.mechanism, sasl.username, sasl.password or "
+        "sasl.jaas.config, ssl.ca.location, ...).",
+    )(f)
+
+
+def client_settings() -> dict[str, Any]:
+    """The security settings given to this invocation, as ClientConfig keywords (checked:
+    a bad combination is a usage error)."""
+    ctx = click.get_current_context(silent=True)
+    collected: dict[tuple[int, int], dict[str, str]] = (
+        {} if ctx is None else ctx.meta.get(_CLIENT_META_KEY, {})
+    )
+    settings: dict[str, Any] = {}
+    for key in sorted(collected):
+        settings.update(collected[key])
+    if settings:
+        try:
+            ClientSecurity.build(**settings)
+        except ValueError as exc:
+            raise click.UsageError(f"client security settings: {exc}") from None
+    return settings
 
 
 def json_option(f: F) -> F:
@@ -99,10 +185,16 @@ def run(coro: Coroutine[Any, Any, T], *, bootstrap: str) -> T:
         # SIGTERM, turned into a cancellation by the verb (see consume): same orderly exit.
         raise SystemExit(143) from None
     except KafkaConnectionError as exc:
+        hint = ""
+        if "closed" in exc.message or "lost" in exc.message:
+            hint = (
+                "\nA SASL or SSL listener closes connections that do not authenticate: give "
+                "the client's security settings with --command-config FILE or -X KEY=VALUE."
+            )
         raise CliError(
             f"cannot reach a broker at {bootstrap}: {exc.message}\n"
             "Is `josefk serve` running there? Point josefk at your broker with "
-            f"--bootstrap HOST:PORT or the {BOOTSTRAP_ENV} environment variable."
+            f"--bootstrap HOST:PORT or the {BOOTSTRAP_ENV} environment variable.{hint}"
         ) from None
     except KafkaTimeoutError as exc:
         raise CliError(f"the broker at {bootstrap} did not answer in time: {exc.message}") from None
@@ -126,6 +218,7 @@ def admin_for(bootstrap: str) -> AIOAdmin:
         bootstrap_servers=bootstrap,
         client_id="josefk-cli",
         connect_timeout_ms=CLI_CONNECT_TIMEOUT_MS,
+        **client_settings(),
     )
 
 

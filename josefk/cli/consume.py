@@ -28,6 +28,7 @@ from josefk.cli.common import (
     StartSpec,
     admin_for,
     bootstrap_option,
+    client_settings,
     describe_existing_topics,
     parse_start,
     resolve_bootstrap,
@@ -229,6 +230,7 @@ async def _consume(
             raise CliError(f'topic "{topic}" has partitions 0..{len(known) - 1}, not {p}')
     settings: dict[str, Any] = {
         "bootstrap_servers": server,
+        **client_settings(),
         "client_id": "josefk-cli",
         "allow_auto_create_topics": False,
         "auto_offset_reset": "latest" if spec.kind == "end" else "earliest",

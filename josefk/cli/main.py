@@ -5,14 +5,18 @@ Each verb lives in its own module and is attached here; this module owns only th
 
 from __future__ import annotations
 
+import functools
+
 import click
 
 from josefk import __version__
 from josefk.cli.common import (
     BOOTSTRAP_ENV,
     BOOTSTRAP_META_KEY,
+    COMMAND_CONFIG_ENV,
     DEFAULT_BOOTSTRAP,
     EXIT_CODES_HELP,
+    client_config_options,
 )
 
 
@@ -25,6 +29,7 @@ from josefk.cli.common import (
     envvar=BOOTSTRAP_ENV,
     help=f"Broker(s) the client verbs talk to (env {BOOTSTRAP_ENV}, default {DEFAULT_BOOTSTRAP}).",
 )
+@functools.partial(client_config_options, envvar=COMMAND_CONFIG_ENV)
 @click.pass_context
 def cli(ctx: click.Context, bootstrap: str | None) -> None:
     """josefk: a Kafka-compatible broker and its tools."""

@@ -31,6 +31,7 @@ from josefk.cli.common import (
     CliError,
     admin_for,
     bootstrap_option,
+    client_settings,
     describe_error,
     describe_existing_topics,
     json_option,
@@ -175,6 +176,7 @@ def perf_produce(
             task = progress.add_task("produce", total=count)
             async with AIOProducer(
                 bootstrap_servers=server,
+                **client_settings(),
                 client_id="josefk-perf",
                 acks=acks,
                 compression_type=compression,
@@ -255,6 +257,7 @@ def perf_consume(
             task = progress.add_task("consume", total=count)
             async with AIOConsumer(
                 bootstrap_servers=server,
+                **client_settings(),
                 client_id="josefk-perf",
                 allow_auto_create_topics=False,
                 max_poll_records=10_000,

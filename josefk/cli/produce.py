@@ -25,6 +25,7 @@ from josefk.cli.common import (
     CliError,
     admin_for,
     bootstrap_option,
+    client_settings,
     describe_error,
     describe_existing_topics,
     json_option,
@@ -160,6 +161,7 @@ def produce(
         try:
             async with AIOProducer(
                 bootstrap_servers=server,
+                **client_settings(),
                 client_id="josefk-cli",
                 acks=acks,
                 compression_type=compression,
@@ -287,6 +289,7 @@ async def _create_on_first_use(server: str, topic: str, unknown: CliError) -> An
     allows auto-creation); the broker's settings decide. Returns its description."""
     async with AIOAdmin(
         bootstrap_servers=server,
+        **client_settings(),
         client_id="josefk-cli",
         allow_auto_create_topics=True,
         connect_timeout_ms=CLI_CONNECT_TIMEOUT_MS,

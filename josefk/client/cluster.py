@@ -11,6 +11,8 @@ consumer and admin are built on:
   with +-20% jitter from an injected random source so tests can pin it);
 * ``request(node_id, api_key, body)`` sends through the node's connection at the negotiated
   version; ``request_leader(topic, partition, ...)`` routes to the partition's leader;
+* every connection is secured alike (``ClientSecurity`` from the config's
+  ``security_protocol``, ``sasl_*`` and ``ssl_*`` settings: TLS, SASL);
 * metadata is refreshed on demand (``refresh_metadata``), when it is older than
   ``metadata_max_age_ms``, and by callers that see NOT_LEADER_OR_FOLLOWER,
   UNKNOWN_TOPIC_OR_PARTITION or a lost connection (``invalidate``).
@@ -41,6 +43,7 @@ from josefk.client.errors import (
     UnknownTopicOrPartitionError,
     error_for,
 )
+from josefk.client.security import ClientSecurity
 from josefk.protocol import ApiKey
 from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
@@ -99,6 +102,17 @@ class ClientConfig:
     # Metadata requests may create missing topics (the broker decides, per
     # auto.create.topics.enable); on for producers and consumers as in Kafka's clients.
     allow_auto_create_topics: bool = True
+    # Security (josefk.client.security has the property names and their meaning).
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    sasl_jaas_config: str | None = field(default=None, repr=False)
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: str | None = field(default=None, repr=False)
+    ssl_endpoint_identification_algorithm: str = "https"
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
 
@@ -172,6 +186,8 @@ class KafkaClient:
         self.config = config
         self.metadata = ClusterMetadata()
         self._bootstrap = parse_bootstrap(config.bootstrap_servers)
+        # Checked and built once (files read, TLS context made): every connection shares it.
+        self.security = ClientSecurity.from_config(config)
         self._connections: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self._failures: dict[int, int] = {}
@@ -262,6 +278,7 @@ class KafkaClient:
                 node_id=node_id,
                 client_id=self.config.client_id,
                 timeout_s=self.config.connect_timeout_ms / 1000.0,
+                security=self.security,
             )
         except KafkaError:
             failures = self._failures.get(node_id, 0) + 1

@@ -11,8 +11,16 @@ connection too: later responses could no longer be trusted to line up.
 On connect the connection asks the broker for its ApiVersions and keeps, per API, the highest
 version both sides support (``version_for``). Requests with acks=0 Produce expect no response.
 
-Imports josefk.protocol and josefk.client.errors only; must not import josefk.storage or
-josefk.broker.
+Security (``ClientSecurity``): over SSL/SASL_SSL the TCP connection is wrapped in TLS by
+asyncio (``create_connection(ssl=...)``) before ApiVersions. Over SASL_* the connection then
+authenticates: SaslHandshake v1 and SaslAuthenticate requests carrying the mechanism's tokens
+(``josefk.client.sasl``); a refusal raises the broker's error (SaslAuthenticationFailedError
+with its message) from ``open``, never a retry. When the broker gives the session a lifetime
+(KIP-368), the connection re-authenticates on the first request after 85-95% of it (Kafka's
+window), once the requests in flight have been answered; requests made meanwhile wait.
+
+Imports josefk.protocol and josefk.client (errors, security, sasl) only; must not import
+josefk.storage or josefk.broker.
 """
 
 from __future__ import annotations
@@ -20,16 +28,23 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import random
+import ssl
+import time
 from collections.abc import Callable
 from typing import Any, Final, cast
 
 from josefk.client.errors import (
     KafkaConnectionError,
+    KafkaError,
     KafkaTimeoutError,
     NotAKafkaBrokerError,
+    SslAuthenticationError,
     UnsupportedVersionError,
     error_for,
 )
+from josefk.client.sasl import ScramClient, plain_token
+from josefk.client.security import PLAINTEXT, ClientSecurity
 from josefk.protocol import ApiKey, FrameDecoder, ProtocolDecodeError, RequestHeader
 from josefk.protocol.api import (
     api_versions_ranges,
@@ -86,11 +101,25 @@ class BrokerConnection(asyncio.Protocol):
     pending requests is the write order.
     """
 
-    def __init__(self, host: str, port: int, *, node_id: int, client_id: str) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        node_id: int,
+        client_id: str,
+        security: ClientSecurity = PLAINTEXT,
+    ) -> None:
         self.host = host
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
+        self.security = security
+        # KIP-368: monotonic time of the next re-authentication (None: never), and the one
+        # under way; both None on PLAINTEXT, so requests pay one attribute test for them.
+        self._reauthenticate_at: float | None = None
+        self._reauthentication: asyncio.Task[None] | None = None
+        self._authentication_timeout_s = 30.0
         self.versions: dict[int, int] = {}
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder()
@@ -113,18 +142,56 @@ class BrokerConnection(asyncio.Protocol):
         node_id: int,
         client_id: str,
         timeout_s: float,
+        security: ClientSecurity = PLAINTEXT,
     ) -> BrokerConnection:
-        """Connect and negotiate API versions; raises KafkaConnectionError on failure."""
+        """Connect, negotiate API versions and authenticate; raises KafkaConnectionError when
+        the broker cannot be reached, SslAuthenticationError when TLS fails and the broker's
+        error (SaslAuthenticationFailedError...) when SASL fails."""
         loop = asyncio.get_running_loop()
-        conn = cls(host, port, node_id=node_id, client_id=client_id)
+        conn = cls(host, port, node_id=node_id, client_id=client_id, security=security)
         connected = False
         try:
             async with asyncio.timeout(timeout_s):
-                transport, _ = await loop.create_connection(lambda: conn, host, port)
+                context = security.ssl_context
+                if context is None:
+                    transport, _ = await loop.create_connection(lambda: conn, host, port)
+                else:
+                    transport, _ = await loop.create_connection(
+                        lambda: conn,
+                        host,
+                        port,
+                        ssl=context,
+                        server_hostname=host,
+                        ssl_handshake_timeout=timeout_s,
+                    )
                 # uvloop may report connection_made only after create_connection returns.
                 conn._transport = transport
                 connected = True
                 await conn._negotiate_versions(timeout_s)
+                if security.uses_sasl:
+                    conn._authentication_timeout_s = timeout_s
+                    await conn._authenticate(timeout_s)
+        except (ConnectionResetError, ConnectionAbortedError, BrokenPipeError) as exc:
+            conn.close()
+            if security.ssl_context is None or connected:
+                raise _describe_failure(host, port, node_id, exc, connected, timeout_s) from exc
+            # A plaintext listener reads the ClientHello as a bad request and hangs up.
+            raise SslAuthenticationError(
+                f"TLS with {host}:{port} failed: the other side closed the connection during "
+                "the handshake (is it a TLS listener? check security.protocol)",
+                node_id=node_id,
+            ) from None
+        except ssl.SSLError as exc:
+            conn.close()
+            raise SslAuthenticationError(
+                f"TLS with {host}:{port} failed: {exc.reason or exc}"
+                + (
+                    " (is it a TLS listener? check security.protocol)"
+                    if exc.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE")
+                    else ""
+                ),
+                node_id=node_id,
+            ) from None
         except (OSError, TimeoutError, KafkaConnectionError, KafkaTimeoutError) as exc:
             conn.close()
             raise _describe_failure(host, port, node_id, exc, connected, timeout_s) from exc
@@ -161,6 +228,92 @@ class BrokerConnection(asyncio.Protocol):
             if low <= high:
                 chosen[entry.api_key] = high
         self.versions = chosen
+
+    async def _authenticate(self, timeout_s: float) -> None:
+        """SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate requests."""
+        security = self.security
+        mechanism = security.sasl_mechanism
+        username, password = security.sasl_username, security.sasl_password
+        assert mechanism is not None and username is not None and password is not None
+        if ApiKey.SASL_HANDSHAKE not in self.versions or self.versions[ApiKey.SASL_HANDSHAKE] < 1:
+            raise UnsupportedVersionError(
+                f"{self} does not offer SaslHandshake v1: it cannot authenticate this client",
+                api_key=ApiKey.SASL_HANDSHAKE,
+            )
+        handshake = await self._send_and_wait(
+            ApiKey.SASL_HANDSHAKE,
+            request_class(ApiKey.SASL_HANDSHAKE)(mechanism=mechanism),
+            version=1,
+            timeout_s=timeout_s,
+        )
+        if handshake.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+            offered = ", ".join(handshake.mechanisms) or "none"
+            raise error_for(
+                handshake.error_code,
+                f"{self} does not offer SASL mechanism {mechanism} (it offers {offered})",
+            )
+        if handshake.error_code == ErrorCode.ILLEGAL_SASL_STATE:
+            raise error_for(
+                handshake.error_code,
+                f"{self} does not expect SASL authentication: is it a PLAINTEXT or SSL "
+                "listener? (check security.protocol)",
+            )
+        if handshake.error_code:
+            raise error_for(handshake.error_code, node_id=self.node_id)
+        if mechanism == "PLAIN":
+            final = await self._sasl_token(plain_token(username, password), timeout_s)
+        else:
+            scram = ScramClient(mechanism, username, password)
+            server_first = await self._sasl_token(scram.first(), timeout_s)
+            final = await self._sasl_token(scram.final(bytes(server_first.auth_bytes)), timeout_s)
+            scram.verify(bytes(final.auth_bytes))
+        lifetime_ms = getattr(final, "session_lifetime_ms", 0) or 0
+        if lifetime_ms > 0:
+            # Kafka's client re-authenticates at a random point of 85-95% of the lifetime, so
+            # connections opened together do not all re-authenticate at once.
+            share = random.uniform(0.85, 0.95)
+            self._reauthenticate_at = time.monotonic() + lifetime_ms * share / 1000.0
+        else:
+            self._reauthenticate_at = None
+        log.debug("%s: authenticated as %s with %s", self, username, mechanism)
+
+    async def _sasl_token(self, token: bytes, timeout_s: float) -> Any:
+        response = await self._send_and_wait(
+            ApiKey.SASL_AUTHENTICATE,
+            request_class(ApiKey.SASL_AUTHENTICATE)(auth_bytes=token),
+            version=self.version_for(ApiKey.SASL_AUTHENTICATE),
+            timeout_s=timeout_s,
+        )
+        if response.error_code:
+            raise error_for(
+                response.error_code,
+                response.error_message or None,
+                node_id=self.node_id,
+                user=self.security.sasl_username,
+                mechanism=self.security.sasl_mechanism,
+            )
+        return response
+
+    async def _reauthenticate(self) -> None:
+        """KIP-368: once the requests in flight are answered, authenticate again; requests
+        made meanwhile wait here. A failure closes the connection (the client reconnects)."""
+        task = self._reauthentication
+        if task is None:
+            task = asyncio.ensure_future(self._run_reauthentication())
+            self._reauthentication = task
+        await asyncio.shield(task)
+
+    async def _run_reauthentication(self) -> None:
+        try:
+            in_flight = [p.future for p in self._pending]
+            if in_flight:
+                await asyncio.wait(in_flight)
+            await self._authenticate(self._authentication_timeout_s)
+        except KafkaError as exc:
+            self._fail(exc)
+            raise
+        finally:
+            self._reauthentication = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
@@ -315,6 +468,23 @@ class BrokerConnection(asyncio.Protocol):
         A timeout closes the connection (the stream can no longer be trusted to line up)
         and raises KafkaTimeoutError.
         """
+        if self._reauthenticate_at is not None and (
+            self._reauthentication is not None or time.monotonic() >= self._reauthenticate_at
+        ):
+            await self._reauthenticate()
+        return await self._send_and_wait(
+            api_key, body, version=version, timeout_s=timeout_s, expect_response=expect_response
+        )
+
+    async def _send_and_wait(
+        self,
+        api_key: int,
+        body: BodyOrBuilder,
+        *,
+        version: int | None = None,
+        timeout_s: float = 30.0,
+        expect_response: bool = True,
+    ) -> Any:
         if not self._write_ready.is_set():
             await self._write_ready.wait()
         future = self.send_nowait(api_key, body, version=version, expect_response=expect_response)

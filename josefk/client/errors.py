@@ -6,7 +6,9 @@ per Kafka error code, built from ``josefk.protocol.ErrorCode`` and reachable thr
 and the client-side failures that have no wire code: ``KafkaConnectionError`` (the socket
 failed or closed; retriable), ``KafkaTimeoutError`` (a request or an operation ran out of
 time; retriable), ``UnsupportedVersionError`` (no version of an API both sides speak) and
-``IllegalStateError`` (the client was used wrongly, e.g. after close), and the transactional
+``IllegalStateError`` (the client was used wrongly, e.g. after close),
+``SslAuthenticationError`` (the TLS handshake failed: an untrusted certificate, a plaintext
+listener), and the transactional
 producer's ``FatalTransactionError`` / ``AbortableTransactionError`` /
 ``TransactionAbortedError`` (each with the broker's error as ``cause``).
 
@@ -65,6 +67,16 @@ class KafkaTimeoutError(KafkaError):
     code = ErrorCode.REQUEST_TIMED_OUT.value
     name = "REQUEST_TIMED_OUT"
     retriable = True
+
+
+class SslAuthenticationError(KafkaError):
+    """The TLS handshake with the broker failed (its certificate is not trusted or does not
+    name the host, ours was refused, or the listener does not speak TLS): retrying the same
+    settings will not help, as Kafka's SslAuthenticationException."""
+
+    code = -1
+    name = "SSL_AUTHENTICATION_FAILED"
+    retriable = False
 
 
 class UnsupportedVersionError(KafkaError):
@@ -178,6 +190,9 @@ GroupIdNotFoundError: type[KafkaError] = _BY_CODE[69]
 MemberIdRequiredError: type[KafkaError] = _BY_CODE.get(79, KafkaError)
 ProducerFencedError: type[KafkaError] = _BY_CODE[90]
 ConcurrentTransactionsError: type[KafkaError] = _BY_CODE[51]
+SaslAuthenticationFailedError: type[KafkaError] = _BY_CODE[58]
+UnsupportedSaslMechanismError: type[KafkaError] = _BY_CODE[33]
+IllegalSaslStateError: type[KafkaError] = _BY_CODE[34]
 
 
 def error_class(code: int) -> type[KafkaError]:
@@ -208,6 +223,7 @@ __all__ = [
     "DuplicateSequenceNumberError",
     "FatalTransactionError",
     "IllegalGenerationError",
+    "IllegalSaslStateError",
     "IllegalStateError",
     "InvalidConfigError",
     "InvalidPartitionsError",
@@ -227,6 +243,8 @@ __all__ = [
     "ProducerFencedError",
     "RebalanceInProgressError",
     "RequestTimedOutError",
+    "SaslAuthenticationFailedError",
+    "SslAuthenticationError",
     "TopicAlreadyExistsError",
     "TransactionAbortedError",
     "TransactionError",
@@ -234,6 +252,7 @@ __all__ = [
     "UnknownProducerIdError",
     "UnknownServerError",
     "UnknownTopicOrPartitionError",
+    "UnsupportedSaslMechanismError",
     "UnsupportedVersionError",
     "error_class",
     "error_for",

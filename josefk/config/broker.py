@@ -23,6 +23,10 @@ Defaults are Kafka 4.0's, with josefk's deliberate differences:
 - ``authorizer.class.name`` takes Kafka's AclAuthorizer or StandardAuthorizer class name (or
   ``josefk.AclAuthorizer``): all three enable josefk's ACL authorizer, with ``super.users``
   and ``allow.everyone.if.no.acl.found``;
+- ``sasl.mechanism.inter.broker.protocol`` defaults to ``SCRAM-SHA-512`` (Kafka's default,
+  GSSAPI, does not exist here); the broker's own credentials for it come from
+  ``listener.name.<listener>.<mechanism>.sasl.jaas.config``, else ``sasl.jaas.config`` (the
+  one per-listener key family josefk reads: ``listener_property``);
 - josefk's own settings carry a ``josefk.`` prefix (``josefk.metrics.port`` = 9404, ...).
 
 Keys accepted for compatibility and documented as unused: ``num.network.threads``,
@@ -81,7 +85,17 @@ SUPPORTED_SECURITY_PROTOCOLS: Final = SECURITY_PROTOCOLS
 TLS_SECURITY_PROTOCOLS: Final = ("SSL", "SASL_SSL")
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # The sasl.* keys josefk honours; every other one is still refused by name.
-_SUPPORTED_SASL_KEYS: Final = frozenset({"sasl.enabled.mechanisms"})
+_SUPPORTED_SASL_KEYS: Final = frozenset(
+    {"sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config"}
+)
+# ``listener.name.<listener>.<key>``: the per-listener keys josefk reads, by the <key> part
+# (see ``listener_property``); every other listener-prefixed key is still refused.
+_LISTENER_KEY: Final = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
+_LISTENER_SUFFIXES: Final = re.compile(
+    r"^(?:plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config$"
+)
+# Values never shown (DescribeConfigs answers null for them).
+SENSITIVE_KEYS: Final = frozenset({"sasl.jaas.config"})
 
 # The ssl.* keys josefk honours, each also as ``listener.name.<lowercase name>.<key>``; every
 # other ssl.* key is refused by name. The SSL engine's own choices of a JVM (key manager,
@@ -365,7 +379,10 @@ ACCEPTED_UNUSED_PREFIXES: Final = (
 _MISSING_CAPABILITIES: Final[tuple[tuple[str, str], ...]] = (
     ("ssl.", "this TLS setting is not supported"),
     ("sasl.", "this SASL setting is not supported yet (security release)"),
-    ("listener.name.", "josefk takes only ssl.* settings per listener"),
+    (
+        "listener.name.",
+        "per-listener settings other than ssl.* and <mechanism>.sasl.jaas.config are not supported",
+    ),
     ("principal.builder.", "authentication is not supported yet"),
     ("connection.failed.authentication.", "authentication is not supported yet"),
     ("delegation.token.", "delegation tokens are not supported"),
@@ -394,14 +411,23 @@ def refusal(key: str, value: str) -> str | None:
     """Why ``key=value`` cannot be honoured, or None."""
     if key in REFUSED_KEYS and value.strip():
         return REFUSED_KEYS[key]
-    if key == "security.inter.broker.protocol" and value.strip().upper() not in ("", "PLAINTEXT"):
-        return "only PLAINTEXT is supported between brokers (security release)"
-    if key in _SUPPORTED_SASL_KEYS or key in SSL_KEYS or listener_ssl_key(key) is not None:
+    if (
+        key in _SUPPORTED_SASL_KEYS
+        or key in SSL_KEYS
+        or listener_ssl_key(key) is not None
+        or is_listener_property(key)
+    ):
         return None
     for prefix, reason in _MISSING_CAPABILITIES:
         if key.startswith(prefix):
             return f"{reason}; josefk refuses it rather than ignoring it"
     return None
+
+
+def is_listener_property(key: str) -> bool:
+    """A ``listener.name.<listener>.<key>`` josefk reads (not refused, not unknown)."""
+    match = _LISTENER_KEY.match(key)
+    return match is not None and _LISTENER_SUFFIXES.match(match.group(2)) is not None
 
 
 def is_accepted_unused(key: str) -> bool:
@@ -446,6 +472,9 @@ class BrokerConfig(BaseModel):
     )
     controller_listener_names: Csv = _key("controller.listener.names", ())
     inter_broker_listener_name: OptStr = _key("inter.broker.listener.name", None)
+    # Kafka: the inter-broker listener is the one named after this protocol, unless
+    # inter.broker.listener.name is set (both set is an error).
+    security_inter_broker_protocol: OptStr = _key("security.inter.broker.protocol", None)
     log_dirs: Csv = _key("log.dirs", ("./josefk-data",))
     log_dir: Str = _key("log.dir", "./josefk-data")
 
@@ -483,6 +512,10 @@ class BrokerConfig(BaseModel):
     # Principals (User:name) that pass every check, separated by semicolons as in Kafka.
     super_users: Str = _key("super.users", "")
     allow_everyone_if_no_acl_found: KBool = _key("allow.everyone.if.no.acl.found", False)
+    sasl_mechanism_inter_broker_protocol: Str = _key(
+        "sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"
+    )
+    sasl_jaas_config: OptStr = _key("sasl.jaas.config", None)
     max_connections_per_ip: Int = _key("max.connections.per.ip", INT_MAX, ge=0, le=INT_MAX)
 
     # -- TLS (SSL and SASL_SSL listeners; josefk.broker.security.tls reads the files) --------
@@ -714,6 +747,9 @@ class BrokerConfig(BaseModel):
 
     # Where each explicitly set key came from ("file server.properties", "env JOSEFK_X", ...).
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+    # listener.name.<listener>.<key> settings josefk reads (is_listener_property), the
+    # listener part lower-cased as Kafka writes it.
+    _listener_properties: dict[str, str] = PrivateAttr(default_factory=dict)
     _warnings: tuple[str, ...] = PrivateAttr(default=())
 
     # -- validation --------------------------------------------------------------------------
@@ -902,6 +938,7 @@ class BrokerConfig(BaseModel):
                 self.inter_broker_listener_name,
                 "is not the name of a listener",
             )
+        yield from self._inter_broker_problems()
         if not self.client_listeners():
             yield ConfigProblem(
                 "listeners",
@@ -925,8 +962,7 @@ class BrokerConfig(BaseModel):
                     )
 
     def _tls_problems(self) -> Iterator[ConfigProblem]:
-        """Listener-prefixed keys name a listener; a TLS listener has a keystore; the brokers
-        of a cluster talk PLAINTEXT to each other (the replica fetcher has no TLS client)."""
+        """Listener-prefixed keys name a listener; a TLS listener has a keystore."""
         names = {listener.name for listener in self.listeners}
         for key in self.listener_ssl_configs:
             parsed = listener_ssl_key(key)
@@ -947,16 +983,6 @@ class BrokerConfig(BaseModel):
                     f"ssl.keystore.location (or {prefix}ssl.keystore.location), or "
                     "ssl.keystore.certificate.chain and ssl.keystore.key",
                 )
-        if self.cluster_mode:
-            inter = (self.inter_broker_listener_name or "").upper() or (
-                self.listeners[0].name if self.listeners else ""
-            )
-            if self.security_protocol_of(inter) in TLS_SECURITY_PROTOCOLS:
-                yield ConfigProblem(
-                    "inter.broker.listener.name",
-                    inter,
-                    "brokers reach each other over PLAINTEXT; name a PLAINTEXT listener",
-                )
 
     def ssl_settings(self, listener_name: str) -> dict[str, str]:
         """The effective ``ssl.*`` settings of one listener, as strings: the broker-wide key,
@@ -971,6 +997,43 @@ class BrokerConfig(BaseModel):
             if key.startswith(prefix):
                 settings[key[len(prefix) :]] = text
         return settings
+
+    def _inter_broker_problems(self) -> Iterator[ConfigProblem]:
+        protocol = self.security_inter_broker_protocol
+        if protocol is not None and protocol.strip():
+            if self.inter_broker_listener_name is not None:
+                yield ConfigProblem(
+                    "security.inter.broker.protocol",
+                    protocol,
+                    "set either it or inter.broker.listener.name, not both (as Kafka)",
+                )
+            elif protocol.strip().upper() not in SECURITY_PROTOCOLS:
+                yield ConfigProblem(
+                    "security.inter.broker.protocol",
+                    protocol,
+                    "expected one of " + ", ".join(SECURITY_PROTOCOLS),
+                )
+            elif protocol.strip().upper() not in {listener.name for listener in self.listeners}:
+                yield ConfigProblem(
+                    "security.inter.broker.protocol",
+                    protocol,
+                    f"no listener is named {protocol.strip().upper()}: brokers talk to each "
+                    "other on the listener named after this protocol (as Kafka); name one so, "
+                    "or set inter.broker.listener.name instead",
+                )
+        mechanism = self.sasl_mechanism_inter_broker_protocol
+        # A single node opens no connection to another broker: nothing to check there.
+        if (
+            self.cluster_mode
+            and self.inter_broker_security_protocol().startswith("SASL_")
+            and mechanism not in self.sasl_enabled_mechanisms
+        ):
+            yield ConfigProblem(
+                "sasl.mechanism.inter.broker.protocol",
+                mechanism,
+                "must be one of sasl.enabled.mechanisms when brokers talk SASL to each "
+                "other (" + ",".join(self.sasl_enabled_mechanisms) + ")",
+            )
 
     def _topic_default_problems(self) -> Iterator[ConfigProblem]:
         """Broker values that would make an invalid topic default stop start-up here, named
@@ -1001,15 +1064,21 @@ class BrokerConfig(BaseModel):
         Unknown keys are the loader's business (it warns and drops them). Raises
         BrokerConfigError listing every invalid key with its value and the reason.
         """
+        listener_properties = {k: v for k, v in properties.items() if is_listener_property(k)}
         unknown = [
-            key for key in properties if key not in _FIELD_BY_KEY and listener_ssl_key(key) is None
+            key
+            for key in properties
+            if key not in _FIELD_BY_KEY
+            and listener_ssl_key(key) is None
+            and key not in listener_properties
         ]
         if unknown:
             raise BrokerConfigError(
                 [ConfigProblem(key, properties[key], "unknown broker config") for key in unknown]
             )
+        values = {k: v for k, v in properties.items() if k not in listener_properties}
         try:
-            config = cls.model_validate(dict(properties))
+            config = cls.model_validate(values)
         except ValidationError as exc:
             error = _translate(exc, properties)
             raise BrokerConfigError([_with_origin(p, origins) for p in error.problems]) from None
@@ -1017,6 +1086,9 @@ class BrokerConfig(BaseModel):
             raise BrokerConfigError([_with_origin(p, origins) for p in exc.problems]) from None
         config._origins = dict(origins or {})
         config._warnings = tuple(warnings)
+        config._listener_properties = {
+            _lower_listener(key): value for key, value in listener_properties.items()
+        }
         return config
 
     # -- provenance (DescribeConfigs) -------------------------------------------------------
@@ -1053,7 +1125,7 @@ class BrokerConfig(BaseModel):
                 value=self.value_of(key),
                 source="DEFAULT_CONFIG" if self.is_default(key) else "STATIC_BROKER_CONFIG",
                 origin=self.origin(key),
-                sensitive=_is_sensitive(key),
+                sensitive=_is_sensitive(key) or key in SENSITIVE_KEYS,
             )
             for key in (*BROKER_CONFIG_KEYS, *sorted(self.listener_ssl_configs))
         ]
@@ -1111,6 +1183,35 @@ class BrokerConfig(BaseModel):
     def security_protocol_of(self, listener_name: str) -> str:
         return self.listener_security_protocol_map.get(listener_name, "PLAINTEXT")
 
+    def listener_property(self, key: str) -> str | None:
+        """A ``listener.name.<listener>.<...>`` value (listener in any case), or None."""
+        return self._listener_properties.get(_lower_listener(key))
+
+    def sasl_jaas_config_for(self, listener_name: str, mechanism: str) -> str | None:
+        """Kafka's lookup of a listener's JAAS line: the listener- and mechanism-prefixed
+        key, else ``sasl.jaas.config``."""
+        prefixed = f"listener.name.{listener_name}.{mechanism.lower()}.sasl.jaas.config"
+        return self.listener_property(prefixed) or self.sasl_jaas_config
+
+    def inter_broker_listener(self) -> str | None:
+        """The listener brokers reach each other on: ``inter.broker.listener.name``, else the
+        one named after ``security.inter.broker.protocol`` (Kafka's rule), else None: the
+        first listener a broker registered."""
+        if self.inter_broker_listener_name:
+            return self.inter_broker_listener_name.upper()
+        protocol = (self.security_inter_broker_protocol or "").strip().upper()
+        return protocol or None
+
+    def inter_broker_security_protocol(self) -> str:
+        """The security protocol of the inter-broker listener (its protocol map entry)."""
+        name = self.inter_broker_listener()
+        if name is None:
+            listeners = self.client_listeners()
+            if not listeners:
+                return "PLAINTEXT"
+            name = listeners[0].name
+        return self.listener_security_protocol_map.get(name, name)
+
     def client_listeners(self) -> tuple[Listener, ...]:
         """The listeners that serve clients: all but ``controller.listener.names``."""
         controllers = {name.upper() for name in self.controller_listener_names}
@@ -1158,6 +1259,15 @@ class BrokerConfig(BaseModel):
         ``log.retention.ms``/``minutes``/``hours``, ...), per topic.py's synonym table.
         """
         return LogConfig.from_broker_properties(self.log_properties())
+
+
+def _lower_listener(key: str) -> str:
+    """``listener.name.SASL_PLAINTEXT.x`` -> ``listener.name.sasl_plaintext.x``: Kafka writes
+    the listener part lower-case; josefk accepts either."""
+    match = _LISTENER_KEY.match(key)
+    if match is None:
+        return key
+    return f"listener.name.{match.group(1).lower()}.{match.group(2)}"
 
 
 def _format(value: object) -> str | None:

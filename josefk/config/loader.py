@@ -46,6 +46,7 @@ from josefk.config.broker import (
     ConfigProblem,
     Listener,
     is_accepted_unused,
+    is_listener_property,
     listener_ssl_key,
     parse_host_port,
     refusal,
@@ -258,10 +259,10 @@ def _merge(sources: Iterable[ConfigSource]) -> tuple[dict[str, str], dict[str, s
                 refused.append(
                     ConfigProblem(key, value, reason, source.origins.get(key, source.name))
                 )
-            elif key in _KNOWN or listener_ssl_key(key) is not None:
+            elif key in _KNOWN or listener_ssl_key(key) is not None or is_listener_property(key):
                 known[key] = value
-            elif key in REFUSED_KEYS or key == "security.inter.broker.protocol":
-                pass  # set to "off" (empty, PLAINTEXT): as josefk has it
+            elif key in REFUSED_KEYS:
+                pass  # set to "off" (empty): as josefk has it
             elif not is_accepted_unused(key):
                 warnings.append(
                     f"unknown config key {key!r} from {source.origins.get(key, source.name)}"

@@ -177,7 +177,9 @@ def client_settings(options: Mapping[str, str], config_class: type[ClientConfig]
     """``kafka.``-prefixed options as keyword settings of ``config_class``.
 
     ``kafka.bootstrap.servers`` (or ``bootstrap.servers``) becomes ``bootstrap_servers``.
-    Keys that the client does not know (e.g. ``kafka.security.protocol``) or that the data
+    Security settings pass as Spark's Kafka source takes them (``kafka.security.protocol``,
+    ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``, ``kafka.ssl.ca.location``...).
+    Keys that the client does not know (e.g. ``kafka.sasl.kerberos.service.name``) or that the data
     source controls itself (group id, offset reset) are dropped with a warning, as a pipeline
     moved over from Spark's Kafka source may carry them.
     """

@@ -19,7 +19,7 @@ from josefk.broker.security.scram import (
     make_credential,
 )
 from josefk.broker.security.session import AuthenticationFailed, SaslSession
-from josefk.broker.security.store import CredentialStore, decode, encode
+from josefk.broker.security.store import FileCredentialStore, decode, encode
 
 # RFC 7677, section 3: user "user", password "pencil".
 SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
@@ -133,7 +133,7 @@ def test_credential_encoding_round_trips(
 
 
 def test_plain_checks_the_scram_credential() -> None:
-    store = CredentialStore(None, {})
+    store = FileCredentialStore(None, {})
     store.upsert("alice", make_credential("SCRAM-SHA-512", b"alice-secret"))
     session = SaslSession(("PLAIN",), store)
     assert session.handshake("PLAIN")
@@ -152,6 +152,6 @@ def test_plain_checks_the_scram_credential() -> None:
 
 
 def test_a_mechanism_not_enabled_is_refused() -> None:
-    session = SaslSession(("SCRAM-SHA-512",), CredentialStore(None, {}))
+    session = SaslSession(("SCRAM-SHA-512",), FileCredentialStore(None, {}))
     assert not session.handshake("PLAIN")
     assert session.handshake("SCRAM-SHA-512")

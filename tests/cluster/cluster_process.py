@@ -41,6 +41,7 @@ class LocalCluster:
         session_timeout_ms: int = 3000,
         metrics: bool = False,
         mesh: Mesh | None = None,
+        before_brokers: Callable[[EtcdServer], None] | None = None,
     ) -> None:
         self.base = base
         self.mesh = mesh
@@ -52,9 +53,13 @@ class LocalCluster:
         self._settings = list(settings)
         self._session_timeout_ms = session_timeout_ms
         self._metrics = metrics
+        # Run once etcd serves and before any broker starts (e.g. create the inter-broker user).
+        self._before_brokers = before_brokers
 
     def start(self) -> LocalCluster:
         self.etcd.start()
+        if self._before_brokers is not None:
+            self._before_brokers(self.etcd)
         for broker_id in range(1, self._count + 1):
             broker = BrokerProcess(
                 self.base / f"broker{broker_id}" / "data",

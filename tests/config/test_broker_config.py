@@ -417,4 +417,5 @@ def test_describe_entries() -> None:
         "ssl.keystore.key",
         "ssl.key.password",
         "ssl.truststore.password",
+        "sasl.jaas.config",
     }

@@ -241,20 +241,66 @@ def test_the_authorizer_settings() -> None:
     ("key", "why"),
     [
         ("ssl.engine.factory.class", "TLS setting is not supported"),
-        ("listener.name.ssl.sasl.jaas.config", "only ssl.. settings per listener"),
+        ("listener.name.ssl.sasl.jaas.config", "per-listener settings other than"),
         ("sasl.kerberos.service.name", "SASL setting is not supported"),
         ("quota.window.num", "client quotas"),
         ("remote.log.storage.system.enable", "tiered storage"),
         ("metric.reporters", "Prometheus"),
-        ("security.inter.broker.protocol", "only PLAINTEXT"),
     ],
 )
 def test_a_capability_josefk_lacks_is_refused_by_name(key: str, why: str) -> None:
     """Before, these keys were accepted and dropped: a user who set ssl.* ran plaintext."""
-    value = "SSL" if key == "security.inter.broker.protocol" else "x"
-    with pytest.raises(BrokerConfigError, match=rf"{key}={value} \(--set\): .*{why}"):
-        load_broker_config(env={}, overrides=[f"{key}={value}"])
+    with pytest.raises(BrokerConfigError, match=rf"{key}=x \(--set\): .*{why}"):
+        load_broker_config(env={}, overrides=[f"{key}=x"])
 
 
 def test_plaintext_between_brokers_is_accepted() -> None:
     assert load_broker_config(env={}, overrides=["security.inter.broker.protocol=PLAINTEXT"])
+
+
+def test_inter_broker_security_settings() -> None:
+    """Kafka's rules: the inter-broker listener is named after security.inter.broker.protocol
+    (or given by inter.broker.listener.name, not both), its SASL mechanism must be enabled,
+    and the broker's own credentials come from the listener- and mechanism-prefixed JAAS
+    line, else sasl.jaas.config."""
+    listeners = "listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093"
+    jaas = 'x.ScramLoginModule required username="admin" password="admin-secret";'
+    config = load_broker_config(
+        env={},
+        overrides=[
+            listeners,
+            "security.inter.broker.protocol=SASL_PLAINTEXT",
+            f"listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config={jaas}",
+            "sasl.jaas.config=other",
+        ],
+    )
+    assert config.inter_broker_listener() == "SASL_PLAINTEXT"
+    assert config.inter_broker_security_protocol() == "SASL_PLAINTEXT"
+    assert config.sasl_mechanism_inter_broker_protocol == "SCRAM-SHA-512"
+    assert config.sasl_jaas_config_for("SASL_PLAINTEXT", "SCRAM-SHA-512") == jaas
+    assert config.sasl_jaas_config_for("SASL_PLAINTEXT", "PLAIN") == "other"
+    assert {e.name: e for e in config.describe_entries()}["sasl.jaas.config"].sensitive
+
+    with pytest.raises(BrokerConfigError, match="no listener is named SSL"):
+        load_broker_config(env={}, overrides=["security.inter.broker.protocol=SSL"])
+    with pytest.raises(BrokerConfigError, match="not both"):
+        load_broker_config(
+            env={},
+            overrides=[
+                listeners,
+                "security.inter.broker.protocol=SASL_PLAINTEXT",
+                "inter.broker.listener.name=PLAINTEXT",
+            ],
+        )
+    single_node = [
+        listeners,
+        "inter.broker.listener.name=SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms=PLAIN",
+    ]
+    # A single node never connects to another broker; a cluster's brokers would fail.
+    assert load_broker_config(env={}, overrides=single_node)
+    with pytest.raises(BrokerConfigError, match=r"sasl\.enabled\.mechanisms"):
+        load_broker_config(env={}, overrides=[*single_node, "josefk.etcd.endpoints=127.0.0.1:2379"])
+    # Other listener-prefixed keys are still refused by name.
+    with pytest.raises(BrokerConfigError, match="per-listener"):
+        load_broker_config(env={}, overrides=["listener.name.x.sasl.login.class=y"])

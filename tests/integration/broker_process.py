@@ -3,7 +3,7 @@
 Owns starting, stopping, killing and restarting one broker process and its stderr log. The
 broker is run as ``python -m josefk serve`` from this interpreter so the tests exercise the
 checkout under test. Readiness is the one line the broker prints on stdout
-(``josefk: listening on PLAINTEXT://host:port``); nothing here sleeps to wait for state.
+(``josefk: listening on NAME://host:port``, its first listener); nothing here sleeps to wait for state.
 
 Must not import josefk: the tests talk to the broker only through its process interface and
 real Kafka clients.
@@ -31,7 +31,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
-READY_PATTERN = re.compile(r"^josefk: listening on PLAINTEXT://(?P<host>[^:\s]+):(?P<port>\d+)\s*$")
+READY_PATTERN = re.compile(
+    r"^josefk: listening on (?P<listener>\w+)://(?P<host>[^:\s]+):(?P<port>\d+)\s*$"
+)
 
 SOURCE_DIR = Path(
     os.environ.get("JOSEFK_TEST_SOURCE_DIR") or Path(__file__).resolve().parents[2]
@@ -193,6 +195,14 @@ class BrokerProcess:
         assert match is not None
         self.host = match["host"]
         self.port = int(match["port"])
+
+    def endpoint(self, listener: str) -> str:
+        """``host:port`` of the named listener, as the broker printed it when it started."""
+        prefix = f"josefk: listening on {listener}://"
+        for line in self._stdout_lines:
+            if line.startswith(prefix):
+                return line[len(prefix) :].strip()
+        raise KeyError(f"the broker printed no {listener} listener")
 
     def is_alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

@@ -103,7 +103,10 @@ def test_kafka_prefixed_settings_pass_through_typed() -> None:
             "kafka.max.partition.fetch.bytes": "4194304",
             "kafka.client.id": "spark",
             "kafka.group.id": "ignored",
-            "kafka.security.protocol": "PLAINTEXT",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": 'x.ScramLoginModule required username="u" password="p";',
+            "kafka.sasl.kerberos.service.name": "kafka",
             "subscribe": "not-a-client-setting",
         },
         ConsumerConfig,
@@ -112,6 +115,10 @@ def test_kafka_prefixed_settings_pass_through_typed() -> None:
         "bootstrap_servers": "127.0.0.1:9092",
         "max_partition_fetch_bytes": 4194304,
         "client_id": "spark",
+        # Spark's Kafka source takes its security settings this way; so does josefk's.
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_jaas_config": 'x.ScramLoginModule required username="u" password="p";',
     }
     producer = client_settings({**BOOT, "kafka.linger.ms": "20", "kafka.acks": "1"}, ProducerConfig)
     assert producer["linger_ms"] == 20.0 and producer["acks"] == "1"

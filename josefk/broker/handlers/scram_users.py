@@ -11,7 +11,6 @@ altering ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise), as in Ka
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from typing import Any, Final
 
@@ -33,9 +32,6 @@ AlterResponse = response_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
 
 MECHANISM_CODES: Final[dict[int, str]] = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 CODE_OF: Final[dict[str, int]] = {name: code for code, name in MECHANISM_CODES.items()}
-
-# One write of the credential file at a time; the in-memory store changes synchronously.
-_WRITES = asyncio.Lock()
 
 
 def _store(context: RequestContext) -> CredentialStore:
@@ -158,8 +154,6 @@ async def handle_alter_user_scram_credentials(context: RequestContext, request: 
             )
         )
     if changed:
-        async with _WRITES:
-            # The newest state, whole: a later request's changes may already be in it.
-            data = store.snapshot()
-            await asyncio.get_running_loop().run_in_executor(None, store.write, data)
+        # Durable (the credential file, or etcd on a cluster) before the answer.
+        await store.persist()
     return AlterResponse(results=results)

@@ -1,37 +1,58 @@
-"""The SCRAM credential store of a single node: one JSON file in the first log dir.
+"""Where SCRAM credentials are kept: a file on a single node, etcd on a cluster.
 
-Owns ``CredentialStore``: users' SCRAM credentials by mechanism, loaded at start-up and
-rewritten whole and atomically on every change (``josefk.fileio.write_atomically``), so a
-crash leaves the old file or the new one. Only salts, iteration counts, StoredKeys and
-ServerKeys are written, never a password. Must not import josefk.broker.network or the
-handlers.
+Owns ``CredentialStore``, the interface the SASL code and the SCRAM user handlers use: users'
+credentials by mechanism held in memory (``get``, ``any_credential``, ``users``; changed with
+``upsert`` / ``delete``, synchronously, then made durable by ``await persist()``), and its two
+implementations:
+
+- ``FileCredentialStore`` (single node): ``scram-credentials.json`` in the first log dir,
+  loaded at start-up and rewritten whole and atomically on every change
+  (``josefk.fileio.write_atomically``), so a crash leaves the old file or the new one.
+  ``CredentialStore.load(log_dir)`` opens it.
+- ``EtcdCredentialStore`` (cluster, ``josefk.etcd.endpoints`` set): one etcd key per user
+  (``josefk.cluster.credentials``), read at start-up and followed by watch, so a user added
+  through any broker logs in on every broker; ``persist`` writes the users changed since.
+
+Only salts, iteration counts, StoredKeys and ServerKeys are kept, never a password. Must not
+import josefk.broker.network or the handlers.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
 from josefk.broker.security.scram import ScramCredential
+from josefk.cluster.credentials import CredentialRecords
 from josefk.fileio import write_atomically
+
+logger = logging.getLogger(__name__)
 
 FILE_NAME: Final = "scram-credentials.json"
 _FORMAT_VERSION: Final = 1
 
+Users = dict[str, dict[str, ScramCredential]]
+
 
 class CredentialStore:
-    def __init__(self, path: Path | None, users: dict[str, dict[str, ScramCredential]]) -> None:
-        # path None: kept in memory only (unit tests).
-        self.path = path
-        self._users = users
+    """Users' SCRAM credentials in memory; subclasses make changes durable (``persist``).
+
+    Every method runs on the event loop; the in-memory state changes without awaiting, so a
+    lookup never sees half a change.
+    """
+
+    def __init__(self, users: Users | None = None) -> None:
+        self._users: Users = users if users is not None else {}
 
     @classmethod
-    def load(cls, log_dir: str | Path) -> CredentialStore:
-        path = Path(log_dir) / FILE_NAME
-        if not path.exists():
-            return cls(path, {})
-        return cls(path, decode(path.read_bytes()))
+    def load(cls, log_dir: str | Path) -> FileCredentialStore:
+        """The single node's store: the credential file in ``log_dir``."""
+        return FileCredentialStore.load(log_dir)
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)
@@ -41,11 +62,12 @@ class CredentialStore:
         credentials = self._users.get(user, {})
         return credentials.get("SCRAM-SHA-512") or credentials.get("SCRAM-SHA-256")
 
-    def users(self) -> dict[str, dict[str, ScramCredential]]:
+    def users(self) -> Users:
         return {user: dict(credentials) for user, credentials in self._users.items()}
 
     def upsert(self, user: str, credential: ScramCredential) -> None:
         self._users.setdefault(user, {})[credential.mechanism] = credential
+        self._changed(user)
 
     def delete(self, user: str, mechanism: str) -> bool:
         credentials = self._users.get(user)
@@ -54,7 +76,40 @@ class CredentialStore:
         del credentials[mechanism]
         if not credentials:
             del self._users[user]
+        self._changed(user)
         return True
+
+    def _changed(self, user: str) -> None:
+        """Note a change of ``user`` for the next ``persist``."""
+
+    async def persist(self) -> None:
+        """Make every change so far durable (the answer to the client waits for it)."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Stop following changes made elsewhere (nothing to do for a file)."""
+
+
+class FileCredentialStore(CredentialStore):
+    def __init__(self, path: Path | None, users: Users) -> None:
+        # path None: kept in memory only (unit tests).
+        super().__init__(users)
+        self.path = path
+        self._writes = asyncio.Lock()
+
+    @classmethod
+    def load(cls, log_dir: str | Path) -> FileCredentialStore:
+        path = Path(log_dir) / FILE_NAME
+        if not path.exists():
+            return cls(path, {})
+        return cls(path, decode(path.read_bytes()))
+
+    async def persist(self) -> None:
+        # One write at a time, each of the newest state whole: a later change may already
+        # be in it. The file is written off the event loop (fsync).
+        async with self._writes:
+            data = self.snapshot()
+            await asyncio.get_running_loop().run_in_executor(None, self.write, data)
 
     def save(self) -> None:
         self.write(self.snapshot())
@@ -68,7 +123,66 @@ class CredentialStore:
             write_atomically(self.path, data)
 
 
-def encode(users: dict[str, dict[str, ScramCredential]]) -> bytes:
+class EtcdCredentialStore(CredentialStore):
+    """The cluster's users, followed from etcd; ``start`` before use, ``close`` at the end."""
+
+    def __init__(self, records: CredentialRecords) -> None:
+        super().__init__()
+        self._records = records
+        self._dirty: set[str] = set()
+        self._follower: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        revision, records = await self._records.load()
+        self._reload(records)
+        self._follower = asyncio.get_running_loop().create_task(
+            self._records.follow(revision, self._apply, self._reload)
+        )
+
+    async def close(self) -> None:
+        if self._follower is not None:
+            self._follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._follower
+            self._follower = None
+
+    def _changed(self, user: str) -> None:
+        self._dirty.add(user)
+
+    async def persist(self) -> None:
+        dirty, self._dirty = self._dirty, set()
+        pending = sorted(dirty)
+        try:
+            while pending:
+                user = pending[0]
+                credentials = self._users.get(user)
+                if credentials:
+                    await self._records.put(user, encode_user(credentials))
+                else:
+                    await self._records.delete(user)
+                pending.pop(0)
+        except BaseException:
+            # Not in etcd (unreachable): the client is told it failed, the next persist
+            # tries again, and a reload from etcd in between puts back what etcd holds.
+            self._dirty.update(pending)
+            raise
+
+    def _apply(self, user: str, value: bytes | None) -> None:
+        if value is None:
+            self._users.pop(user, None)
+            return
+        try:
+            self._users[user] = decode_user(value)
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning("ignoring the unreadable SCRAM credentials of %r in etcd: %s", user, exc)
+
+    def _reload(self, records: Mapping[str, bytes]) -> None:
+        self._users.clear()
+        for user, value in records.items():
+            self._apply(user, value)
+
+
+def encode(users: Users) -> bytes:
     document = {
         "version": _FORMAT_VERSION,
         "users": {
@@ -79,13 +193,30 @@ def encode(users: dict[str, dict[str, ScramCredential]]) -> bytes:
     return json.dumps(document, indent=1, sort_keys=True).encode() + b"\n"
 
 
-def decode(data: bytes) -> dict[str, dict[str, ScramCredential]]:
+def decode(data: bytes) -> Users:
     document = json.loads(data)
     if not isinstance(document, dict) or document.get("version") != _FORMAT_VERSION:
         raise ValueError(f"{FILE_NAME}: unknown format")
-    users: dict[str, dict[str, ScramCredential]] = {}
+    users: Users = {}
     for user, entries in dict(document.get("users", {})).items():
         for entry in entries:
             credential = ScramCredential.decode(entry)
             users.setdefault(str(user), {})[credential.mechanism] = credential
     return users
+
+
+def encode_user(credentials: Mapping[str, ScramCredential]) -> bytes:
+    """One user's etcd value: the credential file's entries of that user."""
+    document = {
+        "version": _FORMAT_VERSION,
+        "credentials": [credential.encode() for _, credential in sorted(credentials.items())],
+    }
+    return json.dumps(document, sort_keys=True).encode()
+
+
+def decode_user(data: bytes) -> dict[str, ScramCredential]:
+    document = json.loads(data)
+    if not isinstance(document, dict) or document.get("version") != _FORMAT_VERSION:
+        raise ValueError("unknown format")
+    credentials = [ScramCredential.decode(entry) for entry in document.get("credentials", [])]
+    return {credential.mechanism: credential for credential in credentials}

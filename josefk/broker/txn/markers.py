@@ -23,6 +23,7 @@ from josefk.broker.errors import error_code_for
 from josefk.broker.metadata_cache import MetadataCache
 from josefk.broker.replica_manager import ReplicaManager
 from josefk.client.connection import BrokerConnection
+from josefk.client.security import PLAINTEXT, ClientSecurity
 from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.offsets import TopicPartition, TxnMarker
@@ -71,8 +72,10 @@ class ClusterMarkerWriter:
         *,
         broker_id: int,
         timeout_s: float = 30.0,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self._local = local
+        self._security = security
         self._metadata = metadata
         self._address_of = address_of
         self._broker_id = broker_id
@@ -142,6 +145,7 @@ class ClusterMarkerWriter:
             node_id=broker_id,
             client_id=f"josefk-txn-coordinator-{self._broker_id}",
             timeout_s=self._timeout_s,
+            security=self._security,
         )
         self._connections[broker_id] = connection
         return connection

@@ -1,0 +1,101 @@
+"""SCRAM credentials of a cluster's users in etcd: one key per user, followed by watch.
+
+Owns ``CredentialRecords``, the etcd side of the cluster's credential store::
+
+    P/scram_credentials/<user, percent-encoded>   the user's credentials (opaque bytes)
+
+The value is whatever the broker's credential store encodes (salts, iteration counts,
+StoredKeys and ServerKeys per mechanism: never a password); this module neither reads nor
+checks it. A user is written whole by whichever broker (or ``josefk users add --etcd``)
+changes it, with no compare-and-swap: two changes of one user at once end as the later one,
+as two AlterUserScramCredentials would on one Kafka controller. Every broker follows the keys
+by watch (``follow``), re-reading all of them after etcd comes back or compacted its history,
+so a user added through any broker logs in on every broker.
+
+Imports the standard library, the etcd client (``aetcd``) and josefk.cluster.metadata_store
+only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Final
+from urllib.parse import quote, unquote
+
+import aetcd.exceptions
+
+from josefk.cluster.metadata_store import EtcdMetadataStore, EtcdUnavailableError
+
+logger = logging.getLogger(__name__)
+
+SEGMENT: Final = "scram_credentials"
+_BACKOFF_START_S: Final = 0.1
+_BACKOFF_MAX_S: Final = 2.0
+
+
+class CredentialRecords:
+    """The credential keys under one cluster prefix. Methods may run concurrently."""
+
+    def __init__(self, store: EtcdMetadataStore) -> None:
+        self._store = store
+
+    def _key(self, user: str) -> bytes:
+        # User names may hold "/" (Kafka allows any string): percent-encoded in the key.
+        return self._store.key(SEGMENT, quote(user, safe=""))
+
+    def _prefix(self) -> bytes:
+        return self._store.key(SEGMENT, "")
+
+    def _user_of(self, key: bytes) -> str:
+        return unquote(key[len(self._prefix()) :].decode())
+
+    async def load(self) -> tuple[int, dict[str, bytes]]:
+        """Every user's record and the etcd revision they were read at."""
+        result = await self._store.client.get_prefix(self._prefix())
+        users = {self._user_of(kv.key): bytes(kv.value) for kv in result}
+        return int(result.header.revision), users
+
+    async def put(self, user: str, value: bytes) -> None:
+        await self._store.client.put(self._key(user), value)
+
+    async def delete(self, user: str) -> None:
+        await self._store.client.delete(self._key(user))
+
+    async def follow(
+        self,
+        revision: int,
+        on_change: Callable[[str, bytes | None], None],
+        on_reload: Callable[[Mapping[str, bytes]], None],
+    ) -> None:
+        """Report every change after ``revision`` (``on_change(user, value or None)``), until
+        cancelled. When the watch breaks, everything is read again (``on_reload``) once etcd
+        answers, and followed from there."""
+        backoff = _BACKOFF_START_S
+        while True:
+            try:
+                watch = await self._store.client.watch_prefix(
+                    self._prefix(), start_revision=revision + 1
+                )
+                try:
+                    async for event in watch:
+                        backoff = _BACKOFF_START_S
+                        kv = event.kv
+                        revision = max(revision, int(kv.mod_revision))
+                        deleted = event.kind == "DELETE"
+                        on_change(self._user_of(kv.key), None if deleted else bytes(kv.value))
+                finally:
+                    with contextlib.suppress(Exception):
+                        await watch.cancel()
+                raise EtcdUnavailableError("the etcd watch ended")
+            except (aetcd.exceptions.ClientError, EtcdUnavailableError, OSError) as exc:
+                logger.info("SCRAM credentials watch interrupted (%s); reloading", exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+                with contextlib.suppress(
+                    aetcd.exceptions.ClientError, EtcdUnavailableError, OSError
+                ):
+                    revision, users = await self.load()
+                    on_reload(users)
