@@ -11,8 +11,11 @@ reads for that listener and mechanism (``listener.name.<listener>.<mechanism>.sa
 else ``sasl.jaas.config``), e.g. ``org.apache.kafka.common.security.scram.ScramLoginModule
 required username="admin" password="admin-secret";``. Over TLS the broker trusts its
 truststore (``ssl.truststore.location`` / ``ssl.truststore.certificates``, PEM) and presents
-its keystore (``ssl.keystore.location``, PEM holding key and chain, ``ssl.key.password``),
-each looked up listener-prefixed first, as the listener's own TLS settings are.
+its keystore (``ssl.keystore.location``, PEM holding key and chain, ``ssl.key.password``)
+where the other side asks for a client certificate: the inter-broker listener's effective
+settings (``BrokerConfig.ssl_settings``, listener-prefixed first). An inline keystore
+(``ssl.keystore.certificate.chain`` + ``ssl.keystore.key``) is not presented: Python's TLS
+loads certificates from files only.
 
 The user must exist before brokers can replicate: on a cluster ``josefk users add NAME
 --etcd ENDPOINTS`` writes it into etcd before the first broker starts.
@@ -23,19 +26,11 @@ Imports josefk.client.security and josefk.config only.
 from __future__ import annotations
 
 from josefk.client.security import PLAINTEXT, ClientSecurity
-from josefk.config.broker import BROKER_CONFIG_KEYS, BrokerConfig
+from josefk.config.broker import BrokerConfig
 
 
 class InterBrokerSecurityError(ValueError):
     """The inter-broker settings cannot work; start-up stops with this message."""
-
-
-def _listener_setting(config: BrokerConfig, listener: str, key: str) -> str | None:
-    """``listener.name.<listener>.<key>``, else the broker-wide ``key``."""
-    value = config.listener_property(f"listener.name.{listener}.{key}")
-    if value is None and key in BROKER_CONFIG_KEYS:
-        value = config.value_of(key)
-    return value or None
 
 
 def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
@@ -59,15 +54,18 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
             )
         settings.update(sasl_mechanism=mechanism, sasl_jaas_config=jaas)
     if protocol.endswith("SSL"):
+        # The listener's effective ssl.* settings (listener.name.<name>.ssl.* over ssl.*).
+        tls = config.ssl_settings(listener)
+        # Kafka disables host name checking with an empty value; ClientSecurity reads "" so.
+        identification = tls.get("ssl.endpoint.identification.algorithm")
         settings.update(
-            ssl_ca_location=_listener_setting(config, listener, "ssl.truststore.location"),
-            ssl_ca_pem=_listener_setting(config, listener, "ssl.truststore.certificates"),
-            ssl_certificate_location=_listener_setting(config, listener, "ssl.keystore.location"),
-            ssl_key_password=_listener_setting(config, listener, "ssl.key.password"),
-            ssl_endpoint_identification_algorithm=_listener_setting(
-                config, listener, "ssl.endpoint.identification.algorithm"
-            )
-            or "https",
+            ssl_ca_location=tls.get("ssl.truststore.location"),
+            ssl_ca_pem=tls.get("ssl.truststore.certificates"),
+            ssl_certificate_location=tls.get("ssl.keystore.location"),
+            ssl_key_password=tls.get("ssl.key.password"),
+            ssl_endpoint_identification_algorithm="https"
+            if identification is None
+            else identification,
         )
     try:
         return ClientSecurity.build(**{k: v for k, v in settings.items() if v is not None})

@@ -1,11 +1,12 @@
-"""A three-broker cluster whose brokers talk to each other over SASL_PLAINTEXT with SCRAM,
-and whose SCRAM users live in etcd.
+"""A three-broker cluster whose brokers talk to each other over SASL_PLAINTEXT, and over
+SASL_SSL, with SCRAM, and whose SCRAM users live in etcd.
 
 The inter-broker user is created in etcd before any broker starts (``josefk users add admin
 --etcd``, as Kafka has it created in ZooKeeper or the controller first); each broker logs in as
-it from ``listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config``. Replication then
-works (an RF=3 topic reaches a full ISR, an acks=all produce succeeds) and the brokers' SASL
-listeners count the followers' logins; a user added through broker 1 logs in on broker 2.
+it from ``listener.name.<listener>.scram-sha-256.sasl.jaas.config`` (over SASL_SSL trusting
+the CA of ``ssl.truststore.location`` and checking the other broker's host name). Replication
+then works (an RF=3 topic reaches a full ISR, an acks=all produce succeeds) and the brokers'
+SASL listeners count the followers' logins; a user added through broker 1 logs in on broker 2.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from cluster_process import LocalCluster, wait_for
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from etcd_server import ETCD, SKIP_REASON, EtcdServer
+from tls_pki import Pki, make_pki
 
 from josefk.client import AIOAdmin
 from josefk.client.errors import KafkaError
@@ -34,14 +36,23 @@ JAAS = (
     "org.apache.kafka.common.security.scram.ScramLoginModule required "
     'username="admin" password="admin-secret";'
 )
-SETTINGS = [
-    "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-    "security.inter.broker.protocol=SASL_PLAINTEXT",
-    "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256",
-    f"listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config={JAAS}",
-    "offsets.topic.replication.factor=3",
-    "group.initial.rebalance.delay.ms=0",
-]
+
+
+def _settings(protocol: str, pki: Pki | None) -> list[str]:
+    settings = [
+        f"listeners=PLAINTEXT://127.0.0.1:0,{protocol}://127.0.0.1:0",
+        f"security.inter.broker.protocol={protocol}",
+        "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256",
+        f"listener.name.{protocol.lower()}.scram-sha-256.sasl.jaas.config={JAAS}",
+        "offsets.topic.replication.factor=3",
+        "group.initial.rebalance.delay.ms=0",
+    ]
+    if pki is not None:
+        settings += [
+            f"ssl.keystore.location={pki.server_keystore}",
+            f"ssl.truststore.location={pki.ca}",
+        ]
+    return settings
 
 
 def _josefk(*args: str) -> subprocess.CompletedProcess[str]:
@@ -62,15 +73,15 @@ def _create_admin_user(etcd: EtcdServer) -> None:
     assert '"admin"' in listed.stdout
 
 
-async def _logs_in(bootstrap: str, user: str, password: str) -> bool:
+async def _logs_in(bootstrap: str, tls: dict[str, str], user: str, password: str) -> bool:
     try:
         async with asyncio.timeout(20):
             async with AIOAdmin(
                 bootstrap_servers=bootstrap,
-                security_protocol="SASL_PLAINTEXT",
                 sasl_mechanism="SCRAM-SHA-512",
                 sasl_username=user,
                 sasl_password=password,
+                **tls,
             ) as admin:
                 await admin.list_topics()
     except (KafkaError, TimeoutError):
@@ -78,9 +89,20 @@ async def _logs_in(bootstrap: str, user: str, password: str) -> bool:
     return True
 
 
-def test_replication_over_sasl_scram_and_users_shared_through_etcd(tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_replication_over_sasl_scram_and_users_shared_through_etcd(
+    tmp_path: Path, protocol: str
+) -> None:
+    pki = make_pki(tmp_path / "pki") if protocol == "SASL_SSL" else None
+    # The client side of the test: security.protocol, and the CA over TLS.
+    tls = {"security_protocol": protocol}
+    if pki is not None:
+        tls["ssl_ca_location"] = str(pki.ca)
     with LocalCluster(
-        tmp_path, settings=SETTINGS, metrics=True, before_brokers=_create_admin_user
+        tmp_path,
+        settings=_settings(protocol, pki),
+        metrics=True,
+        before_brokers=_create_admin_user,
     ) as cluster:
         admin = cluster.admin()
         topic = NewTopic(
@@ -107,13 +129,17 @@ def test_replication_over_sasl_scram_and_users_shared_through_etcd(tmp_path: Pat
             for broker_id in cluster.brokers
             for name, value in cluster.scrape(broker_id).items()
             if name.startswith("kafka_server_socketservermetrics_successful_authentication_total")
-            and 'listener="SASL_PLAINTEXT"' in name
+            and f'listener="{protocol}"' in name
         )
         assert logins >= 2  # every follower's fetcher logged in to its leader
 
         # A user added through broker 1 (over its SASL listener, as admin) logs in on broker 2.
         one, two = cluster.brokers[1], cluster.brokers[2]
-        assert not asyncio.run(_logs_in(two.endpoint("SASL_PLAINTEXT"), "carol", "carol-pw"))
+        assert not asyncio.run(_logs_in(two.endpoint(protocol), tls, "carol", "carol-pw"))
+        client_settings = [f"security.protocol={protocol}", "sasl.mechanism=SCRAM-SHA-256"]
+        client_settings.append(f"sasl.jaas.config={JAAS}")
+        if pki is not None:
+            client_settings.append(f"ssl.ca.location={pki.ca}")
         _josefk(
             "users",
             "add",
@@ -121,15 +147,10 @@ def test_replication_over_sasl_scram_and_users_shared_through_etcd(tmp_path: Pat
             "--password",
             "carol-pw",
             "--bootstrap",
-            one.endpoint("SASL_PLAINTEXT"),
-            "-X",
-            "security.protocol=SASL_PLAINTEXT",
-            "-X",
-            "sasl.mechanism=SCRAM-SHA-256",
-            "-X",
-            f"sasl.jaas.config={JAAS}",
+            one.endpoint(protocol),
+            *(arg for setting in client_settings for arg in ("-X", setting)),
         )
         wait_for(
             "carol logging in on broker 2",
-            lambda: asyncio.run(_logs_in(two.endpoint("SASL_PLAINTEXT"), "carol", "carol-pw")),
+            lambda: asyncio.run(_logs_in(two.endpoint(protocol), tls, "carol", "carol-pw")),
         )
