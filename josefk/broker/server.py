@@ -48,6 +48,7 @@ from josefk.broker.replica_manager import ReplicaManager, topic_log_config
 from josefk.broker.security.acl_store import EtcdAclStore, FileAclStore
 from josefk.broker.security.authorizer import Authorizer
 from josefk.broker.security.inter_broker import InterBrokerSecurityError
+from josefk.broker.security.store import FILE_NAME as CREDENTIALS_FILE_NAME
 from josefk.broker.security.store import CredentialStore, EtcdCredentialStore
 from josefk.broker.security.tls import TlsConfigError, TlsListener
 from josefk.broker.tls_connection import TlsConnection
@@ -401,6 +402,15 @@ class Broker:
         store = EtcdCredentialStore(CredentialRecords(self.cluster.store))
         await store.start()
         self._credentials = store
+        if (log_dir / CREDENTIALS_FILE_NAME).exists():
+            # A single node's users do not move to etcd by themselves: say so once.
+            logger.warning(
+                "%s is not read on a cluster: SCRAM users live in etcd (%d there); add the "
+                "file's users again with josefk users add (--etcd ENDPOINTS before the brokers "
+                "start)",
+                log_dir / CREDENTIALS_FILE_NAME,
+                len(store.users()),
+            )
         return store
 
     @property
