@@ -1,0 +1,76 @@
+"""The cluster's SCRAM credential store on a real etcd: what one broker's store persists, the
+others' see by watch (new users, changed mechanisms, deletions), users with "/" and "=" in
+their names included, and the watch picks up again after etcd restarts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from etcd_server import EtcdServer
+
+from josefk.broker.security.scram import make_credential
+from josefk.broker.security.store import EtcdCredentialStore
+from josefk.cluster.credentials import CredentialRecords
+from josefk.cluster.metadata_store import EtcdMetadataStore, parse_endpoints
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def _store(etcd: EtcdServer) -> tuple[EtcdMetadataStore, EtcdCredentialStore]:
+    metadata = EtcdMetadataStore(parse_endpoints(etcd.endpoint), timeout_s=2.0)
+    await metadata.connect()
+    credentials = EtcdCredentialStore(CredentialRecords(metadata))
+    await credentials.start()
+    return metadata, credentials
+
+
+async def _until(what: str, condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    try:
+        async with asyncio.timeout(timeout):
+            while not condition():
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+def test_users_follow_from_one_store_to_another_and_across_an_etcd_restart(
+    etcd: EtcdServer,
+) -> None:
+    async def run() -> None:
+        meta_a, a = await _store(etcd)
+        meta_b, b = await _store(etcd)
+        try:
+            odd = "team/ops=1,x"
+            a.upsert("alice", make_credential("SCRAM-SHA-256", b"pw1"))
+            a.upsert(odd, make_credential("SCRAM-SHA-512", b"pw2"))
+            await a.persist()
+            await _until("both users on b", lambda: set(b.users()) == {"alice", odd})
+            credential = b.get(odd, "SCRAM-SHA-512")
+            assert credential is not None and credential.matches(b"pw2")
+
+            b.upsert("alice", make_credential("SCRAM-SHA-512", b"pw3"))
+            assert b.delete(odd, "SCRAM-SHA-512")
+            await b.persist()
+            await _until(
+                "alice's second mechanism and the deletion on a",
+                lambda: set(a.users()) == {"alice"} and len(a.users()["alice"]) == 2,
+            )
+
+            await asyncio.to_thread(etcd.restart)
+            b.upsert("carol", make_credential("SCRAM-SHA-256", b"pw4"))
+            async with asyncio.timeout(30):
+                while True:  # b's own etcd client reconnects on its own time
+                    try:
+                        await b.persist()
+                        break
+                    except Exception:
+                        await asyncio.sleep(0.2)
+            await _until("carol on a after etcd's restart", lambda: "carol" in a.users())
+        finally:
+            for store, metadata in ((a, meta_a), (b, meta_b)):
+                await store.close()
+                await metadata.close()
+
+    asyncio.run(run())
