@@ -62,7 +62,7 @@ NAMES = {
     CLUSTER: ["kafka-cluster"],
     TXN: ["x0", "*"],
 }
-PREFIXES = {TOPIC: ["t", "t0", "new"], GROUP: ["g"], TXN: ["x"]}
+PREFIXES = {TOPIC: ["t", "t0", "new", "auto"], GROUP: ["g"], TXN: ["x"]}
 
 
 @dataclass(frozen=True)
@@ -296,7 +296,9 @@ def assert_state(
     t0_end: int,
     commit: int,
 ) -> None:
-    """What the super user sees after the round: only allowed requests changed anything."""
+    """What the super user sees after the round: only allowed requests changed anything
+    (topics created by CreateTopics and by Metadata's auto-creation, a deleted topic, the log
+    end offset of t0, g0's committed offset, t1's retention.ms)."""
     offsets = admin.call(
         ApiKey.LIST_OFFSETS,
         7,
@@ -333,10 +335,13 @@ def assert_state(
     )
     assert fetched.groups[0].topics[0].partitions[0].committed_offset == commit
     names = topic_names(admin)
-    created = f"new{round_no}"
-    assert (created in names) == (
-        model.cluster(principal, CREATE) or model.allowed(principal, CREATE, TOPIC, created)
-    )
+    for created, described in ((f"new{round_no}", True), (f"auto{round_no}", False)):
+        may_create = model.cluster(principal, CREATE) or model.allowed(
+            principal, CREATE, TOPIC, created
+        )
+        if not described:  # auto-creation by Metadata also needs DESCRIBE on the topic
+            may_create = may_create and model.allowed(principal, DESCRIBE, TOPIC, created)
+        assert (created in names) == may_create, created
     assert (doomed in names) != model.allowed(principal, DELETE, TOPIC, doomed)
     configs = admin.call(
         ApiKey.DESCRIBE_CONFIGS,
@@ -496,12 +501,14 @@ class Probes:
             ApiKey.METADATA,
             10,
             topics=[req.MetadataRequestTopic(name=name)],
-            allow_auto_topic_creation=False,
+            allow_auto_topic_creation=True,
             include_cluster_authorized_operations=False,
             include_topic_authorized_operations=False,
         )
-        ok = self.allow(DESCRIBE, TOPIC, name)
-        self.out.check("Metadata(unknown)", None if ok else 29, auto.topics[0].error_code)
+        ok = self.allow(DESCRIBE, TOPIC, name) and (
+            self.cluster(CREATE) or self.allow(CREATE, TOPIC, name)
+        )
+        self.out.check("Metadata(auto-create)", None if ok else 29, auto.topics[0].error_code)
 
     def fetch(self) -> None:
         req = request_class(ApiKey.FETCH)

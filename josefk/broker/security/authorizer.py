@@ -300,7 +300,7 @@ class Authorizer:
         self.version = 0
         self._bindings: dict[AclBinding, None] = {}
         self._index: dict[ResourceType, _TypeIndex] = {}
-        self._cache: dict[tuple[str, str, int, int, str], bool] = {}
+        self._cache: dict[tuple[str, str, AclOperation, ResourceType, str], bool] = {}
         self.replace(bindings)
 
     # -- the ACL set -------------------------------------------------------------------
@@ -343,7 +343,7 @@ class Authorizer:
         resource_type: ResourceType,
         name: str,
     ) -> bool:
-        key = (principal, host, int(operation), int(resource_type), name)
+        key = (principal, host, operation, resource_type, name)
         cache = self._cache
         decided = cache.get(key)
         if decided is None:
