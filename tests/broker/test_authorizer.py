@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from josefk.broker.security.acl_store import decode, encode
 from josefk.broker.security.authorizer import (
@@ -209,3 +211,46 @@ def test_any_allowed_on_type() -> None:
     assert not auth.any_allowed_on_type(BOB, HOST, Op.WRITE, Res.TOPIC)
     auth = Authorizer(bindings=[acl("*", op=Op.WRITE, perm=Perm.DENY), acl("x", op=Op.WRITE)])
     assert not auth.any_allowed_on_type(ALICE, HOST, Op.WRITE, Res.TOPIC)
+
+
+_names = st.text(alphabet="abt*-.0", min_size=1, max_size=6)
+bindings = st.builds(
+    AclBinding,
+    st.sampled_from([Res.TOPIC, Res.GROUP, Res.TRANSACTIONAL_ID]),
+    _names,
+    st.sampled_from([Pat.LITERAL, Pat.PREFIXED]),
+    st.sampled_from([ALICE, BOB, "User:*"]),
+    st.sampled_from(["*", HOST, "10.0.0.1"]),
+    st.sampled_from([op for op in Op if op not in (Op.UNKNOWN, Op.ANY)]),
+    st.sampled_from([Perm.ALLOW, Perm.DENY]),
+)
+
+
+@given(st.lists(bindings, max_size=8))
+def test_document_round_trips_any_binding_set(found: list[AclBinding]) -> None:
+    assert set(decode(encode(found))) == set(found)
+
+
+@given(bindings, st.lists(bindings, max_size=6))
+def test_an_exact_filter_matches_its_binding_only(
+    binding: AclBinding, others: list[AclBinding]
+) -> None:
+    exact = AclBindingFilter(
+        binding.resource_type,
+        binding.resource_name,
+        binding.pattern_type,
+        binding.principal,
+        binding.host,
+        binding.operation,
+        binding.permission,
+    )
+    anything = AclBindingFilter(Res.ANY, None, Pat.ANY, None, None, Op.ANY, Perm.ANY)
+    assert exact.matches(binding) and anything.matches(binding)
+    assert all(exact.matches(b) == (b == binding) for b in others)
+
+
+@given(st.lists(bindings, max_size=8), st.sampled_from([ALICE, BOB]), _names)
+def test_a_deny_for_all_always_refuses(found: list[AclBinding], principal: str, name: str) -> None:
+    deny = AclBinding(Res.TOPIC, name, Pat.LITERAL, principal, "*", Op.ALL, Perm.DENY)
+    auth = Authorizer(bindings=[*found, deny])
+    assert not any(auth.authorize(principal, HOST, op, Res.TOPIC, name) for op in Op)
