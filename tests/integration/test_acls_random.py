@@ -713,7 +713,13 @@ class Probes:
             validate_only=False,
         )
         ok = self.cluster(CREATE) or self.allow(CREATE, TOPIC, name)
-        self.out.check("CreateTopics", None if ok else 29, answer.topics[0].error_code)
+        created = answer.topics[0]
+        self.out.check("CreateTopics", None if ok else 29, created.error_code)
+        if ok:
+            # The new topic's configs only for a principal that may DESCRIBE_CONFIGS it.
+            shown = self.allow(DESCRIBE_CONFIGS, TOPIC, name)
+            assert (created.configs is not None) == shown
+            assert created.topic_config_error_code == (0 if shown else 29)
 
     def delete_topics(self, doomed: str) -> None:
         answer = self.call(ApiKey.DELETE_TOPICS, 5, topic_names=[doomed], timeout_ms=10000)

@@ -34,6 +34,7 @@ from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import cluster_topics, handles
 from josefk.config.topic import InvalidConfigError
 from josefk.protocol.acls import AclOperation
+from josefk.protocol.acls import ResourceType as AclResource
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.errors import StorageError
@@ -89,6 +90,8 @@ def handle_create_topics(context: RequestContext, request: Any) -> Any:
             )
             continue
         entries = topic_config_entries(broker.config_layers(), replicas.default_log_config, configs)
+        # Kafka shows the new topic's configs only to a principal that may DESCRIBE_CONFIGS it.
+        shown = context.authorize(AclOperation.DESCRIBE_CONFIGS, AclResource.TOPIC, name)
         results.append(
             CreateResult(
                 name=name,
@@ -106,7 +109,12 @@ def handle_create_topics(context: RequestContext, request: Any) -> Any:
                         is_sensitive=entry.is_sensitive,
                     )
                     for entry in entries
-                ],
+                ]
+                if shown
+                else None,
+                topic_config_error_code=(
+                    ErrorCode.NONE if shown else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                ),
             )
         )
     return CreateResponse(topics=results)
