@@ -433,9 +433,10 @@ class DynamicBrokerConfig:
     def _build(self, layers: Mapping[str, Mapping[str, str]]) -> _Effective:
         """Static properties, then the cluster default, then this broker's overrides; a key
         removes its unit synonyms from the layers below it. Raises BrokerConfigError."""
+        own = str(self.broker_id)
         properties = dict(self._static_properties)
         extra: dict[str, str] = {}
-        for entity in (DEFAULT_ENTITY, str(self.broker_id)):
+        for entity in (DEFAULT_ENTITY, own):
             layer = layers.get(entity, {})
             # Synonyms go from the layers below only: one layer may set ms and hours both.
             for key in layer:
@@ -446,9 +447,13 @@ class DynamicBrokerConfig:
                     properties[key] = value
                 else:
                     extra[key] = value
-        origins = {
-            key: "dynamic broker config" for key in properties if key not in self._static_properties
-        }
+        # Where each key came from, for log lines and errors: the static origins, and the
+        # dynamic layers for the rest.
+        origins = {key: self.static.origin(key) or "" for key in self._static_properties}
+        for entity, label in ((DEFAULT_ENTITY, "cluster default"), (own, f"broker {own}")):
+            for key in layers.get(entity, {}):
+                origins[key] = f"dynamic config of {label}"
+        origins = {k: origin for k, origin in origins.items() if origin and k in properties}
         config = BrokerConfig.from_properties(
             properties, origins=origins, warnings=self.static.warnings
         )
