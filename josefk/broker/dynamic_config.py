@@ -24,7 +24,8 @@ Where the overrides live (``OverridesStore``): a single node keeps them in
 etcd (``EtcdOverridesStore``), watched by every broker, so a cluster default set through one
 broker reaches all of them (``apply_stored``).
 
-Also owns ``LogCleanerSettings``, the log cleaner's part (``log.cleaner.threads``, ...).
+Also owns two parts the broker registers: ``LogCleanerSettings`` (``log.cleaner.threads``,
+...) and ``ConnectionLimits`` (``max.connections``, ``max.connections.per.ip``).
 
 Imports josefk.config, josefk.cluster's metadata store, josefk.fileio, the storage log
 cleaner and the broker's configs/reconfigurable modules; must not import the handlers, the
@@ -631,4 +632,35 @@ class LogCleanerSettings:
                 ),
                 backoff_ms=int(configs.get("log.cleaner.backoff.ms", current.backoff_ms)),
             )
+        )
+
+
+class _ConnectionLimited(Protocol):
+    def set_connection_limits(self, max_connections: int, max_connections_per_ip: int) -> None: ...
+
+
+class ConnectionLimits:
+    """The socket server's connection limits (Kafka's cluster-level listener configs
+    ``max.connections`` and ``max.connections.per.ip``)."""
+
+    NAMES: Final = frozenset({"max.connections", "max.connections.per.ip"})
+
+    def __init__(self, server: _ConnectionLimited) -> None:
+        self._server = server
+
+    def __repr__(self) -> str:
+        return "ConnectionLimits"
+
+    def reconfigurable_configs(self) -> Set[str]:
+        return self.NAMES
+
+    def validate_reconfiguration(self, configs: Mapping[str, str]) -> None:
+        # BrokerConfig has checked the ranges; nothing else can be wrong with a limit.
+        pass
+
+    def reconfigure(self, configs: Mapping[str, str]) -> None:
+        unlimited = str((1 << 31) - 1)
+        self._server.set_connection_limits(
+            int(configs.get("max.connections", unlimited)),
+            int(configs.get("max.connections.per.ip", unlimited)),
         )
