@@ -284,6 +284,19 @@ class DynamicBrokerConfig:
         self._lock = asyncio.Lock()
         if stored:
             self._install(self._entity_layers(stored), touched=set(), validate=True)
+        registry.added_listeners.append(self._part_added)
+
+    def _part_added(self, part: Reconfigurable) -> None:
+        """A part registered after the stored overrides were read (a TLS listener built at
+        start-up from the static config) takes the dynamic values of its names now."""
+        if not part.reconfigurable_configs() & {*self._default, *self._per_broker}:
+            return
+        values = self._values_for(part, self._effective)
+        try:
+            part.validate_reconfiguration(values)
+            part.reconfigure(values)
+        except Exception as exc:
+            logger.error("stored dynamic broker configs refused by %r: %s", part, exc)
 
     # -- what is in force ------------------------------------------------------------------
 

@@ -243,3 +243,24 @@ async def test_the_file_store_survives_a_reload(tmp_path: Path) -> None:
     (tmp_path / "broker-configs.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"broker-configs\.json"):
         FileOverridesStore.load(tmp_path)
+
+
+def test_a_part_registered_later_takes_the_stored_values() -> None:
+    registry = ReconfigurableRegistry()
+    DynamicBrokerConfig(
+        BrokerConfig(),
+        broker_id=1,
+        registry=registry,
+        store=FileOverridesStore(None, {}),
+        stored={"1": {KEYSTORE: "/tls/stored.p12"}},
+    )
+    listener = FakeListener()
+    registry.add(listener)
+    assert listener.calls == [
+        ("validate", {KEYSTORE: "/tls/stored.p12"}),
+        ("reconfigure", {KEYSTORE: "/tls/stored.p12"}),
+    ]
+    untouched = FakeListener()
+    untouched.reconfigurable_configs = lambda: {"listener.name.other.ssl.key.password"}  # type: ignore[method-assign]
+    registry.add(untouched)
+    assert untouched.calls == []
