@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping, Set
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from josefk.broker.configs import ConfigSource, broker_config_entries, cluster_default_entries
 from josefk.broker.dynamic_config import (
@@ -264,3 +266,38 @@ def test_a_part_registered_later_takes_the_stored_values() -> None:
     untouched.reconfigurable_configs = lambda: {"listener.name.other.ssl.key.password"}  # type: ignore[method-assign]
     registry.add(untouched)
     assert untouched.calls == []
+
+
+_RETENTION_UNITS = {
+    "log.retention.ms": 1,
+    "log.retention.minutes": 60_000,
+    "log.retention.hours": 3_600_000,
+}
+_layer = st.dictionaries(
+    st.sampled_from(sorted(_RETENTION_UNITS)), st.integers(1, 1000), max_size=3
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(static=_layer, default=_layer, per_broker=_layer)
+def test_the_highest_layer_setting_a_unit_synonym_decides_retention(
+    static: dict[str, int], default: dict[str, int], per_broker: dict[str, int]
+) -> None:
+    """Kafka's rule: a layer that sets any of log.retention.ms/minutes/hours replaces the
+    lower layers' values of all three; within a layer ms beats minutes beats hours."""
+
+    def strings(layer: dict[str, int]) -> dict[str, str]:
+        return {k: str(v) for k, v in layer.items()}
+
+    dynamic, _, _, _ = make(
+        BrokerConfig.from_properties(strings(static)),
+        stored={"": strings(default), "1": strings(per_broker)},
+    )
+    deciding = next((layer for layer in (per_broker, default, static) if layer), None)
+    if deciding is None:
+        expected = 168 * 3_600_000
+    else:
+        unit = next(k for k in _RETENTION_UNITS if k in deciding)
+        expected = deciding[unit] * _RETENTION_UNITS[unit]
+    assert dynamic.current.retention_ms == expected
+    assert dynamic.current.default_log_config().retention_ms == expected
