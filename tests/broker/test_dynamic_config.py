@@ -21,8 +21,11 @@ from josefk.broker.reconfigurable import ReconfigurableRegistry, Reconfiguration
 from josefk.config.broker import BrokerConfig
 from josefk.config.topic import LogConfig
 
-KEYSTORE = "listener.name.secure.ssl.keystore.location"
-PASSWORD = "listener.name.secure.ssl.keystore.password"
+# A part's own settings, which BrokerConfig has no field for (kept beside it for the part),
+# and a listener-prefixed TLS name (per broker only: refused at the cluster default).
+KEYSTORE = "josefk.test.keystore.location"
+PASSWORD = "josefk.test.keystore.password"
+LISTENER_KEYSTORE = "listener.name.secure.ssl.keystore.location"
 
 
 class FakeListener:
@@ -33,7 +36,7 @@ class FakeListener:
         self.log = log if log is not None else []
 
     def reconfigurable_configs(self) -> Set[str]:
-        return {KEYSTORE, PASSWORD}
+        return {KEYSTORE, PASSWORD, LISTENER_KEYSTORE}
 
     def validate_reconfiguration(self, configs: Mapping[str, str]) -> None:
         self.calls.append(("validate", dict(configs)))
@@ -161,9 +164,9 @@ async def test_kafka_errors() -> None:
     assert await attempt("1", num_partitions="3") == (
         "InvalidBrokerConfigRequest: Cannot update these configs dynamically: Set(num.partitions)"
     )
-    assert await attempt("", **{KEYSTORE: "/tls/a.p12"}) == (
+    assert await attempt("", **{LISTENER_KEYSTORE: "/tls/a.p12"}) == (
         "InvalidBrokerConfigRequest: Cannot update these configs at default cluster level, "
-        f"broker id must be specified: Set({KEYSTORE})"
+        f"broker id must be specified: Set({LISTENER_KEYSTORE})"
     )
     assert await attempt("1", **{"ssl.keystore.location": "/tls/a.p12"}) == (
         "InvalidBrokerConfigRequest: These security configs can be dynamically updated only "
