@@ -14,9 +14,16 @@ from typing import Any
 
 import click
 
-from josefk.cli.common import admin_for, bootstrap_option, json_option, resolve_bootstrap, run
+from josefk.cli.common import (
+    admin_for,
+    bootstrap_option,
+    describe_existing_topics,
+    json_option,
+    resolve_bootstrap,
+    run,
+)
 from josefk.cli.output import print_json, print_table
-from josefk.client import ConfigEntry, ResourceType
+from josefk.client import AIOAdmin, ConfigEntry, ResourceType
 
 _ENTITY_TYPES = {"brokers": ResourceType.BROKER, "topics": ResourceType.TOPIC}
 
@@ -93,6 +100,12 @@ def resource_of(
     return rtype, name
 
 
+async def _check_exists(admin: AIOAdmin, rtype: ResourceType, name: str) -> None:
+    """An unknown topic is named with its close matches, as the topics verbs do."""
+    if rtype == ResourceType.TOPIC:
+        await describe_existing_topics(admin, [name])
+
+
 def _label(rtype: ResourceType, name: str) -> str:
     if rtype == ResourceType.TOPIC:
         return f"topic {name}"
@@ -144,6 +157,7 @@ def describe(
 
     async def go() -> dict[str, ConfigEntry]:
         async with admin_for(server) as admin:
+            await _check_exists(admin, rtype, name)
             found = await admin.describe_configs([(rtype, name)], include_synonyms=True)
         return found[(rtype, name)]
 
@@ -268,6 +282,7 @@ def alter(
 
     async def go() -> None:
         async with admin_for(server) as admin:
+            await _check_exists(admin, rtype, name)
             await admin.alter_configs((rtype, name), changes, validate_only=validate_only)
 
     run(go(), bootstrap=server)

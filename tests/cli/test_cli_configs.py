@@ -127,4 +127,7 @@ def test_refusals_and_usage_errors(cli_broker: BrokerProcess) -> None:
     both = josefk(cli_broker, "configs", "describe", "--broker", "1", "--topic", "t", expect=2)
     assert "exactly one" in both.stderr
     josefk(cli_broker, "configs", "alter", "--broker", "1", expect=2)
+    josefk(cli_broker, "topics", "create", "cfg-orders")
+    unknown = josefk(cli_broker, "configs", "describe", "--topic", "cfg-ordres", expect=1)
+    assert 'did you mean "cfg-orders"' in unknown.stderr
     josefk(cli_broker, "configs", "describe", "--broker", "one", expect=2)
