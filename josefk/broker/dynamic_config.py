@@ -24,7 +24,8 @@ Where the overrides live (``OverridesStore``): a single node keeps them in
 etcd (``EtcdOverridesStore``), watched by every broker, so a cluster default set through one
 broker reaches all of them (``apply_stored``).
 
-Also owns ``LogCleanerSettings``, the log cleaner's part (``log.cleaner.threads``, ...).
+Also owns two parts the broker registers: ``LogCleanerSettings`` (``log.cleaner.threads``,
+...) and ``ConnectionLimits`` (``max.connections``, ``max.connections.per.ip``).
 
 Imports josefk.config, josefk.cluster's metadata store, josefk.fileio, the storage log
 cleaner and the broker's configs/reconfigurable modules; must not import the handlers, the
@@ -131,6 +132,10 @@ def per_broker_only(name: str) -> bool:
     if base is not None:
         return base not in _CLUSTER_LEVEL_LISTENER_KEYS
     return name.startswith(("ssl.", "sasl."))
+
+
+# BrokerConfig.from_properties's reason for a key it has no setting for.
+_UNKNOWN_TO_BROKER_CONFIG: Final = "unknown broker config"
 
 
 def is_list_key(name: str) -> bool:
@@ -252,8 +257,13 @@ class _Effective:
     """The configuration in force for one pair of layers."""
 
     config: BrokerConfig
-    # Dynamic names BrokerConfig has no field for (listener-prefixed TLS settings...).
-    extra: dict[str, str]
+    # Every name with a value, as strings: the config's properties, and the dynamic names
+    # BrokerConfig does not take (those only a registered part knows).
+    properties: dict[str, str]
+
+    @classmethod
+    def of(cls, config: BrokerConfig, extra: Mapping[str, str]) -> _Effective:
+        return cls(config, {**config.to_properties(), **extra})
 
 
 class DynamicBrokerConfig:
@@ -277,12 +287,25 @@ class DynamicBrokerConfig:
         self._static_properties = static.to_properties(include_defaults=False)
         self._default: dict[str, str] = {}
         self._per_broker: dict[str, str] = {}
-        self._effective = _Effective(static, {})
+        self._effective = _Effective.of(static, {})
         # Told the topic defaults (LogConfig) in force whenever they change.
         self.log_defaults_listeners: list[Callable[[LogConfig], None]] = []
         self._lock = asyncio.Lock()
         if stored:
             self._install(self._entity_layers(stored), touched=set(), validate=True)
+        registry.added_listeners.append(self._part_added)
+
+    def _part_added(self, part: Reconfigurable) -> None:
+        """A part registered after the stored overrides were read (a TLS listener built at
+        start-up from the static config) takes the dynamic values of its names now."""
+        if not part.reconfigurable_configs() & {*self._default, *self._per_broker}:
+            return
+        values = self._values_for(part, self._effective)
+        try:
+            part.validate_reconfiguration(values)
+            part.reconfigure(values)
+        except Exception as exc:
+            logger.error("stored dynamic broker configs refused by %r: %s", part, exc)
 
     # -- what is in force ------------------------------------------------------------------
 
@@ -301,12 +324,11 @@ class DynamicBrokerConfig:
 
     def layers(self) -> BrokerConfigLayers:
         """This broker's settings by source, for DescribeConfigs."""
-        effective = {**self.current.to_properties(), **self._effective.extra}
         return BrokerConfigLayers(
             dict(self._per_broker),
             dict(self._default),
             self._static_properties,
-            effective,
+            dict(self._effective.properties),
             self.dynamic_keys(),
         )
 
@@ -433,26 +455,42 @@ class DynamicBrokerConfig:
     def _build(self, layers: Mapping[str, Mapping[str, str]]) -> _Effective:
         """Static properties, then the cluster default, then this broker's overrides; a key
         removes its unit synonyms from the layers below it. Raises BrokerConfigError."""
+        own = str(self.broker_id)
         properties = dict(self._static_properties)
-        extra: dict[str, str] = {}
-        for entity in (DEFAULT_ENTITY, str(self.broker_id)):
+        for entity in (DEFAULT_ENTITY, own):
             layer = layers.get(entity, {})
             # Synonyms go from the layers below only: one layer may set ms and hours both.
             for key in layer:
                 for synonym in broker_synonyms(key) if key in BROKER_CONFIG_KEYS else ():
                     properties.pop(synonym, None)
-            for key, value in layer.items():
-                if key in BROKER_CONFIG_KEYS:
-                    properties[key] = value
-                else:
-                    extra[key] = value
-        origins = {
-            key: "dynamic broker config" for key in properties if key not in self._static_properties
-        }
-        config = BrokerConfig.from_properties(
-            properties, origins=origins, warnings=self.static.warnings
-        )
-        return _Effective(config, extra)
+            properties.update(layer)
+        # Where each key came from, for log lines and errors: the static origins, and the
+        # dynamic layers for the rest.
+        origins = {key: self.static.origin(key) or "" for key in self._static_properties}
+        for entity, label in ((DEFAULT_ENTITY, "cluster default"), (own, f"broker {own}")):
+            for key in layers.get(entity, {}):
+                origins[key] = f"dynamic config of {label}"
+        extra: dict[str, str] = {}
+        while True:
+            try:
+                config = BrokerConfig.from_properties(
+                    properties,
+                    origins={k: o for k, o in origins.items() if o and k in properties},
+                    warnings=self.static.warnings,
+                )
+                return _Effective.of(config, extra)
+            except BrokerConfigError as exc:
+                # A name only a registered part knows (BrokerConfig has no such setting) is
+                # kept beside the config and handed to that part; any other problem stands.
+                foreign = {
+                    p.key
+                    for p in exc.problems
+                    if p.reason == _UNKNOWN_TO_BROKER_CONFIG and p.key not in BROKER_CONFIG_KEYS
+                }
+                if not foreign:
+                    raise
+                for key in foreign:
+                    extra[key] = properties.pop(key)
 
     def _install(
         self, layers: Mapping[str, Mapping[str, str]], *, touched: set[str], validate: bool
@@ -535,18 +573,8 @@ class DynamicBrokerConfig:
         return parts
 
     def _values_for(self, part: Reconfigurable, effective: _Effective) -> dict[str, str]:
-        values: dict[str, str] = {}
-        for name in part.reconfigurable_configs():
-            value: str | None
-            if name in effective.extra:
-                value = effective.extra[name]
-            elif name in BROKER_CONFIG_KEYS:
-                value = effective.config.value_of(name)
-            else:
-                value = self._static_properties.get(name)
-            if value is not None:
-                values[name] = value
-        return values
+        names = part.reconfigurable_configs()
+        return {name: effective.properties[name] for name in names if name in effective.properties}
 
 
 def _problems_text(problems: list[ConfigProblem]) -> str:
@@ -626,4 +654,35 @@ class LogCleanerSettings:
                 ),
                 backoff_ms=int(configs.get("log.cleaner.backoff.ms", current.backoff_ms)),
             )
+        )
+
+
+class _ConnectionLimited(Protocol):
+    def set_connection_limits(self, max_connections: int, max_connections_per_ip: int) -> None: ...
+
+
+class ConnectionLimits:
+    """The socket server's connection limits (Kafka's cluster-level listener configs
+    ``max.connections`` and ``max.connections.per.ip``)."""
+
+    NAMES: Final = frozenset({"max.connections", "max.connections.per.ip"})
+
+    def __init__(self, server: _ConnectionLimited) -> None:
+        self._server = server
+
+    def __repr__(self) -> str:
+        return "ConnectionLimits"
+
+    def reconfigurable_configs(self) -> Set[str]:
+        return self.NAMES
+
+    def validate_reconfiguration(self, configs: Mapping[str, str]) -> None:
+        # BrokerConfig has checked the ranges; nothing else can be wrong with a limit.
+        pass
+
+    def reconfigure(self, configs: Mapping[str, str]) -> None:
+        unlimited = str((1 << 31) - 1)
+        self._server.set_connection_limits(
+            int(configs.get("max.connections", unlimited)),
+            int(configs.get("max.connections.per.ip", unlimited)),
         )

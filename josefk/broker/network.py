@@ -764,6 +764,13 @@ class SocketServer:
         if self._on_connection_event is not None:
             self._on_connection_event(connection.info.listener_name, False)
 
+    def set_connection_limits(self, max_connections: int, max_connections_per_ip: int) -> None:
+        """New ``max.connections`` / ``max.connections.per.ip`` (dynamic broker configs):
+        open connections stay; an accept loop waiting for a slot re-checks at once."""
+        self._max_connections = max_connections
+        self._max_connections_per_ip = max_connections_per_ip
+        self._slot_free.set()
+
     def close_idle_connections(self) -> int:
         """Close connections idle longer than connections.max.idle.ms; returns how many."""
         now = self._clock.monotonic_ms()

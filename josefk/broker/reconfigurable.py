@@ -13,7 +13,7 @@ Imports nothing from josefk; anything in josefk.broker may import it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Set
+from collections.abc import Callable, Iterator, Mapping, Set
 from typing import Protocol
 
 
@@ -47,9 +47,14 @@ class ReconfigurableRegistry:
 
     def __init__(self) -> None:
         self._parts: list[Reconfigurable] = []
+        # Told of each part added: the dynamic configuration hands a part registered after
+        # start-up the stored values it must start from.
+        self.added_listeners: list[Callable[[Reconfigurable], None]] = []
 
     def add(self, part: Reconfigurable) -> None:
         self._parts.append(part)
+        for listener in list(self.added_listeners):
+            listener(part)
 
     def remove(self, part: Reconfigurable) -> None:
         self._parts.remove(part)

@@ -29,6 +29,7 @@ from josefk.broker.context import BrokerContext, BrokerEndpoint
 from josefk.broker.dispatch import RequestDispatcher
 from josefk.broker.dynamic_config import (
     DEFAULT_ENTITY,
+    ConnectionLimits,
     DynamicBrokerConfig,
     EtcdOverridesStore,
     FileOverridesStore,
@@ -287,6 +288,7 @@ class Broker:
             max_connections_per_ip=config.max_connections_per_ip,
             on_oversized=self._oversized_request,
         )
+        self.reconfigurables.add(ConnectionLimits(self._server))
         bound: dict[str, int] = {}
         for listener in config.client_listeners():
             protocol = config.security_protocol_of(listener.name)

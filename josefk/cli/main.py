@@ -41,6 +41,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("serve", "serve"),
     ("dump_log", "dump_log"),
     ("topics", "topics"),
+    ("configs", "configs"),
     ("produce", "produce"),
     ("consume", "consume"),
     ("groups", "groups"),

@@ -1115,9 +1115,8 @@ class BrokerConfig(BaseModel):
         return _format(getattr(self, _FIELD_BY_KEY[key]))
 
     def describe_entries(self) -> list[ConfigEntry]:
-        """Every key with its value and whether it is a default, for DescribeConfigs.
-
-        All of josefk's broker settings are static (read at start-up), hence read-only.
+        """Every key with its value and whether it is a default: the static layer only
+        (josefk.broker.configs describes the dynamic ones over it).
         """
         return [
             ConfigEntry(

@@ -3,8 +3,8 @@
 Owns ``write_atomically`` (temporary file, fsync, rename over the target, fsync of the
 directory: a reader sees the old file or the new one, whole, and after a crash the new one
 once the call returned) and ``fsync_dir``. Checkpoints, the leader-epoch file,
-meta.properties, the topic catalog, partition.metadata, producer-state snapshots and the
-producer id block file all go through it.
+meta.properties, the topic catalog, partition.metadata, producer-state snapshots, the
+producer id block file and the dynamic broker configs all go through it.
 
 Imports the standard library only; every josefk package may import it.
 """

@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping, Set
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from josefk.broker.configs import ConfigSource, broker_config_entries, cluster_default_entries
 from josefk.broker.dynamic_config import (
@@ -19,8 +21,11 @@ from josefk.broker.reconfigurable import ReconfigurableRegistry, Reconfiguration
 from josefk.config.broker import BrokerConfig
 from josefk.config.topic import LogConfig
 
-KEYSTORE = "listener.name.secure.ssl.keystore.location"
-PASSWORD = "listener.name.secure.ssl.keystore.password"
+# A part's own settings, which BrokerConfig has no field for (kept beside it for the part),
+# and a listener-prefixed TLS name (per broker only: refused at the cluster default).
+KEYSTORE = "josefk.test.keystore.location"
+PASSWORD = "josefk.test.keystore.password"
+LISTENER_KEYSTORE = "listener.name.secure.ssl.keystore.location"
 
 
 class FakeListener:
@@ -31,7 +36,7 @@ class FakeListener:
         self.log = log if log is not None else []
 
     def reconfigurable_configs(self) -> Set[str]:
-        return {KEYSTORE, PASSWORD}
+        return {KEYSTORE, PASSWORD, LISTENER_KEYSTORE}
 
     def validate_reconfiguration(self, configs: Mapping[str, str]) -> None:
         self.calls.append(("validate", dict(configs)))
@@ -159,9 +164,9 @@ async def test_kafka_errors() -> None:
     assert await attempt("1", num_partitions="3") == (
         "InvalidBrokerConfigRequest: Cannot update these configs dynamically: Set(num.partitions)"
     )
-    assert await attempt("", **{KEYSTORE: "/tls/a.p12"}) == (
+    assert await attempt("", **{LISTENER_KEYSTORE: "/tls/a.p12"}) == (
         "InvalidBrokerConfigRequest: Cannot update these configs at default cluster level, "
-        f"broker id must be specified: Set({KEYSTORE})"
+        f"broker id must be specified: Set({LISTENER_KEYSTORE})"
     )
     assert await attempt("1", **{"ssl.keystore.location": "/tls/a.p12"}) == (
         "InvalidBrokerConfigRequest: These security configs can be dynamically updated only "
@@ -243,3 +248,59 @@ async def test_the_file_store_survives_a_reload(tmp_path: Path) -> None:
     (tmp_path / "broker-configs.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"broker-configs\.json"):
         FileOverridesStore.load(tmp_path)
+
+
+def test_a_part_registered_later_takes_the_stored_values() -> None:
+    registry = ReconfigurableRegistry()
+    DynamicBrokerConfig(
+        BrokerConfig(),
+        broker_id=1,
+        registry=registry,
+        store=FileOverridesStore(None, {}),
+        stored={"1": {KEYSTORE: "/tls/stored.p12"}},
+    )
+    listener = FakeListener()
+    registry.add(listener)
+    assert listener.calls == [
+        ("validate", {KEYSTORE: "/tls/stored.p12"}),
+        ("reconfigure", {KEYSTORE: "/tls/stored.p12"}),
+    ]
+    untouched = FakeListener()
+    untouched.reconfigurable_configs = lambda: {"listener.name.other.ssl.key.password"}  # type: ignore[method-assign]
+    registry.add(untouched)
+    assert untouched.calls == []
+
+
+_RETENTION_UNITS = {
+    "log.retention.ms": 1,
+    "log.retention.minutes": 60_000,
+    "log.retention.hours": 3_600_000,
+}
+_layer = st.dictionaries(
+    st.sampled_from(sorted(_RETENTION_UNITS)), st.integers(1, 1000), max_size=3
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(static=_layer, default=_layer, per_broker=_layer)
+def test_the_highest_layer_setting_a_unit_synonym_decides_retention(
+    static: dict[str, int], default: dict[str, int], per_broker: dict[str, int]
+) -> None:
+    """Kafka's rule: a layer that sets any of log.retention.ms/minutes/hours replaces the
+    lower layers' values of all three; within a layer ms beats minutes beats hours."""
+
+    def strings(layer: dict[str, int]) -> dict[str, str]:
+        return {k: str(v) for k, v in layer.items()}
+
+    dynamic, _, _, _ = make(
+        BrokerConfig.from_properties(strings(static)),
+        stored={"": strings(default), "1": strings(per_broker)},
+    )
+    deciding = next((layer for layer in (per_broker, default, static) if layer), None)
+    if deciding is None:
+        expected = 168 * 3_600_000
+    else:
+        unit = next(k for k in _RETENTION_UNITS if k in deciding)
+        expected = deciding[unit] * _RETENTION_UNITS[unit]
+    assert dynamic.current.retention_ms == expected
+    assert dynamic.current.default_log_config().retention_ms == expected

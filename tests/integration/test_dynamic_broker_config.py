@@ -388,3 +388,47 @@ def test_legacy_alter_configs_replaces_the_whole_set(broker_factory: BrokerFacto
         "2",
         ConfigSource.DYNAMIC_BROKER_CONFIG,
     )
+
+
+async def test_connection_limits_change_without_a_restart(broker_factory: BrokerFactory) -> None:
+    from josefk.client.connection import BrokerConnection
+    from josefk.client.errors import KafkaConnectionError
+    from josefk.protocol.api import ApiKey, request_class
+
+    broker = broker_factory()
+    alter_request = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+
+    async def connect() -> BrokerConnection:
+        return await BrokerConnection.open(
+            broker.host, broker.port, node_id=1, client_id="limits", timeout_s=5
+        )
+
+    def change(op: int, value: str | None) -> object:
+        return alter_request(
+            resources=[
+                alter_request.AlterConfigsResource(
+                    resource_type=int(ResourceType.BROKER),
+                    resource_name="1",
+                    configs=[
+                        alter_request.AlterConfigsResource.AlterableConfig(
+                            name="max.connections.per.ip", config_operation=op, value=value
+                        )
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+
+    # One connection holds the only slot and carries the changes itself.
+    held = await connect()
+    response = await held.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, change(0, "1"))
+    assert [r.error_code for r in response.responses] == [0]
+    with pytest.raises(KafkaConnectionError):
+        await connect()  # over the new limit: closed at once
+    response = await held.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, change(1, None))
+    assert [r.error_code for r in response.responses] == [0]
+    second = await connect()
+    versions = await second.request(ApiKey.API_VERSIONS, request_class(ApiKey.API_VERSIONS)())
+    assert versions.error_code == 0
+    second.close()
+    held.close()
