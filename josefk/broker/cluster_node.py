@@ -58,6 +58,7 @@ from josefk.cluster.metadata_store import (
 )
 from josefk.cluster.watcher import ClusterWatcher, ViewChange
 from josefk.config.broker import BrokerConfig
+from josefk.config.topic import InvalidConfigError
 from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
 
@@ -75,6 +76,10 @@ LeadershipListener = Callable[[TopicPartition, bool], None]
 
 
 _CreateTopicsRequest = request_class(ApiKey.CREATE_TOPICS)
+
+# How long AlterConfigs waits for this broker's own watch to bring back the topic record it
+# stored (normally at once); past it the answer is sent anyway: the change is stored.
+_CATCH_UP_S = 10.0
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:
@@ -105,8 +110,9 @@ class ClusterNode:
         self.leadership_listeners: list[LeadershipListener] = []
         # Told (ISR size before, after) of each ISR change etcd accepted (a metric).
         self.on_isr_changed: Callable[[int, int], None] | None = None
-        # Told the ACL document (P/acls) whenever the watcher sees it change.
-        self.on_acls_changed: Callable[[bytes | None], None] | None = None
+        # Told the ACL document (P/acls) and the etcd revision it is current at whenever the
+        # watcher sees it change.
+        self.on_acls_changed: Callable[[bytes | None, int], None] | None = None
         # Told every stored dynamic broker config set (by stored name) when one changes.
         self.on_broker_configs: Callable[[dict[str, dict[str, str]]], None] | None = None
         self._fetchers: dict[int, ReplicaFetcher] = {}
@@ -299,7 +305,9 @@ class ClusterNode:
     def _on_changes(self, changes: list[ViewChange]) -> None:
         self._view_changed.set()
         if self.on_acls_changed is not None and any(c.kind == "acls" for c in changes):
-            self.on_acls_changed(self.watcher.view.acls)
+            # The watcher applies events one at a time in revision order: the view's
+            # revision is the one its ACL document is current at.
+            self.on_acls_changed(self.watcher.view.acls, self.watcher.view.revision)
         if any(c.kind in ("broker", "controller", "shutdown") for c in changes):
             self._brokers_changed.set()
         elif self.controller is not None and any(
@@ -336,11 +344,7 @@ class ClusterNode:
         view = self.watcher.view
         catalog = self.replicas.catalog
         for record in view.topics.values():
-            catalog.put(
-                TopicInfo(
-                    record.name, topic_uuid(record.topic_id), record.partitions, record.configs
-                )
-            )
+            self._put_topic(record)
         for info in list(catalog.topics()):
             if info.name not in view.topics:
                 self._drop_topic(info.name, info.partitions)
@@ -362,6 +366,24 @@ class ClusterNode:
             # The topic is gone, or a reassignment moved this replica away: as Kafka's
             # StopReplica with deletion, the local copy goes.
             self.replicas.remove_partition(tp, delete=True)
+
+    def _put_topic(self, record: TopicRecord) -> None:
+        """The catalog mirrors the topic's record; changed configs reach its hosted logs
+        (a replica rolls and retains by the topic's configs wherever they were altered)."""
+        catalog = self.replicas.catalog
+        before = catalog.get(record.name)
+        old_configs = None if before is None else dict(before.configs)
+        catalog.put(
+            TopicInfo(record.name, topic_uuid(record.topic_id), record.partitions, record.configs)
+        )
+        if old_configs is not None and old_configs != record.configs:
+            try:
+                self.replicas.topic_configs_changed(record.name)
+            except InvalidConfigError as exc:
+                # Validated by the broker that stored them; one whose defaults cannot take
+                # them keeps its logs' previous configs rather than stop applying metadata.
+                logger.error("topic %s: cannot apply its configs here: %s", record.name, exc)
+            logger.info("topic %s: configs now %s", record.name, record.configs)
 
     def _apply(self, tp: TopicPartition, state: PartitionState) -> None:
         existing = self.replicas.get_partition(tp.topic, tp.partition)
@@ -667,6 +689,41 @@ class ClusterNode:
                     f"the controller answered {ErrorCode(result.error_code).name}: "
                     f"{result.error_message}"
                 )
+
+    # -- topic configs ----------------------------------------------------------------------------
+
+    async def alter_topic_configs(
+        self,
+        name: str,
+        change: Callable[[dict[str, str]], dict[str, str]],
+        *,
+        validate_only: bool = False,
+    ) -> dict[str, str] | None:
+        """AlterConfigs / IncrementalAlterConfigs of a topic: ``change`` turns the topic's
+        stored overrides into the new ones (and raises to refuse them). Written to the topic's
+        etcd record (compare-and-swap, any broker: clients send these requests to any one);
+        returns once stored and taken by this broker's catalog and logs, so the client's next
+        DescribeConfigs here sees them. The other brokers take them by watch. None when the
+        topic does not exist."""
+        if validate_only:
+            record = self.watcher.view.topics.get(name)
+            return None if record is None else change(dict(record.configs))
+        stored = await self.store.update_topic_configs(name, change)
+        if stored is None:
+            return None
+        record, revision = stored
+        try:
+            async with asyncio.timeout(_CATCH_UP_S):
+                await self.watcher.caught_up(revision)
+        except TimeoutError:
+            logger.warning(
+                "topic %s: configs stored; this broker's watch has not seen them yet", name
+            )
+            return dict(record.configs)
+        current = self.watcher.view.topics.get(name)
+        if current is not None and not self.fenced:
+            self._put_topic(current)
+        return dict(record.configs)
 
     # -- admin through the controller ----------------------------------------------------------
 

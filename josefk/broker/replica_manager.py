@@ -273,6 +273,14 @@ class ReplicaManager:
             if partition.tp.topic == name:
                 partition.log.update_config(config)
 
+    def topic_configs_changed(self, name: str) -> None:
+        """The catalog holds new overrides for ``name`` (in a cluster, from etcd): the
+        topic's hosted logs take them, as ``alter_topic_configs`` does on a single node."""
+        config = self.log_config_for(name)
+        for partition in self._partitions.values():
+            if partition.tp.topic == name:
+                partition.log.update_config(config)
+
     def delete_topic(self, name: str) -> None:
         info = self._change_catalog(lambda: self.catalog.delete(name))
         if info is None:

@@ -23,6 +23,8 @@ import signal
 import sys
 from pathlib import Path
 
+import aetcd.exceptions
+
 from josefk.broker.catalog import TopicCatalog
 from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import BrokerContext, BrokerEndpoint
@@ -273,6 +275,15 @@ class Broker:
                     raise StartupError(f"cannot read the ACLs in {log_dirs[0]}: {exc}") from None
                 context.authorizer.replace(bindings)
                 context.acl_store = FileAclStore(log_dirs[0] / "acls.json", context.authorizer)
+            else:
+                # As acls.json on a single node: in force before any listener opens.
+                cluster_acls = EtcdAclStore(self.cluster.store, context.authorizer)
+                try:
+                    await cluster_acls.load()
+                except (EtcdUnavailableError, aetcd.exceptions.ClientError) as exc:
+                    raise StartupError(f"cannot read the ACLs from etcd: {exc}") from None
+                self.cluster.on_acls_changed = cluster_acls.apply_document
+                context.acl_store = cluster_acls
         self._server = SocketServer(
             RequestDispatcher(context),
             clock=self.clock,
@@ -336,11 +347,10 @@ class Broker:
                 raise StartupError(f"{exc} (give this broker another broker.id)") from None
             context.metadata = self.cluster.metadata
             context.cluster = self.cluster
-            if context.authorizer is not None:
-                acl_store = EtcdAclStore(self.cluster.store, context.authorizer)
-                acl_store.apply_document(self.cluster.watcher.view.acls)
-                self.cluster.on_acls_changed = acl_store.apply_document
-                context.acl_store = acl_store
+            if isinstance(context.acl_store, EtcdAclStore):
+                # The watch goes on from the snapshot join read; ignored if not newer.
+                view = self.cluster.watcher.view
+                context.acl_store.apply_document(view.acls, view.revision)
             store = self.cluster.store
             producer_ids.use_cluster_blocks(
                 await store.allocate_producer_ids(PRODUCER_ID_BLOCK_SIZE),

@@ -193,17 +193,6 @@ class ClusterController:
             await self._raise_if_fenced()
         logger.info("deleted topic %s", name)
 
-    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        snapshot = await self.store.snapshot()
-        topic = snapshot.topics.get(name)
-        if topic is None:
-            raise UnknownTopicError(name)
-        updated = TopicRecord(topic.name, topic.topic_id, topic.partitions, dict(configs))
-        if not await self.store.controller_write(
-            self.claim, [(self.store.key("topics", name), updated.encode())]
-        ):
-            await self._raise_if_fenced()
-
     def _check_assignments(
         self, replica_lists: list[list[int]], live_brokers: Mapping[int, str | None]
     ) -> None:

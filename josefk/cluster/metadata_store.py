@@ -39,6 +39,11 @@ Who writes what:
 - ``put_acls``: any broker answering CreateAcls / DeleteAcls; the whole ACL document is
   replaced by compare-and-swap on the key's modification revision (``read_acls``), so two
   concurrent changes cannot lose one another.
+- ``update_topic_configs``: any broker answering AlterConfigs / IncrementalAlterConfigs for a
+  topic (clients send those to any broker); the topic record is replaced by compare-and-swap
+  on its modification revision, keeping its id and partition count, so it cannot undo the
+  controller's concurrent CreatePartitions (whose write is guarded the same way) nor
+  recreate a deleted topic.
 
 Readers take a ``snapshot`` (every key and the etcd revision it was read at) and then
 ``watch`` from the revision after it, so no change between the two is missed; nothing polls.
@@ -609,17 +614,45 @@ class EtcdMetadataStore:
             return None, 0
         return bytes(found.value), int(found.mod_revision)
 
-    async def put_acls(self, data: bytes, expected_mod_revision: int) -> bool:
-        """Replace the ACL document if it is still the one read at ``expected_mod_revision``."""
+    async def put_acls(self, data: bytes, expected_mod_revision: int) -> int | None:
+        """Replace the ACL document if it is still the one read at ``expected_mod_revision``;
+        the etcd revision of the write, None when another write came first."""
         tx = self.client.transactions
         key = self.key("acls")
         guard = (
             tx.mod(key) == expected_mod_revision if expected_mod_revision else tx.version(key) == 0
         )
-        ok, _ = await self.client.transaction(
+        ok, responses = await self.client.transaction(
             compare=[guard], success=[tx.put(key, data)], failure=[]
         )
-        return bool(ok)
+        if not ok:
+            return None
+        return int(responses[0].response_put.header.revision)
+
+    # -- topic configs -------------------------------------------------------------------
+
+    async def update_topic_configs(
+        self, name: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> tuple[TopicRecord, int] | None:
+        """Replace the configs of ``P/topics/<name>`` with ``change(its configs)``, retried on
+        a concurrent write; the new record and the etcd revision of the write, None when the
+        topic does not exist. ``change`` may raise to refuse."""
+        client = self.client
+        tx = client.transactions
+        key = self.key("topics", name)
+        while True:
+            current = await client.get(key)
+            if current is None:
+                return None
+            record = TopicRecord.decode(current.value)
+            updated = replace(record, configs=dict(change(dict(record.configs))))
+            ok, responses = await client.transaction(
+                compare=[tx.mod(key) == current.mod_revision],
+                success=[tx.put(key, updated.encode())],
+                failure=[],
+            )
+            if ok:
+                return updated, int(responses[0].response_put.header.revision)
 
     # -- dynamic broker configs ----------------------------------------------------------
 

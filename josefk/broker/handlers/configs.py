@@ -1,7 +1,8 @@
 """DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
 
 Topic configs are dynamic: they are stored in the topic catalog and applied to the topic's
-logs at once. The configs of an internal topic can be described but not altered
+logs at once; in a cluster they are stored in the topic's etcd record and every broker holding
+a replica applies them from its watch (the receiving broker before it answers). The configs of an internal topic can be described but not altered
 (INVALID_TOPIC_EXCEPTION): ``cleanup.policy=delete`` with a short retention on
 ``__consumer_offsets`` would lose every group's committed offsets.
 
@@ -24,6 +25,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import aetcd.exceptions
+
 from josefk.broker.catalog import internal_topic_refusal, is_internal_topic
 from josefk.broker.configs import (
     ConfigEntry,
@@ -41,6 +44,7 @@ from josefk.broker.dynamic_config import (
     is_list_key,
 )
 from josefk.broker.handlers import handles
+from josefk.cluster.metadata_store import EtcdUnavailableError
 from josefk.config.topic import InvalidConfigError
 from josefk.protocol.acls import AclOperation
 from josefk.protocol.acls import ResourceType as AclResource
@@ -141,9 +145,9 @@ async def handle_alter_configs(context: RequestContext, request: Any) -> Any:
                 context, resource, _replace_all(resource), request.validate_only
             )
         else:
-            # AlterConfigs replaces the whole set of overrides with the given one.
-            configs = {c.name: c.value for c in resource.configs if c.value is not None}
-            error, message = _apply(context, resource, configs, request.validate_only)
+            error, message = await _alter_topic(
+                context, resource, _replace_topic_configs(resource), request.validate_only
+            )
         results.append(
             AlterResult(
                 error_code=error,
@@ -157,43 +161,19 @@ async def handle_alter_configs(context: RequestContext, request: Any) -> Any:
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 async def handle_incremental_alter_configs(context: RequestContext, request: Any) -> Any:
-    replicas = context.broker.replica_manager
     results = []
     for resource in request.resources:
-        error, message = ErrorCode.NONE, None
-        denied = _denied(context, resource, AclOperation.ALTER_CONFIGS)
-        if denied or resource.resource_type == ResourceType.BROKER:
-            if denied:
-                error, message = denied, denied.message
-            else:
-                error, message = await _alter_broker(
-                    context, resource, _incremental_edit(context, resource), request.validate_only
-                )
-            results.append(
-                IncrementalResult(
-                    error_code=error,
-                    error_message=message,
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name,
-                )
+        message: str | None
+        if denied := _denied(context, resource, AclOperation.ALTER_CONFIGS):
+            error, message = denied, denied.message
+        elif resource.resource_type == ResourceType.BROKER:
+            error, message = await _alter_broker(
+                context, resource, _incremental_edit(context, resource), request.validate_only
             )
-            continue
-        info = (
-            replicas.catalog.get(resource.resource_name)
-            if resource.resource_type == ResourceType.TOPIC
-            and not is_internal_topic(resource.resource_name)
-            else None
-        )
-        configs = dict(info.configs) if info is not None else {}
-        if info is not None:
-            try:
-                current = replicas.log_config_for(info.name).to_properties()
-                for change in resource.configs:
-                    _incremental(configs, current, change)
-            except _Invalid as exc:
-                error, message = ErrorCode.INVALID_CONFIG, str(exc)
-        if error == ErrorCode.NONE:
-            error, message = _apply(context, resource, configs, request.validate_only)
+        else:
+            error, message = await _alter_topic(
+                context, resource, _incremental_topic_edit(context, resource), request.validate_only
+            )
         results.append(
             IncrementalResult(
                 error_code=error,
@@ -240,29 +220,73 @@ def _incremental(configs: dict[str, str], current: dict[str, str], change: Any) 
         raise _Invalid(f"unknown config operation {op} for {name}")
 
 
-def _apply(
-    context: RequestContext, resource: Any, configs: dict[str, str], validate_only: bool
+TopicEdit = Callable[[dict[str, str]], dict[str, str]]
+
+
+def _replace_topic_configs(resource: Any) -> TopicEdit:
+    """AlterConfigs replaces the whole set of overrides with the given one."""
+    configs = {c.name: c.value for c in resource.configs if c.value is not None}
+    return lambda _stored: dict(configs)
+
+
+def _incremental_topic_edit(context: RequestContext, resource: Any) -> TopicEdit:
+    """IncrementalAlterConfigs of a topic: each change applied to the stored overrides;
+    APPEND and SUBTRACT start from the effective value where the topic has no override."""
+
+    def edit(stored: dict[str, str]) -> dict[str, str]:
+        defaults = context.broker.replica_manager.default_log_config
+        current = defaults.with_overrides(stored, ignore_unknown=True).to_properties()
+        for change in resource.configs:
+            _incremental(stored, current, change)
+        return stored
+
+    return edit
+
+
+async def _alter_topic(
+    context: RequestContext, resource: Any, edit: TopicEdit, validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
+    """One TOPIC resource of AlterConfigs / IncrementalAlterConfigs: ``edit`` turns the
+    topic's overrides into the new ones. On a single node they go to the catalog and the
+    logs; in a cluster to the topic's record in etcd (``ClusterNode.alter_topic_configs``),
+    which every broker holding a replica applies, this one before answering."""
     replicas = context.broker.replica_manager
     if resource.resource_type != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
-    if is_internal_topic(resource.resource_name):
-        return (
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            internal_topic_refusal(resource.resource_name, "alter the configs of"),
+    name = resource.resource_name
+    if is_internal_topic(name):
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, internal_topic_refusal(
+            name, "alter the configs of"
         )
-    if resource.resource_name not in replicas.catalog:
-        return (
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-            f"Topic '{resource.resource_name}' does not exist.",
-        )
+    unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+    info = replicas.catalog.get(name)
+    if info is None:
+        return unknown
+
+    def checked(stored: dict[str, str]) -> dict[str, str]:
+        configs = edit(stored)
+        replicas.default_log_config.with_overrides(configs)
+        return configs
+
     try:
-        if validate_only:
-            replicas.default_log_config.with_overrides(configs)
+        cluster = context.broker.cluster
+        if cluster is not None:
+            stored = await cluster.alter_topic_configs(name, checked, validate_only=validate_only)
+            if stored is None:
+                return unknown
+        elif validate_only:
+            checked(dict(info.configs))
         else:
-            replicas.alter_topic_configs(resource.resource_name, configs)
-    except InvalidConfigError as exc:
+            replicas.alter_topic_configs(name, edit(dict(info.configs)))
+    except (InvalidConfigError, _Invalid) as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
+    except (aetcd.exceptions.ClientError, EtcdUnavailableError) as exc:
+        # etcd is away (restarting, cut off): retriable, as the cluster's topic admin answers.
+        return ErrorCode.REQUEST_TIMED_OUT, f"the cluster metadata is unreachable: {exc}"
+    except Exception as exc:
+        # etcd unreachable, or a bug: this resource fails, the request and broker go on.
+        logger.exception("altering the configs of topic %r failed", name)
+        return ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot change the topic configs: {exc}"
     return ErrorCode.NONE, None
 
 

@@ -3,7 +3,9 @@
 Offset -1 means the high watermark. An offset past the high watermark is refused with
 OFFSET_OUT_OF_RANGE, as Kafka does; segments wholly below the new log start offset go.
 The records of an internal topic cannot be deleted: INVALID_TOPIC_EXCEPTION, as Kafka answers
-(the response has no message field).
+(the response has no message field). Only the partition's leader deletes (clients send the
+request to it); a follower in a cluster answers NOT_LEADER_OR_FOLLOWER and takes the new log
+start offset from the leader's fetch responses.
 
 DELETE on the topic is needed (TOPIC_AUTHORIZATION_FAILED otherwise).
 """
@@ -45,6 +47,10 @@ def handle_delete_records(context: RequestContext, request: Any) -> Any:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif internal:
                 error = ErrorCode.INVALID_TOPIC_EXCEPTION
+            elif not partition.is_leader:
+                # A follower (in a cluster) must not move its own log start: the leader's
+                # reaches the followers with its fetch responses.
+                error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 log = partition.log
                 offset = log.high_watermark if wanted.offset == HIGH_WATERMARK else wanted.offset

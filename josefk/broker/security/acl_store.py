@@ -11,6 +11,8 @@ CreateAcls / DeleteAcls is sent only once the change would survive a crash.
 - ``EtcdAclStore``: ``P/acls`` (``EtcdMetadataStore.read_acls`` / ``put_acls``), replaced by
   compare-and-swap and retried on a lost race; every broker's cluster watcher sees the key
   change and calls ``apply_document``, so an ACL made on one broker takes effect on all.
+  Loaded from etcd before the listeners open; a document older (by etcd revision) than the
+  one applied is never applied, so the watch cannot briefly undo this broker's own write.
 
 Must not import josefk.broker.network, the handlers or josefk.storage.
 """
@@ -82,25 +84,56 @@ class FileAclStore:
 
 
 class EtcdAclStore:
+    """The cluster's ACLs. Three paths bring a document to the authorizer: ``load`` before the
+    listeners open, ``update`` once this broker's own write is stored, and the watcher
+    (``apply_document``). They race: the watch may deliver an older document after this
+    broker applied its own newer write. Each document therefore comes with the etcd revision
+    it is known current at (its modification revision, or the revision a snapshot was read
+    at), and one older than the document applied is ignored, so the set in force only moves
+    forward."""
+
     def __init__(self, store: EtcdMetadataStore, authorizer: Authorizer) -> None:
         self.store = store
         self.authorizer = authorizer
+        # The etcd revision the applied document is current at (0: none applied yet).
+        self.applied_revision = 0
+
+    async def load(self) -> None:
+        """Read ``P/acls`` and apply it: before the listeners open, so that a cluster broker
+        never serves with an empty ACL set (only super users pass) until it has joined."""
+        data, revision = await self.store.read_acls()
+        self.apply_document(data, revision)
 
     async def update(self, change: Change) -> None:
         while True:
             data, revision = await self.store.read_acls()
             bindings = change(decode(data) if data is not None else [])
-            if await self.store.put_acls(encode(bindings), revision):
+            written = await self.store.put_acls(encode(bindings), revision)
+            if written is not None:
                 # The watch brings the same set; applying it now lets the caller's next
                 # request on this broker see it already.
-                self.authorizer.replace(bindings)
+                self._apply(bindings, written)
                 return
 
-    def apply_document(self, data: bytes | None) -> None:
-        """The watcher saw ``P/acls`` change (or read it at start-up)."""
+    def apply_document(self, data: bytes | None, revision: int) -> None:
+        """The watcher saw ``P/acls`` change (or read it at start-up): ``data`` is the
+        document as of etcd revision ``revision``."""
+        if revision < self.applied_revision:
+            logger.debug(
+                "ACLs of revision %d ignored: those of revision %d are applied",
+                revision,
+                self.applied_revision,
+            )
+            return
         try:
             bindings = decode(data) if data is not None else []
         except (ValueError, TypeError) as exc:
             logger.error("the ACLs in etcd cannot be read (%s); keeping the previous ones", exc)
             return
+        self._apply(bindings, revision)
+
+    def _apply(self, bindings: list[AclBinding], revision: int) -> None:
+        if revision < self.applied_revision:
+            return  # a newer document arrived while this write was on its way
+        self.applied_revision = revision
         self.authorizer.replace(bindings)
