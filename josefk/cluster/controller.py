@@ -169,14 +169,19 @@ class ClusterController:
             replica_lists = assign_replicas(
                 new_count, rf, live_brokers, rng=self._rng, first_partition=topic.partitions
             )
-        grown = TopicRecord(topic.name, topic.topic_id, total, topic.configs)
         tx = self.store.client.transactions
         topic_key = self.store.key("topics", name)
+        current = await self.store.client.get(topic_key)
+        # The record as guarded, not as in the snapshot: any broker may have changed the
+        # topic's configs since, and the grown record must keep them.
+        stored = TopicRecord.decode(current.value) if current is not None else None
+        if stored is None or stored.partitions != topic.partitions:
+            raise InvalidPartitionsError(f"topic {name!r} changed meanwhile; try again")
+        grown = TopicRecord(stored.name, stored.topic_id, total, stored.configs)
         puts = [(topic_key, grown.encode())]
         for index, replicas in enumerate(replica_lists, start=topic.partitions):
             state = PartitionState(tuple(replicas), replicas[0], 0, tuple(replicas))
             puts.append((self.store.key("partitions", name, index), state.encode()))
-        current = await self.store.client.get(topic_key)
         if current is None or not await self.store.controller_write(
             self.claim, puts, guards=[tx.mod(topic_key) == current.mod_revision]
         ):

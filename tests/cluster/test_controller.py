@@ -87,6 +87,34 @@ async def test_topic_lifecycle(etcd: EtcdServer) -> None:
         await controller.store.close()
 
 
+async def test_topic_configs_change_by_compare_and_swap_and_survive_growth(
+    etcd: EtcdServer,
+) -> None:
+    """Any broker stores a topic's configs (``update_topic_configs``); the controller's
+    CreatePartitions keeps them even when they changed after its snapshot was read."""
+    controller = await controller_on(etcd)
+    store = controller.store
+    try:
+        await controller.create_topic("t", partitions=1, replication_factor=1, live_brokers=LIVE)
+        assert await store.update_topic_configs("absent", lambda c: c) is None
+        stale = await store.snapshot()
+        stored = await store.update_topic_configs("t", lambda c: {**c, "retention.ms": "1000"})
+        assert stored is not None
+        record, revision = stored
+        assert record.configs == {"retention.ms": "1000"} and revision > stale.revision
+
+        async def stale_snapshot() -> object:
+            return stale
+
+        controller.store.snapshot = stale_snapshot  # type: ignore[method-assign]
+        grown = await controller.create_partitions("t", 2, live_brokers=LIVE)
+        del controller.store.snapshot  # type: ignore[method-assign]
+        assert grown.configs == {"retention.ms": "1000"}
+        assert (await store.snapshot()).topics["t"].configs == {"retention.ms": "1000"}
+    finally:
+        await store.close()
+
+
 async def test_failover_and_return(etcd: EtcdServer) -> None:
     controller = await controller_on(etcd)
     try:
