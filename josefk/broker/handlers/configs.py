@@ -2,9 +2,10 @@
 
 Topic configs are dynamic: they are stored in the topic catalog and applied to the topic's
 logs at once; in a cluster they are stored in the topic's etcd record and every broker holding
-a replica applies them from its watch (the receiving broker before it answers). The configs of an internal topic can be described but not altered
-(INVALID_TOPIC_EXCEPTION): ``cleanup.policy=delete`` with a short retention on
-``__consumer_offsets`` would lose every group's committed offsets.
+a replica applies them from its watch (the receiving broker before it answers). The configs
+of an internal topic can be described but not altered (INVALID_TOPIC_EXCEPTION):
+``cleanup.policy=delete`` with a short retention on ``__consumer_offsets`` would lose every
+group's committed offsets.
 
 Broker configs (KIP-226) are described and altered on the resource ``BROKER "<id>"`` (this
 broker only: Kafka's clients send it to the broker it names) or ``BROKER ""`` (the cluster-wide
@@ -268,8 +269,11 @@ async def _alter_topic(
         replicas.default_log_config.with_overrides(configs)
         return configs
 
+    cluster = context.broker.cluster
+    if cluster is None and context.broker.config.cluster_mode:
+        # Listening, not yet joined: the local catalog is not the cluster's to change.
+        return ErrorCode.REQUEST_TIMED_OUT, "the broker is joining its cluster; try again"
     try:
-        cluster = context.broker.cluster
         if cluster is not None:
             stored = await cluster.alter_topic_configs(name, checked, validate_only=validate_only)
             if stored is None:
@@ -284,7 +288,7 @@ async def _alter_topic(
         # etcd is away (restarting, cut off): retriable, as the cluster's topic admin answers.
         return ErrorCode.REQUEST_TIMED_OUT, f"the cluster metadata is unreachable: {exc}"
     except Exception as exc:
-        # etcd unreachable, or a bug: this resource fails, the request and broker go on.
+        # A bug: this resource fails, the request and the broker go on.
         logger.exception("altering the configs of topic %r failed", name)
         return ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot change the topic configs: {exc}"
     return ErrorCode.NONE, None
