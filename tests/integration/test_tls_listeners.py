@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import ssl
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess, free_port
+from broker_process import SOURCE_DIR, BrokerProcess, free_port
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     assert_delivered,
@@ -384,3 +387,37 @@ def test_stalled_and_garbage_handshakes_do_not_hold_up_a_client(tls_broker: TlsB
         time.sleep(0.1)  # polling the metric with a deadline, not waiting for state
     assert _failures(tls_broker.process, "timeout") > timeouts_before
     assert _failures(tls_broker.process, "refused") > refused_before
+
+
+# ------------------------------------------------------------------------------ start-up
+
+
+@pytest.mark.parametrize(
+    ("settings", "fragments"),
+    [
+        (["ssl.keystore.location={missing}"], ["listener SSL", "{missing}", "cannot read"]),
+        (["ssl.keystore.location={ca}"], ["{ca}", "holds no private key"]),
+        (["ssl.keystore.location={keystore}", "ssl.keystore.type=JKS"], ["keytool"]),
+        (["listener.name.ssl.ssl.keystore.location={keystore}", "ssl.enabled.protocols=TLSv1"],
+         ["TLSv1 is not offered"]),
+    ],
+)  # fmt: skip
+def test_tls_settings_that_cannot_work_stop_start_up_naming_them(
+    tls_broker: TlsBroker, tmp_path: Path, settings: list[str], fragments: list[str]
+) -> None:
+    pki = tls_broker.pki
+    names = {"missing": str(tmp_path / "missing.pem"), "ca": str(pki.ca)}
+    names["keystore"] = str(pki.server_keystore)
+    command = [sys.executable, "-m", "josefk", "serve", "--metrics-port", "0"]
+    command += ["--data-dir", str(tmp_path / "data"), "--set", "listeners=SSL://127.0.0.1:0"]
+    for setting in settings:
+        command += ["--set", setting.format(**names)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
+    env["PYTHONPATH"] = str(SOURCE_DIR)
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    for fragment in fragments:
+        assert fragment.format(**names) in result.stderr, result.stderr
