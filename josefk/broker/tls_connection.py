@@ -26,6 +26,7 @@ Imports the network layer and the TLS listener holder; nothing imports it but se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -37,8 +38,9 @@ from josefk.broker.security.tls import CertificateParseError, TlsListener
 
 logger = logging.getLogger(__name__)
 
-# Ciphertext received at once (a TLS record is at most ~16 KiB; several fit).
-_CIPHER_CHUNK = 256 * 1024
+# Ciphertext received at once: several TLS records (16 KiB at most each), about what the
+# socket's receive buffer (socket.receive.buffer.bytes, 100 KiB) holds.
+_CIPHER_CHUNK = 128 * 1024
 # Plaintext encrypted before its ciphertext is handed to the socket: bounds the outgoing BIO.
 _ENCRYPT_SLICE = 256 * 1024
 # File bytes read per preadv on the fetch path.
@@ -70,6 +72,7 @@ class TlsConnection(Connection):
         self._sending = False
         # The SASL principal comes later; until the handshake ends nobody is authenticated.
         info.principal = None
+        self._established = False
 
     # -- the handshake ---------------------------------------------------------------------
 
@@ -90,6 +93,7 @@ class TlsConnection(Connection):
             self._handshake_failed("disconnected", str(exc) or type(exc).__name__)
             return
         self.info.principal = principal
+        self._established = True
         self._tls.handshake_ended(True)
         logger.debug(
             "TLS from %s on %s: %s, %s",
@@ -225,3 +229,13 @@ class TlsConnection(Connection):
             position += read
             remaining -= read
             await self._flush()
+
+    def close(self) -> None:
+        if self._established and not self._sending and not self._closed:
+            # close_notify, as a TLS peer should say goodbye; best effort, never waited for.
+            self._established = False
+            with contextlib.suppress(ssl.SSLError, OSError, ValueError):
+                self._ssl.unwrap()
+            with contextlib.suppress(OSError):
+                self._push_out()
+        super().close()

@@ -81,7 +81,6 @@ INT_MAX: Final = (1 << 31) - 1
 DOUBLE_MAX: Final = 1.7976931348623157e308
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS: Final = SECURITY_PROTOCOLS
 TLS_SECURITY_PROTOCOLS: Final = ("SSL", "SASL_SSL")
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # The sasl.* keys josefk honours; every other one is still refused by name.
@@ -885,13 +884,6 @@ class BrokerConfig(BaseModel):
                     listeners,
                     f"no security protocol for listener {listener.name} in "
                     "listener.security.protocol.map",
-                )
-            elif mapped not in SUPPORTED_SECURITY_PROTOCOLS:
-                yield ConfigProblem(
-                    "listeners",
-                    listeners,
-                    f"listener {listener.name} uses {mapped}, which is not supported yet; "
-                    "josefk serves PLAINTEXT and SASL_PLAINTEXT only",
                 )
         yield from self._tls_problems()
         for mechanism in self.sasl_enabled_mechanisms:

@@ -146,6 +146,11 @@ def env_properties(env: Mapping[str, str]) -> ConfigSource:
         key = env_key(variable)
         if key is None:
             guess = _docker_style_key(variable[len(ENV_PREFIX) :])
+            if listener_ssl_key(guess) is not None:
+                # JOSEFK_LISTENER_NAME_SSL_SSL_KEYSTORE_LOCATION: a per-listener TLS key, read
+                # as Kafka's images read names (a listener name with "_" is written "__").
+                source.set(guess, env[variable], f"environment variable {variable}")
+                continue
             if is_accepted_unused(guess):
                 continue
             source.warnings.append(

@@ -207,6 +207,29 @@ def test_env_values_are_validated_with_the_key_named() -> None:
     assert [p.key for p in info.value.problems] == ["num.partitions"]
 
 
+def test_per_listener_tls_keys_from_every_source(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0\n"
+        "ssl.keystore.location=/etc/josefk/all.pem\n"
+        "listener.name.ssl.ssl.keystore.location=/etc/josefk/ssl.pem\n"
+    )
+    config = load_broker_config(
+        path,
+        env={"JOSEFK_LISTENER_NAME_SASL__SSL_SSL_CLIENT_AUTH": "requested"},
+        overrides=["listener.name.ssl.ssl.client.auth=required"],
+    )
+    assert config.ssl_settings("SSL")["ssl.keystore.location"] == "/etc/josefk/ssl.pem"
+    assert config.ssl_settings("SSL")["ssl.client.auth"] == "required"
+    assert config.ssl_settings("SASL_SSL")["ssl.keystore.location"] == "/etc/josefk/all.pem"
+    assert config.ssl_settings("SASL_SSL")["ssl.client.auth"] == "requested"
+    assert config.origin("listener.name.ssl.ssl.client.auth") == "--set"
+    assert (
+        config.to_properties(include_defaults=False)["listener.name.sasl_ssl.ssl.client.auth"]
+        == "requested"
+    )
+
+
 def test_default_env_is_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JOSEFK_NUM_PARTITIONS", "6")
     assert load_broker_config().num_partitions == 6

@@ -13,8 +13,12 @@ Certificates come from ``tls_pki`` (the openssl command line).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import socket
 import ssl
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess, free_port
+from broker_process import SOURCE_DIR, BrokerProcess, free_port
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     assert_delivered,
@@ -43,7 +47,8 @@ from josefk.broker.security.store import CredentialStore
 pytestmark = pytest.mark.timeout(180)
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
-HANDSHAKE_TIMEOUT_MS = 3000
+# Short, so the silent client below is cut off soon; long enough for a loaded machine.
+HANDSHAKE_TIMEOUT_MS = 5000
 
 
 class TlsBroker:
@@ -82,6 +87,8 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
             "ssl.principal.mapping.rules=RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
             f"josefk.ssl.handshake.timeout.ms={HANDSHAKE_TIMEOUT_MS}",
             "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512",
+            # The test messages carry 2023 timestamps: retention would delete them mid-test.
+            "log.retention.ms=-1",
         ],
     )
     try:
@@ -247,6 +254,18 @@ def test_aiokafka_over_sasl_ssl_with_scram_sha_256(tls_broker: TlsBroker) -> Non
     assert asyncio.run(run()) == [f"a{i}".encode() for i in range(10)]
 
 
+def test_large_fetches_over_ssl_match_what_was_produced(tls_broker: TlsBroker) -> None:
+    """Several MiB per fetch: file regions go out in many encrypted chunks."""
+    pki = tls_broker.pki
+    auth = _ck_ssl(pki, cert=pki.alice_cert, key=pki.alice_key)
+    topic = unique_topic("tls-large")
+    ck_create_topic(tls_broker.plaintext, topic)
+    messages = make_messages(400, value_size=20_000)
+    assert_delivered(ck_produce(tls_broker.plaintext, topic, messages))
+    got = ck_consume(tls_broker.ssl, topic, count=400, **auth)
+    assert [m.value() for m in got] == [m.value for m in messages]
+
+
 def test_the_plaintext_listener_serves_beside_the_tls_ones(tls_broker: TlsBroker) -> None:
     topic = unique_topic("tls-plain")
     ck_create_topic(tls_broker.plaintext, topic)
@@ -333,10 +352,11 @@ def _failures(broker: BrokerProcess, reason: str) -> float:
 
 
 def _read_until_closed(sock: socket.socket) -> None:
-    """Whatever the broker sends (a TLS alert) until it closes; the socket's timeout fails
-    the test if it never does."""
-    while sock.recv(4096):
-        pass
+    """Whatever the broker sends (a TLS alert) until it closes (a reset is a close too); the
+    socket's timeout fails the test if it never does."""
+    with contextlib.suppress(ConnectionResetError):
+        while sock.recv(4096):
+            pass
 
 
 def test_stalled_and_garbage_handshakes_do_not_hold_up_a_client(tls_broker: TlsBroker) -> None:
@@ -369,3 +389,37 @@ def test_stalled_and_garbage_handshakes_do_not_hold_up_a_client(tls_broker: TlsB
         time.sleep(0.1)  # polling the metric with a deadline, not waiting for state
     assert _failures(tls_broker.process, "timeout") > timeouts_before
     assert _failures(tls_broker.process, "refused") > refused_before
+
+
+# ------------------------------------------------------------------------------ start-up
+
+
+@pytest.mark.parametrize(
+    ("settings", "fragments"),
+    [
+        (["ssl.keystore.location={missing}"], ["listener SSL", "{missing}", "cannot read"]),
+        (["ssl.keystore.location={ca}"], ["{ca}", "holds no private key"]),
+        (["ssl.keystore.location={keystore}", "ssl.keystore.type=JKS"], ["keytool"]),
+        (["listener.name.ssl.ssl.keystore.location={keystore}", "ssl.enabled.protocols=TLSv1"],
+         ["TLSv1 is not offered"]),
+    ],
+)  # fmt: skip
+def test_tls_settings_that_cannot_work_stop_start_up_naming_them(
+    tls_broker: TlsBroker, tmp_path: Path, settings: list[str], fragments: list[str]
+) -> None:
+    pki = tls_broker.pki
+    names = {"missing": str(tmp_path / "missing.pem"), "ca": str(pki.ca)}
+    names["keystore"] = str(pki.server_keystore)
+    command = [sys.executable, "-m", "josefk", "serve", "--metrics-port", "0"]
+    command += ["--data-dir", str(tmp_path / "data"), "--set", "listeners=SSL://127.0.0.1:0"]
+    for setting in settings:
+        command += ["--set", setting.format(**names)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
+    env["PYTHONPATH"] = str(SOURCE_DIR)
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    for fragment in fragments:
+        assert fragment.format(**names) in result.stderr, result.stderr

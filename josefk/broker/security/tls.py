@@ -88,6 +88,8 @@ def build_server_context(settings: Mapping[str, str]) -> ssl.SSLContext:
     """A server context from one listener's effective ``ssl.*`` settings (strings, as
     ``BrokerConfig.ssl_settings`` gives them). Reads the files now; raises TlsConfigError."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    # A client may not ask for TLS 1.2 renegotiations: each costs a full handshake.
+    context.options |= ssl.OP_NO_RENEGOTIATION
     minimum, maximum = _versions(settings)
     _load_keystore(context, settings)
     client_auth = settings.get("ssl.client.auth", "none").strip().lower()
