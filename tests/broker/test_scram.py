@@ -60,6 +60,36 @@ def test_wrong_proof_is_refused() -> None:
     assert not server.complete
 
 
+def test_old_librdkafka_doubled_nonce_is_accepted_a_wrong_one_is_not() -> None:
+    """librdkafka < 2.6.1 sends its client nonce, then the server's whole nonce (which starts
+    with the client's); the proof covers what it sent. A nonce that does not end with the
+    server's is refused."""
+    credential = make_credential("SCRAM-SHA-256", b"s3cret", iterations=4096)
+
+    def final(nonce: str, server_first: str) -> bytes:
+        fields = dict(part.split("=", 1) for part in server_first.split(","))
+        salted = hashlib.pbkdf2_hmac(
+            "sha256", b"s3cret", base64.b64decode(fields["s"]), int(fields["i"])
+        )
+        client_key = hmac.digest(salted, b"Client Key", "sha256")
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"n=alice,r=cli,{server_first},{without_proof}".encode()
+        signature = hmac.digest(hashlib.sha256(client_key).digest(), auth_message, "sha256")
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    server = ScramServer("SCRAM-SHA-256", lambda _u, _m: credential, nonce="srv")
+    server_first = server.step(b"n,,n=alice,r=cli").decode()
+    assert server.step(final("cli" + "clisrv", server_first)).startswith(b"v=")
+    assert server.complete
+
+    server = ScramServer("SCRAM-SHA-256", lambda _u, _m: credential, nonce="srv")
+    server_first = server.step(b"n,,n=alice,r=cli").decode()
+    with pytest.raises(ScramError):
+        server.step(final("clisrvX", server_first))
+    assert not server.complete
+
+
 def test_unknown_user_fails_like_a_wrong_password() -> None:
     """The unknown user gets a server-first too, with a salt that stays the same across
     attempts, and fails only at the proof, with the same message."""

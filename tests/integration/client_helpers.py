@@ -30,8 +30,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 CLIENT_TIMEOUT_S = 20.0
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-# A fixed, recent base timestamp so that timestamp lookups are deterministic.
-BASE_TIMESTAMP_MS = 1_700_000_000_000
+# A base timestamp fixed for the run, so that timestamp lookups are deterministic, and recent:
+# the start of the previous hour. A fixed date in the past would fall outside the default
+# 7-day retention, and a broker shared by a module for longer than its first retention check
+# (30 s after start) would delete a test's records between produce and consume.
+BASE_TIMESTAMP_MS = (int(time.time()) // 3600 - 1) * 3_600_000
 
 
 @dataclass(frozen=True)

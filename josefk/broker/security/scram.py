@@ -205,7 +205,11 @@ class ScramServer:
         ):
             raise ScramError(f"{FAILED} (malformed SCRAM client-final message)")
         expected_binding = base64.b64encode(self._gs2_header.encode()).decode()
-        if attributes[0][1] != expected_binding or attributes[1][1] != self._nonce:
+        # RFC 5802 wants the client's nonce to be the server's exactly. librdkafka before
+        # 2.6.1 (its PR 4895; Debian's kcat among its users) prepends its own nonce once more;
+        # Kafka 3.8.1-3.9 accepted a nonce that ends with the server's, and so does josefk:
+        # the client has still shown that it read this exchange's server nonce.
+        if attributes[0][1] != expected_binding or not attributes[1][1].endswith(self._nonce):
             raise ScramError(FAILED)
         try:
             proof = base64.b64decode(attributes[-1][1], validate=True)
