@@ -21,7 +21,7 @@ import functools
 import os
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 import click
 
@@ -177,9 +177,9 @@ def option_group(
         params: list[click.Parameter] = list(getattr(command, "__click_params__", []))
         with_group.__click_params__ = params  # type: ignore[attr-defined]
         for option in reversed(options):
-            option(with_group)  # type: ignore[arg-type]
+            option(with_group)
         names.extend(str(param.name) for param in params[len(params) - len(options) :])
-        return with_group  # type: ignore[return-value]
+        return cast(F, with_group)
 
     return decorate
 
