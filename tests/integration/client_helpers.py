@@ -111,7 +111,8 @@ def ck_describe_configs(
 ) -> dict[str, ConfigEntry]:
     """DescribeConfigs of one resource through librdkafka (which always asks for synonyms)."""
     resource = ConfigResource(rtype, name)
-    futures = ck_admin(bootstrap).describe_configs([resource], request_timeout=CLIENT_TIMEOUT_S)
+    admin = ck_admin(bootstrap)  # kept alive until the future resolves
+    futures = admin.describe_configs([resource], request_timeout=CLIENT_TIMEOUT_S)
     entries: dict[str, ConfigEntry] = futures[resource].result(timeout=CLIENT_TIMEOUT_S)
     return entries
 
