@@ -24,12 +24,11 @@ from typing import Any
 
 import pytest
 from acl_requests import acl_creation, acl_filter
-from raw_client import RawClient
+from raw_client import RawClient, produce_one
 from sasl_broker import SaslBroker
 from test_acls import raw_as, start_acl_broker
 
 from josefk.protocol.api import ApiKey, request_class
-from josefk.records.builder import BatchBuilder
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -149,12 +148,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     started = start_acl_broker(tmp_path_factory.mktemp("josefk-acl-random"))
     yield started
     started.stop()
-
-
-def record_batch() -> bytes:
-    builder = BatchBuilder(base_offset=0)
-    builder.append(b"k", b"v")
-    return bytes(builder.build())
 
 
 class Outcomes:
@@ -395,24 +388,8 @@ class Probes:
         return wrote, committed
 
     def produce(self) -> int:
-        req = request_class(ApiKey.PRODUCE)
-        answer = self.call(
-            ApiKey.PRODUCE,
-            9,
-            transactional_id=None,
-            acks=1,
-            timeout_ms=10000,
-            topic_data=[
-                req.TopicProduceData(
-                    name="t0",
-                    partition_data=[
-                        req.TopicProduceData.PartitionProduceData(index=0, records=record_batch())
-                    ],
-                )
-            ],
-        )
         ok = self.allow(WRITE, TOPIC, "t0")
-        got = answer.responses[0].partition_responses[0].error_code
+        got = produce_one(self.client, "t0")
         self.out.check("Produce", None if ok else 29, got)
         if ok:
             assert got == 0
