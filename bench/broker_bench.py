@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from serve_process import ServeProcess
+from serve_process import ServeProcess, fetch_all, produce_all
 
 # How long freed pages take to lose their speed on this VM (measured: written at ~4 GB/s
 # right after a delete, at the speed of any other memory 10 s later), and the pause before a
@@ -103,13 +103,7 @@ def produce(
     producer.produce(topic, value)
     producer.flush(30)
     started = time.perf_counter()
-    for _ in range(count):
-        while True:
-            try:
-                producer.produce(topic, value)
-                break
-            except BufferError:
-                producer.poll(0.001)
+    produce_all(producer, topic, value, count)
     producer.flush(120)
     seconds = time.perf_counter() - started
     del producer
@@ -161,24 +155,7 @@ def bench_topic(admin: AdminClient, data_dir: Path, name: str) -> Iterator[str]:
 
 
 def fetch(bootstrap: str, topic: str, count: int, size: int) -> Result:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 10_485_760,
-            "queued.max.messages.kbytes": 1_000_000,
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    started = time.perf_counter()
-    while got < count:
-        messages = consumer.consume(10_000, 1.0)
-        got += sum(1 for m in messages if m.error() is None)
-    seconds = time.perf_counter() - started
-    consumer.close()
+    got, seconds = fetch_all(bootstrap, topic, count)
     return Result(f"fetch {size} B", got, size, seconds)
 
 
