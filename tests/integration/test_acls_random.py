@@ -340,6 +340,12 @@ def assert_state(
         assert value != str(1_000_000 + round_no)
 
 
+def first_denial(*checks: tuple[bool, int]) -> int | None:
+    """The error of the first check, in Kafka's order, that the model denies; None if all
+    pass."""
+    return next((code for allowed, code in checks if not allowed), None)
+
+
 class Probes:
     """One request of each guarded API, as ``principal``, checked against the model."""
 
@@ -418,12 +424,8 @@ class Probes:
                 )
             ],
         )
-        expect = (
-            30
-            if not self.allow(READ, GROUP, "g0")
-            else 29
-            if not self.allow(READ, TOPIC, "t0")
-            else None
+        expect = first_denial(
+            (self.allow(READ, GROUP, "g0"), 30), (self.allow(READ, TOPIC, "t0"), 29)
         )
         got = answer.topics[0].partitions[0].error_code
         self.out.check("OffsetCommit", expect, got)
@@ -699,12 +701,8 @@ class Probes:
             v3_and_below_topics=[add.AddPartitionsToTxnTopic(name="t1", partitions=[0])],
         )
         got = answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
-        expect = (
-            53
-            if not self.allow(WRITE, TXN, "x0")
-            else 29
-            if not self.allow(WRITE, TOPIC, "t1")
-            else None
+        expect = first_denial(
+            (self.allow(WRITE, TXN, "x0"), 53), (self.allow(WRITE, TOPIC, "t1"), 29)
         )
         self.out.check("AddPartitionsToTxn", expect, got)
         answer = self.call(
@@ -715,12 +713,8 @@ class Probes:
             producer_epoch=0,
             group_id="g0",
         )
-        expect = (
-            53
-            if not self.allow(WRITE, TXN, "x0")
-            else 30
-            if not self.allow(READ, GROUP, "g0")
-            else None
+        expect = first_denial(
+            (self.allow(WRITE, TXN, "x0"), 53), (self.allow(READ, GROUP, "g0"), 30)
         )
         self.out.check("AddOffsetsToTxn", expect, answer.error_code)
         answer = self.call(
@@ -757,14 +751,10 @@ class Probes:
                 )
             ],
         )
-        expect = (
-            53
-            if not self.allow(WRITE, TXN, "x0")
-            else 30
-            if not self.allow(READ, GROUP, "g0")
-            else 29
-            if not self.allow(READ, TOPIC, "t0")
-            else None
+        expect = first_denial(
+            (self.allow(WRITE, TXN, "x0"), 53),
+            (self.allow(READ, GROUP, "g0"), 30),
+            (self.allow(READ, TOPIC, "t0"), 29),
         )
         self.out.check("TxnOffsetCommit", expect, answer.topics[0].partitions[0].error_code)
         described = self.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=["x0"])
