@@ -28,7 +28,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from serve_process import ServeProcess, fetch_all, produce_all
+from serve_process import THROUGHPUT_PRODUCER, ServeProcess, fetch_all, produce_all
 
 # How long freed pages take to lose their speed on this VM (measured: written at ~4 GB/s
 # right after a delete, at the speed of any other memory 10 s later), and the pause before a
@@ -84,15 +84,7 @@ def produce(
         {
             "bootstrap.servers": bootstrap,
             "acks": acks,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            # The client holds at most 32 MiB of unsent messages, the Java producer's default
-            # buffer.memory. A 2 GB queue let it pile up ~1 GB of messages whose heap pages
-            # the kernel had to fault in afresh (1-3 s of the client's system time per GB
-            # on this VM) and took that CPU from the broker on the same two cores.
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 32 * 1024,
-            "enable.idempotence": False,
+            **THROUGHPUT_PRODUCER,
             # Failures still reach the callback; successes don't cost a Python call each
             # (at 100 B that call is as expensive as the produce() itself).
             "delivery.report.only.error": True,

@@ -41,7 +41,14 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from serve_process import ROOT, ServeProcess, cpu_seconds, fetch_all, produce_all
+from serve_process import (
+    ROOT,
+    THROUGHPUT_PRODUCER,
+    ServeProcess,
+    cpu_seconds,
+    fetch_all,
+    produce_all,
+)
 
 sys.path.insert(0, str(ROOT / "tests"))
 from tls_pki import Pki, make_pki  # the tests' certificate maker, shared
@@ -103,11 +110,7 @@ def produce(bootstrap: str, topic: str, count: int, size: int, auth: dict[str, A
         {
             "bootstrap.servers": bootstrap,
             "acks": "1",
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 32 * 1024,
-            "enable.idempotence": False,
+            **THROUGHPUT_PRODUCER,
             **auth,
         }
     )

@@ -1,6 +1,6 @@
 """A ``josefk serve`` process for benchmarks: started on a free port, stopped with SIGTERM;
 and what the benchmarks measure it with alike: a process's CPU seconds (``cpu_seconds``) and
-a producer kept full (``produce_all``), a partition read from its start (``fetch_all``).
+a producer set for throughput (``THROUGHPUT_PRODUCER``) and kept full (``produce_all``), a partition read from its start (``fetch_all``).
 
 The benchmarks import it as a sibling module (they run as scripts from bench/).
 """
@@ -58,6 +58,20 @@ class ServeProcess:
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(timeout=120)
+
+
+# confluent-kafka producer settings for throughput: big batches after 5 ms, no idempotence.
+THROUGHPUT_PRODUCER: dict[str, Any] = {
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    # The client holds at most 32 MiB of unsent messages, the Java producer's default
+    # buffer.memory. A 2 GB queue let it pile up ~1 GB of messages whose heap pages the kernel
+    # had to fault in afresh (1-3 s of the client's system time per GB on this VM) and took
+    # that CPU from the broker on the same two cores.
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 32 * 1024,
+    "enable.idempotence": False,
+}
 
 
 def cpu_seconds(pid: int) -> float:
