@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from serve_process import ServeProcess
+from serve_process import THROUGHPUT_PRODUCER, ServeProcess, fetch_all, produce_all
 
 # How long freed pages take to lose their speed on this VM (measured: written at ~4 GB/s
 # right after a delete, at the speed of any other memory 10 s later), and the pause before a
@@ -84,15 +84,7 @@ def produce(
         {
             "bootstrap.servers": bootstrap,
             "acks": acks,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            # The client holds at most 32 MiB of unsent messages, the Java producer's default
-            # buffer.memory. A 2 GB queue let it pile up ~1 GB of messages whose heap pages
-            # the kernel had to fault in afresh (1-3 s of the client's system time per GB
-            # on this VM) and took that CPU from the broker on the same two cores.
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 32 * 1024,
-            "enable.idempotence": False,
+            **THROUGHPUT_PRODUCER,
             # Failures still reach the callback; successes don't cost a Python call each
             # (at 100 B that call is as expensive as the produce() itself).
             "delivery.report.only.error": True,
@@ -103,13 +95,7 @@ def produce(
     producer.produce(topic, value)
     producer.flush(30)
     started = time.perf_counter()
-    for _ in range(count):
-        while True:
-            try:
-                producer.produce(topic, value)
-                break
-            except BufferError:
-                producer.poll(0.001)
+    produce_all(producer, topic, value, count)
     producer.flush(120)
     seconds = time.perf_counter() - started
     del producer
@@ -161,24 +147,7 @@ def bench_topic(admin: AdminClient, data_dir: Path, name: str) -> Iterator[str]:
 
 
 def fetch(bootstrap: str, topic: str, count: int, size: int) -> Result:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 10_485_760,
-            "queued.max.messages.kbytes": 1_000_000,
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    started = time.perf_counter()
-    while got < count:
-        messages = consumer.consume(10_000, 1.0)
-        got += sum(1 for m in messages if m.error() is None)
-    seconds = time.perf_counter() - started
-    consumer.close()
+    got, seconds = fetch_all(bootstrap, topic, count)
     return Result(f"fetch {size} B", got, size, seconds)
 
 

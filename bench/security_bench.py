@@ -39,9 +39,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from serve_process import ROOT, ServeProcess
+from serve_process import (
+    ROOT,
+    THROUGHPUT_PRODUCER,
+    ServeProcess,
+    cpu_seconds,
+    fetch_all,
+    produce_all,
+)
 
 sys.path.insert(0, str(ROOT / "tests"))
 from tls_pki import Pki, make_pki  # the tests' certificate maker, shared
@@ -52,11 +59,6 @@ from josefk.protocol.api import ApiKey, decode_response, encode_request, request
 from josefk.protocol.headers import RequestHeader
 
 USER, PASSWORD = "bench", "bench-secret"
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_broker(data: Path, pki: Pki) -> tuple[ServeProcess, dict[str, str]]:
@@ -108,11 +110,7 @@ def produce(bootstrap: str, topic: str, count: int, size: int, auth: dict[str, A
         {
             "bootstrap.servers": bootstrap,
             "acks": "1",
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 32 * 1024,
-            "enable.idempotence": False,
+            **THROUGHPUT_PRODUCER,
             **auth,
         }
     )
@@ -120,38 +118,14 @@ def produce(bootstrap: str, topic: str, count: int, size: int, auth: dict[str, A
     producer.produce(topic, value)
     producer.flush(30)
     started = time.perf_counter()
-    for _ in range(count):
-        while True:
-            try:
-                producer.produce(topic, value)
-                break
-            except BufferError:
-                producer.poll(0.001)
+    produce_all(producer, topic, value, count)
     if producer.flush(300):
         raise RuntimeError("messages left undelivered")
     return time.perf_counter() - started
 
 
 def fetch(bootstrap: str, topic: str, count: int, auth: dict[str, Any]) -> float:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 10_485_760,
-            "queued.max.messages.kbytes": 1_000_000,
-            **auth,
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    started = time.perf_counter()
-    while got < count:
-        got += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
-    seconds = time.perf_counter() - started
-    consumer.close()
-    return seconds
+    return fetch_all(bootstrap, topic, count, **auth)[1]
 
 
 # ------------------------------------------------------------------------------ set-up time

@@ -1,10 +1,13 @@
-"""A ``josefk serve`` process for benchmarks: started on a free port, stopped with SIGTERM.
+"""A ``josefk serve`` process for benchmarks: started on a free port, stopped with SIGTERM;
+and what the benchmarks measure it with alike: a process's CPU seconds (``cpu_seconds``) and
+a producer set for throughput (``THROUGHPUT_PRODUCER``) and kept full (``produce_all``), a partition read from its start (``fetch_all``).
 
 The benchmarks import it as a sibling module (they run as scripts from bench/).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -12,6 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,3 +58,62 @@ class ServeProcess:
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(timeout=120)
+
+
+# confluent-kafka producer settings for throughput: big batches after 5 ms, no idempotence.
+THROUGHPUT_PRODUCER: dict[str, Any] = {
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    # The client holds at most 32 MiB of unsent messages, the Java producer's default
+    # buffer.memory. A 2 GB queue let it pile up ~1 GB of messages whose heap pages the kernel
+    # had to fault in afresh (1-3 s of the client's system time per GB on this VM) and took
+    # that CPU from the broker on the same two cores.
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 32 * 1024,
+    "enable.idempotence": False,
+}
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process has used so far (user and system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # utime and stime, fields 14 and 15 of proc(5), counted after the command name.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def produce_all(producer: Any, topic: str, value: bytes, count: int) -> None:
+    """Queue ``count`` copies of ``value`` as fast as the confluent-kafka ``producer`` takes
+    them: a full queue is served (delivery reports) until it has room again."""
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.001)
+
+
+def fetch_all(bootstrap: str, topic: str, count: int, **settings: Any) -> tuple[int, float]:
+    """Read ``count`` messages of ``topic``'s partition 0 from its start with a confluent-kafka
+    consumer tuned for throughput: how many it read and the seconds it took."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+            "queued.max.messages.kbytes": 1_000_000,
+            **settings,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    started = time.perf_counter()
+    while got < count:
+        got += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
+    seconds = time.perf_counter() - started
+    consumer.close()
+    return got, seconds

@@ -22,7 +22,6 @@ Not a test: nothing here asserts.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import tempfile
@@ -34,7 +33,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from serve_process import ServeProcess
+from serve_process import ServeProcess, cpu_seconds, produce_all
 
 SIZE = 512
 
@@ -57,12 +56,6 @@ class Result:
     @property
     def cpu_s_per_gb(self) -> float:
         return self.broker_cpu_s / (self.messages * SIZE / 1e9)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    # utime and stime, fields 14 and 15 of proc(5), counted after the command name.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def new_topic(admin: AdminClient, name: str) -> str:
@@ -105,13 +98,7 @@ def produce(broker: ServeProcess, topic: str, count: int, per_transaction: int |
         batch = count - sent if per_transaction is None else min(per_transaction, count - sent)
         if per_transaction is not None:
             producer.begin_transaction()
-        for _ in range(batch):
-            while True:
-                try:
-                    producer.produce(topic, value)
-                    break
-                except BufferError:
-                    producer.poll(0.001)
+        produce_all(producer, topic, value, batch)
         sent += batch
         if per_transaction is not None:
             producer.commit_transaction(30)

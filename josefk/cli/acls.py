@@ -10,15 +10,19 @@ through josefk.client's AIOAdmin only (CreateAcls, DescribeAcls, DeleteAcls).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from josefk.cli.common import (
     CliError,
+    F,
     admin_for,
     bootstrap_option,
     json_option,
+    option_group,
     resolve_bootstrap,
     run,
 )
@@ -35,56 +39,71 @@ from josefk.protocol.acls import (
 )
 
 
-def _resources(
-    topics: tuple[str, ...], groups: tuple[str, ...], txn_ids: tuple[str, ...], cluster: bool
-) -> list[tuple[ResourceType, str]]:
-    found = [(ResourceType.TOPIC, t) for t in topics]
-    found += [(ResourceType.GROUP, g) for g in groups]
-    found += [(ResourceType.TRANSACTIONAL_ID, t) for t in txn_ids]
-    if cluster:
-        found.append((ResourceType.CLUSTER, CLUSTER_NAME))
-    return found
+@dataclass(frozen=True, slots=True)
+class AclFlags:
+    """The flags ``add``, ``list`` and ``delete`` share: resources, principals, operations,
+    host and pattern type."""
+
+    topics: tuple[str, ...]
+    groups: tuple[str, ...]
+    txn_ids: tuple[str, ...]
+    cluster: bool
+    allow: tuple[str, ...]
+    deny: tuple[str, ...]
+    operations: tuple[str, ...]
+    host: str | None
+    pattern: str
+
+    def resources(self) -> list[tuple[ResourceType, str]]:
+        found = [(ResourceType.TOPIC, t) for t in self.topics]
+        found += [(ResourceType.GROUP, g) for g in self.groups]
+        found += [(ResourceType.TRANSACTIONAL_ID, t) for t in self.txn_ids]
+        if self.cluster:
+            found.append((ResourceType.CLUSTER, CLUSTER_NAME))
+        return found
+
+    def parsed_operations(self) -> list[AclOperation]:
+        try:
+            return [parse_code(AclOperation, name) for name in self.operations]
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+
+    def pattern_type(self) -> PatternType:
+        try:
+            return parse_code(PatternType, self.pattern)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
 
 
-def _operations(names: tuple[str, ...]) -> list[AclOperation]:
-    try:
-        return [parse_code(AclOperation, name) for name in names]
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
-
-
-def _pattern(name: str) -> PatternType:
-    try:
-        return parse_code(PatternType, name)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
-
-
-def _resource_options(f: Any) -> Any:
-    for option in reversed(
-        [
-            click.option("--topic", "topics", multiple=True, help="A topic (repeatable)."),
-            click.option("--group", "groups", multiple=True, help="A group (repeatable)."),
-            click.option(
-                "--transactional-id", "txn_ids", multiple=True, help="A transactional id."
-            ),
-            click.option("--cluster", is_flag=True, help="The cluster resource."),
-            click.option(
-                "--allow-principal", "allow", multiple=True, help="e.g. User:alice (repeatable)."
-            ),
-            click.option("--deny-principal", "deny", multiple=True, help="e.g. User:mallory."),
-            click.option(
-                "--operation",
-                "operations",
-                multiple=True,
-                help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
-                "DescribeConfigs, AlterConfigs, IdempotentWrite, All (repeatable).",
-            ),
-            click.option("--host", default=None, help="The client address (default: any, *)."),
-        ]
-    ):
-        f = option(f)
-    return f
+def _acl_flags(pattern_default: str, pattern_help: str) -> Callable[[F], F]:
+    """The shared flags, handed to the verb as ``flags: AclFlags``."""
+    return option_group(
+        "flags",
+        AclFlags,
+        click.option("--topic", "topics", multiple=True, help="A topic (repeatable)."),
+        click.option("--group", "groups", multiple=True, help="A group (repeatable)."),
+        click.option("--transactional-id", "txn_ids", multiple=True, help="A transactional id."),
+        click.option("--cluster", is_flag=True, help="The cluster resource."),
+        click.option(
+            "--allow-principal", "allow", multiple=True, help="e.g. User:alice (repeatable)."
+        ),
+        click.option("--deny-principal", "deny", multiple=True, help="e.g. User:mallory."),
+        click.option(
+            "--operation",
+            "operations",
+            multiple=True,
+            help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
+            "DescribeConfigs, AlterConfigs, IdempotentWrite, All (repeatable).",
+        ),
+        click.option("--host", default=None, help="The client address (default: any, *)."),
+        click.option(
+            "--resource-pattern-type",
+            "pattern",
+            default=pattern_default,
+            show_default=True,
+            help=pattern_help,
+        ),
+    )
 
 
 @click.group("acls", short_help="Add, list and delete ACLs (authorizer).")
@@ -93,43 +112,25 @@ def acls() -> None:
 
 
 @acls.command("add", short_help="Add ALLOW/DENY ACLs.")
-@_resource_options
-@click.option(
-    "--resource-pattern-type",
-    "pattern",
-    default="literal",
-    show_default=True,
-    help="literal or prefixed.",
-)
+@_acl_flags("literal", "literal or prefixed.")
 @bootstrap_option
-def add(
-    topics: tuple[str, ...],
-    groups: tuple[str, ...],
-    txn_ids: tuple[str, ...],
-    cluster: bool,
-    allow: tuple[str, ...],
-    deny: tuple[str, ...],
-    operations: tuple[str, ...],
-    host: str | None,
-    pattern: str,
-    bootstrap: str | None,
-) -> None:
+def add(flags: AclFlags, bootstrap: str | None) -> None:
     """Give (--allow-principal) or refuse (--deny-principal) the operations on the
     resources."""
     server = resolve_bootstrap(bootstrap)
-    resources = _resources(topics, groups, txn_ids, cluster)
+    resources = flags.resources()
     if not resources:
         raise CliError("name a resource: --topic, --group, --transactional-id or --cluster")
-    if not allow and not deny:
+    if not flags.allow and not flags.deny:
         raise CliError("name a principal: --allow-principal or --deny-principal")
-    ops = _operations(operations) or [AclOperation.ALL]
-    pattern_type = _pattern(pattern)
+    ops = flags.parsed_operations() or [AclOperation.ALL]
+    pattern_type = flags.pattern_type()
     bindings = [
-        AclBinding(rtype, name, pattern_type, principal, host or "*", op, permission)
+        AclBinding(rtype, name, pattern_type, principal, flags.host or "*", op, permission)
         for rtype, name in resources
         for permission, principals in (
-            (AclPermissionType.ALLOW, allow),
-            (AclPermissionType.DENY, deny),
+            (AclPermissionType.ALLOW, flags.allow),
+            (AclPermissionType.DENY, flags.deny),
         )
         for principal in principals
         for op in ops
@@ -147,30 +148,20 @@ def add(
     note(f"added {len(bindings)} ACL{'s' if len(bindings) != 1 else ''}")
 
 
-def _filters(
-    topics: tuple[str, ...],
-    groups: tuple[str, ...],
-    txn_ids: tuple[str, ...],
-    cluster: bool,
-    allow: tuple[str, ...],
-    deny: tuple[str, ...],
-    operations: tuple[str, ...],
-    host: str | None,
-    pattern: str,
-) -> list[AclBindingFilter]:
-    resources: list[tuple[ResourceType, str | None]] = list(
-        _resources(topics, groups, txn_ids, cluster)
-    ) or [(ResourceType.ANY, None)]
-    principals: list[tuple[AclPermissionType, str | None]] = [
-        (AclPermissionType.ALLOW, p) for p in allow
+def _filters(flags: AclFlags) -> list[AclBindingFilter]:
+    resources: list[tuple[ResourceType, str | None]] = list(flags.resources()) or [
+        (ResourceType.ANY, None)
     ]
-    principals += [(AclPermissionType.DENY, p) for p in deny]
+    principals: list[tuple[AclPermissionType, str | None]] = [
+        (AclPermissionType.ALLOW, p) for p in flags.allow
+    ]
+    principals += [(AclPermissionType.DENY, p) for p in flags.deny]
     if not principals:
         principals = [(AclPermissionType.ANY, None)]
-    ops = _operations(operations) or [AclOperation.ANY]
-    pattern_type = _pattern(pattern)
+    ops = flags.parsed_operations() or [AclOperation.ANY]
+    pattern_type = flags.pattern_type()
     return [
-        AclBindingFilter(rtype, name, pattern_type, principal, host, op, permission)
+        AclBindingFilter(rtype, name, pattern_type, principal, flags.host, op, permission)
         for rtype, name in resources
         for permission, principal in principals
         for op in ops
@@ -213,32 +204,15 @@ def _print(rows: list[dict[str, Any]], as_json: bool, empty: str) -> None:
 
 
 @acls.command("list", short_help="ACLs matching the flags (all without flags).")
-@_resource_options
-@click.option(
-    "--resource-pattern-type",
-    "pattern",
-    default="any",
-    show_default=True,
-    help="any, match (every ACL that applies to the named resource), literal or prefixed.",
+@_acl_flags(
+    "any", "any, match (every ACL that applies to the named resource), literal or prefixed."
 )
 @bootstrap_option
 @json_option
-def list_acls(
-    topics: tuple[str, ...],
-    groups: tuple[str, ...],
-    txn_ids: tuple[str, ...],
-    cluster: bool,
-    allow: tuple[str, ...],
-    deny: tuple[str, ...],
-    operations: tuple[str, ...],
-    host: str | None,
-    pattern: str,
-    bootstrap: str | None,
-    as_json: bool,
-) -> None:
+def list_acls(flags: AclFlags, bootstrap: str | None, as_json: bool) -> None:
     """The ACLs matching the flags."""
     server = resolve_bootstrap(bootstrap)
-    filters = _filters(topics, groups, txn_ids, cluster, allow, deny, operations, host, pattern)
+    filters = _filters(flags)
 
     async def go() -> list[AclBinding]:
         async with admin_for(server) as admin:
@@ -251,36 +225,16 @@ def list_acls(
 
 
 @acls.command("delete", short_help="Delete the ACLs matching the flags.")
-@_resource_options
-@click.option(
-    "--resource-pattern-type",
-    "pattern",
-    default="any",
-    show_default=True,
-    help="any, match, literal or prefixed.",
-)
+@_acl_flags("any", "any, match, literal or prefixed.")
 @click.option("--all", "everything", is_flag=True, help="Allow a filter that matches every ACL.")
 @bootstrap_option
 @json_option
-def delete(
-    topics: tuple[str, ...],
-    groups: tuple[str, ...],
-    txn_ids: tuple[str, ...],
-    cluster: bool,
-    allow: tuple[str, ...],
-    deny: tuple[str, ...],
-    operations: tuple[str, ...],
-    host: str | None,
-    pattern: str,
-    everything: bool,
-    bootstrap: str | None,
-    as_json: bool,
-) -> None:
+def delete(flags: AclFlags, everything: bool, bootstrap: str | None, as_json: bool) -> None:
     """Delete the ACLs matching the flags and list what was deleted."""
     server = resolve_bootstrap(bootstrap)
-    if not (topics or groups or txn_ids or cluster or allow or deny or everything):
+    if not (flags.resources() or flags.allow or flags.deny or everything):
         raise CliError("name a resource or a principal (or --all to delete every ACL)")
-    filters = _filters(topics, groups, txn_ids, cluster, allow, deny, operations, host, pattern)
+    filters = _filters(flags)
 
     async def go() -> list[list[AclBinding] | KafkaError]:
         async with admin_for(server) as admin:

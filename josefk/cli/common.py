@@ -17,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import difflib
+import functools
 import os
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 import click
 
@@ -155,6 +156,32 @@ def client_settings() -> dict[str, Any]:
         except ValueError as exc:
             raise click.UsageError(f"client security settings: {exc}") from None
     return settings
+
+
+def option_group(
+    into: str, build: Callable[..., Any], *options: Callable[[F], F]
+) -> Callable[[F], F]:
+    """Add ``options`` to a verb and hand their values to it as one keyword argument ``into``,
+    ``build(**values)`` (a dataclass of the flags), so that verbs sharing a set of flags share
+    one signature for it. The options stand in --help where the decorator stands."""
+
+    def decorate(command: F) -> F:
+        names: list[str] = []
+
+        @functools.wraps(command)
+        def with_group(*args: Any, **kwargs: Any) -> Any:
+            values = {name: kwargs.pop(name) for name in names}
+            return command(*args, **kwargs, **{into: build(**values)})
+
+        # functools.wraps shared the command's list of click parameters: take a copy.
+        params: list[click.Parameter] = list(getattr(command, "__click_params__", []))
+        with_group.__click_params__ = params  # type: ignore[attr-defined]
+        for option in reversed(options):
+            option(with_group)
+        names.extend(str(param.name) for param in params[len(params) - len(options) :])
+        return cast(F, with_group)
+
+    return decorate
 
 
 def json_option(f: F) -> F:

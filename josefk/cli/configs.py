@@ -10,15 +10,18 @@ AIOAdmin only (describe with synonyms, IncrementalAlterConfigs).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from josefk.cli.common import (
+    F,
     admin_for,
     bootstrap_option,
     describe_existing_topics,
     json_option,
+    option_group,
     resolve_bootstrap,
     run,
 )
@@ -34,29 +37,51 @@ def configs() -> None:
     every broker (the cluster-wide default), as kafka-configs.sh does."""
 
 
-def _resource_options(f: Any) -> Any:
-    for option in reversed(
-        [
-            click.option("--topic", metavar="NAME", help="A topic's configs."),
-            click.option(
-                "--broker", metavar="ID", help="One broker's configs (its dynamic overrides)."
-            ),
-            click.option(
-                "--broker-defaults",
-                is_flag=True,
-                help="The cluster-wide default of every broker.",
-            ),
-            click.option(
-                "--entity-type",
-                type=click.Choice(sorted(_ENTITY_TYPES)),
-                help="kafka-configs.sh spelling: brokers or topics.",
-            ),
-            click.option("--entity-name", metavar="NAME", help="With --entity-type."),
-            click.option("--entity-default", is_flag=True, help="With --entity-type brokers."),
-        ]
-    ):
-        f = option(f)
-    return f
+def _resource_options(f: F) -> F:
+    """The flags naming one resource, handed to the verb as ``resource: ConfigResourceFlags``."""
+    return option_group(
+        "resource",
+        ConfigResourceFlags,
+        click.option("--topic", metavar="NAME", help="A topic's configs."),
+        click.option(
+            "--broker", metavar="ID", help="One broker's configs (its dynamic overrides)."
+        ),
+        click.option(
+            "--broker-defaults",
+            is_flag=True,
+            help="The cluster-wide default of every broker.",
+        ),
+        click.option(
+            "--entity-type",
+            type=click.Choice(sorted(_ENTITY_TYPES)),
+            help="kafka-configs.sh spelling: brokers or topics.",
+        ),
+        click.option("--entity-name", metavar="NAME", help="With --entity-type."),
+        click.option("--entity-default", is_flag=True, help="With --entity-type brokers."),
+    )(f)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResourceFlags:
+    """The flags that name the resource of ``describe`` and ``alter``."""
+
+    topic: str | None
+    broker: str | None
+    broker_defaults: bool
+    entity_type: str | None
+    entity_name: str | None
+    entity_default: bool
+
+    def resource(self) -> tuple[ResourceType, str]:
+        """The one resource the flags name; anything else is a usage error."""
+        return resource_of(
+            self.topic,
+            self.broker,
+            self.broker_defaults,
+            self.entity_type,
+            self.entity_name,
+            self.entity_default,
+        )
 
 
 def resource_of(
@@ -136,12 +161,7 @@ def _entry_json(entry: ConfigEntry) -> dict[str, Any]:
 @bootstrap_option
 @json_option
 def describe(
-    topic: str | None,
-    broker: str | None,
-    broker_defaults: bool,
-    entity_type: str | None,
-    entity_name: str | None,
-    entity_default: bool,
+    resource: ConfigResourceFlags,
     show_all: bool,
     synonyms: bool,
     bootstrap: str | None,
@@ -150,9 +170,7 @@ def describe(
     """Show the configs of one topic or broker and where each value comes from (a
     dynamic per-broker or cluster-default override, the broker's start-up settings, or
     Kafka's default); READ-ONLY ones need a restart to change."""
-    rtype, name = resource_of(
-        topic, broker, broker_defaults, entity_type, entity_name, entity_default
-    )
+    rtype, name = resource.resource()
     server = resolve_bootstrap(bootstrap)
 
     async def go() -> dict[str, ConfigEntry]:
@@ -247,12 +265,7 @@ def parse_add_config(values: tuple[str, ...]) -> dict[str, str]:
 @bootstrap_option
 @json_option
 def alter(
-    topic: str | None,
-    broker: str | None,
-    broker_defaults: bool,
-    entity_type: str | None,
-    entity_name: str | None,
-    entity_default: bool,
+    resource: ConfigResourceFlags,
     adds: tuple[str, ...],
     deletes: tuple[str, ...],
     validate_only: bool,
@@ -263,9 +276,7 @@ def alter(
     ``josefk configs alter --broker-defaults --add-config log.retention.ms=3600000``,
     ``josefk configs alter --broker 1 --delete-config log.retention.ms``. The broker refuses
     keys that need a restart (INVALID_REQUEST) and bad values, naming the key."""
-    rtype, name = resource_of(
-        topic, broker, broker_defaults, entity_type, entity_name, entity_default
-    )
+    rtype, name = resource.resource()
     changes: dict[str, str | None] = dict(parse_add_config(adds))
     for text in deletes:
         for key in (k.strip() for k in text.split(",")):

@@ -252,6 +252,19 @@ class AclBindingFilter:
     permission: AclPermissionType = AclPermissionType.ANY
 
 
+def _filter_fields(acl_filter: AclBindingFilter) -> dict[str, Any]:
+    """The filter under the field names DescribeAcls' request and DeleteAcls' filters share."""
+    return {
+        "resource_type_filter": int(acl_filter.resource_type),
+        "resource_name_filter": acl_filter.resource_name,
+        "pattern_type_filter": int(acl_filter.pattern_type),
+        "principal_filter": acl_filter.principal,
+        "host_filter": acl_filter.host,
+        "operation": int(acl_filter.operation),
+        "permission_type": int(acl_filter.permission),
+    }
+
+
 def _binding_of(raw: Any, resource_type: int, name: str, pattern_type: int) -> AclBinding:
     return AclBinding(
         AclResourceType(resource_type),
@@ -423,15 +436,7 @@ class AIOAdmin:
     async def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
         """The ACLs matching ``acl_filter`` (DescribeAcls); raises the request's error."""
         req = request_class(ApiKey.DESCRIBE_ACLS)
-        body = req(
-            resource_type_filter=int(acl_filter.resource_type),
-            resource_name_filter=acl_filter.resource_name,
-            pattern_type_filter=int(acl_filter.pattern_type),
-            principal_filter=acl_filter.principal,
-            host_filter=acl_filter.host,
-            operation=int(acl_filter.operation),
-            permission_type=int(acl_filter.permission),
-        )
+        body = req(**_filter_fields(acl_filter))
         response = await self._client.request(
             self._client.least_loaded_node(), ApiKey.DESCRIBE_ACLS, body
         )
@@ -449,20 +454,7 @@ class AIOAdmin:
         """Delete the ACLs matching each filter (DeleteAcls): per filter, the ACLs it
         deleted or its error."""
         req = request_class(ApiKey.DELETE_ACLS)
-        body = req(
-            filters=[
-                req.DeleteAclsFilter(
-                    resource_type_filter=int(f.resource_type),
-                    resource_name_filter=f.resource_name,
-                    pattern_type_filter=int(f.pattern_type),
-                    principal_filter=f.principal,
-                    host_filter=f.host,
-                    operation=int(f.operation),
-                    permission_type=int(f.permission),
-                )
-                for f in filters
-            ]
-        )
+        body = req(filters=[req.DeleteAclsFilter(**_filter_fields(f)) for f in filters])
         response = await self._client.request(
             self._client.least_loaded_node(), ApiKey.DELETE_ACLS, body
         )

@@ -25,7 +25,7 @@ _INTEGRATION = Path(__file__).resolve().parent.parent / "integration"
 if str(_INTEGRATION) not in sys.path:
     sys.path.insert(0, str(_INTEGRATION))
 
-from broker_process import BrokerProcess, free_port  # noqa: E402
+from broker_process import BrokerProcess, free_port, stop_broker  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location(
     "josefk_integration_fixtures_cli", _INTEGRATION / "conftest.py"
@@ -45,7 +45,7 @@ def cli_broker_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bro
         base, "cli", ["group.initial.rebalance.delay.ms=0"]
     )
     yield broker
-    _fixtures._finish(broker)
+    stop_broker(broker)
 
 
 class Result:

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess, free_port
-from sasl_broker import start_sasl_broker, stop_broker
+from broker_process import free_port
+from sasl_broker import SaslBroker, start_plaintext_and_sasl, start_sasl_broker, stop_broker
 
 from josefk.client import AIOAdmin, AIOConsumer, AIOProducer, TopicPartition
 from josefk.client.errors import (
@@ -28,19 +28,10 @@ CALL_TIMEOUT_S = 30.0
 PASSWORD = "alice-secret"
 
 
-class SaslBroker:
-    def __init__(self, process: BrokerProcess, sasl: str) -> None:
-        self.process = process
-        self.plaintext = process.bootstrap
-        self.sasl = sasl
-
-
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
-    port = free_port()
-    process = start_sasl_broker(
+    started = start_plaintext_and_sasl(
         tmp_path_factory.mktemp("josefk-client-sasl"),
-        listeners=f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{port}",
         users={"alice": PASSWORD},
         # KIP-368: sessions last 3 s, so the re-authentication test sees one.
         settings=[
@@ -48,8 +39,8 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker
             "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         ],
     )
-    yield SaslBroker(process, f"127.0.0.1:{port}")
-    stop_broker(process)
+    yield started
+    started.stop()
 
 
 def _auth(mechanism: str, user: str = "alice", password: str = PASSWORD) -> dict[str, Any]:

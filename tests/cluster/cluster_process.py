@@ -5,7 +5,8 @@ Owns ``LocalCluster`` (start, the bootstrap list, which broker leads a partition
 the cluster through a real client's metadata), and the bounded waits that cluster tests need
 for state that only the cluster can change: a new leader elected, an ISR grown back), and
 ``BackgroundProducer`` / ``read_all``, the acks=all idempotent producer that records what was
-acknowledged and the reader that checks it all came back. The waits poll the cluster's own
+acknowledged and the reader that checks it all came back, and ``produce_until_rolled``
+(records enough to roll a partition at a small segment.bytes on every replica). The waits poll the cluster's own
 answers with a deadline; nothing sleeps a fixed time.
 
 Must not import josefk: the tests talk to the cluster through processes and real clients.
@@ -140,6 +141,31 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT_S) 
             return result
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what} (last error: {last_error})")
+
+
+def produce_until_rolled(cluster: LocalCluster, topic: str, broker_ids: Sequence[int]) -> None:
+    """Produce 30 records of 240 bytes to ``topic`` (one partition), a batch each with
+    acks=all, then wait until its log holds at least five segments on each of ``broker_ids``:
+    what a segment.bytes of 1 KiB in force there does to it."""
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "linger.ms": 0,
+            "batch.num.messages": 1,
+            "log_level": 3,
+        }
+    )
+    for i in range(30):
+        producer.produce(topic, (b"%03d-" % i) * 60)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    for broker_id in broker_ids:
+        log_dir = cluster.brokers[broker_id].data_dir / f"{topic}-0"
+        wait_for(
+            f"{topic}-0 rolled on broker {broker_id}",
+            lambda d=log_dir: len(list(d.glob("*.log"))) >= 5,
+        )
 
 
 class BackgroundProducer:

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from acl_requests import acl_creation, acl_filter
 from cluster_process import LocalCluster, wait_for
 from confluent_kafka.admin import NewTopic
 from etcd_server import ETCD, SKIP_REASON
-from raw_client import RawClient
+from raw_client import RawClient, produce_one
 
 from josefk.protocol.api import ApiKey, request_class
-from josefk.records.builder import BatchBuilder
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -45,45 +44,12 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield running
 
 
-def _produce(client: RawClient, topic: str) -> int:
-    builder = BatchBuilder()
-    builder.append(b"k", b"v")
-    req = request_class(ApiKey.PRODUCE)
-    answer = client.call(
-        ApiKey.PRODUCE,
-        9,
-        transactional_id=None,
-        acks=1,
-        timeout_ms=10000,
-        topic_data=[
-            req.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    req.TopicProduceData.PartitionProduceData(
-                        index=0, records=bytes(builder.build())
-                    )
-                ],
-            )
-        ],
-    )
-    return int(answer.responses[0].partition_responses[0].error_code)
-
-
-def _acl_filter(**fields: Any) -> dict[str, Any]:
-    return {
-        "resource_type_filter": 2,
-        "resource_name_filter": "guarded",
-        "pattern_type_filter": 3,
-        "principal_filter": None,
-        "host_filter": None,
-        "operation": 1,
-        "permission_type": 1,
-        **fields,
-    }
+# Every ACL of the topic ``guarded``.
+GUARDED = acl_filter(resource_type_filter=2, resource_name_filter="guarded", pattern_type_filter=3)
 
 
 def _described(client: RawClient) -> list[tuple[str, str, int, int]]:
-    answer = client.call(ApiKey.DESCRIBE_ACLS, 3, **_acl_filter())
+    answer = client.call(ApiKey.DESCRIBE_ACLS, 3, **GUARDED)
     assert answer.error_code == 0
     return [
         (r.resource_name, a.principal, a.operation, a.permission_type)
@@ -105,33 +71,25 @@ def test_an_acl_made_on_one_broker_takes_effect_on_another(cluster: LocalCluster
     one = RawClient(cluster.brokers[other].bootstrap)
     two = RawClient(cluster.brokers[leader].bootstrap)
     try:
-        wait_for("the leader takes writes", lambda: _produce(two, "guarded") == 0)
+        wait_for("the leader takes writes", lambda: produce_one(two, "guarded") == 0)
 
-        creation = request_class(ApiKey.CREATE_ACLS).AclCreation(
-            resource_type=2,
-            resource_name="guarded",
-            resource_pattern_type=3,
-            principal="User:ANONYMOUS",
-            host="*",
-            operation=4,  # WRITE
-            permission_type=2,  # DENY
-        )
-        created = one.call(ApiKey.CREATE_ACLS, 3, creations=[creation])
+        deny_write = acl_creation(2, "guarded", 3, "User:ANONYMOUS", operation=4, permission=2)
+        created = one.call(ApiKey.CREATE_ACLS, 3, creations=[deny_write])
         assert [r.error_code for r in created.results] == [0]
         wait_for(
             "the leader refuses the write",
-            lambda: _produce(two, "guarded") == TOPIC_AUTHORIZATION_FAILED,
+            lambda: produce_one(two, "guarded") == TOPIC_AUTHORIZATION_FAILED,
         )
         assert _described(two) == [("guarded", "User:ANONYMOUS", 4, 2)]
 
         deleted = two.call(
             ApiKey.DELETE_ACLS,
             3,
-            filters=[request_class(ApiKey.DELETE_ACLS).DeleteAclsFilter(**_acl_filter())],
+            filters=[request_class(ApiKey.DELETE_ACLS).DeleteAclsFilter(**GUARDED)],
         )
         assert len(deleted.filter_results[0].matching_acls) == 1
         wait_for("the first broker sees the deletion", lambda: _described(one) == [])
-        assert _produce(two, "guarded") == 0
+        assert produce_one(two, "guarded") == 0
     finally:
         one.close()
         two.close()

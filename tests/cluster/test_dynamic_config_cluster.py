@@ -8,8 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from cluster_process import LocalCluster, wait_for
-from confluent_kafka import Producer
+from cluster_process import LocalCluster, produce_until_rolled, wait_for
 from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
@@ -41,10 +40,6 @@ def has(cluster: LocalCluster, broker_id: int, key: str, value: str, source: Con
     return entry.value == value and ConfigSource(entry.source) == source
 
 
-def segments(cluster: LocalCluster, broker_id: int) -> int:
-    return len(list((cluster.brokers[broker_id].data_dir / f"{TOPIC}-0").glob("*.log")))
-
-
 def test_a_cluster_default_set_through_one_broker_applies_on_every_broker(
     tmp_path: Path,
 ) -> None:
@@ -74,25 +69,8 @@ def test_a_cluster_default_set_through_one_broker_applies_on_every_broker(
                 ),
             )
 
-        producer = Producer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "acks": "all",
-                "linger.ms": 0,
-                "batch.num.messages": 1,
-                "log_level": 3,
-            }
-        )
-        for i in range(30):
-            producer.produce(TOPIC, (b"%03d-" % i) * 60)
-            producer.poll(0)
-        assert producer.flush(60) == 0
         # The existing partition rolls at the new size on the leader and on the follower.
-        for broker_id in (1, 2):
-            wait_for(
-                f"{TOPIC}-0 rolled on broker {broker_id}",
-                lambda b=broker_id: segments(cluster, b) >= 5,
-            )
+        produce_until_rolled(cluster, TOPIC, (1, 2))
 
         per_broker = ConfigResource(
             ConfigResource.Type.BROKER,

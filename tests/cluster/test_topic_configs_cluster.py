@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_process import LocalCluster, wait_for
-from confluent_kafka import Producer
+from cluster_process import LocalCluster, produce_until_rolled, wait_for
 from confluent_kafka.admin import NewTopic
 from etcd_server import ETCD, SKIP_REASON
 from raw_client import RawClient
@@ -102,10 +101,6 @@ def value_of(broker: RawClient, name: str) -> str | None:
     return described(broker).get(name, (None, 0))[0]
 
 
-def segments(cluster: LocalCluster, broker_id: int) -> int:
-    return len(list((cluster.brokers[broker_id].data_dir / f"{TOPIC}-0").glob("*.log")))
-
-
 def josefk_cli(cluster: LocalCluster, *args: str) -> Any:
     done = subprocess.run(
         [sys.executable, "-m", "josefk", *args, "-b", cluster.bootstrap],
@@ -151,24 +146,7 @@ def test_a_topic_config_changed_through_one_broker_holds_on_every_broker(
 
         leader = cluster.leader_of(TOPIC, 0)
         follower = 2 if leader == 1 else 1
-        producer = Producer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "acks": "all",
-                "linger.ms": 0,
-                "batch.num.messages": 1,
-                "log_level": 3,
-            }
-        )
-        for i in range(30):
-            producer.produce(TOPIC, (b"%03d-" % i) * 60)
-            producer.poll(0)
-        assert producer.flush(60) == 0
-        for broker_id in (leader, follower):
-            wait_for(
-                f"{TOPIC}-0 rolled at 1024 bytes on broker {broker_id}",
-                lambda b=broker_id: segments(cluster, b) >= 5,
-            )
+        produce_until_rolled(cluster, TOPIC, (leader, follower))
 
         # Only the leader deletes records; the follower says so rather than move its own.
         follower_client = one if follower == 1 else two

@@ -293,3 +293,38 @@ class BrokerProcess:
             f"{self._stdout_lines[-5:]!r}\n--- stderr tail ({self.log_path}) ---\n"
             f"{self.stderr_tail()}"
         )
+
+
+def start_or_close(broker: BrokerProcess) -> BrokerProcess:
+    """Start ``broker``; one that does not come up is reaped before the error goes on."""
+    try:
+        broker.start()
+    except Exception:
+        broker.close()
+        raise
+    return broker
+
+
+def stop_broker(broker: BrokerProcess) -> None:
+    """Teardown: a broker that was left running must still shut down cleanly (``stop`` checks
+    its exit code); one that is not is reaped."""
+    try:
+        if broker.is_alive():
+            broker.stop()
+    finally:
+        broker.close()
+
+
+def run_josefk(bootstrap: str, *args: str, expect: int = 0) -> str:
+    """``josefk ARGS -b bootstrap`` from the checkout under test, without the JOSEFK_*
+    variables of this environment: its stdout, once its exit status is ``expect``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
+    env["PYTHONPATH"] = str(SOURCE_DIR)
+    proc = subprocess.run(
+        [sys.executable, "-m", "josefk", *args, "-b", bootstrap],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == expect, proc.stderr.decode(errors="replace")
+    return proc.stdout.decode()

@@ -1,8 +1,9 @@
 """Client-side helpers shared by the integration tests: test messages and confluent-kafka I/O.
 
 Owns building distinguishable test messages and producing/consuming them with confluent-kafka
-(librdkafka), the reference client the other clients are checked against. Must not import
-josefk: the broker is reached only over the network.
+(librdkafka), the reference client the other clients are checked against, and the round trips
+(produce, consume, a group's commit) the SASL and TLS tests run per client over a secured
+listener. Must not import josefk: the broker is reached only over the network.
 
 Every call that waits carries its own timeout; a consumer loop stops at a deadline rather than
 sleeping.
@@ -26,7 +27,7 @@ from confluent_kafka import (
     TopicCollection,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, NewTopic
 
 CLIENT_TIMEOUT_S = 20.0
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -103,6 +104,17 @@ def ck_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
 
 def ck_admin(bootstrap: str) -> AdminClient:
     return AdminClient(ck_config(bootstrap))
+
+
+def ck_describe_configs(
+    bootstrap: str, rtype: ConfigResource.Type, name: str
+) -> dict[str, ConfigEntry]:
+    """DescribeConfigs of one resource through librdkafka (which always asks for synonyms)."""
+    resource = ConfigResource(rtype, name)
+    admin = ck_admin(bootstrap)  # kept alive until the future resolves
+    futures = admin.describe_configs([resource], request_timeout=CLIENT_TIMEOUT_S)
+    entries: dict[str, ConfigEntry] = futures[resource].result(timeout=CLIENT_TIMEOUT_S)
+    return entries
 
 
 def ck_create_topic(
@@ -296,3 +308,71 @@ def ck_read_partition(bootstrap: str, topic: str, isolation: str) -> list[bytes]
         raise AssertionError(f"no end of {topic}[0] ({isolation}) within {CLIENT_TIMEOUT_S}s")
     finally:
         consumer.close()
+
+
+def ck_group_round_trip(
+    bootstrap: str, plaintext: str, topic: str, messages: Sequence[TestMessage], **auth: Any
+) -> None:
+    """A secured listener's whole confluent-kafka path: create ``topic`` (at ``plaintext``),
+    produce ``messages`` at ``bootstrap``, read them back by assignment, then in a consumer
+    group that commits its position."""
+    ck_create_topic(plaintext, topic)
+    assert_delivered(ck_produce(bootstrap, topic, messages, **auth))
+    got = ck_consume(bootstrap, topic, count=len(messages), **auth)
+    assert [m.value() for m in got] == [m.value for m in messages]
+    consumer = Consumer(
+        ck_config(
+            bootstrap,
+            **{
+                "group.id": f"group-{topic}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                **auth,
+            },
+        )
+    )
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes | None] = []
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while len(values) < len(messages) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+        assert values == [m.value for m in messages]
+        committed = consumer.commit(asynchronous=False)
+        assert committed is not None and committed[0].offset == len(messages)
+    finally:
+        consumer.close()
+
+
+def kafka_python_round_trip(bootstrap: str, plaintext: str, topic: str, **auth: Any) -> None:
+    """kafka-python over a secured listener: create ``topic`` (at ``plaintext``), produce ten
+    values, read them back in a consumer group and commit."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    ck_create_topic(plaintext, topic)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **auth)
+    try:
+        for i in range(10):
+            producer.send(topic, value=f"v{i}".encode(), partition=0).get(timeout=CLIENT_TIMEOUT_S)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"group-{topic}",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(CLIENT_TIMEOUT_S * 1000),
+        **auth,
+    )
+    try:
+        values = []
+        for record in consumer:
+            values.append(record.value)
+            if len(values) == 10:
+                break
+        consumer.commit()
+    finally:
+        consumer.close()
+    assert values == [f"v{i}".encode() for i in range(10)]

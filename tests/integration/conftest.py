@@ -16,27 +16,20 @@ from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from broker_process import LIVE_BROKERS, BrokerFactory, BrokerProcess
+from broker_process import (
+    LIVE_BROKERS,
+    BrokerFactory,
+    BrokerProcess,
+    start_or_close,
+    stop_broker,
+)
 
 
 def _new_broker(base: Path, name: str, settings: Sequence[str]) -> BrokerProcess:
     base.mkdir(parents=True, exist_ok=True)
-    broker = BrokerProcess(base / "data", base / f"{name}.stderr.log", settings=settings)
-    try:
-        broker.start()
-    except Exception:
-        broker.close()
-        raise
-    return broker
-
-
-def _finish(broker: BrokerProcess) -> None:
-    """Teardown: a broker that was left running must still shut down cleanly."""
-    try:
-        if broker.is_alive():
-            broker.stop()
-    finally:
-        broker.close()
+    return start_or_close(
+        BrokerProcess(base / "data", base / f"{name}.stderr.log", settings=settings)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +38,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     base = tmp_path_factory.mktemp("josefk-broker")
     shared = _new_broker(base, "shared", ())
     yield shared
-    _finish(shared)
+    stop_broker(shared)
 
 
 @pytest.fixture
@@ -62,7 +55,7 @@ def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
     errors: list[BaseException] = []
     for one in started:
         try:
-            _finish(one)
+            stop_broker(one)
         except BaseException as exc:  # report every broker, not only the first
             errors.append(exc)
     if errors:

@@ -3,7 +3,8 @@
 Owns one socket to a broker and framing with josefk's codec: ``call`` sends a request built
 from keyword fields and returns the decoded response; ``frame`` and ``send_frame`` build and
 send a request frame separately, so that a test can send the same bytes again (what a client
-retry does). Tests subclass it with the calls of their API family.
+retry does). Tests subclass it with the calls of their API family. ``produce_one``: a
+Produce of one record, for tests that only need to know whether a write is taken.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from josefk.protocol.api import ApiKey, decode_response, encode_request, request_class
 from josefk.protocol.headers import RequestHeader
+from josefk.records.builder import BatchBuilder
 
 
 class RawClient:
@@ -57,3 +59,28 @@ class RawClient:
             assert chunk, "connection closed by the broker"
             chunks += chunk
         return bytes(chunks)
+
+
+def produce_one(client: RawClient, topic: str) -> int:
+    """Produce one record to partition 0 of ``topic`` (acks=1): the partition's error code."""
+    builder = BatchBuilder(base_offset=0)
+    builder.append(b"k", b"v")
+    req = request_class(ApiKey.PRODUCE)
+    answer = client.call(
+        ApiKey.PRODUCE,
+        9,
+        transactional_id=None,
+        acks=1,
+        timeout_ms=10000,
+        topic_data=[
+            req.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    req.TopicProduceData.PartitionProduceData(
+                        index=0, records=bytes(builder.build())
+                    )
+                ],
+            )
+        ],
+    )
+    return int(answer.responses[0].partition_responses[0].error_code)

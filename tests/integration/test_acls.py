@@ -12,16 +12,14 @@ SECURITY_DISABLED.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import SOURCE_DIR, BrokerProcess, free_port
+from acl_requests import acl_api_errors, acl_creation
+from broker_process import BrokerProcess, run_josefk, start_or_close, stop_broker
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     assert_delivered,
@@ -43,10 +41,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from raw_client import RawClient
+from sasl_broker import SaslBroker, start_plaintext_and_sasl
 
-from josefk.broker.security.scram import make_credential
-from josefk.broker.security.store import CredentialStore
-from josefk.protocol.api import ApiKey, request_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(180)
@@ -60,54 +57,25 @@ PASSWORDS = {
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
-class AclBroker:
-    def __init__(self, process: BrokerProcess, sasl_port: int) -> None:
-        self.process = process
-        self.plaintext = process.bootstrap
-        self.sasl = f"{process.host}:{sasl_port}"
-
-
-def start_acl_broker(base: Path, *settings: str) -> AclBroker:
+def start_acl_broker(base: Path, *settings: str) -> SaslBroker:
     """A broker with a PLAINTEXT and a SASL_PLAINTEXT listener and the authorizer on;
     User:admin and the PLAINTEXT principal User:ANONYMOUS are super users."""
-    data = base / "data"
-    data.mkdir(parents=True)
-    store = CredentialStore.load(data)
-    for user, password in PASSWORDS.items():
-        store.upsert(user, make_credential("SCRAM-SHA-256", password.encode()))
-    store.save()
-    sasl_port = free_port()
-    broker = BrokerProcess(
-        data,
-        base / "broker.stderr.log",
+    return start_plaintext_and_sasl(
+        base,
+        users=PASSWORDS,
         settings=[
-            f"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
             f"authorizer.class.name={AUTHORIZER}",
             "super.users=User:admin;User:ANONYMOUS",
             *settings,
         ],
     )
-    try:
-        broker.start()
-    except Exception:
-        broker.close()
-        raise
-    return AclBroker(broker, sasl_port)
-
-
-def stop(broker: AclBroker) -> None:
-    try:
-        if broker.process.is_alive():
-            broker.process.stop()
-    finally:
-        broker.process.close()
 
 
 @pytest.fixture(scope="module")
-def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
+def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     started = start_acl_broker(tmp_path_factory.mktemp("josefk-acls"))
     yield started
-    stop(started)
+    started.stop()
 
 
 def sasl(user: str) -> dict[str, Any]:
@@ -119,11 +87,11 @@ def sasl(user: str) -> dict[str, Any]:
     }
 
 
-def admin_as(broker: AclBroker, user: str) -> AdminClient:
+def admin_as(broker: SaslBroker, user: str) -> AdminClient:
     return AdminClient(ck_config(broker.sasl, **sasl(user)))
 
 
-def create_acls(broker: AclBroker, bindings: list[AclBinding]) -> None:
+def create_acls(broker: SaslBroker, bindings: list[AclBinding]) -> None:
     admin = admin_as(broker, "admin")  # kept alive until the futures resolve
     futures = admin.create_acls(bindings, request_timeout=CLIENT_TIMEOUT_S)
     for future in futures.values():
@@ -142,7 +110,7 @@ def allow(user: str, rtype: ResourceType, name: str, op: AclOperation, **kw: Any
     )
 
 
-def create_topic_as(broker: AclBroker, user: str, topic: str) -> None:
+def create_topic_as(broker: SaslBroker, user: str, topic: str) -> None:
     admin = admin_as(broker, user)
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=1, replication_factor=1)],
@@ -151,14 +119,14 @@ def create_topic_as(broker: AclBroker, user: str, topic: str) -> None:
     futures[topic].result(timeout=CLIENT_TIMEOUT_S)
 
 
-def produce_error(broker: AclBroker, user: str, topic: str) -> KafkaError | None:
+def produce_error(broker: SaslBroker, user: str, topic: str) -> KafkaError | None:
     reports = ck_produce(
         broker.sasl, topic, make_messages(1), **sasl(user), **{"message.timeout.ms": 10000}
     )
     return reports[0].error
 
 
-def test_alice_allowed_bob_refused_per_topic_and_group(acl_broker: AclBroker) -> None:
+def test_alice_allowed_bob_refused_per_topic_and_group(acl_broker: SaslBroker) -> None:
     prefix = unique_topic("alice")
     topic, group = f"{prefix}-orders", f"group-{prefix}"
     create_topic_as(acl_broker, "admin", topic)
@@ -240,7 +208,7 @@ def test_alice_allowed_bob_refused_per_topic_and_group(acl_broker: AclBroker) ->
     assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
-def test_the_super_user_does_everything_without_acls(acl_broker: AclBroker) -> None:
+def test_the_super_user_does_everything_without_acls(acl_broker: SaslBroker) -> None:
     topic = unique_topic("admin-only")
     create_topic_as(acl_broker, "admin", topic)
     assert_delivered(ck_produce(acl_broker.sasl, topic, make_messages(3), **sasl("admin")))
@@ -262,7 +230,7 @@ def test_the_super_user_does_everything_without_acls(acl_broker: AclBroker) -> N
     assert isinstance(described, list)
 
 
-def raw_as(broker: AclBroker, user: str) -> RawClient:
+def raw_as(broker: SaslBroker, user: str) -> RawClient:
     """A raw connection to the SASL listener, authenticated as ``user`` with PLAIN."""
     client = RawClient(broker.sasl)
     assert client.call(ApiKey.SASL_HANDSHAKE, 1, mechanism="PLAIN").error_code == 0
@@ -271,33 +239,13 @@ def raw_as(broker: AclBroker, user: str) -> RawClient:
     return client
 
 
-def test_acl_apis_need_cluster_permissions(acl_broker: AclBroker) -> None:
+def test_acl_apis_need_cluster_permissions(acl_broker: SaslBroker) -> None:
     """(librdkafka's describe_acls drops the top-level error: asked raw.)"""
     bob = raw_as(acl_broker, "bob")
     try:
-        described = bob.call(
-            ApiKey.DESCRIBE_ACLS,
-            3,
-            resource_type_filter=1,
-            resource_name_filter=None,
-            pattern_type_filter=1,
-            principal_filter=None,
-            host_filter=None,
-            operation=1,
-            permission_type=1,
-        )
-        assert described.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        creation = request_class(ApiKey.CREATE_ACLS).AclCreation(
-            resource_type=2,
-            resource_name="*",
-            resource_pattern_type=3,
-            principal="User:bob",
-            host="*",
-            operation=2,
-            permission_type=3,
-        )
-        created = bob.call(ApiKey.CREATE_ACLS, 3, creations=[creation])
-        assert [r.error_code for r in created.results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+        everything_to_bob = acl_creation(2, "*", 3, "User:bob", operation=2, permission=3)
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert acl_api_errors(bob, everything_to_bob) == (refused, [refused])
     finally:
         bob.close()
     bob_admin = admin_as(acl_broker, "bob")
@@ -310,25 +258,12 @@ def test_acl_apis_need_cluster_permissions(acl_broker: AclBroker) -> None:
         assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
 
 
-def josefk_cli(broker: AclBroker, *args: str, expect: int = 0) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
-    env["PYTHONPATH"] = str(SOURCE_DIR)
-    proc = subprocess.run(
-        [sys.executable, "-m", "josefk", *args, "-b", broker.plaintext],
-        capture_output=True,
-        env=env,
-        timeout=60,
-    )
-    assert proc.returncode == expect, proc.stderr.decode(errors="replace")
-    return proc.stdout.decode()
-
-
 def test_acls_cli_round_trip_and_restart(tmp_path: Path) -> None:
     broker = start_acl_broker(tmp_path)
     try:
         topic = unique_topic("cli")
-        josefk_cli(
-            broker,
+        run_josefk(
+            broker.plaintext,
             "acls",
             "add",
             "--allow-principal",
@@ -340,8 +275,8 @@ def test_acls_cli_round_trip_and_restart(tmp_path: Path) -> None:
             "--topic",
             topic,
         )
-        josefk_cli(
-            broker,
+        run_josefk(
+            broker.plaintext,
             "acls",
             "add",
             "--deny-principal",
@@ -353,8 +288,8 @@ def test_acls_cli_round_trip_and_restart(tmp_path: Path) -> None:
             "--host",
             "10.0.0.1",
         )
-        josefk_cli(
-            broker,
+        run_josefk(
+            broker.plaintext,
             "acls",
             "add",
             "--allow-principal",
@@ -363,7 +298,7 @@ def test_acls_cli_round_trip_and_restart(tmp_path: Path) -> None:
             "--operation",
             "Alter",
         )
-        listed = json.loads(josefk_cli(broker, "acls", "list", "--json"))
+        listed = json.loads(run_josefk(broker.plaintext, "acls", "list", "--json"))
         assert {
             (
                 r["resource_type"],
@@ -380,8 +315,8 @@ def test_acls_cli_round_trip_and_restart(tmp_path: Path) -> None:
             ("CLUSTER", "kafka-cluster", "User:ops", "ALTER", "ALLOW"),
         }
         matching = json.loads(
-            josefk_cli(
-                broker,
+            run_josefk(
+                broker.plaintext,
                 "acls",
                 "list",
                 "--topic",
@@ -395,8 +330,8 @@ def test_acls_cli_round_trip_and_restart(tmp_path: Path) -> None:
             ("User:mallory", "10.0.0.1", "PREFIXED")
         ]
         # A bad operation name is the CLI's clear error, not a broker round trip.
-        josefk_cli(
-            broker,
+        run_josefk(
+            broker.plaintext,
             "acls",
             "add",
             "--allow-principal",
@@ -409,49 +344,29 @@ def test_acls_cli_round_trip_and_restart(tmp_path: Path) -> None:
         )
 
         broker.process.restart()
-        listed_again = json.loads(josefk_cli(broker, "acls", "list", "--json"))
+        listed_again = json.loads(run_josefk(broker.plaintext, "acls", "list", "--json"))
         assert len(listed_again) == 4
 
-        deleted = json.loads(josefk_cli(broker, "acls", "delete", "--topic", topic, "--json"))
+        deleted = json.loads(
+            run_josefk(broker.plaintext, "acls", "delete", "--topic", topic, "--json")
+        )
         assert {r["operation"] for r in deleted} == {"READ", "DESCRIBE_CONFIGS"}
-        josefk_cli(broker, "acls", "delete", expect=1)  # no filter: refused without --all
-        josefk_cli(broker, "acls", "delete", "--all")
-        assert json.loads(josefk_cli(broker, "acls", "list", "--json")) == []
+        run_josefk(broker.plaintext, "acls", "delete", expect=1)  # no filter: refused without --all
+        run_josefk(broker.plaintext, "acls", "delete", "--all")
+        assert json.loads(run_josefk(broker.plaintext, "acls", "list", "--json")) == []
     finally:
-        stop(broker)
+        broker.stop()
 
 
 def test_without_an_authorizer_the_acl_apis_are_security_disabled(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data", tmp_path / "stderr.log")
-    broker.start()
+    broker = start_or_close(BrokerProcess(tmp_path / "data", tmp_path / "stderr.log"))
     try:
         client = RawClient(broker.bootstrap)
         try:
-            described = client.call(
-                ApiKey.DESCRIBE_ACLS,
-                3,
-                resource_type_filter=1,
-                resource_name_filter=None,
-                pattern_type_filter=1,
-                principal_filter=None,
-                host_filter=None,
-                operation=1,
-                permission_type=1,
-            )
-            assert described.error_code == ErrorCode.SECURITY_DISABLED
-            creation = request_class(ApiKey.CREATE_ACLS).AclCreation(
-                resource_type=2,
-                resource_name="t",
-                resource_pattern_type=3,
-                principal="User:a",
-                host="*",
-                operation=3,
-                permission_type=3,
-            )
-            request = client.call(ApiKey.CREATE_ACLS, 3, creations=[creation])
-            assert [r.error_code for r in request.results] == [ErrorCode.SECURITY_DISABLED]
+            read_t = acl_creation(2, "t", 3, "User:a", operation=3, permission=3)
+            disabled = ErrorCode.SECURITY_DISABLED
+            assert acl_api_errors(client, read_t) == (disabled, [disabled])
         finally:
             client.close()
     finally:
-        broker.stop()
-        broker.close()
+        stop_broker(broker)

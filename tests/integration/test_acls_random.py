@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raw_client import RawClient
-from test_acls import AclBroker, raw_as, start_acl_broker, stop
+from acl_requests import acl_creation, acl_filter
+from raw_client import RawClient, produce_one
+from sasl_broker import SaslBroker
+from test_acls import raw_as, start_acl_broker
 
 from josefk.protocol.api import ApiKey, request_class
-from josefk.records.builder import BatchBuilder
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -143,16 +144,10 @@ def random_acls(rng: random.Random, user: str) -> list[Acl]:
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     started = start_acl_broker(tmp_path_factory.mktemp("josefk-acl-random"))
     yield started
-    stop(started)
-
-
-def record_batch() -> bytes:
-    builder = BatchBuilder(base_offset=0)
-    builder.append(b"k", b"v")
-    return bytes(builder.build())
+    started.stop()
 
 
 class Outcomes:
@@ -169,23 +164,12 @@ class Outcomes:
             self.counts[(api, "denied")] += 1
 
 
-def test_random_acls_match_the_reference_model(broker: AclBroker, tmp_path: Path) -> None:
+def test_random_acls_match_the_reference_model(broker: SaslBroker, tmp_path: Path) -> None:
     seed = int(os.environ.get("JOSEFKTEST_ACL_SEED", "19"))
     rng = random.Random(seed)
     admin = RawClient(broker.plaintext)  # User:ANONYMOUS: a super user here
     for topic in ("t0", "t1"):
-        created = admin.call(
-            ApiKey.CREATE_TOPICS,
-            7,
-            topics=[
-                request_class(ApiKey.CREATE_TOPICS).CreatableTopic(
-                    name=topic, num_partitions=1, replication_factor=1, assignments=[], configs=[]
-                )
-            ],
-            timeout_ms=10000,
-            validate_only=False,
-        )
-        assert created.topics[0].error_code == 0
+        create_topic(admin, topic)
     outcomes = Outcomes()
     expected_t0_end = 0
     expected_commit = -1
@@ -226,43 +210,25 @@ def replace_acls(admin: RawClient, acls: list[Acl]) -> None:
     deleted = admin.call(
         ApiKey.DELETE_ACLS,
         3,
-        filters=[
-            request_class(ApiKey.DELETE_ACLS).DeleteAclsFilter(
-                resource_type_filter=1,
-                resource_name_filter=None,
-                pattern_type_filter=1,
-                principal_filter=None,
-                host_filter=None,
-                operation=1,
-                permission_type=1,
-            )
-        ],
+        filters=[request_class(ApiKey.DELETE_ACLS).DeleteAclsFilter(**acl_filter())],
     )
     assert deleted.filter_results[0].error_code == 0
     if not acls:
         return
-    cls = request_class(ApiKey.CREATE_ACLS)
     created = admin.call(
         ApiKey.CREATE_ACLS,
         3,
         creations=[
-            cls.AclCreation(
-                resource_type=a.rtype,
-                resource_name=a.name,
-                resource_pattern_type=a.pattern,
-                principal=a.principal,
-                host=a.host,
-                operation=a.op,
-                permission_type=a.permission,
-            )
+            acl_creation(a.rtype, a.name, a.pattern, a.principal, a.op, a.permission, a.host)
             for a in acls
         ],
     )
     assert [r.error_code for r in created.results] == [0] * len(acls)
 
 
-def create_topic(admin: RawClient, name: str) -> None:
-    created = admin.call(
+def create_topics_answer(client: RawClient, name: str) -> Any:
+    """CreateTopics of ``name``: one partition, one replica."""
+    return client.call(
         ApiKey.CREATE_TOPICS,
         7,
         topics=[
@@ -273,7 +239,51 @@ def create_topic(admin: RawClient, name: str) -> None:
         timeout_ms=10000,
         validate_only=False,
     )
-    assert created.topics[0].error_code == 0
+
+
+def create_topic(admin: RawClient, name: str) -> None:
+    assert create_topics_answer(admin, name).topics[0].error_code == 0
+
+
+def list_offsets_answer(client: RawClient, topic: str) -> Any:
+    """ListOffsets of partition 0's log end offset."""
+    req = request_class(ApiKey.LIST_OFFSETS)
+    return client.call(
+        ApiKey.LIST_OFFSETS,
+        7,
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            req.ListOffsetsTopic(
+                name=topic,
+                partitions=[
+                    req.ListOffsetsTopic.ListOffsetsPartition(
+                        partition_index=0, current_leader_epoch=-1, timestamp=-1
+                    )
+                ],
+            )
+        ],
+    )
+
+
+def offset_fetch_answer(client: RawClient, group: str, topic: str) -> Any:
+    """OffsetFetch of ``group``'s committed offset of partition 0 of ``topic``."""
+    req = request_class(ApiKey.OFFSET_FETCH)
+    return client.call(
+        ApiKey.OFFSET_FETCH,
+        8,
+        groups=[
+            req.OffsetFetchRequestGroup(
+                group_id=group,
+                topics=[
+                    req.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+                        name=topic, partition_indexes=[0]
+                    )
+                ],
+            )
+        ],
+        require_stable=False,
+    )
 
 
 def topic_names(client: RawClient) -> set[str]:
@@ -299,40 +309,9 @@ def assert_state(
     """What the super user sees after the round: only allowed requests changed anything
     (topics created by CreateTopics and by Metadata's auto-creation, a deleted topic, the log
     end offset of t0, g0's committed offset, t1's retention.ms)."""
-    offsets = admin.call(
-        ApiKey.LIST_OFFSETS,
-        7,
-        replica_id=-1,
-        isolation_level=0,
-        topics=[
-            request_class(ApiKey.LIST_OFFSETS).ListOffsetsTopic(
-                name="t0",
-                partitions=[
-                    request_class(ApiKey.LIST_OFFSETS).ListOffsetsTopic.ListOffsetsPartition(
-                        partition_index=0, current_leader_epoch=-1, timestamp=-1
-                    )
-                ],
-            )
-        ],
-    )
+    offsets = list_offsets_answer(admin, "t0")
     assert offsets.topics[0].partitions[0].offset == t0_end
-    fetched = admin.call(
-        ApiKey.OFFSET_FETCH,
-        8,
-        groups=[
-            request_class(ApiKey.OFFSET_FETCH).OffsetFetchRequestGroup(
-                group_id="g0",
-                topics=[
-                    request_class(
-                        ApiKey.OFFSET_FETCH
-                    ).OffsetFetchRequestGroup.OffsetFetchRequestTopics(
-                        name="t0", partition_indexes=[0]
-                    )
-                ],
-            )
-        ],
-        require_stable=False,
-    )
+    fetched = offset_fetch_answer(admin, "g0", "t0")
     assert fetched.groups[0].topics[0].partitions[0].committed_offset == commit
     names = topic_names(admin)
     for created, described in ((f"new{round_no}", True), (f"auto{round_no}", False)):
@@ -359,6 +338,12 @@ def assert_state(
         assert value == str(1_000_000 + round_no)
     else:
         assert value != str(1_000_000 + round_no)
+
+
+def first_denial(*checks: tuple[bool, int]) -> int | None:
+    """The error of the first check, in Kafka's order, that the model denies; None if all
+    pass."""
+    return next((code for allowed, code in checks if not allowed), None)
 
 
 class Probes:
@@ -409,24 +394,8 @@ class Probes:
         return wrote, committed
 
     def produce(self) -> int:
-        req = request_class(ApiKey.PRODUCE)
-        answer = self.call(
-            ApiKey.PRODUCE,
-            9,
-            transactional_id=None,
-            acks=1,
-            timeout_ms=10000,
-            topic_data=[
-                req.TopicProduceData(
-                    name="t0",
-                    partition_data=[
-                        req.TopicProduceData.PartitionProduceData(index=0, records=record_batch())
-                    ],
-                )
-            ],
-        )
         ok = self.allow(WRITE, TOPIC, "t0")
-        got = answer.responses[0].partition_responses[0].error_code
+        got = produce_one(self.client, "t0")
         self.out.check("Produce", None if ok else 29, got)
         if ok:
             assert got == 0
@@ -455,12 +424,8 @@ class Probes:
                 )
             ],
         )
-        expect = (
-            30
-            if not self.allow(READ, GROUP, "g0")
-            else 29
-            if not self.allow(READ, TOPIC, "t0")
-            else None
+        expect = first_denial(
+            (self.allow(READ, GROUP, "g0"), 30), (self.allow(READ, TOPIC, "t0"), 29)
         )
         got = answer.topics[0].partitions[0].error_code
         self.out.check("OffsetCommit", expect, got)
@@ -510,12 +475,12 @@ class Probes:
         )
         self.out.check("Metadata(auto-create)", None if ok else 29, auto.topics[0].error_code)
 
-    def fetch(self) -> None:
+    def fetch_t0(self, replica_id: int) -> Any:
         req = request_class(ApiKey.FETCH)
-        answer = self.call(
+        return self.call(
             ApiKey.FETCH,
             12,
-            replica_id=-1,
+            replica_id=replica_id,
             max_wait_ms=0,
             min_bytes=0,
             max_bytes=1 << 20,
@@ -540,63 +505,22 @@ class Probes:
             forgotten_topics_data=[],
             rack_id="",
         )
+
+    def fetch(self) -> None:
         ok = self.allow(READ, TOPIC, "t0")
-        data = answer.responses[0].partitions[0]
+        data = self.fetch_t0(replica_id=-1).responses[0].partitions[0]
         self.out.check("Fetch", None if ok else 29, data.error_code)
         if not ok:
             assert not data.records
         # A follower's fetch needs CLUSTER_ACTION.
-        follower = self.call(
-            ApiKey.FETCH,
-            12,
-            replica_id=7,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                req.FetchTopic(
-                    topic="t0",
-                    partitions=[
-                        req.FetchTopic.FetchPartition(
-                            partition=0,
-                            current_leader_epoch=-1,
-                            fetch_offset=0,
-                            last_fetched_epoch=-1,
-                            log_start_offset=-1,
-                            partition_max_bytes=1 << 20,
-                        )
-                    ],
-                )
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
-        )
+        follower = self.fetch_t0(replica_id=7)
         ok = self.cluster(CLUSTER_ACTION)
         self.out.check(
             "Fetch(follower)", None if ok else 29, follower.responses[0].partitions[0].error_code
         )
 
     def list_offsets(self) -> None:
-        req = request_class(ApiKey.LIST_OFFSETS)
-        answer = self.call(
-            ApiKey.LIST_OFFSETS,
-            7,
-            replica_id=-1,
-            isolation_level=0,
-            topics=[
-                req.ListOffsetsTopic(
-                    name="t1",
-                    partitions=[
-                        req.ListOffsetsTopic.ListOffsetsPartition(
-                            partition_index=0, current_leader_epoch=-1, timestamp=-1
-                        )
-                    ],
-                )
-            ],
-        )
+        answer = list_offsets_answer(self.client, "t1")
         ok = self.allow(DESCRIBE, TOPIC, "t1")
         self.out.check("ListOffsets", None if ok else 29, answer.topics[0].partitions[0].error_code)
 
@@ -613,23 +537,7 @@ class Probes:
             )
 
     def offset_fetch(self) -> None:
-        req = request_class(ApiKey.OFFSET_FETCH)
-        answer = self.call(
-            ApiKey.OFFSET_FETCH,
-            8,
-            groups=[
-                req.OffsetFetchRequestGroup(
-                    group_id="g0",
-                    topics=[
-                        req.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
-                            name="t0", partition_indexes=[0]
-                        )
-                    ],
-                )
-            ],
-            require_stable=False,
-        )
-        group = answer.groups[0]
+        group = offset_fetch_answer(self.client, "g0", "t0").groups[0]
         if not self.allow(DESCRIBE, GROUP, "g0"):
             self.out.check("OffsetFetch", 30, group.error_code)
             return
@@ -701,17 +609,7 @@ class Probes:
 
     def create_topics(self) -> None:
         name = f"new{self.round}"
-        answer = self.call(
-            ApiKey.CREATE_TOPICS,
-            7,
-            topics=[
-                request_class(ApiKey.CREATE_TOPICS).CreatableTopic(
-                    name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[]
-                )
-            ],
-            timeout_ms=10000,
-            validate_only=False,
-        )
+        answer = create_topics_answer(self.client, name)
         ok = self.cluster(CREATE) or self.allow(CREATE, TOPIC, name)
         created = answer.topics[0]
         self.out.check("CreateTopics", None if ok else 29, created.error_code)
@@ -803,12 +701,8 @@ class Probes:
             v3_and_below_topics=[add.AddPartitionsToTxnTopic(name="t1", partitions=[0])],
         )
         got = answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
-        expect = (
-            53
-            if not self.allow(WRITE, TXN, "x0")
-            else 29
-            if not self.allow(WRITE, TOPIC, "t1")
-            else None
+        expect = first_denial(
+            (self.allow(WRITE, TXN, "x0"), 53), (self.allow(WRITE, TOPIC, "t1"), 29)
         )
         self.out.check("AddPartitionsToTxn", expect, got)
         answer = self.call(
@@ -819,12 +713,8 @@ class Probes:
             producer_epoch=0,
             group_id="g0",
         )
-        expect = (
-            53
-            if not self.allow(WRITE, TXN, "x0")
-            else 30
-            if not self.allow(READ, GROUP, "g0")
-            else None
+        expect = first_denial(
+            (self.allow(WRITE, TXN, "x0"), 53), (self.allow(READ, GROUP, "g0"), 30)
         )
         self.out.check("AddOffsetsToTxn", expect, answer.error_code)
         answer = self.call(
@@ -861,14 +751,10 @@ class Probes:
                 )
             ],
         )
-        expect = (
-            53
-            if not self.allow(WRITE, TXN, "x0")
-            else 30
-            if not self.allow(READ, GROUP, "g0")
-            else 29
-            if not self.allow(READ, TOPIC, "t0")
-            else None
+        expect = first_denial(
+            (self.allow(WRITE, TXN, "x0"), 53),
+            (self.allow(READ, GROUP, "g0"), 30),
+            (self.allow(READ, TOPIC, "t0"), 29),
         )
         self.out.check("TxnOffsetCommit", expect, answer.topics[0].partitions[0].error_code)
         described = self.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=["x0"])
@@ -929,49 +815,22 @@ class Probes:
         )
 
     def acl_apis(self) -> None:
-        answer = self.call(
-            ApiKey.DESCRIBE_ACLS,
-            3,
-            resource_type_filter=1,
-            resource_name_filter=None,
-            pattern_type_filter=1,
-            principal_filter=None,
-            host_filter=None,
-            operation=1,
-            permission_type=1,
-        )
+        answer = self.call(ApiKey.DESCRIBE_ACLS, 3, **acl_filter())
         self.out.check("DescribeAcls", None if self.cluster(DESCRIBE) else 31, answer.error_code)
-        harmless = dict(
-            resource_type=TOPIC,
-            resource_name="zz-unused",
-            resource_pattern_type=LITERAL,
-            principal="User:nobody",
-            host="*",
-            operation=READ,
-            permission_type=ALLOW,
-        )
-        answer = self.call(
-            ApiKey.CREATE_ACLS,
-            3,
-            creations=[request_class(ApiKey.CREATE_ACLS).AclCreation(**harmless)],
-        )
+        harmless = acl_creation(TOPIC, "zz-unused", LITERAL, "User:nobody", READ, ALLOW)
+        answer = self.call(ApiKey.CREATE_ACLS, 3, creations=[harmless])
         self.out.check(
             "CreateAcls", None if self.cluster(ALTER) else 31, answer.results[0].error_code
+        )
+        unused = acl_filter(
+            resource_type_filter=TOPIC,
+            resource_name_filter="zz-unused",
+            pattern_type_filter=LITERAL,
         )
         answer = self.call(
             ApiKey.DELETE_ACLS,
             3,
-            filters=[
-                request_class(ApiKey.DELETE_ACLS).DeleteAclsFilter(
-                    resource_type_filter=TOPIC,
-                    resource_name_filter="zz-unused",
-                    pattern_type_filter=LITERAL,
-                    principal_filter=None,
-                    host_filter=None,
-                    operation=1,
-                    permission_type=1,
-                )
-            ],
+            filters=[request_class(ApiKey.DELETE_ACLS).DeleteAclsFilter(**unused)],
         )
         self.out.check(
             "DeleteAcls", None if self.cluster(ALTER) else 31, answer.filter_results[0].error_code

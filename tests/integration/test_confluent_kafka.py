@@ -22,6 +22,7 @@ from client_helpers import (
     ck_consume,
     ck_consumer,
     ck_create_topic,
+    ck_describe_configs,
     ck_produce,
     ck_topic_id,
     ck_watermarks,
@@ -52,14 +53,6 @@ from confluent_kafka.admin import (
 pytestmark = pytest.mark.timeout(120)
 
 T = CLIENT_TIMEOUT_S
-
-
-def describe_topic_config(bootstrap: str, topic: str) -> dict[str, ConfigEntry]:
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    admin = ck_admin(bootstrap)
-    futures = admin.describe_configs([resource], request_timeout=T)
-    entries: dict[str, ConfigEntry] = futures[resource].result(timeout=T)
-    return entries
 
 
 def source(entry: ConfigEntry) -> ConfigSource:
@@ -112,7 +105,7 @@ def test_create_topics_with_configs_and_describe(broker: BrokerProcess) -> None:
         config={"retention.ms": "3600000", "segment.bytes": "1048576", "cleanup.policy": "delete"},
     )
     assert partition_count(broker.bootstrap, topic) == 3
-    entries = describe_topic_config(broker.bootstrap, topic)
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
     assert entries["retention.ms"].value == "3600000"
     assert source(entries["retention.ms"]) == ConfigSource.DYNAMIC_TOPIC_CONFIG
     assert not entries["retention.ms"].is_default
@@ -191,7 +184,7 @@ def test_replication_factor_above_broker_count_is_refused(broker: BrokerProcess)
 def test_describe_configs_lists_every_topic_config(broker: BrokerProcess) -> None:
     topic = unique_topic("ck-allconfigs")
     ck_create_topic(broker.bootstrap, topic)
-    entries = describe_topic_config(broker.bootstrap, topic)
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
     for key, default in {
         "cleanup.policy": "delete",
         "compression.type": "producer",
@@ -224,7 +217,7 @@ def test_incremental_alter_configs(broker: BrokerProcess) -> None:
         ],
     )
     admin.incremental_alter_configs([resource], request_timeout=T)[resource].result(timeout=T)
-    entries = describe_topic_config(broker.bootstrap, topic)
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
     assert entries["segment.ms"].value == "7200000"
     assert source(entries["segment.ms"]) == ConfigSource.DYNAMIC_TOPIC_CONFIG
     # Deleting the override falls back to the default (7 days).
@@ -242,7 +235,7 @@ def test_legacy_alter_configs_replaces_overrides(broker: BrokerProcess) -> None:
     with pytest.warns(DeprecationWarning):
         futures = admin.alter_configs([resource], request_timeout=T)
     futures[resource].result(timeout=T)
-    entries = describe_topic_config(broker.bootstrap, topic)
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
     assert entries["max.message.bytes"].value == "200000"
     # AlterConfigs replaces the whole set of overrides: retention.ms is back to its default.
     assert entries["retention.ms"].value == "604800000"

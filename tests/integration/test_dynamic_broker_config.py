@@ -24,6 +24,7 @@ from client_helpers import (
     assert_delivered,
     ck_admin,
     ck_create_topic,
+    ck_describe_configs,
     ck_produce,
     make_messages,
     unique_topic,
@@ -94,15 +95,6 @@ def delete_config(name: str, key: str) -> ConfigResource:
     )
 
 
-def describe(bootstrap: str, rtype: ConfigResource.Type, name: str) -> dict[str, ConfigEntry]:
-    """DescribeConfigs through librdkafka, which always asks for synonyms."""
-    resource = ConfigResource(rtype, name)
-    admin = ck_admin(bootstrap)
-    futures = admin.describe_configs([resource], request_timeout=T)
-    entries: dict[str, ConfigEntry] = futures[resource].result(timeout=T)
-    return entries
-
-
 def source(entry: ConfigEntry) -> ConfigSource:
     return ConfigSource(entry.source)
 
@@ -137,7 +129,7 @@ def test_a_log_default_applies_to_an_existing_topic_and_survives_a_restart(
     rolled = len(segment_files(broker, topic))
     assert rolled >= 5, rolled
 
-    topic_entries = describe(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
+    topic_entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
     assert topic_entries["segment.bytes"].value == "1024"
     assert source(topic_entries["segment.bytes"]) == ConfigSource.DYNAMIC_BROKER_CONFIG
     segment = josefk_describe(broker.bootstrap, ResourceType.TOPIC, topic)["segment.bytes"]
@@ -147,7 +139,7 @@ def test_a_log_default_applies_to_an_existing_topic_and_survives_a_restart(
     ]
 
     broker.restart()
-    entries = describe(broker.bootstrap, ConfigResource.Type.BROKER, "1")
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.BROKER, "1")
     assert entries["log.segment.bytes"].value == "1024"
     assert source(entries["log.segment.bytes"]) == ConfigSource.DYNAMIC_BROKER_CONFIG
     produce_one_per_batch(broker, topic, 10, "restarted")
@@ -155,7 +147,7 @@ def test_a_log_default_applies_to_an_existing_topic_and_survives_a_restart(
 
     # DELETE: back to the static value, for new appends too.
     alter(broker.bootstrap, delete_config("1", "log.segment.bytes"))
-    entries = describe(broker.bootstrap, ConfigResource.Type.BROKER, "1")
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.BROKER, "1")
     assert entries["log.segment.bytes"].value == "1048576"
     assert source(entries["log.segment.bytes"]) == ConfigSource.STATIC_BROKER_CONFIG
     before = len(segment_files(broker, topic))
@@ -174,7 +166,7 @@ def test_a_cluster_default_applies_and_survives_a_restart(broker_factory: Broker
         "log.retention.ms": ("7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
         "log.roll.ms": ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
     }
-    entries = describe(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
     # The topic's own override stays on top; the default fills the rest.
     assert (entries["retention.ms"].value, source(entries["retention.ms"])) == (
         "600000",
@@ -186,7 +178,7 @@ def test_a_cluster_default_applies_and_survives_a_restart(broker_factory: Broker
     )
     set_default(broker.bootstrap, {"log.roll.ms": None, "log.retention.ms": None})
     assert josefk_describe(broker.bootstrap, ResourceType.BROKER, "") == {}
-    entries = describe(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
     assert entries["segment.ms"].value == "604800000"
 
 
@@ -197,7 +189,7 @@ def test_per_broker_overrides_beat_the_cluster_default(broker_factory: BrokerFac
     set_default(broker.bootstrap, {"log.retention.bytes": "1000000"})
     alter(broker.bootstrap, set_config("1", "log.retention.bytes", "2000000"))
 
-    entries = describe(broker.bootstrap, ConfigResource.Type.BROKER, "1")
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.BROKER, "1")
     entry = entries["log.retention.bytes"]
     assert entry.value == "2000000"
     assert source(entry) == ConfigSource.DYNAMIC_BROKER_CONFIG
@@ -208,14 +200,16 @@ def test_per_broker_overrides_beat_the_cluster_default(broker_factory: BrokerFac
         ("log.retention.bytes", "1000000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
         ("log.retention.bytes", "-1", ConfigSource.DEFAULT_CONFIG),
     ]
-    topic_entries = describe(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
+    topic_entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
     assert topic_entries["retention.bytes"].value == "2000000"
 
     alter(broker.bootstrap, delete_config("1", "log.retention.bytes"))
-    entry = describe(broker.bootstrap, ConfigResource.Type.BROKER, "1")["log.retention.bytes"]
+    entry = ck_describe_configs(broker.bootstrap, ConfigResource.Type.BROKER, "1")[
+        "log.retention.bytes"
+    ]
     assert entry.value == "1000000"
     assert source(entry) == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-    topic_entries = describe(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
+    topic_entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
     assert topic_entries["retention.bytes"].value == "1000000"
 
 
@@ -226,7 +220,7 @@ def test_a_dynamic_unit_synonym_beats_a_static_finer_one(broker_factory: BrokerF
     topic = unique_topic("dyn-synonym")
     ck_create_topic(broker.bootstrap, topic)
     alter(broker.bootstrap, set_config("1", "log.retention.hours", "2"))
-    entries = describe(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
     assert entries["retention.ms"].value == str(2 * 3_600_000)
     broker_entries = josefk_describe(broker.bootstrap, ResourceType.BROKER, "1")
     hours = broker_entries["log.retention.hours"]
@@ -242,7 +236,7 @@ def test_a_dynamic_unit_synonym_beats_a_static_finer_one(broker_factory: BrokerF
 def test_describe_sources_synonyms_and_read_only(broker_factory: BrokerFactory) -> None:
     broker = broker_factory(settings=STATIC)
     alter(broker.bootstrap, set_config("1", "log.retention.ms", "3600000"))
-    entries = describe(broker.bootstrap, ConfigResource.Type.BROKER, "1")
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.BROKER, "1")
     entry = entries["log.retention.ms"]
     assert (entry.value, source(entry)) == ("3600000", ConfigSource.DYNAMIC_BROKER_CONFIG)
     full = josefk_describe(broker.bootstrap, ResourceType.BROKER, "1")["log.retention.ms"]
@@ -299,7 +293,7 @@ def test_static_unknown_and_invalid_settings_are_refused(broker_factory: BrokerF
     assert error.code() == KafkaError.INVALID_REQUEST
 
     # Nothing of the refused changes was kept.
-    entries = describe(broker.bootstrap, ConfigResource.Type.BROKER, "1")
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.BROKER, "1")
     assert entries["log.segment.bytes"].value == "1048576"
     assert entries["log.cleaner.threads"].value == "1"
     assert entries["auto.create.topics.enable"].value == "true"
@@ -309,7 +303,9 @@ def test_static_unknown_and_invalid_settings_are_refused(broker_factory: BrokerF
 def test_validate_only_and_list_operations(broker_factory: BrokerFactory) -> None:
     broker = broker_factory(settings=STATIC)
     alter(broker.bootstrap, set_config("1", "log.segment.bytes", "4096"), validate_only=True)
-    entry = describe(broker.bootstrap, ConfigResource.Type.BROKER, "1")["log.segment.bytes"]
+    entry = ck_describe_configs(broker.bootstrap, ConfigResource.Type.BROKER, "1")[
+        "log.segment.bytes"
+    ]
     assert (entry.value, source(entry)) == ("1048576", ConfigSource.STATIC_BROKER_CONFIG)
 
     append = ConfigResource(
@@ -322,11 +318,15 @@ def test_validate_only_and_list_operations(broker_factory: BrokerFactory) -> Non
         ],
     )
     alter(broker.bootstrap, append)
-    entry = describe(broker.bootstrap, ConfigResource.Type.BROKER, "1")["log.cleanup.policy"]
+    entry = ck_describe_configs(broker.bootstrap, ConfigResource.Type.BROKER, "1")[
+        "log.cleanup.policy"
+    ]
     assert entry.value == "compact,delete"
     topic = unique_topic("dyn-policy")
     ck_create_topic(broker.bootstrap, topic)
-    topic_entry = describe(broker.bootstrap, ConfigResource.Type.TOPIC, topic)["cleanup.policy"]
+    topic_entry = ck_describe_configs(broker.bootstrap, ConfigResource.Type.TOPIC, topic)[
+        "cleanup.policy"
+    ]
     assert topic_entry.value == "compact,delete"
 
 
@@ -368,7 +368,7 @@ def test_kafka_python_admin_alters_and_describes(broker_factory: BrokerFactory) 
             )
     finally:
         admin.close()
-    entries = describe(broker.bootstrap, ConfigResource.Type.BROKER, "1")
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.BROKER, "1")
     assert entries["log.roll.ms"].value == "60000"
     assert entries["log.roll.hours"].value == "2"
 
@@ -381,7 +381,7 @@ def test_legacy_alter_configs_replaces_the_whole_set(broker_factory: BrokerFacto
     with pytest.warns(DeprecationWarning):
         futures = admin.alter_configs([resource], request_timeout=T)
     futures[resource].result(timeout=T)
-    entries = describe(broker.bootstrap, ConfigResource.Type.BROKER, "1")
+    entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.BROKER, "1")
     assert source(entries["log.roll.ms"]) == ConfigSource.DEFAULT_CONFIG
     assert entries["log.roll.ms"].value is None
     assert (entries["log.roll.hours"].value, source(entries["log.roll.hours"])) == (

@@ -10,83 +10,46 @@ The users are written into the data dir's credential file before the broker star
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import struct
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import SOURCE_DIR, BrokerProcess, free_port
+from broker_process import run_josefk
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     assert_delivered,
     ck_consume,
     ck_create_topic,
+    ck_group_round_trip,
     ck_produce,
     ck_watermarks,
+    kafka_python_round_trip,
     make_messages,
     unique_topic,
 )
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from raw_client import RawClient
+from sasl_broker import SaslBroker, start_plaintext_and_sasl, write_scram_users
 
-from josefk.broker.security.scram import make_credential
-from josefk.broker.security.store import FILE_NAME, CredentialStore
+from josefk.broker.security.store import FILE_NAME
 from josefk.protocol.api import ApiKey, request_class
 
 pytestmark = pytest.mark.timeout(120)
 
-USERS = {
-    "alice": ("alice-secret", ("SCRAM-SHA-512", "SCRAM-SHA-256")),
-    "bob": ("bob-secret", ("SCRAM-SHA-256",)),
-}
-
-
-class SaslBroker:
-    def __init__(self, broker: BrokerProcess, sasl_port: int) -> None:
-        self.process = broker
-        self.plaintext = broker.bootstrap
-        self.sasl = f"{broker.host}:{sasl_port}"
+PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}
 
 
 def _start_sasl_broker(base: Path, *settings: str) -> SaslBroker:
-    data = base / "data"
-    data.mkdir(parents=True)
-    store = CredentialStore.load(data)
-    for user, (password, mechanisms) in USERS.items():
-        for mechanism in mechanisms:
-            store.upsert(user, make_credential(mechanism, password.encode()))
-    store.save()
-    sasl_port = free_port()
-    broker = BrokerProcess(
-        data,
-        base / "broker.stderr.log",
-        settings=[
-            f"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-            *settings,
-        ],
-    )
-    try:
-        broker.start()
-    except Exception:
-        broker.close()
-        raise
-    return SaslBroker(broker, sasl_port)
-
-
-def _stop(sasl_broker: SaslBroker) -> None:
-    broker = sasl_broker.process
-    try:
-        if broker.is_alive():
-            broker.stop()
-    finally:
-        broker.close()
+    """alice has both SCRAM credentials, bob only SCRAM-SHA-256's."""
+    write_scram_users(base / "data", {"alice": PASSWORDS["alice"]})
+    write_scram_users(base / "data", {"bob": PASSWORDS["bob"]}, mechanisms=["SCRAM-SHA-256"])
+    return start_plaintext_and_sasl(base, users={}, settings=settings)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +59,7 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker
         "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
     )
     yield started
-    _stop(started)
+    started.stop()
 
 
 def _ck_sasl(mechanism: str, user: str, password: str) -> dict[str, Any]:
@@ -114,40 +77,10 @@ def test_confluent_kafka_produces_and_consumes_in_a_group(
 ) -> None:
     auth = _ck_sasl(mechanism, "alice", "alice-secret")
     topic = unique_topic(f"sasl-{mechanism.lower()}")
-    ck_create_topic(sasl_broker.plaintext, topic)
-    messages = make_messages(20)
-    assert_delivered(ck_produce(sasl_broker.sasl, topic, messages, **auth))
-    got = ck_consume(sasl_broker.sasl, topic, count=20, **auth)
-    assert [m.value() for m in got] == [m.value for m in messages]
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": sasl_broker.sasl,
-            "broker.address.family": "v4",
-            "group.id": f"group-{topic}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            **auth,
-        }
-    )
-    try:
-        consumer.subscribe([topic])
-        values: list[bytes | None] = []
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while len(values) < 20 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                values.append(msg.value())
-        assert values == [m.value for m in messages]
-        committed = consumer.commit(asynchronous=False)
-        assert committed is not None and committed[0].offset == 20
-    finally:
-        consumer.close()
+    ck_group_round_trip(sasl_broker.sasl, sasl_broker.plaintext, topic, make_messages(20), **auth)
 
 
 def test_kafka_python_with_scram_sha_256(sasl_broker: SaslBroker) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-
     auth: dict[str, Any] = {
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": "SCRAM-SHA-256",
@@ -155,30 +88,7 @@ def test_kafka_python_with_scram_sha_256(sasl_broker: SaslBroker) -> None:
         "sasl_plain_password": "bob-secret",
     }
     topic = unique_topic("sasl-kafka-python")
-    ck_create_topic(sasl_broker.plaintext, topic)
-    producer = KafkaProducer(bootstrap_servers=sasl_broker.sasl, **auth)
-    try:
-        for i in range(10):
-            producer.send(topic, value=f"v{i}".encode(), partition=0).get(timeout=CLIENT_TIMEOUT_S)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=sasl_broker.sasl,
-        group_id=f"group-{topic}",
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=int(CLIENT_TIMEOUT_S * 1000),
-        **auth,
-    )
-    try:
-        values = []
-        for record in consumer:
-            values.append(record.value)
-            if len(values) == 10:
-                break
-    finally:
-        consumer.close()
-    assert values == [f"v{i}".encode() for i in range(10)]
+    kafka_python_round_trip(sasl_broker.sasl, sasl_broker.plaintext, topic, **auth)
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
@@ -317,25 +227,12 @@ def _closed(sock: socket.socket) -> bool:
         return False
 
 
-def _josefk(sasl_broker: SaslBroker, *args: str, expect: int = 0) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOSEFK_")}
-    env["PYTHONPATH"] = str(SOURCE_DIR)
-    proc = subprocess.run(
-        [sys.executable, "-m", "josefk", *args, "-b", sasl_broker.plaintext],
-        capture_output=True,
-        env=env,
-        timeout=60,
-    )
-    assert proc.returncode == expect, proc.stderr.decode(errors="replace")
-    return proc.stdout.decode()
-
-
 def test_users_cli_adds_lists_and_deletes_through_the_admin_apis(
     sasl_broker: SaslBroker,
 ) -> None:
     """The password is salted and hashed by the CLI; the credential file gets only keys."""
-    _josefk(sasl_broker, "users", "add", "carol", "--password", "carol-secret")
-    listed = json.loads(_josefk(sasl_broker, "users", "list", "--json"))
+    run_josefk(sasl_broker.plaintext, "users", "add", "carol", "--password", "carol-secret")
+    listed = json.loads(run_josefk(sasl_broker.plaintext, "users", "list", "--json"))
     carol = next(row for row in listed if row["user"] == "carol")
     assert sorted(c["mechanism"] for c in carol["credentials"]) == [
         "SCRAM-SHA-256",
@@ -349,15 +246,16 @@ def test_users_cli_adds_lists_and_deletes_through_the_admin_apis(
     auth = _ck_sasl("SCRAM-SHA-512", "carol", "carol-secret")
     assert_delivered(ck_produce(sasl_broker.sasl, topic, make_messages(2), **auth))
 
-    _josefk(sasl_broker, "users", "delete", "carol", "--mechanism", "SCRAM-SHA-512")
-    listed = json.loads(_josefk(sasl_broker, "users", "list", "--json"))
+    run_josefk(sasl_broker.plaintext, "users", "delete", "carol", "--mechanism", "SCRAM-SHA-512")
+    listed = json.loads(run_josefk(sasl_broker.plaintext, "users", "list", "--json"))
     carol = next(row for row in listed if row["user"] == "carol")
     assert [c["mechanism"] for c in carol["credentials"]] == ["SCRAM-SHA-256"]
-    _josefk(sasl_broker, "users", "delete", "carol")
+    run_josefk(sasl_broker.plaintext, "users", "delete", "carol")
     assert "carol" not in {
-        row["user"] for row in json.loads(_josefk(sasl_broker, "users", "list", "--json"))
+        row["user"]
+        for row in json.loads(run_josefk(sasl_broker.plaintext, "users", "list", "--json"))
     }
-    _josefk(sasl_broker, "users", "delete", "carol", expect=1)
+    run_josefk(sasl_broker.plaintext, "users", "delete", "carol", expect=1)
 
 
 def test_alter_refuses_bad_upsertions_per_user(sasl_broker: SaslBroker) -> None:
@@ -423,7 +321,7 @@ def test_a_session_past_its_lifetime_must_reauthenticate(tmp_path: Path) -> None
         assert served >= 1
     finally:
         client.close()
-        _stop(started)
+        started.stop()
 
 
 def test_v0_handshake_takes_raw_tokens(sasl_broker: SaslBroker) -> None:

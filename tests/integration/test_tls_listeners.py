@@ -26,23 +26,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import SOURCE_DIR, BrokerProcess, free_port
+from broker_process import SOURCE_DIR, BrokerProcess, free_port, stop_broker
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     assert_delivered,
     ck_consume,
     ck_create_topic,
+    ck_group_round_trip,
     ck_produce,
     ck_watermarks,
+    kafka_python_round_trip,
     make_messages,
     unique_topic,
 )
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from prometheus_client.parser import text_string_to_metric_families
+from sasl_broker import start_sasl_broker
 from tls_pki import Pki, make_pki
-
-from josefk.broker.security.scram import make_credential
-from josefk.broker.security.store import CredentialStore
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -65,21 +65,14 @@ class TlsBroker:
 def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
     base = tmp_path_factory.mktemp("josefk-tls")
     pki = make_pki(base / "pki")
-    data = base / "data"
-    data.mkdir()
-    store = CredentialStore.load(data)
-    for user, password in USERS.items():
-        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-            store.upsert(user, make_credential(mechanism, password.encode()))
-    store.save()
     ssl_port, sasl_ssl_port = free_port(), free_port()
-    process = BrokerProcess(
-        data,
-        base / "broker.stderr.log",
+    process = start_sasl_broker(
+        base,
+        listeners="PLAINTEXT://127.0.0.1:0,"
+        f"SSL://127.0.0.1:{ssl_port},SASL_SSL://127.0.0.1:{sasl_ssl_port}",
+        users=USERS,
         metrics_port=free_port(),
         settings=[
-            "listeners=PLAINTEXT://127.0.0.1:0,"
-            f"SSL://127.0.0.1:{ssl_port},SASL_SSL://127.0.0.1:{sasl_ssl_port}",
             f"ssl.keystore.location={pki.server_keystore}",
             f"ssl.truststore.location={pki.ca}",
             # Client certificates on the SSL listener only; SASL_SSL authenticates by SASL.
@@ -91,12 +84,8 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
             "log.retention.ms=-1",
         ],
     )
-    try:
-        process.start()
-        yield TlsBroker(process, pki, ssl_port, sasl_ssl_port)
-        process.stop()
-    finally:
-        process.close()
+    yield TlsBroker(process, pki, ssl_port, sasl_ssl_port)
+    stop_broker(process)
 
 
 def _ck_ssl(pki: Pki, *, cert: Path | None = None, key: Path | None = None) -> dict[str, Any]:
@@ -116,76 +105,21 @@ def _ck_sasl_ssl(pki: Pki, mechanism: str = "SCRAM-SHA-512") -> dict[str, Any]:
     }
 
 
-def _ck_group_round_trip(bootstrap: str, plaintext: str, auth: dict[str, Any]) -> None:
-    topic = unique_topic("tls-ck")
-    ck_create_topic(plaintext, topic)
-    messages = make_messages(30, value_size=2000)
-    assert_delivered(ck_produce(bootstrap, topic, messages, **auth))
-    got = ck_consume(bootstrap, topic, count=30, **auth)
-    assert [m.value() for m in got] == [m.value for m in messages]
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"group-{topic}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            **auth,
-        }
-    )
-    try:
-        consumer.subscribe([topic])
-        values: list[bytes | None] = []
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while len(values) < 30 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                values.append(msg.value())
-        assert values == [m.value for m in messages]
-        committed = consumer.commit(asynchronous=False)
-        assert committed is not None and committed[0].offset == 30
-    finally:
-        consumer.close()
-
-
 def test_confluent_kafka_over_ssl_with_a_client_certificate(tls_broker: TlsBroker) -> None:
     pki = tls_broker.pki
     auth = _ck_ssl(pki, cert=pki.alice_cert, key=pki.alice_key)
-    _ck_group_round_trip(tls_broker.ssl, tls_broker.plaintext, auth)
+    messages = make_messages(30, value_size=2000)
+    ck_group_round_trip(
+        tls_broker.ssl, tls_broker.plaintext, unique_topic("tls-ck"), messages, **auth
+    )
 
 
 def test_confluent_kafka_over_sasl_ssl_with_scram_sha_512(tls_broker: TlsBroker) -> None:
-    _ck_group_round_trip(tls_broker.sasl_ssl, tls_broker.plaintext, _ck_sasl_ssl(tls_broker.pki))
-
-
-def _kafka_python_round_trip(bootstrap: str, plaintext: str, auth: dict[str, Any]) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-
-    topic = unique_topic("tls-kafka-python")
-    ck_create_topic(plaintext, topic)
-    producer = KafkaProducer(bootstrap_servers=bootstrap, **auth)
-    try:
-        for i in range(10):
-            producer.send(topic, value=f"v{i}".encode(), partition=0).get(timeout=CLIENT_TIMEOUT_S)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=f"group-{topic}",
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=int(CLIENT_TIMEOUT_S * 1000),
-        **auth,
+    messages = make_messages(30, value_size=2000)
+    auth = _ck_sasl_ssl(tls_broker.pki)
+    ck_group_round_trip(
+        tls_broker.sasl_ssl, tls_broker.plaintext, unique_topic("tls-ck"), messages, **auth
     )
-    try:
-        values = []
-        for record in consumer:
-            values.append(record.value)
-            if len(values) == 10:
-                break
-        consumer.commit()
-    finally:
-        consumer.close()
-    assert values == [f"v{i}".encode() for i in range(10)]
 
 
 def test_kafka_python_over_ssl_with_a_client_certificate(tls_broker: TlsBroker) -> None:
@@ -196,7 +130,8 @@ def test_kafka_python_over_ssl_with_a_client_certificate(tls_broker: TlsBroker) 
         "ssl_certfile": str(pki.alice_cert),
         "ssl_keyfile": str(pki.alice_key),
     }
-    _kafka_python_round_trip(tls_broker.ssl, tls_broker.plaintext, auth)
+    topic = unique_topic("tls-kafka-python")
+    kafka_python_round_trip(tls_broker.ssl, tls_broker.plaintext, topic, **auth)
 
 
 def test_kafka_python_over_sasl_ssl_with_scram_sha_512(tls_broker: TlsBroker) -> None:
@@ -207,7 +142,8 @@ def test_kafka_python_over_sasl_ssl_with_scram_sha_512(tls_broker: TlsBroker) ->
         "sasl_plain_username": "bob",
         "sasl_plain_password": USERS["bob"],
     }
-    _kafka_python_round_trip(tls_broker.sasl_ssl, tls_broker.plaintext, auth)
+    topic = unique_topic("tls-kafka-python")
+    kafka_python_round_trip(tls_broker.sasl_ssl, tls_broker.plaintext, topic, **auth)
 
 
 def test_aiokafka_over_sasl_ssl_with_scram_sha_256(tls_broker: TlsBroker) -> None:

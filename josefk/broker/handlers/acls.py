@@ -48,10 +48,10 @@ def handle_describe_acls(context: RequestContext, request: Any) -> Any:
         )
 
     authorizer = context.broker.authorizer
-    if authorizer is None:
-        return refused(ErrorCode.SECURITY_DISABLED, _DISABLED)
-    if not context.authorize_cluster(AclOperation.DESCRIBE):
-        return refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _CLUSTER_DENIED)
+    refusal = _refusal(context, authorizer, AclOperation.DESCRIBE)
+    if refusal is not None:
+        return refused(*refusal)
+    assert authorizer is not None  # _refusal refuses without one
     try:
         acl_filter = _filter_of(request)
     except InvalidAcl as exc:
@@ -78,23 +78,35 @@ def handle_describe_acls(context: RequestContext, request: Any) -> Any:
     )
 
 
+def _refusal(
+    context: RequestContext, configured: object | None, operation: AclOperation
+) -> tuple[ErrorCode, str] | None:
+    """Why a whole request is refused: no authorizer (``configured`` None), or no
+    ``operation`` on the cluster for its principal; None to go ahead."""
+    if configured is None:
+        return ErrorCode.SECURITY_DISABLED, _DISABLED
+    if not context.authorize_cluster(operation):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _CLUSTER_DENIED
+    return None
+
+
 @handles(ApiKey.CREATE_ACLS)
 async def handle_create_acls(context: RequestContext, request: Any) -> Any:
-    def everyone(error: ErrorCode, message: str) -> Any:
+    def answer(results: list[tuple[ErrorCode, str | None]]) -> Any:
         return CreateResponse(
             throttle_time_ms=0,
             results=[
                 CreateResponse.AclCreationResult(error_code=error, error_message=message)
-                for _ in request.creations
+                for error, message in results
             ],
         )
 
     store = context.broker.acl_store
-    if store is None:
-        return everyone(ErrorCode.SECURITY_DISABLED, _DISABLED)
-    if not context.authorize_cluster(AclOperation.ALTER):
-        return everyone(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _CLUSTER_DENIED)
-    results: list[Any] = []
+    refusal = _refusal(context, store, AclOperation.ALTER)
+    if refusal is not None:
+        return answer([refusal] * len(request.creations))
+    assert store is not None  # _refusal refuses without one
+    results: list[tuple[ErrorCode, str | None]] = []
     valid: list[AclBinding] = []
     for creation in request.creations:
         try:
@@ -114,33 +126,41 @@ async def handle_create_acls(context: RequestContext, request: Any) -> Any:
         results.append((ErrorCode.NONE, None))
     if valid:
         await store.update(lambda current: list(dict.fromkeys([*current, *valid])))
-    return CreateResponse(
-        throttle_time_ms=0,
-        results=[
-            CreateResponse.AclCreationResult(error_code=error, error_message=message)
-            for error, message in results
+    return answer(results)
+
+
+def _filter_result(
+    error: ErrorCode, message: str | None, found: list[AclBinding] | None = None
+) -> Any:
+    return DeleteResponse.DeleteAclsFilterResult(
+        error_code=error,
+        error_message=message,
+        matching_acls=[
+            DeleteResponse.DeleteAclsMatchingAcl(
+                error_code=ErrorCode.NONE,
+                error_message=None,
+                resource_type=int(b.resource_type),
+                resource_name=b.resource_name,
+                pattern_type=int(b.pattern_type),
+                principal=b.principal,
+                host=b.host,
+                operation=int(b.operation),
+                permission_type=int(b.permission),
+            )
+            for b in found or ()
         ],
     )
 
 
 @handles(ApiKey.DELETE_ACLS)
 async def handle_delete_acls(context: RequestContext, request: Any) -> Any:
-    def everyone(error: ErrorCode, message: str) -> Any:
-        return DeleteResponse(
-            throttle_time_ms=0,
-            filter_results=[
-                DeleteResponse.DeleteAclsFilterResult(
-                    error_code=error, error_message=message, matching_acls=[]
-                )
-                for _ in request.filters
-            ],
-        )
-
     store = context.broker.acl_store
-    if store is None:
-        return everyone(ErrorCode.SECURITY_DISABLED, _DISABLED)
-    if not context.authorize_cluster(AclOperation.ALTER):
-        return everyone(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _CLUSTER_DENIED)
+    refusal = _refusal(context, store, AclOperation.ALTER)
+    if refusal is not None:
+        return DeleteResponse(
+            throttle_time_ms=0, filter_results=[_filter_result(*refusal) for _ in request.filters]
+        )
+    assert store is not None  # _refusal refuses without one
     filters: list[AclBindingFilter | str] = []
     for raw in request.filters:
         try:
@@ -164,33 +184,12 @@ async def handle_delete_acls(context: RequestContext, request: Any) -> Any:
 
     if any(isinstance(f, AclBindingFilter) for f in filters):
         await store.update(remove)
-    results = []
-    for acl_filter, found in zip(filters, matched, strict=True):
-        if isinstance(acl_filter, str):
-            results.append(
-                DeleteResponse.DeleteAclsFilterResult(
-                    error_code=ErrorCode.INVALID_REQUEST, error_message=acl_filter, matching_acls=[]
-                )
-            )
-            continue
-        results.append(
-            DeleteResponse.DeleteAclsFilterResult(
-                error_code=ErrorCode.NONE,
-                error_message=None,
-                matching_acls=[
-                    DeleteResponse.DeleteAclsMatchingAcl(
-                        error_code=ErrorCode.NONE,
-                        error_message=None,
-                        resource_type=int(b.resource_type),
-                        resource_name=b.resource_name,
-                        pattern_type=int(b.pattern_type),
-                        principal=b.principal,
-                        host=b.host,
-                        operation=int(b.operation),
-                        permission_type=int(b.permission),
-                    )
-                    for b in found
-                ],
-            )
-        )
-    return DeleteResponse(throttle_time_ms=0, filter_results=results)
+    return DeleteResponse(
+        throttle_time_ms=0,
+        filter_results=[
+            _filter_result(ErrorCode.INVALID_REQUEST, acl_filter)
+            if isinstance(acl_filter, str)
+            else _filter_result(ErrorCode.NONE, None, found)
+            for acl_filter, found in zip(filters, matched, strict=True)
+        ],
+    )

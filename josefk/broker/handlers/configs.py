@@ -201,6 +201,16 @@ class _Invalid(Exception):
     pass
 
 
+def _list_edited(op: int, items: list[str], given: list[str]) -> str:
+    """A list config's value after APPEND (the given items not there yet, at the end) or
+    SUBTRACT (every given item removed)."""
+    if op == APPEND:
+        items = items + [v for v in given if v not in items]
+    else:
+        items = [v for v in items if v not in given]
+    return ",".join(items)
+
+
 def _incremental(configs: dict[str, str], current: dict[str, str], change: Any) -> None:
     name, op = change.name, change.config_operation
     if op == SET:
@@ -212,11 +222,7 @@ def _incremental(configs: dict[str, str], current: dict[str, str], change: Any) 
     elif op in (APPEND, SUBTRACT):
         items = [v for v in configs.get(name, current.get(name, "")).split(",") if v]
         given = [v for v in (change.value or "").split(",") if v]
-        if op == APPEND:
-            items += [v for v in given if v not in items]
-        else:
-            items = [v for v in items if v not in given]
-        configs[name] = ",".join(items)
+        configs[name] = _list_edited(op, items, given)
     else:
         raise _Invalid(f"unknown config operation {op} for {name}")
 
@@ -375,11 +381,7 @@ def _incremental_edit(context: RequestContext, resource: Any) -> BrokerEdit:
                     current = next((layer[name] for layer in below if name in layer), "")
                 items = [v.strip() for v in current.split(",") if v.strip()]
                 given = [v.strip() for v in (change.value or "").split(",") if v.strip()]
-                if op == APPEND:
-                    items += [v for v in given if v not in items]
-                else:
-                    items = [v for v in items if v not in given]
-                stored[name] = ",".join(items)
+                stored[name] = _list_edited(op, items, given)
             else:
                 raise InvalidBrokerConfigRequest(f"Unknown operations type {op}")
         return stored

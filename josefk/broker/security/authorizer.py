@@ -105,6 +105,22 @@ def _valid_principal(principal: str) -> bool:
     return bool(sep and kind and name)
 
 
+def _codes(
+    what: str, resource_type: int, pattern_type: int, operation: int, permission: int
+) -> tuple[ResourceType, PatternType, AclOperation, AclPermissionType]:
+    """The wire codes of a binding or filter as members; InvalidAcl for a code Kafka has not
+    defined."""
+    try:
+        return (
+            ResourceType(resource_type),
+            PatternType(pattern_type),
+            AclOperation(operation),
+            AclPermissionType(permission),
+        )
+    except ValueError as exc:
+        raise InvalidAcl(f"unknown code in ACL {what}: {exc}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class AclBinding:
     """One ACL: a resource pattern and an access control entry."""
@@ -129,18 +145,10 @@ class AclBinding:
         permission: int,
     ) -> AclBinding:
         """A binding from wire codes, validated as Kafka validates a new ACL."""
-        try:
-            binding = cls(
-                ResourceType(resource_type),
-                resource_name,
-                PatternType(pattern_type),
-                principal,
-                host,
-                AclOperation(operation),
-                AclPermissionType(permission),
-            )
-        except ValueError as exc:
-            raise InvalidAcl(f"unknown code in ACL binding: {exc}") from None
+        rtype, ptype, op, perm = _codes(
+            "binding", resource_type, pattern_type, operation, permission
+        )
+        binding = cls(rtype, resource_name, ptype, principal, host, op, perm)
         binding.validate()
         return binding
 
@@ -206,18 +214,10 @@ class AclBindingFilter:
         operation: int,
         permission: int,
     ) -> AclBindingFilter:
-        try:
-            found = cls(
-                ResourceType(resource_type),
-                resource_name,
-                PatternType(pattern_type),
-                principal,
-                host,
-                AclOperation(operation),
-                AclPermissionType(permission),
-            )
-        except ValueError as exc:
-            raise InvalidAcl(f"unknown code in ACL filter: {exc}") from None
+        rtype, ptype, op, perm = _codes(
+            "filter", resource_type, pattern_type, operation, permission
+        )
+        found = cls(rtype, resource_name, ptype, principal, host, op, perm)
         for name, value in (
             ("resource type", found.resource_type),
             ("pattern type", found.pattern_type),

@@ -197,11 +197,6 @@ def _load_keystore(context: ssl.SSLContext, settings: Mapping[str, str]) -> None
         )
     password = settings.get("ssl.key.password") or None
 
-    def no_password() -> str:
-        raise TlsConfigError(
-            "ssl.key.password", None, "the private key is encrypted: set its password"
-        )
-
     location = settings.get("ssl.keystore.location")
     chain = settings.get("ssl.keystore.certificate.chain")
     if location:
@@ -213,14 +208,7 @@ def _load_keystore(context: ssl.SSLContext, settings: Mapping[str, str]) -> None
                 "holds no private key; the PEM keystore is the key followed by the "
                 "certificate chain, in one file",
             )
-        try:
-            context.load_cert_chain(location, password=password or no_password)
-        except TlsConfigError:
-            raise
-        except (ssl.SSLError, OSError, ValueError) as exc:
-            raise TlsConfigError(
-                "ssl.keystore.location", location, _key_problem(exc, password)
-            ) from None
+        _load_key_pair(context, "ssl.keystore.location", location, location, None, password)
         return
     if not chain:
         raise TlsConfigError(
@@ -244,14 +232,33 @@ def _load_keystore(context: ssl.SSLContext, settings: Mapping[str, str]) -> None
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as out:
                 out.write(pem)
-        try:
-            context.load_cert_chain(chain_path, key_path, password=password or no_password)
-        except TlsConfigError:
-            raise
-        except (ssl.SSLError, OSError, ValueError) as exc:
-            raise TlsConfigError(
-                "ssl.keystore.certificate.chain", None, _key_problem(exc, password)
-            ) from None
+        _load_key_pair(
+            context, "ssl.keystore.certificate.chain", None, chain_path, key_path, password
+        )
+
+
+def _load_key_pair(
+    context: ssl.SSLContext,
+    setting: str,
+    shown: str | None,
+    certfile: str | Path,
+    keyfile: str | Path | None,
+    password: str | None,
+) -> None:
+    """Load the certificate chain and key; a failure is a TlsConfigError naming ``setting``
+    (with ``shown`` as its value) and what is wrong with the key."""
+
+    def no_password() -> str:
+        raise TlsConfigError(
+            "ssl.key.password", None, "the private key is encrypted: set its password"
+        )
+
+    try:
+        context.load_cert_chain(certfile, keyfile, password=password or no_password)
+    except TlsConfigError:
+        raise
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise TlsConfigError(setting, shown, _key_problem(exc, password)) from None
 
 
 def _key_problem(exc: BaseException, password: str | None) -> str:
