@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -37,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -80,15 +82,19 @@ class Cluster:
              "--initial-cluster", f"default=http://127.0.0.1:{peer}"],
             stdout=log, stderr=log,
         )  # fmt: skip
+        # Until etcd's /health says it serves: its client port opens before it has elected
+        # itself, and a broker that connects then gets no answer and refuses to start.
         deadline = time.monotonic() + 30
         while True:
-            try:
-                socket.create_connection(("127.0.0.1", client), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    sys.exit("etcd did not start")
-                time.sleep(0.1)
+            with (
+                contextlib.suppress(OSError, ValueError),
+                urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=0.5) as answer,
+            ):
+                if json.loads(answer.read()).get("health") == "true":
+                    break
+            if time.monotonic() > deadline:
+                sys.exit("etcd did not start")
+            time.sleep(0.1)
         for broker_id in (1, 2, 3):
             self.start_broker(broker_id)
         return self
