@@ -140,8 +140,9 @@ class Cluster:
             future.result(30)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            found = admin.list_topics(name, timeout=10).topics[name].partitions.values()
-            if all(p.leader > 0 and len(p.isrs) == rf for p in found):
+            found = list(admin.list_topics(name, timeout=10).topics[name].partitions.values())
+            # A broker that has not applied the new topic yet answers it without partitions.
+            if len(found) == partitions and all(p.leader > 0 and len(p.isrs) == rf for p in found):
                 return
             time.sleep(0.1)
         sys.exit(f"topic {name} did not get its leaders")
