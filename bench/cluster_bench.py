@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,8 +136,20 @@ class Cluster:
     def create(self, name: str, partitions: int, rf: int, min_isr: int) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         topic = NewTopic(name, partitions, rf, config={"min.insync.replicas": str(min_isr)})
-        for future in admin.create_topics([topic]).values():
-            future.result(30)
+        for attempt in range(3):
+            try:
+                for future in admin.create_topics([topic]).values():
+                    future.result(30)
+                break
+            except KafkaException as exc:
+                # Right after a broker restart librdkafka may drop the connection a request
+                # was on (_DESTROY_BROKER: it decommissions brokers Metadata no longer lists).
+                code = exc.args[0].code()
+                if code == KafkaError.TOPIC_ALREADY_EXISTS and attempt > 0:
+                    break
+                if code != KafkaError._DESTROY_BROKER or attempt == 2:
+                    raise
+                admin = AdminClient({"bootstrap.servers": self.bootstrap})
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             found = list(admin.list_topics(name, timeout=10).topics[name].partitions.values())
