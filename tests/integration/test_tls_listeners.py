@@ -80,8 +80,6 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
             "ssl.principal.mapping.rules=RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
             f"josefk.ssl.handshake.timeout.ms={HANDSHAKE_TIMEOUT_MS}",
             "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512",
-            # The test messages carry 2023 timestamps: retention would delete them mid-test.
-            "log.retention.ms=-1",
         ],
     )
     yield TlsBroker(process, pki, ssl_port, sasl_ssl_port)
