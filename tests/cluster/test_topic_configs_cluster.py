@@ -8,14 +8,12 @@ broker's catalog)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from broker_process import run_josefk
 from cluster_process import LocalCluster, produce_until_rolled, wait_for
 from confluent_kafka.admin import NewTopic
 from etcd_server import ETCD, SKIP_REASON
@@ -29,7 +27,6 @@ TOPIC = "configured"
 TOPIC_RESOURCE = 2
 SET, DELETE = 0, 1
 NONE, NOT_LEADER_OR_FOLLOWER, INVALID_CONFIG, UNKNOWN_TOPIC = 0, 6, 40, 3
-SOURCE_DIR = Path(__file__).resolve().parents[2]
 
 _Describe = request_class(ApiKey.DESCRIBE_CONFIGS)
 _Incremental = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
@@ -102,13 +99,7 @@ def value_of(broker: RawClient, name: str) -> str | None:
 
 
 def josefk_cli(cluster: LocalCluster, *args: str) -> Any:
-    done = subprocess.run(
-        [sys.executable, "-m", "josefk", *args, "-b", cluster.bootstrap],
-        capture_output=True, text=True, timeout=180,
-        env={**os.environ, "PYTHONPATH": str(SOURCE_DIR)},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return run_josefk(cluster.bootstrap, *args)
 
 
 def test_a_topic_config_changed_through_one_broker_holds_on_every_broker(
