@@ -10,8 +10,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # Debian packages the tests need, installed only where missing: kcat (a real Kafka client the
 # integration tests drive), etcd-server (the cluster tests start real etcd processes), a C
 # compiler and Python headers (josefk's optional C decoder, whose tests must not skip), a
-# Java runtime (PySpark's local mode), iproute2 (network namespaces for the partition test)
-# and debootstrap (the container tests' base image).
+# Java runtime (PySpark's local mode), iproute2 (network namespaces for the partition test),
+# openssl (test certificates) and debootstrap (the container tests' base image).
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
@@ -21,6 +21,9 @@ python_headers=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["incl
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 # iproute2 (ip netns, veth): the network-partition test puts each broker in a namespace.
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+# openssl: the TLS tests and the security benchmark make their CA and certificates with it,
+# as the README tells users to.
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # debootstrap, where a Docker engine is present: tests/docker build the image on a local
 # Debian base (scripts/build-base-image.sh), since no image can be pulled on these machines.
 if command -v docker >/dev/null 2>&1; then
