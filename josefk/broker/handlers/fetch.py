@@ -42,6 +42,7 @@ from josefk.broker.replica_manager import FetchOutcome, FetchPartition
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.types import ZERO_UUID
 from josefk.storage.offsets import AbortedTxn, FetchIsolation
 
 Response = response_class(ApiKey.FETCH)
@@ -190,7 +191,9 @@ async def _fetch_in_session(context: RequestContext, request: Any, replica_id: i
 
     # Every partition of the session is read, in the order the session holds them.
     cached = [part for parts in session.topics.values() for part in parts.values()]
-    topics = [(key, key, parts.values()) for key, parts in session.topics.items()]
+    topics = [
+        (key, key if by_id else ZERO_UUID, parts.values()) for key, parts in session.topics.items()
+    ]
     wanted, answers = await _read(context, request, replica_id, topics)
     kept_wanted = []
     kept_answers = []
