@@ -29,13 +29,13 @@ sessionless path, unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
-from josefk.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
+from josefk.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, next_epoch
 from josefk.broker.handlers import handles
 from josefk.broker.partition import TopicPartition
 from josefk.broker.replica_manager import FetchOutcome, FetchPartition
@@ -81,9 +81,17 @@ async def _read(
     request: Any,
     replica_id: int,
     topics: Iterable[tuple[Any, Any, Iterable[Any]]],
+    *,
+    session_parts: Sequence[CachedPartition] | None = None,
+    incremental: bool = False,
 ) -> tuple[list[_Wanted], list[Any]]:
     """Read the partitions of ``topics`` ((name, topic id, requested partitions) each): the
-    resolved partitions and, in the same order, their PartitionData."""
+    resolved partitions answered and, in the same order, their PartitionData.
+
+    In a session ``session_parts`` are the session's partitions in the order of ``topics``:
+    each remembers the offsets answered, and an incremental fetch answers only partitions
+    with records, an error or changed offsets (the others are dropped before their
+    PartitionData is built: most of a follower's partitions are idle)."""
     version = context.api_version
     isolation = (
         FetchIsolation.TXN_COMMITTED
@@ -104,13 +112,31 @@ async def _read(
     )
 
     metrics = context.broker.metrics
+    kept = []
     answers = []
-    for item in wanted:
-        data = (
-            _partition_data(item.index, next(outcomes))
-            if item.fetch is not None
-            else _error_entry(item.index, item.error)
-        )
+    for position, item in enumerate(wanted):
+        if item.fetch is None:
+            data = _error_entry(item.index, item.error)
+            if session_parts is not None:
+                session_parts[position].answer_changed(-1, -1, -1)
+        else:
+            outcome = next(outcomes)
+            if session_parts is not None:
+                read = outcome.read
+                if read is None:
+                    session_parts[position].answer_changed(
+                        outcome.high_watermark, -1, outcome.log_start_offset
+                    )
+                elif (
+                    not session_parts[position].answer_changed(
+                        read.high_watermark, read.last_stable_offset, read.log_start_offset
+                    )
+                    and not read.info.size
+                    and incremental
+                ):
+                    continue
+            data = _partition_data(item.index, outcome)
+        kept.append(item)
         answers.append(data)
         if metrics is not None:
             if data.error_code:
@@ -119,7 +145,7 @@ async def _read(
                     metrics.topics.fetch_failed(item.topic)
             elif data.records:
                 metrics.topics.fetched(item.topic, nbytes=len(data.records))
-    return wanted, answers
+    return kept, answers
 
 
 def _response(wanted: Iterable[_Wanted], answers: Iterable[Any], *, session_id: int) -> Any:
@@ -194,17 +220,10 @@ async def _fetch_in_session(context: RequestContext, request: Any, replica_id: i
     topics = [
         (key, key if by_id else ZERO_UUID, parts.values()) for key, parts in session.topics.items()
     ]
-    wanted, answers = await _read(context, request, replica_id, topics)
-    kept_wanted = []
-    kept_answers = []
-    for item, data, part in zip(wanted, answers, cached, strict=True):
-        changed = part.answer_changed(
-            data.high_watermark, data.last_stable_offset, data.log_start_offset
-        )
-        if full or changed or data.records or data.error_code:
-            kept_wanted.append(item)
-            kept_answers.append(data)
-    return _response(kept_wanted, kept_answers, session_id=session.session_id)
+    wanted, answers = await _read(
+        context, request, replica_id, topics, session_parts=cached, incremental=not full
+    )
+    return _response(wanted, answers, session_id=session.session_id)
 
 
 def _resolve(
