@@ -82,6 +82,12 @@ class CachedPartition:
         self.current_leader_epoch = current_leader_epoch
         self.log_start_offset = log_start_offset
 
+    def known_offsets(self) -> tuple[int, int, int] | None:
+        """(high watermark, last stable offset, log start offset) last answered, if any."""
+        if self.high_watermark == -2:
+            return None
+        return (self.high_watermark, self.last_stable_offset, self.answered_log_start_offset)
+
     def answer_changed(self, high_watermark: int, last_stable_offset: int, log_start: int) -> bool:
         """Whether an answer with these offsets says something new; remembers them if so."""
         if (

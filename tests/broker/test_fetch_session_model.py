@@ -48,9 +48,15 @@ fetches = st.tuples(
 )
 
 
-def request(session_id: int, epoch: int, offsets: dict[int, int], forgotten: list[int]) -> Any:
+def request(
+    session_id: int,
+    epoch: int,
+    offsets: dict[int, int],
+    forgotten: list[int],
+    replica_id: int = -1,
+) -> Any:
     return Fetch(
-        replica_id=-1,
+        replica_id=replica_id,
         max_wait_ms=0,
         min_bytes=0,
         max_bytes=1 << 24,
@@ -103,7 +109,7 @@ def same_answer(got: Any, expected: Any) -> bool:
     ) == record_bytes(expected.records)
 
 
-async def run(directory: Path, operations: list[Any]) -> None:
+async def run(directory: Path, operations: list[Any], replica_id: int) -> None:
     clock = ManualClock(wall_ms=NOW)
     logs = LogManager(
         LogManagerConfig(log_dirs=(directory,)),
@@ -132,7 +138,7 @@ async def run(directory: Path, operations: list[Any]) -> None:
         )
         offsets = {0: 0, 1: 0}  # what the session holds: partition -> fetch offset
         told: dict[int, tuple[int, int, int]] = {}  # (hw, lso, log start) last answered
-        first = await handle_fetch(context, request(0, 0, dict(offsets), []))
+        first = await handle_fetch(context, request(0, 0, dict(offsets), [], replica_id))
         session_id = first.session_id
         assert session_id > 0
         parts = answered(first)
@@ -164,11 +170,15 @@ async def run(directory: Path, operations: list[Any]) -> None:
             if add is not None:
                 offsets.setdefault(add, 0)
                 changed[add] = offsets[add]
-            response = await handle_fetch(context, request(session_id, epoch, changed, forgotten))
+            response = await handle_fetch(
+                context, request(session_id, epoch, changed, forgotten, replica_id)
+            )
             epoch += 1
             assert response.session_id == session_id
             got = answered(response)
-            full = answered(await handle_fetch(context, request(0, -1, dict(offsets), [])))
+            full = answered(
+                await handle_fetch(context, request(0, -1, dict(offsets), [], replica_id))
+            )
             assert set(got) <= set(offsets)
             for p in offsets:
                 expected = full[p]
@@ -187,10 +197,13 @@ async def run(directory: Path, operations: list[Any]) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.one_of(appends, fetches), max_size=25))
-def test_incremental_fetches_answer_what_a_full_fetch_finds(operations: list[Any]) -> None:
+@given(st.lists(st.one_of(appends, fetches), max_size=25), st.sampled_from([-1, 1]))
+def test_incremental_fetches_answer_what_a_full_fetch_finds(
+    operations: list[Any], replica_id: int
+) -> None:
+    # Replica id 1 reads as a follower does (to the log end offset), -1 as a consumer.
     with tempfile.TemporaryDirectory() as directory:
-        asyncio.run(run(Path(directory), operations))
+        asyncio.run(run(Path(directory), operations, replica_id))
 
 
 def test_followers_evict_consumers_and_consumers_only_consumers() -> None:

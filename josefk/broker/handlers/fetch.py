@@ -99,6 +99,10 @@ async def _read(
         else FetchIsolation.HIGH_WATERMARK
     )
     wanted = _resolve(context, topics, replica_id)
+    if session_parts is not None and incremental:
+        for item, part in zip(wanted, session_parts, strict=True):
+            if item.fetch is not None:
+                item.fetch.known_offsets = part.known_offsets()
     fetches = [w.fetch for w in wanted if w.fetch is not None]
     outcomes = iter(
         await context.broker.replica_manager.fetch(
@@ -121,6 +125,8 @@ async def _read(
                 session_parts[position].answer_changed(-1, -1, -1)
         else:
             outcome = next(outcomes)
+            if outcome.unchanged:
+                continue
             if session_parts is not None:
                 read = outcome.read
                 if read is None:
