@@ -18,8 +18,9 @@ cluster; a partition refused is TOPIC_AUTHORIZATION_FAILED (decided once per top
 Fetch sessions (KIP-227, v7+; the cache and its epochs are josefk.broker.fetch_session): a
 full fetch with epoch 0 creates a session and its answer carries the id; an incremental fetch
 names only the partitions whose request changed (and forgets some), every partition of the
-session is read (and, for a follower, counted as its fetch, so idle partitions stay in the
-ISR), and the answer carries only the partitions with records, an error or a changed high
+session is fetched (and, for a follower, counted as its fetch, so idle partitions stay in
+the ISR; one with nothing past its fetch offset and offsets as last answered is not even read),
+and the answer carries only the partitions with records, an error or a changed high
 watermark, last stable offset or log start offset. An unknown id is FETCH_SESSION_ID_NOT_FOUND,
 a wrong epoch INVALID_FETCH_SESSION_EPOCH (the session is closed), a session made with names
 used with topic ids or the reverse FETCH_SESSION_TOPIC_ID_ERROR. Sessions are keyed by topic
