@@ -6,6 +6,7 @@ and the session metrics.
 
 from __future__ import annotations
 
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -308,3 +309,43 @@ def scrape(broker: BrokerProcess) -> dict[str, float]:
         for sample in family.samples
         if sample.name.startswith("kafka_server_fetchsessioncache")
     }
+
+
+def test_kafka_python_consumes_through_a_session(broker: BrokerProcess, topic: str) -> None:
+    # kafka-python 3 opens a fetch session (epoch 0) and then fetches incrementally, as the
+    # Java consumer does: what it reads must be all and only what was produced.
+    from kafka import KafkaConsumer, TopicPartition
+
+    produce(broker, topic, 0, 5)
+    produce(broker, topic, 3, 4)
+    made_before = sessions_made(broker)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        fetch_max_wait_ms=100,
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        got: dict[int, int] = {}
+        produced_more = False
+        deadline = time.monotonic() + 60
+        while sum(got.values()) < 12 and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                got[tp.partition] = got.get(tp.partition, 0) + len(records)
+            if not produced_more and sum(got.values()) >= 9:
+                produce(broker, topic, 1, 3)  # a partition idle until now
+                produced_more = True
+        assert got == {0: 5, 1: 3, 3: 4}
+        # A session was made (sessions + evictions only grow when one is).
+        assert sessions_made(broker) > made_before
+    finally:
+        consumer.close()
+
+
+def sessions_made(broker: BrokerProcess) -> float:
+    gauges = scrape(broker)
+    return (
+        gauges["kafka_server_fetchsessioncache_numincrementalfetchsessions"]
+        + gauges["kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total"]
+    )
