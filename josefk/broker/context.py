@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from josefk.broker.configs import BrokerConfigLayers
 from josefk.broker.error_responses import error_response
+from josefk.broker.fetch_session import FetchSessionCache
 from josefk.broker.network import ConnectionInfo
 from josefk.broker.security.authorizer import SUPPORTED_OPERATIONS, operations_bitfield
 from josefk.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -67,6 +68,8 @@ class BrokerContext:
     acl_store: AclStore | None = None
     # Dynamic broker configs (KIP-226): the layers in force and how to change them.
     dynamic_config: DynamicBrokerConfig | None = None
+    # Incremental fetch sessions (KIP-227), sized by max.incremental.fetch.session.cache.slots.
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
 
     def config_layers(self) -> BrokerConfigLayers:
         """The broker's settings by source (static, dynamic), for DescribeConfigs."""

@@ -352,6 +352,27 @@ class Partition:
             f"{self.tp}: leader epoch {current_leader_epoch} is newer than {self.leader_epoch}"
         )
 
+    def nothing_new(
+        self, fetch_offset: int, isolation: FetchIsolation, known: tuple[int, int, int]
+    ) -> bool:
+        """Whether a read at ``fetch_offset`` would find no records and report the (high
+        watermark, last stable offset, log start offset) ``known``: an incremental fetch
+        session's idle partition, answered without reading."""
+        log = self.log
+        high_watermark = log.high_watermark
+        if isolation is FetchIsolation.LOG_END:
+            bound = log.log_end_offset
+        elif isolation is FetchIsolation.TXN_COMMITTED:
+            bound = log.last_stable_offset
+        else:
+            bound = high_watermark
+        return (
+            fetch_offset == bound
+            and high_watermark == known[0]
+            and log.log_start_offset == known[2]
+            and log.last_stable_offset == known[1]
+        )
+
     def read(
         self,
         fetch_offset: int,

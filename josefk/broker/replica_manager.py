@@ -76,6 +76,10 @@ class FetchPartition:
     max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1
+    # In an incremental fetch session (KIP-227): the (high watermark, last stable offset, log
+    # start offset) the fetcher was last told. A partition with nothing past the fetch offset
+    # and these offsets unchanged is not read at all (its outcome says ``unchanged``).
+    known_offsets: tuple[int, int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -87,6 +91,8 @@ class FetchOutcome:
     error: BaseException | None = None
     high_watermark: int = -1
     log_start_offset: int = -1
+    # Nothing new for a fetcher that knows ``FetchPartition.known_offsets``; no read made.
+    unchanged: bool = False
 
 
 # Told of each transaction marker this broker wrote as leader (after the append, before its
@@ -497,6 +503,13 @@ class ReplicaManager:
                     raise NotLeaderOrFollowerError(
                         f"broker {self.broker_id} does not lead {wanted.tp}"
                     )
+                known = wanted.known_offsets
+                if known is not None and partition.nothing_new(
+                    wanted.fetch_offset, isolation, known
+                ):
+                    outcome.unchanged = True
+                    outcomes.append(outcome)
+                    continue
                 read = partition.read(
                     wanted.fetch_offset,
                     min(max(wanted.max_bytes, 0), remaining),

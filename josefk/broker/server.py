@@ -39,6 +39,7 @@ from josefk.broker.dynamic_config import (
     OverridesStore,
     entities_from_view,
 )
+from josefk.broker.fetch_session import FetchSessionCache
 from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator
 from josefk.broker.group.store import OFFSETS_TOPIC, TopicOffsetsStore
 from josefk.broker.handlers import registered_handlers
@@ -69,7 +70,12 @@ from josefk.config.properties import (
 )
 from josefk.config.topic import LogConfig
 from josefk.metrics.broker_metrics import BrokerMetrics
-from josefk.metrics.collectors import CleanerStats, PartitionLogStats, PurgatoryStats
+from josefk.metrics.collectors import (
+    CleanerStats,
+    FetchSessionStats,
+    PartitionLogStats,
+    PurgatoryStats,
+)
 from josefk.metrics.exporter import MetricsExporter
 from josefk.storage.clock import Clock, SystemClock
 from josefk.storage.dir_lock import LogDirLock, LogDirLockedError
@@ -246,6 +252,15 @@ class Broker:
         )
         self.txn_coordinator = self._start_txn_coordinator(replicas, producer_ids)
 
+        fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        if self.metrics is not None:
+            self.metrics.watch_fetch_sessions(
+                lambda: FetchSessionStats(
+                    sessions=len(fetch_sessions),
+                    partitions_cached=fetch_sessions.partitions_cached(),
+                    evictions=fetch_sessions.evictions,
+                )
+            )
         context = BrokerContext(
             config=config,
             broker_id=self.broker_id,
@@ -260,6 +275,7 @@ class Broker:
             producer_ids=producer_ids,
             credentials=await self._open_credentials(log_dirs[0]),
             dynamic_config=dynamic,
+            fetch_sessions=fetch_sessions,
         )
         if config.authorizer_class_name:
             context.authorizer = Authorizer(

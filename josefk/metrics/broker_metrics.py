@@ -21,6 +21,8 @@ from prometheus_client.process_collector import ProcessCollector
 from josefk.metrics.collectors import (
     CleanerCollector,
     CleanerStats,
+    FetchSessionCollector,
+    FetchSessionStats,
     GroupCollector,
     GroupStats,
     PartitionLogCollector,
@@ -100,3 +102,7 @@ class BrokerMetrics:
     def watch_cleaner(self, source: Callable[[], CleanerStats]) -> None:
         """Export the log cleaner's figures read from ``source`` on each scrape."""
         self.registry.register(CleanerCollector(source))
+
+    def watch_fetch_sessions(self, source: Callable[[], FetchSessionStats]) -> None:
+        """Export the fetch session cache's figures read from ``source`` on each scrape."""
+        self.registry.register(FetchSessionCollector(source))

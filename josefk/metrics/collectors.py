@@ -26,6 +26,8 @@ __all__ = [
     "GROUP_STATES",
     "CleanerCollector",
     "CleanerStats",
+    "FetchSessionCollector",
+    "FetchSessionStats",
     "GroupCollector",
     "GroupPartitionStats",
     "GroupStats",
@@ -366,6 +368,52 @@ class CleanerCollector(Collector):
         )
         for name, documentation, value in counters:
             yield CounterMetricFamily(name, documentation, value=value)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSessionStats:
+    """The fetch session cache (KIP-227) at scrape time."""
+
+    sessions: int
+    partitions_cached: int
+    evictions: int
+
+
+class FetchSessionCollector(Collector):
+    """Kafka's ``kafka.server:type=FetchSessionCache`` gauges and the evictions counter:
+
+    - ``kafka_server_fetchsessioncache_numincrementalfetchsessions``
+    - ``kafka_server_fetchsessioncache_numincrementalfetchpartitionscached``
+    - ``kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total``
+    """
+
+    def __init__(self, source: Callable[[], FetchSessionStats]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            stats = self._source()
+        except Exception:
+            _log.exception("fetch session stats callback failed")
+            return
+        yield GaugeMetricFamily(
+            "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+            "Incremental fetch sessions in the cache.",
+            value=stats.sessions,
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+            "Partitions held by all incremental fetch sessions.",
+            value=stats.partitions_cached,
+        )
+        yield CounterMetricFamily(
+            "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+            "Sessions evicted to make room for a new one.",
+            value=stats.evictions,
+        )
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

@@ -15,24 +15,35 @@ the log end offset and counts as that follower's progress.
 With an authorizer a consumer needs READ on each topic, a follower CLUSTER_ACTION on the
 cluster; a partition refused is TOPIC_AUTHORIZATION_FAILED (decided once per topic).
 
-Fetch sessions (KIP-227) are declined the way the protocol allows: every response carries
-session id 0, meaning "no session was created", so clients keep sending full fetch requests;
-a request that names a session gets FETCH_SESSION_ID_NOT_FOUND and starts over with a full one.
+Fetch sessions (KIP-227, v7+; the cache and its epochs are josefk.broker.fetch_session): a
+full fetch with epoch 0 creates a session and its answer carries the id; an incremental fetch
+names only the partitions whose request changed (and forgets some), every partition of the
+session is fetched (and, for a follower, counted as its fetch, so idle partitions stay in
+the ISR; one with nothing past its fetch offset and offsets as last answered is not even read),
+and the answer carries only the partitions with records, an error or a changed high
+watermark, last stable offset or log start offset. An unknown id is FETCH_SESSION_ID_NOT_FOUND,
+a wrong epoch INVALID_FETCH_SESSION_EPOCH (the session is closed), a session made with names
+used with topic ids or the reverse FETCH_SESSION_TOPIC_ID_ERROR. Sessions are keyed by topic
+name before v13 and by topic id from v13. Epoch -1 (what most clients send) takes the
+sessionless path, unchanged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
+from josefk.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, next_epoch
 from josefk.broker.handlers import handles
 from josefk.broker.partition import TopicPartition
 from josefk.broker.replica_manager import FetchOutcome, FetchPartition
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.types import ZERO_UUID
 from josefk.storage.offsets import AbortedTxn, FetchIsolation
 
 Response = response_class(ApiKey.FETCH)
@@ -58,16 +69,41 @@ class _Wanted:
 @handles(ApiKey.FETCH)
 async def handle_fetch(context: RequestContext, request: Any) -> Any:
     version = context.api_version
-    if version >= 7 and request.session_id != 0:
-        return Response(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+    replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+    if version >= 7 and (request.session_id != 0 or request.session_epoch != FINAL_EPOCH):
+        return await _fetch_in_session(context, request, replica_id)
+    topics = [(t.topic, t.topic_id, t.partitions) for t in request.topics]
+    wanted, answers = await _read(context, request, replica_id, topics)
+    return _response(wanted, answers, session_id=0)
 
+
+async def _read(
+    context: RequestContext,
+    request: Any,
+    replica_id: int,
+    topics: Iterable[tuple[Any, Any, Iterable[Any]]],
+    *,
+    session_parts: Sequence[CachedPartition] | None = None,
+    incremental: bool = False,
+) -> tuple[list[_Wanted], list[Any]]:
+    """Read the partitions of ``topics`` ((name, topic id, requested partitions) each): the
+    resolved partitions answered and, in the same order, their PartitionData.
+
+    In a session ``session_parts`` are the session's partitions in the order of ``topics``:
+    each remembers the offsets answered, and an incremental fetch answers only partitions
+    with records, an error or changed offsets (the others are dropped before their
+    PartitionData is built: most of a follower's partitions are idle)."""
+    version = context.api_version
     isolation = (
         FetchIsolation.TXN_COMMITTED
         if request.isolation_level == _READ_COMMITTED
         else FetchIsolation.HIGH_WATERMARK
     )
-    replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
-    wanted = _resolve(context, request, replica_id)
+    wanted = _resolve(context, topics, replica_id)
+    if session_parts is not None and incremental:
+        for item, part in zip(wanted, session_parts, strict=True):
+            if item.fetch is not None:
+                item.fetch.known_offsets = part.known_offsets()
     fetches = [w.fetch for w in wanted if w.fetch is not None]
     outcomes = iter(
         await context.broker.replica_manager.fetch(
@@ -81,16 +117,34 @@ async def handle_fetch(context: RequestContext, request: Any) -> Any:
     )
 
     metrics = context.broker.metrics
-    by_topic: dict[str, list[Any]] = {}
-    topic_ids: dict[str, Any] = {}
-    for item in wanted:
-        data = (
-            _partition_data(item.index, next(outcomes))
-            if item.fetch is not None
-            else _error_entry(item.index, item.error)
-        )
-        by_topic.setdefault(item.topic, []).append(data)
-        topic_ids[item.topic] = item.topic_id
+    kept = []
+    answers = []
+    for position, item in enumerate(wanted):
+        if item.fetch is None:
+            data = _error_entry(item.index, item.error)
+            if session_parts is not None:
+                session_parts[position].answer_changed(-1, -1, -1)
+        else:
+            outcome = next(outcomes)
+            if outcome.unchanged:
+                continue
+            if session_parts is not None:
+                read = outcome.read
+                if read is None:
+                    session_parts[position].answer_changed(
+                        outcome.high_watermark, -1, outcome.log_start_offset
+                    )
+                elif (
+                    not session_parts[position].answer_changed(
+                        read.high_watermark, read.last_stable_offset, read.log_start_offset
+                    )
+                    and not read.info.size
+                    and incremental
+                ):
+                    continue
+            data = _partition_data(item.index, outcome)
+        kept.append(item)
+        answers.append(data)
         if metrics is not None:
             if data.error_code:
                 # Only topics that exist get a series: names from requests are unbounded.
@@ -98,17 +152,92 @@ async def handle_fetch(context: RequestContext, request: Any) -> Any:
                     metrics.topics.fetch_failed(item.topic)
             elif data.records:
                 metrics.topics.fetched(item.topic, nbytes=len(data.records))
+    return kept, answers
+
+
+def _response(wanted: Iterable[_Wanted], answers: Iterable[Any], *, session_id: int) -> Any:
+    # Keyed by name and id: unknown topic ids all resolve to the name "".
+    by_topic: dict[tuple[str, Any], list[Any]] = {}
+    for item, data in zip(wanted, answers, strict=True):
+        by_topic.setdefault((item.topic, item.topic_id), []).append(data)
     return Response(
         error_code=ErrorCode.NONE,
-        session_id=0,
+        session_id=session_id,
         responses=[
-            TopicResponse(topic=topic, topic_id=topic_ids[topic], partitions=partitions)
-            for topic, partitions in by_topic.items()
+            TopicResponse(topic=topic, topic_id=topic_id, partitions=partitions)
+            for (topic, topic_id), partitions in by_topic.items()
         ],
     )
 
 
-def _resolve(context: RequestContext, request: Any, replica_id: int) -> list[_Wanted]:
+async def _fetch_in_session(context: RequestContext, request: Any, replica_id: int) -> Any:
+    """A fetch that names a session or asks for one (KIP-227)."""
+    cache = context.broker.fetch_sessions
+    session_id, epoch = request.session_id, request.session_epoch
+    by_id = context.api_version >= 13
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        if session_id != 0:
+            cache.remove(session_id)
+        session = (
+            cache.create(replica_id=replica_id, uses_topic_ids=by_id)
+            if epoch == INITIAL_EPOCH
+            else None
+        )
+        if session is None:
+            topics = [(t.topic, t.topic_id, t.partitions) for t in request.topics]
+            wanted, answers = await _read(context, request, replica_id, topics)
+            return _response(wanted, answers, session_id=0)
+        full = True
+    else:
+        found = cache.get(session_id)
+        error = ErrorCode.NONE
+        if found is None:
+            error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        elif found.epoch != epoch:
+            error = ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        elif found.uses_topic_ids != by_id:
+            error = ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+        if found is None or error != ErrorCode.NONE:
+            # The fetcher starts over with a full fetch; the session it had is of no use.
+            cache.remove(session_id)
+            return Response(error_code=error, session_id=0, responses=[])
+        session = found
+        session.epoch = next_epoch(epoch)
+        full = False
+
+    for topic in request.topics:
+        key = topic.topic_id if by_id else topic.topic
+        for p in topic.partitions:
+            session.upsert(
+                key,
+                p.partition,
+                fetch_offset=p.fetch_offset,
+                partition_max_bytes=p.partition_max_bytes,
+                current_leader_epoch=p.current_leader_epoch,
+                log_start_offset=p.log_start_offset,
+            )
+    if not full:
+        for forgotten in request.forgotten_topics_data:
+            key = forgotten.topic_id if by_id else forgotten.topic
+            for index in forgotten.partitions:
+                session.forget(key, index)
+
+    # Every partition of the session is read, in the order the session holds them.
+    cached = [part for parts in session.topics.values() for part in parts.values()]
+    topics = [
+        (key, key if by_id else ZERO_UUID, parts.values()) for key, parts in session.topics.items()
+    ]
+    wanted, answers = await _read(
+        context, request, replica_id, topics, session_parts=cached, incremental=not full
+    )
+    return _response(wanted, answers, session_id=session.session_id)
+
+
+def _resolve(
+    context: RequestContext,
+    topics: Iterable[tuple[Any, Any, Iterable[Any]]],
+    replica_id: int,
+) -> list[_Wanted]:
     catalog = context.broker.replica_manager.catalog
     by_id = context.api_version >= 13
     wanted = []
@@ -116,14 +245,14 @@ def _resolve(context: RequestContext, request: Any, replica_id: int) -> list[_Wa
     follower_allowed = (
         not checked or replica_id < 0 or context.authorize_cluster(AclOperation.CLUSTER_ACTION)
     )
-    for topic in request.topics:
+    for topic_name, requested_id, partitions in topics:
         if by_id:
-            info = catalog.by_id(topic.topic_id)
+            info = catalog.by_id(requested_id)
             name = info.name if info is not None else ""
         else:
-            info = catalog.get(topic.topic)
-            name = topic.topic
-        topic_id = info.topic_id if info is not None else topic.topic_id
+            info = catalog.get(topic_name)
+            name = topic_name
+        topic_id = info.topic_id if info is not None else requested_id
         denied = checked and (
             not follower_allowed
             or (
@@ -131,7 +260,7 @@ def _resolve(context: RequestContext, request: Any, replica_id: int) -> list[_Wa
                 and not context.authorize(AclOperation.READ, ResourceType.TOPIC, name)
             )
         )
-        for p in topic.partitions:
+        for p in partitions:
             if info is None and by_id:
                 wanted.append(
                     _Wanted(name, topic_id, p.partition, None, ErrorCode.UNKNOWN_TOPIC_ID)
