@@ -485,7 +485,7 @@ class ClusterNode:
                 accepted = await self.store.alter_partition(tp.topic, tp.partition, expected, isr)
         if accepted is None:
             partition.isr_proposal_failed()
-            self.replicas.high_watermark_moved(tp)
+            self.replicas.partition_changed(tp)
             return
         before = list(expected.state.isr) if expected else []
         logger.info("%s: ISR %s -> %s", tp, before, isr)
@@ -493,7 +493,7 @@ class ClusterNode:
             self.on_isr_changed(len(before), len(isr))
         if partition.is_leader and partition.leader_epoch == accepted.state.leader_epoch:
             partition.apply_isr(accepted.state)
-        self.replicas.high_watermark_moved(tp)
+        self.replicas.partition_changed(tp)
 
     async def _isr_shrink_loop(self) -> None:
         lag_ms = self.config.replica_lag_time_max_ms

@@ -1,16 +1,23 @@
 """Delayed operations: requests that wait for something to happen to a partition.
 
-Owns ``Purgatory``: a fetch with ``min_bytes`` not yet met, or a produce with acks=-1 whose
-high watermark has not passed it, waits here on the partitions it touches and is woken by
-whatever changes them (an append, a high watermark move), or by its deadline. Nothing polls.
-Imports nothing from josefk.
+Owns ``Purgatory``: a fetch with ``min_bytes`` not yet met waits here on the partitions it
+touches and is woken by whatever changes them (an append, a high watermark move), or by its
+deadline. Nothing polls.
+
+Also owns ``OffsetPurgatory``, for acks=all produces: each waits for one offset per
+partition, and a high watermark move wakes only the produces it has passed, in offset order.
+With many produce requests in flight on a partition (a pipelining producer), waking them all
+at every move, each to find most still short and park again, cost more than the rest of
+the produce path together. Imports nothing from josefk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Hashable, Iterable
+import heapq
+import itertools
+from collections.abc import Hashable, Iterable, Sequence
 
 
 class Purgatory:
@@ -70,3 +77,76 @@ class Purgatory:
             for waiter in watchers:
                 if not waiter.done():
                     waiter.set_result(None)
+
+
+# One parked produce on one key: (offset, arrival order, the produce's future).
+_OffsetWaiter = tuple[int, int, asyncio.Future[None]]
+
+
+class OffsetPurgatory:
+    """Futures parked under keys, each until the key's position reaches an offset.
+
+    ``advance(key, position)`` wakes the waiters whose offset on ``key`` is at most
+    ``position``; ``notify(key)`` wakes every waiter on ``key`` (leadership or the ISR
+    changed: each must re-check). As ``Purgatory``: only the event loop thread uses it, and a
+    woken caller re-checks its condition, so a spurious wake-up is harmless.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._heaps: dict[Hashable, list[_OffsetWaiter]] = {}
+        self._order = itertools.count()
+        self._waiting = 0
+        self._closed = False
+
+    @property
+    def size(self) -> int:
+        return self._waiting
+
+    async def wait(self, offsets: Sequence[tuple[Hashable, int]], timeout_s: float) -> bool:
+        """Park until one key reaches its offset or is notified (True), or ``timeout_s``
+        passes (False)."""
+        if timeout_s <= 0 or not offsets or self._closed:
+            return False
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        order = next(self._order)
+        for key, offset in offsets:
+            heapq.heappush(self._heaps.setdefault(key, []), (offset, order, waiter))
+        self._waiting += 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await waiter
+            return waiter.done() and not waiter.cancelled()
+        finally:
+            self._waiting -= 1
+            # Entries still parked for this waiter (its other keys, or all of them after a
+            # timeout) go now, so that a key that never advances does not collect them.
+            for key, _ in offsets:
+                heap = self._heaps.get(key)
+                if heap is not None and any(entry[2] is waiter for entry in heap):
+                    heap[:] = [entry for entry in heap if entry[2] is not waiter]
+                    heapq.heapify(heap)
+                    if not heap:
+                        del self._heaps[key]
+
+    def advance(self, key: Hashable, position: int) -> None:
+        heap = self._heaps.get(key)
+        if not heap:
+            return
+        while heap and heap[0][0] <= position:
+            waiter = heapq.heappop(heap)[2]
+            if not waiter.done():
+                waiter.set_result(None)
+        if not heap:
+            del self._heaps[key]
+
+    def notify(self, key: Hashable) -> None:
+        for _, _, waiter in self._heaps.pop(key, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def close(self) -> None:
+        self._closed = True
+        for key in list(self._heaps):
+            self.notify(key)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -24,7 +24,7 @@ from josefk.broker.partition import (
     RequestTimedOutError,
     TopicPartition,
 )
-from josefk.broker.purgatory import Purgatory
+from josefk.broker.purgatory import OffsetPurgatory, Purgatory
 from josefk.cluster.metadata_store import PartitionState
 from josefk.config.topic import LogConfig
 from josefk.storage.clock import Clock
@@ -34,6 +34,13 @@ from josefk.storage.offsets import AppendOrigin, FetchIsolation, LogAppendInfo, 
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class _HighWatermarkKey:
+    """The fetch purgatory's key for a partition's high watermark moves."""
+
+    tp: TopicPartition
 
 
 def topic_log_config(catalog: TopicCatalog, defaults: LogConfig, topic: str) -> LogConfig:
@@ -123,10 +130,13 @@ class ReplicaManager:
         self._clock = clock
         self._default_log_config = default_log_config
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Fetches wait on a partition (woken by appends) and consumers' fetches also on its
+        # high watermark key (woken by its moves): a follower, which reads to the log end,
+        # is not woken by the high watermark its own fetches move.
         self.fetch_purgatory = Purgatory("Fetch")
-        # acks=all produces waiting for the high watermark; woken when it moves or the ISR
-        # or leadership of one of their partitions changes.
-        self.produce_purgatory = Purgatory("Produce")
+        # acks=all produces waiting for the high watermark to pass their offsets; woken
+        # when it does, or when the ISR or leadership of one of their partitions changes.
+        self.produce_purgatory = OffsetPurgatory("Produce")
         self.isr_proposer: IsrProposer | None = None
         self.txn_marker_listeners: list[TxnMarkerListener] = []
         # Called with a topic's name once it is deleted (the group coordinator drops the
@@ -324,7 +334,7 @@ class ReplicaManager:
             partition.make_leader(state)
         else:
             partition.make_follower(state)
-        self.high_watermark_moved(tp)
+        self.partition_changed(tp)
         return partition
 
     def remove_partition(self, tp: TopicPartition, *, delete: bool) -> None:
@@ -333,7 +343,7 @@ class ReplicaManager:
             return
         if delete:
             self._logs.delete_log(tp)
-        self.high_watermark_moved(tp)
+        self.partition_changed(tp)
 
     # -- data path ------------------------------------------------------------------------
 
@@ -422,7 +432,7 @@ class ReplicaManager:
             if not waiting:
                 return
             if remaining <= 0 or not await self.produce_purgatory.wait(
-                [o.tp for o in waiting], remaining
+                [(o.tp, o.required_offset) for o in waiting], remaining
             ):
                 for outcome in waiting:
                     if not self._acks_satisfied(outcome) and outcome.error is None:
@@ -442,9 +452,20 @@ class ReplicaManager:
             return True
 
     def high_watermark_moved(self, tp: TopicPartition) -> None:
-        """A follower's fetch (or an ISR change) moved ``tp``'s high watermark: consumers
-        and acks=all producers waiting on it may proceed."""
+        """A follower's fetch moved ``tp``'s high watermark (or, on a follower, the leader's
+        answer did): consumers and the acks=all produces it passed may proceed."""
+        self.fetch_purgatory.notify(_HighWatermarkKey(tp))
+        partition = self._partitions.get(tp)
+        if partition is not None and partition.is_leader:
+            self.produce_purgatory.advance(tp, partition.log.high_watermark)
+        else:
+            self.produce_purgatory.notify(tp)
+
+    def partition_changed(self, tp: TopicPartition) -> None:
+        """``tp``'s role, leader epoch or ISR changed (or it went): every fetch and produce
+        waiting on it re-checks."""
         self.fetch_purgatory.notify(tp)
+        self.fetch_purgatory.notify(_HighWatermarkKey(tp))
         self.produce_purgatory.notify(tp)
 
     async def fetch(
@@ -469,7 +490,9 @@ class ReplicaManager:
             isolation = FetchIsolation.LOG_END
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
-        keys = [p.tp for p in partitions]
+        keys: list[Hashable] = [p.tp for p in partitions]
+        if replica_id < 0:
+            keys += [_HighWatermarkKey(p.tp) for p in partitions]
         outcomes, total, failed = self._read_all(partitions, isolation, max_bytes)
         if replica_id >= 0:
             self._record_follower_fetches(replica_id, partitions)

@@ -1,7 +1,10 @@
 """One TCP connection to one broker: framing, correlation ids, pipelining, version choice.
 
 Owns ``BrokerConnection``, an asyncio Protocol that writes request frames as they are asked
-for (many in flight at once) and matches each response frame to its request. Kafka answers
+for (many in flight at once) and matches each response frame to its request. It is a
+``BufferedProtocol``: the event loop receives straight into the frame buffers of a
+``FrameReceiver``, so the record data of a large fetch response (a follower replicating,
+a consumer catching up) is never copied on its way to the decoder. Kafka answers
 the requests of one connection in the order they were sent, so in-flight requests wait in a
 FIFO and every response must carry the correlation id at its head; one that does not means
 the stream is out of step and the connection is closed (with every waiter failed by
@@ -45,7 +48,7 @@ from josefk.client.errors import (
 )
 from josefk.client.sasl import ScramClient, plain_token
 from josefk.client.security import PLAINTEXT, ClientSecurity
-from josefk.protocol import ApiKey, FrameDecoder, ProtocolDecodeError, RequestHeader
+from josefk.protocol import ApiKey, FrameReceiver, ProtocolDecodeError, RequestHeader
 from josefk.protocol.api import (
     api_versions_ranges,
     decode_response,
@@ -93,7 +96,7 @@ class _Pending:
         self.future = future
 
 
-class BrokerConnection(asyncio.Protocol):
+class BrokerConnection(asyncio.BufferedProtocol):
     """A connection to ``host:port``; create with ``await BrokerConnection.open(...)``.
 
     Methods are called from the event loop only. ``request`` may be called concurrently: each
@@ -122,7 +125,7 @@ class BrokerConnection(asyncio.Protocol):
         self._authentication_timeout_s = 30.0
         self.versions: dict[int, int] = {}
         self._transport: asyncio.Transport | None = None
-        self._decoder = FrameDecoder()
+        self._receiver = FrameReceiver()
         self._pending: collections.deque[_Pending] = collections.deque()
         self._next_correlation_id = 0
         self._closed = False
@@ -326,9 +329,12 @@ class BrokerConnection(asyncio.Protocol):
             except OSError:
                 pass
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._receiver.buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            frames = self._decoder.feed(data)
+            frames = self._receiver.received(nbytes)
         except ProtocolDecodeError as exc:
             self._fail(KafkaConnectionError(f"bad frame from {self}: {exc}"))
             return

@@ -35,7 +35,7 @@ from josefk.protocol.errors import (
     UnexpectedNull,
     UnsupportedVersion,
 )
-from josefk.protocol.framing import FrameDecoder, encode_frame
+from josefk.protocol.framing import FrameDecoder, FrameReceiver, encode_frame
 from josefk.protocol.headers import RequestHeader, ResponseHeader
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "BufferUnderflow",
     "ErrorCode",
     "FrameDecoder",
+    "FrameReceiver",
     "FrameTooLarge",
     "InvalidLength",
     "ProtocolDecodeError",

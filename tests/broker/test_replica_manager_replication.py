@@ -111,7 +111,7 @@ async def test_the_isr_shrinks_while_waiting(replicas: ReplicaManager) -> None:
     waiter = asyncio.create_task(replicas.wait_for_acks(outcomes, 60_000))
     await asyncio.sleep(0)
     partition.apply_isr(PartitionState((0, 1, 2), 0, 1, (0,), 2))
-    replicas.high_watermark_moved(TP)
+    replicas.partition_changed(TP)
     await asyncio.wait_for(waiter, 10)
     assert isinstance(outcomes[0].error, NotEnoughReplicasAfterAppendError)
 
@@ -122,7 +122,7 @@ async def test_leadership_moves_while_waiting(replicas: ReplicaManager) -> None:
     waiter = asyncio.create_task(replicas.wait_for_acks(outcomes, 60_000))
     await asyncio.sleep(0)
     partition.make_follower(PartitionState((0, 1, 2), 1, 2, (1, 2), 2))
-    replicas.high_watermark_moved(TP)
+    replicas.partition_changed(TP)
     await asyncio.wait_for(waiter, 10)
     assert isinstance(outcomes[0].error, NotLeaderOrFollowerError)
     again = produce(replicas)
