@@ -3,7 +3,7 @@
 Owns sockets and nothing else: it reads size-prefixed frames, hands each to a dispatcher,
 and writes the responses back in request order, sending record data from segment files with
 ``os.sendfile``. It knows no API and no storage; it must not import josefk.storage,
-josefk.protocol message classes or the handlers.
+josefk.protocol message classes or the handlers (josefk.protocol.framing's buffers only).
 
 Why raw non-blocking sockets and not asyncio transports: a transport owns its socket's write
 side, so data that must go out with ``os.sendfile`` (uvloop implements neither
@@ -58,6 +58,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import CoroutineType
 from typing import Any, Protocol, TypeAlias, TypeGuard, cast, runtime_checkable
+
+from josefk.protocol.framing import frame_buffer
 
 logger = logging.getLogger(__name__)
 
@@ -332,7 +334,7 @@ class Connection:
         return buf, memoryview(buf), 0, tail
 
     async def _read_large_frame(self, head: memoryview, size: int) -> memoryview | None:
-        frame = bytearray(size)
+        frame = frame_buffer(size)
         frame[: len(head)] = head
         view = memoryview(frame)
         got = len(head)

@@ -239,17 +239,24 @@ class Partition:
     def _maybe_increment_high_watermark(self) -> bool:
         if not self.is_leader:
             return False
-        new_hw: LogOffsetMetadata = self.log.log_end_offset_metadata
-        for broker_id in self.maximal_isr:
-            if broker_id == self.local_broker_id:
-                continue
-            progress = self._progress.get(broker_id)
-            follower_leo = progress.log_end_offset if progress is not None else -1
-            if follower_leo < new_hw.message_offset:
-                new_hw = LogOffsetMetadata(max(follower_leo, 0))
+        log = self.log
+        log_end: LogOffsetMetadata = log.log_end_offset_metadata
+        lowest = log_end.message_offset
+        # Every follower fetch comes here: the maximal ISR is walked without building it.
+        for members in (self.isr, self._pending_isr):
+            for broker_id in members:
+                if broker_id != self.local_broker_id:
+                    progress = self._progress.get(broker_id)
+                    follower_leo = progress.log_end_offset if progress is not None else -1
+                    if follower_leo < lowest:
+                        lowest = max(follower_leo, 0)
+        if lowest == log_end.message_offset:
+            return log.maybe_increment_high_watermark(log_end) is not None
+        if lowest <= log.high_watermark:
+            return False
         # A follower's offset alone (no segment position) is enough: the log resolves the
         # position lazily when a read needs it.
-        return self.log.maybe_increment_high_watermark(new_hw) is not None
+        return log.maybe_increment_high_watermark(LogOffsetMetadata(lowest)) is not None
 
     def update_follower_fetch_state(
         self, replica_id: int, fetch_offset: int, follower_log_start_offset: int

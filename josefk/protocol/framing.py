@@ -15,10 +15,24 @@ josefk.protocol.errors and types; no sockets.
 
 from __future__ import annotations
 
+import importlib
 import struct
-from typing import Final
+from collections.abc import Callable
+from typing import Final, cast
 
 from josefk.protocol.errors import FrameTooLarge, InvalidFrameSize
+
+
+def _load_frame_buffer() -> Callable[[int], bytearray]:
+    try:
+        module = importlib.import_module("josefk.protocol._cdecode")
+    except ImportError:  # the optional C extension was not built
+        return bytearray
+    # An extension built from an older source has no frame_buffer: zeroed buffers, then.
+    return cast(Callable[[int], bytearray], getattr(module, "frame_buffer", bytearray))
+
+
+_frame_buffer = _load_frame_buffer()
 
 _SIZE: Final = struct.Struct(">i")
 DEFAULT_MAX_FRAME_SIZE: Final = 104_857_600  # socket.request.max.bytes default
@@ -96,6 +110,13 @@ def frame_prefix(size: int) -> bytes:
     return _SIZE.pack(size)
 
 
+def frame_buffer(size: int) -> bytearray:
+    """A buffer for a frame of ``size`` bytes that will be received whole before it is read:
+    with the C extension its bytes are left as allocated instead of zeroed first (one pass
+    over memory less per frame); without it, ``bytearray(size)``."""
+    return _frame_buffer(size)
+
+
 def encode_frame(payload: bytes | bytearray | memoryview) -> bytes:
     """A frame: size prefix and payload, as one bytes object."""
     return _SIZE.pack(len(payload)) + bytes(payload)
@@ -169,7 +190,7 @@ class FrameReceiver:
                 continue
             if 4 + size > len(chunk):
                 head = filled - start - 4
-                large = memoryview(bytearray(size))
+                large = memoryview(frame_buffer(size))
                 large[:head] = view[start + 4 : filled]
                 self._frame, self._frame_filled = large, head
                 start = filled
