@@ -494,15 +494,26 @@ class BrokerConnection(asyncio.BufferedProtocol):
         if not self._write_ready.is_set():
             await self._write_ready.wait()
         future = self.send_nowait(api_key, body, version=version, expect_response=expect_response)
+        if future.done():
+            return future.result()
+        # A timer rather than asyncio.timeout + shield: this is every request's path (a
+        # follower's fetches among them), and a caller cancelled while it waits cancels only
+        # its own future, which the response then finds done and skips, in step.
+        timer = asyncio.get_running_loop().call_later(
+            timeout_s, self._time_out, future, api_key, timeout_s
+        )
         try:
-            async with asyncio.timeout(timeout_s):
-                return await asyncio.shield(future)
-        except TimeoutError:
-            err = KafkaTimeoutError(
-                f"{ApiKey(api_key).name} to {self} timed out after {timeout_s:.1f}s"
+            return await future
+        finally:
+            timer.cancel()
+
+    def _time_out(self, future: asyncio.Future[Any], api_key: int, timeout_s: float) -> None:
+        if not future.done():
+            self._fail(
+                KafkaTimeoutError(
+                    f"{ApiKey(api_key).name} to {self} timed out after {timeout_s:.1f}s"
+                )
             )
-            self._fail(err)
-            raise err from None
 
 
 def _describe_failure(
