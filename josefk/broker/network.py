@@ -11,6 +11,11 @@ side, so data that must go out with ``os.sendfile`` (uvloop implements neither
 With ``sock_recv_into`` we also read straight into buffers whose slices become the request
 frames, so a produced batch reaches the log without being copied in Python.
 
+Listening. Binding a listener and accepting on it are two steps (``SocketServer.bind``, then
+``start_accepting``): between them the port is known and clients can connect, but they wait
+in the kernel's listen backlog, unread, until the broker is ready to serve them (a cluster
+broker registers its bound ports in etcd before it may answer anything).
+
 Reading. A connection reads into a chunk (a bytearray of ``CHUNK_SIZE``) and hands out
 memoryviews of the complete frames in it. Bytes handed out are never written again (the
 views keep the chunk alive): the chunk goes on filling after them, and when it is full, or
@@ -636,8 +641,21 @@ class ListenerSpec:
     connection_factory: Callable[..., Connection] | None = None
 
 
+@dataclass(slots=True)
+class _Listener:
+    """A bound listening socket and, once accepting started, its accept loop."""
+
+    spec: ListenerSpec
+    sock: socket.socket
+    accepting: asyncio.Task[None] | None = None
+
+
 class SocketServer:
-    """Listeners and the connections they accept; knows nothing of Kafka's APIs."""
+    """Listeners and the connections they accept; knows nothing of Kafka's APIs.
+
+    A listener's life: ``bind`` (the port is known, clients queue in the backlog), then
+    ``start_accepting`` (``listen`` does both for one listener), then ``shutdown``, which
+    closes it whether or not it ever accepted."""
 
     def __init__(
         self,
@@ -682,23 +700,48 @@ class SocketServer:
             if size > 0
         ]
         self._on_connection_event = on_connection_event
-        self._listeners: list[tuple[ListenerSpec, socket.socket, asyncio.Task[None]]] = []
+        self._listeners: list[_Listener] = []
         self.connections: set[Connection] = set()
         self._next_connection_id = 0
 
-    async def listen(self, spec: ListenerSpec) -> ListenerSpec:
-        """Bind and start accepting; returns the spec with the bound port (port 0 resolved)."""
+    def bind(self, spec: ListenerSpec) -> ListenerSpec:
+        """Bind and listen without accepting; returns the spec with the bound port (port 0
+        resolved). Clients that connect now complete the TCP handshake and wait in the
+        kernel's backlog (``socket.listen.backlog.size``) with their requests unread until
+        ``start_accepting``: a broker binds first because its cluster registration needs the
+        bound ports, and accepts only once everything a handler relies on is in place.
+        Raises OSError (port in use, address not local...)."""
         family = socket.AF_INET6 if ":" in spec.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        host = "" if spec.host in ("", "0.0.0.0") else spec.host
-        sock.bind((host, spec.port))
-        sock.listen(self._listen_backlog)
-        sock.setblocking(False)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            host = "" if spec.host in ("", "0.0.0.0") else spec.host
+            sock.bind((host, spec.port))
+            sock.listen(self._listen_backlog)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
         bound = dataclasses.replace(spec, port=sock.getsockname()[1])
-        task = asyncio.get_running_loop().create_task(self._accept_loop(bound, sock))
-        self._listeners.append((bound, sock, task))
+        self._listeners.append(_Listener(bound, sock))
         return bound
+
+    def start_accepting(self) -> None:
+        """Accept connections on every bound listener (those already accepting go on)."""
+        for listener in self._listeners:
+            self._accept(listener)
+
+    async def listen(self, spec: ListenerSpec) -> ListenerSpec:
+        """``bind`` and start accepting on this one listener at once."""
+        bound = self.bind(spec)
+        self._accept(self._listeners[-1])
+        return bound
+
+    def _accept(self, listener: _Listener) -> None:
+        if listener.accepting is None:
+            listener.accepting = asyncio.get_running_loop().create_task(
+                self._accept_loop(listener.spec, listener.sock)
+            )
 
     async def _accept_loop(self, spec: ListenerSpec, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -786,11 +829,15 @@ class SocketServer:
         return len(idle)
 
     async def stop_listening(self) -> None:
-        for _, sock, task in self._listeners:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            sock.close()
+        """Close every listener, accepting or only bound: connections still waiting in a
+        backlog are reset by the kernel."""
+        for listener in self._listeners:
+            task = listener.accepting
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            listener.sock.close()
         self._listeners.clear()
 
     async def shutdown(self, deadline_s: float) -> None:

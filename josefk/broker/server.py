@@ -2,9 +2,13 @@
 
 Owns ``Broker``, which builds every part from a ``BrokerConfig`` in order (log dirs and
 meta.properties, the LogManager and its recovery, the topic catalog, the replica manager, the
-handler registry, metrics, listeners) and takes them down in reverse: stop accepting, let
+handler registry, metrics, the listeners bound, the cluster joined) and only then accepts
+connections, so that no request is served by a broker still starting (in a cluster, one
+without the cluster's metadata yet); it takes them down in reverse: stop accepting, let
 in-flight requests finish until a deadline, then flush, write the checkpoints and leave the
-clean-shutdown marker. Also owns ``run_broker``, the process entry point with signal handling.
+clean-shutdown marker. A start that fails part way leaves what it built to ``stop``, which
+also closes listeners that were bound but never accepted. Also owns ``run_broker``, the
+process entry point with signal handling.
 
 Imports every broker part; nothing imports it but the CLI.
 """
@@ -316,11 +320,14 @@ class Broker:
             on_oversized=self._oversized_request,
         )
         self.reconfigurables.add(ConnectionLimits(self._server))
+        # Bound now (a cluster registers the bound ports), accepted on only at the end of
+        # start-up: a client connecting meanwhile waits in the backlog instead of reaching
+        # handlers that would find no metadata yet and take single-node paths.
         bound: dict[str, int] = {}
         for listener in config.client_listeners():
             protocol = config.security_protocol_of(listener.name)
             try:
-                spec = await self._server.listen(
+                spec = self._server.bind(
                     ListenerSpec(
                         listener.name,
                         listener.bind_host or "0.0.0.0",
@@ -387,6 +394,9 @@ class Broker:
                     "josefk.metrics.port, 0 for any free one)"
                 ) from None
             self._exporter = exporter
+        # Everything a request may need is in place: the endpoints, the metadata and, in a
+        # cluster, the membership, the ACLs as of the join and a producer id block.
+        self._server.start_accepting()
         return self.endpoints
 
     async def _load_dynamic_config(self, first_log_dir: Path) -> DynamicBrokerConfig:
@@ -858,7 +868,8 @@ async def serve(
         _settle_garbage_collector()
         _keep_freed_buffers()
     for endpoint in endpoints:
-        # The one line on stdout: tests and scripts wait for it.
+        # The one line on stdout: tests and scripts wait for it, so it comes only once
+        # ``start`` returned, when the listeners accept (a bound port alone is not ready).
         print(
             f"josefk: listening on {endpoint.listener_name}://{endpoint.host}:{endpoint.port}",
             flush=True,

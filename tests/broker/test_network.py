@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 import tempfile
@@ -372,3 +373,74 @@ async def test_socket_buffer_sizes_are_set_on_accepted_connections() -> None:
         writer.close()
     finally:
         await srv.shutdown(1.0)
+
+
+async def test_a_bound_listener_serves_no_one_until_it_accepts() -> None:
+    """Between ``bind`` and ``start_accepting`` a client's connect succeeds (the kernel's
+    backlog holds it) but its request is not read; once accepting starts it is answered."""
+    dispatcher = HeldDispatcher()
+    srv = SocketServer(dispatcher, clock=ManualClock(), max_request_bytes=1024, max_idle_ms=1000)
+    other = SocketServer(
+        EchoDispatcher(), clock=ManualClock(), max_request_bytes=1024, max_idle_ms=1000
+    )
+    try:
+        port = srv.bind(ListenerSpec("PLAINTEXT", "127.0.0.1", 0)).port
+        assert port != 0
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(frame(b"early"))
+        await writer.drain()
+        # A round trip through another server's accepted connection: the event loop has
+        # since handled every socket that was ready, and nothing took this one.
+        other_port = (await other.listen(ListenerSpec("PLAINTEXT", "127.0.0.1", 0))).port
+        other_reader, other_writer = await asyncio.open_connection("127.0.0.1", other_port)
+        other_writer.write(frame(b"ping"))
+        assert await read_frame(other_reader) == b"ping"
+        other_writer.close()
+        assert srv.connections == set()
+        assert dispatcher.dispatched == []
+
+        srv.start_accepting()
+        assert await read_frame(reader) == b"early"
+        assert dispatcher.dispatched == [b"early"]
+        writer.close()
+    finally:
+        await other.shutdown(1.0)
+        await srv.shutdown(1.0)
+
+
+async def test_a_listener_that_never_accepted_shuts_down() -> None:
+    """Start-up failed after binding: shutdown closes the listener, the client waiting in
+    its backlog is hung up on without an answer, and the port refuses connections."""
+    dispatcher = HeldDispatcher()
+    srv = SocketServer(dispatcher, clock=ManualClock(), max_request_bytes=1024, max_idle_ms=1000)
+    port = srv.bind(ListenerSpec("PLAINTEXT", "127.0.0.1", 0)).port
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(frame(b"early"))
+    await writer.drain()
+    await srv.shutdown(1.0)
+    try:
+        answered = await reader.read()
+    except ConnectionResetError:  # the kernel resets a connection nobody accepted
+        answered = b""
+    assert answered == b""
+    assert dispatcher.dispatched == []
+    writer.close()
+    with pytest.raises(ConnectionRefusedError):
+        await asyncio.open_connection("127.0.0.1", port)
+
+
+async def test_a_port_in_use_leaves_no_socket_behind() -> None:
+    """``bind`` raises OSError and keeps nothing open: no file descriptor, no listener for
+    accepting or shutdown to find."""
+    srv = SocketServer(
+        EchoDispatcher(), clock=ManualClock(), max_request_bytes=1024, max_idle_ms=1000
+    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        open_before = len(os.listdir("/proc/self/fd"))
+        with pytest.raises(OSError):
+            srv.bind(ListenerSpec("PLAINTEXT", "127.0.0.1", taken.getsockname()[1]))
+        assert len(os.listdir("/proc/self/fd")) == open_before
+    srv.start_accepting()
+    await srv.shutdown(1.0)
