@@ -3,7 +3,9 @@ its own log start offset at once, and the answer waits in the replica manager's 
 purgatory until the low watermark (the smallest log start offset over the leader and every
 follower on a live broker, as the followers report it in their fetches) reaches the offset;
 REQUEST_TIMED_OUT at the timeout, NOT_LEADER_OR_FOLLOWER when leadership moves meanwhile.
-Real logs and a real catalog; followers are simulated by their fetch requests."""
+Real logs and a real catalog; followers are simulated by their fetch requests. And the
+follower's side: one fetch answer carrying a new high watermark and a log start offset past
+the old one moves both."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from log_helpers import NOW, producer_batch
 
 from josefk.broker.catalog import TopicCatalog
 from josefk.broker.partition import NotLeaderOrFollowerError, Partition, RequestTimedOutError
+from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from josefk.broker.replica_manager import (
     DELETE_TO_HIGH_WATERMARK,
     DeleteRecordsOutcome,
@@ -27,6 +30,7 @@ from josefk.broker.replica_manager import (
 )
 from josefk.cluster.metadata_store import PartitionState
 from josefk.config.topic import LogConfig
+from josefk.protocol.api import ApiKey, response_class
 from josefk.storage.clock import ManualClock
 from josefk.storage.errors import OffsetOutOfRangeError
 from josefk.storage.manager import LogManager, LogManagerConfig
@@ -182,3 +186,27 @@ async def test_offsets_past_the_high_watermark_are_refused(replicas: ReplicaMana
         outcome = delete_to(replicas, offset)
         assert isinstance(outcome.error, OffsetOutOfRangeError) and not outcome.pending
     assert partition.log.log_start_offset == 0
+
+
+async def test_a_follower_takes_a_log_start_offset_past_its_old_high_watermark(
+    replicas: ReplicaManager,
+) -> None:
+    partition = replicas.get_partition("t", 0)
+    assert partition is not None
+    partition.make_follower(PartitionState((1, 0), 1, 1, (1, 0), 1))
+    fetcher = ReplicaFetcher(
+        1, lambda: None, FetcherSettings(broker_id=0), on_high_watermark=lambda tp: None
+    )
+    fetcher.follow(partition)
+    data = response_class(ApiKey.FETCH).FetchableTopicResponse.PartitionData
+    followed = fetcher._partitions[TP]
+    fetcher._handle_partition(
+        TP, followed, data(partition_index=0, high_watermark=0, records=producer_batch(RECORDS))
+    )
+    assert (partition.log.log_end_offset, partition.log.high_watermark) == (RECORDS, 0)
+    # The leader's next answer: the records committed and deleted below 3 (a DeleteRecords
+    # right after the produce). The leader's fetch session does not say it twice.
+    fetcher._handle_partition(
+        TP, followed, data(partition_index=0, high_watermark=RECORDS, log_start_offset=3)
+    )
+    assert (partition.log.high_watermark, partition.log.log_start_offset) == (RECORDS, 3)
