@@ -13,15 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import (
-    Callable,
-    Collection,
-    Container,
-    Hashable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Callable, Collection, Container, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
