@@ -145,6 +145,8 @@ class ClusterNode:
         self._registration = registration
         await self.watcher.start()
         self.replicas.isr_proposer = self._propose_isr
+        # A DeleteRecords waits only for followers on registered brokers.
+        self.replicas.live_brokers = lambda: self.watcher.view.brokers
         self._broker_configs_changed()
         self._reconcile()
         loop = asyncio.get_running_loop()
@@ -308,6 +310,8 @@ class ClusterNode:
             # The watcher applies events one at a time in revision order: the view's
             # revision is the one its ACL document is current at.
             self.on_acls_changed(self.watcher.view.acls, self.watcher.view.revision)
+        if any(c.kind == "broker" for c in changes):
+            self.replicas.live_brokers_changed()
         if any(c.kind in ("broker", "controller", "shutdown") for c in changes):
             self._brokers_changed.set()
         elif self.controller is not None and any(

@@ -16,6 +16,9 @@ only through the metadata (Kafka's AlterPartition): ``isr_expansion`` and
 ``isr_shrink`` say what to propose, ``apply_isr`` takes the accepted result. While an
 expansion is proposed, the high watermark already counts the joining replica (Kafka's
 "maximal ISR"), so a proposal that later fails never moved the HW past what that replica has.
+Each fetch also carries the follower's log start offset: the smallest of those of live
+replicas and the leader's own is the low watermark (``low_watermark``), which a
+DeleteRecords waits for.
 
 Every method runs on the event loop thread and never awaits, so a state change and the high
 watermark move it causes are seen together.
@@ -26,6 +29,7 @@ the handlers.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 
 from josefk.cluster.metadata_store import PartitionState
@@ -280,6 +284,23 @@ class Partition:
 
     def progress(self, replica_id: int) -> ReplicaProgress | None:
         return self._progress.get(replica_id)
+
+    def low_watermark(self, live_brokers: Container[int] | None = None) -> int:
+        """The smallest log start offset over this leader and every follower on a live
+        broker (Kafka's lowWatermarkIfLeader): below it, some live replica may still hold
+        records a DeleteRecords asked to delete. A follower that has not fetched in this
+        leader epoch counts as -1 (unknown). ``live_brokers`` None counts every follower
+        (no liveness known, as on a single node, which has none). Raises
+        NotLeaderOrFollowerError on a follower."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
+        lowest = self.log.log_start_offset
+        for broker_id, progress in self._progress.items():
+            if progress.log_start_offset < lowest and (
+                live_brokers is None or broker_id in live_brokers
+            ):
+                lowest = progress.log_start_offset
+        return lowest
 
     # -- leader: the ISR -------------------------------------------------------------------
 

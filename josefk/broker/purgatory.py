@@ -8,7 +8,8 @@ Also owns ``OffsetPurgatory``, for acks=all produces: each waits for one offset 
 partition, and a high watermark move wakes only the produces it has passed, in offset order.
 With many produce requests in flight on a partition (a pipelining producer), waking them all
 at every move, each to find most still short and park again, cost more than the rest of
-the produce path together. Imports nothing from josefk.
+the produce path together. DeleteRecords waiting for a partition's low watermark park in
+one too. Imports nothing from josefk.
 """
 
 from __future__ import annotations
@@ -146,7 +147,11 @@ class OffsetPurgatory:
             if not waiter.done():
                 waiter.set_result(None)
 
-    def close(self) -> None:
-        self._closed = True
+    def notify_all(self) -> None:
+        """Wake every waiter on every key (something all of them depend on changed)."""
         for key in list(self._heaps):
             self.notify(key)
+
+    def close(self) -> None:
+        self._closed = True
+        self.notify_all()

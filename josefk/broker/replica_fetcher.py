@@ -383,12 +383,16 @@ class ReplicaFetcher:
         if records is not None and len(records):
             log.append_as_follower(records)
         old_hw = log.high_watermark
+        # The high watermark first, as Kafka's follower does: the log start offset may not
+        # pass it, and one answer can carry both a new high watermark and a log start offset
+        # beyond the old one (a DeleteRecords right after a produce). Moved the other way
+        # round, the start was refused and never retried: the leader's fetch session does
+        # not repeat a log start offset it has answered.
+        new_hw = log.update_high_watermark(min(data.high_watermark, log.log_end_offset))
         if data.log_start_offset > log.log_start_offset:
             with contextlib.suppress(Exception):
-                log.maybe_increment_log_start_offset(
-                    min(data.log_start_offset, max(data.high_watermark, old_hw))
-                )
-        if log.update_high_watermark(min(data.high_watermark, log.log_end_offset)) != old_hw:
+                log.maybe_increment_log_start_offset(min(data.log_start_offset, new_hw))
+        if new_hw != old_hw:
             self._on_high_watermark(tp)
 
     def _delay(self, tp: TopicPartition, followed: _Followed, error: int) -> None:

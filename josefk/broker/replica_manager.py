@@ -1,7 +1,8 @@
 """The replica manager: every partition this broker hosts, and topic lifecycle on top of them.
 
-Owns the map of ``Partition`` objects, the fetch purgatory, and the operations that create,
-grow, reconfigure and delete topics (catalog + logs together). Handlers call it with whole
+Owns the map of ``Partition`` objects, the purgatories (fetches, acks=all produces, and
+DeleteRecords waiting for the low watermark), and the operations that create, grow,
+reconfigure and delete topics (catalog + logs together). Handlers call it with whole
 requests' worth of partitions; it never sees protocol classes.
 
 Imports josefk.storage, josefk.config and the broker's catalog/partition/purgatory; must not
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -102,6 +103,22 @@ class FetchOutcome:
     unchanged: bool = False
 
 
+@dataclass(slots=True)
+class DeleteRecordsOutcome:
+    """One partition's part of a DeleteRecords: the offset asked for (the high watermark
+    resolved), the low watermark to answer with, or why not. ``pending`` while the leader
+    has moved its log start offset but a live follower has not yet reported reaching it."""
+
+    tp: TopicPartition
+    required_offset: int = -1
+    low_watermark: int = -1
+    error: BaseException | None = None
+    pending: bool = False
+
+
+# DeleteRecords' offset for "up to the high watermark".
+DELETE_TO_HIGH_WATERMARK = -1
+
 # Told of each transaction marker this broker wrote as leader (after the append, before its
 # replication): the group coordinator completes transactional offset commits with it.
 TxnMarkerListener = Callable[[TopicPartition, TxnMarker], None]
@@ -137,6 +154,14 @@ class ReplicaManager:
         # acks=all produces waiting for the high watermark to pass their offsets; woken
         # when it does, or when the ISR or leadership of one of their partitions changes.
         self.produce_purgatory = OffsetPurgatory("Produce")
+        # DeleteRecords waiting for a partition's low watermark (the smallest log start
+        # offset of its live replicas) to reach their offsets; advanced by follower fetches
+        # that report a new log start offset, woken when leadership, the replicas or the
+        # live brokers change.
+        self.delete_records_purgatory = OffsetPurgatory("DeleteRecords")
+        # The broker ids registered in the cluster (cluster mode: the metadata's live
+        # brokers). None on a single node: every replica counts as live.
+        self.live_brokers: Callable[[], Container[int]] | None = None
         self.isr_proposer: IsrProposer | None = None
         self.txn_marker_listeners: list[TxnMarkerListener] = []
         # Called with a topic's name once it is deleted (the group coordinator drops the
@@ -305,7 +330,7 @@ class ReplicaManager:
             tp = TopicPartition(name, index)
             self._partitions.pop(tp, None)
             self._logs.delete_log(tp)
-            self.fetch_purgatory.notify(tp)
+            self.partition_changed(tp)
         logger.info("deleted topic %s", name)
         for listener in self.topic_deleted_listeners:
             listener(name)
@@ -462,11 +487,111 @@ class ReplicaManager:
             self.produce_purgatory.notify(tp)
 
     def partition_changed(self, tp: TopicPartition) -> None:
-        """``tp``'s role, leader epoch or ISR changed (or it went): every fetch and produce
-        waiting on it re-checks."""
+        """``tp``'s role, leader epoch or ISR changed (or it went): every fetch, produce and
+        DeleteRecords waiting on it re-checks."""
         self.fetch_purgatory.notify(tp)
         self.fetch_purgatory.notify(_HighWatermarkKey(tp))
         self.produce_purgatory.notify(tp)
+        self.delete_records_purgatory.notify(tp)
+
+    def live_brokers_changed(self) -> None:
+        """A broker registered or went away: a follower on a broker that died no longer
+        holds back its partitions' low watermarks, so every DeleteRecords re-checks."""
+        self.delete_records_purgatory.notify_all()
+
+    # -- DeleteRecords -----------------------------------------------------------------------
+
+    def delete_records(
+        self, entries: Sequence[tuple[TopicPartition, int]]
+    ) -> list[DeleteRecordsOutcome]:
+        """Move each partition's log start offset (as leader) to its offset
+        (``DELETE_TO_HIGH_WATERMARK``: the high watermark) and drop the segments wholly below
+        it; a failure of one partition does not stop the others. Never awaits: an outcome
+        whose low watermark is still short is ``pending``, and the waiting is
+        ``wait_for_low_watermark``. Errors per partition: UnknownTopicOrPartitionError,
+        NotLeaderOrFollowerError, OffsetOutOfRangeError (below 0 or past the high
+        watermark, as Kafka refuses it), and the log's own."""
+        live = self._live_brokers()
+        outcomes = []
+        for tp, offset in entries:
+            outcome = DeleteRecordsOutcome(tp)
+            partition = self._partitions.get(tp)
+            try:
+                if partition is None:
+                    raise UnknownTopicOrPartitionError(f"{tp} is not hosted here")
+                if not partition.is_leader:
+                    # A follower must not move its own log start: the leader's reaches it
+                    # with the leader's fetch responses.
+                    raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {tp}")
+                log = partition.log
+                high_watermark = log.high_watermark
+                wanted = high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+                if wanted < 0 or wanted > high_watermark:
+                    raise OffsetOutOfRangeError(
+                        f"{tp}: cannot delete records below {offset}: the high watermark "
+                        f"is {high_watermark}"
+                    )
+                log.delete_records(wanted)
+                outcome.required_offset = wanted
+                outcome.low_watermark = partition.low_watermark(live)
+                outcome.pending = outcome.low_watermark < wanted
+            except Exception as exc:  # per partition, as Kafka answers it
+                outcome.error = exc
+            outcomes.append(outcome)
+        return outcomes
+
+    async def wait_for_low_watermark(
+        self, outcomes: Sequence[DeleteRecordsOutcome], timeout_ms: int
+    ) -> None:
+        """Wait (in the DeleteRecords purgatory, woken by follower fetches and by changes of
+        leadership, replicas or live brokers, never polling) until every pending partition's
+        low watermark reaches its offset (Kafka's DelayedDeleteRecords). Partitions still
+        short at ``timeout_ms`` get RequestTimedOutError and keep the low watermark they had
+        when deleted; one whose leadership moved meanwhile gets NotLeaderOrFollowerError."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        while True:
+            live = self._live_brokers()
+            waiting = [
+                o for o in outcomes if o.pending and not self._low_watermark_reached(o, live)
+            ]
+            if not waiting:
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not await self.delete_records_purgatory.wait(
+                [(o.tp, o.required_offset) for o in waiting], remaining
+            ):
+                live = self._live_brokers()
+                for outcome in waiting:
+                    if not self._low_watermark_reached(outcome, live):
+                        outcome.pending = False
+                        outcome.error = RequestTimedOutError(
+                            f"{outcome.tp}: the low watermark did not reach "
+                            f"{outcome.required_offset} within {timeout_ms} ms"
+                        )
+                return
+
+    def _low_watermark_reached(
+        self, outcome: DeleteRecordsOutcome, live: Container[int] | None
+    ) -> bool:
+        """Whether ``outcome`` is answered: its low watermark reached its offset (taken as
+        the answer), or leadership moved away (the answer is that error)."""
+        partition = self._partitions.get(outcome.tp)
+        if partition is None or not partition.is_leader:
+            outcome.error = NotLeaderOrFollowerError(
+                f"leadership of {outcome.tp} moved while waiting for its low watermark"
+            )
+            outcome.low_watermark = -1
+        else:
+            low_watermark = partition.low_watermark(live)
+            if low_watermark < outcome.required_offset:
+                return False
+            outcome.low_watermark = low_watermark
+        outcome.pending = False
+        return True
+
+    def _live_brokers(self) -> Container[int] | None:
+        return None if self.live_brokers is None else self.live_brokers()
 
     async def fetch(
         self,
@@ -561,14 +686,26 @@ class ReplicaManager:
         self, replica_id: int, partitions: Sequence[FetchPartition]
     ) -> None:
         proposer = self.isr_proposer
+        # Only while a DeleteRecords waits does a follower's log start offset matter here.
+        deletes_waiting = self.delete_records_purgatory.size > 0
         for wanted in partitions:
             partition = self._partitions.get(wanted.tp)
             if partition is None or not partition.is_leader:
                 continue
+            log_start_moved = False
+            if deletes_waiting:
+                progress = partition.progress(replica_id)
+                log_start_moved = (
+                    progress is not None and progress.log_start_offset != wanted.log_start_offset
+                )
             if partition.update_follower_fetch_state(
                 replica_id, wanted.fetch_offset, wanted.log_start_offset
             ):
                 self.high_watermark_moved(wanted.tp)
+            if log_start_moved:
+                self.delete_records_purgatory.advance(
+                    wanted.tp, partition.low_watermark(self._live_brokers())
+                )
             if proposer is not None:
                 isr = partition.isr_expansion(replica_id)
                 if isr is not None:

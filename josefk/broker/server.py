@@ -247,6 +247,13 @@ class Broker:
                     watched=replicas.fetch_purgatory.size, delayed=replicas.fetch_purgatory.size
                 ),
             )
+            self.metrics.watch_purgatory(
+                "DeleteRecords",
+                lambda: PurgatoryStats(
+                    watched=replicas.delete_records_purgatory.size,
+                    delayed=replicas.delete_records_purgatory.size,
+                ),
+            )
             for log_dir in log_dirs:
                 self.metrics.log_dirs.log_dir_online(str(log_dir))
             self.metrics.watch_cleaner(self._cleaner_stats)
