@@ -21,6 +21,14 @@ import itertools
 from collections.abc import Hashable, Iterable, Sequence
 
 
+async def _park(waiter: asyncio.Future[None], timeout_s: float) -> bool:
+    """Wait for ``waiter``: True when it was woken, False at the timeout."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await waiter
+    return waiter.done() and not waiter.cancelled()
+
+
 class Purgatory:
     """Futures parked under keys (topic partitions); ``notify`` wakes every waiter on a key.
 
@@ -50,10 +58,7 @@ class Purgatory:
             self._watchers.setdefault(key, set()).add(waiter)
         self._waiting += 1
         try:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout_s):
-                    await waiter
-            return waiter.done() and not waiter.cancelled()
+            return await _park(waiter, timeout_s)
         finally:
             self._waiting -= 1
             for key in keys:
@@ -115,10 +120,7 @@ class OffsetPurgatory:
             heapq.heappush(self._heaps.setdefault(key, []), (offset, order, waiter))
         self._waiting += 1
         try:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout_s):
-                    await waiter
-            return waiter.done() and not waiter.cancelled()
+            return await _park(waiter, timeout_s)
         finally:
             self._waiting -= 1
             # Entries still parked for this waiter (its other keys, or all of them after a

@@ -390,8 +390,11 @@ class ReplicaFetcher:
         # not repeat a log start offset it has answered.
         new_hw = log.update_high_watermark(min(data.high_watermark, log.log_end_offset))
         if data.log_start_offset > log.log_start_offset:
-            with contextlib.suppress(Exception):
+            try:
                 log.maybe_increment_log_start_offset(min(data.log_start_offset, new_hw))
+            except Exception as exc:  # the fetcher goes on with the other partitions
+                # The session will not repeat this log start offset: say so, not silently.
+                logger.warning("%s: cannot take the leader's log start offset: %s", tp, exc)
         if new_hw != old_hw:
             self._on_high_watermark(tp)
 

@@ -51,6 +51,7 @@ from josefk.broker.metadata_cache import LocalMetadata
 from josefk.broker.network import ListenerSpec, SocketServer
 from josefk.broker.partition import TopicPartition
 from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
+from josefk.broker.purgatory import OffsetPurgatory, Purgatory
 from josefk.broker.reconfigurable import ReconfigurableRegistry
 from josefk.broker.replica_manager import ReplicaManager, topic_log_config
 from josefk.broker.security.acl_store import EtcdAclStore, FileAclStore
@@ -241,19 +242,16 @@ class Broker:
         if config.metrics_enable:
             self.metrics = BrokerMetrics(node_id=self.broker_id, version=_version())
             self.metrics.watch_partition_logs(self._partition_stats)
-            self.metrics.watch_purgatory(
-                "Fetch",
-                lambda: PurgatoryStats(
-                    watched=replicas.fetch_purgatory.size, delayed=replicas.fetch_purgatory.size
-                ),
-            )
-            self.metrics.watch_purgatory(
-                "DeleteRecords",
-                lambda: PurgatoryStats(
-                    watched=replicas.delete_records_purgatory.size,
-                    delayed=replicas.delete_records_purgatory.size,
-                ),
-            )
+            # Kafka's three delayed operations that josefk parks (Fetch, Produce with
+            # acks=all, DeleteRecords), as kafka.server:type=DelayedOperationPurgatory.
+            for operation, purgatory in (
+                ("Fetch", replicas.fetch_purgatory),
+                ("Produce", replicas.produce_purgatory),
+                ("DeleteRecords", replicas.delete_records_purgatory),
+            ):
+                self.metrics.watch_purgatory(
+                    operation, functools.partial(_purgatory_stats, purgatory)
+                )
             for log_dir in log_dirs:
                 self.metrics.log_dirs.log_dir_online(str(log_dir))
             self.metrics.watch_cleaner(self._cleaner_stats)
@@ -762,6 +760,11 @@ def _raise_open_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (ImportError, ValueError, OSError):  # pragma: no cover - platform specific
         pass
+
+
+def _purgatory_stats(purgatory: Purgatory | OffsetPurgatory) -> PurgatoryStats:
+    # Every parked operation watches its keys until it completes: watched == delayed.
+    return PurgatoryStats(watched=purgatory.size, delayed=purgatory.size)
 
 
 def _version() -> str:
