@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "storage"))
-from log_helpers import NOW, producer_batch
+from log_helpers import producer_batch
 
-from josefk.broker.catalog import TopicCatalog
 from josefk.broker.partition import NotLeaderOrFollowerError, Partition, RequestTimedOutError
 from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from josefk.broker.replica_manager import (
@@ -29,35 +25,12 @@ from josefk.broker.replica_manager import (
     ReplicaManager,
 )
 from josefk.cluster.metadata_store import PartitionState
-from josefk.config.topic import LogConfig
 from josefk.protocol.api import ApiKey, response_class
-from josefk.storage.clock import ManualClock
 from josefk.storage.errors import OffsetOutOfRangeError
-from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.storage.offsets import FetchIsolation, TopicPartition
-from josefk.storage.scheduler import InlineExecutor, Scheduler
 
 TP = TopicPartition("t", 0)
 RECORDS = 5
-
-
-@pytest.fixture
-async def replicas(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
-    clock = ManualClock(wall_ms=NOW)
-    logs = LogManager(
-        LogManagerConfig(log_dirs=(tmp_path,)),
-        LogConfig(),
-        clock=clock,
-        scheduler=Scheduler(clock),
-        executor=InlineExecutor(),
-    )
-    await logs.startup()
-    manager = ReplicaManager(
-        logs, TopicCatalog.load(tmp_path), broker_id=0, default_log_config=LogConfig()
-    )
-    manager.create_topic("t", 1, {})
-    yield manager
-    await logs.shutdown()
 
 
 async def settle() -> None:

@@ -6,24 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "storage"))
-from log_helpers import NOW, producer_batch
+from log_helpers import producer_batch
 
-from josefk.broker.catalog import TopicCatalog
 from josefk.broker.partition import Partition
 from josefk.broker.purgatory import OffsetPurgatory
 from josefk.broker.replica_manager import FetchPartition, ReplicaManager
 from josefk.cluster.metadata_store import PartitionState
-from josefk.config.topic import LogConfig
-from josefk.storage.clock import ManualClock
-from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.storage.offsets import FetchIsolation, TopicPartition
-from josefk.storage.scheduler import InlineExecutor, Scheduler
 
 TP = TopicPartition("t", 0)
 
@@ -77,25 +69,6 @@ async def test_close_wakes_everyone_and_parks_no_more() -> None:
     purgatory.close()
     assert await waiter
     assert not await purgatory.wait([("a", 5)], 60)
-
-
-@pytest.fixture
-async def replicas(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
-    clock = ManualClock(wall_ms=NOW)
-    logs = LogManager(
-        LogManagerConfig(log_dirs=(tmp_path,)),
-        LogConfig(),
-        clock=clock,
-        scheduler=Scheduler(clock),
-        executor=InlineExecutor(),
-    )
-    await logs.startup()
-    manager = ReplicaManager(
-        logs, TopicCatalog.load(tmp_path), broker_id=0, default_log_config=LogConfig()
-    )
-    manager.create_topic("t", 1, {"min.insync.replicas": "2"})
-    yield manager
-    await logs.shutdown()
 
 
 def lead(replicas: ReplicaManager) -> Partition:
