@@ -30,6 +30,7 @@ from log_helpers import producer_batch
 from josefk.broker.context import RequestContext
 from josefk.broker.fetch_session import FetchSession, FetchSessionCache
 from josefk.broker.handlers import registered_handlers
+from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from josefk.broker.replica_manager import ReplicaManager
 from josefk.cluster.metadata_store import PartitionState
 from josefk.protocol.api import (
@@ -253,3 +254,47 @@ async def test_incremental_fetches_give_every_partition_its_turn(
         moved = with_records(await fetch(session_id, epoch, moved))
         epoch += 1
     assert_served_in_turn(served)
+
+
+# -- the follower's fetcher ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("session_slots", [0, 10], ids=["full fetches", "in a session"])
+async def test_a_fetcher_gives_every_partition_its_turn(
+    replicas: ReplicaManager, follower_replicas: ReplicaManager, session_slots: int
+) -> None:
+    # With no session slot on the leader every fetch is a full one, in the fetcher's order.
+    fill_leader(replicas)
+    leader = WireLeader(replicas, FetchSessionCache(session_slots))
+    fetcher = ReplicaFetcher(
+        0,
+        lambda: None,
+        FetcherSettings(broker_id=1, max_wait_ms=0, min_bytes=0, max_bytes=1),
+        on_high_watermark=lambda tp: None,
+    )
+    for topic, count in TOPICS.items():
+        follower_replicas.create_topic(topic, count, {})
+    logs = {}
+    for tp in ALL:
+        partition = follower_replicas.get_partition(tp.topic, tp.partition)
+        assert partition is not None
+        partition.make_follower(STATE)
+        fetcher.follow(partition)
+        logs[tp] = partition.log
+
+    served: list[TopicPartition] = []
+    for _ in range(len(BUSY) * BATCHES + 2):
+        before = {tp: log.log_end_offset for tp, log in logs.items()}
+        # One round of the fetcher's loop: truncation (nothing to truncate in empty logs),
+        # then a fetch.
+        active = dict(fetcher._partitions)
+        await fetcher._truncate(leader, active)  # type: ignore[arg-type]
+        await fetcher._fetch_once(leader, active)  # type: ignore[arg-type]
+        grown = [tp for tp, log in logs.items() if log.log_end_offset > before[tp]]
+        assert len(grown) <= 1
+        served.extend(grown)
+        if len(served) == len(BUSY) * BATCHES:
+            break
+    assert_served_in_turn(served)
+    assert all(log.log_end_offset == (0 if tp == IDLE else 2 * BATCHES) for tp, log in logs.items())
+    assert (fetcher._session.session_id != 0) == (session_slots > 0)
