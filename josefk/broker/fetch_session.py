@@ -6,6 +6,14 @@ leader epoch) and what the broker last answered (high watermark, last stable off
 start offset). An incremental fetch names only the partitions whose request changed; the
 broker reads every partition of the session and answers only those with something new.
 
+Order (Kafka's rotation): a session keeps its partitions in one order, the order every fetch
+reads them in, and a partition whose answer carried records moves to the back of it. A fetch
+stops reading once the response limit (``max_bytes``) is used up, so without the rotation the
+first partitions, when they always have more than the limit waiting, would take every answer
+and the others would never be read (a follower would let them fall out of the ISR). With it,
+a partition with data is read again only after every other one has had its turn. A partition
+joins at the back; a changed request keeps its place.
+
 Epochs, as the KIP defines them for a request's (session id, epoch):
   (0, 0)   a full fetch that creates a session (the answer carries its id, 0 if none)
   (0, -1)  a full fetch without a session (what librdkafka and josefk's client send)
@@ -58,6 +66,8 @@ class CachedPartition:
     """One partition of a session. The request fields carry the protocol's names so the
     fetch handler reads a cached partition as it reads a requested one."""
 
+    # The topic's key in the session (its name, or its id from fetch v13).
+    topic_key: Any
     partition: int
     fetch_offset: int
     partition_max_bytes: int
@@ -104,8 +114,9 @@ class CachedPartition:
 
 @dataclass(slots=True)
 class FetchSession:
-    """One session. ``topics`` maps a topic key (the name before fetch v13, the topic id
-    from v13) to its partitions, in the order they joined; that is the order answers use."""
+    """One session: its partitions keyed by (topic key, partition), where the topic key is
+    the name before fetch v13 and the topic id from v13, in the order fetches read them
+    (see the module docstring: a partition that answered records goes to the back)."""
 
     session_id: int
     # The replica id of the fetch that created it (-1 for consumers): a follower's session
@@ -114,14 +125,21 @@ class FetchSession:
     uses_topic_ids: bool
     # The epoch the next incremental request must carry.
     epoch: int = 1
-    topics: dict[Any, dict[int, CachedPartition]] = field(default_factory=dict)
+    # OrderedDict for an O(1) move_to_end: a fetch rotates only the partitions it answered.
+    _partitions: OrderedDict[tuple[Any, int], CachedPartition] = field(
+        default_factory=OrderedDict, init=False
+    )
 
     @property
     def privileged(self) -> bool:
         return self.replica_id >= 0
 
     def partition_count(self) -> int:
-        return sum(len(parts) for parts in self.topics.values())
+        return len(self._partitions)
+
+    def __iter__(self) -> Iterator[CachedPartition]:
+        """The partitions in the order the next fetch reads them."""
+        return iter(self._partitions.values())
 
     def upsert(
         self,
@@ -133,10 +151,11 @@ class FetchSession:
         current_leader_epoch: int,
         log_start_offset: int,
     ) -> None:
-        parts = self.topics.setdefault(topic_key, {})
-        cached = parts.get(partition)
+        """A partition of a request: a new one joins at the back, a known one keeps its place."""
+        cached = self._partitions.get((topic_key, partition))
         if cached is None:
-            parts[partition] = CachedPartition(
+            self._partitions[(topic_key, partition)] = CachedPartition(
+                topic_key,
                 partition,
                 fetch_offset,
                 partition_max_bytes,
@@ -152,16 +171,18 @@ class FetchSession:
             )
 
     def forget(self, topic_key: Any, partition: int) -> None:
-        parts = self.topics.get(topic_key)
-        if parts is None:
-            return
-        parts.pop(partition, None)
-        if not parts:
-            del self.topics[topic_key]
+        self._partitions.pop((topic_key, partition), None)
 
     def get(self, topic_key: Any, partition: int) -> CachedPartition | None:
-        parts = self.topics.get(topic_key)
-        return parts.get(partition) if parts is not None else None
+        return self._partitions.get((topic_key, partition))
+
+    def move_to_end(self, cached: CachedPartition) -> None:
+        """``cached`` answered records: the next fetch reads every other partition first.
+        Nothing happens if it has left the session meanwhile (a fetch of the same session
+        may have forgotten it while this one waited)."""
+        key = (cached.topic_key, cached.partition)
+        if self._partitions.get(key) is cached:
+            self._partitions.move_to_end(key)
 
 
 class FetchSessionCache:

@@ -26,6 +26,14 @@ partitions cost neither side a thing per round. A session error (FETCH_SESSION_I
 INVALID_FETCH_SESSION_EPOCH), any other failed fetch and a new connection start over with a
 full fetch; a leader that answers session id 0 (cache full) gets full fetches.
 
+Order (Kafka's PartitionStates.updateAndMoveToEnd): the followed partitions are kept in one
+order, and a partition that got records moves to the back of it. A full fetch names the
+partitions in that order (a run of one topic's partitions per topic entry, so a topic may
+come more than once), and the leader reads them in it until
+``replica.fetch.response.max.bytes`` is used up: partitions that always have more than that
+waiting cannot keep the others from their turn. Incremental fetches are read in the order of
+the leader's session, which rotates the same way (josefk.broker.fetch_session).
+
 Imports josefk.client's connection (the same wire code clients use), josefk.protocol and
 josefk.storage through the broker's Partition; must not import the handlers.
 """
@@ -294,14 +302,18 @@ class ReplicaFetcher:
         session = self._session
         full = session.session_id == 0
         states: dict[TopicPartition, _SentState] = {}
-        by_topic: dict[str, list[Any]] = {}
+        # (topic, partitions) runs in our order; grouping a topic's partitions together
+        # would put a partition with data ahead of one that has waited longer.
+        runs: list[tuple[str, list[Any]]] = []
         for tp, followed in ready.items():
             log = followed.partition.log
             state = (log.log_end_offset, log.log_start_offset, followed.leader_epoch)
             states[tp] = state
             if not full and session.sent.get(tp) == state:
                 continue  # the leader's session has it as it is
-            by_topic.setdefault(tp.topic, []).append(
+            if not runs or runs[-1][0] != tp.topic:
+                runs.append((tp.topic, []))
+            runs[-1][1].append(
                 FetchRequest.FetchTopic.FetchPartition(
                     partition=tp.partition,
                     current_leader_epoch=followed.leader_epoch,
@@ -324,7 +336,7 @@ class ReplicaFetcher:
             isolation_level=0,
             session_id=session.session_id,
             session_epoch=INITIAL_EPOCH if full else session.epoch,
-            topics=[FetchRequest.FetchTopic(topic=t, partitions=p) for t, p in by_topic.items()],
+            topics=[FetchRequest.FetchTopic(topic=t, partitions=p) for t, p in runs],
             forgotten_topics_data=[
                 FetchRequest.ForgottenTopic(topic=t, partitions=p) for t, p in forgotten.items()
             ],
@@ -382,6 +394,9 @@ class ReplicaFetcher:
         records = data.records
         if records is not None and len(records):
             log.append_as_follower(records)
+            # To the back of our order: the next full fetch asks for the others first.
+            del self._partitions[tp]
+            self._partitions[tp] = followed
         old_hw = log.high_watermark
         # The high watermark first, as Kafka's follower does: the log start offset may not
         # pass it, and one answer can carry both a new high watermark and a log start offset

@@ -14,9 +14,14 @@ Fetch pipelining. One fetcher task sends one Fetch request per leader broker for
 partition that has fewer than two fetched chunks waiting, so while the user works through one
 chunk the next is already in flight or buffered. A chunk's records are decoded batch by
 batch into ``ConsumerRecord`` tuples (decode.py) by the poll that first reaches it, so the
-next fetch is already on its way; control batches are skipped. Errors: OFFSET_OUT_OF_RANGE
-resets the position by ``auto_offset_reset`` (or raises OffsetOutOfRangeError from the next poll when it is "none");
-leader errors refresh metadata and fetch again; other errors are raised from the next poll.
+next fetch is already on its way; control batches are skipped. A fetch names its partitions
+in assignment order and the broker reads them in that order until ``fetch_max_bytes`` is used
+up, so a partition that returned records moves to the back of the order (as Kafka's consumer
+does): partitions that always have more than the limit waiting cannot starve the others.
+
+Errors: OFFSET_OUT_OF_RANGE resets the position by ``auto_offset_reset`` (or raises
+OffsetOutOfRangeError from the next poll when it is "none"); leader errors refresh metadata
+and fetch again; other errors are raised from the next poll.
 
 Groups. With ``group_id`` and ``subscribe(...)`` a ``GroupCoordinator`` (group.py) runs the
 classic protocol in the background and tells the consumer its assignment; ``commit`` /
@@ -588,9 +593,13 @@ class AIOConsumer:
     def _fetch_request(self, version: int, parts: Sequence[tuple[TopicPartition, int, int]]) -> Any:
         req = request_class(ApiKey.FETCH)
         metadata = self._client.metadata
-        by_topic: dict[str, list[Any]] = {}
+        # (topic, partitions) runs in the order of ``parts``: grouping a topic's partitions
+        # together would undo the rotation (a topic may come more than once).
+        runs: list[tuple[str, list[Any]]] = []
         for tp, offset, _ in parts:
-            by_topic.setdefault(tp.topic, []).append(
+            if not runs or runs[-1][0] != tp.topic:
+                runs.append((tp.topic, []))
+            runs[-1][1].append(
                 req.FetchPartition(
                     partition=tp.partition,
                     current_leader_epoch=-1,
@@ -601,7 +610,7 @@ class AIOConsumer:
                 )
             )
         topics = []
-        for name, partitions in by_topic.items():
+        for name, partitions in runs:
             info = metadata.topics.get(name)
             topic_id = info.topic_id if info is not None else None
             kwargs: dict[str, Any] = {"topic": name, "partitions": partitions}
@@ -728,6 +737,9 @@ class AIOConsumer:
                     )
                     self._pending_chunks[tp] += 1
                     got_data = True
+                    # To the back of the fetch order: the next fetch asks for the others first.
+                    del self._assignment[tp]
+                    self._assignment[tp] = state
         if refresh:
             self._client.invalidate()
             self._wake_fetcher_later()

@@ -160,3 +160,32 @@ async def test_topics_without_a_group_assign_every_partition(broker: BrokerProce
         assert sorted((r.partition, r.offset) for r in got) == [
             (p, o) for p in range(3) for o in range(5)
         ]
+
+
+async def test_partitions_that_returned_records_go_to_the_back(broker: BrokerProcess) -> None:
+    # fetch_max_bytes below a batch: each answer holds one batch of the first partition with
+    # records in the fetch's order (KIP-74). Without the rotation partition 0 would be read
+    # until its pending chunks held the fetcher back, or caught up.
+    topic = unique_topic("rotation")
+    partitions, per_partition = 3, 4
+    async with AIOAdmin(bootstrap_servers=broker.bootstrap) as admin:
+        await admin.create_topic(topic, num_partitions=partitions)
+    async with AIOProducer(bootstrap_servers=broker.bootstrap, linger_ms=0) as producer:
+        for i in range(per_partition):
+            for partition in range(partitions):
+                # One record per batch: wait for each before sending the next.
+                future = await producer.send(topic, b"%d" % i, partition=partition)
+                async with asyncio.timeout(TIMEOUT_S):
+                    await future
+    async with AIOConsumer(
+        bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", fetch_max_bytes=1
+    ) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        order = []
+        async with asyncio.timeout(TIMEOUT_S):
+            while len(order) < partitions * per_partition:
+                order.append((await consumer.getone()).partition)
+    # Each partition once in every run of three records: none waited while another was read
+    # twice.
+    for i in range(len(order) - partitions + 1):
+        assert len(set(order[i : i + partitions])) == partitions, order

@@ -6,7 +6,8 @@ SIGKILLed and restarted and then stopped cleanly and restarted; afterwards every
 record is read back exactly once at its acknowledged offset, in order, and every replica's
 log holds the same bytes. Then: a follower frozen with SIGSTOP leaves the ISR while
 production goes on and rejoins after SIGCONT; etcd restarted mid-run leaves produce and fetch
-serving.
+serving; a follower started behind on several partitions, its fetches limited to one batch
+each (replica.fetch.response.max.bytes=1), catches up on all of them.
 """
 
 from __future__ import annotations
@@ -197,3 +198,64 @@ def test_etcd_restart_keeps_the_cluster_serving(cluster: LocalCluster) -> None:
     cluster.etcd.start()
     # The brokers reconnect on their own; the admin request may need a retry meanwhile.
     wait_for("a topic created after the restart", lambda: create_topic(cluster, "after") or True)
+
+
+def test_a_follower_behind_on_every_partition_catches_up_one_batch_at_a_time(
+    tmp_path: Path,
+) -> None:
+    # Each follower fetch answers one batch, of the first partition with data in the fetch's
+    # order (KIP-74): the follower and the leader's session rotate that order, so the
+    # follower catches up partition by partition in turn.
+    name, partitions, batches = "behind", 4, 25
+    with LocalCluster(
+        tmp_path, brokers=2, settings=["replica.fetch.response.max.bytes=1"]
+    ) as cluster:
+        admin = cluster.admin()
+        for future in admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=2)]
+        ).values():
+            future.result(timeout=30)
+        wait_for(
+            "every partition led with a full ISR",
+            lambda: all(
+                leader > 0 and len(isr) == 2
+                for leader, _, isr in cluster.partition_states(name).values()
+            ),
+        )
+        behind = cluster.brokers[2]
+        behind.stop()
+        wait_for(
+            "broker 1 leading every partition alone",
+            lambda: all(isr == [1] for _, _, isr in cluster.partition_states(name).values()),
+        )
+        producer = Producer(
+            {"bootstrap.servers": cluster.bootstrap, "linger.ms": 0, "log_level": 3}
+        )
+        for i in range(batches):
+            for partition in range(partitions):
+                producer.produce(name, value=b"%d" % i, partition=partition)
+            assert producer.flush(30) == 0  # a batch per partition each round
+        behind.start()
+        wait_for(
+            "broker 2 back in every ISR",
+            lambda: all(len(isr) == 2 for _, _, isr in cluster.partition_states(name).values()),
+        )
+        found = read_all(cluster, name, partitions)
+        assert {p: len(records) for p, records in found.items()} == dict.fromkeys(
+            range(partitions), batches
+        )
+
+        def identical() -> bool:
+            for partition in range(partitions):
+                logs = [
+                    b"".join(
+                        f.read_bytes()
+                        for f in sorted((broker.data_dir / f"{name}-{partition}").glob("*.log"))
+                    )
+                    for broker in cluster.brokers.values()
+                ]
+                if len(set(logs)) != 1:
+                    return False
+            return True
+
+        wait_for("identical replicas", identical)

@@ -21,22 +21,35 @@ names only the partitions whose request changed (and forgets some), every partit
 session is fetched (and, for a follower, counted as its fetch, so idle partitions stay in
 the ISR; one with nothing past its fetch offset and offsets as last answered is not even read),
 and the answer carries only the partitions with records, an error or a changed high
-watermark, last stable offset or log start offset. An unknown id is FETCH_SESSION_ID_NOT_FOUND,
-a wrong epoch INVALID_FETCH_SESSION_EPOCH (the session is closed), a session made with names
-used with topic ids or the reverse FETCH_SESSION_TOPIC_ID_ERROR. Sessions are keyed by topic
-name before v13 and by topic id from v13. Epoch -1 (what most clients send) takes the
-sessionless path, unchanged.
+watermark, last stable offset or log start offset. The session's partitions are read in the
+session's order, and one whose answer carried records goes to the back of it (Kafka's
+rotation): under a ``max_bytes`` smaller than what the partitions hold, every partition gets
+its turn instead of the first ones taking every answer. An unknown id is
+FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH (the session is
+closed), a session made with names used with topic ids or the reverse
+FETCH_SESSION_TOPIC_ID_ERROR. Sessions are keyed by topic name before v13 and by topic id
+from v13. Epoch -1 (what most clients send) takes the sessionless path, unchanged; there the
+request's order is the reading order (a topic may come more than once, as in a fetcher's
+rotated order).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 from typing import Any
 
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
-from josefk.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, next_epoch
+from josefk.broker.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    CachedPartition,
+    FetchSession,
+    next_epoch,
+)
 from josefk.broker.handlers import handles
 from josefk.broker.partition import TopicPartition
 from josefk.broker.replica_manager import FetchOutcome, FetchPartition
@@ -57,13 +70,15 @@ _READ_COMMITTED = 1
 @dataclass(slots=True)
 class _Wanted:
     """One requested partition: its name and id as the request gave them, and either what
-    to ask the replica manager or the error that stops it (an unknown topic id)."""
+    to ask the replica manager or the error that stops it (an unknown topic id); in a
+    session, the session's partition."""
 
     topic: str
     topic_id: Any
     index: int
     fetch: FetchPartition | None
     error: ErrorCode
+    cached: CachedPartition | None = None
 
 
 @handles(ApiKey.FETCH)
@@ -83,27 +98,28 @@ async def _read(
     replica_id: int,
     topics: Iterable[tuple[Any, Any, Iterable[Any]]],
     *,
-    session_parts: Sequence[CachedPartition] | None = None,
+    session: FetchSession | None = None,
     incremental: bool = False,
 ) -> tuple[list[_Wanted], list[Any]]:
     """Read the partitions of ``topics`` ((name, topic id, requested partitions) each): the
     resolved partitions answered and, in the same order, their PartitionData.
 
-    In a session ``session_parts`` are the session's partitions in the order of ``topics``:
-    each remembers the offsets answered, and an incremental fetch answers only partitions
-    with records, an error or changed offsets (the others are dropped before their
-    PartitionData is built: most of a follower's partitions are idle)."""
+    With a ``session``, ``topics`` hold its partitions (``_session_topics``): each remembers
+    the offsets answered, one that answers records goes to the back of the session, and an
+    incremental fetch answers only partitions with records, an error or changed offsets (the
+    others are dropped before their PartitionData is built: most of a follower's partitions
+    are idle)."""
     version = context.api_version
     isolation = (
         FetchIsolation.TXN_COMMITTED
         if request.isolation_level == _READ_COMMITTED
         else FetchIsolation.HIGH_WATERMARK
     )
-    wanted = _resolve(context, topics, replica_id)
-    if session_parts is not None and incremental:
-        for item, part in zip(wanted, session_parts, strict=True):
-            if item.fetch is not None:
-                item.fetch.known_offsets = part.known_offsets()
+    wanted = _resolve(context, topics, replica_id, in_session=session is not None)
+    if incremental:
+        for item in wanted:
+            if item.fetch is not None and item.cached is not None:
+                item.fetch.known_offsets = item.cached.known_offsets()
     fetches = [w.fetch for w in wanted if w.fetch is not None]
     outcomes = iter(
         await context.broker.replica_manager.fetch(
@@ -119,29 +135,29 @@ async def _read(
     metrics = context.broker.metrics
     kept = []
     answers = []
-    for position, item in enumerate(wanted):
+    for item in wanted:
+        cached = item.cached
         if item.fetch is None:
             data = _error_entry(item.index, item.error)
-            if session_parts is not None:
-                session_parts[position].answer_changed(-1, -1, -1)
+            if cached is not None:
+                cached.answer_changed(-1, -1, -1)
         else:
             outcome = next(outcomes)
             if outcome.unchanged:
                 continue
-            if session_parts is not None:
+            if cached is not None:
+                assert session is not None
                 read = outcome.read
                 if read is None:
-                    session_parts[position].answer_changed(
-                        outcome.high_watermark, -1, outcome.log_start_offset
-                    )
-                elif (
-                    not session_parts[position].answer_changed(
+                    cached.answer_changed(outcome.high_watermark, -1, outcome.log_start_offset)
+                else:
+                    changed = cached.answer_changed(
                         read.high_watermark, read.last_stable_offset, read.log_start_offset
                     )
-                    and not read.info.size
-                    and incremental
-                ):
-                    continue
+                    if read.info.size:
+                        session.move_to_end(cached)
+                    elif incremental and not changed:
+                        continue
             data = _partition_data(item.index, outcome)
         kept.append(item)
         answers.append(data)
@@ -222,22 +238,37 @@ async def _fetch_in_session(context: RequestContext, request: Any, replica_id: i
             for index in forgotten.partitions:
                 session.forget(key, index)
 
-    # Every partition of the session is read, in the order the session holds them.
-    cached = [part for parts in session.topics.values() for part in parts.values()]
-    topics = [
-        (key, key if by_id else ZERO_UUID, parts.values()) for key, parts in session.topics.items()
-    ]
     wanted, answers = await _read(
-        context, request, replica_id, topics, session_parts=cached, incremental=not full
+        context,
+        request,
+        replica_id,
+        _session_topics(session, by_id),
+        session=session,
+        incremental=not full,
     )
     return _response(wanted, answers, session_id=session.session_id)
+
+
+def _session_topics(session: FetchSession, by_id: bool) -> list[tuple[Any, Any, list[Any]]]:
+    """Every partition of the session in the session's order, as ``_read`` takes topics: a
+    run of partitions of one topic is one entry, and after rotations a topic may have
+    several runs (the answer merges them)."""
+    return [
+        (key, key if by_id else ZERO_UUID, list(run))
+        for key, run in groupby(session, key=attrgetter("topic_key"))
+    ]
 
 
 def _resolve(
     context: RequestContext,
     topics: Iterable[tuple[Any, Any, Iterable[Any]]],
     replica_id: int,
+    *,
+    in_session: bool = False,
 ) -> list[_Wanted]:
+    """What to read for each requested partition (``in_session``: the partitions are the
+    session's CachedPartitions). A topic may come more than once (runs of a rotated session
+    or of a request in a fetcher's rotated order): READ is decided once per topic."""
     catalog = context.broker.replica_manager.catalog
     by_id = context.api_version >= 13
     wanted = []
@@ -245,6 +276,7 @@ def _resolve(
     follower_allowed = (
         not checked or replica_id < 0 or context.authorize_cluster(AclOperation.CLUSTER_ACTION)
     )
+    denied_by_name: dict[str, bool] = {}
     for topic_name, requested_id, partitions in topics:
         if by_id:
             info = catalog.by_id(requested_id)
@@ -253,22 +285,31 @@ def _resolve(
             info = catalog.get(topic_name)
             name = topic_name
         topic_id = info.topic_id if info is not None else requested_id
-        denied = checked and (
-            not follower_allowed
-            or (
-                replica_id < 0
-                and not context.authorize(AclOperation.READ, ResourceType.TOPIC, name)
-            )
-        )
+        denied = False
+        if checked:
+            if name not in denied_by_name:
+                denied_by_name[name] = not follower_allowed or (
+                    replica_id < 0
+                    and not context.authorize(AclOperation.READ, ResourceType.TOPIC, name)
+                )
+            denied = denied_by_name[name]
         for p in partitions:
+            cached = p if in_session else None
             if info is None and by_id:
                 wanted.append(
-                    _Wanted(name, topic_id, p.partition, None, ErrorCode.UNKNOWN_TOPIC_ID)
+                    _Wanted(name, topic_id, p.partition, None, ErrorCode.UNKNOWN_TOPIC_ID, cached)
                 )
                 continue
             if denied:
                 wanted.append(
-                    _Wanted(name, topic_id, p.partition, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    _Wanted(
+                        name,
+                        topic_id,
+                        p.partition,
+                        None,
+                        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        cached,
+                    )
                 )
                 continue
             fetch = FetchPartition(
@@ -278,7 +319,7 @@ def _resolve(
                 current_leader_epoch=p.current_leader_epoch,
                 log_start_offset=p.log_start_offset,
             )
-            wanted.append(_Wanted(name, topic_id, p.partition, fetch, ErrorCode.NONE))
+            wanted.append(_Wanted(name, topic_id, p.partition, fetch, ErrorCode.NONE, cached))
     return wanted
 
 
