@@ -18,21 +18,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "storage"))
-from log_helpers import NOW, producer_batch
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from log_helpers import producer_batch
+from replica_helpers import replica_manager
 
-from josefk.broker.catalog import TopicCatalog
 from josefk.broker.context import RequestContext
 from josefk.broker.fetch_session import FetchSessionCache
 from josefk.broker.handlers.fetch import handle_fetch
-from josefk.broker.replica_manager import ReplicaManager
-from josefk.config.topic import LogConfig
 from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
 from josefk.records.batch import split_batches
-from josefk.storage.clock import ManualClock
-from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.storage.offsets import TopicPartition
-from josefk.storage.scheduler import InlineExecutor, Scheduler
 
 Fetch = request_class(ApiKey.FETCH)
 TOPIC = "t"
@@ -110,19 +106,7 @@ def same_answer(got: Any, expected: Any) -> bool:
 
 
 async def run(directory: Path, operations: list[Any], replica_id: int) -> None:
-    clock = ManualClock(wall_ms=NOW)
-    logs = LogManager(
-        LogManagerConfig(log_dirs=(directory,)),
-        LogConfig(),
-        clock=clock,
-        scheduler=Scheduler(clock),
-        executor=InlineExecutor(),
-    )
-    await logs.startup()
-    try:
-        replicas = ReplicaManager(
-            logs, TopicCatalog.load(directory), broker_id=0, default_log_config=LogConfig()
-        )
+    async with replica_manager(directory, 0) as replicas:
         replicas.create_topic(TOPIC, PARTITIONS, {})
         broker = SimpleNamespace(
             replica_manager=replicas,
@@ -192,8 +176,6 @@ async def run(directory: Path, operations: list[Any], replica_id: int) -> None:
                 if news:
                     assert same_answer(got[p], expected)
                     told[p] = state
-    finally:
-        await logs.shutdown()
 
 
 @settings(max_examples=40, deadline=None)

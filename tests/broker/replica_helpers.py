@@ -1,0 +1,39 @@
+"""A replica manager over real logs in a directory, on a manual clock: the broker unit tests'
+way to stand up a broker's data path without sockets (conftest.py's fixtures and the
+property tests that cannot take function-scoped fixtures)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "storage"))
+from log_helpers import NOW
+
+from josefk.broker.catalog import TopicCatalog
+from josefk.broker.replica_manager import ReplicaManager
+from josefk.config.topic import LogConfig
+from josefk.storage.clock import ManualClock
+from josefk.storage.manager import LogManager, LogManagerConfig
+from josefk.storage.scheduler import InlineExecutor, Scheduler
+
+
+@asynccontextmanager
+async def replica_manager(log_dir: Path, broker_id: int) -> AsyncIterator[ReplicaManager]:
+    clock = ManualClock(wall_ms=NOW)
+    logs = LogManager(
+        LogManagerConfig(log_dirs=(log_dir,)),
+        LogConfig(),
+        clock=clock,
+        scheduler=Scheduler(clock),
+        executor=InlineExecutor(),
+    )
+    await logs.startup()
+    try:
+        yield ReplicaManager(
+            logs, TopicCatalog.load(log_dir), broker_id=broker_id, default_log_config=LogConfig()
+        )
+    finally:
+        await logs.shutdown()
