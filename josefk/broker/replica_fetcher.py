@@ -45,6 +45,8 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from josefk.broker.fetch_session import INITIAL_EPOCH, next_epoch
@@ -302,25 +304,24 @@ class ReplicaFetcher:
         session = self._session
         full = session.session_id == 0
         states: dict[TopicPartition, _SentState] = {}
-        # (topic, partitions) runs in our order; grouping a topic's partitions together
-        # would put a partition with data ahead of one that has waited longer.
-        runs: list[tuple[str, list[Any]]] = []
+        wanted: list[tuple[str, Any]] = []  # (topic, FetchPartition) in our order
         for tp, followed in ready.items():
             log = followed.partition.log
             state = (log.log_end_offset, log.log_start_offset, followed.leader_epoch)
             states[tp] = state
             if not full and session.sent.get(tp) == state:
                 continue  # the leader's session has it as it is
-            if not runs or runs[-1][0] != tp.topic:
-                runs.append((tp.topic, []))
-            runs[-1][1].append(
-                FetchRequest.FetchTopic.FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=followed.leader_epoch,
-                    fetch_offset=state[0],
-                    last_fetched_epoch=-1,
-                    log_start_offset=state[1],
-                    partition_max_bytes=settings.partition_max_bytes,
+            wanted.append(
+                (
+                    tp.topic,
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=tp.partition,
+                        current_leader_epoch=followed.leader_epoch,
+                        fetch_offset=state[0],
+                        last_fetched_epoch=-1,
+                        log_start_offset=state[1],
+                        partition_max_bytes=settings.partition_max_bytes,
+                    ),
                 )
             )
         forgotten: dict[str, list[int]] = {}
@@ -336,7 +337,13 @@ class ReplicaFetcher:
             isolation_level=0,
             session_id=session.session_id,
             session_epoch=INITIAL_EPOCH if full else session.epoch,
-            topics=[FetchRequest.FetchTopic(topic=t, partitions=p) for t, p in runs],
+            # One entry per run of a topic's partitions (groupby joins neighbours only):
+            # gathering a topic's partitions together would put one with data ahead of one
+            # that has waited longer.
+            topics=[
+                FetchRequest.FetchTopic(topic=t, partitions=[p for _, p in run])
+                for t, run in groupby(wanted, key=itemgetter(0))
+            ],
             forgotten_topics_data=[
                 FetchRequest.ForgottenTopic(topic=t, partitions=p) for t, p in forgotten.items()
             ],

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Container, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from josefk.broker.catalog import TopicCatalog, TopicInfo, write_partition_metadata
 from josefk.broker.partition import (
@@ -37,11 +37,45 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
+class _Awaiting(Protocol):
+    """An outcome that may wait in an offset purgatory: its partition and offset."""
+
+    @property
+    def tp(self) -> TopicPartition: ...
+
+    @property
+    def required_offset(self) -> int: ...
+
+
+_Parked = TypeVar("_Parked", bound=_Awaiting)
+
+
 @dataclass(frozen=True, slots=True)
 class _HighWatermarkKey:
     """The fetch purgatory's key for a partition's high watermark moves."""
 
     tp: TopicPartition
+
+
+async def _park_until(
+    purgatory: OffsetPurgatory,
+    outcomes: Sequence[_Parked],
+    waits: Callable[[_Parked], bool],
+    timeout_ms: int,
+) -> list[_Parked]:
+    """Park the outcomes that ``waits`` (each on its partition's required offset) until
+    none does or ``timeout_ms`` passes; the ones still waiting then."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout_ms, 0) / 1000
+    while True:
+        waiting = [o for o in outcomes if waits(o)]
+        if not waiting:
+            return []
+        remaining = deadline - loop.time()
+        if remaining <= 0 or not await purgatory.wait(
+            [(o.tp, o.required_offset) for o in waiting], remaining
+        ):
+            return [o for o in waiting if waits(o)]
 
 
 def topic_log_config(catalog: TopicCatalog, defaults: LogConfig, topic: str) -> LogConfig:
@@ -445,26 +479,16 @@ class ReplicaManager:
         """acks=all: wait (in the produce purgatory, woken by follower fetches and ISR
         changes, never polling) until every appended partition's high watermark passes its
         append; partitions still short at ``timeout_ms`` get RequestTimedOutError."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000
-        while True:
-            waiting = [
-                o
-                for o in outcomes
-                if o.info is not None and o.error is None and not self._acks_satisfied(o)
-            ]
-            remaining = deadline - loop.time()
-            if not waiting:
-                return
-            if remaining <= 0 or not await self.produce_purgatory.wait(
-                [(o.tp, o.required_offset) for o in waiting], remaining
-            ):
-                for outcome in waiting:
-                    if not self._acks_satisfied(outcome) and outcome.error is None:
-                        outcome.error = RequestTimedOutError(
-                            f"{outcome.tp}: acks=all not satisfied within {timeout_ms} ms"
-                        )
-                return
+        late = await _park_until(
+            self.produce_purgatory,
+            outcomes,
+            lambda o: o.info is not None and o.error is None and not self._acks_satisfied(o),
+            timeout_ms,
+        )
+        for outcome in late:
+            outcome.error = RequestTimedOutError(
+                f"{outcome.tp}: acks=all not satisfied within {timeout_ms} ms"
+            )
 
     def _acks_satisfied(self, outcome: AppendOutcome) -> bool:
         partition = self._partitions.get(outcome.tp)
@@ -548,28 +572,18 @@ class ReplicaManager:
         low watermark reaches its offset (Kafka's DelayedDeleteRecords). Partitions still
         short at ``timeout_ms`` get RequestTimedOutError and keep the low watermark they had
         when deleted; one whose leadership moved meanwhile gets NotLeaderOrFollowerError."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000
-        while True:
-            live = self._live_brokers()
-            waiting = [
-                o for o in outcomes if o.pending and not self._low_watermark_reached(o, live)
-            ]
-            if not waiting:
-                return
-            remaining = deadline - loop.time()
-            if remaining <= 0 or not await self.delete_records_purgatory.wait(
-                [(o.tp, o.required_offset) for o in waiting], remaining
-            ):
-                live = self._live_brokers()
-                for outcome in waiting:
-                    if not self._low_watermark_reached(outcome, live):
-                        outcome.pending = False
-                        outcome.error = RequestTimedOutError(
-                            f"{outcome.tp}: the low watermark did not reach "
-                            f"{outcome.required_offset} within {timeout_ms} ms"
-                        )
-                return
+        late = await _park_until(
+            self.delete_records_purgatory,
+            outcomes,
+            lambda o: o.pending and not self._low_watermark_reached(o, self._live_brokers()),
+            timeout_ms,
+        )
+        for outcome in late:
+            outcome.pending = False
+            outcome.error = RequestTimedOutError(
+                f"{outcome.tp}: the low watermark did not reach "
+                f"{outcome.required_offset} within {timeout_ms} ms"
+            )
 
     def _low_watermark_reached(
         self, outcome: DeleteRecordsOutcome, live: Container[int] | None

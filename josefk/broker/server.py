@@ -813,7 +813,7 @@ def _keep_freed_buffers() -> None:
 
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
-    except (OSError, AttributeError):  # pragma: no cover - not glibc (musl has no mallopt)
+    except (OSError, AttributeError):  # pragma: no cover - no C library to load, or no mallopt
         return
     mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
     mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD_BYTES)

@@ -48,6 +48,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import TYPE_CHECKING, Any, Final
 
 from josefk.client.cluster import METADATA_ERRORS, ClientConfig, KafkaClient
@@ -593,13 +594,11 @@ class AIOConsumer:
     def _fetch_request(self, version: int, parts: Sequence[tuple[TopicPartition, int, int]]) -> Any:
         req = request_class(ApiKey.FETCH)
         metadata = self._client.metadata
-        # (topic, partitions) runs in the order of ``parts``: grouping a topic's partitions
-        # together would undo the rotation (a topic may come more than once).
-        runs: list[tuple[str, list[Any]]] = []
-        for tp, offset, _ in parts:
-            if not runs or runs[-1][0] != tp.topic:
-                runs.append((tp.topic, []))
-            runs[-1][1].append(
+        topics = []
+        # One entry per run of a topic's partitions in the order of ``parts`` (groupby joins
+        # neighbours only): gathering a topic's partitions together would undo the rotation.
+        for name, run in groupby(parts, key=lambda part: part[0].topic):
+            partitions = [
                 req.FetchPartition(
                     partition=tp.partition,
                     current_leader_epoch=-1,
@@ -608,9 +607,8 @@ class AIOConsumer:
                     log_start_offset=-1,
                     partition_max_bytes=self.config.max_partition_fetch_bytes,
                 )
-            )
-        topics = []
-        for name, partitions in runs:
+                for tp, offset, _ in run
+            ]
             info = metadata.topics.get(name)
             topic_id = info.topic_id if info is not None else None
             kwargs: dict[str, Any] = {"topic": name, "partitions": partitions}

@@ -38,6 +38,14 @@ _SIZE: Final = struct.Struct(">i")
 DEFAULT_MAX_FRAME_SIZE: Final = 104_857_600  # socket.request.max.bytes default
 
 
+def _check_size(size: int, max_frame_size: int) -> None:
+    """A frame's size prefix, refused before anything is allocated for it."""
+    if size < 0:
+        raise InvalidFrameSize(f"negative frame size {size}")
+    if size > max_frame_size:
+        raise FrameTooLarge(size, max_frame_size)
+
+
 class FrameDecoder:
     """Splits a stream into frames. Not thread-safe; one per connection.
 
@@ -57,12 +65,6 @@ class FrameDecoder:
     def buffered_bytes(self) -> int:
         """Bytes received that belong to a frame not yet complete."""
         return len(self._header) + self._filled + (4 if self._frame is not None else 0)
-
-    def _start(self, size: int) -> None:
-        if size < 0:
-            raise InvalidFrameSize(f"negative frame size {size}")
-        if size > self.max_frame_size:
-            raise FrameTooLarge(size, self.max_frame_size)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         """Consume ``data``; return every frame it completes (payload without size prefix)."""
@@ -95,7 +97,7 @@ class FrameDecoder:
             else:
                 size = _SIZE.unpack_from(view, pos)[0]
                 pos += 4
-            self._start(size)
+            _check_size(size, self.max_frame_size)
             if end - pos >= size:
                 frames.append(view[pos : pos + size])
                 pos += size
@@ -179,10 +181,7 @@ class FrameReceiver:
         frames: list[memoryview] = []
         while filled - start >= 4:
             size = _SIZE.unpack_from(chunk, start)[0]
-            if size < 0:
-                raise InvalidFrameSize(f"negative frame size {size}")
-            if size > self.max_frame_size:
-                raise FrameTooLarge(size, self.max_frame_size)
+            _check_size(size, self.max_frame_size)
             end = start + 4 + size
             if end <= filled:
                 frames.append(view[start + 4 : end])

@@ -95,6 +95,19 @@ async def read_response(reader: asyncio.StreamReader) -> tuple[int, Any]:
     return decode_response(await reader.readexactly(size), ApiKey.METADATA, METADATA_VERSION)
 
 
+async def ask_during_join(
+    held: HeldJoin, correlation_id: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Once the join is held, connect to the bound listener and send a Metadata request."""
+    async with asyncio.timeout(WAIT_S):
+        await held.joining.wait()
+    (_listener, host, port) = held.endpoints[0]
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(metadata_request(correlation_id=correlation_id))
+    await writer.drain()
+    return reader, writer
+
+
 async def test_a_request_sent_while_the_broker_joins_gets_the_clusters_view(
     etcd: EtcdServer, other_broker: BrokerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -103,13 +116,8 @@ async def test_a_request_sent_while_the_broker_joins_gets_the_clusters_view(
     starting = asyncio.create_task(broker.start())
     writer: asyncio.StreamWriter | None = None
     try:
-        async with asyncio.timeout(WAIT_S):
-            await held.joining.wait()
-        (_listener, host, port) = held.endpoints[0]
         # The listener is bound: the connect succeeds and the request waits, unread.
-        reader, writer = await asyncio.open_connection(host, port)
-        writer.write(metadata_request(correlation_id=7))
-        await writer.drain()
+        reader, writer = await ask_during_join(held, correlation_id=7)
         assert not starting.done()
 
         held.release.set()
@@ -138,12 +146,7 @@ async def test_a_broker_whose_join_fails_answers_no_one(
     starting = asyncio.create_task(broker.start())
     stopped = False
     try:
-        async with asyncio.timeout(WAIT_S):
-            await held.joining.wait()
-        (_listener, host, port) = held.endpoints[0]
-        reader, writer = await asyncio.open_connection(host, port)
-        writer.write(metadata_request(correlation_id=1))
-        await writer.drain()
+        reader, writer = await ask_during_join(held, correlation_id=1)
 
         held.release.set()
         with pytest.raises(StartupError, match=r"broker\.id"):
@@ -159,6 +162,7 @@ async def test_a_broker_whose_join_fails_answers_no_one(
             answered = b""
         assert answered == b""
         writer.close()
+        (_listener, host, port) = held.endpoints[0]
         with pytest.raises(ConnectionRefusedError):
             await asyncio.open_connection(host, port)
     finally:
