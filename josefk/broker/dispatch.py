@@ -7,7 +7,9 @@ reason logged, as Kafka does, while the broker goes on serving everyone else. A 
 raises (synchronously or in its coroutine) is answered with the request's error response,
 every partition or resource carrying the error (``error_responses``), logged once with its
 traceback and counted; the connection goes on serving. On a SASL listener a connection that
-has not authenticated is served ApiVersions, SaslHandshake and SaslAuthenticate only.
+has not authenticated is served ApiVersions, SaslHandshake and SaslAuthenticate only, and
+any other API key closes it from the header's first bytes, before the body is decoded (the
+network layer has already bounded its frames by ``sasl.server.max.receive.size``).
 
 Imports josefk.protocol, the handler registry and the network layer's types; must not import
 josefk.storage.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -46,6 +49,7 @@ from josefk.protocol.headers import RequestHeader
 logger = logging.getLogger(__name__)
 
 _SASL_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+_API_KEY = struct.Struct(">h")
 
 
 class RequestDispatcher:
@@ -60,6 +64,8 @@ class RequestDispatcher:
         started = time.perf_counter()
         if connection.sasl is not None and connection.sasl.raw_tokens:
             return self._raw_sasl_token(frame, connection)
+        if connection.principal is None:
+            self._check_unauthenticated_api(frame, connection)
         try:
             header, body = decode_request(frame)
         except RequestDecodeError as exc:
@@ -104,6 +110,20 @@ class RequestDispatcher:
             if metrics is not None:
                 metrics.sockets.authentication(connection.listener_name, succeeded=True)
         return [answer]
+
+    @staticmethod
+    def _check_unauthenticated_api(frame: memoryview, connection: ConnectionInfo) -> None:
+        """Before authentication the API key is read from the header's first two bytes and
+        anything but the SASL APIs closes the connection before the body is decoded (Kafka's
+        SaslServerAuthenticator): an unauthenticated client gets no decoder to feed."""
+        if frame.nbytes < 2:
+            raise CloseConnection("request header too short before SASL authentication")
+        api_key = _API_KEY.unpack_from(frame)[0]
+        if api_key not in _SASL_APIS:
+            raise CloseConnection(
+                f"api key {api_key} before SASL authentication on listener "
+                f"{connection.listener_name}"
+            )
 
     def _check_authenticated(self, connection: ConnectionInfo, api_key: int, name: str) -> None:
         """Kafka's rule for SASL listeners: until the client authenticated only ApiVersions,

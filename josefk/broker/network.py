@@ -227,11 +227,15 @@ class Connection:
         clock: Clock,
         on_close: Callable[[Connection], None],
         gate: RequestGate | None = None,
+        max_unauthenticated_bytes: int = 2**31 - 1,
     ) -> None:
         self.sock = sock
         self.info = info
         self._dispatcher = dispatcher
         self._max_request_bytes = max_request_bytes
+        # sasl.server.max.receive.size: the limit while info.principal is None (a SASL
+        # listener's connection before it authenticated), checked from the size prefix.
+        self._max_unauthenticated_bytes = max_unauthenticated_bytes
         self._max_in_flight = max_in_flight
         self._clock = clock
         self._on_close = on_close
@@ -303,6 +307,10 @@ class Connection:
                 size = _SIZE.unpack_from(buf, start)[0]
                 if size < 0 or size > self._max_request_bytes:
                     raise FrameTooLarge(size, self._max_request_bytes)
+                if size > self._max_unauthenticated_bytes and self.info.principal is None:
+                    raise FrameTooLarge(
+                        size, self._max_unauthenticated_bytes, "sasl.server.max.receive.size"
+                    )
                 end = start + 4 + size
                 if end <= filled:
                     await self._submit(view[start + 4 : end])
@@ -596,10 +604,8 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
 
 
 class FrameTooLarge(Exception):
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(
-            f"request of {size} bytes is larger than socket.request.max.bytes ({limit})"
-        )
+    def __init__(self, size: int, limit: int, setting: str = "socket.request.max.bytes") -> None:
+        super().__init__(f"request of {size} bytes is larger than {setting} ({limit})")
         self.size = size
         self.limit = limit
 
@@ -664,6 +670,7 @@ class SocketServer:
         clock: Clock,
         max_request_bytes: int,
         max_idle_ms: int,
+        max_unauthenticated_bytes: int = 524_288,
         max_in_flight: int = 64,
         queued_max_requests: int = 2**31 - 1,
         queued_max_request_bytes: int = -1,
@@ -687,6 +694,7 @@ class SocketServer:
         self._slot_free = asyncio.Event()
         self._clock = clock
         self._max_request_bytes = max_request_bytes
+        self._max_unauthenticated_bytes = max_unauthenticated_bytes
         self._max_idle_ms = max_idle_ms
         self._max_in_flight = max_in_flight
         self.gate = RequestGate(queued_max_requests, queued_max_request_bytes)
@@ -789,6 +797,7 @@ class SocketServer:
                 clock=self._clock,
                 on_close=self._forget,
                 gate=self.gate,
+                max_unauthenticated_bytes=self._max_unauthenticated_bytes,
             )
             connection.on_oversized = self._on_oversized
             self.connections.add(connection)

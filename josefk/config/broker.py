@@ -85,7 +85,12 @@ TLS_SECURITY_PROTOCOLS: Final = ("SSL", "SASL_SSL")
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # The sasl.* keys josefk honours; every other one is still refused by name.
 _SUPPORTED_SASL_KEYS: Final = frozenset(
-    {"sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config"}
+    {
+        "sasl.enabled.mechanisms",
+        "sasl.mechanism.inter.broker.protocol",
+        "sasl.jaas.config",
+        "sasl.server.max.receive.size",
+    }
 )
 # ``listener.name.<listener>.<key>``: the per-listener keys josefk reads, by the <key> part
 # (see ``listener_property``); every other listener-prefixed key is still refused.
@@ -515,6 +520,11 @@ class BrokerConfig(BaseModel):
         "sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"
     )
     sasl_jaas_config: OptStr = _key("sasl.jaas.config", None)
+    # The largest frame a SASL listener reads from a client that has not authenticated yet
+    # (Kafka's InvalidReceiveException limit): socket.request.max.bytes applies only after.
+    sasl_server_max_receive_size: Int = _key(
+        "sasl.server.max.receive.size", 524_288, ge=1, le=INT_MAX
+    )
     max_connections_per_ip: Int = _key("max.connections.per.ip", INT_MAX, ge=0, le=INT_MAX)
 
     # -- TLS (SSL and SASL_SSL listeners; josefk.broker.security.tls reads the files) --------
