@@ -16,14 +16,17 @@ Listening. Binding a listener and accepting on it are two steps (``SocketServer.
 in the kernel's listen backlog, unread, until the broker is ready to serve them (a cluster
 broker registers its bound ports in etcd before it may answer anything).
 
-Reading. A connection reads into a chunk (a bytearray of ``CHUNK_SIZE``) and hands out
-memoryviews of the complete frames in it. Bytes handed out are never written again (the
-views keep the chunk alive): the chunk goes on filling after them, and when it is full, or
-too little room is left after its last frame, the unfinished tail is copied to a fresh chunk,
-which costs at most one partial frame. A client sending one small request at a time so fills
-one chunk with a couple of hundred of them instead of having a fresh, zeroed 256 KiB each. A
-frame larger than a chunk gets a bytearray of exactly its size, and the rest of it is
-received straight into that.
+Reading. A connection reads into a chunk and hands out memoryviews of the complete frames
+in it. Bytes handed out are never written again (the views keep the chunk alive): the chunk
+goes on filling after them, and when it is full, or too little room is left after its last
+frame, the unfinished tail is copied to a fresh chunk, which costs at most one partial frame.
+Chunks are sized to what arrives: a connection starts with ``SMALL_CHUNK_SIZE`` (4 KiB, what
+an idle client holds), and a new chunk is ``CHUNK_SIZE`` (256 KiB) only when the receive
+before it filled all the room it had, i.e. the client streams (pipelined produce); a quiet
+client goes back to small ones. Chunks are not zeroed (``frame_buffer``): nothing is read
+before the socket wrote it. A frame larger than its chunk gets a buffer of exactly its size,
+and the rest of it is received straight into that (a produce request is never copied in
+Python, whatever the chunk).
 
 Ordering and flow control. Frames are dispatched as they arrive (pipelining) but responses are
 written strictly in request order: the writer takes pending responses first in, first out. When
@@ -68,12 +71,21 @@ from josefk.protocol.framing import frame_buffer
 
 logger = logging.getLogger(__name__)
 
+# A busy connection's receive chunk, and the first (and any quiet) connection's.
 CHUNK_SIZE = 256 * 1024
-# Below this much room after its last frame a chunk is replaced rather than filled further.
-_MIN_RECEIVE_ROOM = 64 * 1024
+SMALL_CHUNK_SIZE = 4 * 1024
 _SIZE = struct.Struct(">i")
 # At most this many pieces (size prefixes and answer parts) go out in one coalesced send.
 _MAX_COALESCED_PIECES = 256
+
+
+def _chunk_for(busy: bool, tail: int) -> bytearray:
+    """A receive chunk: CHUNK_SIZE when the last receive filled all the room it was given
+    (the client streams: pipelined produce), else SMALL_CHUNK_SIZE; either way room for the
+    ``tail`` of an unfinished frame carried over and as much again. Chunks are left as
+    allocated (``frame_buffer``): no byte is read before the socket wrote it."""
+    size = CHUNK_SIZE if busy else SMALL_CHUNK_SIZE
+    return frame_buffer(max(size, 2 * tail))
 
 
 @runtime_checkable
@@ -289,18 +301,24 @@ class Connection:
         self._push(_END)
 
     async def _read_frames(self) -> None:
-        buf = bytearray(CHUNK_SIZE)
+        # A connection starts with a small chunk (an idle or one-request-at-a-time client
+        # never needs more); each later chunk is sized by the receive before it (_chunk_for).
+        buf = frame_buffer(SMALL_CHUNK_SIZE)
         view = memoryview(buf)
         start = filled = 0
+        busy = False
         while self._reading:
             if filled == len(buf):
-                buf, view, start, filled = self._fresh_chunk(view, start, filled)
+                buf, view, start, filled = self._fresh_chunk(view, start, filled, busy=True)
+            room = len(buf) - filled
             received = await self._receive(view[filled:])
             if received == 0:
                 # The client is gone: nobody reads the answers still pending, and a parked
                 # long-poll fetch must not hold the connection open for its max wait.
                 self.close()
                 return
+            # The socket had at least as much as there was room for: the client streams.
+            busy = received == room
             filled += received
             self.last_active_ms = self._clock.monotonic_ms()
             while filled - start >= 4:
@@ -330,19 +348,19 @@ class Connection:
                 break
             if start == filled:
                 # Everything handed out: go on after it, never over it, while room is left.
-                if start and len(buf) - filled < _MIN_RECEIVE_ROOM:
-                    buf = bytearray(CHUNK_SIZE)
+                if start and len(buf) - filled < len(buf) // 4:
+                    buf = _chunk_for(busy, 0)
                     view = memoryview(buf)
                     start = filled = 0
             elif start and filled == len(buf):
-                buf, view, start, filled = self._fresh_chunk(view, start, filled)
+                buf, view, start, filled = self._fresh_chunk(view, start, filled, busy=busy)
 
     @staticmethod
     def _fresh_chunk(
-        view: memoryview, start: int, filled: int
+        view: memoryview, start: int, filled: int, *, busy: bool
     ) -> tuple[bytearray, memoryview, int, int]:
         tail = filled - start
-        buf = bytearray(CHUNK_SIZE)
+        buf = _chunk_for(busy, tail)
         buf[:tail] = view[start:filled]
         return buf, memoryview(buf), 0, tail
 
