@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import errno
 import logging
@@ -178,11 +179,12 @@ class RequestGate:
     Kafka's network threads stop reading when its request queue holds ``queued.max.requests``
     requests (or ``queued.max.request.bytes`` bytes). josefk has no queue between sockets and
     handlers, so the gate counts what such a queue would hold plus the requests being handled:
-    every request from the moment it is read until its answer leaves. Requests parked in a
-    purgatory (a long-poll fetch, a produce waiting for acks) count too, so the limit should
-    exceed the clients that park at once; those all end by their own timeouts, so a full gate
-    always drains. A request larger than the byte limit is admitted when nothing else is in,
-    as Kafka's memory pool admits one such request rather than none.
+    every request from the moment it is read until its answer leaves, except that a request
+    parked in a purgatory (a long-poll fetch, a produce waiting for acks) leaves the gate when
+    it parks (``request_parked``): Kafka's queue holds only requests waiting for a handler, and
+    idle consumers long-polling must not stop every other client. A request larger than the
+    byte limit is admitted when nothing else is in, as Kafka's memory pool admits one such
+    request rather than none.
     """
 
     def __init__(self, max_requests: int, max_bytes: int = -1) -> None:
@@ -222,6 +224,38 @@ class RequestGate:
             self._room.set()
 
 
+class _Admission:
+    """One request's place in the ``RequestGate``, given back once: when its answer leaves
+    the connection's queue, or earlier when it parks in a purgatory (``request_parked``)."""
+
+    __slots__ = ("_gate", "size")
+
+    def __init__(self, gate: RequestGate, size: int) -> None:
+        self._gate: RequestGate | None = gate
+        self.size = size
+
+    def leave(self) -> None:
+        gate = self._gate
+        if gate is not None:
+            self._gate = None
+            gate.leave(self.size)
+
+
+_ADMISSION: contextvars.ContextVar[_Admission | None] = contextvars.ContextVar(
+    "josefk_request_admission", default=None
+)
+
+
+def request_parked() -> None:
+    """The request being handled (in this task's context) waits in a purgatory for
+    something to happen (a long-poll fetch, acks=all, DeleteRecords): it no longer counts
+    against ``queued.max.requests``, as Kafka's request queue holds only requests waiting
+    for a handler. Idempotent; a no-op outside a request's context."""
+    admission = _ADMISSION.get()
+    if admission is not None:
+        admission.leave()
+
+
 class Connection:
     """One client connection: a reader task and a writer task over one socket.
 
@@ -257,7 +291,7 @@ class Connection:
         self._pending: deque[DispatchResult | _Unsent | _End] = deque()
         # Sizes of the requests whose answers are in _pending, oldest first, for the gate.
         self._gate = gate if gate is not None else RequestGate(2**31 - 1)
-        self._gated: deque[int] = deque()
+        self._gated: deque[_Admission] = deque()
         self._has_pending = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
@@ -392,24 +426,30 @@ class Connection:
             # The broker is at queued.max.requests: read nothing more until one is answered.
             self._send_ready()
             await self._gate.enter(size)
+        admission = _Admission(self._gate, size)
+        # Tasks the handler starts copy this context: a purgatory parking one of them gives
+        # the request's place in the gate back (request_parked).
+        token = _ADMISSION.set(admission)
         try:
             result = self._dispatcher.dispatch(frame, self.info)
+            if is_awaitable(result) and not isinstance(result, asyncio.Future):
+                # Run it now so that it makes progress while earlier responses are written.
+                result = asyncio.ensure_future(result)
         except CloseConnection as exc:
-            self._gate.leave(size)
+            admission.leave()
             logger.info("closing connection from %s: %s", self.info.peer, exc)
             self._reading = False
             return
         except Exception:
-            self._gate.leave(size)
+            admission.leave()
             # The dispatcher answers handler failures itself; anything else is a bug in it.
             # This connection can no longer answer in order: close it rather than hang.
             logger.exception("request from %s could not be dispatched; closing", self.info.peer)
             self._reading = False
             return
-        self._gated.append(size)
-        if is_awaitable(result) and not isinstance(result, asyncio.Future):
-            # Run it now so that it makes progress while earlier responses are written.
-            result = asyncio.ensure_future(result)
+        finally:
+            _ADMISSION.reset(token)
+        self._gated.append(admission)
         self._push(result)
         if self.info.close_after_response:
             self._reading = False
@@ -428,7 +468,7 @@ class Connection:
 
     def _answered(self) -> None:
         """A request's answer left _pending: its place in the broker-wide gate is free."""
-        self._gate.leave(self._gated.popleft())
+        self._gated.popleft().leave()
 
     def _send_ready(self) -> None:
         """Send the ready answers at the head of the queue from the reader, in one ``send``,
