@@ -360,14 +360,22 @@ class ReplicaManager:
         info = self._change_catalog(lambda: self.catalog.delete(name))
         if info is None:
             raise KeyError(name)
+        # Every partition is deleted even if one fails (its error is raised after): one
+        # partition's file trouble must not leave the others behind, adopted at restart.
+        failed: StorageError | None = None
         for index in range(info.partitions):
             tp = TopicPartition(name, index)
             self._partitions.pop(tp, None)
-            self._logs.delete_log(tp)
+            try:
+                self._logs.delete_log(tp)
+            except StorageError as exc:
+                failed = failed or exc
             self.partition_changed(tp)
         logger.info("deleted topic %s", name)
         for listener in self.topic_deleted_listeners:
             listener(name)
+        if failed is not None:
+            raise failed
 
     # -- roles from the cluster's metadata -------------------------------------------------
 
