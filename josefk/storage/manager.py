@@ -396,6 +396,20 @@ class LogManager:
         self._handle_log_dir_failure(log_dir, error)
         return error
 
+    async def prepare_log_off_loop(self, log: Log, prepare: Callable[[Path], None]) -> None:
+        """Run ``prepare`` on a log just made by ``get_or_create_log`` in the executor (the
+        caller's files there, e.g. ``partition.metadata``, written and fsynced without holding
+        the loop); its I/O error is judged as ``get_or_create_log`` judges ``prepare``'s (a
+        path error raises LogCreationError, anything else takes the log dir offline)."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, prepare, log.dir)
+        except OSError as exc:
+            topic_partition = log.topic_partition
+            if self._logs.get(topic_partition) is not log:
+                return  # deleted meanwhile: its directory went, and the files with it
+            raise self._creation_failed(topic_partition, log.dir, exc, created=None) from exc
+
     def remove_new_log(self, topic_partition: TopicPartition) -> None:
         """Remove a log created moments ago that holds nothing yet (a topic creation rolled
         back): closed, renamed ``-delete`` (so that a crash part way leaves a directory that
