@@ -35,7 +35,7 @@ from josefk.broker.network import (
     Response,
     is_awaitable,
 )
-from josefk.broker.security.session import AuthenticationFailed
+from josefk.broker.security.session import PLAIN, AuthenticationFailed
 from josefk.protocol.api import (
     ApiKey,
     RequestDecodeError,
@@ -93,23 +93,45 @@ class RequestDispatcher:
             return self._finish(context, spec, body, result, started, frame.nbytes)
         return self._respond(context, spec, result, started, frame.nbytes)
 
-    def _raw_sasl_token(self, frame: memoryview, connection: ConnectionInfo) -> Response:
+    def _raw_sasl_token(self, frame: memoryview, connection: ConnectionInfo) -> DispatchResult:
         """A token of a SASL exchange begun with a v0 SaslHandshake: the frame is the token
-        itself and the answer is the server's token, unframed by any Kafka header."""
+        itself and the answer is the server's token, unframed by any Kafka header. PLAIN's
+        password check (PBKDF2) runs in the executor, as on the SaslAuthenticate path: a
+        flood of failing logins must not stall the loop."""
         session = connection.sasl
-        metrics = self._metrics
+        if session.mechanism == PLAIN:
+            return self._raw_plain(bytes(frame), connection)
         try:
             answer = session.raw_step(bytes(frame))
         except AuthenticationFailed as exc:
-            if metrics is not None:
-                metrics.sockets.authentication(connection.listener_name, succeeded=False)
-            raise CloseConnection(f"SASL (v0 handshake) failed: {exc}") from None
+            raise self._raw_failed(connection, exc) from None
+        self._raw_authenticated(connection)
+        return [answer]
+
+    async def _raw_plain(self, token: bytes, connection: ConnectionInfo) -> Response:
+        session = connection.sasl
+        try:
+            user, password = session.plain_credentials(token)
+            await asyncio.get_running_loop().run_in_executor(
+                None, session.check_plain, user, password
+            )
+        except AuthenticationFailed as exc:
+            raise self._raw_failed(connection, exc) from None
+        self._raw_authenticated(connection)
+        return [b""]
+
+    def _raw_failed(self, connection: ConnectionInfo, exc: AuthenticationFailed) -> CloseConnection:
+        if self._metrics is not None:
+            self._metrics.sockets.authentication(connection.listener_name, succeeded=False)
+        return CloseConnection(f"SASL (v0 handshake) failed: {exc}")
+
+    def _raw_authenticated(self, connection: ConnectionInfo) -> None:
+        session = connection.sasl
         if session.principal is not None and not session.reauthenticating:
             session.raw_tokens = False
             connection.principal = session.principal
-            if metrics is not None:
-                metrics.sockets.authentication(connection.listener_name, succeeded=True)
-        return [answer]
+            if self._metrics is not None:
+                self._metrics.sockets.authentication(connection.listener_name, succeeded=True)
 
     @staticmethod
     def _check_unauthenticated_api(frame: memoryview, connection: ConnectionInfo) -> None:
