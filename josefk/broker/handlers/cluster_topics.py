@@ -24,6 +24,7 @@ from josefk.broker.catalog import (
     InvalidTopicError,
     TopicCatalog,
     TopicInfo,
+    collision_message,
     internal_topic_refusal,
     is_internal_topic,
     validate_topic_name,
@@ -152,6 +153,11 @@ async def create_topics(context: RequestContext, request: Any) -> Any:
             _authorized(context, AclOperation.CREATE, name)
             validate_topic_name(name)
             _not_internal(name, "create")
+            catalog = context.broker.replica_manager.catalog
+            if name not in catalog and (colliding := catalog.colliding_topic(name)) is not None:
+                raise _Refused(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION, collision_message(name, colliding)
+                )
             node = _node(context)
             configs = {c.name: c.value for c in topic.configs if c.value is not None}
             context.broker.replica_manager.default_log_config.with_overrides(configs)

@@ -27,6 +27,7 @@ from typing import Any
 
 from josefk.broker.catalog import (
     InvalidTopicError,
+    collision_message,
     internal_topic_refusal,
     is_internal_topic,
     validate_topic_name,
@@ -175,6 +176,8 @@ def _check_creatable(context: RequestContext, topic: Any) -> tuple[int, dict[str
         raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
     if name in broker.replica_manager.catalog:
         raise _Refused(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    if (colliding := broker.replica_manager.catalog.colliding_topic(name)) is not None:
+        raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, collision_message(name, colliding))
     if is_internal_topic(name):
         # The broker creates its internal topics itself, with the configs they need (a
         # compacted log); one made by a client could then not be deleted.
