@@ -69,6 +69,8 @@ def serve(
         raise click.ClickException(f"invalid configuration: {exc}") from None
     for warning in config.warnings:
         logging.getLogger("josefk.config").warning("%s", warning)
+    for note in config.inert_notes():
+        logging.getLogger("josefk.config").info("%s", note)
 
     from josefk.broker.server import run_broker
 
