@@ -541,6 +541,7 @@ INERT_PREFIXES: Final[dict[str, str]] = {
     "group.share.": "share groups (KIP-932) are not offered",
     "share.": "share groups (KIP-932) are not offered",
     "group.coordinator.": "the classic group coordinator runs on the event loop",
+    "remote.log.": _TIERED,
 }
 # Kept for the environment lookup and older callers: the inert keys by name.
 ACCEPTED_UNUSED_KEYS: Final = frozenset(INERT_KEYS)
@@ -596,7 +597,6 @@ REFUSED_PREFIXES: Final[dict[str, str]] = {
     "client.quota.": _QUOTAS,
     "replication.quota.": _QUOTAS,
     "alter.log.dirs.replication.quota.": _QUOTAS,
-    "remote.log.": "tiered storage is not offered",
     "metric.reporters": "josefk exports Prometheus metrics (josefk.metrics.*), not JMX reporters",
     "kafka.metrics.": "josefk exports Prometheus metrics (josefk.metrics.*), not JMX reporters",
     "metrics.": "josefk exports Prometheus metrics (josefk.metrics.*), not JMX reporters",
@@ -646,9 +646,9 @@ def is_listener_property(key: str) -> bool:
 
 def inert_reason(key: str) -> str | None:
     """Why ``key`` is accepted and changes nothing here; None for any other key."""
-    declared = INERT_KEYS.get(key)
+    declared = INERT_KEYS.get(key) or _MODEL_KEYS.get(key)
     if declared is not None:
-        return declared.reason
+        return declared.reason if declared.support is Support.INERT else None
     if key in REFUSED_UNLESS:
         return REFUSED_KEY_REASONS[key] + f" (accepted as {REFUSED_UNLESS[key]})"
     for prefix, reason in INERT_PREFIXES.items():
@@ -2069,9 +2069,15 @@ class BrokerConfig(BaseModel):
 
     def inert_notes(self) -> list[str]:
         """A line per inert key set: accepted, and why it changes nothing here."""
+        inert = {
+            key: self.value_of(key)
+            for key, declared in _MODEL_KEYS.items()
+            if declared.support is Support.INERT and not self.is_default(key)
+        }
+        inert.update(self.inert_configs)
         return [
             f"{key}={value} accepted; it has no effect in josefk: {inert_reason(key)}"
-            for key, value in sorted(self.inert_configs.items())
+            for key, value in sorted(inert.items())
         ]
 
     def to_properties(self, *, include_defaults: bool = True) -> dict[str, str]:
@@ -2279,4 +2285,5 @@ _TOPIC_DEFAULT_BROKER_KEYS: Final = frozenset(
     candidate.key for candidates in BROKER_DEFAULT_KEYS.values() for candidate in candidates
 )
 # Every broker key josefk declares: BrokerConfig's fields and Kafka's keys accepted as inert.
-BROKER_KEYS: Final[dict[str, ConfigKey]] = {**keys_of(BrokerConfig), **INERT_KEYS}
+_MODEL_KEYS: Final[dict[str, ConfigKey]] = keys_of(BrokerConfig)
+BROKER_KEYS: Final[dict[str, ConfigKey]] = {**_MODEL_KEYS, **INERT_KEYS}
