@@ -92,6 +92,7 @@ def test_a_removed_message_format_setting_on_a_topic_is_kept_without_effect(
     ck_create_topic(broker.bootstrap, topic, config={FORMAT: "2.8"})
     entries = ck_describe_configs(broker.bootstrap, ConfigResource.Type.TOPIC, topic)
     assert entries[FORMAT].value == "2.8"
+    assert logged(broker, f"topic {topic}: {FORMAT}=2.8 accepted; it has no effect")
 
     alter_whole(
         broker.bootstrap,
