@@ -152,6 +152,8 @@ def env_properties(env: Mapping[str, str]) -> ConfigSource:
                 source.set(guess, env[variable], f"environment variable {variable}")
                 continue
             if is_accepted_unused(guess):
+                # An inert key by its prefix (JOSEFK_CONTROLLER_QUORUM_VOTERS): kept, as in a file.
+                source.set(guess, env[variable], f"environment variable {variable}")
                 continue
             source.warnings.append(
                 f"environment variable {variable} matches no known config key "

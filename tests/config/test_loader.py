@@ -300,6 +300,15 @@ def test_keys_of_features_that_are_off_are_kept_without_effect() -> None:
     assert any("GSSAPI" in n for n in notes)
     with pytest.raises(BrokerConfigError, match="tiered storage is not offered"):
         load_broker_config(env={}, overrides=["remote.log.storage.system.enable=true"])
+    from_env = load_broker_config(
+        env={
+            "JOSEFK_SASL_KERBEROS_SERVICE_NAME": "kafka",
+            "JOSEFK_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+        }
+    )
+    assert from_env.value_of("sasl.kerberos.service.name") == "kafka"
+    assert from_env.value_of("controller.quorum.voters") == "1@localhost:9093"
+    assert from_env.warnings == ()
 
 
 def test_plaintext_between_brokers_is_accepted() -> None:
