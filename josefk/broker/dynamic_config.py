@@ -14,11 +14,12 @@ Which keys are dynamic: those their declaration (josefk.config.broker.BROKER_KEY
 per-broker or cluster-wide (``DYNAMIC_KEYS``): the broker ``log.*`` defaults of topic configs
 that the logs read live (``LOG_DEFAULT_KEYS``; a change reaches every topic without its own
 override at once), the log cleaner's and the connection limits' settings, Kafka's inert
-per-broker keys (``sasl.kerberos.*``: stored, no effect); plus every name a part registered in
-the ``ReconfigurableRegistry`` applies (the TLS listeners' ``listener.name.<l>.ssl.*``...). A change is
-checked whole before anything moves: the effective ``BrokerConfig`` is rebuilt (a bad value
-is refused naming its key), each affected part validates it, then the overrides are persisted
-and only then applied: log defaults swapped into the replica manager, parts reconfigured.
+per-broker keys (``sasl.kerberos.*``: stored, no effect); plus every name a part registered
+in the ``ReconfigurableRegistry`` applies (the TLS listeners' ``listener.name.<l>.ssl.*``...).
+A change is checked whole before anything moves: the effective ``BrokerConfig`` is rebuilt (a
+bad value is refused naming its key), each affected part validates it, then the overrides are
+persisted and only then applied: log defaults swapped into the replica manager, parts
+reconfigured.
 
 Where the overrides live (``OverridesStore``): a single node keeps them in
 ``broker-configs.json`` in the first log dir (``FileOverridesStore``, rewritten whole through

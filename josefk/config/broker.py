@@ -565,7 +565,9 @@ REFUSED_KEY_REASONS: Final[dict[str, str]] = {
     "sasl.server.max.receive.size": "the size limit before authentication is not configurable",
     "security.providers": "JVM security providers have no counterpart here",
     "ssl.provider": "JVM TLS providers have no counterpart: TLS is OpenSSL through Python",
-    "ssl.engine.factory.class": "JVM TLS engines have no counterpart: TLS is OpenSSL through Python",
+    "ssl.engine.factory.class": (
+        "JVM TLS engines have no counterpart: TLS is OpenSSL through Python"
+    ),
     "alter.config.policy.class.name": "config and topic policy classes cannot be loaded",
     "create.topic.policy.class.name": "config and topic policy classes cannot be loaded",
     "replica.selector.class": "consumers fetching from followers (KIP-392) is not offered",
@@ -708,12 +710,18 @@ class BrokerConfig(BaseModel):
     listeners: Listeners = _key(
         "listeners",
         (Listener("PLAINTEXT", "127.0.0.1", 9092),),
-        doc="Comma-separated NAME://host:port addresses to listen on; port 0 takes any free port, an empty host binds every interface.",
+        doc=(
+            "Comma-separated NAME://host:port addresses to listen on; port 0 takes any free port, "
+            "an empty host binds every interface."
+        ),
     )
     advertised_listeners: OptListeners = _key(
         "advertised.listeners",
         None,
-        doc="The addresses clients are told to use, if they differ from listeners; null advertises listeners.",
+        doc=(
+            "The addresses clients are told to use, if they differ from listeners; null advertises"
+            " listeners."
+        ),
     )
     listener_security_protocol_map: ProtocolMap = _key(
         "listener.security.protocol.map",
@@ -723,19 +731,28 @@ class BrokerConfig(BaseModel):
     controller_listener_names: Csv = _key(
         "controller.listener.names",
         (),
-        doc="Listener names reserved for KRaft controllers in Kafka; josefk serves no clients on them.",
+        doc=(
+            "Listener names reserved for KRaft controllers in Kafka; josefk serves no clients on "
+            "them."
+        ),
     )
     inter_broker_listener_name: OptStr = _key(
         "inter.broker.listener.name",
         None,
-        doc="The listener brokers use to reach each other; null: the one named by security.inter.broker.protocol, else the first.",
+        doc=(
+            "The listener brokers use to reach each other; null: the one named by "
+            "security.inter.broker.protocol, else the first."
+        ),
     )
     # Kafka: the inter-broker listener is the one named after this protocol, unless
     # inter.broker.listener.name is set (both set is an error).
     security_inter_broker_protocol: OptStr = _key(
         "security.inter.broker.protocol",
         None,
-        doc="The security protocol between brokers, naming the listener of that name; set it or inter.broker.listener.name, not both.",
+        doc=(
+            "The security protocol between brokers, naming the listener of that name; set it or "
+            "inter.broker.listener.name, not both."
+        ),
     )
     log_dirs: Csv = _key(
         "log.dirs",
@@ -764,7 +781,10 @@ class BrokerConfig(BaseModel):
     auto_create_topics_enable: KBool = _key(
         "auto.create.topics.enable",
         True,
-        doc="Create a topic when a client asks for metadata or produces to a name that does not exist.",
+        doc=(
+            "Create a topic when a client asks for metadata or produces to a name that does not "
+            "exist."
+        ),
     )
     delete_topic_enable: KBool = _key(
         "delete.topic.enable", True, doc="Allow DeleteTopics; false refuses it."
@@ -774,13 +794,19 @@ class BrokerConfig(BaseModel):
         1,
         ge=1,
         le=INT_MAX,
-        doc="Default of the topic config min.insync.replicas: replicas that must hold an acks=all write.",
+        doc=(
+            "Default of the topic config min.insync.replicas: replicas that must hold an acks=all "
+            "write."
+        ),
         dynamic=Dynamic.CLUSTER_WIDE,
     )
     unclean_leader_election_enable: KBool = _key(
         "unclean.leader.election.enable",
         False,
-        doc="Default of the topic config: elect a replica outside the ISR when no ISR member is alive (data loss possible).",
+        doc=(
+            "Default of the topic config: elect a replica outside the ISR when no ISR member is "
+            "alive (data loss possible)."
+        ),
     )
     message_max_bytes: Int = _key(
         "message.max.bytes",
@@ -793,7 +819,10 @@ class BrokerConfig(BaseModel):
     compression_type: Literal["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"] = _key(
         "compression.type",
         "producer",
-        doc="Default of the topic config compression.type: the codec batches are stored in (producer keeps the producer's).",
+        doc=(
+            "Default of the topic config compression.type: the codec batches are stored in "
+            "(producer keeps the producer's)."
+        ),
         dynamic=Dynamic.CLUSTER_WIDE,
     )
     compression_gzip_level: Int = _key(
@@ -868,7 +897,9 @@ class BrokerConfig(BaseModel):
         0,
         ge=0,
         le=LONG_MAX,
-        doc="Lifetime of a SASL session before the client must re-authenticate (KIP-368); 0: never.",
+        doc=(
+            "Lifetime of a SASL session before the client must re-authenticate (KIP-368); 0: never."
+        ),
     )
     sasl_enabled_mechanisms: Csv = _key(
         "sasl.enabled.mechanisms",
@@ -879,7 +910,10 @@ class BrokerConfig(BaseModel):
     authorizer_class_name: Str = _key(
         "authorizer.class.name",
         "",
-        doc="Enables ACL authorization when set to Kafka's AclAuthorizer or StandardAuthorizer class name (or josefk.AclAuthorizer); empty: every request allowed.",
+        doc=(
+            "Enables ACL authorization when set to Kafka's AclAuthorizer or StandardAuthorizer "
+            "class name (or josefk.AclAuthorizer); empty: every request allowed."
+        ),
     )
     # Principals (User:name) that pass every check, separated by semicolons as in Kafka.
     super_users: Str = _key(
@@ -898,7 +932,10 @@ class BrokerConfig(BaseModel):
     sasl_jaas_config: OptStr = _key(
         "sasl.jaas.config",
         None,
-        doc="A JAAS line with the broker's own credentials for inter-broker SASL (listener- and mechanism-prefixed keys win).",
+        doc=(
+            "A JAAS line with the broker's own credentials for inter-broker SASL (listener- and "
+            "mechanism-prefixed keys win)."
+        ),
         sensitive=True,
         type="password",
     )
@@ -994,12 +1031,18 @@ class BrokerConfig(BaseModel):
     ssl_endpoint_identification_algorithm: OptStr = _key(
         "ssl.endpoint.identification.algorithm",
         "https",
-        doc="Host name verification of the peer when this broker is the TLS client (https, or empty for none).",
+        doc=(
+            "Host name verification of the peer when this broker is the TLS client (https, or "
+            "empty for none)."
+        ),
     )
     ssl_principal_mapping_rules: Str = _key(
         "ssl.principal.mapping.rules",
         "DEFAULT",
-        doc="Rules that turn a client certificate's distinguished name into a principal name (Kafka's syntax).",
+        doc=(
+            "Rules that turn a client certificate's distinguished name into a principal name "
+            "(Kafka's syntax)."
+        ),
     )
     # A TLS client that has not finished its handshake by then is disconnected.
     ssl_handshake_timeout_ms: Int = _key(
@@ -1020,7 +1063,10 @@ class BrokerConfig(BaseModel):
         500,
         ge=1,
         le=INT_MAX,
-        doc="Requests read from connections but not yet handled, across the broker, before reading pauses.",
+        doc=(
+            "Requests read from connections but not yet handled, across the broker, before reading"
+            " pauses."
+        ),
     )
     queued_max_request_bytes: Int = _key(
         "queued.max.request.bytes",
@@ -1074,7 +1120,9 @@ class BrokerConfig(BaseModel):
         2,
         ge=1,
         le=INT_MAX,
-        doc="Threads per log dir that load and recover logs at start-up and flush them at shutdown.",
+        doc=(
+            "Threads per log dir that load and recover logs at start-up and flush them at shutdown."
+        ),
     )
 
     # -- log defaults (log.*) ----------------------------------------------------------------
@@ -1091,7 +1139,10 @@ class BrokerConfig(BaseModel):
         None,
         ge=1,
         le=LONG_MAX,
-        doc="Default of the topic config segment.ms: the age at which a segment is rolled; null: log.roll.hours.",
+        doc=(
+            "Default of the topic config segment.ms: the age at which a segment is rolled; null: "
+            "log.roll.hours."
+        ),
         dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_roll_hours: Int = _key(
@@ -1122,7 +1173,10 @@ class BrokerConfig(BaseModel):
         "log.retention.ms",
         None,
         le=LONG_MAX,
-        doc="Default of the topic config retention.ms; null: log.retention.minutes, then hours; -1: no time limit.",
+        doc=(
+            "Default of the topic config retention.ms; null: log.retention.minutes, then hours; "
+            "-1: no time limit."
+        ),
         dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_retention_minutes: OptInt = _key(
@@ -1143,7 +1197,10 @@ class BrokerConfig(BaseModel):
         "log.retention.bytes",
         -1,
         le=LONG_MAX,
-        doc="Default of the topic config retention.bytes: the size a partition is trimmed to; -1: no size limit.",
+        doc=(
+            "Default of the topic config retention.bytes: the size a partition is trimmed to; -1: "
+            "no size limit."
+        ),
         dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_retention_check_interval_ms: Int = _key(
@@ -1158,7 +1215,10 @@ class BrokerConfig(BaseModel):
         10_485_760,
         ge=4,
         le=INT_MAX,
-        doc="Default of the topic config segment.index.bytes: the size of offset and time index files.",
+        doc=(
+            "Default of the topic config segment.index.bytes: the size of offset and time index "
+            "files."
+        ),
         dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_index_interval_bytes: Int = _key(
@@ -1174,7 +1234,10 @@ class BrokerConfig(BaseModel):
         LONG_MAX,
         ge=1,
         le=LONG_MAX,
-        doc="Default of the topic config flush.messages: records appended before the log is fsynced.",
+        doc=(
+            "Default of the topic config flush.messages: records appended before the log is "
+            "fsynced."
+        ),
         dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_flush_interval_ms: OptInt = _key(
@@ -1182,7 +1245,10 @@ class BrokerConfig(BaseModel):
         None,
         ge=0,
         le=LONG_MAX,
-        doc="Default of the topic config flush.ms: the longest a record stays unsynced; null: log.flush.scheduler.interval.ms.",
+        doc=(
+            "Default of the topic config flush.ms: the longest a record stays unsynced; null: "
+            "log.flush.scheduler.interval.ms."
+        ),
         dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_flush_scheduler_interval_ms: Int = _key(
@@ -1211,7 +1277,10 @@ class BrokerConfig(BaseModel):
         60_000,
         ge=0,
         le=LONG_MAX,
-        doc="Default of the topic config file.delete.delay.ms: how long a deleted segment's files stay before removal.",
+        doc=(
+            "Default of the topic config file.delete.delay.ms: how long a deleted segment's files "
+            "stay before removal."
+        ),
         dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_cleanup_policy: Csv = _key(
@@ -1231,7 +1300,10 @@ class BrokerConfig(BaseModel):
         LONG_MAX,
         ge=0,
         le=LONG_MAX,
-        doc="Default of the topic config message.timestamp.before.max.ms: how far in the past a CreateTime timestamp may be.",
+        doc=(
+            "Default of the topic config message.timestamp.before.max.ms: how far in the past a "
+            "CreateTime timestamp may be."
+        ),
         dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_message_timestamp_after_max_ms: Int = _key(
@@ -1239,7 +1311,10 @@ class BrokerConfig(BaseModel):
         3_600_000,
         ge=0,
         le=LONG_MAX,
-        doc="Default of the topic config message.timestamp.after.max.ms: how far in the future a CreateTime timestamp may be.",
+        doc=(
+            "Default of the topic config message.timestamp.after.max.ms: how far in the future a "
+            "CreateTime timestamp may be."
+        ),
         dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_preallocate: KBool = _key(
@@ -1359,7 +1434,10 @@ class BrokerConfig(BaseModel):
         3,
         ge=1,
         le=32767,
-        doc="Replication factor of __consumer_offsets; a cluster creates it once this many brokers are alive (the single node keeps one replica).",
+        doc=(
+            "Replication factor of __consumer_offsets; a cluster creates it once this many brokers"
+            " are alive (the single node keeps one replica)."
+        ),
     )
     offsets_topic_segment_bytes: Int = _key(
         "offsets.topic.segment.bytes",
@@ -1475,7 +1553,10 @@ class BrokerConfig(BaseModel):
         3,
         ge=1,
         le=32767,
-        doc="Replication factor of __transaction_state; a cluster creates it once this many brokers are alive.",
+        doc=(
+            "Replication factor of __transaction_state; a cluster creates it once this many "
+            "brokers are alive."
+        ),
     )
     transaction_state_log_min_isr: Int = _key(
         "transaction.state.log.min.isr",
@@ -1628,7 +1709,10 @@ class BrokerConfig(BaseModel):
     auto_leader_rebalance_enable: KBool = _key(
         "auto.leader.rebalance.enable",
         True,
-        doc="Move leadership back to each partition's preferred replica when it is alive and in sync.",
+        doc=(
+            "Move leadership back to each partition's preferred replica when it is alive and in "
+            "sync."
+        ),
     )
     leader_imbalance_check_interval_seconds: Int = _key(
         "leader.imbalance.check.interval.seconds",
@@ -1647,7 +1731,10 @@ class BrokerConfig(BaseModel):
     etcd_endpoints: OptStr = _key(
         "josefk.etcd.endpoints",
         None,
-        doc="josefk: comma-separated host:port of the etcd servers that hold the cluster's metadata; null: a single node.",
+        doc=(
+            "josefk: comma-separated host:port of the etcd servers that hold the cluster's "
+            "metadata; null: a single node."
+        ),
     )
     etcd_prefix: Str = _key(
         "josefk.etcd.prefix", "/josefk", doc="josefk: the etcd key prefix of this cluster."

@@ -70,13 +70,19 @@ class LogConfig(BaseModel):
     cleanup_policy: tuple[Literal["compact", "delete"], ...] = config_field(
         "cleanup.policy",
         ("delete",),
-        "What happens to old segments: delete (retention), compact (keep each key's latest record), both, or neither (empty).",
+        (
+            "What happens to old segments: delete (retention), compact (keep each key's latest "
+            "record), both, or neither (empty)."
+        ),
     )
     compression_type: Literal["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"] = (
         config_field(
             "compression.type",
             "producer",
-            "The codec batches are stored in; producer keeps each batch as the producer compressed it.",
+            (
+                "The codec batches are stored in; producer keeps each batch as the producer "
+                "compressed it."
+            ),
         )
     )
     compression_gzip_level: int = config_field(
