@@ -334,8 +334,9 @@ OptListeners = Annotated[tuple[Listener, ...] | None, BeforeValidator(_parse_lis
 ProtocolMap = Annotated[dict[str, str], BeforeValidator(_parse_protocol_map)]
 
 
-def _key(alias: str, default: Any, *, doc: str, **declared: Any) -> Any:
-    """One broker key, declared once: see josefk.config.definitions.config_field."""
+def _key(alias: str, default: Any, *, doc: str = "", **declared: Any) -> Any:
+    """One broker key, declared once: see josefk.config.definitions.config_field. Every key
+    needs its ``doc`` (tests/config/test_reference.py fails on a key without one)."""
     return config_field(alias, default, doc, **declared)
 
 
@@ -617,7 +618,10 @@ REFUSED_KEYS: Final[dict[str, str]] = {}
 
 
 def refusal(key: str, value: str) -> str | None:
-    """Why ``key=value`` cannot be honoured, or None (honoured, inert, or unknown)."""
+    """Why ``key=value`` cannot be honoured, or None (honoured, inert, or unknown). A key
+    BrokerConfig has a setting for is never refused here (its validation speaks for it)."""
+    if key in _FIELD_BY_KEY:
+        return None
     if key in REFUSED_KEYS and value.strip():
         return REFUSED_KEYS[key]
     off = REFUSED_UNLESS.get(key)
@@ -627,12 +631,7 @@ def refusal(key: str, value: str) -> str | None:
         return f"{REFUSED_KEY_REASONS[key]}; josefk refuses it rather than ignoring it"
     if key in REFUSED_KEY_REASONS:
         return f"{REFUSED_KEY_REASONS[key]}; josefk refuses it rather than ignoring it"
-    if (
-        key in _FIELD_BY_KEY
-        or key in INERT_KEYS
-        or listener_ssl_key(key) is not None
-        or is_listener_property(key)
-    ):
+    if key in INERT_KEYS or listener_ssl_key(key) is not None or is_listener_property(key):
         return None
     for prefix, reason in REFUSED_PREFIXES.items():
         if key.startswith(prefix):

@@ -20,12 +20,14 @@ from josefk.broker.dynamic_config import (
 from josefk.broker.security.tls import DYNAMIC_SSL_KEYS
 from josefk.config.broker import (
     BROKER_KEYS,
+    INERT_KEYS,
+    REFUSED_KEY_REASONS,
     BrokerConfig,
     BrokerConfigError,
     inert_reason,
     refusal,
 )
-from josefk.config.definitions import Dynamic, Support
+from josefk.config.definitions import Dynamic, Support, keys_of
 from josefk.config.loader import load_broker_config
 from josefk.config.reference import reference_markdown
 from josefk.config.topic import TOPIC_KEYS, InvalidConfigError, LogConfig
@@ -101,6 +103,14 @@ def test_each_kafka_topic_key_is_honoured_inert_or_refused_with_a_reason(key: st
 def test_tiered_storage_on_a_topic_is_refused_with_the_reason() -> None:
     with pytest.raises(InvalidConfigError, match="tiered storage is not offered"):
         LogConfig().with_overrides({"remote.storage.enable": "true"})
+
+
+def test_each_key_is_declared_once() -> None:
+    """A key BrokerConfig honours is neither declared inert nor refused as well."""
+    model = set(keys_of(BrokerConfig))
+    assert not model & set(INERT_KEYS)
+    assert not model & set(REFUSED_KEY_REASONS)
+    assert not set(INERT_KEYS) & set(REFUSED_KEY_REASONS)
 
 
 def test_the_dynamic_list_is_the_declarations() -> None:
