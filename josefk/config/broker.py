@@ -653,6 +653,31 @@ class BrokerConfig(BaseModel):
         "group.max.session.timeout.ms", 1_800_000, ge=0, le=INT_MAX
     )
     group_max_size: Int = _key("group.max.size", INT_MAX, ge=1, le=INT_MAX)
+    # KIP-848 consumer groups (group.protocol=consumer), with Kafka 4's defaults.
+    group_consumer_heartbeat_interval_ms: Int = _key(
+        "group.consumer.heartbeat.interval.ms", 5000, ge=1, le=INT_MAX
+    )
+    group_consumer_min_heartbeat_interval_ms: Int = _key(
+        "group.consumer.min.heartbeat.interval.ms", 5000, ge=1, le=INT_MAX
+    )
+    group_consumer_max_heartbeat_interval_ms: Int = _key(
+        "group.consumer.max.heartbeat.interval.ms", 15000, ge=1, le=INT_MAX
+    )
+    group_consumer_session_timeout_ms: Int = _key(
+        "group.consumer.session.timeout.ms", 45000, ge=1, le=INT_MAX
+    )
+    group_consumer_min_session_timeout_ms: Int = _key(
+        "group.consumer.min.session.timeout.ms", 45000, ge=1, le=INT_MAX
+    )
+    group_consumer_max_session_timeout_ms: Int = _key(
+        "group.consumer.max.session.timeout.ms", 60000, ge=1, le=INT_MAX
+    )
+    group_consumer_max_size: Int = _key("group.consumer.max.size", INT_MAX, ge=1, le=INT_MAX)
+    # Names (uniform, range) or Kafka's class names of them; the first is the default.
+    group_consumer_assignors: Csv = _key("group.consumer.assignors", ("uniform", "range"))
+    group_consumer_migration_policy: Literal["bidirectional", "upgrade", "downgrade", "disabled"] = (
+        _key("group.consumer.migration.policy", "bidirectional")
+    )
 
     # -- idempotent producer and transactions -----------------------------------------------
     producer_id_expiration_ms: Int = _key("producer.id.expiration.ms", 86_400_000, ge=1, le=INT_MAX)
@@ -937,6 +962,7 @@ class BrokerConfig(BaseModel):
                 listeners,
                 "every listener is a controller listener; none serve clients",
             )
+        yield from self._consumer_group_problems()
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             yield ConfigProblem(
                 "group.min.session.timeout.ms",
@@ -1026,6 +1052,38 @@ class BrokerConfig(BaseModel):
                 "must be one of sasl.enabled.mechanisms when brokers talk SASL to each "
                 "other (" + ",".join(self.sasl_enabled_mechanisms) + ")",
             )
+
+    def _consumer_group_problems(self) -> Iterator[ConfigProblem]:
+        """Kafka's checks of the group.consumer.* settings: each value within its min and
+        max, the heartbeat interval below the session timeout, known assignors."""
+        for name, low, value, high in (
+            (
+                "group.consumer.heartbeat.interval.ms",
+                self.group_consumer_min_heartbeat_interval_ms,
+                self.group_consumer_heartbeat_interval_ms,
+                self.group_consumer_max_heartbeat_interval_ms,
+            ),
+            (
+                "group.consumer.session.timeout.ms",
+                self.group_consumer_min_session_timeout_ms,
+                self.group_consumer_session_timeout_ms,
+                self.group_consumer_max_session_timeout_ms,
+            ),
+        ):
+            if not low <= value <= high:
+                yield ConfigProblem(name, value, f"must be between {low} and {high}")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            yield ConfigProblem(
+                "group.consumer.heartbeat.interval.ms",
+                self.group_consumer_heartbeat_interval_ms,
+                "must be below group.consumer.session.timeout.ms",
+            )
+        for assignor in self.group_consumer_assignors:
+            short = assignor.rsplit(".", 1)[-1].lower().removesuffix("assignor")
+            if short not in ("uniform", "range"):
+                yield ConfigProblem(
+                    "group.consumer.assignors", assignor, "is not a known assignor (uniform, range)"
+                )
 
     def _topic_default_problems(self) -> Iterator[ConfigProblem]:
         """Broker values that would make an invalid topic default stop start-up here, named

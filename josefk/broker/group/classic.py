@@ -144,7 +144,7 @@ class ClassicGroupManager(ShardPart):
         if error:
             future.set_result(JoinResult(error, request.member_id))
             return future
-        group = self._groups.get(request.group_id)
+        group = self._classic_group(request.group_id)
         if request.member_id == UNKNOWN_MEMBER_ID:
             if group is None:
                 group = GroupMetadata(request.group_id, now_ms=self._clock.milliseconds())
@@ -483,7 +483,7 @@ class ClassicGroupManager(ShardPart):
         protocol_name: str | None = None,
     ) -> asyncio.Future[SyncResult]:
         future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        group = self._groups.get(group_id)
+        group = self._classic_group(group_id)
         error = self.ownership_error(group_id)
         if error:
             pass
@@ -577,7 +577,7 @@ class ClassicGroupManager(ShardPart):
     ) -> ErrorCode:
         if error := self.ownership_error(group_id):
             return error
-        group = self._groups.get(group_id)
+        group = self._classic_group(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_in(GroupState.DEAD):
@@ -660,7 +660,7 @@ class ClassicGroupManager(ShardPart):
         error per member."""
         if error := self.ownership_error(group_id):
             return error, [ErrorCode.NONE] * len(members)
-        group = self._groups.get(group_id)
+        group = self._classic_group(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         if group.is_in(GroupState.DEAD):

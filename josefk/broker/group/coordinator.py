@@ -30,6 +30,7 @@ the replica manager's marker listeners).
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +38,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from josefk.broker.group.classic import ClassicGroupManager, InFlightSync, JoinRequest
+from josefk.broker.group.consumer import (
+    ConsumerGroupManager,
+    HeartbeatRequest,
+    HeartbeatResult,
+    TopicsView,
+    describe_assignment,
+)
+from josefk.broker.group.consumer_group import ConsumerGroup, ConsumerGroupState
 from josefk.broker.group.group import GroupMetadata, GroupState, JoinResult, SyncResult
 from josefk.broker.group.group_offsets import CommittedOffset
 from josefk.broker.group.loader import read_groups
@@ -97,6 +106,32 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberDescription:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    # (topic id, topic name, partitions)
+    assignment: list[tuple[uuid.UUID, str, list[int]]]
+    target_assignment: list[tuple[uuid.UUID, str, list[int]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: tuple[ConsumerMemberDescription, ...]
 
 
 class GroupCoordinator(ShardPart):
@@ -111,10 +146,12 @@ class GroupCoordinator(ShardPart):
         clock: Clock,
         probe: GroupProbe | None = None,
         new_member_suffix: Callable[[], str] = lambda: str(uuid.uuid4()),
+        topics: TopicsView | None = None,
     ) -> None:
         shard = GroupShard(config, store, scheduler, clock, probe)
         super().__init__(shard)
         self._classic = ClassicGroupManager(shard, new_member_suffix=new_member_suffix)
+        self._consumer = ConsumerGroupManager(shard, topics, new_member_id=_new_member_id)
         self._offsets = OffsetManager(shard)
         self._retention_task: Any = None
 
@@ -167,7 +204,7 @@ class GroupCoordinator(ShardPart):
         for group in [
             g for g in self._groups.values() if self.partition_for(g.group_id) == partition
         ]:
-            self._classic.release(group, ErrorCode.NOT_COORDINATOR)
+            self._release(group)
             del self._groups[group.group_id]
             if self._probe is not None:
                 self._probe.remove_group(group.group_id)
@@ -215,20 +252,125 @@ class GroupCoordinator(ShardPart):
         if self._retention_task is not None:
             self._retention_task.cancel()
         for group in self._groups.values():
+            self._release(group)
+
+    def _release(self, group: GroupMetadata | ConsumerGroup) -> None:
+        if isinstance(group, ConsumerGroup):
+            self._consumer.release(group)
+        else:
             self._classic.release(group, ErrorCode.NOT_COORDINATOR)
 
     # -- reads ----------------------------------------------------------------------------
 
     def group(self, group_id: str) -> GroupMetadata | None:
-        return self._groups.get(group_id)
+        """The classic group ``group_id``."""
+        return self._classic_group(group_id)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The KIP-848 consumer group ``group_id``."""
+        return self._consumer_group(group_id)
 
     @property
-    def groups(self) -> list[GroupMetadata]:
+    def groups(self) -> list[GroupMetadata | ConsumerGroup]:
         return list(self._groups.values())
+
+    # -- consumer groups (KIP-848) --------------------------------------------------------
+
+    def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat. An empty classic group becomes a consumer group on its
+        first heartbeat (keeping its offsets) where ``group.consumer.migration.policy``
+        allows an upgrade."""
+        if error := self.ownership_error(request.group_id):
+            return HeartbeatResult(error)
+        classic = self._classic_group(request.group_id)
+        if (
+            classic is not None
+            and request.member_epoch == 0
+            and classic.is_empty
+            and not classic.has_pending_members
+            and self.config.consumer_migration_policy in ("bidirectional", "upgrade")
+        ):
+            self._convert(classic, ConsumerGroup(classic.group_id))
+        return self._consumer.heartbeat(request)
+
+    def _convert(
+        self, old: GroupMetadata | ConsumerGroup, new: GroupMetadata | ConsumerGroup
+    ) -> None:
+        """Replace an empty group by one of the other type with the same offsets."""
+        new.offsets = old.offsets
+        new.pending_txn_offsets = old.pending_txn_offsets
+        new.pending_offset_commits = old.pending_offset_commits
+        self._release(old)
+        self._groups[new.group_id] = new
+        logger.info(
+            "group %s: converted from a %s group to a %s group",
+            new.group_id,
+            _group_type(old),
+            _group_type(new),
+        )
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription | None:
+        group = self._consumer_group(group_id)
+        if group is None or group.is_dead:
+            return None
+        names = self._consumer.topic_names()
+        return ConsumerGroupDescription(
+            group_id=group_id,
+            state=group.state.value,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=group.assignor_name,
+            members=tuple(
+                ConsumerMemberDescription(
+                    member_id=m.member_id,
+                    instance_id=m.instance_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.member_epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=m.subscribed_topic_names,
+                    subscribed_topic_regex=m.subscribed_topic_regex,
+                    assignment=describe_assignment(m.assigned, names),
+                    target_assignment=describe_assignment(group.target.get(m.member_id, {}), names),
+                )
+                for m in group.members.values()
+            ),
+        )
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        return self._consumer_group(group_id) is not None
+
+    def validate_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode:
+        """OffsetFetch v9+ from a consumer group member: the member must be known and fetch
+        at its epoch (STALE_MEMBER_EPOCH); requests without them (the admin client's) pass."""
+        group = self._consumer_group(group_id)
+        if group is None:
+            return ErrorCode.NONE
+        return self._consumer.validate_offset_fetch(group, member_id, member_epoch)
 
     # -- classic membership -----------------------------------------------------------------
 
     def join_group(self, request: JoinRequest) -> asyncio.Future[JoinResult]:
+        """JoinGroup. An empty consumer group becomes a classic group on a classic member's
+        join where ``group.consumer.migration.policy`` allows a downgrade; a consumer group
+        with members answers INCONSISTENT_GROUP_PROTOCOL (no online migration here)."""
+        consumer = self._consumer_group(request.group_id)
+        if consumer is not None and not self.ownership_error(request.group_id):
+            if consumer.is_empty and self.config.consumer_migration_policy in (
+                "bidirectional",
+                "downgrade",
+            ):
+                self._convert(
+                    consumer, GroupMetadata(consumer.group_id, now_ms=self._clock.milliseconds())
+                )
+            else:
+                future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+                future.set_result(
+                    JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
+                )
+                return future
         return self._classic.join_group(request)
 
     def sync_group(
@@ -275,8 +417,10 @@ class GroupCoordinator(ShardPart):
         entries: Sequence[OffsetCommitEntry],
         *,
         retention_ms: int = -1,
+        api_version: int | None = None,
     ) -> list[ErrorCode]:
-        """Commit offsets for a group; one error per entry, in order."""
+        """Commit offsets for a group; one error per entry, in order. ``generation_id`` is
+        the member epoch for a consumer group (OffsetCommit v9+)."""
         if not group_id:
             return [ErrorCode.INVALID_GROUP_ID] * len(entries)
         if error := self.ownership_error(group_id):
@@ -284,15 +428,23 @@ class GroupCoordinator(ShardPart):
         group = self._groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                # A commit from a generation of a group this coordinator never had.
+                # A commit from a generation of a group this coordinator never had: v9+
+                # says so (GROUP_ID_NOT_FOUND), older versions as before.
+                if api_version is not None and api_version >= 9:
+                    return [ErrorCode.GROUP_ID_NOT_FOUND] * len(entries)
                 return [ErrorCode.ILLEGAL_GENERATION] * len(entries)
             # A "simple" consumer (no group management) commits to a new, empty group.
             group = GroupMetadata(group_id, now_ms=self._clock.milliseconds())
             self._groups[group_id] = group
         else:
-            error = self._classic.validate_offset_commit(
-                group, generation_id, member_id, group_instance_id
-            )
+            if isinstance(group, ConsumerGroup):
+                error = self._consumer.validate_offset_commit(
+                    group, generation_id, member_id, api_version=api_version
+                )
+            else:
+                error = self._classic.validate_offset_commit(
+                    group, generation_id, member_id, group_instance_id
+                )
             if error:
                 return [error] * len(entries)
         return self._offsets.store_offsets(group, entries, retention_ms)
@@ -319,9 +471,14 @@ class GroupCoordinator(ShardPart):
         known = group is not None
         if group is None:
             group = GroupMetadata(group_id, now_ms=self._clock.milliseconds())
-        error = self._classic.validate_txn_offset_commit(
-            group, generation_id, member_id, group_instance_id
-        )
+        if isinstance(group, ConsumerGroup):
+            error = self._consumer.validate_offset_commit(
+                group, generation_id, member_id, api_version=None, transactional=True
+            )
+        else:
+            error = self._classic.validate_txn_offset_commit(
+                group, generation_id, member_id, group_instance_id
+            )
         if error:
             return [error] * len(entries)
         return self._offsets.txn_store_offsets(
@@ -357,7 +514,9 @@ class GroupCoordinator(ShardPart):
     # -- describe, list, delete -----------------------------------------------------------
 
     def describe_group(self, group_id: str) -> GroupDescription | None:
-        group = self._groups.get(group_id)
+        """A classic group's description (a consumer group is no classic group: None, as
+        Kafka's DescribeGroups answers GROUP_ID_NOT_FOUND / Dead for it)."""
+        group = self._classic_group(group_id)
         if group is None:
             return None
         stable = group.is_in(GroupState.STABLE)
@@ -381,9 +540,11 @@ class GroupCoordinator(ShardPart):
 
     def list_groups(self) -> list[GroupListing]:
         return [
-            GroupListing(g.group_id, g.protocol_type or "", g.state.value)
+            GroupListing(g.group_id, "consumer", g.state.value, "consumer")
+            if isinstance(g, ConsumerGroup)
+            else GroupListing(g.group_id, g.protocol_type or "", g.state.value)
             for g in self._groups.values()
-            if not g.is_in(GroupState.DEAD)
+            if not g.is_dead
         ]
 
     def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
@@ -394,9 +555,9 @@ class GroupCoordinator(ShardPart):
                 errors.append(ErrorCode.INVALID_GROUP_ID)
             elif error := self.ownership_error(group_id):
                 errors.append(error)
-            elif group is None or group.is_in(GroupState.DEAD):
+            elif group is None or group.is_dead:
                 errors.append(ErrorCode.GROUP_ID_NOT_FOUND)
-            elif not group.is_in(GroupState.EMPTY):
+            elif not group.is_empty:
                 errors.append(ErrorCode.NON_EMPTY_GROUP)
             else:
                 try:
@@ -409,7 +570,7 @@ class GroupCoordinator(ShardPart):
                 except StoreAppendError as exc:
                     errors.append(ErrorCode(exc.error))
                     continue
-                group.transition_to(GroupState.DEAD, self._clock.milliseconds())
+                group.mark_dead(self._clock.milliseconds())
                 del self._groups[group_id]
                 if self._probe is not None:
                     self._probe.remove_group(group_id)
@@ -432,8 +593,24 @@ class GroupCoordinator(ShardPart):
                     group=group.group_id,
                     state=group.state.value,
                     members=len(group.members),
-                    generation=group.generation_id,
+                    generation=(
+                        group.group_epoch
+                        if isinstance(group, ConsumerGroup)
+                        else group.generation_id
+                    ),
                     offsets=tuple(offsets),
                 )
             )
         return stats
+
+
+def _new_member_id() -> str:
+    """A member id as Kafka makes one (a random Uuid in base64), for v0 joins."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def _group_type(group: GroupMetadata | ConsumerGroup) -> str:
+    return "consumer" if isinstance(group, ConsumerGroup) else "classic"
+
+
+__all__ += ["ConsumerGroupDescription", "ConsumerGroupState", "ConsumerMemberDescription"]

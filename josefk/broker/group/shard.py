@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from josefk.broker.group.consumer_group import ConsumerGroup
+from josefk.broker.group.group import GroupMetadata
 from josefk.broker.group.offsets_schema import coordinator_partition
 from josefk.broker.group.store import OffsetsStore
 from josefk.protocol.errors import ErrorCode
@@ -28,7 +30,6 @@ from josefk.storage.clock import Clock
 from josefk.storage.scheduler import Scheduler
 
 if TYPE_CHECKING:
-    from josefk.broker.group.group import GroupMetadata
     from josefk.config.broker import BrokerConfig
     from josefk.metrics.probes import GroupProbe
 
@@ -124,7 +125,7 @@ class GroupShard:
     clock: Clock
     probe: GroupProbe | None = None
     # Every group of this coordinator, classic or consumer, by group id.
-    groups: dict[str, GroupMetadata] = field(default_factory=dict)
+    groups: dict[str, GroupMetadata | ConsumerGroup] = field(default_factory=dict)
     # The offsets topic partitions whose groups this broker coordinates; None: all of them
     # (the single node). In a cluster, those it leads (load_partition/unload_partition).
     owned: set[int] | None = None
@@ -167,6 +168,16 @@ class ShardPart:
     @property
     def _owned(self) -> set[int] | None:
         return self._shard.owned
+
+    def _classic_group(self, group_id: str) -> GroupMetadata | None:
+        """The classic group ``group_id``, None when there is none (or it is a consumer
+        group: the coordinator routes those before a classic API gets here)."""
+        group = self._groups.get(group_id)
+        return group if isinstance(group, GroupMetadata) else None
+
+    def _consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        group = self._groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
 
     def partition_for(self, group_id: str) -> int:
         return coordinator_partition(group_id, self._store.partition_count)
