@@ -404,3 +404,69 @@ def test_no_partition_is_ever_owned_by_two_members(steps: list[tuple[int, str]])
         assert group is not None and group.state is ConsumerGroupState.STABLE
         owned = [p for i in active for p in members[i].partitions()]
         assert sorted(owned) == list(range(7))
+
+
+def restart(env: Env) -> GroupCoordinator:
+    env.coordinator.stop()
+    env.scheduler = Scheduler(env.clock)
+    env.coordinator = GroupCoordinator(
+        env.coordinator.config,
+        env.store,
+        scheduler=env.scheduler,
+        clock=env.clock,
+        topics=env.topics,
+    )
+    env.coordinator.load()
+    return env.coordinator
+
+
+async def test_a_restart_keeps_members_epochs_assignments_and_offsets(env: Env) -> None:
+    a, b, c = Member(env, "a", instance_id="i-a"), Member(env, "b"), Member(env, "c")
+    for m in (a, b, c):
+        m.heartbeat()
+    for _ in range(3):
+        for m in (a, b, c):
+            m.heartbeat()
+    c.heartbeat(epoch=-1)  # a member that left stays gone
+    for _ in range(3):
+        for m in (a, b):
+            m.heartbeat()
+    commit = env.coordinator.commit_offsets
+    assert commit("g", a.epoch, "a", None, [OffsetCommitEntry("t", 0, 42)], api_version=9) == [
+        ErrorCode.NONE
+    ]
+    before = env.coordinator.describe_consumer_group("g")
+    restarted = restart(env)
+    after = restarted.describe_consumer_group("g")
+    assert after == before and after is not None
+    assert {m.member_id for m in after.members} == {"a", "b"}
+    # The members carry on at their epochs, with their partitions.
+    owned = (a.partitions(), b.partitions())
+    assert a.heartbeat().error == ErrorCode.NONE and b.heartbeat().error == ErrorCode.NONE
+    assert (a.partitions(), b.partitions()) == owned
+    [(_, _, committed)] = restarted.fetch_offsets("g", [("t", 0)])
+    assert committed is not None and committed.offset == 42
+    # Sessions start again after the load: a silent member goes.
+    await env.advance(SESSION_MS + 1)
+    group = restarted.consumer_group("g")
+    assert group is not None and not group.members
+
+
+def test_a_deleted_consumer_group_stays_deleted_after_a_restart(env: Env) -> None:
+    a = Member(env, "a")
+    a.heartbeat()
+    a.heartbeat(epoch=-1)
+    assert env.coordinator.delete_groups(["g"]) == [ErrorCode.NONE]
+    assert restart(env).consumer_group("g") is None
+
+
+def test_an_empty_consumer_group_keeps_its_offsets_across_a_restart(env: Env) -> None:
+    commit = env.coordinator.commit_offsets
+    a = Member(env, "a")
+    a.heartbeat()
+    a.heartbeat(epoch=-1)
+    assert commit("g", -1, "", None, [OffsetCommitEntry("t", 2, 5)]) == [ErrorCode.NONE]
+    restarted = restart(env)
+    assert restarted.consumer_group("g") is not None  # empty, with its offsets
+    [(_, _, committed)] = restarted.fetch_offsets("g", [("t", 2)])
+    assert committed is not None and committed.offset == 5

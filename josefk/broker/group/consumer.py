@@ -38,7 +38,8 @@ to the others.
 
 Concurrency: event loop thread only; nothing awaits.
 
-Imports the group package's data modules, the shard and josefk.protocol.errors (codes only);
+Imports the group package's data modules, records, loader types, the shard and the store, and
+josefk.protocol.errors (codes only);
 must not import handlers, the codec or the other managers.
 """
 
@@ -62,7 +63,24 @@ from josefk.broker.group.consumer_group import (
     TopicPartitions,
     reconcile,
 )
+from josefk.broker.group.consumer_records import (
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    ConsumerKey,
+    CurrentAssignmentValue,
+    MemberMetadataValue,
+    encode_current_assignment,
+    encode_epoch,
+    encode_key,
+    encode_member_metadata,
+    encode_target_member,
+)
+from josefk.broker.group.loader import LoadedConsumerGroup
 from josefk.broker.group.shard import GroupShard, ShardPart
+from josefk.broker.group.store import KeyValue, StoreAppendError
 from josefk.protocol.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
@@ -125,8 +143,6 @@ class ConsumerGroupManager(ShardPart):
         super().__init__(shard)
         self._topics = topics
         self._new_member_id = new_member_id
-        # Called with a group whenever its durable state changed (persistence hook).
-        self.on_change: Callable[[ConsumerGroup, Iterable[str]], None] = lambda group, gone: None
 
     # -- topics -----------------------------------------------------------------------------
 
@@ -201,7 +217,7 @@ class ConsumerGroupManager(ShardPart):
         self._reset_session(group, member)
         changed = before != (member.member_epoch, member.assigned)
         if bumped or changed:
-            self.on_change(group, ())
+            self._persist(group, ())
         include = request.owned is not None or request.member_epoch == 0 or changed
         return HeartbeatResult(
             ErrorCode.NONE,
@@ -439,7 +455,7 @@ class ConsumerGroupManager(ShardPart):
             member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
             self._cancel_revocation(member)
             self._reset_session(group, member)
-            self.on_change(group, ())
+            self._persist(group, ())
         else:
             logger.info("group %s: member %s leaves", group.group_id, member.member_id)
             self.remove_member(group, member)
@@ -462,7 +478,7 @@ class ConsumerGroupManager(ShardPart):
         else:
             group.target = {}
             group.assignment_epoch = group.group_epoch
-        self.on_change(group, (member.member_id,))
+        self._persist(group, (member.member_id,))
 
     def _reset_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if self._stopped:
@@ -525,6 +541,122 @@ class ConsumerGroupManager(ShardPart):
         """After a load: every member must heartbeat within a session timeout."""
         for member in group.members.values():
             self._reset_session(group, member)
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def _persist(self, group: ConsumerGroup, gone: Iterable[str]) -> None:
+        """Write the group's records (Kafka's record types 3, 5-8, ``consumer_records``) as
+        one batch: its epoch, each member's metadata, target and current assignment, the
+        target's epoch, and tombstones for the members in ``gone``. Compaction keeps the
+        last record of each key, so the log holds the group as it is now."""
+        gid = group.group_id
+        records: list[KeyValue] = [
+            (encode_key(ConsumerKey(CONSUMER_GROUP_METADATA, gid)), encode_epoch(group.group_epoch))
+        ]
+        for member_id, m in group.members.items():
+            records.append(
+                (
+                    encode_key(ConsumerKey(CONSUMER_GROUP_MEMBER_METADATA, gid, member_id)),
+                    encode_member_metadata(
+                        MemberMetadataValue(
+                            m.instance_id,
+                            m.rack_id,
+                            m.client_id,
+                            m.client_host,
+                            m.subscribed_topic_names,
+                            m.subscribed_topic_regex,
+                            m.rebalance_timeout_ms,
+                            m.server_assignor,
+                        )
+                    ),
+                )
+            )
+            records.append(
+                (
+                    encode_key(
+                        ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, member_id)
+                    ),
+                    encode_target_member(group.target.get(member_id, {})),
+                )
+            )
+            records.append(
+                (
+                    encode_key(
+                        ConsumerKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, member_id)
+                    ),
+                    encode_current_assignment(
+                        CurrentAssignmentValue(
+                            m.member_epoch,
+                            m.previous_member_epoch,
+                            m.state.value,
+                            m.assigned,
+                            m.pending_revocation,
+                        )
+                    ),
+                )
+            )
+        records.append(
+            (
+                encode_key(ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid)),
+                encode_epoch(group.assignment_epoch),
+            )
+        )
+        for member_id in gone:
+            for kind in (
+                CONSUMER_GROUP_MEMBER_METADATA,
+                CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+            ):
+                records.append((encode_key(ConsumerKey(kind, gid, member_id)), None))
+        try:
+            self._store.append(self.partition_for(gid), records, self._clock.milliseconds())
+        except StoreAppendError as exc:
+            logger.warning("group %s: storing the consumer group failed: %s", gid, exc)
+
+    def restore(self, group_id: str, loaded: LoadedConsumerGroup) -> ConsumerGroup:
+        """A consumer group as its records left it: members with their epochs and
+        assignments, the target. A target that no longer covers the subscribed topics'
+        partitions (topics changed while nobody coordinated the group) is computed again.
+        Every member must heartbeat within a session timeout."""
+        group = ConsumerGroup(group_id)
+        group.group_epoch = loaded.epoch or 0
+        group.assignment_epoch = loaded.assignment_epoch
+        for member_id, metadata in loaded.members.items():
+            current = loaded.current.get(member_id)
+            member = ConsumerMember(
+                member_id=member_id,
+                instance_id=metadata.instance_id,
+                rack_id=metadata.rack_id,
+                client_id=metadata.client_id,
+                client_host=metadata.client_host,
+                rebalance_timeout_ms=metadata.rebalance_timeout_ms,
+                subscribed_topic_names=metadata.subscribed_topic_names,
+                subscribed_topic_regex=metadata.subscribed_topic_regex,
+                server_assignor=metadata.server_assignor,
+            )
+            if current is not None:
+                member.member_epoch = current.member_epoch
+                member.previous_member_epoch = current.previous_member_epoch
+                member.state = (
+                    MemberState(current.state)
+                    if current.state in (1, 2, 3)
+                    else (MemberState.STABLE)
+                )
+                member.assigned = dict(current.assigned)
+                member.pending_revocation = dict(current.pending_revocation)
+            group.add_member(member)
+            group.take(member)
+            group.target[member_id] = dict(loaded.targets.get(member_id, {}))
+        group.subscription_metadata = self._subscription_metadata(group)
+        covered = {(t, p) for a in group.target.values() for t, ps in a.items() for p in ps}
+        wanted = {(t, p) for t, count in group.subscription_metadata.values() for p in range(count)}
+        if group.members and covered != wanted:
+            group.group_epoch += 1
+            self._compute_target(group)
+        group.assignor_name = self._assignor_for(group) if group.members else ""
+        self._groups[group_id] = group
+        self.restart_sessions(group)
+        return group
 
     # -- offsets of consumer group members --------------------------------------------------
 

@@ -25,7 +25,7 @@ Group state, as Kafka reports it: Empty without members; Assigning while the tar
 behind the group epoch (never seen here: the target is computed in the heartbeat that bumps
 the epoch); Reconciling while some member is not STABLE at the assignment epoch; Stable.
 
-Imports group_offsets only; must not import the codec, storage or handlers.
+Imports group_offsets and consumer_records (the keys of its records) only; must not import the codec, storage or handlers.
 """
 
 from __future__ import annotations
@@ -36,6 +36,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from josefk.broker.group.consumer_records import (
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    ConsumerKey,
+    encode_key,
+)
 from josefk.broker.group.group_offsets import GroupOffsets
 
 # topic id -> partitions
@@ -54,9 +60,11 @@ class ConsumerGroupState(enum.Enum):
 
 
 class MemberState(enum.Enum):
-    STABLE = "stable"
-    UNREVOKED_PARTITIONS = "unrevoked_partitions"
-    UNRELEASED_PARTITIONS = "unreleased_partitions"
+    """A member's reconciliation state; the values are the bytes Kafka stores."""
+
+    STABLE = 1
+    UNREVOKED_PARTITIONS = 2
+    UNRELEASED_PARTITIONS = 3
 
 
 @dataclass(eq=False)
@@ -126,6 +134,12 @@ class ConsumerGroup(GroupOffsets):
 
     def subscribed_topics(self) -> set[str] | None:
         return set(self.subscription_metadata)
+
+    def group_record_keys(self) -> list[bytes]:
+        return [
+            encode_key(ConsumerKey(CONSUMER_GROUP_METADATA, self.group_id)),
+            encode_key(ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, self.group_id)),
+        ]
 
     def _expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
         # Kafka: offsets of topics the group subscribes to never expire while it has members;

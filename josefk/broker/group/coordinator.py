@@ -222,6 +222,13 @@ class GroupCoordinator(ShardPart):
         now = self._clock.milliseconds()
         loaded = read_groups(self._store, partitions)
         for group_id, found in loaded.items():
+            if found.consumer is not None:
+                consumer = self._consumer.restore(group_id, found.consumer)
+                consumer.offsets = found.offsets
+                consumer.pending_txn_offsets = found.pending
+                for producer_id in found.pending:
+                    self._txn_groups.setdefault(producer_id, set()).add(group_id)
+                continue
             group = GroupMetadata(group_id, now_ms=now)
             group.offsets = found.offsets
             group.pending_txn_offsets = found.pending
@@ -301,6 +308,14 @@ class GroupCoordinator(ShardPart):
         new.pending_txn_offsets = old.pending_txn_offsets
         new.pending_offset_commits = old.pending_offset_commits
         self._release(old)
+        try:
+            self._store.append(
+                self.partition_for(old.group_id),
+                [(key, None) for key in old.group_record_keys()],
+                self._clock.milliseconds(),
+            )
+        except StoreAppendError as exc:
+            logger.warning("group %s: conversion not stored: %s", old.group_id, exc)
         self._groups[new.group_id] = new
         logger.info(
             "group %s: converted from a %s group to a %s group",

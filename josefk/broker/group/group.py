@@ -36,7 +36,12 @@ from typing import Any
 
 from josefk.broker.group.assignment import SubscriptionFormatError, subscribed_topics
 from josefk.broker.group.group_offsets import CommittedOffset, GroupOffsets
-from josefk.broker.group.offsets_schema import GroupMetadataValue, MemberRecord
+from josefk.broker.group.offsets_schema import (
+    GroupKey,
+    GroupMetadataValue,
+    MemberRecord,
+    encode_group_key,
+)
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -214,6 +219,9 @@ class GroupMetadata(GroupOffsets):
 
     def mark_dead(self, now_ms: int) -> None:
         self.transition_to(GroupState.DEAD, now_ms)
+
+    def group_record_keys(self) -> list[bytes]:
+        return [encode_group_key(GroupKey(self.group_id))]
 
     # -- members --------------------------------------------------------------------------
 

@@ -74,6 +74,11 @@ class GroupOffsets:
         """The group is removed (deleted, or expired with its last offset)."""
         raise NotImplementedError
 
+    def group_record_keys(self) -> list[bytes]:
+        """The ``__consumer_offsets`` keys of the group's own records (not its offsets),
+        tombstoned when the group goes."""
+        raise NotImplementedError
+
     def subscribed_topics(self) -> set[str] | None:
         """The topics the members subscribe to, or None when that cannot be known."""
         raise NotImplementedError

@@ -2,7 +2,8 @@
 
 Owns ``replay`` (a partition's last record per key, with Kafka's handling of transactional
 commits) and ``read_groups`` (those records decoded per group: committed offsets, the
-offsets of transactions still open, the classic group's record). The coordinator builds its
+offsets of transactions still open, the classic group's record, a consumer group's
+records). The coordinator builds its
 groups from what this returns; this module builds no group and keeps no state.
 
 Transactional offset commits are replayed as Kafka's loader does: kept per producer until
@@ -18,9 +19,28 @@ must not import the coordinator or its managers.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from josefk.broker.group.consumer_records import (
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    CONSUMER_RECORD_TYPES,
+    ConsumerKey,
+    ConsumerRecordError,
+    CurrentAssignmentValue,
+    MemberMetadataValue,
+    decode_current_assignment,
+    decode_epoch,
+    decode_member_metadata,
+    decode_target_member,
+    record_type,
+)
+from josefk.broker.group.consumer_records import decode_key as decode_consumer_key
 from josefk.broker.group.group_offsets import CommittedOffset
 from josefk.broker.group.offsets_schema import (
     GroupMetadataValue,
@@ -48,12 +68,46 @@ def _committed(value_bytes: bytes, append_offset: int) -> CommittedOffset:
 
 
 @dataclass(slots=True)
+class LoadedConsumerGroup:
+    """The records of one KIP-848 consumer group (``consumer_records``)."""
+
+    epoch: int | None = None
+    assignment_epoch: int = 0
+    members: dict[str, MemberMetadataValue] = field(default_factory=dict)
+    targets: dict[str, dict[uuid.UUID, frozenset[int]]] = field(default_factory=dict)
+    current: dict[str, CurrentAssignmentValue] = field(default_factory=dict)
+
+    def apply(self, key: ConsumerKey, value: bytes | None) -> None:
+        kind, member = key.record_type, key.member or ""
+        if kind == CONSUMER_GROUP_METADATA:
+            self.epoch = None if value is None else decode_epoch(value)
+        elif kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+            self.assignment_epoch = 0 if value is None else decode_epoch(value)
+        elif kind == CONSUMER_GROUP_MEMBER_METADATA:
+            if value is None:
+                self.members.pop(member, None)
+            else:
+                self.members[member] = decode_member_metadata(value)
+        elif kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+            if value is None:
+                self.targets.pop(member, None)
+            else:
+                self.targets[member] = decode_target_member(value)
+        elif kind == CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
+            if value is None:
+                self.current.pop(member, None)
+            else:
+                self.current[member] = decode_current_assignment(value)
+
+
+@dataclass(slots=True)
 class LoadedGroup:
     """What the log holds of one group."""
 
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     pending: dict[int, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
     classic: GroupMetadataValue | None = None
+    consumer: LoadedConsumerGroup | None = None
 
 
 def read_groups(store: OffsetsStore, partitions: Iterable[int]) -> dict[str, LoadedGroup]:
@@ -62,10 +116,15 @@ def read_groups(store: OffsetsStore, partitions: Iterable[int]) -> dict[str, Loa
     offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
     pending: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
     values: dict[str, GroupMetadataValue | None] = {}
+    consumer: dict[str, LoadedConsumerGroup] = {}
     for partition in partitions:
         latest, open_txns = replay(store, partition)
         for key_bytes, (append_offset, value_bytes) in latest.items():
             try:
+                if record_type(key_bytes) in CONSUMER_RECORD_TYPES:
+                    ckey = decode_consumer_key(key_bytes)
+                    consumer.setdefault(ckey.group, LoadedConsumerGroup()).apply(ckey, value_bytes)
+                    continue
                 key = decode_key(key_bytes)
                 if isinstance(key, OffsetKey):
                     group_offsets = offsets.setdefault(key.group, {})
@@ -78,7 +137,7 @@ def read_groups(store: OffsetsStore, partitions: Iterable[int]) -> dict[str, Loa
                     values[key.group] = (
                         None if value_bytes is None else decode_group_value(value_bytes)
                     )
-            except OffsetsSchemaError as exc:
+            except (OffsetsSchemaError, ConsumerRecordError) as exc:
                 logger.warning("skipping unreadable record in partition %d: %s", partition, exc)
         for producer_id, records in open_txns.items():
             for key_bytes, (append_offset, value_bytes) in records.items():
@@ -93,13 +152,16 @@ def read_groups(store: OffsetsStore, partitions: Iterable[int]) -> dict[str, Loa
                 by_producer = pending.setdefault(key.group, {})
                 by_producer.setdefault(producer_id, {})[(key.topic, key.partition)] = committed
     found: dict[str, LoadedGroup] = {}
-    for group_id in sorted(set(offsets) | set(values) | set(pending)):
+    for group_id in sorted(set(offsets) | set(values) | set(pending) | set(consumer)):
         value = values.get(group_id)
         group_offsets = offsets.get(group_id, {})
         group_pending = pending.get(group_id, {})
-        if value is None and not group_offsets and not group_pending:
+        kip848 = consumer.get(group_id)
+        if kip848 is not None and kip848.epoch is None:
+            kip848 = None  # tombstoned: the group went (or became a classic group)
+        if value is None and kip848 is None and not group_offsets and not group_pending:
             continue
-        found[group_id] = LoadedGroup(group_offsets, group_pending, value)
+        found[group_id] = LoadedGroup(group_offsets, group_pending, value, kip848)
     return found
 
 

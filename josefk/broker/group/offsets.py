@@ -34,10 +34,8 @@ from typing import TYPE_CHECKING
 
 from josefk.broker.group.group_offsets import CommittedOffset, GroupOffsets
 from josefk.broker.group.offsets_schema import (
-    GroupKey,
     OffsetCommitValue,
     OffsetKey,
-    encode_group_key,
     encode_offset_key,
     encode_offset_value,
 )
@@ -292,7 +290,7 @@ class OffsetManager(ShardPart):
             for topic, p in partitions
         ]
         if with_group:
-            records.append((encode_group_key(GroupKey(group.group_id)), None))
+            records.extend((key, None) for key in group.group_record_keys())
         if records:
             self._store.append(
                 self.partition_for(group.group_id), records, self._clock.milliseconds()

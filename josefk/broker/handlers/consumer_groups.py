@@ -11,6 +11,9 @@ Version notes: ConsumerGroupHeartbeat v1 (KIP-1082) has the client generate its 
 make the id. ConsumerGroupDescribe v1 adds the member type (KIP-1099): 1, a member of the
 consumer protocol (josefk has no classic members in consumer groups).
 
+In a cluster the heartbeat is answered once the group's records in ``__consumer_offsets``
+are replicated (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR when they are not).
+
 Authorization, as Kafka's: READ on the group for the heartbeat, DESCRIBE on the group for
 the description (GROUP_AUTHORIZATION_FAILED).
 
@@ -26,7 +29,12 @@ from typing import Any, Final
 from josefk.broker.context import RequestContext
 from josefk.broker.group.consumer import HeartbeatRequest
 from josefk.broker.handlers import handles
-from josefk.broker.handlers.groups import client_host, coordinator_of, may_read_group
+from josefk.broker.handlers.groups import (
+    client_host,
+    coordinator_of,
+    may_read_group,
+    wait_replicated,
+)
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
@@ -38,7 +46,7 @@ CONSUMER_MEMBER_TYPE: Final = 1
 
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT)
-def handle_consumer_group_heartbeat(context: RequestContext, request: Any) -> Any:
+async def handle_consumer_group_heartbeat(context: RequestContext, request: Any) -> Any:
     coordinator = coordinator_of(context)
     if not may_read_group(context, request.group_id):
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -70,6 +78,15 @@ def handle_consumer_group_heartbeat(context: RequestContext, request: Any) -> An
             api_version=context.api_version,
         )
     )
+    # The group's records are answered for once the offsets topic's replicas hold them.
+    replication_error = await wait_replicated(context, coordinator)
+    if replication_error is not None and not result.error:
+        error = (
+            ErrorCode.NOT_COORDINATOR
+            if coordinator.ownership_error(request.group_id)
+            else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        )
+        return HEARTBEAT(error_code=error, error_message=str(replication_error))
     if result.error:
         return HEARTBEAT(
             error_code=result.error,
