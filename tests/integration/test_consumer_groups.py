@@ -340,3 +340,66 @@ def request_topic(topic: str) -> Any:
         name=topic,
         partitions=[commit.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)],
     )
+
+
+def test_a_broker_restart_keeps_the_group_its_assignments_and_offsets(
+    broker_factory: Any,
+) -> None:
+    """SIGKILL of the broker under a consuming group: after the restart the members carry
+    on at their epochs with the partitions they had (no revocation) and nothing committed is
+    read again."""
+    server: BrokerProcess = broker_factory(
+        settings=[
+            "group.consumer.heartbeat.interval.ms=300",
+            "group.consumer.min.heartbeat.interval.ms=100",
+            "group.consumer.session.timeout.ms=20000",
+            "group.consumer.min.session.timeout.ms=1000",
+        ]
+    )
+    topic = new_topic(server.bootstrap, "kip848-restart", 60)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    members = [Member(server.bootstrap, group, [topic]) for _ in range(2)]
+    try:
+        pump(
+            members,
+            lambda: shares(members) and sum(len(m.records) for m in members) >= 60,
+            commit=True,
+        )
+        before = [m.partitions() for m in members]
+        for m in members:
+            m.revoked.clear()
+        server.kill()
+        server.start()
+        produce(server.bootstrap, topic, 60)
+        pump(members, lambda: sum(len(m.records) for m in members) >= 120, commit=True)
+        assert [m.partitions() for m in members] == before
+        assert not any(m.revoked for m in members), "a member lost partitions over the restart"
+    finally:
+        for m in members:
+            m.close()
+    records = [r for m in members for r in m.records]
+    assert len(records) == len(set(records)) == 120
+
+
+def test_an_empty_classic_group_becomes_a_consumer_group_and_back(broker: BrokerProcess) -> None:
+    """A classic member commits and leaves; a consumer-protocol member of the same group
+    resumes from those offsets; once it leaves, a classic member resumes from its commits."""
+    topic = new_topic(broker.bootstrap, "kip848-convert", 30)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+
+    def consume(protocol: str, count: int) -> list[tuple[str, int, int]]:
+        extra = {} if protocol == "consumer" else {"session.timeout.ms": 6000}
+        member = Member(broker.bootstrap, group, [topic], **{"group.protocol": protocol, **extra})
+        try:
+            pump([member], lambda: len(member.records) >= count, commit=True)
+        finally:
+            member.close()
+        return member.records[:count]
+
+    first = consume("classic", 10)
+    produce(broker.bootstrap, topic, 30)
+    second = consume("consumer", 20)
+    produce(broker.bootstrap, topic, 30)
+    third = consume("classic", 10)
+    seen = first + second + third
+    assert len(seen) == len(set(seen)), "a committed record was read again"
