@@ -470,3 +470,23 @@ def test_an_empty_consumer_group_keeps_its_offsets_across_a_restart(env: Env) ->
     assert restarted.consumer_group("g") is not None  # empty, with its offsets
     [(_, _, committed)] = restarted.fetch_offsets("g", [("t", 2)])
     assert committed is not None and committed.offset == 5
+
+
+def test_metrics_count_groups_by_type_and_consumer_groups_by_state(env: Env) -> None:
+    from josefk.metrics.collectors import GroupCollector
+
+    Member(env, "a").heartbeat()
+    b = Member(env, "b", group="other")
+    b.heartbeat()
+    b.heartbeat(epoch=-1)
+    assert env.coordinator.commit_offsets("classic", -1, "", None, [OffsetCommitEntry("t", 0, 1)])
+    families = {
+        f.name: {tuple(sorted(s.labels.items())): s.value for s in f.samples}
+        for f in GroupCollector(lambda: env.coordinator.group_stats(lambda t, p: None)).collect()
+    }
+    counts = families["kafka_server_group_coordinator_metrics_group_count"]
+    assert counts[(("protocol", "consumer"),)] == 2 and counts[(("protocol", "classic"),)] == 1
+    states = families["kafka_server_group_coordinator_metrics_consumer_group_count"]
+    assert states[(("state", "stable"),)] == 1 and states[(("state", "empty"),)] == 1
+    generations = families["kafka_coordinator_group_group_generation"]
+    assert generations[(("group", "g"),)] == 1

@@ -614,6 +614,7 @@ class GroupCoordinator(ShardPart):
                         else group.generation_id
                     ),
                     offsets=tuple(offsets),
+                    group_type=_group_type(group),
                 )
             )
         return stats
