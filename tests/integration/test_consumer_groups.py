@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess
+from broker_process import BrokerProcess, run_josefk
 from client_helpers import ck_admin, ck_config, ck_create_topic, unique_topic
 from confluent_kafka import (
     Consumer,
@@ -403,3 +403,35 @@ def test_an_empty_classic_group_becomes_a_consumer_group_and_back(broker: Broker
     third = consume("classic", 10)
     seen = first + second + third
     assert len(seen) == len(set(seen)), "a committed record was read again"
+
+
+def test_josefk_groups_list_and_describe_show_type_epochs_and_assignments(
+    broker: BrokerProcess,
+) -> None:
+    topic = new_topic(broker.bootstrap, "kip848-cli", 12)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    members = [Member(broker.bootstrap, group, [topic]) for _ in range(2)]
+    try:
+        pump(members, lambda: shares(members) and sum(len(m.records) for m in members) >= 12)
+        for m in members:
+            m.consumer.commit(asynchronous=False)
+        listed = {
+            g["group"]: g
+            for g in json.loads(run_josefk(broker.bootstrap, "groups", "list", "--json"))
+        }
+        assert listed[group]["type"] == "consumer" and listed[group]["state"] == "Stable"
+        assert listed[group]["members"] == 2
+        info = json.loads(run_josefk(broker.bootstrap, "groups", "describe", group, "--json"))
+        assert info["type"] == "consumer" and info["protocol"] == "uniform"
+        assert info["group_epoch"] == info["assignment_epoch"] >= 2
+        described = sorted(a["partition"] for m in info["members"] for a in m["assignment"])
+        assert described == list(range(PARTITIONS))
+        for m in info["members"]:
+            assert m["member_epoch"] == info["group_epoch"]
+            assert m["assignment"] == m["target_assignment"]
+        assert info["total_lag"] == 0
+        text = run_josefk(broker.bootstrap, "groups", "describe", group)
+        assert "consumer" in text and "TARGET" in text
+    finally:
+        for m in members:
+            m.close()
