@@ -37,6 +37,11 @@ nullability and child struct; tagged fields; defaults), built once here from the
 classification the generator uses and walked in C. Otherwise it returns the generated Python
 decoder. ``python_decoder`` and ``c_decoder`` give either path explicitly (for tests).
 
+**Stubs.** ``render_stubs`` writes the classes' types as ``.pyi`` source (each message class,
+its structs nested as at run time, fields with their types and the versions they exist in);
+``python -m josefk.protocol.stubgen`` keeps josefk/protocol/message_types.pyi current, so that
+code annotated with ``ProduceRequest`` has its field access checked by mypy.
+
 Imports josefk.protocol.schema, .types and .errors (and the optional ._cdecode) only; no I/O.
 """
 
@@ -230,10 +235,11 @@ class CompiledMessage:
                 info.children.append((f, child))
                 self._collect(child)
 
-    def _annotation(self, f: Field) -> str:
+    def _annotation(self, f: Field, struct_name: str | None = None) -> str:
+        """The field's type as Python source; ``struct_name`` names a struct field's class
+        where its own name is not bound (in the stubs)."""
         if f.is_struct:
-            child = self._by_field[id(f)]
-            base = f"{child.name}"
+            base = struct_name or self._by_field[id(f)].name
         else:
             base = _PY_TYPES[f.element_type]
         if f.is_array:
@@ -297,6 +303,73 @@ class CompiledMessage:
             if info.name not in attached and not hasattr(root.cls, info.name):
                 setattr(root.cls, info.name, info.cls)
                 attached.add(info.name)
+
+    # -- declarations -> type stubs ----------------------------------------------------------
+
+    def stub_lines(self) -> list[str]:
+        """This message's classes as ``.pyi`` source (see ``render_stubs``).
+
+        Mirrors what ``_build_classes`` attaches: each struct class nested in its parent's,
+        and on the message class an alias for every struct reachable as its attribute. A
+        struct whose name its parent already binds to another struct (reachable at run time
+        only as a field's value) gets a private stub-only name.
+        """
+        root = self._structs[0]
+        bound: dict[int, dict[str, _StructInfo]] = {info.index: {} for info in self._structs}
+        for info in self._structs[1:]:
+            assert info.parent is not None
+            bound[info.parent.index].setdefault(info.name, info)
+            bound[root.index].setdefault(info.name, info)
+        stub_name: dict[int, str] = {}
+        for info in self._structs[1:]:
+            assert info.parent is not None
+            own = bound[info.parent.index][info.name] is info
+            stub_name[info.index] = info.name if own else f"_{info.name}_{info.index}"
+
+        def path(info: _StructInfo) -> str:
+            steps = []
+            node: _StructInfo | None = info
+            while node is not None and node is not root:
+                steps.append(stub_name[node.index])
+                node = node.parent
+            return ".".join(reversed(steps))
+
+        spec = self.spec
+        out: list[str] = []
+
+        def emit(info: _StructInfo, indent: str) -> None:
+            name = stub_name.get(info.index, info.name)
+            out.append(f"{indent}@dataclass(frozen=True, slots=True, kw_only=True)")
+            out.append(f"{indent}class {name}:")
+            inner = indent + "    "
+            if info is root:
+                flexible = f", flexible {spec.flexible_versions}"
+                out.append(
+                    f'{inner}"""{spec.name} {spec.kind} (API key {spec.api_key}), '
+                    f'versions {spec.valid_versions}{flexible}."""'
+                )
+                out.append("")
+                out.append(f"{inner}API_KEY: ClassVar[int]")
+                out.append(f"{inner}KIND: ClassVar[str]")
+                out.append(f"{inner}COMPILED: ClassVar[CompiledMessage]")
+            else:
+                out.append(f'{inner}"""{info.qualname}."""')
+            out.append("")
+            for _, child in info.children:
+                emit(child, inner)
+            for alias, target in bound[info.index].items():
+                if target.parent is not info:
+                    out.append(f"{inner}{alias} = {path(target)}")
+            for f in info.fields:
+                child_name = stub_name[self._by_field[id(f)].index] if f.is_struct else None
+                out.append(
+                    f"{inner}{f.name}: {self._annotation(f, child_name)} = ...  "
+                    f"# {_versions_note(f)}"
+                )
+            out.append("")
+
+        emit(root, "")
+        return out
 
     def struct_classes(self) -> dict[str, Any]:
         """Qualified name -> class, for every struct of this message."""
@@ -1313,6 +1386,44 @@ def _plan_struct(gen: _Generator, info: _StructInfo) -> tuple[Any, ...]:
         tuple((f.tag, _plan_field(gen, f)) for f in tagged),
         tuple(defaults),
     )
+
+
+def _versions_note(f: Field) -> str:
+    """The versions a field exists in, as a comment beside it in the stubs."""
+    note = f"versions {f.versions}"
+    if str(f.nullable_versions) != "none":
+        note += f", nullable {f.nullable_versions}"
+    if f.tag is not None:
+        note += f", tag {f.tag} in {f.tagged_versions}"
+    return note
+
+
+STUB_MODULE: Final = "josefk/protocol/message_types.pyi"
+STUB_COMMAND: Final = "python -m josefk.protocol.stubgen"
+
+
+def render_stubs(messages: list[CompiledMessage]) -> str:
+    """The text of ``message_types.pyi``: typed declarations of every generated message class
+    (``ProduceRequest``, with ``ProduceRequest.TopicProduceData`` ...), so that mypy checks the
+    field access of code that annotates with them. ``messages`` in api-key order, request
+    before response; the output depends on nothing else."""
+    lines = [
+        f"# Generated by `{STUB_COMMAND}` from josefk/protocol/messages: do not edit.",
+        '"""The generated message classes, typed for mypy (see josefk/protocol/message_types.py)."""',
+        "",
+        "import uuid",
+        "from dataclasses import dataclass",
+        "from typing import ClassVar",
+        "",
+        "from josefk.protocol.compiler import CompiledMessage",
+        "",
+    ]
+    for message in messages:
+        lines.append("")
+        lines.extend(message.stub_lines())
+    while lines[-1] == "":
+        lines.pop()
+    return "\n".join(lines) + "\n"
 
 
 _CACHE: dict[int, tuple[MessageSpec, CompiledMessage]] = {}

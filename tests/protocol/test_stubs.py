@@ -1,0 +1,87 @@
+"""josefk/protocol/message_types.pyi: current with the declarations, and true to the classes.
+
+The stub file is generated (``python -m josefk.protocol.stubgen``) and checked in so that mypy
+checks the handlers' and the client's field access. These tests fail when a declaration
+changed without the stubs being regenerated, and when the stubs name a class, struct or field
+the run-time classes do not have.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Any
+
+from josefk.protocol import message_types
+from josefk.protocol.api import registry
+from josefk.protocol.compiler import STUB_COMMAND
+from josefk.protocol.stubgen import STUB_PATH, expected_stubs, main
+
+
+def test_checked_in_stubs_are_current() -> None:
+    assert STUB_PATH.read_text() == expected_stubs(), (
+        f"{STUB_PATH.name} is out of date with josefk/protocol/messages: "
+        f"run `.venv/bin/{STUB_COMMAND}` and commit the result"
+    )
+
+
+def test_check_mode_reports_a_stale_file(tmp_path: Any, monkeypatch: Any, capsys: Any) -> None:
+    stale = tmp_path / "message_types.pyi"
+    stale.write_text("# an old version\n")
+    monkeypatch.setattr("josefk.protocol.stubgen.STUB_PATH", stale)
+    assert main(["--check"]) == 1
+    assert STUB_COMMAND in capsys.readouterr().err
+    assert main([]) == 0
+    assert stale.read_text() == expected_stubs()
+    assert main(["--check"]) == 0
+
+
+def _stub_classes() -> list[tuple[str, ast.ClassDef | ast.Assign]]:
+    """(dotted path, node) of every class and class-level alias in the stub file."""
+    found: list[tuple[str, ast.ClassDef | ast.Assign]] = []
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                found.append((prefix + node.name, node))
+                walk(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, ast.Assign) and prefix:
+                target = node.targets[0]
+                assert isinstance(target, ast.Name)
+                found.append((prefix + target.id, node))
+
+    walk(ast.parse(STUB_PATH.read_text()).body, "")
+    return found
+
+
+def _resolve(path: str) -> Any:
+    obj: Any = message_types
+    for step in path.split("."):
+        obj = getattr(obj, step)
+    return obj
+
+
+def test_every_stub_class_exists_with_the_same_fields() -> None:
+    checked = 0
+    for path, node in _stub_classes():
+        if any(step.startswith("_") for step in path.split(".")):
+            continue  # a stub-only name for a struct its parent cannot name (see stub_lines)
+        cls = _resolve(path)
+        assert isinstance(cls, type), path
+        if isinstance(node, ast.ClassDef):
+            declared = [
+                s.target.id
+                for s in node.body
+                if isinstance(s, ast.AnnAssign)
+                and isinstance(s.target, ast.Name)
+                and "ClassVar" not in ast.unparse(s.annotation)
+            ]
+            assert declared == [f.name for f in dataclasses.fields(cls)], path
+            checked += 1
+    assert checked > 100
+
+
+def test_every_message_is_importable_by_name() -> None:
+    for entry in registry().values():
+        for compiled in (entry.request, entry.response):
+            assert getattr(message_types, compiled.name) is compiled.cls
