@@ -37,9 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from josefk.records import BatchBuilder, RecordBatch
-from josefk.storage.clock import SystemClock
 from josefk.storage.index import OffsetIndex
 from josefk.storage.segment import LogSegment
+from josefk.util.clock import SystemClock
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -254,7 +254,7 @@ def build_log_dir(log_dir: Path, partitions: int, segments_per_partition: int) -
 def start_log_manager(log_dir: Path) -> tuple[float, int]:
     from josefk.config.topic import LogConfig
     from josefk.storage.manager import LogManager, LogManagerConfig
-    from josefk.storage.scheduler import Scheduler
+    from josefk.util.scheduler import Scheduler
 
     async def main() -> tuple[float, int]:
         clock = SystemClock()

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from josefk.broker.security.authorizer import Authorizer
     from josefk.broker.security.store import CredentialStore
     from josefk.config.broker import BrokerConfig
-    from josefk.storage.clock import Clock
+    from josefk.util.clock import Clock
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from josefk.broker.catalog import TopicCatalog, TopicInfo, write_partition_metadata
+from josefk.broker.errors import TopicExistsError as TopicExistsError
+from josefk.broker.errors import UnknownTopicOrPartitionError as UnknownTopicOrPartitionError
 from josefk.broker.partition import (
     NotLeaderOrFollowerError,
     Partition,
@@ -28,10 +30,10 @@ from josefk.broker.partition import (
 from josefk.broker.purgatory import OffsetPurgatory, Purgatory
 from josefk.cluster.metadata_store import PartitionState
 from josefk.config.topic import LogConfig
-from josefk.storage.clock import Clock
 from josefk.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from josefk.storage.manager import LogManager
 from josefk.storage.offsets import AppendOrigin, FetchIsolation, LogAppendInfo, TxnMarker
+from josefk.util.clock import Clock
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -84,14 +86,6 @@ def topic_log_config(catalog: TopicCatalog, defaults: LogConfig, topic: str) -> 
     if info is None or not info.configs:
         return defaults
     return defaults.with_overrides(info.configs, ignore_unknown=True)
-
-
-class TopicExistsError(Exception):
-    pass
-
-
-class UnknownTopicOrPartitionError(Exception):
-    pass
 
 
 @dataclass(slots=True)

@@ -50,12 +50,12 @@ from josefk.storage.cleaner import (
     map_capacity,
     remove_cleaned_files,
 )
-from josefk.storage.clock import Clock
 from josefk.storage.errors import StorageError
 from josefk.storage.log import Log
 from josefk.storage.offsets import TopicPartition
-from josefk.storage.scheduler import ScheduledTask, Scheduler
 from josefk.storage.segment import LogSegment
+from josefk.util.clock import Clock
+from josefk.util.scheduler import ScheduledTask, Scheduler
 
 _log = logging.getLogger(__name__)
 

@@ -50,7 +50,6 @@ from josefk.storage.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from josefk.storage.clock import Clock, JitterSource
 from josefk.storage.errors import (
     KafkaStorageError,
     LogCreationError,
@@ -60,7 +59,8 @@ from josefk.storage.errors import (
 from josefk.storage.log import Log, remove_tree
 from josefk.storage.log_cleaner import CleanerConfig, LogCleaner
 from josefk.storage.offsets import TopicPartition, is_legal_topic_name
-from josefk.storage.scheduler import ScheduledTask, Scheduler
+from josefk.util.clock import Clock, JitterSource
+from josefk.util.scheduler import ScheduledTask, Scheduler
 
 _log = logging.getLogger(__name__)
 

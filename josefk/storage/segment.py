@@ -35,7 +35,6 @@ from typing import Final
 
 from josefk.records.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, Compression, RecordBatch
 from josefk.records.errors import RecordsError
-from josefk.storage.clock import Clock, SystemClock
 from josefk.storage.errors import (
     CorruptRecordsError,
     InvalidOffsetError,
@@ -60,6 +59,7 @@ from josefk.storage.index import (
     TimestampOffset,
 )
 from josefk.storage.txn_index import TransactionIndex
+from josefk.util.clock import Clock, SystemClock
 
 __all__ = [
     "CLEANED_FILE_SUFFIX",

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from log_helpers import NOW, producer_batch, small_config
 
-from josefk.storage.clock import JitterSource, ManualClock
 from josefk.storage.errors import KafkaStorageError, LogCreationError, LogNameRefusedError
 from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.storage.offsets import TopicPartition
-from josefk.storage.scheduler import InlineExecutor, Scheduler
+from josefk.util.clock import JitterSource, ManualClock
+from josefk.util.scheduler import InlineExecutor, Scheduler
 
 
 def manager_for(dirs: list[Path], failures: list[Path]) -> LogManager:

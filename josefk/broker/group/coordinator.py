@@ -79,8 +79,8 @@ from josefk.broker.group.store import (
 from josefk.metrics.collectors import GroupPartitionStats, GroupStats
 from josefk.protocol.errors import ErrorCode
 from josefk.records.record import ControlRecordType
-from josefk.storage.clock import Clock
-from josefk.storage.scheduler import Scheduler
+from josefk.util.clock import Clock
+from josefk.util.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from josefk.broker.replica_manager import AppendOutcome

@@ -34,10 +34,10 @@ import struct
 from typing import Any
 
 from josefk.broker.catalog import is_internal_topic
+from josefk.broker.connection_errors import CloseConnection
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import NO_RESPONSE, handles
-from josefk.broker.network import CloseConnection
 from josefk.broker.partition import TopicPartition
 from josefk.broker.replica_manager import AppendOutcome
 from josefk.protocol.acls import AclOperation, ResourceType

@@ -57,9 +57,9 @@ from josefk.broker.txn.metadata import (
 )
 from josefk.broker.txn.store import TxnStore, TxnStoreError
 from josefk.protocol.errors import ErrorCode
-from josefk.storage.clock import Clock
 from josefk.storage.offsets import TopicPartition, TxnMarker
-from josefk.storage.scheduler import Scheduler
+from josefk.util.clock import Clock
+from josefk.util.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from josefk.config.broker import BrokerConfig
