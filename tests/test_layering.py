@@ -107,13 +107,16 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _import_graph() -> dict[str, set[str]]:
-    """module -> the josefk modules it imports (a package import counts as its __init__)."""
+def _import_graph(*, type_level: bool = False) -> dict[str, set[str]]:
+    """module -> the josefk modules it imports (a package import counts as its __init__);
+    with ``type_level`` also those under ``if TYPE_CHECKING:``."""
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         edges = set()
-        for _, module in _imports(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        found = _every_import(tree) if type_level else _imports(tree)
+        for _, module in found:
             # ``from josefk.x import y`` may name a module y or a name in josefk.x.
             while module and module not in modules:
                 module = module.rpartition(".")[0]
@@ -158,15 +161,32 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_module_import_cycles() -> None:
+def _modules_only(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     # Modules only: a package's __init__ re-exports its modules, and an import of the package
     # by one of them is no circle of code that runs.
-    graph = _import_graph()
     packages = {n for n in graph if (PACKAGE.parent / n.replace(".", "/") / "__init__.py").exists()}
-    modules_only = {
-        n: {m for m in e if m not in packages} for n, e in graph.items() if n not in packages
-    }
-    assert _cycles(modules_only) == []
+    return {n: {m for m in e if m not in packages} for n, e in graph.items() if n not in packages}
+
+
+def _every_import(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """As ``_imports``, and those under ``if TYPE_CHECKING:`` too."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module
+
+
+def test_no_module_import_cycles() -> None:
+    assert _cycles(_modules_only(_import_graph())) == []
+
+
+def test_no_type_level_cycles() -> None:
+    """Nor cycles that only annotations close (imports under TYPE_CHECKING): no code would
+    run in a circle, but the modules could not be understood apart (the consumer and its
+    group coordinator were the last pair; they now share a SubscriptionState)."""
+    assert _cycles(_modules_only(_import_graph(type_level=True))) == []
 
 
 # -- third-party packages stay in their layer -----------------------------------------------------

@@ -20,7 +20,10 @@ Owns ``GroupCoordinator``, which runs one background task per consumer:
 Also owns ``commit_offsets`` and ``fetch_committed_offsets`` (OffsetCommit / OffsetFetch for
 any group, also used by the admin client to reset the offsets of an empty group).
 
-Imports josefk.protocol and josefk.client modules; never josefk.storage or josefk.broker.
+The coordinator knows the consumer only through its ``SubscriptionState`` (subscription.py):
+it sets the assignment there, reads the positions to commit and has the rebalance listener
+told. Imports josefk.protocol and josefk.client modules, never josefk.client.consumer (which
+imports this module), josefk.storage or josefk.broker.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from josefk.client.assignors import DEFAULT_ASSIGNORS, Assignor
 from josefk.client.cluster import KafkaClient, find_coordinator
@@ -47,13 +50,11 @@ from josefk.client.errors import (
     KafkaTimeoutError,
     error_for,
 )
+from josefk.client.subscription import GroupMemberConfig, SubscriptionState
 from josefk.client.types import TopicPartition
 from josefk.protocol import ApiKey
 from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from josefk.client.consumer import AIOConsumer, ConsumerConfig
 
 log = logging.getLogger("josefk.client.group")
 
@@ -192,12 +193,16 @@ class GroupCoordinator:
     background task; a commit that meets a rebalance raises the typed error.
     """
 
-    def __init__(self, client: KafkaClient, config: ConsumerConfig, consumer: AIOConsumer) -> None:
+    def __init__(
+        self, client: KafkaClient, config: GroupMemberConfig, subscriptions: SubscriptionState
+    ) -> None:
         assert config.group_id is not None
         self._client = client
         self.config = config
         self.group_id: str = config.group_id
-        self._consumer = consumer
+        # What the consumer consumes: the coordinator sets the assignment, reads positions
+        # to commit and tells the rebalance listener (subscription.py).
+        self._subscriptions = subscriptions
         self.assignors: tuple[Assignor, ...] = (
             tuple(config.partition_assignment_strategy) or DEFAULT_ASSIGNORS
         )
@@ -252,11 +257,11 @@ class GroupCoordinator:
                 pass
         if self.config.enable_auto_commit:
             try:
-                await self.commit(self._consumer.positions())
+                await self.commit(self._subscriptions.positions())
             except KafkaError as exc:
                 log.warning("final auto-commit of group %s failed: %s", self.group_id, exc)
-        if self._topics and self._consumer.assignment():
-            await self._consumer._on_partitions_revoked()
+        if self._topics and self._subscriptions.assigned():
+            await self._subscriptions.partitions_revoked()
         await self._leave()
 
     # ------------------------------------------------------------------ coordinator
@@ -330,7 +335,7 @@ class GroupCoordinator:
         if not self.config.enable_auto_commit or time.monotonic() < self._next_auto_commit:
             return
         self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
-        positions = self._consumer.positions()
+        positions = self._subscriptions.positions()
         if positions:
             try:
                 await self.commit(positions)
@@ -375,14 +380,14 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ join / sync
 
     async def _revoke(self) -> None:
-        if self._consumer.assignment():
+        if self._subscriptions.assigned():
             if self.config.enable_auto_commit and self.generation_id >= 0:
                 try:
-                    await self.commit(self._consumer.positions())
+                    await self.commit(self._subscriptions.positions())
                 except KafkaError as exc:
                     log.info("commit before rebalance of group %s failed: %s", self.group_id, exc)
-            await self._consumer._on_partitions_revoked()
-            self._consumer._set_assignment([])
+            await self._subscriptions.partitions_revoked()
+            self._subscriptions.set_assignment([])
         self._joined.clear()
 
     async def _rejoin(self) -> None:
@@ -400,9 +405,9 @@ class GroupCoordinator:
             self.member_id,
             sorted(mine),
         )
-        self._consumer._set_assignment(mine)
+        self._subscriptions.set_assignment(mine)
         self._joined.set()
-        await self._consumer._on_partitions_assigned(mine)
+        await self._subscriptions.partitions_assigned(mine)
 
     async def _join(self) -> Any:
         req = request_class(ApiKey.JOIN_GROUP)
