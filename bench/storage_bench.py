@@ -302,7 +302,7 @@ def bench_startup(directory: Path, partitions: int, per_partition: int) -> dict[
         elapsed, count = start_log_manager(log_dir)
         result["log_manager_s"] = elapsed
         result["log_manager_segments"] = count
-    except Exception as e:  # the upper half may change under us; report, don't crash
+    except Exception as e:  # noqa: BLE001  the upper half may change under us; report, don't crash
         result["log_manager_error"] = f"{type(e).__name__}: {e}"
     shutil.rmtree(log_dir)
     return result

@@ -174,7 +174,7 @@ class ClusterNode:
             return
         try:
             await self.store.request_controlled_shutdown(self.broker_id, self._session)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  shutdown goes on whatever the metadata store answers
             logger.warning("controlled shutdown request failed: %s", exc)
             return
         loop = asyncio.get_running_loop()
@@ -519,7 +519,7 @@ class ClusterNode:
             if view.controller is None and self._session is not None:
                 try:
                     claim = await self.store.try_become_controller(self.broker_id, self._session)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001  the election loop outlives any store failure and tries again
                     logger.warning("controller election failed: %s", exc)
                     claim = None
                 if claim is not None:
@@ -650,7 +650,7 @@ class ClusterNode:
                     )
                 return
             await self._forward_create_topic(name)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  auto-creation is best effort; the client retries
             logger.warning("auto-creating topic %r failed: %s", name, exc)
 
     async def _forward_create_topic(self, name: str) -> None:

@@ -81,7 +81,7 @@ class RequestDispatcher:
             result = spec.fn(context, body)
         except CloseConnection:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  a handler's failure becomes its error response
             return self._failed(context, spec, body, exc, started, frame.nbytes)
         if is_awaitable(result):
             return self._finish(context, spec, body, result, started, frame.nbytes)

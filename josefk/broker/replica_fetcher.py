@@ -414,7 +414,7 @@ class ReplicaFetcher:
         if data.log_start_offset > log.log_start_offset:
             try:
                 log.maybe_increment_log_start_offset(min(data.log_start_offset, new_hw))
-            except Exception as exc:  # the fetcher goes on with the other partitions
+            except Exception as exc:  # noqa: BLE001  the fetcher goes on with the other partitions
                 # The session will not repeat this log start offset: say so, not silently.
                 logger.warning("%s: cannot take the leader's log start offset: %s", tp, exc)
         if new_hw != old_hw:

@@ -428,7 +428,7 @@ class ReplicaManager:
             else:
                 try:
                     outcome.info = partition.append_records_to_leader(records, acks=acks)
-                except Exception as exc:  # per partition, as Kafka answers it
+                except Exception as exc:  # noqa: BLE001  per partition, as Kafka answers it
                     outcome.error = exc
                 else:
                     self.fetch_purgatory.notify(tp)
@@ -451,7 +451,7 @@ class ReplicaManager:
             else:
                 try:
                     outcome.info = partition.append_txn_marker(marker)
-                except Exception as exc:  # per partition, as Kafka answers it
+                except Exception as exc:  # noqa: BLE001  per partition, as Kafka answers it
                     outcome.error = exc
                 else:
                     self.fetch_purgatory.notify(tp)
@@ -490,7 +490,7 @@ class ReplicaManager:
             if partition is None:
                 raise NotLeaderOrFollowerError(f"{outcome.tp} is no longer hosted here")
             return partition.acks_all_satisfied(outcome.required_offset)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  the produce is answered with whatever stopped it
             outcome.error = exc
             return True
 
@@ -553,7 +553,7 @@ class ReplicaManager:
                 outcome.required_offset = wanted
                 outcome.low_watermark = partition.low_watermark(live)
                 outcome.pending = outcome.low_watermark < wanted
-            except Exception as exc:  # per partition, as Kafka answers it
+            except Exception as exc:  # noqa: BLE001  per partition, as Kafka answers it
                 outcome.error = exc
             outcomes.append(outcome)
         return outcomes
@@ -677,7 +677,7 @@ class ReplicaManager:
                 outcome.error = exc
                 outcome.high_watermark = partition.log.high_watermark
                 outcome.log_start_offset = partition.log.log_start_offset
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001  per partition, as Kafka answers it
                 outcome.error = exc
             else:
                 outcome.read = read

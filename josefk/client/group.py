@@ -253,7 +253,7 @@ class GroupCoordinator:
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001  our own task, cancelled; _run logged what it met
                 pass
         if self.config.enable_auto_commit:
             try:

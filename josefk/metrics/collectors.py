@@ -83,7 +83,7 @@ class PartitionLogCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             stats = list(self._source())
-        except Exception:
+        except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
             _log.exception("partition log stats callback failed; log metrics skipped")
             return
         labels = ["topic", "partition"]
@@ -190,7 +190,7 @@ class PurgatoryCollector(Collector):
         for name, source in sorted(self._sources.items()):
             try:
                 stats = source()
-            except Exception:
+            except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
                 _log.exception("purgatory %s stats callback failed", name)
                 continue
             size.add_metric([name], stats.watched)
@@ -241,7 +241,7 @@ class GroupCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             groups = list(self._source())
-        except Exception:
+        except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
             _log.exception("group stats callback failed; group metrics skipped")
             return
         prefix = "kafka_coordinator_group_group_"
@@ -320,7 +320,7 @@ class CleanerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             stats = self._source()
-        except Exception:
+        except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
             _log.exception("log cleaner stats callback failed")
             return
         gauges = (
@@ -396,7 +396,7 @@ class FetchSessionCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             stats = self._source()
-        except Exception:
+        except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
             _log.exception("fetch session stats callback failed")
             return
         yield GaugeMetricFamily(

@@ -454,7 +454,7 @@ class CompiledMessage:
             return fn(buf, pos)
         except ProtocolDecodeError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  re-raised as the codec's ProtocolDecodeError
             raise translate_decode_error(exc) from None
 
     def decode(self, data: bytes | bytearray | memoryview, version: int) -> Any:

@@ -380,7 +380,7 @@ class LogCleaner:
                 result = await loop.run_in_executor(self._worker_pool(), clean_log, job)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001  logged; the partition becomes uncleanable
                 # Kafka marks such a partition uncleanable and goes on with the others.
                 _log.error("%s: cleaning failed, not cleaning it again: %s", tp, exc)
                 self._uncleanable.add(tp)

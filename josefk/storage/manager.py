@@ -216,7 +216,8 @@ class LogManager:
             self._executor, _read_checkpoints, log_dir
         )
         to_load: list[tuple[TopicPartition, Path]] = []
-        for entry in sorted(log_dir.iterdir()):
+        # A blocking listing on the loop, once per dir at start-up, before any listener accepts.
+        for entry in sorted(log_dir.iterdir()):  # noqa: ASYNC240
             if not entry.is_dir():
                 continue
             name = entry.name

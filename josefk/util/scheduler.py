@@ -46,7 +46,7 @@ class InlineExecutor(concurrent.futures.Executor):
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         try:
             future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001  handed to the future, as an executor does
             future.set_exception(exc)
         return future
 
@@ -164,7 +164,7 @@ class Scheduler:
                 await result
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception:  # noqa: BLE001  logged; one failing task must not stop the others
             _log.exception("scheduled task %s failed", task.name)
 
     async def run_forever(self) -> None:

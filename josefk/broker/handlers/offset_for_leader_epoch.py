@@ -45,7 +45,7 @@ def handle_offset_for_leader_epoch(context: RequestContext, request: Any) -> Any
                         leader_epoch=wanted.leader_epoch,
                         replica_id=replica_id,
                     )
-                except Exception as exc:  # per partition, as Kafka answers it
+                except Exception as exc:  # noqa: BLE001  per partition, as Kafka answers it
                     error = error_code_for(exc)
             partitions.append(
                 EpochEndOffset(

@@ -23,6 +23,7 @@ server or network layer.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from josefk.broker.context import RequestContext
@@ -404,7 +405,7 @@ def handle_list_transactions(context: RequestContext, request: Any) -> Any:
                 min_duration_ms=request.duration_filter,
                 transactional_id_pattern=request.transactional_id_pattern,
             )
-        except Exception:  # an invalid pattern: Kafka answers INVALID_REQUEST
+        except re.error:  # an invalid pattern: Kafka answers INVALID_REQUEST
             return LIST_TXNS(
                 throttle_time_ms=0,
                 error_code=ErrorCode.INVALID_REQUEST,

@@ -355,7 +355,7 @@ class TransactionCoordinator:
         if meta is None:
             try:
                 new_id = self._new_producer_id()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001  no id, whatever the cause: the client retries
                 logger.warning("no producer id for %r: %s", transactional_id, exc)
                 return InitResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
             meta = TxnMetadata(
@@ -439,7 +439,7 @@ class TransactionCoordinator:
         if is_epoch_exhausted(meta.producer_epoch):
             try:
                 return self._new_producer_id(), 0
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001  no id, whatever the cause: the client retries
                 logger.warning("no producer id for %r: %s", meta.transactional_id, exc)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return meta.producer_id, meta.producer_epoch + 1

@@ -120,7 +120,7 @@ class ClusterMarkerWriter:
                 version=min(_MARKER_VERSION, connection.version_for(ApiKey.WRITE_TXN_MARKERS)),
                 timeout_s=self._timeout_s,
             )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  any failure: drop the connection, retry the markers
             logger.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
             stale = self._connections.pop(leader, None)
             if stale is not None:
