@@ -359,7 +359,12 @@ class CompiledMessage:
                 emit(child, inner)
             for alias, target in bound[info.index].items():
                 if target.parent is not info:
-                    out.append(f"{inner}{alias} = {path(target)}")
+                    # An explicit alias, so that ``ProduceRequest.PartitionProduceData`` is a
+                    # type in annotations too. mypy warns that a dataclass would take an
+                    # annotated name for a field; at run time it is a plain class attribute.
+                    out.append(
+                        f"{inner}{alias}: TypeAlias = {path(target)}  # type: ignore[misc]"
+                    )
             for f in info.fields:
                 child_name = stub_name[self._by_field[id(f)].index] if f.is_struct else None
                 out.append(
@@ -1413,7 +1418,7 @@ def render_stubs(messages: list[CompiledMessage]) -> str:
         "",
         "import uuid",
         "from dataclasses import dataclass",
-        "from typing import ClassVar",
+        "from typing import ClassVar, TypeAlias",
         "",
         "from josefk.protocol.compiler import CompiledMessage",
         "",

@@ -3,7 +3,7 @@
 
 import uuid
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeAlias
 
 from josefk.protocol.compiler import CompiledMessage
 
@@ -30,7 +30,7 @@ class ProduceRequest:
         name: str = ...  # versions 0+
         partition_data: list[PartitionProduceData] = ...  # versions 0+
 
-    PartitionProduceData = TopicProduceData.PartitionProduceData
+    PartitionProduceData: TypeAlias = TopicProduceData.PartitionProduceData  # type: ignore[misc]
     transactional_id: str | None = ...  # versions 3+, nullable 3+
     acks: int = ...  # versions 0+
     timeout_ms: int = ...  # versions 0+
@@ -88,9 +88,9 @@ class ProduceResponse:
         port: int = ...  # versions 10+
         rack: str | None = ...  # versions 10+, nullable 10+
 
-    PartitionProduceResponse = TopicProduceResponse.PartitionProduceResponse
-    BatchIndexAndErrorMessage = TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage
-    LeaderIdAndEpoch = TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch
+    PartitionProduceResponse: TypeAlias = TopicProduceResponse.PartitionProduceResponse  # type: ignore[misc]
+    BatchIndexAndErrorMessage: TypeAlias = TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage  # type: ignore[misc]
+    LeaderIdAndEpoch: TypeAlias = TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch  # type: ignore[misc]
     responses: list[TopicProduceResponse] = ...  # versions 0+
     throttle_time_ms: int = ...  # versions 1+
     node_endpoints: list[NodeEndpoint] = ...  # versions 10+, tag 0 in 10+
@@ -139,7 +139,7 @@ class FetchRequest:
         topic_id: uuid.UUID = ...  # versions 13+
         partitions: list[int] = ...  # versions 7+
 
-    FetchPartition = FetchTopic.FetchPartition
+    FetchPartition: TypeAlias = FetchTopic.FetchPartition  # type: ignore[misc]
     cluster_id: str | None = ...  # versions 12+, nullable 12+, tag 0 in 12+
     replica_id: int = ...  # versions 0-14
     replica_state: ReplicaState = ...  # versions 15+, tag 1 in 15+
@@ -223,11 +223,11 @@ class FetchResponse:
         port: int = ...  # versions 16+
         rack: str | None = ...  # versions 16+, nullable 16+
 
-    PartitionData = FetchableTopicResponse.PartitionData
-    EpochEndOffset = FetchableTopicResponse.PartitionData.EpochEndOffset
-    LeaderIdAndEpoch = FetchableTopicResponse.PartitionData.LeaderIdAndEpoch
-    SnapshotId = FetchableTopicResponse.PartitionData.SnapshotId
-    AbortedTransaction = FetchableTopicResponse.PartitionData.AbortedTransaction
+    PartitionData: TypeAlias = FetchableTopicResponse.PartitionData  # type: ignore[misc]
+    EpochEndOffset: TypeAlias = FetchableTopicResponse.PartitionData.EpochEndOffset  # type: ignore[misc]
+    LeaderIdAndEpoch: TypeAlias = FetchableTopicResponse.PartitionData.LeaderIdAndEpoch  # type: ignore[misc]
+    SnapshotId: TypeAlias = FetchableTopicResponse.PartitionData.SnapshotId  # type: ignore[misc]
+    AbortedTransaction: TypeAlias = FetchableTopicResponse.PartitionData.AbortedTransaction  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 1+
     error_code: int = ...  # versions 7+
     session_id: int = ...  # versions 7+
@@ -258,7 +258,7 @@ class ListOffsetsRequest:
         name: str = ...  # versions 0+
         partitions: list[ListOffsetsPartition] = ...  # versions 0+
 
-    ListOffsetsPartition = ListOffsetsTopic.ListOffsetsPartition
+    ListOffsetsPartition: TypeAlias = ListOffsetsTopic.ListOffsetsPartition  # type: ignore[misc]
     replica_id: int = ...  # versions 0+
     isolation_level: int = ...  # versions 2+
     topics: list[ListOffsetsTopic] = ...  # versions 0+
@@ -290,7 +290,7 @@ class ListOffsetsResponse:
         name: str = ...  # versions 0+
         partitions: list[ListOffsetsPartitionResponse] = ...  # versions 0+
 
-    ListOffsetsPartitionResponse = ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+    ListOffsetsPartitionResponse: TypeAlias = ListOffsetsTopicResponse.ListOffsetsPartitionResponse  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 2+
     topics: list[ListOffsetsTopicResponse] = ...  # versions 0+
 
@@ -356,7 +356,7 @@ class MetadataResponse:
         partitions: list[MetadataResponsePartition] = ...  # versions 0+
         topic_authorized_operations: int = ...  # versions 8+
 
-    MetadataResponsePartition = MetadataResponseTopic.MetadataResponsePartition
+    MetadataResponsePartition: TypeAlias = MetadataResponseTopic.MetadataResponsePartition  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 3+
     brokers: list[MetadataResponseBroker] = ...  # versions 0+
     cluster_id: str | None = ...  # versions 2+, nullable 2+
@@ -391,7 +391,7 @@ class OffsetCommitRequest:
         topic_id: uuid.UUID = ...  # versions 10+
         partitions: list[OffsetCommitRequestPartition] = ...  # versions 0+
 
-    OffsetCommitRequestPartition = OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    OffsetCommitRequestPartition: TypeAlias = OffsetCommitRequestTopic.OffsetCommitRequestPartition  # type: ignore[misc]
     group_id: str = ...  # versions 0+
     generation_id_or_member_epoch: int = ...  # versions 0+
     member_id: str = ...  # versions 0+
@@ -423,7 +423,7 @@ class OffsetCommitResponse:
         topic_id: uuid.UUID = ...  # versions 10+
         partitions: list[OffsetCommitResponsePartition] = ...  # versions 0+
 
-    OffsetCommitResponsePartition = OffsetCommitResponseTopic.OffsetCommitResponsePartition
+    OffsetCommitResponsePartition: TypeAlias = OffsetCommitResponseTopic.OffsetCommitResponsePartition  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 3+
     topics: list[OffsetCommitResponseTopic] = ...  # versions 0+
 
@@ -460,7 +460,7 @@ class OffsetFetchRequest:
         member_epoch: int = ...  # versions 9+
         topics: list[OffsetFetchRequestTopics] | None = ...  # versions 8+, nullable 8+
 
-    OffsetFetchRequestTopics = OffsetFetchRequestGroup.OffsetFetchRequestTopics
+    OffsetFetchRequestTopics: TypeAlias = OffsetFetchRequestGroup.OffsetFetchRequestTopics  # type: ignore[misc]
     group_id: str = ...  # versions 0-7
     topics: list[OffsetFetchRequestTopic] | None = ...  # versions 0-7, nullable 2-7
     groups: list[OffsetFetchRequestGroup] = ...  # versions 8+
@@ -518,9 +518,9 @@ class OffsetFetchResponse:
         topics: list[OffsetFetchResponseTopics] = ...  # versions 8+
         error_code: int = ...  # versions 8+
 
-    OffsetFetchResponsePartition = OffsetFetchResponseTopic.OffsetFetchResponsePartition
-    OffsetFetchResponseTopics = OffsetFetchResponseGroup.OffsetFetchResponseTopics
-    OffsetFetchResponsePartitions = OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions
+    OffsetFetchResponsePartition: TypeAlias = OffsetFetchResponseTopic.OffsetFetchResponsePartition  # type: ignore[misc]
+    OffsetFetchResponseTopics: TypeAlias = OffsetFetchResponseGroup.OffsetFetchResponseTopics  # type: ignore[misc]
+    OffsetFetchResponsePartitions: TypeAlias = OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 3+
     topics: list[OffsetFetchResponseTopic] = ...  # versions 0-7
     error_code: int = ...  # versions 2-7
@@ -771,7 +771,7 @@ class DescribeGroupsResponse:
         members: list[DescribedGroupMember] = ...  # versions 0+
         authorized_operations: int = ...  # versions 3+
 
-    DescribedGroupMember = DescribedGroup.DescribedGroupMember
+    DescribedGroupMember: TypeAlias = DescribedGroup.DescribedGroupMember  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 1+
     groups: list[DescribedGroup] = ...  # versions 0+
 
@@ -918,8 +918,8 @@ class CreateTopicsRequest:
         assignments: list[CreatableReplicaAssignment] = ...  # versions 2+
         configs: list[CreatableTopicConfig] = ...  # versions 2+
 
-    CreatableReplicaAssignment = CreatableTopic.CreatableReplicaAssignment
-    CreatableTopicConfig = CreatableTopic.CreatableTopicConfig
+    CreatableReplicaAssignment: TypeAlias = CreatableTopic.CreatableReplicaAssignment  # type: ignore[misc]
+    CreatableTopicConfig: TypeAlias = CreatableTopic.CreatableTopicConfig  # type: ignore[misc]
     topics: list[CreatableTopic] = ...  # versions 2+
     timeout_ms: int = ...  # versions 2+
     validate_only: bool = ...  # versions 2+
@@ -956,7 +956,7 @@ class CreateTopicsResponse:
         replication_factor: int = ...  # versions 5+
         configs: list[CreatableTopicConfigs] | None = ...  # versions 5+, nullable 5+
 
-    CreatableTopicConfigs = CreatableTopicResult.CreatableTopicConfigs
+    CreatableTopicConfigs: TypeAlias = CreatableTopicResult.CreatableTopicConfigs  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 2+
     topics: list[CreatableTopicResult] = ...  # versions 2+
 
@@ -1024,7 +1024,7 @@ class DeleteRecordsRequest:
         name: str = ...  # versions 0+
         partitions: list[DeleteRecordsPartition] = ...  # versions 0+
 
-    DeleteRecordsPartition = DeleteRecordsTopic.DeleteRecordsPartition
+    DeleteRecordsPartition: TypeAlias = DeleteRecordsTopic.DeleteRecordsPartition  # type: ignore[misc]
     topics: list[DeleteRecordsTopic] = ...  # versions 0+
     timeout_ms: int = ...  # versions 0+
 
@@ -1052,7 +1052,7 @@ class DeleteRecordsResponse:
         name: str = ...  # versions 0+
         partitions: list[DeleteRecordsPartitionResult] = ...  # versions 0+
 
-    DeleteRecordsPartitionResult = DeleteRecordsTopicResult.DeleteRecordsPartitionResult
+    DeleteRecordsPartitionResult: TypeAlias = DeleteRecordsTopicResult.DeleteRecordsPartitionResult  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 0+
     topics: list[DeleteRecordsTopicResult] = ...  # versions 0+
 
@@ -1112,7 +1112,7 @@ class OffsetForLeaderEpochRequest:
         topic: str = ...  # versions 2+
         partitions: list[OffsetForLeaderPartition] = ...  # versions 2+
 
-    OffsetForLeaderPartition = OffsetForLeaderTopic.OffsetForLeaderPartition
+    OffsetForLeaderPartition: TypeAlias = OffsetForLeaderTopic.OffsetForLeaderPartition  # type: ignore[misc]
     replica_id: int = ...  # versions 3+
     topics: list[OffsetForLeaderTopic] = ...  # versions 2+
 
@@ -1141,7 +1141,7 @@ class OffsetForLeaderEpochResponse:
         topic: str = ...  # versions 2+
         partitions: list[EpochEndOffset] = ...  # versions 2+
 
-    EpochEndOffset = OffsetForLeaderTopicResult.EpochEndOffset
+    EpochEndOffset: TypeAlias = OffsetForLeaderTopicResult.EpochEndOffset  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 2+
     topics: list[OffsetForLeaderTopicResult] = ...  # versions 2+
 
@@ -1178,7 +1178,7 @@ class AddPartitionsToTxnRequest:
         name: str = ...  # versions 0+
         partitions: list[int] = ...  # versions 0+
 
-    AddPartitionsToTxnTopic = AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic
+    AddPartitionsToTxnTopic: TypeAlias = AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic  # type: ignore[misc]
     transactions: list[AddPartitionsToTxnTransaction] = ...  # versions 4+
     v3_and_below_transactional_id: str = ...  # versions 0-3
     v3_and_below_producer_id: int = ...  # versions 0-3
@@ -1229,8 +1229,8 @@ class AddPartitionsToTxnResponse:
         name: str = ...  # versions 0+
         results_by_partition: list[AddPartitionsToTxnPartitionResult] = ...  # versions 0+
 
-    AddPartitionsToTxnTopicResult = AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult
-    AddPartitionsToTxnPartitionResult = AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult
+    AddPartitionsToTxnTopicResult: TypeAlias = AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult  # type: ignore[misc]
+    AddPartitionsToTxnPartitionResult: TypeAlias = AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 0+
     error_code: int = ...  # versions 4+
     results_by_transaction: list[AddPartitionsToTxnResult] = ...  # versions 4+
@@ -1317,7 +1317,7 @@ class WriteTxnMarkersRequest:
         coordinator_epoch: int = ...  # versions 0+
         transaction_version: int = ...  # versions 2+
 
-    WritableTxnMarkerTopic = WritableTxnMarker.WritableTxnMarkerTopic
+    WritableTxnMarkerTopic: TypeAlias = WritableTxnMarker.WritableTxnMarkerTopic  # type: ignore[misc]
     markers: list[WritableTxnMarker] = ...  # versions 0+
 
 
@@ -1350,8 +1350,8 @@ class WriteTxnMarkersResponse:
         producer_id: int = ...  # versions 0+
         topics: list[WritableTxnMarkerTopicResult] = ...  # versions 0+
 
-    WritableTxnMarkerTopicResult = WritableTxnMarkerResult.WritableTxnMarkerTopicResult
-    WritableTxnMarkerPartitionResult = WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult
+    WritableTxnMarkerTopicResult: TypeAlias = WritableTxnMarkerResult.WritableTxnMarkerTopicResult  # type: ignore[misc]
+    WritableTxnMarkerPartitionResult: TypeAlias = WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult  # type: ignore[misc]
     markers: list[WritableTxnMarkerResult] = ...  # versions 0+
 
 
@@ -1379,7 +1379,7 @@ class TxnOffsetCommitRequest:
         name: str = ...  # versions 0+
         partitions: list[TxnOffsetCommitRequestPartition] = ...  # versions 0+
 
-    TxnOffsetCommitRequestPartition = TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition
+    TxnOffsetCommitRequestPartition: TypeAlias = TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition  # type: ignore[misc]
     transactional_id: str = ...  # versions 0+
     group_id: str = ...  # versions 0+
     producer_id: int = ...  # versions 0+
@@ -1412,7 +1412,7 @@ class TxnOffsetCommitResponse:
         name: str = ...  # versions 0+
         partitions: list[TxnOffsetCommitResponsePartition] = ...  # versions 0+
 
-    TxnOffsetCommitResponsePartition = TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
+    TxnOffsetCommitResponsePartition: TypeAlias = TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 0+
     topics: list[TxnOffsetCommitResponseTopic] = ...  # versions 0+
 
@@ -1460,7 +1460,7 @@ class DescribeAclsResponse:
         pattern_type: int = ...  # versions 1+
         acls: list[AclDescription] = ...  # versions 1+
 
-    AclDescription = DescribeAclsResource.AclDescription
+    AclDescription: TypeAlias = DescribeAclsResource.AclDescription  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 1+
     error_code: int = ...  # versions 1+
     error_message: str | None = ...  # versions 1+, nullable 1+
@@ -1562,7 +1562,7 @@ class DeleteAclsResponse:
         error_message: str | None = ...  # versions 1+, nullable 1+
         matching_acls: list[DeleteAclsMatchingAcl] = ...  # versions 1+
 
-    DeleteAclsMatchingAcl = DeleteAclsFilterResult.DeleteAclsMatchingAcl
+    DeleteAclsMatchingAcl: TypeAlias = DeleteAclsFilterResult.DeleteAclsMatchingAcl  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 1+
     filter_results: list[DeleteAclsFilterResult] = ...  # versions 1+
 
@@ -1627,8 +1627,8 @@ class DescribeConfigsResponse:
         resource_name: str = ...  # versions 1+
         configs: list[DescribeConfigsResourceResult] = ...  # versions 1+
 
-    DescribeConfigsResourceResult = DescribeConfigsResult.DescribeConfigsResourceResult
-    DescribeConfigsSynonym = DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
+    DescribeConfigsResourceResult: TypeAlias = DescribeConfigsResult.DescribeConfigsResourceResult  # type: ignore[misc]
+    DescribeConfigsSynonym: TypeAlias = DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 1+
     results: list[DescribeConfigsResult] = ...  # versions 1+
 
@@ -1656,7 +1656,7 @@ class AlterConfigsRequest:
         resource_name: str = ...  # versions 0+
         configs: list[AlterableConfig] = ...  # versions 0+
 
-    AlterableConfig = AlterConfigsResource.AlterableConfig
+    AlterableConfig: TypeAlias = AlterConfigsResource.AlterableConfig  # type: ignore[misc]
     resources: list[AlterConfigsResource] = ...  # versions 0+
     validate_only: bool = ...  # versions 0+
 
@@ -1735,8 +1735,8 @@ class DescribeLogDirsResponse:
         usable_bytes: int = ...  # versions 4+
         is_cordoned: bool = ...  # versions 5+
 
-    DescribeLogDirsTopic = DescribeLogDirsResult.DescribeLogDirsTopic
-    DescribeLogDirsPartition = DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition
+    DescribeLogDirsTopic: TypeAlias = DescribeLogDirsResult.DescribeLogDirsTopic  # type: ignore[misc]
+    DescribeLogDirsPartition: TypeAlias = DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 1+
     error_code: int = ...  # versions 3+
     results: list[DescribeLogDirsResult] = ...  # versions 1+
@@ -1789,7 +1789,7 @@ class CreatePartitionsRequest:
         count: int = ...  # versions 0+
         assignments: list[CreatePartitionsAssignment] | None = ...  # versions 0+, nullable 0+
 
-    CreatePartitionsAssignment = CreatePartitionsTopic.CreatePartitionsAssignment
+    CreatePartitionsAssignment: TypeAlias = CreatePartitionsTopic.CreatePartitionsAssignment  # type: ignore[misc]
     topics: list[CreatePartitionsTopic] = ...  # versions 0+
     timeout_ms: int = ...  # versions 0+
     validate_only: bool = ...  # versions 0+
@@ -1888,7 +1888,7 @@ class ElectLeadersResponse:
         topic: str = ...  # versions 0+
         partition_result: list[PartitionResult] = ...  # versions 0+
 
-    PartitionResult = ReplicaElectionResult.PartitionResult
+    PartitionResult: TypeAlias = ReplicaElectionResult.PartitionResult  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 0+
     error_code: int = ...  # versions 1+
     replica_election_results: list[ReplicaElectionResult] = ...  # versions 0+
@@ -1918,7 +1918,7 @@ class IncrementalAlterConfigsRequest:
         resource_name: str = ...  # versions 0+
         configs: list[AlterableConfig] = ...  # versions 0+
 
-    AlterableConfig = AlterConfigsResource.AlterableConfig
+    AlterableConfig: TypeAlias = AlterConfigsResource.AlterableConfig  # type: ignore[misc]
     resources: list[AlterConfigsResource] = ...  # versions 0+
     validate_only: bool = ...  # versions 0+
 
@@ -1966,7 +1966,7 @@ class AlterPartitionReassignmentsRequest:
         name: str = ...  # versions 0+
         partitions: list[ReassignablePartition] = ...  # versions 0+
 
-    ReassignablePartition = ReassignableTopic.ReassignablePartition
+    ReassignablePartition: TypeAlias = ReassignableTopic.ReassignablePartition  # type: ignore[misc]
     timeout_ms: int = ...  # versions 0+
     allow_replication_factor_change: bool = ...  # versions 1+
     topics: list[ReassignableTopic] = ...  # versions 0+
@@ -1995,7 +1995,7 @@ class AlterPartitionReassignmentsResponse:
         name: str = ...  # versions 0+
         partitions: list[ReassignablePartitionResponse] = ...  # versions 0+
 
-    ReassignablePartitionResponse = ReassignableTopicResponse.ReassignablePartitionResponse
+    ReassignablePartitionResponse: TypeAlias = ReassignableTopicResponse.ReassignablePartitionResponse  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 0+
     allow_replication_factor_change: bool = ...  # versions 1+
     error_code: int = ...  # versions 0+
@@ -2046,7 +2046,7 @@ class ListPartitionReassignmentsResponse:
         name: str = ...  # versions 0+
         partitions: list[OngoingPartitionReassignment] = ...  # versions 0+
 
-    OngoingPartitionReassignment = OngoingTopicReassignment.OngoingPartitionReassignment
+    OngoingPartitionReassignment: TypeAlias = OngoingTopicReassignment.OngoingPartitionReassignment  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 0+
     error_code: int = ...  # versions 0+
     error_message: str | None = ...  # versions 0+, nullable 0+
@@ -2074,7 +2074,7 @@ class OffsetDeleteRequest:
         name: str = ...  # versions 0+
         partitions: list[OffsetDeleteRequestPartition] = ...  # versions 0+
 
-    OffsetDeleteRequestPartition = OffsetDeleteRequestTopic.OffsetDeleteRequestPartition
+    OffsetDeleteRequestPartition: TypeAlias = OffsetDeleteRequestTopic.OffsetDeleteRequestPartition  # type: ignore[misc]
     group_id: str = ...  # versions 0+
     topics: list[OffsetDeleteRequestTopic] = ...  # versions 0+
 
@@ -2101,7 +2101,7 @@ class OffsetDeleteResponse:
         name: str = ...  # versions 0+
         partitions: list[OffsetDeleteResponsePartition] = ...  # versions 0+
 
-    OffsetDeleteResponsePartition = OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
+    OffsetDeleteResponsePartition: TypeAlias = OffsetDeleteResponseTopic.OffsetDeleteResponsePartition  # type: ignore[misc]
     error_code: int = ...  # versions 0+
     throttle_time_ms: int = ...  # versions 0+
     topics: list[OffsetDeleteResponseTopic] = ...  # versions 0+
@@ -2148,7 +2148,7 @@ class DescribeUserScramCredentialsResponse:
         error_message: str | None = ...  # versions 0+, nullable 0+
         credential_infos: list[CredentialInfo] = ...  # versions 0+
 
-    CredentialInfo = DescribeUserScramCredentialsResult.CredentialInfo
+    CredentialInfo: TypeAlias = DescribeUserScramCredentialsResult.CredentialInfo  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 0+
     error_code: int = ...  # versions 0+
     error_message: str | None = ...  # versions 0+, nullable 0+
@@ -2298,8 +2298,8 @@ class DescribeProducersResponse:
         name: str = ...  # versions 0+
         partitions: list[PartitionResponse] = ...  # versions 0+
 
-    PartitionResponse = TopicResponse.PartitionResponse
-    ProducerState = TopicResponse.PartitionResponse.ProducerState
+    PartitionResponse: TypeAlias = TopicResponse.PartitionResponse  # type: ignore[misc]
+    ProducerState: TypeAlias = TopicResponse.PartitionResponse.ProducerState  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 0+
     topics: list[TopicResponse] = ...  # versions 0+
 
@@ -2343,7 +2343,7 @@ class DescribeTransactionsResponse:
         producer_epoch: int = ...  # versions 0+
         topics: list[TopicData] = ...  # versions 0+
 
-    TopicData = TransactionState.TopicData
+    TopicData: TypeAlias = TransactionState.TopicData  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 0+
     transaction_states: list[TransactionState] = ...  # versions 0+
 
@@ -2450,7 +2450,7 @@ class DescribeTopicPartitionsResponse:
         topic_name: str = ...  # versions 0+
         partition_index: int = ...  # versions 0+
 
-    DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition
+    DescribeTopicPartitionsResponsePartition: TypeAlias = DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 0+
     topics: list[DescribeTopicPartitionsResponseTopic] = ...  # versions 0+
     next_cursor: Cursor | None = ...  # versions 0+, nullable 0+
