@@ -1,12 +1,13 @@
 """The broker's failures and how they, and those of the layers below, become Kafka error codes.
 
 Owns the exception types the broker's own layers raise (replication: ``NotLeaderOrFollowerError``
-and the acks=all failures; the replica manager's ``UnknownTopicOrPartitionError``) and ``error_code_for``: one table from those and the storage
-and records exceptions to ``ErrorCode``, so that every handler answers the same failure the
-same way. Defined here, below every other broker module, so that the modules raising them and
-the handlers mapping them import them from one low place: this module imports no other
-josefk.broker module (tests/test_layering.py), only josefk.protocol.errors, josefk.records,
-josefk.storage and josefk.config.topic errors.
+and the acks=all failures; the replica manager's ``UnknownTopicOrPartitionError``) and
+``error_code_for``: one table from those and the storage and records exceptions to
+``ErrorCode``, so that every handler answers the same failure the same way. Defined here, below
+every other broker module, so that the modules raising them and the handlers mapping them
+import them from one low place: this module imports no other josefk.broker module
+(tests/test_layering.py), only josefk.protocol.errors, josefk.records, josefk.storage and
+josefk.config.topic errors.
 """
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def produce(
         if partition is not None and not 0 <= partition < count:
             raise CliError(f'topic "{topic}" has partitions 0..{count - 1}, not {partition}')
         stream: IO[bytes]
-        stream = sys.stdin.buffer if path in (None, "-") else open(path, "rb")  # noqa: SIM115, ASYNC230  opening a local file does not wait; reads go through the pump thread
+        stream = sys.stdin.buffer if path in (None, "-") else open(path, "rb")  # noqa: SIM115, ASYNC230  reads go through the pump thread
         tally = _Tally()
         try:
             async with AIOProducer(

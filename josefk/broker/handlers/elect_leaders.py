@@ -13,7 +13,7 @@ Imports the cluster node and josefk.cluster's election rules; must not import th
 from __future__ import annotations
 
 import logging
-from typing import Final, cast
+from typing import Final
 
 from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import RequestContext
@@ -63,8 +63,8 @@ async def handle_elect_leaders(
     context: RequestContext, request: ElectLeadersRequest
 ) -> ElectLeadersResponse:
     if not context.authorize_cluster(AclOperation.ALTER):
-        return cast(
-            ElectLeadersResponse, context.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return context.refuse_as(
+            ElectLeadersResponse, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         )
     version = context.api_version
     election = request.election_type if version >= 1 else PREFERRED
