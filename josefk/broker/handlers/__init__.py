@@ -40,6 +40,8 @@ class _NoResponse:
 
 
 NO_RESPONSE: Final = _NoResponse()
+#: The type of ``NO_RESPONSE``, for a handler's return annotation.
+NoResponse: TypeAlias = _NoResponse
 
 
 @dataclass(frozen=True, slots=True)
