@@ -6,9 +6,10 @@ Owns the compilation of a ``josefk.protocol.schema.MessageSpec``:
   generated as source and exec'd once per message. The message class is named after the spec
   (``ProduceRequest``); each struct class is named after its struct (``TopicProduceData``),
   with ``__qualname__`` ``ProduceRequest.TopicProduceData``, and is reachable as an attribute
-  of the message class (``ProduceRequest.TopicProduceData``) and of its parent struct. If two
-  different structs of one message share a name, the later one is reachable only through its
-  parent. Every field has a default (its declared default, else the zero value of its type:
+  of the message class (``ProduceRequest.TopicProduceData``) and of its parent struct. A struct
+  declared identically in two places (one of Kafka's common structs) is one class, nested where
+  it is first declared; if two different structs of one message share a name, the later one is
+  reachable only through its parent. Every field has a default (its declared default, else the zero value of its type:
   0, False, "", b"", [], a default instance for structs, None for records), so any subset of
   fields may be given.
 * **Codecs.** One decoder and one encoder per (message, version), generated as straight-line
@@ -195,6 +196,8 @@ class CompiledMessage:
         self.name = spec.class_name
         self._structs: list[_StructInfo] = []
         self._by_field: dict[int, _StructInfo] = {}
+        # The first struct of each name, for identical redeclarations to share its class.
+        self._shared: dict[str, _StructInfo] = {}
         self._lock = threading.Lock()
         # The decoders decode_from uses (C plans or generated Python), and the generated
         # Python ones themselves.
@@ -227,10 +230,17 @@ class CompiledMessage:
             if f.is_struct:
                 name = f.struct_name
                 assert name is not None
+                shared = self._shared.get(name)
+                if shared is not None and shared.fields == f.fields:
+                    # The same struct declared in two places (one of Kafka's common structs,
+                    # e.g. AddPartitionsToTxn's topics before and after v4): one class.
+                    self._by_field[id(f)] = shared
+                    continue
                 child = _StructInfo(
                     name, f"{info.qualname}.{name}", f.fields, info, len(self._structs)
                 )
                 self._structs.append(child)
+                self._shared.setdefault(name, child)
                 self._by_field[id(f)] = child
                 info.children.append((f, child))
                 self._collect(child)
@@ -366,7 +376,12 @@ class CompiledMessage:
                         f"{inner}{alias}: TypeAlias = {path(target)}  # type: ignore[misc]"
                     )
             for f in info.fields:
-                child_name = stub_name[self._by_field[id(f)].index] if f.is_struct else None
+                child_name = None
+                if f.is_struct:
+                    target = self._by_field[id(f)]
+                    # A shared struct declared under another parent: named from the top.
+                    own = target.parent is info
+                    child_name = stub_name[target.index] if own else f"{root.name}.{path(target)}"
                 out.append(
                     f"{inner}{f.name}: {self._annotation(f, child_name)} = ...  "
                     f"# {_versions_note(f)}"

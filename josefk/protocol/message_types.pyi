@@ -1171,19 +1171,12 @@ class AddPartitionsToTxnRequest:
         verify_only: bool = ...  # versions 4+
         topics: list[AddPartitionsToTxnTopic] = ...  # versions 4+
 
-    @dataclass(frozen=True, slots=True, kw_only=True)
-    class _AddPartitionsToTxnTopic_3:
-        """AddPartitionsToTxnRequest.AddPartitionsToTxnTopic."""
-
-        name: str = ...  # versions 0+
-        partitions: list[int] = ...  # versions 0+
-
     AddPartitionsToTxnTopic: TypeAlias = AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic  # type: ignore[misc]
     transactions: list[AddPartitionsToTxnTransaction] = ...  # versions 4+
     v3_and_below_transactional_id: str = ...  # versions 0-3
     v3_and_below_producer_id: int = ...  # versions 0-3
     v3_and_below_producer_epoch: int = ...  # versions 0-3
-    v3_and_below_topics: list[_AddPartitionsToTxnTopic_3] = ...  # versions 0-3
+    v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic] = ...  # versions 0-3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1215,26 +1208,12 @@ class AddPartitionsToTxnResponse:
         transactional_id: str = ...  # versions 4+
         topic_results: list[AddPartitionsToTxnTopicResult] = ...  # versions 4+
 
-    @dataclass(frozen=True, slots=True, kw_only=True)
-    class _AddPartitionsToTxnTopicResult_4:
-        """AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult."""
-
-        @dataclass(frozen=True, slots=True, kw_only=True)
-        class AddPartitionsToTxnPartitionResult:
-            """AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult."""
-
-            partition_index: int = ...  # versions 0+
-            partition_error_code: int = ...  # versions 0+
-
-        name: str = ...  # versions 0+
-        results_by_partition: list[AddPartitionsToTxnPartitionResult] = ...  # versions 0+
-
     AddPartitionsToTxnTopicResult: TypeAlias = AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult  # type: ignore[misc]
     AddPartitionsToTxnPartitionResult: TypeAlias = AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 0+
     error_code: int = ...  # versions 4+
     results_by_transaction: list[AddPartitionsToTxnResult] = ...  # versions 4+
-    results_by_topic_v3_and_below: list[_AddPartitionsToTxnTopicResult_4] = ...  # versions 0-3
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult] = ...  # versions 0-3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

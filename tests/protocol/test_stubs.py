@@ -90,3 +90,23 @@ def test_every_message_is_importable_by_name() -> None:
     for entry in registry().values():
         for compiled in (entry.request, entry.response):
             assert getattr(message_types, compiled.name) is compiled.cls
+
+
+def test_a_struct_declared_twice_alike_is_one_class() -> None:
+    """AddPartitionsToTxn declares its topics before v4 and inside each transaction from v4
+    (one of Kafka's common structs): both fields hold the same class, so a v3 request built
+    with ``AddPartitionsToTxnRequest.AddPartitionsToTxnTopic`` type-checks and decodes equal."""
+    request_cls = message_types.AddPartitionsToTxnRequest
+    topic = request_cls.AddPartitionsToTxnTopic(name="t", partitions=[0, 1])
+    request = request_cls(
+        v3_and_below_transactional_id="tx",
+        v3_and_below_producer_id=7,
+        v3_and_below_producer_epoch=1,
+        v3_and_below_topics=[topic],
+    )
+    compiled = request_cls.COMPILED
+    decoded = compiled.decode(compiled.encode(request, 3), 3)
+    assert type(decoded.v3_and_below_topics[0]) is request_cls.AddPartitionsToTxnTopic
+    assert decoded == request
+    nested = request_cls.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic
+    assert nested is request_cls.AddPartitionsToTxnTopic
