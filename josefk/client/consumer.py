@@ -74,8 +74,13 @@ from josefk.client.types import (
     TopicPartition,
 )
 from josefk.protocol import ApiKey
-from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
 from josefk.records import CorruptRecordError
 
 if TYPE_CHECKING:
@@ -567,7 +572,7 @@ class AIOConsumer:
             self._wake_fetcher_later()
 
     def _fetch_request(self, version: int, parts: Sequence[tuple[TopicPartition, int, int]]) -> Any:
-        req = request_class(ApiKey.FETCH)
+        req = FetchRequest
         metadata = self._client.metadata
         topics = []
         # One entry per run of a topic's partitions in the order of ``parts`` (groupby joins
@@ -613,7 +618,9 @@ class AIOConsumer:
                 version = 12
             body = self._fetch_request(version, parts)
             timeout_s = self.config.request_timeout_ms / 1000 + self.config.fetch_max_wait_ms / 1000
-            response = await conn.request(ApiKey.FETCH, body, version=version, timeout_s=timeout_s)
+            response: FetchResponse = await conn.request(
+                ApiKey.FETCH, body, version=version, timeout_s=timeout_s
+            )
             self._handle_fetch_response(version, parts, response)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             log.debug("fetch from node %d failed: %s", node_id, exc)
@@ -871,7 +878,7 @@ async def list_offsets(
     errors. A partition with no record at or after its timestamp maps to None."""
     result: dict[TopicPartition, OffsetAndTimestamp | None] = {}
     todo = {TopicPartition(*tp): ts for tp, ts in timestamps.items()}
-    req = request_class(ApiKey.LIST_OFFSETS)
+    req = ListOffsetsRequest
     for attempt in range(attempts):
         if not todo:
             break
@@ -915,7 +922,9 @@ async def list_offsets(
                 timeout_ms=client.config.request_timeout_ms,
             )
             try:
-                response = await client.request(node_id, ApiKey.LIST_OFFSETS, body)
+                response: ListOffsetsResponse = await client.request(
+                    node_id, ApiKey.LIST_OFFSETS, body
+                )
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 last_error = exc
                 continue

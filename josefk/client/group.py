@@ -53,8 +53,21 @@ from josefk.client.errors import (
 from josefk.client.subscription import GroupMemberConfig, SubscriptionState
 from josefk.client.types import TopicPartition
 from josefk.protocol import ApiKey
-from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 
 log = logging.getLogger("josefk.client.group")
 
@@ -93,7 +106,7 @@ async def commit_offsets(
     """OffsetCommit; raises the first partition's typed error."""
     if not offsets:
         return
-    req = request_class(ApiKey.OFFSET_COMMIT)
+    req = OffsetCommitRequest
     by_topic: dict[str, list[Any]] = {}
     for tp, offset in offsets.items():
         by_topic.setdefault(tp.topic, []).append(
@@ -111,7 +124,7 @@ async def commit_offsets(
         group_instance_id=group_instance_id,
         topics=[req.OffsetCommitRequestTopic(name=n, partitions=p) for n, p in by_topic.items()],
     )
-    response = await client.request(node_id, ApiKey.OFFSET_COMMIT, body)
+    response: OffsetCommitResponse = await client.request(node_id, ApiKey.OFFSET_COMMIT, body)
     for topic in response.topics:
         for part in topic.partitions:
             if part.error_code:
@@ -135,7 +148,7 @@ async def fetch_committed_offsets(
     ``partitions`` None asks for every partition the group has offsets for.
     ``require_stable`` (KIP-447): a partition with offsets pending in an open transaction
     answers UNSTABLE_OFFSET_COMMIT (raised, retriable) instead of the older offset."""
-    req = request_class(ApiKey.OFFSET_FETCH)
+    req = OffsetFetchRequest
     by_topic: dict[str, list[int]] = {}
     for tp in partitions or ():
         by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -166,8 +179,11 @@ async def fetch_committed_offsets(
         )
         return req(group_id=group_id, topics=topics7, require_stable=require_stable)
 
-    response = await client.request(node_id, ApiKey.OFFSET_FETCH, build)
+    response: OffsetFetchResponse = await client.request(node_id, ApiKey.OFFSET_FETCH, build)
     out: dict[TopicPartition, int | None] = {}
+    topics_resp: Sequence[
+        OffsetFetchResponse.OffsetFetchResponseTopics | OffsetFetchResponse.OffsetFetchResponseTopic
+    ]
     if getattr(response, "groups", None):
         group = response.groups[0]
         if group.error_code:
@@ -357,8 +373,8 @@ class GroupCoordinator:
                 return
 
     async def _heartbeat(self) -> None:
-        req = request_class(ApiKey.HEARTBEAT)
-        response = await self._request(
+        req = HeartbeatRequest
+        response: HeartbeatResponse = await self._request(
             ApiKey.HEARTBEAT,
             req(
                 group_id=self.group_id,
@@ -410,7 +426,7 @@ class GroupCoordinator:
         await self._subscriptions.partitions_assigned(mine)
 
     async def _join(self) -> Any:
-        req = request_class(ApiKey.JOIN_GROUP)
+        req = JoinGroupRequest
         rebalance_timeout = self.config.rebalance_timeout_ms or self.config.max_poll_interval_ms
         for _ in range(3):
             metadata = encode_subscription(Subscription(list(self._topics)))
@@ -426,7 +442,7 @@ class GroupCoordinator:
                     for a in self.assignors
                 ],
             )
-            response = await self._request(
+            response: JoinGroupResponse = await self._request(
                 ApiKey.JOIN_GROUP,
                 body,
                 timeout_s=rebalance_timeout / 1000 + self.config.request_timeout_ms / 1000,
@@ -447,7 +463,7 @@ class GroupCoordinator:
         raise error_for(_MEMBER_ID_REQUIRED, group=self.group_id)
 
     async def _assign_as_leader(self, response: Any) -> list[Any]:
-        req = request_class(ApiKey.SYNC_GROUP)
+        req = SyncGroupRequest
         subscriptions: dict[str, list[str]] = {}
         for member in response.members:
             try:
@@ -475,7 +491,7 @@ class GroupCoordinator:
         ]
 
     async def _sync(self, join_response: Any) -> Assignment:
-        req = request_class(ApiKey.SYNC_GROUP)
+        req = SyncGroupRequest
         assignments: list[Any] = []
         if join_response.leader == join_response.member_id:
             assignments = await self._assign_as_leader(join_response)
@@ -489,7 +505,7 @@ class GroupCoordinator:
             assignments=assignments,
         )
         rebalance_timeout = self.config.rebalance_timeout_ms or self.config.max_poll_interval_ms
-        response = await self._request(
+        response: SyncGroupResponse = await self._request(
             ApiKey.SYNC_GROUP,
             body,
             timeout_s=rebalance_timeout / 1000 + self.config.request_timeout_ms / 1000,
@@ -505,7 +521,7 @@ class GroupCoordinator:
         # and would wait out its rebalance timeout for it, so it leaves too, as Kafka's do.
         if not self.member_id:
             return
-        req = request_class(ApiKey.LEAVE_GROUP)
+        req = LeaveGroupRequest
         member_id = self.member_id
 
         def build(version: int) -> Any:
@@ -524,7 +540,9 @@ class GroupCoordinator:
         self.generation_id = -1
         self._joined.clear()
         try:
-            response = await self._request(ApiKey.LEAVE_GROUP, build, timeout_s=5.0)
+            response: LeaveGroupResponse = await self._request(
+                ApiKey.LEAVE_GROUP, build, timeout_s=5.0
+            )
             if response.error_code:
                 log.info("LeaveGroup of %s: %s", self.group_id, error_for(response.error_code))
         except KafkaError as exc:

@@ -115,7 +115,7 @@ _PY_TYPES: Final = {
     "float64": "float",
     "string": "str",
     "bytes": "bytes",
-    "records": "bytes | memoryview | None",
+    "records": "bytes | bytearray | memoryview | None",
     "uuid": "uuid.UUID",
 }
 

@@ -25,7 +25,7 @@ class ProduceRequest:
             """ProduceRequest.TopicProduceData.PartitionProduceData."""
 
             index: int = ...  # versions 0+
-            records: bytes | memoryview | None = ...  # versions 0+, nullable 0+
+            records: bytes | bytearray | memoryview | None = ...  # versions 0+, nullable 0+
 
         name: str = ...  # versions 0+
         partition_data: list[PartitionProduceData] = ...  # versions 0+
@@ -208,7 +208,7 @@ class FetchResponse:
             snapshot_id: SnapshotId = ...  # versions 12+, tag 2 in 12+
             aborted_transactions: list[AbortedTransaction] | None = ...  # versions 4+, nullable 4+
             preferred_read_replica: int = ...  # versions 11+
-            records: bytes | memoryview | None = ...  # versions 0+, nullable 0+
+            records: bytes | bytearray | memoryview | None = ...  # versions 0+, nullable 0+
 
         topic: str = ...  # versions 0-12
         topic_id: uuid.UUID = ...  # versions 13+
