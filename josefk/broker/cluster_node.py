@@ -59,8 +59,9 @@ from josefk.cluster.metadata_store import (
 from josefk.cluster.watcher import ClusterWatcher, ViewChange
 from josefk.config.broker import BrokerConfig
 from josefk.config.topic import InvalidConfigError
-from josefk.protocol.api import ApiKey, request_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import CreateTopicsRequest, CreateTopicsResponse
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 LeadershipListener = Callable[[TopicPartition, bool], None]
 
 
-_CreateTopicsRequest = request_class(ApiKey.CREATE_TOPICS)
+_CreateTopicsRequest = CreateTopicsRequest
 
 # How long AlterConfigs waits for this broker's own watch to bring back the topic record it
 # stored (normally at once); past it the answer is sent anyway: the change is stored.
@@ -680,7 +681,7 @@ class ClusterNode:
             security=self.inter_broker_security,
         )
         try:
-            response = await connection.request(
+            response: CreateTopicsResponse = await connection.request(
                 ApiKey.CREATE_TOPICS,
                 request,
                 timeout_s=config.replica_socket_timeout_ms / 1000,
