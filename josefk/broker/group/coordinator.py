@@ -30,7 +30,7 @@ assignment record is replicated.
 Concurrency: every method runs on the event loop thread and none awaits halfway through a
 change; JoinGroup and SyncGroup return futures that later transitions complete.
 
-Imports the group package, the scheduler and clock of josefk.storage, josefk.protocol.errors
+Imports the group package, the scheduler and clock of josefk.util, josefk.protocol.errors
 (the codes only), the control record type of josefk.records and josefk.metrics value types;
 must not import handlers, the codec or the transaction coordinator (markers come in through
 ``complete_txn``, which the broker wires to the replica manager's marker listeners).

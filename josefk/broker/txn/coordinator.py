@@ -24,7 +24,7 @@ Time: the timeout and expiration checks are periodic tasks of the injected ``Sch
 the injected ``Clock``; the pause between marker retries is ``sleep`` (injectable). Event loop
 thread only; no method awaits between its checks and ``prepare``.
 
-Imports the txn package, the scheduler and clock of josefk.storage, josefk.protocol.errors
+Imports the txn package, the scheduler and clock of josefk.util, josefk.protocol.errors
 (the codes only) and the group package's partition hash; must not import handlers or the codec.
 """
 
