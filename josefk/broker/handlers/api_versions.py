@@ -6,13 +6,11 @@ version with (a v0-shaped UNSUPPORTED_VERSION response listing the same ranges).
 
 from __future__ import annotations
 
-from typing import Any
-
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import HandlerSpec, handles
 from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
-from josefk.protocol.message_types import ApiVersionsResponse
+from josefk.protocol.message_types import ApiVersionsRequest, ApiVersionsResponse
 
 
 def api_versions_body(handlers: dict[int, HandlerSpec], error: ErrorCode) -> ApiVersionsResponse:
@@ -29,5 +27,7 @@ def api_versions_body(handlers: dict[int, HandlerSpec], error: ErrorCode) -> Api
 
 
 @handles(ApiKey.API_VERSIONS)
-def handle_api_versions(context: RequestContext, request: Any) -> ApiVersionsResponse:
+def handle_api_versions(
+    context: RequestContext, request: ApiVersionsRequest
+) -> ApiVersionsResponse:
     return api_versions_body(context.broker.handlers, ErrorCode.NONE)
