@@ -82,12 +82,12 @@ from josefk.metrics.collectors import (
     PurgatoryStats,
 )
 from josefk.metrics.exporter import MetricsExporter
-from josefk.storage.clock import Clock, SystemClock
 from josefk.storage.dir_lock import LogDirLock, LogDirLockedError
 from josefk.storage.log_cleaner import CleanerConfig
 from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.storage.offsets import TxnMarker
-from josefk.storage.scheduler import Scheduler
+from josefk.util.clock import Clock, SystemClock
+from josefk.util.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
 

@@ -85,7 +85,7 @@ class PartitionLogCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             stats = list(self._source())
-        except Exception:
+        except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
             _log.exception("partition log stats callback failed; log metrics skipped")
             return
         labels = ["topic", "partition"]
@@ -192,7 +192,7 @@ class PurgatoryCollector(Collector):
         for name, source in sorted(self._sources.items()):
             try:
                 stats = source()
-            except Exception:
+            except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
                 _log.exception("purgatory %s stats callback failed", name)
                 continue
             size.add_metric([name], stats.watched)
@@ -250,7 +250,7 @@ class GroupCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             groups = list(self._source())
-        except Exception:
+        except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
             _log.exception("group stats callback failed; group metrics skipped")
             return
         prefix = "kafka_coordinator_group_group_"
@@ -359,7 +359,7 @@ class CleanerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             stats = self._source()
-        except Exception:
+        except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
             _log.exception("log cleaner stats callback failed")
             return
         gauges = (
@@ -435,7 +435,7 @@ class FetchSessionCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             stats = self._source()
-        except Exception:
+        except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
             _log.exception("fetch session stats callback failed")
             return
         yield GaugeMetricFamily(
