@@ -492,7 +492,8 @@
         class: "record",
         cells: [String(r.partition), fmtNum(r.offset), fmtTime(r.timestamp), render(r.key, format === "hex" ? "hex" : "text"),
           render(r.value, format),
-          r.headers.length ? el("div", { class: "headers" }, r.headers.map(([k, v]) => el("div", {}, el("b", {}, k + ": "), render(v, format === "hex" ? "hex" : "text")))) : ""],
+          r.headers.length ? el("div", { class: "headers" }, r.headers.map(([k, v]) => el("div", {}, el("b", {}, k + ":"), " ",
+            format === "hex" ? render(v, "hex") : el("code", {}, v === null ? "null" : decoder.decode(bytesOf(v)))))) : ""],
       })), "No records match.");
     box.append(t);
   }
