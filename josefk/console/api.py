@@ -234,10 +234,12 @@ async def overview(request: web.Request) -> web.Response:
             "offline": sum(offline(t) for t in topics),
             "under_replicated_partitions": [
                 {"topic": t.name, "partition": p.partition, "replicas": p.replicas, "isr": p.isr}
-                for t in topics
+                # the user's topics before the internal ones, which a dead broker
+                # leaves with dozens of partitions each
+                for t in sorted(topics, key=lambda t: (t.is_internal, t.name))
                 for p in t.partitions
                 if len(p.isr) < len(p.replicas) or p.leader < 0
-            ][:50],
+            ][:100],
             "groups": len(snap.groups),
             "groups_by_state": dict(sorted(states.items())),
             "rates": _rate_series(console.history),

@@ -71,7 +71,7 @@ def _chart(chart_id: str, title: str) -> str:
     return (
         f'<figure class="chart"><figcaption>{title}</figcaption>'
         f'<svg id="{chart_id}" class="chart-svg" viewBox="0 0 600 180" '
-        'preserveAspectRatio="none" role="img"></svg>'
+        'role="img"></svg>'
         f'<div class="legend" id="{chart_id}-legend"></div></figure>'
     )
 

@@ -52,8 +52,8 @@
   function fmtRate(n) {
     if (Math.abs(n) >= 1e6) return (n / 1e6).toFixed(1) + "M";
     if (Math.abs(n) >= 1e3) return (n / 1e3).toFixed(1) + "k";
-    if (Math.abs(n) >= 10 || n === 0) return n.toFixed(0);
-    return n.toFixed(1);
+    if (Math.abs(n) >= 10 || Number.isInteger(n)) return n.toFixed(0);
+    return n.toFixed(Math.abs(n) < 1 ? 2 : 1);
   }
 
   function fmtTime(ms) {
@@ -211,12 +211,15 @@
 
   const COLORS = ["#2563eb", "#16a34a", "#d97706", "#9333ea"];
 
-  // series: [{name, points: [[time_ms, value], ...]}]; draws into an SVG of 600x180 units.
-  function drawChart(id, series, format) {
+  // series: [{name, points: [[time_ms, value], ...]}]; draws into an SVG 180 pixels high.
+  function drawChart(id, series, format, floor) {
     const svg = document.getElementById(id);
     if (!svg) return;
     const ns = "http://www.w3.org/2000/svg";
-    const W = 600, H = 180, left = 52, right = 8, top = 10, bottom = 22;
+    // Drawn in the element's own pixels, so that text is never stretched with the chart.
+    const W = Math.max(200, Math.round(svg.getBoundingClientRect().width) || 600);
+    const H = 180, left = 56, right = 10, top = 10, bottom = 22;
+    svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
     const mk = (tag, attrs, text) => {
       const node = document.createElementNS(ns, tag);
       for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
@@ -243,7 +246,8 @@
     const t1 = Math.max(...all.map((p) => p[0]));
     if (t1 === t0) t0 = t1 - 1000;
     let vmax = Math.max(...all.map((p) => p[1]));
-    vmax = vmax <= 0 ? 1 : niceCeil(vmax);
+    // An idle cluster still gets a readable scale (1 record/s, 1 KiB/s) instead of 0..0.
+    vmax = niceCeil(Math.max(vmax, floor || 1));
     const x = (t) => left + ((t - t0) / (t1 - t0)) * (W - left - right);
     const y = (v) => top + (1 - v / vmax) * (H - top - bottom);
     for (let i = 0; i <= 4; i += 1) {
@@ -308,7 +312,7 @@
     ]);
     const bytes = [{ name: "in", points: data.rates.bytes_in }];
     if (data.metrics) bytes.push({ name: "out", points: data.rates.bytes_out });
-    drawChart("chart-bytes", bytes, (v) => fmtBytes(v));
+    drawChart("chart-bytes", bytes, (v) => fmtBytes(v), 1024);
     if (!data.metrics) {
       document.getElementById("chart-bytes-legend").append(
         el("span", { class: "muted" }, "bytes in from log sizes; bytes out needs --metrics-url"));
