@@ -57,7 +57,9 @@ def test_overview_shows_under_replicated_partitions_and_recovers(
     driver = start_browser()
     try:
         driver.get(console.url + "/")
-        wait_until("three brokers", lambda: "3\nBROKERS" in driver.find_element(By.ID, "cards").text)
+        wait_until(
+            "three brokers", lambda: "3\nBROKERS" in driver.find_element(By.ID, "cards").text
+        )
         assert card(driver, "card-under-replicated") == 0
         victim = cluster.brokers[3]
         victim.kill()
@@ -69,14 +71,18 @@ def test_overview_shows_under_replicated_partitions_and_recovers(
         )
         assert under > 0
         assert card(driver, "card-offline") == 0
-        wait_until("the broker gone", lambda: "2\nBROKERS" in driver.find_element(By.ID, "cards").text)
+        wait_until(
+            "the broker gone", lambda: "2\nBROKERS" in driver.find_element(By.ID, "cards").text
+        )
         wait_until("the partitions listed", lambda: TOPIC in driver.find_element(By.ID, "urp").text)
         screenshot(driver, "cluster-under-replicated")
         victim.start()
         wait_until(
             "the cluster whole again",
-            lambda: card(driver, "card-under-replicated") == 0
-            and "3\nBROKERS" in driver.find_element(By.ID, "cards").text,
+            lambda: (
+                card(driver, "card-under-replicated") == 0
+                and "3\nBROKERS" in driver.find_element(By.ID, "cards").text
+            ),
             timeout=90,
         )
         assert not driver.find_element(By.ID, "urp-section").is_displayed()

@@ -33,9 +33,10 @@ START_TIMEOUT_S = 60.0
 WAIT_S = 30.0
 URL_PATTERN = re.compile(r"^josefk console: (?P<url>http://\S+/) ")
 
-ARTIFACTS = Path(
-    os.environ.get("JOSEFK_TEST_ARTIFACTS") or SOURCE_DIR / ".test-artifacts"
-).resolve() / "console"
+ARTIFACTS = (
+    Path(os.environ.get("JOSEFK_TEST_ARTIFACTS") or SOURCE_DIR / ".test-artifacts").resolve()
+    / "console"
+)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver") or (
@@ -46,9 +47,7 @@ CHROMEDRIVER = shutil.which("chromedriver") or (
 class ConsoleProcess:
     """``josefk console`` against ``bootstrap`` on a free port; ``url`` once started."""
 
-    def __init__(
-        self, bootstrap: str, log_path: Path, *, extra_args: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, bootstrap: str, log_path: Path, *, extra_args: Sequence[str] = ()) -> None:
         self.bootstrap = bootstrap
         self.log_path = log_path
         self.extra_args = list(extra_args)
@@ -161,7 +160,7 @@ def screenshot(driver: Any, name: str) -> Path:
     return path
 
 
-def wait_until(what: str, probe: Callable[[], T | None | bool], timeout: float = WAIT_S) -> T:
+def wait_until(what: str, probe: Callable[[], T | bool | None], timeout: float = WAIT_S) -> T:
     """Poll ``probe`` until it returns something truthy; its last exception or a timeout
     fails with ``what``."""
     deadline = time.monotonic() + timeout

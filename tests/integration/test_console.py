@@ -137,7 +137,9 @@ def console(broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> 
 
 def open_page(driver: Any, url: str) -> None:
     driver.get(url)
-    wait_until(f"{url} to load", lambda: driver.execute_script("return document.readyState") == "complete")
+    wait_until(
+        f"{url} to load", lambda: driver.execute_script("return document.readyState") == "complete"
+    )
 
 
 def text_of(driver: Any, selector: str) -> str:
@@ -152,8 +154,10 @@ def confirm(driver: Any) -> str:
     """Click the dialog's confirm button; the dialog's text (what was asked)."""
     dialog = wait_until(
         "the confirmation dialog",
-        lambda: driver.find_element(By.ID, "dialog").is_displayed()
-        and driver.find_element(By.ID, "dialog"),
+        lambda: (
+            driver.find_element(By.ID, "dialog").is_displayed()
+            and driver.find_element(By.ID, "dialog")
+        ),
     )
     asked = str(dialog.text)
     driver.find_element(By.ID, "dialog-confirm").click()
@@ -163,9 +167,11 @@ def confirm(driver: Any) -> str:
 def flash(driver: Any, kind: str) -> str:
     return wait_until(
         f"a {kind} message",
-        lambda: (box := driver.find_element(By.ID, "flash")).is_displayed()
-        and kind in str(box.get_attribute("class"))
-        and str(box.text),
+        lambda: (
+            (box := driver.find_element(By.ID, "flash")).is_displayed()
+            and kind in str(box.get_attribute("class"))
+            and str(box.text)
+        ),
     )
 
 
@@ -203,14 +209,21 @@ def test_topics_list_and_topic_page(driver: Any, console: str) -> None:
     open_page(driver, console + "/topics")
     row = wait_until(
         "the topic's row",
-        lambda: [r for r in driver.find_elements(By.CSS_SELECTOR, "#topics tbody tr") if TOPIC in r.text],
+        lambda: [
+            r for r in driver.find_elements(By.CSS_SELECTOR, "#topics tbody tr") if TOPIC in r.text
+        ],
     )[0]
     cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
     assert cells[:5] == [TOPIC, str(PARTITIONS), "1", "0", str(PARTITIONS * PER_PARTITION)]
     row.find_element(By.LINK_TEXT, TOPIC).click()
-    wait_until("the partitions table", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")) == PARTITIONS)
+    wait_until(
+        "the partitions table",
+        lambda: len(driver.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")) == PARTITIONS,
+    )
     for tr in driver.find_elements(By.CSS_SELECTOR, "#partitions tbody tr"):
-        partition, leader, replicas, isr, start, end = [c.text for c in tr.find_elements(By.TAG_NAME, "td")][:6]
+        _partition, leader, replicas, isr, start, end = [
+            c.text for c in tr.find_elements(By.TAG_NAME, "td")
+        ][:6]
         assert (leader, replicas, isr, start, end) == ("1", "1", "1", "0", str(PER_PARTITION))
     configs = text_of(driver, "#configs")
     assert "retention.ms" in configs and "default config" in configs
@@ -221,7 +234,13 @@ def test_topics_list_and_topic_page(driver: Any, console: str) -> None:
 
 def test_messages_as_text_json_and_hex_with_filters(driver: Any, console: str) -> None:
     open_page(driver, f"{console}/topics/{TOPIC}/messages")
-    wait_until("the records", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#records tr.record")) == PARTITIONS * PER_PARTITION)
+    wait_until(
+        "the records",
+        lambda: (
+            len(driver.find_elements(By.CSS_SELECTOR, "#records tr.record"))
+            == PARTITIONS * PER_PARTITION
+        ),
+    )
     page = text_of(driver, "#records")
     assert '"item": "book-1-4"' in page  # the value as text, exactly as produced
     assert "order-2-9" in page and "source: shop" in page
@@ -237,20 +256,35 @@ def test_messages_as_text_json_and_hex_with_filters(driver: Any, console: str) -
     Select(form.find_element(By.NAME, "from")).select_by_value("offset")
     fill(form, "offset", "7")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait_until("partition 1 from offset 7", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#records tr.record")) == 3)
-    offsets = [tr.find_elements(By.TAG_NAME, "td")[1].text for tr in driver.find_elements(By.CSS_SELECTOR, "#records tr.record")]
+    wait_until(
+        "partition 1 from offset 7",
+        lambda: len(driver.find_elements(By.CSS_SELECTOR, "#records tr.record")) == 3,
+    )
+    offsets = [
+        tr.find_elements(By.TAG_NAME, "td")[1].text
+        for tr in driver.find_elements(By.CSS_SELECTOR, "#records tr.record")
+    ]
     assert offsets == ["7", "8", "9"]
     # Filters: by key, then by content, over all partitions from the newest.
     Select(form.find_element(By.NAME, "partition")).select_by_value("all")
     Select(form.find_element(By.NAME, "from")).select_by_value("newest")
     fill(form, "key", "order-2-")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait_until("the key filter", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#records tr.record")) == PER_PARTITION)
-    assert all(tr.text.startswith("2 ") for tr in driver.find_elements(By.CSS_SELECTOR, "#records tr.record"))
+    wait_until(
+        "the key filter",
+        lambda: len(driver.find_elements(By.CSS_SELECTOR, "#records tr.record")) == PER_PARTITION,
+    )
+    assert all(
+        tr.text.startswith("2 ")
+        for tr in driver.find_elements(By.CSS_SELECTOR, "#records tr.record")
+    )
     fill(form, "key", "")
     fill(form, "q", "book-0-3")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait_until("the content filter", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#records tr.record")) == 1)
+    wait_until(
+        "the content filter",
+        lambda: len(driver.find_elements(By.CSS_SELECTOR, "#records tr.record")) == 1,
+    )
     assert "order-0-3" in text_of(driver, "#records")
     screenshot(driver, "messages")
     no_errors(driver)
@@ -261,7 +295,8 @@ def test_groups_and_a_groups_lag(driver: Any, console: str) -> None:
     row = wait_until(
         "billing's row with its lag",
         lambda: [
-            r for r in driver.find_elements(By.CSS_SELECTOR, "#groups tbody tr")
+            r
+            for r in driver.find_elements(By.CSS_SELECTOR, "#groups tbody tr")
             if BILLING in r.text and r.text.endswith(str(TOTAL_LAG))
         ],
     )[0]
@@ -271,7 +306,9 @@ def test_groups_and_a_groups_lag(driver: Any, console: str) -> None:
     wait_until("the total lag", lambda: text_of(driver, "#total-lag").startswith(str(TOTAL_LAG)))
     lags = {}
     for tr in driver.find_elements(By.CSS_SELECTOR, "#lag tr.lag-row"):
-        topic, partition, committed, end, lag = [c.text for c in tr.find_elements(By.TAG_NAME, "td")][:5]
+        topic, partition, committed, end, lag = [
+            c.text for c in tr.find_elements(By.TAG_NAME, "td")
+        ][:5]
         assert topic == TOPIC and end == str(PER_PARTITION)
         assert committed == str(COMMITTED[int(partition)])
         lags[int(partition)] = int(lag)
@@ -292,7 +329,9 @@ def test_broker_acls_and_users_pages_without_an_authorizer(driver: Any, console:
     wait_until("its log dir", lambda: "data" in text_of(driver, "#log-dirs"))
     assert "controller" in text_of(driver, "#cards")
     open_page(driver, console + "/acls")
-    wait_until("the no-authorizer note", lambda: "No authorizer runs" in text_of(driver, "#acl-summary"))
+    wait_until(
+        "the no-authorizer note", lambda: "No authorizer runs" in text_of(driver, "#acl-summary")
+    )
     open_page(driver, console + "/users")
     wait_until("the users summary", lambda: "SCRAM user" in text_of(driver, "#user-summary"))
     no_errors(driver)
@@ -301,7 +340,9 @@ def test_broker_acls_and_users_pages_without_an_authorizer(driver: Any, console:
 # ---------------------------------------------------------------------- actions
 
 
-def test_every_action_through_its_confirmation(driver: Any, console: str, broker: BrokerProcess) -> None:
+def test_every_action_through_its_confirmation(
+    driver: Any, console: str, broker: BrokerProcess
+) -> None:
     bootstrap = broker.bootstrap
     created = "console-made"
     open_page(driver, console + "/topics")
@@ -318,7 +359,10 @@ def test_every_action_through_its_confirmation(driver: Any, console: str, broker
     wait_until("the new topic in the list", lambda: created in text_of(driver, "#topics"))
 
     open_page(driver, f"{console}/topics/{created}")
-    wait_until("its partitions", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")) == 2)
+    wait_until(
+        "its partitions",
+        lambda: len(driver.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")) == 2,
+    )
     # Produce a record with a key and a header.
     driver.find_element(By.XPATH, "//summary[text()='Produce a record']").click()
     form = driver.find_element(By.ID, "produce")
@@ -329,7 +373,9 @@ def test_every_action_through_its_confirmation(driver: Any, console: str, broker
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     confirm(driver)
     assert "Produced to partition 1 at offset 0" in flash(driver, "ok")
-    consumer = Consumer(ck_config(bootstrap, **{"group.id": "console-check", "enable.auto.commit": False}))
+    consumer = Consumer(
+        ck_config(bootstrap, **{"group.id": "console-check", "enable.auto.commit": False})
+    )
     try:
         consumer.assign([TopicPartition(created, 1, 0)])
         message = wait_until("the produced record", lambda: consumer.poll(1.0))
@@ -344,7 +390,13 @@ def test_every_action_through_its_confirmation(driver: Any, console: str, broker
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     confirm(driver)
     assert "now has 4 partitions" in flash(driver, "ok")
-    wait_until("4 partitions", lambda: len(ck_admin(bootstrap).list_topics(created, timeout=10).topics[created].partitions) == 4)
+    wait_until(
+        "4 partitions",
+        lambda: (
+            len(ck_admin(bootstrap).list_topics(created, timeout=10).topics[created].partitions)
+            == 4
+        ),
+    )
     # Alter a topic config.
     form = driver.find_element(By.ID, "alter-config")
     fill(form, "name", "retention.ms")
@@ -369,12 +421,18 @@ def test_every_action_through_its_confirmation(driver: Any, console: str, broker
     assert ck_watermarks(bootstrap, TOPIC, 2) == (4, PER_PARTITION)
     # Reset billing's offsets: the dry run shows the preview, the confirmation commits it.
     open_page(driver, f"{console}/groups/{BILLING}")
-    wait_until("the lag table", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#lag tr.lag-row")) == PARTITIONS)
+    wait_until(
+        "the lag table",
+        lambda: len(driver.find_elements(By.CSS_SELECTOR, "#lag tr.lag-row")) == PARTITIONS,
+    )
     form = driver.find_element(By.ID, "reset-offsets")
     Select(form.find_element(By.NAME, "to")).select_by_value("latest")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     preview = wait_until("the dry-run preview", lambda: driver.find_element(By.ID, "reset-preview"))
-    rows = [[c.text for c in tr.find_elements(By.TAG_NAME, "td")] for tr in preview.find_elements(By.CSS_SELECTOR, "tbody tr")]
+    rows = [
+        [c.text for c in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in preview.find_elements(By.CSS_SELECTOR, "tbody tr")
+    ]
     assert rows == [[TOPIC, str(p), str(o), str(PER_PARTITION)] for p, o in COMMITTED.items()]
     # Nothing committed by the preview.
     committed_before = _committed(bootstrap, BILLING)
@@ -395,7 +453,9 @@ def test_every_action_through_its_confirmation(driver: Any, console: str, broker
     driver.find_element(By.CSS_SELECTOR, "#delete-topic button[type=submit]").click()
     assert created in confirm(driver)
     wait_until("the topics list", lambda: driver.current_url.endswith("/topics"))
-    wait_until("the topic gone", lambda: created not in ck_admin(bootstrap).list_topics(timeout=10).topics)
+    wait_until(
+        "the topic gone", lambda: created not in ck_admin(bootstrap).list_topics(timeout=10).topics
+    )
     no_errors(driver, "status of 409")
 
 
@@ -438,7 +498,15 @@ def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]
     ck_create_topic(started.plaintext, SECURED, partitions=1)
     # bob may see and read the topic, nothing more.
     bindings = [
-        AclBinding(ResourceType.TOPIC, SECURED, ResourcePatternType.LITERAL, "User:bob", "*", op, AclPermissionType.ALLOW)
+        AclBinding(
+            ResourceType.TOPIC,
+            SECURED,
+            ResourcePatternType.LITERAL,
+            "User:bob",
+            "*",
+            op,
+            AclPermissionType.ALLOW,
+        )
         for op in (AclOperation.DESCRIBE, AclOperation.READ)
     ]
     for future in admin.create_acls(bindings, request_timeout=CLIENT_TIMEOUT_S).values():
@@ -450,11 +518,20 @@ def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]
 def test_unauthorized_actions_are_refused_readably(
     driver: Any, acl_broker: SaslBroker, tmp_path: Path
 ) -> None:
-    bob = ConsoleProcess(acl_broker.sasl, tmp_path / "bob.log", extra_args=[*sasl_args("bob"), "--interval", "0.5"]).start()
-    admin = ConsoleProcess(acl_broker.sasl, tmp_path / "admin.log", extra_args=[*sasl_args("admin"), "--interval", "0.5"]).start()
+    bob = ConsoleProcess(
+        acl_broker.sasl, tmp_path / "bob.log", extra_args=[*sasl_args("bob"), "--interval", "0.5"]
+    ).start()
+    admin = ConsoleProcess(
+        acl_broker.sasl,
+        tmp_path / "admin.log",
+        extra_args=[*sasl_args("admin"), "--interval", "0.5"],
+    ).start()
     try:
         open_page(driver, f"{bob.url}/topics/{SECURED}")
-        wait_until("bob sees the topic", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")) == 1)
+        wait_until(
+            "bob sees the topic",
+            lambda: len(driver.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")) == 1,
+        )
         driver.find_element(By.XPATH, "//summary[text()='Produce a record']").click()
         form = driver.find_element(By.ID, "produce")
         fill(form, "value", "not allowed")
@@ -466,7 +543,10 @@ def test_unauthorized_actions_are_refused_readably(
         driver.find_element(By.XPATH, "//summary[text()='Delete topic']").click()
         driver.find_element(By.CSS_SELECTOR, "#delete-topic button[type=submit]").click()
         confirm(driver)
-        wait_until("the delete refusal", lambda: "Not authorized to delete topic console-secured" in flash(driver, "error"))
+        wait_until(
+            "the delete refusal",
+            lambda: "Not authorized to delete topic console-secured" in flash(driver, "error"),
+        )
         screenshot(driver, "refused")
         assert SECURED in ck_admin(acl_broker.plaintext).list_topics(timeout=10).topics
         no_errors(driver, "status of 403")
@@ -475,7 +555,10 @@ def test_unauthorized_actions_are_refused_readably(
         wait_until("bob's ACLs", lambda: text_of(driver, "#acls").count("User:bob") == 2)
         assert "DESCRIBE" in text_of(driver, "#acls") and "READ" in text_of(driver, "#acls")
         open_page(driver, f"{admin.url}/users")
-        wait_until("the SCRAM users", lambda: "bob" in text_of(driver, "#users") and "admin" in text_of(driver, "#users"))
+        wait_until(
+            "the SCRAM users",
+            lambda: "bob" in text_of(driver, "#users") and "admin" in text_of(driver, "#users"),
+        )
         assert "SCRAM-SHA-256" in text_of(driver, "#users")
         no_errors(driver)
     finally:
