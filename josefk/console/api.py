@@ -249,10 +249,27 @@ async def overview(request: web.Request) -> web.Response:
     )
 
 
+TOPICS_PER_PAGE = 100
+
+
+@action("list topics")
 async def topics(request: web.Request) -> web.Response:
+    """One page of the topics (``page``, from 0, of ``per_page``), those whose name contains
+    ``q``, internal ones only with ``internal=1``: a cluster of thousands of topics is not
+    sent, nor summed, whole for a page that shows a hundred."""
     snap = _console(request).sampler.snapshot
+    query = request.query
+    needle = query.get("q", "").lower()
+    internal = query.get("internal", "0") in ("1", "true")
+    per_page = min(_int_query(query.get("per_page"), TOPICS_PER_PAGE), 1000)
+    page = _int_query(query.get("page"), 0)
+    matched = [
+        t
+        for name, t in sorted(snap.topics.items())
+        if needle in name.lower() and (internal or not t.is_internal)
+    ]
     rows = []
-    for t in sorted(snap.topics.values(), key=lambda t: t.name):
+    for t in matched[page * per_page : (page + 1) * per_page]:
         tps = [TopicPartition(t.name, p.partition) for p in t.partitions]
         rows.append(
             {
@@ -268,7 +285,22 @@ async def topics(request: web.Request) -> web.Response:
                 "size": sum(snap.sizes.get(tp, 0) for tp in tps),
             }
         )
-    return ok({"taken_ms": snap.taken_ms, "topics": rows})
+    return ok(
+        {
+            "taken_ms": snap.taken_ms,
+            "total": len(snap.topics),
+            "matched": len(matched),
+            "page": page,
+            "per_page": per_page,
+            "topics": rows,
+        }
+    )
+
+
+def _int_query(value: str | None, default: int) -> int:
+    if value in (None, ""):
+        return default
+    return max(0, _int(value, "a query parameter"))
 
 
 def _config_rows(configs: dict[str, ConfigEntry]) -> list[dict[str, Any]]:

@@ -104,7 +104,9 @@ async def topics(request: web.Request) -> web.Response:
 <label>Replication factor <input name="replication_factor" type="number" min="-1" value="-1"></label>
 <label>Configs <input name="configs" placeholder="retention.ms=86400000, cleanup.policy=compact"></label>
 <button type="submit">Create…</button></form></details></div>
-<p id="topic-count" class="muted"></p>
+<div class="pager"><span id="topic-count" class="muted"></span>
+<button id="topics-prev" type="button" class="secondary">Previous</button>
+<button id="topics-next" type="button" class="secondary">Next</button></div>
 <table id="topics" class="grid"></table>
 """
     return _frame("Topics", "topics", body, section="topics")

@@ -319,30 +319,40 @@
     }
   }
 
-  let topicRows = [];
-  function renderTopics() {
-    const filter = document.getElementById("topic-filter").value.trim().toLowerCase();
-    const internal = document.getElementById("show-internal").checked;
-    const shown = topicRows.filter((t) => (internal || !t.internal) && t.name.toLowerCase().includes(filter));
-    document.getElementById("topic-count").textContent = `${fmtNum(shown.length)} of ${fmtNum(topicRows.length)} topics`;
-    // A thousand rows render fast; past that the filter narrows them.
+  let topicsPageIndex = 0;
+  function renderTopics(data) {
+    const first = data.page * data.per_page;
+    const last = Math.min(first + data.topics.length, data.matched);
+    const filtered = data.matched === data.total ? "" : ` (${fmtNum(data.matched)} match)`;
+    document.getElementById("topic-count").textContent = data.matched
+      ? `${fmtNum(first + 1)}–${fmtNum(last)} of ${fmtNum(data.total)} topics${filtered}`
+      : `${fmtNum(data.total)} topics, none matching`;
+    document.getElementById("topics-prev").disabled = data.page === 0;
+    document.getElementById("topics-next").disabled = last >= data.matched;
     table(document.getElementById("topics"), ["Topic", "Partitions", "Replication", "Under-replicated", "Records", "Size"],
-      shown.slice(0, 2000).map((t) => ({
+      data.topics.map((t) => ({
         class: t.offline ? "bad" : t.under_replicated ? "warn" : null,
         cells: [link(`/topics/${enc(t.name)}`, t.name), fmtNum(t.partitions), fmtNum(t.replication_factor),
           fmtNum(t.under_replicated), fmtNum(t.records), fmtBytes(t.size)],
       })), "No topics yet.");
   }
 
+  // One page of topics at a time: the filter and the paging ask the server.
   async function topicsPage() {
-    const data = await api("/api/topics");
-    topicRows = data.topics;
-    renderTopics();
+    const params = new URLSearchParams({
+      q: document.getElementById("topic-filter").value.trim(),
+      internal: document.getElementById("show-internal").checked ? "1" : "0",
+      page: String(topicsPageIndex),
+    });
+    renderTopics(await api(`/api/topics?${params}`));
   }
 
   function initTopics() {
-    document.getElementById("topic-filter").addEventListener("input", debounce(renderTopics, 100));
-    document.getElementById("show-internal").addEventListener("change", renderTopics);
+    const reload = guarded(topicsPage);
+    document.getElementById("topic-filter").addEventListener("input", debounce(() => { topicsPageIndex = 0; reload(); }, 150));
+    document.getElementById("show-internal").addEventListener("change", () => { topicsPageIndex = 0; reload(); });
+    document.getElementById("topics-prev").addEventListener("click", () => { topicsPageIndex = Math.max(0, topicsPageIndex - 1); reload(); });
+    document.getElementById("topics-next").addEventListener("click", () => { topicsPageIndex += 1; reload(); });
     const form = document.getElementById("create-topic");
     form.addEventListener("submit", (ev) => {
       ev.preventDefault();
