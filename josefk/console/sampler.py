@@ -138,11 +138,17 @@ class Sampler:
         tps = [
             TopicPartition(t.name, p.partition) for t in snap.topics.values() for p in t.partitions
         ]
-        ends, starts, sizes, groups = await asyncio.gather(
+        groups = await self._step("groups", admin.list_groups())
+        if groups is not None:
+            snap.groups = groups
+        # Committed offsets before log end offsets, as Kafka's tools read them: the other way
+        # round, commits made between the two reads would pass the stale ends and the lag
+        # would read 0 while the group is behind.
+        committed = await self._step("group_offsets", self._group_offsets(snap.groups))
+        ends, starts, sizes = await asyncio.gather(
             self._step("log_end", self._offsets(tps, admin.LATEST)),
             self._step("log_start", self._offsets(tps, admin.EARLIEST)),
             self._step("log_dirs", self._leader_sizes()),
-            self._step("groups", admin.list_groups()),
         )
         if ends is not None:
             snap.log_end = ends
@@ -150,9 +156,6 @@ class Sampler:
             snap.log_start = starts
         if sizes is not None:
             snap.sizes = sizes
-        if groups is not None:
-            snap.groups = groups
-        committed = await self._step("group_offsets", self._group_offsets(snap.groups))
         if committed is not None:
             lags: dict[str, int] = {}
             sums: dict[str, int] = {}

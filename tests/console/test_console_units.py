@@ -5,12 +5,18 @@ sentence a refusal becomes.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
 from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
 from josefk.client.errors import error_for
+from josefk.console import app as console_app
 from josefk.console.api import describe_kafka_error
 from josefk.console.history import History, Series
 from josefk.console.metrics import MetricsScraper, sum_counters
@@ -103,3 +109,13 @@ def test_refusals_read_as_sentences() -> None:
         error_for(ErrorCode.TOPIC_ALREADY_EXISTS, topic="orders"), "create topic"
     )
     assert status == 409 and "TOPIC_ALREADY_EXISTS" in message and "topic=orders" in message
+
+
+def test_the_pages_script_parses() -> None:
+    """A syntax error stops every page at once; node finds it without a browser."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed (the browser tests load the script too)")
+    script = Path(console_app.__file__).parent / "static" / "console.js"
+    checked = subprocess.run([node, "--check", str(script)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr

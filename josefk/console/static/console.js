@@ -247,7 +247,10 @@
     if (t1 === t0) t0 = t1 - 1000;
     let vmax = Math.max(...all.map((p) => p[1]));
     // An idle cluster still gets a readable scale (1 record/s, 1 KiB/s) instead of 0..0.
-    vmax = niceCeil(Math.max(vmax, floor || 1));
+    vmax = Math.max(vmax, floor || 1);
+    // Bytes get round binary steps (256 KiB, not 97.7 KiB).
+    const unit = floor === 1024 ? Math.pow(1024, Math.floor(Math.log(vmax) / Math.log(1024))) : 1;
+    vmax = niceCeil(vmax / unit) * unit;
     const x = (t) => left + ((t - t0) / (t1 - t0)) * (W - left - right);
     const y = (v) => top + (1 - v / vmax) * (H - top - bottom);
     for (let i = 0; i <= 4; i += 1) {
