@@ -224,6 +224,7 @@ async def overview(request: web.Request) -> web.Response:
     return ok(
         {
             "taken_ms": snap.taken_ms,
+            "bootstrap": console.bootstrap,
             "cluster_id": snap.cluster.cluster_id if snap.cluster else None,
             "controller": snap.cluster.controller_id if snap.cluster else None,
             "brokers": _brokers(snap),

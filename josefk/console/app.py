@@ -10,6 +10,7 @@ Imports josefk.client only.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,11 +19,13 @@ from typing import Any
 from aiohttp import web
 
 from josefk.client import AIOAdmin
+from josefk.client.errors import KafkaError
 from josefk.console import api, pages
 from josefk.console.history import History
 from josefk.console.metrics import MetricsScraper
 from josefk.console.sampler import Sampler
 
+log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
@@ -50,7 +53,12 @@ def build_app(settings: ConsoleSettings) -> web.Application:
             connect_timeout_ms=3_000,
             **settings.client_settings,
         )
-        await admin.start()
+        try:
+            await admin.start()
+        except KafkaError as exc:
+            # The cluster may come up after the console (a compose file starts both): serve
+            # the pages, which say that no broker answers, and keep asking.
+            log.warning("no broker answered at %s yet: %s", settings.bootstrap, exc)
         history = History(settings.history_samples)
         metrics = MetricsScraper(settings.metrics_urls) if settings.metrics_urls else None
         sampler = Sampler(admin, history, interval=settings.interval, metrics=metrics)
@@ -59,7 +67,9 @@ def build_app(settings: ConsoleSettings) -> web.Application:
         )
         app["console"] = console
         sampler.start()
-        await sampler.ready(timeout=10.0)
+        # The first page shows data when the cluster answers at once; a cluster that does not
+        # answer (yet) must not keep the console from serving the page that says so.
+        await sampler.ready(timeout=3.0)
         yield
         await sampler.close()
         await console.close()

@@ -285,6 +285,9 @@
   async function overviewPage() {
     const data = await api("/api/overview");
     document.getElementById("cluster-id").textContent = data.cluster_id ? `cluster ${data.cluster_id}` : "";
+    const down = data.errors.find((e) => e.step === "cluster" || e.step === "topics");
+    if (down) flash(`No answer from the cluster at ${data.bootstrap}: ${down.error}`, "error");
+    else if (document.getElementById("flash").classList.contains("error")) clearFlash();
     const states = data.groups_by_state;
     cards(document.getElementById("cards"), [
       ["Brokers", fmtNum(data.brokers.length)],
