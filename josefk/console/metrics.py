@@ -25,8 +25,9 @@ _COUNTERS = {
 
 
 def sum_counters(text: str) -> dict[str, float]:
-    """The console's series from one endpoint's exposition text."""
-    totals: dict[str, float] = {}
+    """The console's series from one endpoint's exposition text (0 for a counter that has no
+    sample yet: a broker that served no topic has no labelled series)."""
+    totals = dict.fromkeys(_COUNTERS.values(), 0.0)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name = _COUNTERS.get(sample.name)

@@ -1,7 +1,8 @@
 """``josefk console`` against a three-broker cluster (real etcd, real ``josefk serve``
 processes) while a broker is SIGKILLed: the overview, in a real headless chromium, shows the
 partitions left under-replicated and the broker gone, and shows the cluster whole again once
-the broker is back and its replicas have rejoined the ISR.
+the broker is back and its replicas have rejoined the ISR. The console is given the brokers'
+Prometheus endpoints, so its bytes chart draws bytes out as well as in.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(
         tmp_path_factory.mktemp("console-cluster"),
         settings=["replica.lag.time.max.ms=3000", "offsets.topic.num.partitions=6"],
+        metrics=True,
     ) as running:
         yield running
 
@@ -52,7 +54,15 @@ def test_overview_shows_under_replicated_partitions_and_recovers(
     console = ConsoleProcess(
         cluster.bootstrap,
         tmp_path_factory.mktemp("console") / "console.log",
-        extra_args=["--interval", "0.5"],
+        extra_args=[
+            "--interval",
+            "0.5",
+            *(
+                arg
+                for b in cluster.brokers.values()
+                for arg in ("--metrics-url", f"http://{b.host}:{b.metrics_port}/metrics")
+            ),
+        ],
     ).start()
     driver = start_browser()
     try:
@@ -61,6 +71,12 @@ def test_overview_shows_under_replicated_partitions_and_recovers(
             "three brokers", lambda: "3\nBROKERS" in driver.find_element(By.ID, "cards").text
         )
         assert card(driver, "card-under-replicated") == 0
+        # With the brokers' metrics the bytes chart has both lines, in and out.
+        wait_until(
+            "bytes in and out from the brokers' metrics",
+            lambda: len(driver.find_elements(By.CSS_SELECTOR, "#chart-bytes path.line")) == 2,
+        )
+        assert "out:" in driver.find_element(By.ID, "chart-bytes-legend").text
         victim = cluster.brokers[3]
         victim.kill()
         # The overview refreshes itself: no reload.

@@ -71,6 +71,7 @@ def exporter_text(bytes_in: int, bytes_out: int) -> str:
 def test_sum_counters_of_josefks_exporter() -> None:
     totals = sum_counters(exporter_text(1000, 400))
     assert totals == {"bytes_in": 1001.0, "bytes_out": 400.0}
+    assert sum_counters("") == {"bytes_in": 0.0, "bytes_out": 0.0}
 
 
 async def test_scraper_sums_brokers_and_skips_one_that_does_not_answer() -> None:

@@ -265,6 +265,20 @@ def test_messages_as_text_json_and_hex_with_filters(driver: Any, console: str) -
         for tr in driver.find_elements(By.CSS_SELECTOR, "#records tr.record")
     ]
     assert offsets == ["7", "8", "9"]
+    # From a time: everything written since (here: since 2000), oldest first.
+    Select(form.find_element(By.NAME, "partition")).select_by_value("all")
+    Select(form.find_element(By.NAME, "from")).select_by_value("time")
+    driver.execute_script(
+        "document.querySelector('#browse [name=time]').value = '2000-01-01T00:00:00'"
+    )
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_until(
+        "every record from a time",
+        lambda: (
+            len(driver.find_elements(By.CSS_SELECTOR, "#records tr.record"))
+            == PARTITIONS * PER_PARTITION
+        ),
+    )
     # Filters: by key, then by content, over all partitions from the newest.
     Select(form.find_element(By.NAME, "partition")).select_by_value("all")
     Select(form.find_element(By.NAME, "from")).select_by_value("newest")
