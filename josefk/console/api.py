@@ -30,6 +30,8 @@ from josefk.client import (
     AIOConsumer,
     AIOProducer,
     ConfigEntry,
+    GroupDescription,
+    GroupListing,
     NewTopic,
     ResourceType,
     TopicDescription,
@@ -515,7 +517,7 @@ async def groups(request: web.Request) -> web.Response:
                 {
                     "group": g.group_id,
                     "state": g.state,
-                    "type": _group_type(g.protocol_type),
+                    "type": _group_type(g),
                     "protocol_type": g.protocol_type,
                     "lag": snap.group_lag.get(g.group_id),
                 }
@@ -525,10 +527,14 @@ async def groups(request: web.Request) -> web.Response:
     )
 
 
-def _group_type(protocol_type: str) -> str:
-    # ListGroups before v5 has no group type: every group it lists is a classic group, and
-    # a group with a protocol type of its own ("connect", ...) is one too.
-    return "classic" if protocol_type in ("consumer", "") else f"classic ({protocol_type})"
+def _group_type(group: GroupListing | GroupDescription) -> str:
+    """classic, consumer (KIP-848) or share: ListGroups v5 and ConsumerGroupDescribe say so
+    where the client reads them (``group_type``); a listing without it is a classic group,
+    and a classic group with a protocol of its own ("connect", ...) names it."""
+    kind = str(getattr(group, "group_type", "") or "classic").lower()
+    if kind == "classic" and group.protocol_type not in ("consumer", ""):
+        return f"classic ({group.protocol_type})"
+    return kind
 
 
 @action("describe group {group}")
@@ -570,7 +576,7 @@ async def group(request: web.Request) -> web.Response:
         {
             "group": group_id,
             "state": description.state,
-            "type": _group_type(description.protocol_type),
+            "type": _group_type(description),
             "protocol_type": description.protocol_type,
             "protocol": description.protocol,
             "members": [
