@@ -496,7 +496,12 @@ async def _read(
                             "headers": [[k, _b64(v)] for k, v in r.headers],
                         }
                     )
-                if records and records[-1].offset >= ends[tp] - 1:
+            # Done with a partition once its position reached the end it had when asked
+            # (by its position, not its last record: control batches and compacted-away
+            # offsets leave no record at the end).
+            positions = consumer.positions()
+            for tp in list(remaining):
+                if positions.get(tp, 0) >= ends[tp]:
                     remaining.discard(tp)
                     consumer.pause(tp)
     finally:

@@ -31,7 +31,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from josefk.client import AIOAdmin, ClusterDescription, GroupListing, TopicDescription
 from josefk.client.errors import KafkaError
@@ -259,6 +259,3 @@ def under_replicated(topic: TopicDescription) -> int:
 def offline(topic: TopicDescription) -> int:
     return sum(1 for p in topic.partitions if p.leader < 0)
 
-
-def describe_snapshot_errors(snapshot: Snapshot) -> list[dict[str, Any]]:
-    return [{"step": k, "error": v} for k, v in sorted(snapshot.errors.items())]
