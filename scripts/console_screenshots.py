@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +69,9 @@ async def produce(bootstrap: str, stop: asyncio.Event) -> None:
         await producer.close()
 
 
-async def consume(bootstrap: str, group: str, stop: asyncio.Event, rate_of: object) -> None:
+async def consume(
+    bootstrap: str, group: str, stop: asyncio.Event, rate_of: Callable[[float], float]
+) -> None:
     consumer = AIOConsumer(
         "orders", bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
         auto_commit_interval_ms=1000,
@@ -77,7 +80,7 @@ async def consume(bootstrap: str, group: str, stop: asyncio.Event, rate_of: obje
     started = time.monotonic()
     try:
         while not stop.is_set():
-            limit = rate_of(time.monotonic() - started)  # type: ignore[operator]
+            limit = rate_of(time.monotonic() - started)
             await consumer.getmany(timeout_ms=100, max_records=max(1, int(limit / 10)))
             await asyncio.sleep(0.1)
     finally:
