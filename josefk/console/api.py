@@ -877,6 +877,29 @@ async def history(request: web.Request) -> web.Response:
     return ok({"series": name, "kind": kind, "points": data})
 
 
+@web.middleware
+async def same_origin_actions(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Actions only from the console's own pages or from scripts, never from another site.
+
+    The console acts with its credentials for whoever reaches it, so a page elsewhere must not
+    make a visitor's browser send it one: an action must carry a JSON body (a cross-site form
+    or ``fetch`` cannot send ``application/json`` without the CORS preflight, which the
+    console never answers), and a browser's ``Origin``, where sent, must be the console's own.
+    """
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return await handler(request)
+    origin = request.headers.get("Origin")
+    if origin is not None and origin.split("://", 1)[-1] != request.host:
+        return error_response(
+            403, f"Actions come from the console's own pages, not from {origin}.", "FORBIDDEN"
+        )
+    if request.method == "POST" and request.content_type != "application/json":
+        return error_response(
+            415, "Actions take a JSON body (Content-Type: application/json).", "INVALID_REQUEST"
+        )
+    return await handler(request)
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/overview", overview)
     app.router.add_get("/api/topics", topics)

@@ -40,7 +40,7 @@ class ConsoleSettings:
 
 
 def build_app(settings: ConsoleSettings) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[api.same_origin_actions])
     pages.add_routes(app)
     api.add_routes(app)
     app.router.add_static("/static/", STATIC_DIR)

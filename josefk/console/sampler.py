@@ -258,4 +258,3 @@ def under_replicated(topic: TopicDescription) -> int:
 
 def offline(topic: TopicDescription) -> int:
     return sum(1 for p in topic.partitions if p.leader < 0)
-

@@ -1,5 +1,6 @@
 """``josefk console`` as a command: its options, a bad ``--listen``, a port already taken,
-and a cluster that does not answer (the console serves anyway and says so)."""
+a cluster that does not answer (the console serves anyway and says so), and actions from
+another site refused."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -74,6 +76,22 @@ def test_serves_and_says_so_when_no_broker_answers() -> None:
             time.sleep(0.1)  # the next sample
         assert overview["brokers"] == [] and overview["bootstrap"] == NO_BROKER
         assert any("cannot connect" in e["error"] for e in overview["errors"])
+        # Another site cannot make a visitor's browser act through the console: a form's
+        # body is not JSON, and a foreign Origin is refused before the cluster is asked.
+        for headers, status in (
+            ({"Content-Type": "text/plain"}, 415),
+            ({"Content-Type": "application/json", "Origin": "http://evil.example"}, 403),
+        ):
+            refused = urllib.request.Request(
+                url + "api/topics", data=b'{"name": "x"}', headers=headers, method="POST"
+            )
+            try:
+                urllib.request.urlopen(refused, timeout=10)
+            except urllib.error.HTTPError as exc:
+                assert exc.code == status
+                assert json.load(exc)["error"]
+            else:
+                raise AssertionError(f"{headers} was not refused")
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
