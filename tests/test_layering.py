@@ -37,7 +37,19 @@ ALLOWED: dict[str, set[str]] = {
     "broker": {"records", "protocol", "storage", "config", "metrics", "cluster", "client"},
     "client": {"records", "protocol"},
     "spark": {"records", "protocol", "client"},
-    "cli": {"records", "protocol", "storage", "config", "metrics", "cluster", "broker", "client"},
+    # console: the web console, a client like any other.
+    "console": {"records", "protocol", "client"},
+    "cli": {
+        "records",
+        "protocol",
+        "storage",
+        "config",
+        "metrics",
+        "cluster",
+        "broker",
+        "client",
+        "console",
+    },
 }
 # storage's one way into config: the topic-level LogConfig it is configured with.
 STORAGE_MAY_IMPORT_FROM_CONFIG = {"josefk.config.topic"}
