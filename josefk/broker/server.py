@@ -358,6 +358,14 @@ class Broker:
                 lambda name: _host_port(context.endpoint_for(name)),
                 rack=config.broker_rack,
             )
+            if self.metrics is not None:
+                # A single node is its own controller (Metadata names it): the usual
+                # "active controllers != 1" alert must stay quiet on a healthy one. Its
+                # offline partitions are the ones in an offline log dir (leader -1).
+                self.metrics.replication.watch_controller(
+                    lambda: True,
+                    lambda: sum(1 for p in replicas.partitions() if p.log.is_offline),
+                )
         else:
             self.cluster.replicas = replicas
             if self.metrics is not None:

@@ -417,7 +417,8 @@ class GroupProbe:
 
 
 class ReplicationProbe:
-    """The cluster's replication events and the controller's view (cluster mode).
+    """The cluster's replication events and the controller's view (a single node is its own
+    controller).
 
     - ``kafka_server_replicamanager_isrshrinks_total`` / ``..._isrexpands_total``: ISR changes
       of partitions this broker leads, as accepted by etcd

@@ -139,3 +139,11 @@ async def test_failed_fetches_and_oversized_requests_are_counted(
         and sum(v for _, v in oversized)
         == sum(v for k, v in before.items() if k[0].endswith("_total")) + 1
     ), oversized
+
+
+def test_a_single_broker_is_the_active_controller(metered_broker: BrokerProcess) -> None:
+    """Before, a single node exported 0 while ``josefk cluster info`` named it the controller,
+    so the usual "active controllers != 1" alert fired on every healthy single broker."""
+    samples = scrape(metered_broker)
+    assert value(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert value(samples, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
