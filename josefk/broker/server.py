@@ -25,6 +25,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import aetcd.exceptions
@@ -78,6 +79,7 @@ from josefk.metrics.broker_metrics import BrokerMetrics
 from josefk.metrics.collectors import (
     CleanerStats,
     FetchSessionStats,
+    NetworkStats,
     PartitionLogStats,
     PurgatoryStats,
 )
@@ -325,6 +327,12 @@ class Broker:
             on_oversized=self._oversized_request,
         )
         self.reconfigurables.add(ConnectionLimits(self._server))
+        if self.metrics is not None:
+            gate = self._server.gate
+            self.metrics.watch_network(lambda: NetworkStats(gate.waiting, gate.requests))
+            # On the loop thread: thread_time then reads the loop's CPU time, as it does
+            # when the exporter (also on the loop) serves a scrape.
+            self.metrics.watch_event_loop(time.thread_time, time.monotonic)
         # Bound now (a cluster registers the bound ports), accepted on only at the end of
         # start-up: a client connecting meanwhile waits in the backlog instead of reaching
         # handlers that would find no metadata yet and take single-node paths.
@@ -371,6 +379,10 @@ class Broker:
             if self.metrics is not None:
                 cluster = self.cluster
                 cluster.on_isr_changed = self.metrics.replication.isr_changed
+                replication = self.metrics.replication
+                cluster.on_leader_elected = lambda seconds, unclean: replication.leader_elected(
+                    seconds=seconds, unclean=unclean
+                )
                 self.metrics.replication.watch_controller(
                     lambda: cluster.is_controller, cluster.offline_partitions
                 )
@@ -641,6 +653,8 @@ class Broker:
                     in_sync=len(partition.isr),
                     min_insync=log.config.min_insync_replicas,
                     follower_lags=lags,
+                    leader=partition.leader_id,
+                    fetcher_lag=None if leads else partition.fetcher_lag,
                 )
             )
         return stats
