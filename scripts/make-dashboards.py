@@ -343,12 +343,12 @@ DASHBOARDS: dict[str, tuple[str, str, list[dict[str, Any]], list[Panel]]] = {
                 ],
             ),
             (
-                "Rebalances",
+                "Rebalances (generation changes; counted on any coordinator)",
                 "timeseries",
                 "none",
                 [
                     (
-                        f'sum by (group) (increase(kafka_coordinator_group_group_rebalances_total{{group=~"$group"}}[{RATE}]))',
+                        f'sum by (group) (changes(kafka_coordinator_group_group_generation{{group=~"$group"}}[{RATE}]))',
                         "{{group}}",
                     )
                 ],

@@ -7,6 +7,9 @@ panel target's expression of deploy/grafana/*.json, with the template variables
 substituted as "All" would) and ``variable_queries`` (each ``label_values(metric, label)``
 variable as the PromQL query that answers it).
 
+``Load`` is the traffic the dashboards are checked under: a paced producer and a consumer
+group, each on a thread.
+
 Must not import josefk: Prometheus reaches the brokers only through their metrics ports.
 """
 
@@ -16,6 +19,7 @@ import json
 import re
 import shutil
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_process import free_port
+from confluent_kafka import Consumer, KafkaException, Producer
 
 PROMETHEUS = shutil.which("prometheus")
 SKIP_REASON = (
@@ -145,3 +150,89 @@ def variable_queries() -> list[tuple[str, str, str]]:
             metric, label = match.groups()
             found.append((path.name, variable["name"], f"count by ({label}) ({metric})"))
     return found
+
+
+class Load:
+    """A paced producer (a small batch every 50 ms) and a subscribed consumer in a group
+    with auto-commit, each on its own thread until ``stop``."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, *, partitions: int) -> None:
+        self._bootstrap = bootstrap
+        self._topic = topic
+        self._group = group
+        self._partitions = partitions
+        self._stop = threading.Event()
+        self.errors: list[str] = []
+        self.consumed = 0
+        self._threads = [
+            threading.Thread(target=self._produce, daemon=True),
+            threading.Thread(target=self._consume, daemon=True),
+        ]
+
+    def _produce(self) -> None:
+        producer = Producer(
+            {"bootstrap.servers": self._bootstrap, "acks": "all", "linger.ms": 5, "log_level": 3}
+        )
+        n = 0
+        while not self._stop.is_set():
+            for _ in range(20):
+                producer.produce(
+                    self._topic, value=b"record-%d" % n, partition=n % self._partitions
+                )
+                n += 1
+            producer.poll(0)
+            self._stop.wait(0.05)  # pacing the load, not waiting for a state
+        producer.flush(30)
+
+    def _consume(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self._bootstrap,
+                "group.id": self._group,
+                "auto.offset.reset": "earliest",
+                "auto.commit.interval.ms": 500,
+                "log_level": 3,
+            }
+        )
+        consumer.subscribe([self._topic])
+        try:
+            while not self._stop.is_set():
+                message = consumer.poll(0.2)
+                if message is not None and message.error() is None:
+                    self.consumed += 1
+        except KafkaException as exc:
+            self.errors.append(str(exc))
+        finally:
+            consumer.close()
+
+    def start(self) -> Load:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+
+def wait_for_data(
+    prometheus: PrometheusServer, entries: set[tuple[str, str, str]], timeout: float
+) -> None:
+    """Query each (dashboard, panel, expression) until all have answered a non-empty
+    vector; on the deadline fail naming those that never did."""
+    waiting = set(entries)
+    deadline = time.monotonic() + timeout
+    while True:
+        for entry in sorted(waiting):
+            if prometheus.query(entry[2]):
+                waiting.discard(entry)
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            missing = "\n".join(f"{n}: {t}: {e}" for n, t, e in sorted(waiting))
+            raise AssertionError(
+                f"panels with no data after {timeout:.0f}s:\n{missing}\n"
+                f"prometheus log:\n{prometheus.log_tail()}"
+            )
+        time.sleep(0.5)  # the next scrapes, a second apart
