@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from broker_process import BrokerProcess, free_port
@@ -234,3 +236,22 @@ def test_dashboard_series_after_real_traffic(metered_broker: BrokerProcess) -> N
         "kafka_controller_kafkacontroller_activecontrollercount",
     ):
         assert kinds[gauge] == "gauge", gauge
+
+
+def test_every_served_series_is_documented(metered_broker: BrokerProcess) -> None:
+    """docs/metrics.md (generated from the probes) names each family a real broker serves
+    after traffic, with the type it is served as."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    documented = dict(re.findall(r"^\| `(\w+)` \| (\w+) \|", page, re.M))
+    topic = unique_topic("documented")
+    assert_delivered(ck_produce(metered_broker.bootstrap, topic, make_messages(5)))
+    ck_consume(metered_broker.bootstrap, topic, count=5)
+    served = {
+        name + ("_total" if kind == "counter" else ""): kind
+        for name, kind in families(metered_broker).items()
+        # prometheus-client's text format shows each counter's creation time as a gauge.
+        if not name.startswith(("process_", "python_")) and not name.endswith("_created")
+    }
+    undocumented = {n: k for n, k in served.items() if documented.get(n) != k}
+    assert undocumented == {}
+    assert len(served) >= 60
