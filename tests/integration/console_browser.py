@@ -170,7 +170,7 @@ def wait_until(what: str, probe: Callable[[], T | bool | None], timeout: float =
             value = probe()
             if value:
                 return value  # type: ignore[return-value]
-        except Exception as exc:  # a page half rendered: try again until the deadline
+        except Exception as exc:  # noqa: BLE001  a page half rendered: try again until the deadline
             last = exc
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}" + (f": {last!r}" if last else ""))
