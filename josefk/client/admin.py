@@ -137,6 +137,8 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    # "classic" or "consumer" (KIP-848); ListGroups v5 reports it.
+    group_type: str = "classic"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +149,9 @@ class MemberDescription:
     client_host: str
     subscription: list[str]
     assignment: list[TopicPartition]
+    # KIP-848 consumer groups only: the member's epoch and its target assignment.
+    member_epoch: int | None = None
+    target_assignment: list[TopicPartition] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +162,10 @@ class GroupDescription:
     protocol: str
     members: list[MemberDescription]
     error: KafkaError | None = None
+    # "consumer" for a KIP-848 group, with its group epoch and its target's epoch.
+    group_type: str = "classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -1016,58 +1025,121 @@ class AIOAdmin:
             if response.error_code:
                 raise error_for(response.error_code)
             for g in response.groups:
-                listings[g.group_id] = GroupListing(g.group_id, g.protocol_type, g.group_state)
+                listings[g.group_id] = GroupListing(
+                    g.group_id,
+                    g.protocol_type,
+                    g.group_state,
+                    (getattr(g, "group_type", "") or "classic").lower(),
+                )
 
         await asyncio.gather(*(one(n) for n in metadata.brokers))
         return sorted(listings.values(), key=lambda g: g.group_id)
 
     async def describe_groups(self, group_ids: Sequence[str]) -> list[GroupDescription]:
-        req = request_class(ApiKey.DESCRIBE_GROUPS)
+        """Each group as DescribeGroups shows it, or, for a KIP-848 consumer group (which
+        DescribeGroups answers as unknown), as ConsumerGroupDescribe does."""
         out: list[GroupDescription] = []
         for group_id in group_ids:
-            node_id = await find_coordinator(self._client, group_id)
+            (classic,) = await self._describe_classic_group(group_id)
+            if classic.state == "Dead" and not classic.members:
+                consumer = await self._describe_consumer_group(group_id)
+                if consumer is not None:
+                    out.append(consumer)
+                    continue
+            out.append(classic)
+        return out
+
+    async def _describe_consumer_group(self, group_id: str) -> GroupDescription | None:
+        """ConsumerGroupDescribe (KIP-848); None when the group is no consumer group or the
+        broker does not have the API."""
+        node_id = await find_coordinator(self._client, group_id)
+        req = request_class(ApiKey.CONSUMER_GROUP_DESCRIBE)
+        try:
             response = await self._client.request(
-                node_id, ApiKey.DESCRIBE_GROUPS, req(groups=[group_id])
+                node_id, ApiKey.CONSUMER_GROUP_DESCRIBE, req(group_ids=[group_id])
             )
-            for g in response.groups:
-                members = []
-                for m in g.members:
-                    subscription: list[str] = []
-                    assignment: list[TopicPartition] = []
-                    if g.protocol_type == "consumer":
-                        try:
-                            subscription = (
-                                decode_subscription(m.member_metadata).topics
-                                if m.member_metadata
-                                else []
-                            )
-                            assignment = (
-                                decode_assignment(m.member_assignment).partitions
-                                if m.member_assignment
-                                else []
-                            )
-                        except ValueError:
-                            pass
-                    members.append(
-                        MemberDescription(
-                            m.member_id,
-                            m.group_instance_id,
-                            m.client_id,
-                            m.client_host,
-                            subscription,
-                            assignment,
+        except KafkaError:
+            return None
+        (g,) = response.groups
+        if g.error_code:
+            return None
+
+        def partitions(assignment: Any) -> list[TopicPartition]:
+            return sorted(
+                TopicPartition(t.topic_name, p)
+                for t in assignment.topic_partitions
+                for p in t.partitions
+            )
+
+        return GroupDescription(
+            g.group_id,
+            g.group_state,
+            "consumer",
+            g.assignor_name,
+            [
+                MemberDescription(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    list(m.subscribed_topic_names),
+                    partitions(m.assignment),
+                    member_epoch=m.member_epoch,
+                    target_assignment=partitions(m.target_assignment),
+                )
+                for m in g.members
+            ],
+            group_type="consumer",
+            group_epoch=g.group_epoch,
+            assignment_epoch=g.assignment_epoch,
+        )
+
+    async def _describe_classic_group(self, group_id: str) -> list[GroupDescription]:
+        req = request_class(ApiKey.DESCRIBE_GROUPS)
+        out: list[GroupDescription] = []
+        node_id = await find_coordinator(self._client, group_id)
+        response = await self._client.request(
+            node_id, ApiKey.DESCRIBE_GROUPS, req(groups=[group_id])
+        )
+        for g in response.groups:
+            members = []
+            for m in g.members:
+                subscription: list[str] = []
+                assignment: list[TopicPartition] = []
+                if g.protocol_type == "consumer":
+                    try:
+                        subscription = (
+                            decode_subscription(m.member_metadata).topics
+                            if m.member_metadata
+                            else []
                         )
-                    )
-                out.append(
-                    GroupDescription(
-                        g.group_id,
-                        g.group_state,
-                        g.protocol_type,
-                        g.protocol_data,
-                        members,
-                        _err(g.error_code, getattr(g, "error_message", None), group=g.group_id),
+                        assignment = (
+                            decode_assignment(m.member_assignment).partitions
+                            if m.member_assignment
+                            else []
+                        )
+                    except ValueError:
+                        pass
+                members.append(
+                    MemberDescription(
+                        m.member_id,
+                        m.group_instance_id,
+                        m.client_id,
+                        m.client_host,
+                        subscription,
+                        assignment,
                     )
                 )
+            out.append(
+                GroupDescription(
+                    g.group_id,
+                    g.group_state,
+                    g.protocol_type,
+                    g.protocol_data,
+                    members,
+                    _err(g.error_code, getattr(g, "error_message", None), group=g.group_id),
+                )
+            )
         return out
 
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, KafkaError | None]:

@@ -1506,6 +1506,69 @@ class BrokerConfig(BaseModel):
     group_max_size: Int = _key(
         "group.max.size", INT_MAX, ge=1, le=INT_MAX, doc="The most members a group may have."
     )
+    # KIP-848 consumer groups (group.protocol=consumer), with Kafka 4's defaults.
+    group_consumer_heartbeat_interval_ms: Int = _key(
+        "group.consumer.heartbeat.interval.ms",
+        5000,
+        ge=1,
+        le=INT_MAX,
+        doc="How often a KIP-848 consumer group member heartbeats.",
+    )
+    group_consumer_min_heartbeat_interval_ms: Int = _key(
+        "group.consumer.min.heartbeat.interval.ms",
+        5000,
+        ge=1,
+        le=INT_MAX,
+        doc="The shortest heartbeat interval a consumer group may set.",
+    )
+    group_consumer_max_heartbeat_interval_ms: Int = _key(
+        "group.consumer.max.heartbeat.interval.ms",
+        15000,
+        ge=1,
+        le=INT_MAX,
+        doc="The longest heartbeat interval a consumer group may set.",
+    )
+    group_consumer_session_timeout_ms: Int = _key(
+        "group.consumer.session.timeout.ms",
+        45000,
+        ge=1,
+        le=INT_MAX,
+        doc="How long a consumer group member may go without a heartbeat.",
+    )
+    group_consumer_min_session_timeout_ms: Int = _key(
+        "group.consumer.min.session.timeout.ms",
+        45000,
+        ge=1,
+        le=INT_MAX,
+        doc="The shortest session timeout a consumer group may set.",
+    )
+    group_consumer_max_session_timeout_ms: Int = _key(
+        "group.consumer.max.session.timeout.ms",
+        60000,
+        ge=1,
+        le=INT_MAX,
+        doc="The longest session timeout a consumer group may set.",
+    )
+    group_consumer_max_size: Int = _key(
+        "group.consumer.max.size",
+        INT_MAX,
+        ge=1,
+        le=INT_MAX,
+        doc="The most members a consumer group may have.",
+    )
+    # Names (uniform, range) or Kafka's class names of them; the first is the default.
+    group_consumer_assignors: Csv = _key(
+        "group.consumer.assignors",
+        ("uniform", "range"),
+        doc="Server-side assignors (uniform, range); the first is the default.",
+    )
+    group_consumer_migration_policy: Literal[
+        "bidirectional", "upgrade", "downgrade", "disabled"
+    ] = _key(
+        "group.consumer.migration.policy",
+        "bidirectional",
+        doc="Which conversions between classic and consumer groups are allowed.",
+    )
 
     # -- idempotent producer and transactions -----------------------------------------------
     producer_id_expiration_ms: Int = _key(
@@ -1959,6 +2022,7 @@ class BrokerConfig(BaseModel):
                 listeners,
                 "every listener is a controller listener; none serve clients",
             )
+        yield from self._consumer_group_problems()
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             yield ConfigProblem(
                 "group.min.session.timeout.ms",
@@ -2048,6 +2112,38 @@ class BrokerConfig(BaseModel):
                 "must be one of sasl.enabled.mechanisms when brokers talk SASL to each "
                 "other (" + ",".join(self.sasl_enabled_mechanisms) + ")",
             )
+
+    def _consumer_group_problems(self) -> Iterator[ConfigProblem]:
+        """Kafka's checks of the group.consumer.* settings: each value within its min and
+        max, the heartbeat interval below the session timeout, known assignors."""
+        for name, low, value, high in (
+            (
+                "group.consumer.heartbeat.interval.ms",
+                self.group_consumer_min_heartbeat_interval_ms,
+                self.group_consumer_heartbeat_interval_ms,
+                self.group_consumer_max_heartbeat_interval_ms,
+            ),
+            (
+                "group.consumer.session.timeout.ms",
+                self.group_consumer_min_session_timeout_ms,
+                self.group_consumer_session_timeout_ms,
+                self.group_consumer_max_session_timeout_ms,
+            ),
+        ):
+            if not low <= value <= high:
+                yield ConfigProblem(name, value, f"must be between {low} and {high}")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            yield ConfigProblem(
+                "group.consumer.heartbeat.interval.ms",
+                self.group_consumer_heartbeat_interval_ms,
+                "must be below group.consumer.session.timeout.ms",
+            )
+        for assignor in self.group_consumer_assignors:
+            short = assignor.rsplit(".", 1)[-1].lower().removesuffix("assignor")
+            if short not in ("uniform", "range"):
+                yield ConfigProblem(
+                    "group.consumer.assignors", assignor, "is not a known assignor (uniform, range)"
+                )
 
     def _topic_default_problems(self) -> Iterator[ConfigProblem]:
         """Broker values that would make an invalid topic default stop start-up here, named

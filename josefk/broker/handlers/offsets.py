@@ -58,6 +58,7 @@ async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
             request.group_instance_id if version >= 7 else None,
             entries,
             retention_ms=request.retention_time_ms if version <= 4 else -1,
+            api_version=version,
         )
         results = await replicated(context, coordinator, results)
     else:
@@ -173,7 +174,11 @@ _Answer = tuple[int, CommittedOffset | None, ErrorCode]
 
 
 def _fetch_group(
-    context: RequestContext, group_id: str, topics: list[Any] | None, require_stable: bool
+    context: RequestContext,
+    group_id: str,
+    topics: list[Any] | None,
+    require_stable: bool,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, dict[str, list[_Answer]]]:
     coordinator = coordinator_of(context)
     if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -181,6 +186,9 @@ def _fetch_group(
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
     if error := coordinator.ownership_error(group_id):
+        return error, {}
+    # v9+: a consumer group member fetches at its member epoch (KIP-848).
+    if error := coordinator.validate_offset_fetch(group_id, *member):
         return error, {}
     checked = context.broker.authorizer is not None
     by_topic: dict[str, list[_Answer]] = {}
@@ -221,7 +229,10 @@ def handle_offset_fetch(context: RequestContext, request: Any) -> Any:
     if version >= 8:
         groups = []
         for group in request.groups:
-            error, by_topic = _fetch_group(context, group.group_id, group.topics, require_stable)
+            member = (group.member_id, group.member_epoch) if version >= 9 else (None, -1)
+            error, by_topic = _fetch_group(
+                context, group.group_id, group.topics, require_stable, member
+            )
             groups.append(
                 OFFSET_FETCH.OffsetFetchResponseGroup(
                     group_id=group.group_id,
