@@ -40,7 +40,7 @@ from josefk.cluster.controller import (
     UnknownTopicError,
 )
 from josefk.cluster.metadata_store import EtcdUnavailableError
-from josefk.config.topic import InvalidConfigError
+from josefk.config.topic import InvalidConfigError, inert_topic_notes
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
@@ -181,7 +181,9 @@ async def create_topics(context: RequestContext, request: Any) -> Any:
                     configs=configs,
                     assignments=assignments,
                 )
-        except Exception as exc:
+                for note in inert_topic_notes(configs):
+                    logger.info("topic %s: %s", name, note)
+        except Exception as exc:  # noqa: BLE001  per topic, as Kafka answers; _error_of maps it
             error, message = _error_of(exc)
             results.append(
                 CreateResult(
@@ -225,7 +227,7 @@ async def delete_topics(context: RequestContext, request: Any) -> Any:
             if not context.broker.config.delete_topic_enable:
                 raise _Refused(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
             await _node(context).controller.delete_topic(info.name)  # type: ignore[union-attr]
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  per topic, as Kafka answers; _error_of maps it
             error, message = _error_of(exc)
         results.append(
             DeleteResult(
@@ -258,7 +260,7 @@ async def create_partitions(context: RequestContext, request: Any) -> Any:
                     live_brokers=node.live_brokers(),
                     assignments=assignments,
                 )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  per topic, as Kafka answers; _error_of maps it
             error, message = _error_of(exc)
         results.append(PartitionsResult(name=topic.name, error_code=error, error_message=message))
     return PartitionsResponse(results=results)
