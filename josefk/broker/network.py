@@ -3,7 +3,8 @@
 Owns sockets and nothing else: it reads size-prefixed frames, hands each to a dispatcher,
 and writes the responses back in request order, sending record data from segment files with
 ``os.sendfile``. It knows no API and no storage; it must not import josefk.storage,
-josefk.protocol message classes or the handlers (josefk.protocol.framing's buffers only).
+josefk.protocol message classes or the handlers (josefk.protocol.framing's buffers and
+josefk.broker.parking's context variable only).
 
 Why raw non-blocking sockets and not asyncio transports: a transport owns its socket's write
 side, so data that must go out with ``os.sendfile`` (uvloop implements neither
@@ -55,7 +56,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import dataclasses
 import errno
 import logging
@@ -69,6 +69,7 @@ from types import CoroutineType
 from typing import Any, Protocol, TypeAlias, TypeGuard, cast, runtime_checkable
 
 from josefk.broker.connection_errors import CloseConnection as CloseConnection
+from josefk.broker.parking import ON_PARK
 from josefk.protocol.framing import frame_buffer
 
 logger = logging.getLogger(__name__)
@@ -176,9 +177,10 @@ class RequestGate:
     requests (or ``queued.max.request.bytes`` bytes). josefk has no queue between sockets and
     handlers, so the gate counts what such a queue would hold plus the requests being handled:
     every request from the moment it is read until its answer leaves, except that a request
-    parked in a purgatory (a long-poll fetch, a produce waiting for acks) leaves the gate when
-    it parks (``request_parked``): Kafka's queue holds only requests waiting for a handler, and
-    idle consumers long-polling must not stop every other client. A request larger than the
+    that parks (a long-poll fetch, a produce waiting for acks, a JoinGroup waiting for its
+    group) leaves the gate then (``josefk.broker.parking.request_parked``): Kafka's queue
+    holds only requests waiting for a handler, and idle consumers long-polling must not stop
+    every other client. A request larger than the
     byte limit is admitted when nothing else is in, as Kafka's memory pool admits one such
     request rather than none.
     """
@@ -222,7 +224,7 @@ class RequestGate:
 
 class _Admission:
     """One request's place in the ``RequestGate``, given back once: when its answer leaves
-    the connection's queue, or earlier when it parks in a purgatory (``request_parked``)."""
+    the connection's queue, or earlier when it parks (josefk.broker.parking)."""
 
     __slots__ = ("_gate", "size")
 
@@ -235,21 +237,6 @@ class _Admission:
         if gate is not None:
             self._gate = None
             gate.leave(self.size)
-
-
-_ADMISSION: contextvars.ContextVar[_Admission | None] = contextvars.ContextVar(
-    "josefk_request_admission", default=None
-)
-
-
-def request_parked() -> None:
-    """The request being handled (in this task's context) waits in a purgatory for
-    something to happen (a long-poll fetch, acks=all, DeleteRecords): it no longer counts
-    against ``queued.max.requests``, as Kafka's request queue holds only requests waiting
-    for a handler. Idempotent; a no-op outside a request's context."""
-    admission = _ADMISSION.get()
-    if admission is not None:
-        admission.leave()
 
 
 class Connection:
@@ -424,8 +411,8 @@ class Connection:
             await self._gate.enter(size)
         admission = _Admission(self._gate, size)
         # Tasks the handler starts copy this context: a purgatory parking one of them gives
-        # the request's place in the gate back (request_parked).
-        token = _ADMISSION.set(admission)
+        # the request's place in the gate back (josefk.broker.parking.request_parked).
+        token = ON_PARK.set(admission.leave)
         try:
             result = self._dispatcher.dispatch(frame, self.info)
             if is_awaitable(result) and not isinstance(result, asyncio.Future):
@@ -444,7 +431,7 @@ class Connection:
             self._reading = False
             return
         finally:
-            _ADMISSION.reset(token)
+            ON_PARK.reset(token)
         self._gated.append(admission)
         self._push(result)
         if self.info.close_after_response:

@@ -10,7 +10,7 @@ With many produce requests in flight on a partition (a pipelining producer), wak
 at every move, each to find most still short and park again, cost more than the rest of
 the produce path together. DeleteRecords waiting for a partition's low watermark park in
 one too. A request that parks gives its place in the broker-wide request gate back
-(josefk.broker.network's ``request_parked``, the only import from josefk): parked requests do
+(josefk.broker.parking's ``request_parked``, the only import from josefk): parked requests do
 not count against ``queued.max.requests``.
 """
 
@@ -22,7 +22,7 @@ import heapq
 import itertools
 from collections.abc import Hashable, Iterable, Sequence
 
-from josefk.broker.network import request_parked
+from josefk.broker.parking import request_parked
 
 
 async def _park(waiter: asyncio.Future[None], timeout_s: float) -> bool:
