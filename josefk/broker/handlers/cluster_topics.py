@@ -240,6 +240,15 @@ async def delete_topics(context: RequestContext, request: Any) -> Any:
     return DeleteResponse(responses=results)
 
 
+def new_partitions_requested(catalog: TopicCatalog, request: Any) -> int:
+    """How many partitions a CreatePartitions request would add, topic by topic."""
+    total = 0
+    for topic in request.topics:
+        info = catalog.get(topic.name)
+        total += max(0, topic.count - (info.partitions if info is not None else 0))
+    return total
+
+
 async def create_partitions(context: RequestContext, request: Any) -> Any:
     results = []
     for topic in request.topics:

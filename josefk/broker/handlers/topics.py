@@ -277,20 +277,8 @@ def handle_delete_topics(context: RequestContext, request: Any) -> Any:
 
 @handles(ApiKey.CREATE_PARTITIONS)
 def handle_create_partitions(context: RequestContext, request: Any) -> Any:
-    if context.broker.cluster is not None:
-        return cluster_topics.create_partitions(context, request)
-    return _create_partitions(context, request)
-
-
-async def _create_partitions(context: RequestContext, request: Any) -> Any:
-    broker = context.broker
-    replicas = broker.replica_manager
-    catalog = replicas.catalog
-    new = 0
-    for topic in request.topics:
-        info = catalog.get(topic.name)
-        new += max(0, topic.count - (info.partitions if info is not None else 0))
-    if new > MAX_PARTITIONS_PER_REQUEST:
+    catalog = context.broker.replica_manager.catalog
+    if cluster_topics.new_partitions_requested(catalog, request) > MAX_PARTITIONS_PER_REQUEST:
         return PartitionsResponse(
             results=[
                 PartitionsResult(
@@ -299,6 +287,14 @@ async def _create_partitions(context: RequestContext, request: Any) -> Any:
                 for topic in request.topics
             ]
         )
+    if context.broker.cluster is not None:
+        return cluster_topics.create_partitions(context, request)
+    return _create_partitions(context, request)
+
+
+async def _create_partitions(context: RequestContext, request: Any) -> Any:
+    broker = context.broker
+    replicas = broker.replica_manager
     results = []
     for topic in request.topics:
         info = replicas.catalog.get(topic.name)
