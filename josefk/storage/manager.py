@@ -28,7 +28,8 @@ unavailable (their methods raise KafkaStorageError) and the broker goes on with 
 Exceptions: a log that cannot be created because of its own path (a file in the way, a name
 the filesystem refuses, no memory to map its index; ``_PATH_ERRNOS``) fails alone with
 LogCreationError, the dir online; a log that cannot be renamed for deletion for such a reason
-fails that deletion alone (KafkaStorageError), the dir online.
+fails that deletion alone (KafkaStorageError), the dir online; an index that cannot be mapped
+(ENOMEM) fails that operation alone (PartitionIoError), whenever it happens.
 """
 
 from __future__ import annotations
