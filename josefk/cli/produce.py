@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -47,10 +48,18 @@ async def read_lines(stream: IO[bytes]) -> AsyncIterator[bytes]:
     A daemon thread does the blocking reads so the event loop (the producer's sender) keeps
     running while input is awaited, and so Ctrl-C is not held up by a read nobody will
     finish; a bounded queue keeps a fast file from outrunning the producer.
+
+    The thread reads the file descriptor with ``os.read``, never through the stream's
+    buffered reader: a thread blocked in ``BufferedReader.read1`` holds that reader's lock,
+    and at interpreter shutdown after Ctrl-C the main thread wants the same lock to flush
+    stdin, which aborts Python ("_enter_buffered_busy", exit 134 instead of 130).
     """
     loop = asyncio.get_running_loop()
     chunks: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(maxsize=64)
-    read = getattr(stream, "read1", stream.read)
+    fd = stream.fileno()
+
+    def read(size: int) -> bytes:
+        return os.read(fd, size)
 
     def put(item: bytes | BaseException | None) -> None:
         asyncio.run_coroutine_threadsafe(chunks.put(item), loop).result()
