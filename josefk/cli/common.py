@@ -189,15 +189,40 @@ def json_option(f: F) -> F:
 
 
 def resolve_bootstrap(value: str | None) -> str:
-    """The bootstrap list: the verb's flag, the group's flag, the environment, the default."""
+    """The bootstrap list: the verb's flag, the group's flag, the environment, the default.
+    A malformed list is a usage error naming the bad part (``check_bootstrap``)."""
     if value:
-        return value
+        return check_bootstrap(value, "--bootstrap")
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         from_group = ctx.meta.get(BOOTSTRAP_META_KEY)
         if from_group:
-            return str(from_group)
-    return os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
+            return check_bootstrap(str(from_group), "--bootstrap")
+    from_env = os.environ.get(BOOTSTRAP_ENV)
+    if from_env:
+        return check_bootstrap(from_env, BOOTSTRAP_ENV)
+    return DEFAULT_BOOTSTRAP
+
+
+def check_bootstrap(text: str, where: str) -> str:
+    """``text`` if every comma-separated entry is ``HOST:PORT`` (``[v6]:PORT`` too) with a
+    port in 1..65535; else a click.BadParameter (exit 2) naming the entry and what is wrong
+    with it."""
+    for entry in text.split(","):
+        entry = entry.strip()
+        host, sep, port = entry.rpartition(":")
+        problem = None
+        if not sep:
+            problem = "no port (expected HOST:PORT)"
+        elif not port.isdigit():
+            problem = f"port {port!r} is not a number"
+        elif not 1 <= int(port) <= 65535:
+            problem = f"port {port} is outside 1..65535"
+        elif not host.strip("[]"):
+            problem = "no host before the port (expected HOST:PORT)"
+        if problem is not None:
+            raise click.BadParameter(f"{entry!r}: {problem}", param_hint=where)
+    return text
 
 
 def run(coro: Coroutine[Any, Any, T], *, bootstrap: str) -> T:

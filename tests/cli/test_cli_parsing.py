@@ -144,3 +144,32 @@ def test_group_and_partition_or_offsets_do_not_mix() -> None:
     assert mixed.exit_code == 2
     nothing = runner.invoke(cli, ["topics", "alter", "t"])
     assert nothing.exit_code == 2 and "nothing to change" in nothing.output
+
+
+@pytest.mark.parametrize(
+    ("where", "bootstrap", "named"),
+    [
+        ("verb", "127.0.0.1:99999", "port 99999 is outside 1..65535"),
+        ("group", ":abc", "port 'abc' is not a number"),
+        ("env", "localhost:-5", "port '-5' is not a number"),
+        ("verb", "127.0.0.1:9092,broker2", "'broker2': no port"),
+        ("verb", ":9092", "no host before the port"),
+    ],
+)
+def test_a_malformed_bootstrap_is_a_usage_error_naming_the_bad_part(
+    where: str, bootstrap: str, named: str
+) -> None:
+    """Before: a Python traceback from deep in the client."""
+    _register()
+    args = ["topics", "list"]
+    env = {"JOSEFK_BOOTSTRAP": ""}
+    if where == "verb":
+        args += ["--bootstrap", bootstrap]
+    elif where == "group":
+        args = ["--bootstrap", bootstrap, *args]
+    else:
+        env["JOSEFK_BOOTSTRAP"] = bootstrap
+    result = CliRunner().invoke(cli, args, env=env)
+    assert result.exit_code == 2, result.output
+    assert named in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
