@@ -62,7 +62,11 @@ def create(
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
-    """Create TOPIC(s), e.g. ``josefk topics create orders -p 3 -c retention.ms=86400000``."""
+    """Create TOPIC(s).
+
+    \b
+      josefk topics create orders -p 3 -c retention.ms=86400000
+    """
     from josefk.client import NewTopic
 
     settings = parse_key_values(configs, "--config")
@@ -299,8 +303,12 @@ def alter(
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
-    """Change TOPIC: ``--set retention.ms=3600000``, ``--delete cleanup.policy``,
-    ``--partitions 6`` (partitions can only grow)."""
+    """Change TOPIC's configs, or grow its partitions (they can only grow).
+
+    \b
+      josefk topics alter orders --set retention.ms=3600000
+      josefk topics alter orders --delete cleanup.policy --partitions 6
+    """
     from josefk.client import ResourceType
 
     changes: dict[str, str | None] = dict(parse_key_values(sets, "--set"))

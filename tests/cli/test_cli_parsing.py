@@ -173,3 +173,24 @@ def test_a_malformed_bootstrap_is_a_usage_error_naming_the_bad_part(
     assert result.exit_code == 2, result.output
     assert named in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def _command_paths(command: click.Command, path: list[str]) -> list[list[str]]:
+    paths = [path]
+    if isinstance(command, click.Group):
+        for name, sub in sorted(command.commands.items()):
+            paths += _command_paths(sub, [*path, name])
+    return paths
+
+
+def test_no_rest_markup_leaks_into_help() -> None:
+    """Docstrings are help text: ``double backquotes`` would be printed as they stand.
+    Before: topics create, topics alter and configs alter showed them."""
+    _register()
+    leaking = {}
+    for path in _command_paths(cli, []):
+        output = CliRunner().invoke(cli, [*path, "--help"]).output
+        lines = [line for line in output.splitlines() if "``" in line]
+        if lines:
+            leaking[" ".join(path)] = lines
+    assert leaking == {}
