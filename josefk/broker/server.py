@@ -24,6 +24,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -48,7 +49,7 @@ from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator
 from josefk.broker.group.store import OFFSETS_TOPIC, TopicOffsetsStore
 from josefk.broker.handlers import registered_handlers
 from josefk.broker.metadata_cache import LocalMetadata
-from josefk.broker.network import ListenerSpec, SocketServer
+from josefk.broker.network import ListenerSpec, SocketServer, bind_listener_socket
 from josefk.broker.partition import TopicPartition
 from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from josefk.broker.purgatory import OffsetPurgatory, Purgatory
@@ -128,6 +129,8 @@ class Broker:
         self.txn_coordinator: TransactionCoordinator | None = None
         self._cluster_markers: ClusterMarkerWriter | None = None
         self._dir_locks: list[LogDirLock] = []
+        # Listening sockets bound at the start of ``start`` and not yet handed to the server.
+        self._prebound: dict[str, socket.socket] = {}
         self.cluster: ClusterNode | None = None
         self._credentials: EtcdCredentialStore | None = None
         # Parts that take dynamic broker configs (KIP-226) without a restart.
@@ -139,6 +142,22 @@ class Broker:
         _raise_open_file_limit()
         loop = asyncio.get_running_loop()
         log_dirs = [Path(d) for d in config.log_dirs]
+        # The ports first: a second broker started on a port in use fails here, before it
+        # creates a log dir or writes anything into one. Accepted on only at the end.
+        prebound: dict[str, socket.socket] = {}
+        self._prebound = prebound
+        for listener in config.client_listeners():
+            try:
+                prebound[listener.name] = bind_listener_socket(
+                    listener.bind_host or "0.0.0.0",
+                    listener.port,
+                    config.socket_listen_backlog_size,
+                )
+            except OSError as exc:
+                raise ListenError(
+                    f"cannot listen on {listener}: {exc.strerror or exc}"
+                    " (choose another address with --listen HOST:PORT or listeners=...)"
+                ) from None
         for log_dir in log_dirs:
             try:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -331,21 +350,16 @@ class Broker:
         bound: dict[str, int] = {}
         for listener in config.client_listeners():
             protocol = config.security_protocol_of(listener.name)
-            try:
-                spec = self._server.bind(
-                    ListenerSpec(
-                        listener.name,
-                        listener.bind_host or "0.0.0.0",
-                        listener.port,
-                        protocol,
-                        self._tls_connections(listener.name, protocol),
-                    )
-                )
-            except OSError as exc:
-                raise ListenError(
-                    f"cannot listen on {listener}: {exc.strerror or exc}"
-                    " (choose another address with --listen HOST:PORT or listeners=...)"
-                ) from None
+            spec = self._server.adopt(
+                ListenerSpec(
+                    listener.name,
+                    listener.bind_host or "0.0.0.0",
+                    listener.port,
+                    protocol,
+                    self._tls_connections(listener.name, protocol),
+                ),
+                prebound.pop(listener.name),
+            )
             bound[listener.name] = spec.port
         for advertised in config.effective_advertised_listeners(bound=bound):
             port = advertised.port or bound.get(advertised.name, 0)
@@ -728,6 +742,9 @@ class Broker:
         if self._exporter is not None:
             await self._exporter.stop()
         self._executor.shutdown(wait=True)
+        for sock in self._prebound.values():
+            sock.close()
+        self._prebound.clear()
         for lock in self._dir_locks:
             lock.release()
         self._dir_locks.clear()
