@@ -5,8 +5,10 @@ line at once), splitting a key off with ``--key-separator``, the headers of ``-H
 the summary (records and offsets per partition), and transactions (``--transactional-id``,
 committing every ``--transaction-size`` records and at the end of the input). Records go through josefk.client's
 AIOProducer. A topic that does not exist is created on first use when the broker allows it
-(``auto.create.topics.enable``), as Kafka's producers and kcat do, with a note saying so;
-otherwise the error names close matches and how to create it.
+(``auto.create.topics.enable``), as Kafka's producers and kcat do, with a note saying so
+(and naming close matches: a typo shows) before the first record is read; ``--no-create``
+refuses instead. When the broker does not create it, the error names close matches and how
+to create it.
 """
 
 from __future__ import annotations
@@ -124,6 +126,12 @@ async def read_lines(stream: IO[bytes]) -> AsyncIterator[bytes]:
     help="With --transactional-id: commit every N records (default: the whole input is one "
     "transaction). Ctrl-C or an error aborts the open transaction.",
 )
+@click.option(
+    "--no-create",
+    is_flag=True,
+    help="Refuse to produce to a topic that does not exist, instead of letting the broker "
+    "create it on first use (auto.create.topics.enable, as kcat and Kafka's producers do).",
+)
 @bootstrap_option
 @json_option
 def produce(
@@ -136,6 +144,7 @@ def produce(
     acks: str,
     transactional_id: str | None,
     transaction_size: int | None,
+    no_create: bool,
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
@@ -160,6 +169,11 @@ def produce(
             try:
                 (description,) = await describe_existing_topics(admin, [topic])
             except CliError as unknown:
+                if no_create:
+                    raise CliError(f"{unknown}; not created (--no-create)") from None
+                # Said before the first record is read, with close matches: a typo shows
+                # before any data goes to the wrong topic.
+                note(f"{unknown.message}; asking the broker to create it on first use")
                 description = await _create_on_first_use(server, topic, unknown)
         count = len(description.partitions)
         if partition is not None and not 0 <= partition < count:
@@ -313,5 +327,8 @@ async def _create_on_first_use(server: str, topic: str, unknown: CliError) -> An
                 f"(auto.create.topics.enable=false): create it with "
                 f"`josefk topics create {topic}`"
             ) from None
-    note(f'created topic "{topic}" on first use ({len(description.partitions)} partitions)')
+    note(
+        f'created topic "{topic}" on first use ({len(description.partitions)} partitions; '
+        "the broker has auto.create.topics.enable=true); --no-create refuses unknown topics"
+    )
     return description
