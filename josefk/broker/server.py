@@ -384,9 +384,15 @@ class Broker:
                 entities_from_view(stored)
             )
             try:
-                await self.cluster.join([(e.listener_name, e.host, e.port) for e in self.endpoints])
+                await self.cluster.join(
+                    [(e.listener_name, e.host, e.port) for e in self.endpoints],
+                    incarnation=_incarnation(log_dirs[0]),
+                )
             except BrokerIdInUseError as exc:
-                raise StartupError(f"{exc} (give this broker another broker.id)") from None
+                raise StartupError(
+                    f"{exc} (two running brokers cannot share a broker.id: stop the other one, "
+                    "or give this one its own broker.id and data dir)"
+                ) from None
             context.metadata = self.cluster.metadata
             context.cluster = self.cluster
             if isinstance(context.acl_store, EtcdAclStore):
@@ -908,6 +914,17 @@ async def serve(
     await stop.wait()
     await broker.stop(config.shutdown_timeout_ms / 1000)
     logger.info("shut down cleanly")
+
+
+def _incarnation(first_log_dir: Path) -> str | None:
+    """This run's identity in its cluster registration: host, first log dir and that dir's
+    directory.id. While the broker runs it holds the dir's lock, so no other live process
+    has the same one (see BrokerRegistration.incarnation). Blocking but tiny (one read of
+    meta.properties, written moments before)."""
+    meta = MetaProperties.read(first_log_dir)
+    if meta is None or meta.directory_id is None:
+        return None
+    return f"{socket.gethostname()}:{first_log_dir.resolve()}:{meta.directory_id}"
 
 
 def run_broker(config: BrokerConfig) -> None:
