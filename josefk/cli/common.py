@@ -351,18 +351,28 @@ _ALIASES: Final = {
 }
 
 
-def parse_start(text: str, *, param: str = "--from") -> StartSpec:
-    """``beginning|earliest``, ``end|latest``, ``offset:N``, ``timestamp:MS|ISO``."""
+def _is_integer(text: str) -> bool:
+    return text.lstrip("-").isdigit() and text.count("-") <= 1
+
+
+def parse_start(text: str, *, param: str = "--from", relative: bool = True) -> StartSpec:
+    """``beginning|earliest``, ``end|latest``, ``offset:N``, ``timestamp:MS|ISO``.
+    With ``relative``: ``offset:-N`` is N records before each partition's end (kcat's
+    ``-o -N``), and a bare integer is ``offset:`` that integer."""
     lowered = text.strip().lower()
     if lowered in _ALIASES:
         return StartSpec(_ALIASES[lowered])
+    if relative and _is_integer(lowered):
+        return StartSpec("offset", int(lowered))
     kind, sep, rest = text.partition(":")
     kind = kind.strip().lower()
-    if sep and kind == "offset" and rest.strip().isdigit():
+    rest = rest.strip()
+    if sep and kind == "offset" and (rest.isdigit() or (relative and _is_integer(rest))):
         return StartSpec("offset", int(rest))
-    if sep and kind in ("timestamp", "time", "ts") and rest.strip():
-        return StartSpec("timestamp", parse_timestamp(rest.strip()))
+    if sep and kind in ("timestamp", "time", "ts") and rest:
+        return StartSpec("timestamp", parse_timestamp(rest))
+    offsets = "offset:N (offset:-N: N before the end)" if relative else "offset:N"
     raise click.BadParameter(
-        f"{text!r}: expected beginning, end, offset:N or timestamp:MS (or timestamp:ISO-DATE)",
+        f"{text!r}: expected beginning, end, {offsets} or timestamp:MS (or timestamp:ISO-DATE)",
         param_hint=param,
     )

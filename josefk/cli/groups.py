@@ -230,7 +230,7 @@ def reset_offsets(
     """Commit new offsets for GROUP on --topic: to the earliest or latest offsets, a given
     offset (kept within each partition's log start and end), or the first record at or
     after a time. The group must have no members (stop its consumers first)."""
-    spec = parse_start(target, param="--to")
+    spec = parse_start(target, param="--to", relative=False)
     server = resolve_bootstrap(bootstrap)
 
     async def go() -> tuple[str, list[dict[str, Any]]]:

@@ -44,8 +44,11 @@ COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 _READ_CHUNK = 1 << 16
 
 
-async def read_lines(stream: IO[bytes]) -> AsyncIterator[bytes]:
-    """The lines of ``stream`` without their line ends.
+async def read_lines(
+    stream: IO[bytes], delimiter: bytes | None = b"\n"
+) -> AsyncIterator[bytes]:
+    """The lines of ``stream`` without their line ends (a ``\\r`` before a newline goes too),
+    or its records split at ``delimiter``; ``delimiter`` None: the whole stream is one.
 
     A daemon thread does the blocking reads so the event loop (the producer's sender) keeps
     running while input is awaited, and so Ctrl-C is not held up by a read nobody will
@@ -79,14 +82,21 @@ async def read_lines(stream: IO[bytes]) -> AsyncIterator[bytes]:
 
     threading.Thread(target=pump, name="josefk-produce-stdin", daemon=True).start()
     pending = b""
+    newline = delimiter == b"\n"
+    whole: list[bytes] = []
     while (chunk := await chunks.get()) is not None:
         if isinstance(chunk, BaseException):
             raise CliError(f"cannot read the input: {chunk}")
+        if delimiter is None:
+            whole.append(chunk)
+            continue
         pending += chunk
-        *lines, pending = pending.split(b"\n")
+        *lines, pending = pending.split(delimiter)
         for line in lines:
-            yield line[:-1] if line.endswith(b"\r") else line
-    if pending:
+            yield line[:-1] if newline and line.endswith(b"\r") else line
+    if delimiter is None:
+        yield b"".join(whole)
+    elif pending:
         yield pending
 
 
@@ -95,9 +105,30 @@ async def read_lines(stream: IO[bytes]) -> AsyncIterator[bytes]:
 @click.option(
     "-f",
     "--file",
-    "path",
+    "paths",
+    multiple=True,
     type=click.Path(exists=True, dir_okay=False, allow_dash=True),
-    help="Read lines from this file instead of stdin.",
+    help="Read records from this file instead of stdin (repeatable: one after the other).",
+)
+@click.option(
+    "--whole-file",
+    is_flag=True,
+    help="The whole input (--file or stdin, binary or text) is one record's value; with "
+    "several --file, one record per file.",
+)
+@click.option(
+    "-D",
+    "--delimiter",
+    metavar="SEP",
+    help="Records end at SEP instead of a newline, as kcat's -D (escapes \\n \\t \\0 "
+    "\\r \\\\ understood).",
+)
+@click.option(
+    "-Z",
+    "--null-value",
+    is_flag=True,
+    help="Send an empty value as null: a tombstone, which compaction removes with its key "
+    "(as kcat's -Z).",
 )
 @click.option(
     "-k",
@@ -136,7 +167,10 @@ async def read_lines(stream: IO[bytes]) -> AsyncIterator[bytes]:
 @json_option
 def produce(
     topic: str,
-    path: str | None,
+    paths: tuple[str, ...],
+    whole_file: bool,
+    delimiter: str | None,
+    null_value: bool,
     key_separator: str | None,
     headers: tuple[str, ...],
     partition: int | None,
@@ -152,6 +186,9 @@ def produce(
 
     \b
       printf 'alice:1\\nbob:2\\n' | josefk produce orders -k : -H source=cli
+      printf 'alice:\\n' | josefk produce orders -k : -Z      # a tombstone for alice
+      josefk produce images --file logo.png --whole-file
+      printf 'a;b;c' | josefk produce letters --delimiter ';'
       seq 1000 | josefk produce payments --transactional-id loader --transaction-size 100
     """
     if transaction_size is not None and transactional_id is None:
@@ -161,7 +198,15 @@ def produce(
     header_list = [(k, v.encode()) for k, v in parse_key_values(headers, "--header").items()]
     separator = key_separator.encode() if key_separator else None
     server = resolve_bootstrap(bootstrap)
-    if sys.stdin.isatty() and path in (None, "-") and not as_json:
+    if whole_file and delimiter is not None:
+        raise click.UsageError("--whole-file and --delimiter exclude each other")
+    record_end: bytes | None = None if whole_file else b"\n"
+    if delimiter is not None:
+        record_end = _unescape(delimiter).encode()
+        if not record_end:
+            raise click.BadParameter("empty delimiter", param_hint="--delimiter")
+    sources = list(paths) or ["-"]
+    if sys.stdin.isatty() and "-" in sources and not as_json:
         note(f"reading records for {topic} from stdin, one per line; Ctrl-D to finish")
 
     async def go() -> _Tally:
@@ -178,47 +223,43 @@ def produce(
         count = len(description.partitions)
         if partition is not None and not 0 <= partition < count:
             raise CliError(f'topic "{topic}" has partitions 0..{count - 1}, not {partition}')
-        stream: IO[bytes]
-        stream = sys.stdin.buffer if path in (None, "-") else open(path, "rb")  # noqa: SIM115
         tally = _Tally()
-        try:
-            async with AIOProducer(
-                bootstrap_servers=server,
-                **client_settings(),
-                client_id="josefk-cli",
-                acks=acks,
-                compression_type=compression,
-                allow_auto_create_topics=False,
-                transactional_id=transactional_id,
-            ) as producer:
-                in_transaction = 0  # records sent in the open transaction
+        async with AIOProducer(
+            bootstrap_servers=server,
+            **client_settings(),
+            client_id="josefk-cli",
+            acks=acks,
+            compression_type=compression,
+            allow_auto_create_topics=False,
+            transactional_id=transactional_id,
+        ) as producer:
+            in_transaction = 0  # records sent in the open transaction
+            if transactional_id is not None:
+                await producer.init_transactions()
+            async for line in _records(sources, record_end):
+                if transactional_id is not None and not in_transaction:
+                    producer.begin_transaction()
+                key: bytes | None = None
+                value: bytes | None = line
+                if separator is not None:
+                    head, sep, tail = line.partition(separator)
+                    if sep:
+                        key, value = head, tail
+                if null_value and not value:
+                    value = None
+                tally.bytes += len(value or b"") + (len(key) if key else 0)
+                future = await producer.send(
+                    topic, value, key, partition=partition, headers=header_list or None
+                )
+                future.add_done_callback(tally.delivered)
                 if transactional_id is not None:
-                    await producer.init_transactions()
-                async for line in read_lines(stream):
-                    if transactional_id is not None and not in_transaction:
-                        producer.begin_transaction()
-                    key: bytes | None = None
-                    value = line
-                    if separator is not None:
-                        head, sep, tail = line.partition(separator)
-                        if sep:
-                            key, value = head, tail
-                    tally.bytes += len(value) + (len(key) if key else 0)
-                    future = await producer.send(
-                        topic, value, key, partition=partition, headers=header_list or None
-                    )
-                    future.add_done_callback(tally.delivered)
-                    if transactional_id is not None:
-                        in_transaction += 1
-                        if transaction_size is not None and in_transaction >= transaction_size:
-                            await _commit(producer, tally)
-                            in_transaction = 0
-                if in_transaction:
-                    await _commit(producer, tally)
-                await producer.flush()
-        finally:
-            if stream is not sys.stdin.buffer:
-                stream.close()
+                    in_transaction += 1
+                    if transaction_size is not None and in_transaction >= transaction_size:
+                        await _commit(producer, tally)
+                        in_transaction = 0
+            if in_transaction:
+                await _commit(producer, tally)
+            await producer.flush()
         return tally
 
     tally = run(go(), bootstrap=server)
@@ -263,6 +304,32 @@ def produce(
     if tally.failed:
         total = tally.failed + tally.records
         raise CliError(f"{tally.failed} of {total} records not delivered: {tally.error}")
+
+
+async def _records(sources: list[str], record_end: bytes | None) -> AsyncIterator[bytes]:
+    """The records of each source in turn ("-" is stdin), split at ``record_end``."""
+    for source in sources:
+        if source == "-":
+            async for record in read_lines(sys.stdin.buffer, record_end):
+                yield record
+            continue
+        with open(source, "rb") as stream:
+            async for record in read_lines(stream, record_end):
+                yield record
+
+
+def _unescape(text: str) -> str:
+    """kcat's delimiter escapes: \\n \\t \\r \\0 \\\\."""
+    escapes = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\"}
+    out, i = "", 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in escapes:
+            out += escapes[text[i + 1]]
+            i += 2
+        else:
+            out += text[i]
+            i += 1
+    return out
 
 
 class _Tally:

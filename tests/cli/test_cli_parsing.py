@@ -42,10 +42,18 @@ def test_parse_start(text: str, expected: StartSpec) -> None:
     assert parse_start(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "offset:", "offset:-1", "offset:x", "timestamp:", "soon"])
+@pytest.mark.parametrize("text", ["", "offset:", "offset:x", "offset:--1", "timestamp:", "soon"])
 def test_parse_start_rejects(text: str) -> None:
     with pytest.raises(click.BadParameter):
         parse_start(text)
+
+
+def test_relative_offsets_count_back_from_the_end() -> None:
+    assert parse_start("offset:-5") == StartSpec("offset", -5)
+    assert parse_start("-5") == StartSpec("offset", -5)
+    assert parse_start("42") == StartSpec("offset", 42)
+    with pytest.raises(click.BadParameter):
+        parse_start("offset:-1", param="--to", relative=False)
 
 
 @given(st.integers(min_value=0, max_value=2**53))
@@ -91,7 +99,8 @@ def record(key: bytes | None, value: bytes | None) -> ConsumerRecord:
 def test_record_formats() -> None:
     assert formatter("value", b":")(record(b"k", b"v")) == b"v\n"
     assert formatter("key:value", b"\t")(record(b"k", b"v")) == b"k\tv\n"
-    assert formatter("key:value", b":")(record(None, None)) == b":\n"
+    # A tombstone (null value) shows as null; a missing key stays empty.
+    assert formatter("key:value", b":")(record(None, None)) == b":null\n"
     line = formatter("json", b":")(record(b"k", "é".encode()))
     assert json.loads(line) == {
         "topic": "t",
