@@ -38,6 +38,7 @@ from josefk.cli.common import (
     resolve_bootstrap,
     run,
 )
+from josefk.cli.completion import complete_topics
 from josefk.client import AIOConsumer, ConsumerRecord, TopicPartition
 
 FORMATS = ("value", "key:value", "json")
@@ -153,7 +154,13 @@ def format_string(fmt: str) -> Callable[[ConsumerRecord], bytes]:
 
 
 @click.command("consume", short_help="Print records of topics.")
-@click.argument("topic_args", metavar="TOPIC...", nargs=-1, required=True)
+@click.argument(
+    "topic_args",
+    metavar="TOPIC...",
+    nargs=-1,
+    required=True,
+    shell_complete=complete_topics,
+)
 @click.option(
     "-o",
     "--from",

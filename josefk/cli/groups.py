@@ -28,6 +28,7 @@ from josefk.cli.common import (
     run,
     unknown_error,
 )
+from josefk.cli.completion import complete_groups
 from josefk.cli.output import note, print_fields, print_json, print_table
 from josefk.client import AIOAdmin, GroupDescription, TopicPartition
 from josefk.client.cluster import find_coordinator
@@ -143,7 +144,7 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
 
 
 @groups.command("describe", short_help="Members, assignments and lag per partition.")
-@click.argument("names", nargs=-1, metavar="GROUP...")
+@click.argument("names", nargs=-1, metavar="GROUP...", shell_complete=complete_groups)
 @click.option("--all-groups", is_flag=True, help="Describe every group the brokers know.")
 @bootstrap_option
 @json_option
@@ -214,7 +215,7 @@ def describe(names: tuple[str, ...], all_groups: bool, bootstrap: str | None, as
 
 
 @groups.command("reset-offsets", short_help="Move a group's committed offsets.")
-@click.argument("group")
+@click.argument("group", shell_complete=complete_groups)
 @click.option("-t", "--topic", "topics", multiple=True, help="Topic to reset (repeatable).")
 @click.option(
     "--all-topics", is_flag=True, help="Every topic the group has committed offsets for."
@@ -402,7 +403,13 @@ async def _target_offsets(
 
 
 @groups.command("delete", short_help="Delete consumer groups and their offsets.")
-@click.argument("names", nargs=-1, required=True, metavar="GROUP...")
+@click.argument(
+    "names",
+    nargs=-1,
+    required=True,
+    metavar="GROUP...",
+    shell_complete=complete_groups,
+)
 @bootstrap_option
 @json_option
 def delete(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None:

@@ -51,6 +51,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("cluster", "cluster"),
     ("dev_cluster", "dev_cluster"),
     ("perf", "perf"),
+    ("completion", "completion"),
 ]
 
 
@@ -64,4 +65,6 @@ def _register() -> None:
 
 def main() -> None:
     _register()
-    cli()
+    # The completion script (josefk completion SHELL) calls back through this variable,
+    # whether josefk runs as the ``josefk`` script or as ``python -m josefk``.
+    cli(complete_var="_JOSEFK_COMPLETE")

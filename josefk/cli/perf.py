@@ -38,6 +38,7 @@ from josefk.cli.common import (
     resolve_bootstrap,
     run,
 )
+from josefk.cli.completion import complete_topics
 from josefk.cli.output import human_bytes, note, print_fields, print_json, stderr_console
 from josefk.cli.produce import COMPRESSIONS
 from josefk.client import AIOConsumer, AIOProducer, RecordMetadata, TopicPartition
@@ -127,7 +128,7 @@ def _report(
 
 
 @perf.command("produce", short_help="Produce N records of a given size; rate and latency.")
-@click.argument("topic")
+@click.argument("topic", shell_complete=complete_topics)
 @click.option("-n", "--count", type=click.IntRange(min=1), default=100_000, show_default=True)
 @click.option(
     "-s", "--size", type=click.IntRange(min=0), default=100, show_default=True, help="Value bytes."
@@ -229,7 +230,7 @@ def perf_produce(
 
 
 @perf.command("consume", short_help="Read N records from the beginning; rate.")
-@click.argument("topic")
+@click.argument("topic", shell_complete=complete_topics)
 @click.option("-n", "--count", type=click.IntRange(min=1), default=100_000, show_default=True)
 @click.option(
     "--idle-timeout",

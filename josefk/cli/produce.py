@@ -36,6 +36,7 @@ from josefk.cli.common import (
     resolve_bootstrap,
     run,
 )
+from josefk.cli.completion import complete_topics
 from josefk.cli.output import note, print_json, print_table
 from josefk.client import AIOAdmin, AIOProducer, RecordMetadata
 from josefk.client.errors import KafkaError, UnknownTopicOrPartitionError
@@ -101,7 +102,7 @@ async def read_lines(
 
 
 @click.command("produce", short_help="Produce lines from stdin or a file as records.")
-@click.argument("topic")
+@click.argument("topic", shell_complete=complete_topics)
 @click.option(
     "-f",
     "--file",

@@ -26,6 +26,7 @@ from josefk.cli.common import (
     run,
     unknown_error,
 )
+from josefk.cli.completion import complete_topics
 from josefk.cli.output import note, print_fields, print_json, print_table
 from josefk.client import AIOAdmin, TopicDescription, TopicPartition
 from josefk.client.errors import KafkaError, UnknownTopicOrPartitionError
@@ -187,7 +188,7 @@ async def describe_topic(admin: AIOAdmin, name: str) -> dict[str, Any]:
 
 
 @topics.command("describe", short_help="Partitions, offsets and configs of a topic.")
-@click.argument("name", metavar="TOPIC")
+@click.argument("name", metavar="TOPIC", shell_complete=complete_topics)
 @click.option("--non-default", is_flag=True, help="Show only configs set on the topic.")
 @click.option(
     "--under-replicated",
@@ -274,7 +275,7 @@ def describe(
 
 
 @topics.command("alter", short_help="Set or delete configs, add partitions.")
-@click.argument("name", metavar="TOPIC")
+@click.argument("name", metavar="TOPIC", shell_complete=complete_topics)
 @click.option(
     "-c",
     "--set",
@@ -358,7 +359,13 @@ def alter(
 
 
 @topics.command("delete", short_help="Delete topics and their data.")
-@click.argument("names", nargs=-1, required=True, metavar="TOPIC...")
+@click.argument(
+    "names",
+    nargs=-1,
+    required=True,
+    metavar="TOPIC...",
+    shell_complete=complete_topics,
+)
 @bootstrap_option
 @json_option
 def delete(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None:
@@ -486,7 +493,13 @@ topics.add_command(delete_records, "trim")
 
 
 @topics.command("offsets", short_help="Offsets per partition: ends, or for a time.")
-@click.argument("specs", nargs=-1, required=True, metavar="TOPIC[:PARTITION]...")
+@click.argument(
+    "specs",
+    nargs=-1,
+    required=True,
+    metavar="TOPIC[:PARTITION]...",
+    shell_complete=complete_topics,
+)
 @click.option(
     "--time",
     "when",
