@@ -192,3 +192,17 @@ def test_restart_broker_without_a_running_dev_cluster(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 1
     assert "no dev-cluster is running on" in result.stderr
+
+
+def test_a_broker_that_cannot_start_says_why_on_the_terminal(tmp_path: Path) -> None:
+    """Before: "broker 1 did not start; see .../broker1.log" and nothing else."""
+    result = subprocess.run(
+        [sys.executable, "-m", "josefk", "dev-cluster", "--data-dir", str(tmp_path / "dev"),
+         "--brokers", "1", "--base-port", str(free_port_run(1)),
+         "--set", "num.partitions=many"],
+        capture_output=True, text=True, env=_env(), timeout=WAIT_S * 2, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert result.returncode == 1, result
+    assert "broker 1 did not start: " in result.stderr
+    assert "num.partitions" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
