@@ -498,6 +498,7 @@ class Broker:
             scheduler=self._scheduler,
             clock=self.clock,
             probe=self.metrics.groups if self.metrics is not None else None,
+            topics=replicas.catalog,
         )
         self._load_or_follow(coordinator, OFFSETS_TOPIC)
         coordinator.start()

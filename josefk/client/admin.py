@@ -40,6 +40,8 @@ from josefk.protocol.message_types import (
     AlterPartitionReassignmentsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     CreateAclsRequest,
     CreateAclsResponse,
     CreatePartitionsRequest,
@@ -154,6 +156,8 @@ class ConfigEntry:
     read_only: bool
     is_sensitive: bool
     synonyms: tuple[ConfigSynonym, ...] = ()
+    # The key's documentation (asked with ``include_documentation``; None otherwise).
+    documentation: str | None = None
 
     @property
     def is_default(self) -> bool:
@@ -180,6 +184,8 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    # "classic" or "consumer" (KIP-848); ListGroups v5 reports it.
+    group_type: str = "classic"
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +196,9 @@ class MemberDescription:
     client_host: str
     subscription: list[str]
     assignment: list[TopicPartition]
+    # KIP-848 consumer groups only: the member's epoch and its target assignment.
+    member_epoch: int | None = None
+    target_assignment: list[TopicPartition] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +209,10 @@ class GroupDescription:
     protocol: str
     members: list[MemberDescription]
     error: KafkaError | None = None
+    # "consumer" for a KIP-848 group, with its group epoch and its target's epoch.
+    group_type: str = "classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -823,10 +836,12 @@ class AIOAdmin:
         *,
         keys: Sequence[str] | None = None,
         include_synonyms: bool = False,
+        include_documentation: bool = False,
     ) -> dict[tuple[ResourceType, str], dict[str, ConfigEntry]]:
         """Configs of each (resource type, name); broker resources go to that broker, the
         cluster-wide broker default (``(BROKER, "")``) to any. ``include_synonyms`` adds
-        every layer's value of each entry (dynamic, static, default)."""
+        every layer's value of each entry (dynamic, static, default),
+        ``include_documentation`` each key's documentation."""
         req = DescribeConfigsRequest
         wanted = [(ResourceType(t), n) for t, n in resources]
         by_node: dict[int, list[tuple[ResourceType, str]]] = {}
@@ -849,7 +864,7 @@ class AIOAdmin:
                     for t, n in items
                 ],
                 include_synonyms=include_synonyms,
-                include_documentation=False,
+                include_documentation=include_documentation,
             )
             response: DescribeConfigsResponse = await self._client.request(
                 node_id, ApiKey.DESCRIBE_CONFIGS, body
@@ -868,6 +883,7 @@ class AIOAdmin:
                             ConfigSynonym(s.name, s.value, _config_source(s.source))
                             for s in c.synonyms
                         ),
+                        c.documentation,
                     )
                     for c in r.configs
                 }
@@ -1079,58 +1095,121 @@ class AIOAdmin:
             if response.error_code:
                 raise error_for(response.error_code)
             for g in response.groups:
-                listings[g.group_id] = GroupListing(g.group_id, g.protocol_type, g.group_state)
+                listings[g.group_id] = GroupListing(
+                    g.group_id,
+                    g.protocol_type,
+                    g.group_state,
+                    (getattr(g, "group_type", "") or "classic").lower(),
+                )
 
         await asyncio.gather(*(one(n) for n in metadata.brokers))
         return sorted(listings.values(), key=lambda g: g.group_id)
 
     async def describe_groups(self, group_ids: Sequence[str]) -> list[GroupDescription]:
-        req = DescribeGroupsRequest
+        """Each group as DescribeGroups shows it, or, for a KIP-848 consumer group (which
+        DescribeGroups answers as unknown), as ConsumerGroupDescribe does."""
         out: list[GroupDescription] = []
         for group_id in group_ids:
-            node_id = await find_coordinator(self._client, group_id)
-            response: DescribeGroupsResponse = await self._client.request(
-                node_id, ApiKey.DESCRIBE_GROUPS, req(groups=[group_id])
+            (classic,) = await self._describe_classic_group(group_id)
+            if classic.state == "Dead" and not classic.members:
+                consumer = await self._describe_consumer_group(group_id)
+                if consumer is not None:
+                    out.append(consumer)
+                    continue
+            out.append(classic)
+        return out
+
+    async def _describe_consumer_group(self, group_id: str) -> GroupDescription | None:
+        """ConsumerGroupDescribe (KIP-848); None when the group is no consumer group or the
+        broker does not have the API."""
+        node_id = await find_coordinator(self._client, group_id)
+        req = ConsumerGroupDescribeRequest
+        try:
+            response: ConsumerGroupDescribeResponse = await self._client.request(
+                node_id, ApiKey.CONSUMER_GROUP_DESCRIBE, req(group_ids=[group_id])
             )
-            for g in response.groups:
-                members = []
-                for m in g.members:
-                    subscription: list[str] = []
-                    assignment: list[TopicPartition] = []
-                    if g.protocol_type == "consumer":
-                        try:
-                            subscription = (
-                                decode_subscription(m.member_metadata).topics
-                                if m.member_metadata
-                                else []
-                            )
-                            assignment = (
-                                decode_assignment(m.member_assignment).partitions
-                                if m.member_assignment
-                                else []
-                            )
-                        except ValueError:
-                            pass
-                    members.append(
-                        MemberDescription(
-                            m.member_id,
-                            m.group_instance_id,
-                            m.client_id,
-                            m.client_host,
-                            subscription,
-                            assignment,
+        except KafkaError:
+            return None
+        (g,) = response.groups
+        if g.error_code:
+            return None
+
+        def partitions(assignment: Any) -> list[TopicPartition]:
+            return sorted(
+                TopicPartition(t.topic_name, p)
+                for t in assignment.topic_partitions
+                for p in t.partitions
+            )
+
+        return GroupDescription(
+            g.group_id,
+            g.group_state,
+            "consumer",
+            g.assignor_name,
+            [
+                MemberDescription(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    list(m.subscribed_topic_names),
+                    partitions(m.assignment),
+                    member_epoch=m.member_epoch,
+                    target_assignment=partitions(m.target_assignment),
+                )
+                for m in g.members
+            ],
+            group_type="consumer",
+            group_epoch=g.group_epoch,
+            assignment_epoch=g.assignment_epoch,
+        )
+
+    async def _describe_classic_group(self, group_id: str) -> list[GroupDescription]:
+        req = DescribeGroupsRequest
+        out: list[GroupDescription] = []
+        node_id = await find_coordinator(self._client, group_id)
+        response: DescribeGroupsResponse = await self._client.request(
+            node_id, ApiKey.DESCRIBE_GROUPS, req(groups=[group_id])
+        )
+        for g in response.groups:
+            members = []
+            for m in g.members:
+                subscription: list[str] = []
+                assignment: list[TopicPartition] = []
+                if g.protocol_type == "consumer":
+                    try:
+                        subscription = (
+                            decode_subscription(m.member_metadata).topics
+                            if m.member_metadata
+                            else []
                         )
-                    )
-                out.append(
-                    GroupDescription(
-                        g.group_id,
-                        g.group_state,
-                        g.protocol_type,
-                        g.protocol_data,
-                        members,
-                        _err(g.error_code, getattr(g, "error_message", None), group=g.group_id),
+                        assignment = (
+                            decode_assignment(m.member_assignment).partitions
+                            if m.member_assignment
+                            else []
+                        )
+                    except ValueError:
+                        pass
+                members.append(
+                    MemberDescription(
+                        m.member_id,
+                        m.group_instance_id,
+                        m.client_id,
+                        m.client_host,
+                        subscription,
+                        assignment,
                     )
                 )
+            out.append(
+                GroupDescription(
+                    g.group_id,
+                    g.group_state,
+                    g.protocol_type,
+                    g.protocol_data,
+                    members,
+                    _err(g.error_code, getattr(g, "error_message", None), group=g.group_id),
+                )
+            )
         return out
 
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, KafkaError | None]:

@@ -23,6 +23,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 __all__ = [
+    "CONSUMER_GROUP_STATES",
     "GROUP_STATES",
     "CleanerCollector",
     "CleanerStats",
@@ -40,6 +41,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 GROUP_STATES: Final = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+CONSUMER_GROUP_STATES: Final = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,12 +223,19 @@ class GroupStats:
     members: int
     generation: int = 0
     offsets: Sequence[GroupPartitionStats] = field(default_factory=tuple)
+    # "classic", or "consumer" for a KIP-848 group (whose generation is its group epoch).
+    group_type: str = "classic"
 
 
 class GroupCollector(Collector):
     """Consumer groups, read on scrape (Kafka's ``kafka.coordinator.group`` domain).
 
-    - ``kafka_coordinator_group_groupmetadatamanager_numgroups{state}``: groups per state
+    - ``kafka_coordinator_group_groupmetadatamanager_numgroups{state}``: classic groups per
+      state
+    - ``kafka_server_group_coordinator_metrics_group_count{protocol}``: groups per type
+      (``classic``, ``consumer``), Kafka 4's group-count
+    - ``kafka_server_group_coordinator_metrics_consumer_group_count{state}``: KIP-848
+      consumer groups per state, Kafka 4's consumer-group-count
     - ``kafka_coordinator_group_group_members{group}``, ``..._group_generation{group}``
     - ``kafka_coordinator_group_group_state{group,state}``: 1 for the group's state, 0 for
       the others (a state set)
@@ -264,12 +273,29 @@ class GroupCollector(Collector):
         lag = GaugeMetricFamily(
             prefix + "lag", "High watermark minus the committed offset.", labels=offset_labels
         )
+        coordinator = "kafka_server_group_coordinator_metrics_"
+        by_type = GaugeMetricFamily(
+            coordinator + "group_count", "Groups, by protocol.", labels=["protocol"]
+        )
+        consumer_groups = GaugeMetricFamily(
+            coordinator + "consumer_group_count",
+            "KIP-848 consumer groups, by state.",
+            labels=["state"],
+        )
         per_state = dict.fromkeys(GROUP_STATES, 0)
+        per_consumer_state = dict.fromkeys(CONSUMER_GROUP_STATES, 0)
+        per_type = {"classic": 0, "consumer": 0}
         for entry in groups:
-            per_state[entry.state] = per_state.get(entry.state, 0) + 1
+            per_type[entry.group_type] = per_type.get(entry.group_type, 0) + 1
+            states = GROUP_STATES
+            if entry.group_type == "consumer":
+                states = CONSUMER_GROUP_STATES
+                per_consumer_state[entry.state] = per_consumer_state.get(entry.state, 0) + 1
+            else:
+                per_state[entry.state] = per_state.get(entry.state, 0) + 1
             members.add_metric([entry.group], entry.members)
             generation.add_metric([entry.group], entry.generation)
-            for name in GROUP_STATES:
+            for name in states:
                 state.add_metric([entry.group, name], 1 if name == entry.state else 0)
             for offset in entry.offsets:
                 values = [entry.group, offset.topic, str(offset.partition)]
@@ -278,7 +304,20 @@ class GroupCollector(Collector):
                     lag.add_metric(values, offset.lag)
         for name, count in per_state.items():
             num_groups.add_metric([name], count)
-        yield from (num_groups, members, generation, state, committed, lag)
+        for name, count in per_consumer_state.items():
+            consumer_groups.add_metric([name.lower()], count)
+        for name, count in per_type.items():
+            by_type.add_metric([name], count)
+        yield from (
+            num_groups,
+            by_type,
+            consumer_groups,
+            members,
+            generation,
+            state,
+            committed,
+            lag,
+        )
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

@@ -2364,6 +2364,135 @@ class ListTransactionsResponse:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupHeartbeatRequest:
+    """ConsumerGroupHeartbeat request (API key 68), versions 0-1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class TopicPartitions:
+        """ConsumerGroupHeartbeatRequest.TopicPartitions."""
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[int] = ...  # versions 0+
+
+    group_id: str = ...  # versions 0+
+    member_id: str = ...  # versions 0+
+    member_epoch: int = ...  # versions 0+
+    instance_id: str | None = ...  # versions 0+, nullable 0+
+    rack_id: str | None = ...  # versions 0+, nullable 0+
+    rebalance_timeout_ms: int = ...  # versions 0+
+    subscribed_topic_names: list[str] | None = ...  # versions 0+, nullable 0+
+    subscribed_topic_regex: str | None = ...  # versions 1+, nullable 1+
+    server_assignor: str | None = ...  # versions 0+, nullable 0+
+    topic_partitions: list[TopicPartitions] | None = ...  # versions 0+, nullable 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupHeartbeatResponse:
+    """ConsumerGroupHeartbeat response (API key 68), versions 0-1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class Assignment:
+        """ConsumerGroupHeartbeatResponse.Assignment."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class TopicPartitions:
+            """ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions."""
+
+            topic_id: uuid.UUID = ...  # versions 0+
+            partitions: list[int] = ...  # versions 0+
+
+        topic_partitions: list[TopicPartitions] | None = ...  # versions 0+, nullable 0+
+
+    TopicPartitions: TypeAlias = Assignment.TopicPartitions  # type: ignore[misc]
+    throttle_time_ms: int = ...  # versions 0+
+    error_code: int = ...  # versions 0+
+    error_message: str | None = ...  # versions 0+, nullable 0+
+    member_id: str | None = ...  # versions 0+, nullable 0+
+    member_epoch: int = ...  # versions 0+
+    heartbeat_interval_ms: int = ...  # versions 0+
+    assignment: Assignment | None = ...  # versions 0+, nullable 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupDescribeRequest:
+    """ConsumerGroupDescribe request (API key 69), versions 0-1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    group_ids: list[str] = ...  # versions 0+
+    include_authorized_operations: bool = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupDescribeResponse:
+    """ConsumerGroupDescribe response (API key 69), versions 0-1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class DescribedGroup:
+        """ConsumerGroupDescribeResponse.DescribedGroup."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class Member:
+            """ConsumerGroupDescribeResponse.DescribedGroup.Member."""
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class Assignment:
+                """ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment."""
+
+                @dataclass(frozen=True, slots=True, kw_only=True)
+                class TopicPartitions:
+                    """ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions."""
+
+                    topic_id: uuid.UUID = ...  # versions 0+
+                    topic_name: str = ...  # versions 0+
+                    partitions: list[int] = ...  # versions 0+
+
+                topic_partitions: list[TopicPartitions] = ...  # versions 0+
+
+            member_id: str = ...  # versions 0+
+            instance_id: str | None = ...  # versions 0+, nullable 0+
+            rack_id: str | None = ...  # versions 0+, nullable 0+
+            member_epoch: int = ...  # versions 0+
+            client_id: str = ...  # versions 0+
+            client_host: str = ...  # versions 0+
+            subscribed_topic_names: list[str] = ...  # versions 0+
+            subscribed_topic_regex: str | None = ...  # versions 0+, nullable 0+
+            assignment: Assignment = ...  # versions 0+
+            target_assignment: Assignment = ...  # versions 0+
+            member_type: int = ...  # versions 1+
+
+        error_code: int = ...  # versions 0+
+        error_message: str | None = ...  # versions 0+, nullable 0+
+        group_id: str = ...  # versions 0+
+        group_state: str = ...  # versions 0+
+        group_epoch: int = ...  # versions 0+
+        assignment_epoch: int = ...  # versions 0+
+        assignor_name: str = ...  # versions 0+
+        members: list[Member] = ...  # versions 0+
+        authorized_operations: int = ...  # versions 0+
+
+    Member: TypeAlias = DescribedGroup.Member  # type: ignore[misc]
+    Assignment: TypeAlias = DescribedGroup.Member.Assignment  # type: ignore[misc]
+    TopicPartitions: TypeAlias = DescribedGroup.Member.Assignment.TopicPartitions  # type: ignore[misc]
+    throttle_time_ms: int = ...  # versions 0+
+    groups: list[DescribedGroup] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DescribeTopicPartitionsRequest:
     """DescribeTopicPartitions request (API key 75), versions 0, flexible 0+."""
 

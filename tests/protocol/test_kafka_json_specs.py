@@ -11,7 +11,8 @@ copied into josefk. For every declared message and every version josefk declares
   absent from a version, or tagged and left out);
 * struct names agree (the generated classes are named after them).
 
-The byte-level cross-checks against the clients' codecs are in test_cross_check.py and
+Declarations of APIs the shipped set lacks (``NO_KAFKA_JSON``, KIP-848's so far) are listed,
+so that a new one is a conscious choice. The byte-level cross-checks against the clients' codecs are in test_cross_check.py and
 test_messages_{groups,txn}.py; this one is static and reads every version.
 """
 
@@ -29,6 +30,18 @@ from josefk.protocol.messages import all_specs
 from josefk.protocol.schema import MISSING, Field, MessageSpec, Versions
 
 SPECS = [spec for pair in all_specs() for spec in pair]
+# Declared APIs whose definitions the kafka-python release in the test dependencies does not
+# ship (it stops short of KIP-848); the round-trip tests and the real-client tests exercise
+# them. Add an API here only when its JSON is absent, and remove it once a kafka-python
+# release ships it (the test below says which).
+NO_KAFKA_JSON = frozenset(
+    {
+        "ConsumerGroupHeartbeatRequest",
+        "ConsumerGroupHeartbeatResponse",
+        "ConsumerGroupDescribeRequest",
+        "ConsumerGroupDescribeResponse",
+    }
+)
 # Line comments (the licence header and notes) are not JSON.
 _COMMENTS = re.compile(r"(?m)^\s*//.*$")
 
@@ -199,12 +212,19 @@ def differences(spec: MessageSpec) -> list[str]:
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.class_name for s in SPECS])
 def test_declaration_matches_kafkas_json(spec: MessageSpec) -> None:
+    if spec.class_name in NO_KAFKA_JSON:
+        assert kafka_json(spec.class_name) is None, (
+            f"kafka-python now ships {spec.class_name}.json: remove it from NO_KAFKA_JSON"
+        )
+        return
     assert differences(spec) == []
 
 
-def test_every_declared_api_is_checked() -> None:
-    assert len(SPECS) == 2 * len(all_specs())
-    assert all(kafka_json(spec.class_name) is not None for spec in SPECS)
+def test_every_declared_api_is_checked_or_listed() -> None:
+    unchecked = {s.class_name for s in SPECS if kafka_json(s.class_name) is None}
+    assert unchecked == NO_KAFKA_JSON & {s.class_name for s in SPECS}, (
+        "no Kafka JSON definition ships for these declarations; list them in NO_KAFKA_JSON"
+    )
 
 
 def test_the_check_finds_a_misdeclared_field() -> None:

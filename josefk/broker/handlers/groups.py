@@ -420,8 +420,6 @@ def handle_list_groups(context: RequestContext, request: ListGroupsRequest) -> L
     version = context.api_version
     states = {s.lower() for s in request.states_filter} if version >= 4 else set()
     types = {t.lower() for t in request.types_filter} if version >= 5 else set()
-    if types and CLASSIC_GROUP_TYPE not in types:
-        return LIST_GROUPS(groups=[])
     # Kafka: DESCRIBE on the cluster lists every group, else those the principal may DESCRIBE.
     every = context.broker.authorizer is None or context.authorize_cluster(AclOperation.DESCRIBE)
     return LIST_GROUPS(
@@ -430,10 +428,11 @@ def handle_list_groups(context: RequestContext, request: ListGroupsRequest) -> L
                 group_id=listing.group_id,
                 protocol_type=listing.protocol_type,
                 group_state=listing.state,
-                group_type=CLASSIC_GROUP_TYPE,
+                group_type=listing.group_type,
             )
             for listing in coordinator.list_groups()
             if (not states or listing.state.lower() in states)
+            and (not types or listing.group_type in types)
             and (
                 every
                 or context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, listing.group_id)
