@@ -22,9 +22,9 @@ Concurrency: every method runs on the event loop thread and none awaits halfway 
 change; JoinGroup and SyncGroup return futures that later transitions complete.
 
 Imports the group package, the scheduler and clock of josefk.util, josefk.protocol.errors
-(the codes only) and josefk.metrics value types; must not import handlers, the codec or the
-transaction coordinator (markers come in through ``complete_txn``, which the broker wires to
-the replica manager's marker listeners).
+(the codes only) and josefk.metrics value types;
+must not import handlers, the codec or the transaction coordinator (markers come in through
+``complete_txn``, which the broker wires to the replica manager's marker listeners).
 """
 
 from __future__ import annotations
