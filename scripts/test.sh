@@ -16,6 +16,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+# prometheus: the dashboard test runs a real Prometheus against real brokers.
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 python_headers=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 [ -f "$python_headers/Python.h" ] || missing+=(python3-dev)

@@ -115,6 +115,8 @@ class ClusterNode:
         self.leadership_listeners: list[LeadershipListener] = []
         # Told (ISR size before, after) of each ISR change etcd accepted (a metric).
         self.on_isr_changed: Callable[[int, int], None] | None = None
+        # While controller: each leader election it made (seconds, unclean).
+        self.on_leader_elected: Callable[[float, bool], None] | None = None
         # Told the ACL document (P/acls) and the etcd revision it is current at whenever the
         # watcher sees it change.
         self.on_acls_changed: Callable[[bytes | None, int], None] | None = None
@@ -533,6 +535,7 @@ class ClusterNode:
                         self.store,
                         claim,
                         unclean_leader_election=self.config.unclean_leader_election_enable,
+                        on_leader_elected=self.on_leader_elected,
                     )
             controller = self.controller
             if controller is not None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from josefk.broker.connection_errors import CloseConnection
 from josefk.broker.context import BrokerContext, RequestContext
+from josefk.broker.error_counts import response_error_counts
 from josefk.broker.error_responses import error_response
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import NO_RESPONSE, HandlerSpec
@@ -185,8 +186,7 @@ class RequestDispatcher:
             error.name,
             exc_info=exc,
         )
-        if self._metrics is not None:
-            self._metrics.requests.error(spec.name, error.name)
+        # Counted with the error response's codes (every part of it carries the error).
         if spec.api_key == ApiKey.PRODUCE and getattr(request, "acks", None) == 0:
             raise CloseConnection(f"acks=0 produce failed: {error.name}") from None
         try:
@@ -211,6 +211,11 @@ class RequestDispatcher:
                 seconds=time.perf_counter() - started,
                 request_bytes=size,
             )
+            if body is not NO_RESPONSE:
+                # Kafka's ErrorsPerSec: every error code the response carries.
+                self._metrics.requests.errors(
+                    spec.name, response_error_counts(spec.api_key, context.api_version, body)
+                )
         if body is NO_RESPONSE:
             return None
         return encode_parts(context.header, body, context.api_version)

@@ -121,6 +121,10 @@ class Partition:
         # follower must reach it (as well as the HW) to rejoin the ISR, so that it holds
         # everything the previous leaders committed.
         self._leader_epoch_start_offset = 0
+        # As a follower: the leader's high watermark minus our log end offset at the last
+        # fetch (Kafka's FetcherLagMetrics ConsumerLag), set by the replica fetcher; None
+        # while leading or before the first fetch.
+        self.fetcher_lag: int | None = None
         if state is None:
             # The single node: this replica alone, leading from epoch 0.
             state = PartitionState((local_broker_id,), local_broker_id, 0, (local_broker_id,))

@@ -418,6 +418,7 @@ class ReplicaFetcher:
         # round, the start was refused and never retried: the leader's fetch session does
         # not repeat a log start offset it has answered.
         new_hw = log.update_high_watermark(min(data.high_watermark, log.log_end_offset))
+        followed.partition.fetcher_lag = max(0, data.high_watermark - log.log_end_offset)
         if data.log_start_offset > log.log_start_offset:
             try:
                 log.maybe_increment_log_start_offset(min(data.log_start_offset, new_hw))

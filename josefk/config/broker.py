@@ -104,9 +104,9 @@ _LISTENER_SUFFIXES: Final = re.compile(
     r"^(?:plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config$"
 )
 
-# The ssl.* keys josefk honours, each also as ``listener.name.<lowercase name>.<key>``; every
-# other ssl.* key is refused by name. The SSL engine's own choices of a JVM (key manager,
-# provider, engine factory) have no counterpart here.
+# The ssl.* keys josefk honours, each also as ``listener.name.<lowercase name>.<key>``; Kafka's
+# other ssl.* keys are inert (INERT_KEYS: the JVM's key and trust manager algorithms) or
+# refused (REFUSED_KEY_REASONS: a JVM provider or engine factory has no counterpart here).
 SSL_KEYS: Final = frozenset(
     {
         "ssl.keystore.type",
@@ -1089,7 +1089,7 @@ class BrokerConfig(BaseModel):
         le=INT_MAX,
         doc="Incremental fetch sessions (KIP-227) kept; 0 declines them all.",
     )
-    # Accepted for compatibility; josefk runs one event loop and has no thread pools to size.
+    # Inert (declared so): josefk runs one event loop and has no thread pools to size.
     num_network_threads: Int = _key(
         "num.network.threads",
         3,

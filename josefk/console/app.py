@@ -10,6 +10,7 @@ Imports josefk.client only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -69,7 +70,9 @@ def build_app(settings: ConsoleSettings) -> web.Application:
         sampler.start()
         # The first page shows data when the cluster answers at once; a cluster that does not
         # answer (yet) must not keep the console from serving the page that says so.
-        await sampler.ready(timeout_s=3.0)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(3.0):
+                await sampler.ready()
         yield
         await sampler.close()
         await console.close()

@@ -92,11 +92,9 @@ class Sampler:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    async def ready(self, timeout_s: float) -> None:
-        """Wait (up to ``timeout_s`` seconds) for the first snapshot."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                await self._first.wait()
+    async def ready(self) -> None:
+        """Wait for the first snapshot (callers bound the wait with ``asyncio.timeout``)."""
+        await self._first.wait()
 
     async def _run(self) -> None:
         while True:
