@@ -3,7 +3,8 @@
 Starts an etcd (the ``etcd`` program on PATH: Debian's ``etcd-server`` package) and N brokers
 (``josefk serve`` processes, the same code path as a real deployment) with their data in one
 folder, prints the bootstrap list and each broker's metrics port once every broker serves and
-lists all the others in its Metadata, and stops everything on Ctrl-C or SIGTERM (brokers with
+lists all the others in its Metadata, starts the web console (``josefk console``, another
+process) and prints its URL, and stops everything on Ctrl-C or SIGTERM (brokers with
 SIGTERM, so each makes a controlled shutdown and a clean one).
 
 It is where people try failover, so a broker that dies (``kill -9``) is reported and the others
@@ -177,11 +178,25 @@ def _port_in_use(port: int) -> bool:
     metavar="KEY=VALUE",
     help="A broker property for every broker (repeatable).",
 )
+@click.option(
+    "--console-port",
+    default=8080,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port of the web console on 127.0.0.1 (0: any free port).",
+)
+@click.option("--no-console", is_flag=True, help="Do not start the web console.")
 @click.pass_context
 def dev_cluster(
-    ctx: click.Context, brokers: int, data_dir: str, base_port: int, overrides: tuple[str, ...]
+    ctx: click.Context,
+    brokers: int,
+    data_dir: str,
+    base_port: int,
+    overrides: tuple[str, ...],
+    console_port: int,
+    no_console: bool,
 ) -> None:
-    """Run an etcd and --brokers brokers until Ctrl-C.
+    """Run an etcd, --brokers brokers and the web console until Ctrl-C.
 
     A broker that dies is reported and the others go on: press r to start every broker that
     is down again, or run `josefk dev-cluster restart-broker N` from another terminal.
@@ -208,6 +223,7 @@ def dev_cluster(
     client_port, peer_port = _free_port(), _free_port()
     etcd_endpoint = f"127.0.0.1:{client_port}"
     etcd_process: subprocess.Popen[bytes] | None = None
+    console: subprocess.Popen[bytes] | None = None
     members: list[_Broker] = []
     stopping = False
 
@@ -294,6 +310,15 @@ def dev_cluster(
             raise click.ClickException("\n".join(member.failure() for member in failed))
         bootstrap = [f"127.0.0.1:{member.port}" for member in members]
         _wait_until_whole(bootstrap, brokers)
+        console_url = None
+        if not no_console:
+            console = _start_console(bootstrap, console_port, root)
+            stdout = console.stdout
+            assert stdout is not None
+            line = stdout.readline().decode(errors="replace").strip()
+            if not line.startswith("josefk console: "):
+                raise click.ClickException(f"the console did not start; see {root / 'console.log'}")
+            console_url = line.split()[2]
         write_state()
         click.echo(f"etcd at {etcd_endpoint}; data and logs in {root}")
         for member in members:
@@ -302,6 +327,8 @@ def dev_cluster(
                 f"http://127.0.0.1:{member.metrics_port}/metrics"
             )
         click.echo(f"bootstrap: {','.join(bootstrap)}")
+        if console_url is not None:
+            click.echo(f"console: {console_url}")
         restart_hint = "r restarts a broker that is down; " if keyboard.active else ""
         click.echo(f"{restart_hint}Ctrl-C stops the cluster.")
         while not stopping:
@@ -341,6 +368,13 @@ def dev_cluster(
                 write_state()
     finally:
         keyboard.close()
+        # The console first: it is only a client.
+        if console is not None and console.poll() is None:
+            console.send_signal(signal.SIGTERM)
+            try:
+                console.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                console.kill()
         # Brokers first (each hands its leaderships over through etcd), etcd once they are
         # gone: stopped together, a broker's controlled shutdown lost etcd half way.
         for member in members:
@@ -358,6 +392,17 @@ def dev_cluster(
                 etcd_process.kill()
         state_path.unlink(missing_ok=True)
         click.echo("stopped")
+
+
+def _start_console(bootstrap: list[str], port: int, root: Path) -> subprocess.Popen[bytes]:
+    with (root / "console.log").open("ab") as log:
+        command = [
+            sys.executable, "-m", "josefk", "console",
+            "--bootstrap", ",".join(bootstrap), "--listen", f"127.0.0.1:{port}",
+        ]  # fmt: skip
+        return subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log, start_new_session=True
+        )
 
 
 def _restart(member: _Broker) -> None:

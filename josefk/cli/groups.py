@@ -61,6 +61,7 @@ def list_groups(bootstrap: str | None, as_json: bool) -> None:
             {
                 "group": g.group_id,
                 "state": g.state,
+                "type": g.group_type,
                 "protocol_type": g.protocol_type,
                 "members": members.get(g.group_id, 0),
             }
@@ -74,8 +75,8 @@ def list_groups(bootstrap: str | None, as_json: bool) -> None:
         note("no consumer groups yet")
     else:
         print_table(
-            ["GROUP", "STATE", "MEMBERS", "PROTOCOL-TYPE"],
-            [(r["group"], r["state"], r["members"], r["protocol_type"]) for r in rows],
+            ["GROUP", "TYPE", "STATE", "MEMBERS", "PROTOCOL-TYPE"],
+            [(r["group"], r["type"], r["state"], r["members"], r["protocol_type"]) for r in rows],
         )
 
 
@@ -120,12 +121,22 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
                 "member_id": owner.get(tp),
             }
         )
+    consumer = description.group_type == "consumer"
     return {
         "group": description.group_id,
+        "type": description.group_type,
         "state": description.state,
         "protocol_type": description.protocol_type,
         "protocol": description.protocol,
         "coordinator": {"id": coordinator_id, "host": host, "port": port},
+        **(
+            {
+                "group_epoch": description.group_epoch,
+                "assignment_epoch": description.assignment_epoch,
+            }
+            if consumer
+            else {}
+        ),
         "members": [
             {
                 "member_id": m.member_id,
@@ -135,6 +146,17 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
                 "assignment": [
                     {"topic": tp.topic, "partition": tp.partition} for tp in sorted(m.assignment)
                 ],
+                **(
+                    {
+                        "member_epoch": m.member_epoch,
+                        "target_assignment": [
+                            {"topic": tp.topic, "partition": tp.partition}
+                            for tp in sorted(m.target_assignment or [])
+                        ],
+                    }
+                    if consumer
+                    else {}
+                ),
             }
             for m in description.members
         ],
@@ -169,21 +191,47 @@ def describe(names: tuple[str, ...], all_groups: bool, bootstrap: str | None, as
     for n, info in enumerate(found):
         if n:
             click.echo()
-        print_fields(
-            [
-                ("group", info["group"]),
-                ("state", info["state"]),
-                ("protocol", f"{info['protocol_type'] or '-'} / {info['protocol'] or '-'}"),
-                (
-                    "coordinator",
-                    f"{info['coordinator']['id']} ({info['coordinator']['host']}:"
-                    f"{info['coordinator']['port']})",
-                ),
-                ("members", len(info["members"])),
-                ("total lag", info["total_lag"]),
+        consumer = info["type"] == "consumer"
+        fields: list[tuple[str, Any]] = [
+            ("group", info["group"]),
+            ("type", info["type"]),
+            ("state", info["state"]),
+        ]
+        if consumer:
+            fields += [
+                ("assignor", info["protocol"] or "-"),
+                ("epoch", f"{info['group_epoch']} (target {info['assignment_epoch']})"),
             ]
+        else:
+            fields.append(
+                ("protocol", f"{info['protocol_type'] or '-'} / {info['protocol'] or '-'}")
+            )
+        coordinator = info["coordinator"]
+        fields.append(
+            (
+                "coordinator",
+                f"{coordinator['id']} ({coordinator['host']}:{coordinator['port']})",
+            )
         )
-        if info["members"]:
+        fields += [("members", len(info["members"])), ("total lag", info["total_lag"])]
+        print_fields(fields)
+        if info["members"] and consumer:
+            print_table(
+                ["MEMBER", "EPOCH", "CLIENT-ID", "HOST", "ASSIGNMENT", "TARGET"],
+                [
+                    (
+                        m["member_id"],
+                        m["member_epoch"],
+                        m["client_id"],
+                        m["client_host"],
+                        ", ".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"]),
+                        ", ".join(f"{a['topic']}-{a['partition']}" for a in m["target_assignment"]),
+                    )
+                    for m in info["members"]
+                ],
+                title="Members",
+            )
+        elif info["members"]:
             print_table(
                 ["MEMBER", "CLIENT-ID", "HOST", "ASSIGNMENT"],
                 [

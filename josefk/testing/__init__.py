@@ -203,7 +203,7 @@ class JosefkBroker(_TopicHelpers):
             broker = Broker(self._config())
             try:
                 endpoints = await broker.start()
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001  handed to the thread that called start
                 self._failure = exc
                 await broker.stop(0)
                 self._started.set()

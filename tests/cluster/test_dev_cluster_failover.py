@@ -47,7 +47,7 @@ class DevCluster:
         self._keys, terminal = pty.openpty()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "josefk", "dev-cluster", "--data-dir", str(data_dir),
-             "--base-port", str(base_port), "--brokers", str(brokers)],
+             "--base-port", str(base_port), "--brokers", str(brokers), "--no-console"],
             stdin=terminal,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
