@@ -57,8 +57,12 @@ from typing import Final
 
 from josefk.config.topic import LogConfig
 from josefk.records.batch import (
+    COMPRESSION_MASK,
+    CONTROL_BIT,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
     BatchHeader,
     Compression,
     RecordBatch,
@@ -128,10 +132,6 @@ from josefk.storage.segment import (
 _log = logging.getLogger(__name__)
 
 LONG_MAX: Final = (1 << 63) - 1
-_LOG_APPEND_TIME_BIT: Final = 0x08  # attributes bit 3: the timestamp type
-_COMPRESSION_MASK: Final = 0x07  # attributes bits 0-2: the codec
-_CONTROL_BIT: Final = 0x20  # attributes bit 5: a control batch (transaction markers)
-_TRANSACTIONAL_BIT: Final = 0x10  # attributes bit 4
 
 IoErrorHandler = Callable[[Path, BaseException], None]
 
@@ -527,7 +527,7 @@ class Log:
             for position, header in scan_batch_positions(records):
                 if header.base_offset + header.last_offset_delta < replay_from:
                     continue
-                if header.attributes & _CONTROL_BIT and header.producer_id >= 0:
+                if header.attributes & CONTROL_BIT and header.producer_id >= 0:
                     completed = state.replay(header, read_marker(records, position, header))
                     if completed is not None and completed.is_aborted and index_aborts:
                         segment.txn_index.append(
@@ -777,12 +777,12 @@ class Log:
                         f"the base offset of a batch produced to {self.topic_partition} "
                         f"should be 0, but it is {header.base_offset}"
                     )
-                if header.attributes & _CONTROL_BIT:
+                if header.attributes & CONTROL_BIT:
                     raise InvalidRecordError(
                         f"a produce to {self.topic_partition} holds a control batch: only "
                         f"the transaction coordinator writes those"
                     )
-                if header.attributes & _TRANSACTIONAL_BIT and header.producer_id < 0:
+                if header.attributes & TRANSACTIONAL_BIT and header.producer_id < 0:
                     raise InvalidRecordError(
                         f"a transactional batch to {self.topic_partition} carries no producer id"
                     )
@@ -795,7 +795,7 @@ class Log:
                         f"of {self.topic_partition}",
                         path=self._dir,
                     )
-                codec = header.attributes & _COMPRESSION_MASK
+                codec = header.attributes & COMPRESSION_MASK
                 if target_codec is not None and codec != target_codec:
                     new_batch = recompress_batch(
                         batch, target_codec, level=_compression_level(config, target_codec)
@@ -810,7 +810,7 @@ class Log:
                         )
                     rebuilt[index] = new_batch
                     header = RecordBatch(memoryview(new_batch)).header()
-                elif not log_append_time and not header.attributes & _LOG_APPEND_TIME_BIT:
+                elif not log_append_time and not header.attributes & TIMESTAMP_TYPE_BIT:
                     computed = _records_max_timestamp(batch, header, codec)
                     if computed != header.max_timestamp:
                         max_timestamp_fixes[index] = computed
@@ -1790,7 +1790,7 @@ def _check_timestamps(
     # Per batch, not per record: the max timestamp bounds the future side and the base
     # timestamp (the first record's) the past side. A batch whose records go back in time
     # past its first one can slip through the "before" check; producers never build those.
-    if header.attributes & _LOG_APPEND_TIME_BIT:
+    if header.attributes & TIMESTAMP_TYPE_BIT:
         return
     max_timestamp = header.max_timestamp
     if max_timestamp != NO_TIMESTAMP and max_timestamp - now > after_max:

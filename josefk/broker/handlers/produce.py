@@ -30,7 +30,6 @@ batch is appended unverified, as by a broker without KIP-890.
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from josefk.broker.catalog import is_internal_topic
@@ -43,18 +42,13 @@ from josefk.broker.replica_manager import AppendOutcome
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
+from josefk.records.batch import TRANSACTIONAL_BIT, peek_attributes, peek_producer
 
 Response = response_class(ApiKey.PRODUCE)
 TopicResponse = Response.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
 
 _VALID_ACKS = (-1, 0, 1)
-# The low byte of a batch's int16 attributes, and its transactional bit.
-_ATTRIBUTES_LOW_BYTE = 22
-_TRANSACTIONAL_BIT = 0x10
-# Batch header: producerId int64 at byte 43, producerEpoch int16 at byte 51.
-_PRODUCER_ID = struct.Struct(">qh")
-_PRODUCER_ID_AT = 43
 
 
 @handles(ApiKey.PRODUCE)
@@ -93,10 +87,7 @@ def handle_produce(context: RequestContext, request: Any) -> Any:
                 AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
             )
         )
-    ) and any(
-        len(records) > _ATTRIBUTES_LOW_BYTE and records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT
-        for _, records in entries
-    ):
+    ) and any(peek_attributes(records) & TRANSACTIONAL_BIT for _, records in entries):
         for tp, _ in entries:
             refused[(tp.topic, tp.partition)] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         entries = []
@@ -123,11 +114,8 @@ def _verify_transactional(
     replicas = context.broker.replica_manager
     kept = []
     for tp, records in entries:
-        if (
-            len(records) > _ATTRIBUTES_LOW_BYTE
-            and records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT
-        ):
-            producer_id, producer_epoch = _PRODUCER_ID.unpack_from(records, _PRODUCER_ID_AT)
+        if peek_attributes(records) & TRANSACTIONAL_BIT:
+            producer_id, producer_epoch = peek_producer(records)
             partition = replicas.get_partition(tp.topic, tp.partition)
             entry = (
                 None if partition is None else partition.log.producer_state.last_entry(producer_id)
