@@ -2,7 +2,8 @@
 
 Owns ``Log``: loading a partition directory (leftover files, recovery of an unclean tail), the
 sorted map of segments, the key offsets (log start offset, high watermark, recovery point, log
-end offset), appends as leader and as follower, reads with isolation, rolling, truncation,
+end offset), appends as leader (the batches checked by josefk.storage.log_validator) and as
+follower, reads with isolation, rolling, truncation,
 prefix deletion (DeleteRecords, retention) and offset lookups by timestamp; plus the errors
 only the log raises. Idempotent and transactional producers' state
 (josefk.storage.producer_state) is checked before offsets are assigned, updated after each
@@ -57,26 +58,16 @@ from typing import Final
 
 from josefk.config.topic import LogConfig
 from josefk.records.batch import (
-    COMPRESSION_MASK,
     CONTROL_BIT,
-    LOG_OVERHEAD,
     NO_TIMESTAMP,
-    TIMESTAMP_TYPE_BIT,
-    TRANSACTIONAL_BIT,
-    BatchHeader,
-    Compression,
     RecordBatch,
     peek_batch_size,
     split_batches,
 )
-from josefk.records.builder import build_control_batch, recompress_batch
-from josefk.records.errors import CorruptRecordError, InvalidRecordError, RecordsError
+from josefk.records.builder import build_control_batch
+from josefk.records.errors import RecordsError
 from josefk.records.record import (
     ControlRecordType,
-    batch_max_timestamp,
-    batch_record_data,
-    max_timestamp_delta,
-    record_spans,
 )
 from josefk.storage.clock import Clock, JitterSource, SystemClock
 from josefk.storage.errors import (
@@ -89,6 +80,7 @@ from josefk.storage.errors import (
 )
 from josefk.storage.file_records import FileRecords, TimestampAndOffset
 from josefk.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from josefk.storage.log_validator import InvalidTimestampError, validate_batches
 from josefk.storage.offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -141,10 +133,6 @@ IoErrorHandler = Callable[[Path, BaseException], None]
 
 class RecordBatchTooLargeError(RecordTooLargeError):
     """An append larger than ``segment.bytes``: no segment could ever hold it."""
-
-
-class InvalidTimestampError(StorageError):
-    """A CreateTime batch's timestamp is outside message.timestamp.before/after.max.ms of now."""
 
 
 class UnexpectedAppendOffsetError(StorageError):
@@ -719,25 +707,16 @@ class Log:
     ) -> LogAppendInfo:
         """Validate the producer's batches, assign their offsets in place and append them.
 
-        The twelve steps of Kafka's append, per batch and never per record: check each
-        batch (size, magic, CRC, record count, ``max.message.bytes``, timestamp bounds for
-        CreateTime), then write into the caller's buffer the base offset (from the LEO),
-        the partition leader epoch and, under LogAppendTime, the broker's time with the CRC
-        recomputed; roll when a roll condition holds; append to the active segment; advance
-        the LEO; flush when ``flush.messages`` unflushed records have built up.
-
-        Each batch's max timestamp is computed from its records, as Kafka's validator does,
-        and the header (and CRC) rewritten where it disagrees: some clients write 0 over
-        records that carry no timestamp, which retention would read as 1970. For a batch
-        kept uncompressed that is one walk over the records' lengths and timestamp deltas
-        (``records.max_timestamp_delta``, column-wise for runs of same-size records); a
-        batch kept compressed is decompressed for it only when its first record has no
-        timestamp (the case those clients produce), otherwise its header is trusted.
-
-        A topic ``compression.type`` other than ``producer`` that differs from a batch's
-        codec rebuilds that batch with the topic's codec (``records.recompress_batch``: same
-        records, new length and CRC) into a new buffer; every other batch is appended from
-        the caller's buffer without a copy.
+        The twelve steps of Kafka's append, per batch and never per record: validate every
+        batch (``storage.log_validator``: size, magic, CRC, record count, keys on compacted
+        topics, ``max.message.bytes``, the topic's codec, the max timestamp from the records,
+        timestamp bounds under CreateTime), check the producer state, then have the validated
+        batches write into the caller's buffer the base offset (from the LEO), the partition
+        leader epoch and, under LogAppendTime, the broker's time with the CRC recomputed;
+        roll when a roll condition holds; append to the active segment; advance the LEO;
+        flush when ``flush.messages`` unflushed records have built up. Batches rebuilt in the
+        topic's codec go out in a new buffer; every other batch is appended from the caller's
+        buffer without a copy.
 
         Control batches are refused (InvalidRecordError): transaction markers are the
         coordinator's, through ``append_txn_marker``. ``origin`` COORDINATOR is the group
@@ -752,136 +731,52 @@ class Log:
         if view.readonly:
             raise ValueError("append_as_leader needs a writable buffer to assign offsets in")
         with self._io("appending"):
-            batches = self._split_exact(view)
             config = self._config
             now = self._clock.milliseconds()
             log_append_time = config.log_append_time
-            max_bytes = config.max_message_bytes
-            before_max = config.message_timestamp_before_max_ms
-            after_max = config.message_timestamp_after_max_ms
-            target_codec = _TOPIC_CODECS.get(config.compression_type)
-            compacted = config.compact_enabled
-            record_count = 0
-            has_producer_id = False
-            headers: list[BatchHeader] = []
-            # The header max timestamps to write back (batch index -> value) and the
-            # batches rebuilt with the topic's codec (batch index -> new bytes).
-            max_timestamp_fixes: dict[int, int] = {}
-            rebuilt: dict[int, bytearray] = {}
-            for index, batch in enumerate(batches):
-                batch.ensure_valid_from_producer()
-                header = batch.header()  # one unpack for every field used below
-                if header.base_offset != 0:
-                    # As Kafka: offsets are the broker's to assign; a producer sends 0.
-                    raise InvalidRecordError(
-                        f"the base offset of a batch produced to {self.topic_partition} "
-                        f"should be 0, but it is {header.base_offset}"
-                    )
-                if header.attributes & CONTROL_BIT:
-                    raise InvalidRecordError(
-                        f"a produce to {self.topic_partition} holds a control batch: only "
-                        f"the transaction coordinator writes those"
-                    )
-                if header.attributes & TRANSACTIONAL_BIT and header.producer_id < 0:
-                    raise InvalidRecordError(
-                        f"a transactional batch to {self.topic_partition} carries no producer id"
-                    )
-                if compacted:
-                    _check_keys(batch, header, self.topic_partition)
-                size = header.batch_length + LOG_OVERHEAD
-                if size > max_bytes:
-                    raise RecordTooLargeError(
-                        f"batch of {size} bytes exceeds max.message.bytes {max_bytes} "
-                        f"of {self.topic_partition}",
-                        path=self._dir,
-                    )
-                codec = header.attributes & COMPRESSION_MASK
-                if target_codec is not None and codec != target_codec:
-                    new_batch = recompress_batch(
-                        batch, target_codec, level=_compression_level(config, target_codec)
-                    )
-                    if len(new_batch) > max_bytes:
-                        # As Kafka: the limit holds for the batch as stored.
-                        raise RecordTooLargeError(
-                            f"batch of {size} bytes is {len(new_batch)} bytes as "
-                            f"{config.compression_type}, more than max.message.bytes "
-                            f"{max_bytes} of {self.topic_partition}",
-                            path=self._dir,
-                        )
-                    rebuilt[index] = new_batch
-                    header = RecordBatch(memoryview(new_batch)).header()
-                elif not log_append_time and not header.attributes & TIMESTAMP_TYPE_BIT:
-                    computed = _records_max_timestamp(batch, header, codec)
-                    if computed != header.max_timestamp:
-                        max_timestamp_fixes[index] = computed
-                        header.max_timestamp = computed
-                if validate_timestamps and not log_append_time:
-                    _check_timestamps(header, now, before_max, after_max, self._dir)
-                record_count += header.record_count
-                has_producer_id = has_producer_id or header.producer_id >= 0
-                headers.append(header)
+            validated = validate_batches(
+                view,
+                config,
+                topic_partition=self.topic_partition,
+                directory=self._dir,
+                now=now,
+                validate_timestamps=validate_timestamps,
+            )
             producer_state = self._producer_state
-            base_offsets: list[int] = []
-            if has_producer_id:
+            if validated.has_producer_id:
                 # Before any offset is assigned: a rejected or duplicate append writes nothing.
-                duplicate = producer_state.check_append(headers, origin)
+                duplicate = producer_state.check_append(validated.headers, origin)
                 if duplicate is not None:
                     return self._duplicate_append_info(duplicate, log_append_time)
-            if rebuilt:
-                # Only now, after every check passed: the batches go out in a new buffer.
-                view = memoryview(
-                    bytearray().join(
-                        rebuilt.get(i, batch.buffer) for i, batch in enumerate(batches)
-                    )
-                )
-                batches = _split_valid_prefix(view)[0]
-            for index, timestamp in max_timestamp_fixes.items():
-                batches[index].set_max_timestamp(timestamp)
-            first_offset = self.log_end_offset
-            next_offset = first_offset
-            max_timestamp = NO_TIMESTAMP
-            offset_of_max_timestamp = -1
-            last_offset_of_first_batch = -1
-            for batch, header in zip(batches, headers, strict=True):
-                if has_producer_id:
-                    base_offsets.append(next_offset)
-                batch.set_base_offset(next_offset)
-                batch.set_partition_leader_epoch(leader_epoch)
-                if log_append_time:
-                    batch.set_log_append_time(now)
-                last = next_offset + header.last_offset_delta
-                if last_offset_of_first_batch < 0:
-                    last_offset_of_first_batch = last
-                if header.max_timestamp > max_timestamp:
-                    max_timestamp, offset_of_max_timestamp = header.max_timestamp, last
-                next_offset = last + 1
-            last_offset = next_offset - 1
-            if log_append_time:
-                max_timestamp, offset_of_max_timestamp = now, last_offset
+            assigned = validated.apply(
+                self.log_end_offset, leader_epoch, now, log_append_time=log_append_time
+            )
+            view = validated.view
+            batch_count = len(validated.batches)
             self._append_to_segment(
                 view,
-                first_offset,
-                last_offset,
-                max_timestamp,
-                offset_of_max_timestamp,
-                len(batches),
+                assigned.first_offset,
+                assigned.last_offset,
+                assigned.max_timestamp,
+                assigned.offset_of_max_timestamp,
+                batch_count,
             )
-            if has_producer_id:
+            if validated.has_producer_id:
                 producer_state.on_leader_append(
-                    headers, base_offsets, now if log_append_time else None
+                    validated.headers, assigned.base_offsets, now if log_append_time else None
                 )
-            self.maybe_assign_epoch_start_offset(leader_epoch, first_offset)
+            self.maybe_assign_epoch_start_offset(leader_epoch, assigned.first_offset)
             return LogAppendInfo(
-                first_offset=first_offset,
-                last_offset=last_offset,
-                max_timestamp=max_timestamp,
-                offset_of_max_timestamp=offset_of_max_timestamp,
+                first_offset=assigned.first_offset,
+                last_offset=assigned.last_offset,
+                max_timestamp=assigned.max_timestamp,
+                offset_of_max_timestamp=assigned.offset_of_max_timestamp,
                 log_append_time=now if log_append_time else -1,
                 log_start_offset=self._log_start_offset,
-                record_count=record_count,
-                batch_count=len(batches),
+                record_count=validated.record_count,
+                batch_count=batch_count,
                 valid_bytes=view.nbytes,
-                last_offset_of_first_batch=last_offset_of_first_batch,
+                last_offset_of_first_batch=assigned.last_offset_of_first_batch,
             )
 
     def _duplicate_append_info(
@@ -1062,23 +957,6 @@ class Log:
                 valid_bytes=valid_bytes,
                 last_offset_of_first_batch=batches[0].last_offset,
             )
-
-    def _split_exact(self, view: memoryview) -> list[RecordBatch]:
-        """Every batch of a produce buffer, which must hold whole batches and nothing else."""
-        batches: list[RecordBatch] = []
-        position, end = 0, view.nbytes
-        while position < end:
-            size = peek_batch_size(view, position)
-            if size is None or position + size > end:
-                raise CorruptRecordError(
-                    f"produce to {self.topic_partition} ends with a partial batch at "
-                    f"position {position} of {end} bytes"
-                )
-            batches.append(RecordBatch(view[position : position + size]))
-            position += size
-        if not batches:
-            raise InvalidRecordError(f"produce to {self.topic_partition} holds no batch")
-        return batches
 
     def _append_to_segment(
         self,
@@ -1782,78 +1660,6 @@ def _index_room_for(
         offset_index.max_entries - offset_index.entries >= needed
         and time_index.max_entries - 1 - time_index.entries >= needed
     )
-
-
-def _check_timestamps(
-    header: BatchHeader, now: int, before_max: int, after_max: int, directory: Path
-) -> None:
-    # Per batch, not per record: the max timestamp bounds the future side and the base
-    # timestamp (the first record's) the past side. A batch whose records go back in time
-    # past its first one can slip through the "before" check; producers never build those.
-    if header.attributes & TIMESTAMP_TYPE_BIT:
-        return
-    max_timestamp = header.max_timestamp
-    if max_timestamp != NO_TIMESTAMP and max_timestamp - now > after_max:
-        raise InvalidTimestampError(
-            f"batch has timestamp {max_timestamp}, more than "
-            f"message.timestamp.after.max.ms {after_max} ahead of the broker's {now}",
-            path=directory,
-        )
-    base_timestamp = header.base_timestamp
-    if base_timestamp != NO_TIMESTAMP and now - base_timestamp > before_max:
-        raise InvalidTimestampError(
-            f"batch has timestamp {base_timestamp}, more than "
-            f"message.timestamp.before.max.ms {before_max} behind the broker's {now}",
-            path=directory,
-        )
-
-
-# compression.type -> the codec batches are stored with; "producer" keeps each batch's own.
-_TOPIC_CODECS: Final[dict[str, Compression]] = {
-    "uncompressed": Compression.NONE,
-    "gzip": Compression.GZIP,
-    "snappy": Compression.SNAPPY,
-    "lz4": Compression.LZ4,
-    "zstd": Compression.ZSTD,
-}
-
-
-def _check_keys(batch: RecordBatch, header: BatchHeader, topic_partition: TopicPartition) -> None:
-    # Per record, but only for compacted topics: a record without a key could never be
-    # compacted away, so Kafka refuses it (INVALID_RECORD) and so does josefk.
-    data = batch_record_data(batch)
-    for span in record_spans(data, header.record_count, header.base_offset):
-        if span.key is None:
-            raise InvalidRecordError(
-                f"compacted topic cannot accept message without key in topic partition "
-                f"{topic_partition}"
-            )
-
-
-def _compression_level(config: LogConfig, codec: Compression) -> int | None:
-    # lz4 is written at its one fast level (records.compression), snappy has none.
-    if codec == Compression.GZIP:
-        return None if config.compression_gzip_level < 0 else config.compression_gzip_level
-    if codec == Compression.ZSTD:
-        return config.compression_zstd_level
-    return None
-
-
-def _records_max_timestamp(batch: RecordBatch, header: BatchHeader, codec: int) -> int:
-    """The max timestamp of a CreateTime batch kept in its own codec, from its records.
-
-    Uncompressed: one walk over the record lengths and timestamp deltas. Compressed: the
-    header is trusted unless it cannot be right or the first record has no timestamp (a
-    client writing -1 per record and 0 as the max); only then is the batch decompressed.
-    """
-    if codec == Compression.NONE:
-        delta = max_timestamp_delta(batch.records_buffer(), header.record_count)
-        if delta is None:
-            return NO_TIMESTAMP
-        return max(header.base_timestamp + delta, NO_TIMESTAMP)
-    if header.base_timestamp == NO_TIMESTAMP or header.max_timestamp < header.base_timestamp:
-        return batch_max_timestamp(batch)
-    return header.max_timestamp
 
 
 def _split_valid_prefix(view: memoryview) -> tuple[list[RecordBatch], int]:
