@@ -65,6 +65,7 @@ from josefk.records.batch import (
     split_batches,
 )
 from josefk.records.builder import build_control_batch
+from josefk.records.compression import DecompressionBudget
 from josefk.records.errors import RecordsError
 from josefk.records.record import (
     ControlRecordType,
@@ -704,6 +705,7 @@ class Log:
         *,
         validate_timestamps: bool = True,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        budget: DecompressionBudget | None = None,
     ) -> LogAppendInfo:
         """Validate the producer's batches, assign their offsets in place and append them.
 
@@ -741,6 +743,7 @@ class Log:
                 directory=self._dir,
                 now=now,
                 validate_timestamps=validate_timestamps,
+                budget=budget,
             )
             producer_state = self._producer_state
             if validated.has_producer_id:

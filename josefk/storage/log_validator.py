@@ -28,9 +28,10 @@ timestamp deltas; the batch bytes stay in the caller's buffer unless a rebuild n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from josefk.config.topic import LogConfig
 from josefk.records.batch import (
@@ -46,19 +47,41 @@ from josefk.records.batch import (
     peek_batch_size,
 )
 from josefk.records.builder import recompress_batch
+from josefk.records.compression import DecompressionBudget
 from josefk.records.errors import CorruptRecordError, InvalidRecordError
-from josefk.records.record import (
-    batch_max_timestamp,
-    batch_record_data,
-    max_timestamp_delta,
-    record_spans,
-)
+from josefk.records.scan import RecordsCheck, scan_batch_records
+from josefk.records.varint import INT64_MAX
 from josefk.storage.errors import RecordTooLargeError, StorageError
 from josefk.storage.offsets import TopicPartition
 
 
 class InvalidTimestampError(StorageError):
-    """A CreateTime batch's timestamp is outside message.timestamp.before/after.max.ms of now."""
+    """A CreateTime record's timestamp is outside message.timestamp.before/after.max.ms of
+    now. ``record_errors`` names the records (KIP-467: index in the partition's data and a
+    message), so that a client fails only those."""
+
+    def __init__(
+        self, message: str, *, path: Path, record_errors: Sequence[RecordError] = ()
+    ) -> None:
+        super().__init__(message, path=path)
+        self.record_errors = tuple(record_errors)
+
+
+class InvalidRecordsError(InvalidRecordError):
+    """Some records of a batch break a rule a record can break alone (a record without a key
+    on a compacted topic); ``record_errors`` names them (KIP-467)."""
+
+    def __init__(self, message: str, *, record_errors: Sequence[RecordError]) -> None:
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
+
+
+class RecordError(NamedTuple):
+    """One refused record: its index among the records of the partition's data (Kafka's
+    batch_index) and why (batch_index_error_message)."""
+
+    batch_index: int
+    message: str
 
 
 # compression.type -> the codec batches are stored with; "producer" keeps each batch's own.
@@ -164,24 +187,33 @@ def validate_batches(
     directory: Path,
     now: int,
     validate_timestamps: bool = True,
+    budget: DecompressionBudget | None = None,
 ) -> ValidatedRecords:
     """Check every batch of a producer's buffer (see the module docstring for the order).
 
-    Changes nothing. Raises CorruptRecordError / InvalidRecordError (records layer),
-    RecordTooLargeError, InvalidTimestampError naming the first batch that fails.
+    Changes nothing. ``budget`` bounds what the request's compressed batches may inflate to
+    (a fresh one sized to ``view`` when None). Raises CorruptRecordError / InvalidRecordError
+    (records layer; DecompressedSizeError past the budget), RecordTooLargeError, and for
+    records that break a rule alone InvalidRecordsError or InvalidTimestampError naming every
+    such record of the partition's data.
     """
     batches = split_exact(view, topic_partition)
+    if budget is None:
+        budget = DecompressionBudget.for_request(view.nbytes)
     log_append_time = config.log_append_time
     max_bytes = config.max_message_bytes
     before_max = config.message_timestamp_before_max_ms
     after_max = config.message_timestamp_after_max_ms
     target_codec = TOPIC_CODECS.get(config.compression_type)
     compacted = config.compact_enabled
+    ts_low, ts_high = now - before_max, now + after_max
     record_count = 0
     has_producer_id = False
     headers: list[BatchHeader] = []
     max_timestamp_fixes: dict[int, int] = {}
     rebuilt: dict[int, bytearray] = {}
+    keyless: list[int] = []
+    bad_timestamps: list[int] = []
     for index, batch in enumerate(batches):
         batch.ensure_valid_from_producer()
         header = batch.header()  # one unpack for every field used below
@@ -200,15 +232,31 @@ def validate_batches(
             raise InvalidRecordError(
                 f"a transactional batch to {topic_partition} carries no producer id"
             )
-        if compacted:
-            _check_keys(batch, header, topic_partition)
         size = header.batch_length + LOG_OVERHEAD
         if size > max_bytes:
             raise RecordTooLargeError(
                 f"batch of {size} bytes exceeds max.message.bytes {max_bytes} of {topic_partition}",
                 path=directory,
             )
-        codec = header.attributes & COMPRESSION_MASK
+        codec = Compression(header.attributes & COMPRESSION_MASK)
+        create_time = not log_append_time and not header.attributes & TIMESTAMP_TYPE_BIT
+        # One pass over the records, compressed or not: framing, keys, timestamps, max.
+        scan = scan_batch_records(
+            header,
+            batch.records_buffer(),
+            codec,
+            RecordsCheck(
+                ts_low=ts_low,
+                ts_high=ts_high,
+                check_timestamps=validate_timestamps and create_time,
+                keys_required=compacted,
+            ),
+            budget=budget,
+        )
+        if scan.keyless:
+            keyless += (record_count + i for i in scan.keyless)
+        if scan.bad_timestamps:
+            bad_timestamps += (record_count + i for i in scan.bad_timestamps)
         if target_codec is not None and codec != target_codec:
             new_batch = recompress_batch(
                 batch, target_codec, level=_compression_level(config, target_codec)
@@ -223,16 +271,16 @@ def validate_batches(
                 )
             rebuilt[index] = new_batch
             header = RecordBatch(memoryview(new_batch)).header()
-        elif not log_append_time and not header.attributes & TIMESTAMP_TYPE_BIT:
-            computed = _records_max_timestamp(batch, header, codec)
+        elif create_time:
+            computed = _max_timestamp(header, scan.max_delta)
             if computed != header.max_timestamp:
                 max_timestamp_fixes[index] = computed
                 header.max_timestamp = computed
-        if validate_timestamps and not log_append_time:
-            _check_timestamps(header, now, before_max, after_max, directory)
         record_count += header.record_count
         has_producer_id = has_producer_id or header.producer_id >= 0
         headers.append(header)
+    if keyless or bad_timestamps:
+        _refuse_records(topic_partition, directory, keyless, bad_timestamps, ts_low, ts_high, now)
     return ValidatedRecords(
         view=view,
         batches=batches,
@@ -262,40 +310,57 @@ def split_exact(view: memoryview, topic_partition: TopicPartition | None) -> lis
     return batches
 
 
-def _check_timestamps(
-    header: BatchHeader, now: int, before_max: int, after_max: int, directory: Path
+def _refuse_records(
+    topic_partition: TopicPartition,
+    directory: Path,
+    keyless: list[int],
+    bad_timestamps: list[int],
+    ts_low: int,
+    ts_high: int,
+    now: int,
 ) -> None:
-    # Per batch, not per record: the max timestamp bounds the future side and the base
-    # timestamp (the first record's) the past side. A batch whose records go back in time
-    # past its first one can slip through the "before" check; producers never build those.
-    if header.attributes & TIMESTAMP_TYPE_BIT:
-        return
-    max_timestamp = header.max_timestamp
-    if max_timestamp != NO_TIMESTAMP and max_timestamp - now > after_max:
-        raise InvalidTimestampError(
-            f"batch has timestamp {max_timestamp}, more than "
-            f"message.timestamp.after.max.ms {after_max} ahead of the broker's {now}",
-            path=directory,
+    """Raise the error naming every refused record, as Kafka's validator does: the whole
+    partition's data is refused, INVALID_TIMESTAMP if any timestamp is out of range, else
+    INVALID_RECORD."""
+    errors = [
+        RecordError(
+            i,
+            f"Compacted topic cannot accept message without key in topic partition "
+            f"{topic_partition}.",
         )
-    base_timestamp = header.base_timestamp
-    if base_timestamp != NO_TIMESTAMP and now - base_timestamp > before_max:
+        for i in keyless
+    ]
+    bounds = f"[{ts_low}, {ts_high}] (the broker's time {now})"
+    errors += (
+        RecordError(i, f"Timestamp of the record at index {i} is out of range {bounds}.")
+        for i in bad_timestamps
+    )
+    errors.sort()
+    if bad_timestamps:
         raise InvalidTimestampError(
-            f"batch has timestamp {base_timestamp}, more than "
-            f"message.timestamp.before.max.ms {before_max} behind the broker's {now}",
+            f"{len(bad_timestamps)} records produced to {topic_partition} have timestamps "
+            f"outside {bounds}: message.timestamp.before.max.ms / after.max.ms",
             path=directory,
+            record_errors=errors,
         )
+    raise InvalidRecordsError(
+        f"Compacted topic cannot accept message without key in topic partition "
+        f"{topic_partition} ({len(keyless)} records without a key)",
+        record_errors=errors,
+    )
 
 
-def _check_keys(batch: RecordBatch, header: BatchHeader, topic_partition: TopicPartition) -> None:
-    # Per record, but only for compacted topics: a record without a key could never be
-    # compacted away, so Kafka refuses it (INVALID_RECORD) and so does josefk.
-    data = batch_record_data(batch)
-    for span in record_spans(data, header.record_count, header.base_offset):
-        if span.key is None:
-            raise InvalidRecordError(
-                f"compacted topic cannot accept message without key in topic partition "
-                f"{topic_partition}"
-            )
+def _max_timestamp(header: BatchHeader, max_delta: int | None) -> int:
+    """A CreateTime batch's max timestamp from its records' largest timestamp delta, as
+    Kafka's validator computes it (NO_TIMESTAMP when no record has a timestamp >= 0)."""
+    if max_delta is None:
+        return NO_TIMESTAMP
+    timestamp = max(header.base_timestamp + max_delta, NO_TIMESTAMP)
+    if timestamp > INT64_MAX:
+        raise InvalidRecordError(
+            f"a record's timestamp {header.base_timestamp} + {max_delta} overflows an int64"
+        )
+    return timestamp
 
 
 def _compression_level(config: LogConfig, codec: Compression) -> int | None:
@@ -305,20 +370,3 @@ def _compression_level(config: LogConfig, codec: Compression) -> int | None:
     if codec == Compression.ZSTD:
         return config.compression_zstd_level
     return None
-
-
-def _records_max_timestamp(batch: RecordBatch, header: BatchHeader, codec: int) -> int:
-    """The max timestamp of a CreateTime batch kept in its own codec, from its records.
-
-    Uncompressed: one walk over the record lengths and timestamp deltas. Compressed: the
-    header is trusted unless it cannot be right or the first record has no timestamp (a
-    client writing -1 per record and 0 as the max); only then is the batch decompressed.
-    """
-    if codec == Compression.NONE:
-        delta = max_timestamp_delta(batch.records_buffer(), header.record_count)
-        if delta is None:
-            return NO_TIMESTAMP
-        return max(header.base_timestamp + delta, NO_TIMESTAMP)
-    if header.base_timestamp == NO_TIMESTAMP or header.max_timestamp < header.base_timestamp:
-        return batch_max_timestamp(batch)
-    return header.max_timestamp
