@@ -1,18 +1,19 @@
 """The partition log: the segments of one ``<topic>-<partition>`` directory and its offsets.
 
-Owns ``Log``: loading a partition directory (leftover files, recovery of an unclean tail), the
-sorted map of segments, the key offsets (log start offset, high watermark, recovery point, log
-end offset), appends as leader (the batches checked by josefk.storage.log_validator) and as
-follower, reads with isolation, rolling, truncation,
-prefix deletion (DeleteRecords, retention) and offset lookups by timestamp; plus the errors
-only the log raises. Idempotent and transactional producers' state
-(josefk.storage.producer_state) is checked before offsets are assigned, updated after each
-append, snapshotted at roll and close, and rebuilt at load and after truncation; it gives the
-last stable offset (the first offset of the oldest open transaction, or the high watermark),
-where read_committed reads stop. Transaction markers come from the coordinator through
-``append_txn_marker``; each aborted transaction is written to the ``.txnindex`` of the segment
-holding its marker, and read_committed fetches collect them (``collect_aborted_transactions``). Imports josefk.records, josefk.config.topic and the rest of
-josefk.storage; never josefk.protocol, josefk.broker or josefk.metrics.
+Owns ``Log``: the sorted map of segments (loaded from a partition directory by
+josefk.storage.log_loader: leftover files, recovery of an unclean tail, producer state), the
+key offsets (log start offset, high watermark, recovery point, log end offset), appends as
+leader (the batches checked by josefk.storage.log_validator) and as follower, reads with
+isolation, rolling, truncation, prefix deletion (DeleteRecords, retention) and offset lookups
+by timestamp; plus the errors only the log raises. Idempotent and transactional producers'
+state (josefk.storage.producer_state) is checked before offsets are assigned, updated after
+each append, snapshotted at roll and close, and rebuilt at load and after truncation; it
+gives the last stable offset (the first offset of the oldest open transaction, or the high
+watermark), where read_committed reads stop. Transaction markers come from the coordinator
+through ``append_txn_marker``; each aborted transaction is written to the ``.txnindex`` of
+the segment holding its marker, and read_committed fetches collect them
+(``collect_aborted_transactions``). Imports josefk.records, josefk.config.topic and the rest
+of josefk.storage; never josefk.protocol, josefk.broker or josefk.metrics.
 
 The key offsets, in the order they must always keep::
 
@@ -58,7 +59,6 @@ from typing import Final
 
 from josefk.config.topic import LogConfig
 from josefk.records.batch import (
-    CONTROL_BIT,
     NO_TIMESTAMP,
     RecordBatch,
     peek_batch_size,
@@ -66,21 +66,24 @@ from josefk.records.batch import (
 )
 from josefk.records.builder import build_control_batch
 from josefk.records.compression import DecompressionBudget
-from josefk.records.errors import RecordsError
 from josefk.records.record import (
     ControlRecordType,
 )
 from josefk.storage.clock import Clock, JitterSource, SystemClock
 from josefk.storage.errors import (
-    CorruptIndexError,
-    IndexFullError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
 )
-from josefk.storage.file_records import FileRecords, TimestampAndOffset
+from josefk.storage.file_records import TimestampAndOffset
 from josefk.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from josefk.storage.log_loader import (
+    load_segments,
+    open_segment,
+    rebuild_producer_state,
+    release_indexes,
+)
 from josefk.storage.log_validator import InvalidTimestampError, validate_batches
 from josefk.storage.offsets import (
     EARLIEST_TIMESTAMP,
@@ -99,27 +102,19 @@ from josefk.storage.producer_state import (
     ProducerStateManager,
     decode_marker,
     fsync_file,
-    read_marker,
-    scan_batch_positions,
 )
 from josefk.storage.scheduler import Scheduler
 from josefk.storage.segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
-    INDEX_FILE_SUFFIX,
-    LOG_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
-    TXN_INDEX_FILE_SUFFIX,
     FetchDataInfo,
     LogOffsetMetadata,
     LogSegment,
     RollParams,
     log_file,
-    offset_from_file_name,
     offset_index_file,
     time_index_file,
-    txn_index_file,
 )
 
 _log = logging.getLogger(__name__)
@@ -232,18 +227,14 @@ class Log:
     ) -> Log:
         """Open (creating if needed) the partition directory and load its segments.
 
-        Blocking: run it in a worker thread when on the event loop. Leftovers of interrupted
-        operations are handled as Kafka does: ``.deleted`` and ``.cleaned`` files are removed,
-        a ``.log.swap`` (a finished compaction whose rename was cut short) replaces the
-        segments it covers, index files without a ``.log`` are removed. Unless the log dir
-        had a clean shutdown, every segment from the one holding ``recovery_point`` onwards
-        is recovered (batches validated, indexes rebuilt); the first segment found with an
-        invalid tail is truncated there and every later segment deleted. Every other segment
-        gets a cheap check that its files agree (``LogSegment.check_files_agree``), clean
-        shutdown or not; one that fails is recovered the same way, with a warning naming its
-        files, but the segments after it stay (they were flushed and are whole). Last, the producer
-        state is rebuilt: the newest snapshot at or below the log end offset, then the batch
-        headers after it (``producer_id_expiration_ms``: producer.id.expiration.ms).
+        Blocking: run it in a worker thread when on the event loop. The directory is
+        cleaned up, its segments opened and recovered by ``storage.log_loader.load_segments``
+        (leftovers of interrupted operations handled as Kafka does; every segment past the
+        recovery point recovered after an unclean shutdown, and any whose files disagree);
+        then the producer state is rebuilt (``log_loader.rebuild_producer_state``: the newest
+        snapshot at or below the log end offset, then the batch headers after it;
+        ``producer_id_expiration_ms``: producer.id.expiration.ms) and the leader-epoch
+        checkpoint is read.
 
         Raises KafkaStorageError (naming the path) on an I/O error.
         """
@@ -252,113 +243,21 @@ class Log:
         jitter = jitter if jitter is not None else JitterSource()
         topic_partition = TopicPartition.from_dir_name(path.name)
         try:
-            path.mkdir(parents=True, exist_ok=True)
-            needs_recovery, names = _remove_temp_files_and_complete_swaps(path)
-            segments: dict[int, LogSegment] = {}
-            # Names, not Path objects and stat calls: start-up with thousands of segments
-            # is dominated by per-file overhead.
-            for name in sorted(n for n in names if n.endswith(LOG_FILE_SUFFIX)):
-                try:
-                    base_offset = offset_from_file_name(name)
-                except ValueError:
-                    _log.warning("ignoring %s in %s: not named after an offset", name, path)
-                    continue
-                segment = _open_segment(path, base_offset, config, clock, jitter, exists=True)
-                segments[base_offset] = segment
-                stem = name[: -len(LOG_FILE_SUFFIX)]
-                if (
-                    stem + INDEX_FILE_SUFFIX not in names
-                    or stem + TIME_INDEX_FILE_SUFFIX not in names
-                ):
-                    needs_recovery.add(base_offset)
-            bases = sorted(segments)
-            unflushed = bases[max(bisect.bisect_right(bases, recovery_point) - 1, 0) :]
-            if not had_clean_shutdown:
-                needs_recovery.update(unflushed)
-            else:
-                # Indexes stay closed until first use so that start-up is fast; only the
-                # segments past the recovery point (normally just the active one) are
-                # checked now, and rebuilt if their index is unusable.
-                for base_offset in unflushed:
-                    if base_offset in needs_recovery:
-                        continue
-                    try:
-                        segments[base_offset].sanity_check()
-                    except CorruptIndexError as exc:
-                        _log.warning("%s: rebuilding indexes: %s", topic_partition, exc)
-                        needs_recovery.add(base_offset)
-            # Every other segment's files must agree with each other, clean shutdown or not:
-            # a file cut short while the broker was down is recovered like a crashed one.
-            damaged: set[int] = set()
-            for base_offset in bases:
-                if base_offset in needs_recovery:
-                    continue
-                segment = segments[base_offset]
-                problem = segment.check_files_agree()
-                if problem is not None:
-                    _log.warning(
-                        "%s: the files of segment %d disagree (%s): %s; recovering the "
-                        "segment as after a crash",
-                        topic_partition,
-                        base_offset,
-                        ", ".join(
-                            str(p)
-                            for p in (
-                                segment.path,
-                                segment.offset_index.path,
-                                segment.time_index.path,
-                            )
-                        ),
-                        problem,
-                    )
-                    needs_recovery.add(base_offset)
-                    damaged.add(base_offset)
-            for position, base_offset in enumerate(bases):
-                if base_offset not in needs_recovery or base_offset not in segments:
-                    continue
-                truncated = _recover_segment(segments[base_offset], config)
-                if position + 1 < len(bases):
-                    _release_indexes(segments[base_offset])
-                if truncated > 0:
-                    _log.warning(
-                        "%s: truncated %d invalid bytes at the end of segment %d (%s)",
-                        topic_partition,
-                        truncated,
-                        base_offset,
-                        segments[base_offset].path,
-                    )
-                    if base_offset in damaged:
-                        # Damaged at rest, not a crash's torn tail: the later segments were
-                        # flushed and are whole, so they stay (offsets may have a gap).
-                        continue
-                    # Everything after corruption is unreachable by offset order: drop it.
-                    for later in bases[position + 1 :]:
-                        doomed = segments.pop(later)
-                        doomed.close_handlers()
-                        doomed.delete_if_exists()
-                    break
-            bases = sorted(segments)
-            if bases:
-                active = segments[bases[-1]]
-                if active.read_next_offset() < log_start_offset:
-                    # The checkpoint says records were deleted beyond what is on disk
-                    # (DeleteRecords then a crash before retention ran): start afresh there.
-                    for segment in segments.values():
-                        segment.close_handlers()
-                        segment.delete_if_exists()
-                    segments.clear()
-                    bases = []
-            if not bases:
-                segments[log_start_offset] = _open_segment(
-                    path, log_start_offset, config, clock, jitter, exists=False
-                )
-                bases = [log_start_offset]
-            segments[bases[-1]].resize_indexes(config.segment_index_bytes)
+            segments, recovered = load_segments(
+                path,
+                config,
+                topic_partition=topic_partition,
+                log_start_offset=log_start_offset,
+                recovery_point=recovery_point,
+                had_clean_shutdown=had_clean_shutdown,
+                clock=clock,
+                jitter=jitter,
+            )
             log = cls(
                 path,
                 config,
                 topic_partition=topic_partition,
-                segments=[segments[b] for b in bases],
+                segments=segments,
                 log_start_offset=log_start_offset,
                 recovery_point=recovery_point,
                 clock=clock,
@@ -372,7 +271,7 @@ class Log:
                     name=str(topic_partition),
                 ),
             )
-            log._rebuild_producer_state(rebuild_txn_indexes=needs_recovery.intersection(segments))
+            log._rebuild_producer_state(rebuild_txn_indexes=recovered)
             log._load_leader_epochs()
         except OSError as exc:
             raise KafkaStorageError(f"error while loading log: {exc}", path=path) from exc
@@ -485,50 +384,17 @@ class Log:
         a separate replay, from a snapshot at or below the first of them, writes them back
         (Kafka rebuilds them the same way); the state kept is the one from the newest
         snapshot, as after any restart."""
-        state = self._producer_state
-        end = self.log_end_offset
-        now = self._clock.milliseconds()
-        state.delete_snapshots_after(end)
-        if rebuild_txn_indexes:
-            scratch = ProducerStateManager(self._dir, name=str(self.topic_partition))
-            first = min(rebuild_txn_indexes)
-            self._replay(scratch, scratch.load_latest_snapshot(first, now, delete_later=False),
-                         max(rebuild_txn_indexes) + 1, rebuild_txn_indexes)  # fmt: skip
-        self._replay(state, state.load_latest_snapshot(end, now), end, ())
+        rebuild_producer_state(
+            self._producer_state,
+            self.segments_in_range,
+            first_base_offset=self._base_offsets[0],
+            directory=self._dir,
+            name=str(self.topic_partition),
+            end=self.log_end_offset,
+            now=self._clock.milliseconds(),
+            rebuild_txn_indexes=rebuild_txn_indexes,
+        )
         self._lso_metadata = None
-
-    def _replay(
-        self,
-        state: ProducerStateManager,
-        snapshot_offset: int | None,
-        end: int,
-        index_aborts_in: Collection[int],
-    ) -> None:
-        """Replay the batches from ``snapshot_offset`` (the log start without one) into the
-        segments before ``end``, writing aborted transactions into the ``.txnindex`` of the
-        segments whose base offset is in ``index_aborts_in``."""
-        replay_from = self._base_offsets[0] if snapshot_offset is None else snapshot_offset
-        if replay_from >= end:
-            return
-        for segment in self.segments_in_range(replay_from, end):
-            index_aborts = segment.base_offset in index_aborts_in
-            records = segment.log
-            for position, header in scan_batch_positions(records):
-                if header.base_offset + header.last_offset_delta < replay_from:
-                    continue
-                if header.attributes & CONTROL_BIT and header.producer_id >= 0:
-                    completed = state.replay(header, read_marker(records, position, header))
-                    if completed is not None and completed.is_aborted and index_aborts:
-                        segment.txn_index.append(
-                            AbortedTxn(
-                                completed.producer_id,
-                                completed.first_offset,
-                                completed.last_offset,
-                                state.last_stable_offset_after(completed),
-                            )
-                        )
-                else:
-                    state.replay(header)
 
     @property
     def unflushed_messages(self) -> int:
@@ -1040,7 +906,7 @@ class Log:
                     _log.warning("deleting stale file %s before rolling", stale)
                     stale.unlink()
             active.on_becoming_inactive_segment()
-            segment = _open_segment(
+            segment = open_segment(
                 self._dir, new_offset, self._config, self._clock, self._jitter, exists=False
             )
             self._add_segment(segment)
@@ -1080,7 +946,7 @@ class Log:
         """Swap the cleaned segment ``<base_offset>.log.cleaned`` (and its indexes) in for the
         segments it was made from, as Kafka's ``replaceSegments`` does; True when done.
 
-        The renames keep every crash recoverable (``_remove_temp_files_and_complete_swaps``):
+        The renames keep every crash recoverable (``log_loader.remove_temp_files_and_complete_swaps``):
         the cleaned files become ``.swap`` first (a crash now: the swap is completed at load,
         replacing what its offsets cover), the old segments leave the map and become
         ``.deleted`` (their files are removed after ``file.delete.delay.ms``, so reads of
@@ -1121,7 +987,7 @@ class Log:
             _maybe_crash(crash_point, CRASH_DURING_SWAP)
             cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")
             self._add_segment(cleaned)
-            _release_indexes(cleaned)
+            release_indexes(cleaned)
         return True
 
     # -- read -----------------------------------------------------------------------------------------
@@ -1298,7 +1164,7 @@ class Log:
                 segment.offset_index.is_open or segment.time_index.is_open
             ):
                 with self._io("releasing index maps"):
-                    _release_indexes(segment)
+                    release_indexes(segment)
                 released += 1
         return released
 
@@ -1312,7 +1178,7 @@ class Log:
         active = self.active_segment
         for segment in segments:
             if segment is not active and self._segments.get(segment.base_offset) is segment:
-                _release_indexes(segment)
+                release_indexes(segment)
 
     def _mark_flushed(self, target: int) -> None:
         target = min(target, self.log_end_offset)
@@ -1358,7 +1224,7 @@ class Log:
             self._remove_and_delete_segments(self.log_segments())
             self._producer_state.truncate_fully()
             self._leader_epochs.clear()
-            segment = _open_segment(
+            segment = open_segment(
                 self._dir, new_offset, self._config, self._clock, self._jitter, exists=False
             )
             self._add_segment(segment)
@@ -1622,28 +1488,6 @@ class _IoGuard:
             raise error from exc
 
 
-def _open_segment(
-    directory: Path,
-    base_offset: int,
-    config: LogConfig,
-    clock: Clock,
-    jitter: JitterSource,
-    *,
-    exists: bool,
-) -> LogSegment:
-    return LogSegment.open(
-        directory,
-        base_offset,
-        index_interval_bytes=config.index_interval_bytes,
-        max_index_size=config.segment_index_bytes,
-        rolling_jitter_ms=jitter.segment_jitter_ms(config.segment_jitter_ms, config.segment_ms),
-        clock=clock,
-        file_already_exists=exists,
-        init_file_size=config.initial_file_size,
-        preallocate=config.preallocate,
-    )
-
-
 def _index_room_for(
     segment: LogSegment, batch_count: int, messages_size: int, index_interval_bytes: int
 ) -> bool:
@@ -1678,26 +1522,6 @@ def _split_valid_prefix(view: memoryview) -> tuple[list[RecordBatch], int]:
     return batches, position
 
 
-def _recover_segment(segment: LogSegment, config: LogConfig) -> int:
-    """``segment.recover``, giving the indexes more room if recovery needs it.
-
-    Appends made since a restart place index entries counting bytes from the restart, while
-    recovery counts from the segment's start, so it can need more entries than appends did.
-    With Kafka's defaults the index never fills first (1 GiB / 4 KiB * 8 bytes < 10 MiB);
-    with a small ``segment.index.bytes`` it could, and failing to load would take the whole
-    log dir offline. The larger index is trimmed when the segment stops being active.
-    """
-    try:
-        return segment.recover(config.max_message_bytes)
-    except IndexFullError:
-        # At most one entry per index.interval.bytes, and one per batch; 12 bytes covers
-        # the larger of the two entry sizes.
-        room = (segment.size() // (config.index_interval_bytes + 1) + 2) * 12
-        for index in (segment.offset_index, segment.time_index):
-            index.max_index_size = max(index.max_index_size, room)
-        return segment.recover(config.max_message_bytes)
-
-
 def _delete_cleaned_files(directory: Path, base_offset: int) -> None:
     for path in (
         log_file(directory, base_offset, CLEANED_FILE_SUFFIX),
@@ -1716,12 +1540,6 @@ CRASH_DURING_SWAP: Final = "during-swap"
 def _maybe_crash(crash_point: str | None, step: str) -> None:
     if crash_point == step:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _release_indexes(segment: LogSegment) -> None:
-    segment.offset_index.close()
-    segment.time_index.close()
-    segment.txn_index.close()
 
 
 def _try_flush_segments(
@@ -1762,90 +1580,6 @@ def remove_tree(directory: Path) -> None:
         else:
             child.unlink(missing_ok=True)
     directory.rmdir()
-
-
-def _remove_temp_files_and_complete_swaps(directory: Path) -> tuple[set[int], set[str]]:
-    """Kafka's clean-up of a partition directory before loading; returns the base offsets
-    whose indexes must be rebuilt and the names of the files left.
-
-    - ``*.deleted``: a deletion the crash interrupted; finish it.
-    - ``*.cleaned``: output of a compaction that never got swapped in; discard it, and every
-      ``.swap`` file at or above the smallest cleaned offset (it belongs to that compaction).
-    - ``*.log.swap``: a compaction whose swap-in was interrupted after the new segment was
-      complete: delete the segments its offsets cover, then rename it into place. Its
-      indexes are rebuilt (index ``.swap`` files are discarded).
-    - an ``.index``/``.timeindex`` without its ``.log``: an orphan; remove it.
-    """
-    needs_recovery: set[int] = set()
-    swaps: list[Path] = []
-    cleaned_offsets: list[int] = []
-    with os.scandir(directory) as entries:
-        files = [entry.name for entry in entries if entry.is_file()]
-    names = set(files)
-    for name in files:
-        if name.endswith(DELETED_FILE_SUFFIX):
-            os.unlink(directory / name)
-            names.discard(name)
-        elif name.endswith(CLEANED_FILE_SUFFIX):
-            with contextlib.suppress(ValueError):
-                cleaned_offsets.append(offset_from_file_name(name))
-            os.unlink(directory / name)
-            names.discard(name)
-        elif name.endswith(SWAP_FILE_SUFFIX):
-            swaps.append(directory / name)
-    min_cleaned = min(cleaned_offsets) if cleaned_offsets else None
-    for swap in sorted(swaps):
-        try:
-            base = offset_from_file_name(swap.name)
-        except ValueError:
-            continue
-        is_log = swap.name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX)
-        if not is_log or (min_cleaned is not None and base >= min_cleaned):
-            swap.unlink(missing_ok=True)
-            continue
-        next_offset = _next_offset_of_log_file(swap)
-        for existing in directory.glob(f"*{LOG_FILE_SUFFIX}"):
-            try:
-                existing_base = offset_from_file_name(existing.name)
-            except ValueError:
-                continue
-            if base <= existing_base < max(next_offset, base + 1):
-                for stale in (
-                    existing,
-                    offset_index_file(directory, existing_base),
-                    time_index_file(directory, existing_base),
-                    txn_index_file(directory, existing_base),
-                ):
-                    stale.unlink(missing_ok=True)
-        swap.rename(log_file(directory, base))
-        # Indexes, the transaction index among them, are rebuilt by the recovery.
-        offset_index_file(directory, base).unlink(missing_ok=True)
-        time_index_file(directory, base).unlink(missing_ok=True)
-        txn_index_file(directory, base).unlink(missing_ok=True)
-        needs_recovery.add(base)
-    if swaps:
-        names = {entry for entry in os.listdir(directory) if (directory / entry).is_file()}
-    for name in list(names):
-        for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
-            if name.endswith(suffix) and name[: -len(suffix)] + LOG_FILE_SUFFIX not in names:
-                with contextlib.suppress(ValueError):
-                    offset_from_file_name(name)
-                    os.unlink(directory / name)
-                    names.discard(name)
-    return needs_recovery, names
-
-
-def _next_offset_of_log_file(path: Path) -> int:
-    records = FileRecords.open(path, file_already_exists=True)
-    try:
-        next_offset = -1
-        for _, batch in records.batches_from(0):
-            next_offset = batch.next_offset
-        return next_offset
-    except (RecordsError, StorageError):
-        return next_offset
-    finally:
-        records.close()
 
 
 __all__ = [
