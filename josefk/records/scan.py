@@ -159,16 +159,19 @@ def scan_batch_records(
         del pending[: step.position]
         scanned += step.scanned
         max_delta = _larger(max_delta, step.max_delta)
-        if step.keyless:
-            keyless += step.keyless
-        if step.bad_timestamps:
-            bad_timestamps += step.bad_timestamps
+        _extend(keyless, step.keyless)
+        _extend(bad_timestamps, step.bad_timestamps)
     step = scan_records(pending, 0, count - scanned, scanned, base_timestamp, check, final=True)
     _raise_on_error(step, header)
     max_delta = _larger(max_delta, step.max_delta)
-    keyless += step.keyless or []
-    bad_timestamps += step.bad_timestamps or []
-    return BatchScan(max_delta, keyless[:MAX_LISTED], bad_timestamps[:MAX_LISTED])
+    _extend(keyless, step.keyless)
+    _extend(bad_timestamps, step.bad_timestamps)
+    return BatchScan(max_delta, keyless, bad_timestamps)
+
+
+def _extend(listed: list[int], more: list[int] | None) -> None:
+    if more:
+        listed += more[: MAX_LISTED - len(listed)]
 
 
 def _larger(a: int | None, b: int | None) -> int | None:
