@@ -56,6 +56,7 @@ def list_groups(bootstrap: str | None, as_json: bool) -> None:
             {
                 "group": g.group_id,
                 "state": g.state,
+                "type": g.group_type,
                 "protocol_type": g.protocol_type,
                 "members": members.get(g.group_id, 0),
             }
@@ -69,8 +70,8 @@ def list_groups(bootstrap: str | None, as_json: bool) -> None:
         note("no consumer groups yet")
     else:
         print_table(
-            ["GROUP", "STATE", "MEMBERS", "PROTOCOL-TYPE"],
-            [(r["group"], r["state"], r["members"], r["protocol_type"]) for r in rows],
+            ["GROUP", "TYPE", "STATE", "MEMBERS", "PROTOCOL-TYPE"],
+            [(r["group"], r["type"], r["state"], r["members"], r["protocol_type"]) for r in rows],
         )
 
 
@@ -113,11 +114,21 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
                 "member_id": owner.get(tp),
             }
         )
+    consumer = description.group_type == "consumer"
     return {
         "group": description.group_id,
+        "type": description.group_type,
         "state": description.state,
         "protocol_type": description.protocol_type,
         "protocol": description.protocol,
+        **(
+            {
+                "group_epoch": description.group_epoch,
+                "assignment_epoch": description.assignment_epoch,
+            }
+            if consumer
+            else {}
+        ),
         "members": [
             {
                 "member_id": m.member_id,
@@ -127,6 +138,17 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
                 "assignment": [
                     {"topic": tp.topic, "partition": tp.partition} for tp in sorted(m.assignment)
                 ],
+                **(
+                    {
+                        "member_epoch": m.member_epoch,
+                        "target_assignment": [
+                            {"topic": tp.topic, "partition": tp.partition}
+                            for tp in sorted(m.target_assignment or [])
+                        ],
+                    }
+                    if consumer
+                    else {}
+                ),
             }
             for m in description.members
         ],
@@ -155,16 +177,40 @@ def describe(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> No
     for n, info in enumerate(found):
         if n:
             click.echo()
-        print_fields(
-            [
-                ("group", info["group"]),
-                ("state", info["state"]),
-                ("protocol", f"{info['protocol_type'] or '-'} / {info['protocol'] or '-'}"),
-                ("members", len(info["members"])),
-                ("total lag", info["total_lag"]),
+        consumer = info["type"] == "consumer"
+        fields: list[tuple[str, Any]] = [
+            ("group", info["group"]),
+            ("type", info["type"]),
+            ("state", info["state"]),
+        ]
+        if consumer:
+            fields += [
+                ("assignor", info["protocol"] or "-"),
+                ("epoch", f"{info['group_epoch']} (target {info['assignment_epoch']})"),
             ]
-        )
-        if info["members"]:
+        else:
+            fields.append(
+                ("protocol", f"{info['protocol_type'] or '-'} / {info['protocol'] or '-'}")
+            )
+        fields += [("members", len(info["members"])), ("total lag", info["total_lag"])]
+        print_fields(fields)
+        if info["members"] and consumer:
+            print_table(
+                ["MEMBER", "EPOCH", "CLIENT-ID", "HOST", "ASSIGNMENT", "TARGET"],
+                [
+                    (
+                        m["member_id"],
+                        m["member_epoch"],
+                        m["client_id"],
+                        m["client_host"],
+                        ", ".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"]),
+                        ", ".join(f"{a['topic']}-{a['partition']}" for a in m["target_assignment"]),
+                    )
+                    for m in info["members"]
+                ],
+                title="Members",
+            )
+        elif info["members"]:
             print_table(
                 ["MEMBER", "CLIENT-ID", "HOST", "ASSIGNMENT"],
                 [

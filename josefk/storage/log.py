@@ -69,7 +69,6 @@ from josefk.records.compression import DecompressionBudget
 from josefk.records.record import (
     ControlRecordType,
 )
-from josefk.storage.clock import Clock, JitterSource, SystemClock
 from josefk.storage.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -103,7 +102,6 @@ from josefk.storage.producer_state import (
     decode_marker,
     fsync_file,
 )
-from josefk.storage.scheduler import Scheduler
 from josefk.storage.segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -116,6 +114,8 @@ from josefk.storage.segment import (
     offset_index_file,
     time_index_file,
 )
+from josefk.util.clock import Clock, JitterSource, SystemClock
+from josefk.util.scheduler import Scheduler
 
 _log = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from josefk.config.topic import LogConfig
 from josefk.records.batch import CONTROL_BIT
 from josefk.records.errors import RecordsError
-from josefk.storage.clock import Clock, JitterSource
 from josefk.storage.errors import CorruptIndexError, IndexFullError, StorageError
 from josefk.storage.file_records import FileRecords
 from josefk.storage.offsets import AbortedTxn, TopicPartition
@@ -44,6 +43,7 @@ from josefk.storage.segment import (
     time_index_file,
     txn_index_file,
 )
+from josefk.util.clock import Clock, JitterSource
 
 _log = logging.getLogger(__name__)
 

@@ -44,7 +44,13 @@ def test_groups_describe_shows_lag_and_reset_offsets(cli_broker: BrokerProcess) 
     assert "LAG" in table and "total lag  3" in table
 
     listed = josefk(cli_broker, "groups", "list", "--json").json()
-    assert {"group": "g-lag", "state": "Empty", "protocol_type": "consumer", "members": 0} in listed
+    assert {
+        "group": "g-lag",
+        "state": "Empty",
+        "type": "classic",
+        "protocol_type": "consumer",
+        "members": 0,
+    } in listed
 
     # A dry run shows the plan and commits nothing.
     plan = josefk(

@@ -56,6 +56,14 @@ KAFKA_DEFAULTS: dict[str, str] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": "2147483647",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.min.heartbeat.interval.ms": "5000",
+    "group.consumer.max.heartbeat.interval.ms": "15000",
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.min.session.timeout.ms": "45000",
+    "group.consumer.max.session.timeout.ms": "60000",
+    "group.consumer.max.size": "2147483647",
+    "group.consumer.migration.policy": "bidirectional",
     "transactional.id.expiration.ms": "604800000",
     "transaction.max.timeout.ms": "900000",
     "producer.id.expiration.ms": "86400000",
@@ -412,10 +420,42 @@ def test_describe_entries() -> None:
     assert entries["log.segment.bytes"].source == "DEFAULT_CONFIG"
     assert entries["log.retention.ms"].value is None
     assert all(entry.read_only for entry in entries.values())
+    # Kafka's PASSWORD-typed keys, as declared (the inline PEM chain and trusted
+    # certificates are PASSWORD-typed in Kafka too).
     assert {name for name, entry in entries.items() if entry.sensitive} == {
         "ssl.keystore.password",
         "ssl.keystore.key",
         "ssl.key.password",
         "ssl.truststore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.certificates",
         "sasl.jaas.config",
     }
+
+
+def test_consumer_group_settings_are_checked_as_kafka_checks_them() -> None:
+    from josefk.broker.group.shard import GroupConfig
+
+    config = BrokerConfig.model_validate(
+        {
+            "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform",
+            "group.consumer.session.timeout.ms": "50000",
+        }
+    )
+    group = GroupConfig.from_broker_config(config)
+    assert group.consumer_assignors == ("range", "uniform")
+    assert group.consumer_session_timeout_ms == 50000
+    with pytest.raises(BrokerConfigError) as refused:
+        BrokerConfig.model_validate(
+            {
+                "group.consumer.session.timeout.ms": "1000",
+                "group.consumer.heartbeat.interval.ms": "5000",
+                "group.consumer.assignors": "sticky",
+            }
+        )
+    problems = {p.key for p in refused.value.problems}
+    assert {
+        "group.consumer.session.timeout.ms",
+        "group.consumer.heartbeat.interval.ms",
+        "group.consumer.assignors",
+    } <= problems

@@ -1,7 +1,6 @@
 """One classic consumer group: its members, generation, chosen protocol and committed offsets.
 
-Owns ``GroupState`` and its legal transitions, ``MemberMetadata``, ``CommittedOffset`` and
-``GroupMetadata``: the data of the group state machine and the rules that need no clock and
+Owns ``GroupState`` and its legal transitions, ``MemberMetadata`` and ``GroupMetadata``: the data of the group state machine and the rules that need no clock and
 no I/O (protocol selection, leader choice, which offsets retention may expire, the record a
 group is stored as, how pending offsets complete). The coordinator drives the transitions;
 this module never schedules, awaits or writes anything.
@@ -18,19 +17,12 @@ State machine (Kafka's classic protocol)::
                           its protocols; the leader rejoins-->    PreparingRebalance
     Empty (no offsets)  --retention, DeleteGroups-->              Dead
 
-Transactional offsets (KIP-98): a TxnOffsetCommit's offsets are kept per producer id in
-``pending_txn_offsets``, invisible to OffsetFetch, until that producer's COMMIT marker moves
-them into ``offsets`` (each one only if it is newer in the log than the committed offset it
-would replace, Kafka's rule) or its ABORT marker drops them.
+The group's offsets (committed, transactional ones pending a marker, commits pending
+replication) and their rules are the base class's, ``group_offsets.GroupOffsets``, shared with
+the consumer groups of KIP-848; this class adds which offsets retention expires for a classic
+group. ``CommittedOffset`` is re-exported from there.
 
-Plain offsets whose append the offsets topic's in-sync replicas do not all hold yet (a
-cluster) wait in ``pending_offset_commits``, invisible to OffsetFetch, as Kafka's
-pendingOffsetCommits: ``complete_offset_commit`` applies one once replicated (again only if
-it is newer in the log than the committed offset, so two commits in flight end in log order)
-or drops it when the append failed, leaving the previous offset. On a single node the append
-is replicated as it is written and the offsets go straight into ``offsets``.
-
-Imports josefk.broker.group.offsets_schema and assignment only; must not import the
+Imports josefk.broker.group.offsets_schema, group_offsets and assignment only; must not import the
 protocol codec, storage or handlers.
 """
 
@@ -43,9 +35,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from josefk.broker.group.assignment import SubscriptionFormatError, subscribed_topics
-from josefk.broker.group.offsets_schema import GroupMetadataValue, MemberRecord
+from josefk.broker.group.group_offsets import CommittedOffset, GroupOffsets
+from josefk.broker.group.offsets_schema import (
+    GroupKey,
+    GroupMetadataValue,
+    MemberRecord,
+    encode_group_key,
+)
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+
+__all__ = [
+    "CONSUMER_PROTOCOL_TYPE",
+    "CommittedOffset",
+    "GroupMetadata",
+    "GroupState",
+    "IllegalStateTransition",
+    "JoinResult",
+    "JoinedMember",
+    "MemberMetadata",
+    "SyncResult",
+]
 
 
 class GroupState(enum.Enum):
@@ -71,22 +81,6 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 
 class IllegalStateTransition(RuntimeError):
     pass
-
-
-@dataclass(slots=True)
-class CommittedOffset:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int | None = None
-    # Base offset in __consumer_offsets of the batch holding the commit (-1: not known). A
-    # transactional commit completes after later plain commits may have been written: the
-    # one further on in the log wins, as in Kafka.
-    append_offset: int = -1
-
-    def older_than(self, other: CommittedOffset) -> bool:
-        return self.append_offset < other.append_offset
 
 
 class MemberMetadata:
@@ -170,10 +164,11 @@ class MemberMetadata:
         raise ValueError(f"member {self.member_id} supports none of {sorted(candidates)}")
 
 
-class GroupMetadata:
+class GroupMetadata(GroupOffsets):
     """State of one group. Changed only from the event loop thread, by the coordinator."""
 
     def __init__(self, group_id: str, *, now_ms: int, state: GroupState = GroupState.EMPTY):
+        super().__init__()
         self.group_id = group_id
         self.state = state
         self.generation_id = 0
@@ -183,11 +178,6 @@ class GroupMetadata:
         self.members: dict[str, MemberMetadata] = {}
         self.pending_members: set[str] = set()
         self.static_members: dict[str, str] = {}
-        self.offsets: dict[tuple[str, int], CommittedOffset] = {}
-        # Transactional commits not yet completed by a marker: producer id -> offsets.
-        self.pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = {}
-        # Plain commits appended but not yet replicated, in append order per partition.
-        self.pending_offset_commits: dict[tuple[str, int], list[CommittedOffset]] = {}
         self.current_state_timestamp: int | None = now_ms
         # Rebalance bookkeeping: the join timer, whether it is the initial delayed join of a
         # new group, and whether members arrived while that delay ran.
@@ -214,6 +204,24 @@ class GroupMetadata:
             )
         self.state = target
         self.current_state_timestamp = now_ms
+
+    @property
+    def is_empty(self) -> bool:
+        return self.state is GroupState.EMPTY
+
+    @property
+    def has_pending_members(self) -> bool:
+        return bool(self.pending_members)
+
+    @property
+    def is_dead(self) -> bool:
+        return self.state is GroupState.DEAD
+
+    def mark_dead(self, now_ms: int) -> None:
+        self.transition_to(GroupState.DEAD, now_ms)
+
+    def group_record_keys(self) -> list[bytes]:
+        return [encode_group_key(GroupKey(self.group_id))]
 
     # -- members --------------------------------------------------------------------------
 
@@ -320,129 +328,6 @@ class GroupMetadata:
             self.protocol_name = None
             self.transition_to(GroupState.EMPTY, now_ms)
 
-    # -- plain offsets waiting for replication ---------------------------------------------
-
-    def has_pending_offset_commits(self, tp: tuple[str, int] | None = None) -> bool:
-        if tp is None:
-            return bool(self.pending_offset_commits)
-        return tp in self.pending_offset_commits
-
-    def prepare_offset_commits(
-        self, offsets: Sequence[tuple[tuple[str, int], CommittedOffset]]
-    ) -> None:
-        for tp, committed in offsets:
-            self.pending_offset_commits.setdefault(tp, []).append(committed)
-
-    def complete_offset_commit(
-        self, tp: tuple[str, int], committed: CommittedOffset, *, replicated: bool
-    ) -> bool:
-        """The append holding ``committed`` is settled: once ``replicated`` it becomes the
-        committed offset unless one further on in the log already is; otherwise it is
-        dropped and the previous offset stays. A commit no longer pending (its partition's
-        offsets were deleted meanwhile) changes nothing. Returns whether it was applied."""
-        pending = self.pending_offset_commits.get(tp)
-        if pending is None:
-            return False
-        # Identity, not equality: two commits of the same offset are two appends.
-        index = next((i for i, c in enumerate(pending) if c is committed), None)
-        if index is None:
-            return False
-        del pending[index]
-        if not pending:
-            del self.pending_offset_commits[tp]
-        if not replicated:
-            return False
-        current = self.offsets.get(tp)
-        if current is not None and not current.older_than(committed):
-            return False
-        self.offsets[tp] = committed
-        return True
-
-    def drop_pending_txn_offsets(
-        self, producer_id: int, offsets: Sequence[tuple[tuple[str, int], CommittedOffset]]
-    ) -> None:
-        """A transactional commit's append failed: its offsets leave the transaction unless
-        a later commit of the transaction replaced them (Kafka's failedTxnOffsetCommit)."""
-        pending = self.pending_txn_offsets.get(producer_id)
-        if pending is None:
-            return
-        for tp, committed in offsets:
-            if pending.get(tp) is committed:
-                del pending[tp]
-        if not pending:
-            del self.pending_txn_offsets[producer_id]
-
-    # -- transactional offsets ------------------------------------------------------------
-
-    def has_pending_txn_offsets(self, tp: tuple[str, int] | None = None) -> bool:
-        """Whether a transaction has offsets pending (for ``tp``, or any partition)."""
-        if tp is None:
-            return bool(self.pending_txn_offsets)
-        return any(tp in pending for pending in self.pending_txn_offsets.values())
-
-    @property
-    def pending_txn_offset_count(self) -> int:
-        return sum(len(pending) for pending in self.pending_txn_offsets.values())
-
-    def add_pending_txn_offsets(
-        self, producer_id: int, offsets: Sequence[tuple[tuple[str, int], CommittedOffset]]
-    ) -> None:
-        pending = self.pending_txn_offsets.setdefault(producer_id, {})
-        for tp, committed in offsets:
-            pending[tp] = committed
-
-    def complete_txn(self, producer_id: int, *, committed: bool) -> int:
-        """The producer's transaction ended: on commit its pending offsets replace the
-        committed ones they are newer than; on abort they are dropped. Returns how many
-        offsets became committed."""
-        pending = self.pending_txn_offsets.pop(producer_id, None)
-        if pending is None or not committed:
-            return 0
-        applied = 0
-        for tp, offset in pending.items():
-            current = self.offsets.get(tp)
-            if current is None or current.older_than(offset):
-                self.offsets[tp] = offset
-                applied += 1
-        return applied
-
-    def remove_offsets(self, partitions: Sequence[tuple[str, int]]) -> None:
-        """Committed and pending offsets of the partitions go (OffsetDelete, DeleteGroups,
-        topic deletion): a transaction that commits later does not bring them back."""
-        for tp in partitions:
-            self.offsets.pop(tp, None)
-            self.pending_offset_commits.pop(tp, None)
-        for producer_id in list(self.pending_txn_offsets):
-            pending = self.pending_txn_offsets[producer_id]
-            for tp in partitions:
-                pending.pop(tp, None)
-            if not pending:
-                del self.pending_txn_offsets[producer_id]
-
-    def offset_partitions(self) -> list[tuple[str, int]]:
-        """Every partition with a committed or pending offset."""
-        found = dict.fromkeys(self.offsets)
-        found.update(dict.fromkeys(self.pending_offset_commits))
-        for pending in self.pending_txn_offsets.values():
-            found.update(dict.fromkeys(pending))
-        return list(found)
-
-    # -- offsets retention ----------------------------------------------------------------
-
-    def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
-        """Offsets that ``offsets.retention.minutes`` removes now, as Kafka decides (KIP-211):
-        an explicit expire timestamp always counts; an Empty group's offsets expire
-        ``retention`` after it became Empty (after their commit for groups that never had
-        members); a Stable consumer group keeps the offsets of subscribed topics and expires
-        the others ``retention`` after their commit; other groups keep everything. A
-        partition with a transactional or plain offset pending keeps its committed offset
-        (the commit's completion would otherwise race the tombstone)."""
-        return [
-            tp
-            for tp in self._expired_offsets(now_ms, retention_ms)
-            if not self.has_pending_txn_offsets(tp) and tp not in self.pending_offset_commits
-        ]
-
     def _expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
         if self.protocol_type is None or self.state is GroupState.EMPTY:
             subscribed: set[str] = set()
@@ -469,13 +354,6 @@ class GroupMetadata:
             if now_ms - base >= retention_ms:
                 expired.append(tp)
         return expired
-
-    def _explicitly_expired(self, now_ms: int) -> list[tuple[str, int]]:
-        return [
-            tp
-            for tp, committed in self.offsets.items()
-            if committed.expire_timestamp is not None and now_ms >= committed.expire_timestamp
-        ]
 
     # -- durable form ---------------------------------------------------------------------
 

@@ -1,8 +1,11 @@
 """Committed-offset APIs: OffsetCommit (v2-v9), OffsetFetch (v1-v9) and OffsetDelete.
 
-Partitions of topics this broker does not have are refused with UNKNOWN_TOPIC_OR_PARTITION
-before the coordinator sees the commit, as Kafka's request handler does; everything else is
-the coordinator's. OffsetFetch answers -1 and no error for a partition or group without a
+A commit for a partition that does not exist in the cluster is refused with
+UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees it, as Kafka's request handler does: the
+check is against the cluster's metadata, not this broker's replicas (a group's coordinator
+leads its ``__consumer_offsets`` partition, not its topics), and a topic this broker's view
+does not know yet (created a moment ago through another broker) is waited for
+(``ClusterNode.await_topics``) before it is refused. Everything else is the coordinator's. OffsetFetch answers -1 and no error for a partition or group without a
 commit, and from v7 with ``require_stable`` UNSTABLE_OFFSET_COMMIT (retriable) for a partition
 whose transactional offset is still pending, or whose commit is still being replicated (a
 cluster: the coordinator shows a commit only once the offsets topic's in-sync replicas hold
@@ -20,7 +23,8 @@ Imports josefk.protocol and the group package; must not import the server or net
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
 from josefk.broker.context import RequestContext
 from josefk.broker.group.coordinator import GroupCoordinator, OffsetCommitEntry
@@ -29,19 +33,30 @@ from josefk.broker.group.store import replication_error
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.groups import coordinator_of, may_read_group, wait_replicated
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    TxnOffsetCommitRequest,
+)
 
-OFFSET_COMMIT: Final = response_class(ApiKey.OFFSET_COMMIT)
-OFFSET_FETCH: Final = response_class(ApiKey.OFFSET_FETCH)
-OFFSET_DELETE: Final = response_class(ApiKey.OFFSET_DELETE)
+OFFSET_COMMIT: Final = OffsetCommitResponse
+OFFSET_FETCH: Final = OffsetFetchResponse
+OFFSET_DELETE: Final = OffsetDeleteResponse
 
 
 @handles(ApiKey.OFFSET_COMMIT, max_version=9)
-async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
+async def handle_offset_commit(
+    context: RequestContext, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
     version = context.api_version
     coordinator = coordinator_of(context)
-    entries, slots = commit_entries(context, request.topics, leader_epochs=version >= 6)
+    entries, slots = await commit_entries(context, request.topics, leader_epochs=version >= 6)
     if not may_read_group(context, request.group_id):
         slots = [(name, index, ErrorCode.GROUP_AUTHORIZATION_FAILED) for name, index, _ in slots]
         results = []
@@ -55,6 +70,7 @@ async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
             request.group_instance_id if version >= 7 else None,
             entries,
             retention_ms=request.retention_time_ms if version <= 4 else -1,
+            api_version=version,
         )
         results = await replicated(context, coordinator, results)
     else:
@@ -78,23 +94,34 @@ async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
 Slot = tuple[str, int, ErrorCode | None]
 
 
-def commit_entries(
-    context: RequestContext, topics: Any, *, leader_epochs: bool
+async def commit_entries(
+    context: RequestContext,
+    topics: Sequence[
+        OffsetCommitRequest.OffsetCommitRequestTopic
+        | TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    ],
+    *,
+    leader_epochs: bool,
 ) -> tuple[list[OffsetCommitEntry], list[Slot]]:
     """The commit entries of an OffsetCommit / TxnOffsetCommit request's topics, and a slot
-    per partition in request order: the error already known (a partition this broker does
-    not have: UNKNOWN_TOPIC_OR_PARTITION, as Kafka's request handler refuses it before the
-    coordinator), or None where the coordinator's result goes."""
-    replicas = context.broker.replica_manager
+    per partition in request order: the error already known (a partition that does not exist
+    in the cluster: UNKNOWN_TOPIC_OR_PARTITION, as Kafka's request handler refuses it before
+    the coordinator), or None where the coordinator's result goes."""
+    readable = context.authorized_names(
+        AclOperation.READ, ResourceType.TOPIC, {topic.name for topic in topics}
+    )
+    known = await existing_partitions(
+        context,
+        [(t.name, p.partition_index) for t in topics if t.name in readable for p in t.partitions],
+    )
     entries: list[OffsetCommitEntry] = []
     slots: list[Slot] = []
     for topic in topics:
-        readable = context.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            if not readable:
+            if topic.name not in readable:
                 slots.append((topic.name, p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
-            if replicas.get_partition(topic.name, p.partition_index) is None:
+            if (topic.name, p.partition_index) not in known:
                 slots.append((topic.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             slots.append((topic.name, p.partition_index, None))
@@ -108,6 +135,27 @@ def commit_entries(
                 )
             )
     return entries, slots
+
+
+async def existing_partitions(
+    context: RequestContext, asked: list[tuple[str, int]]
+) -> set[tuple[str, int]]:
+    """The partitions of ``asked`` that exist in the cluster, whoever hosts them. In a
+    cluster, topics this broker's metadata view lacks are first waited for, so that one just
+    created through another broker is not refused while the view catches up."""
+    broker = context.broker
+    metadata = broker.metadata
+    if metadata is None:  # not yet started: this broker's own partitions are all it knows
+        replicas = broker.replica_manager
+        return {tp for tp in asked if replicas.get_partition(*tp) is not None}
+    known = {tp for tp in asked if metadata.partition(*tp) is not None}
+    # A partition past a known topic's count may come from a CreatePartitions just made: its
+    # topic is waited for too.
+    missing = {name for name, index in asked if (name, index) not in known}
+    if missing and broker.cluster is not None:
+        await broker.cluster.await_topics(missing)
+        known = {tp for tp in asked if metadata.partition(*tp) is not None}
+    return known
 
 
 def errors_by_topic(
@@ -144,7 +192,14 @@ _Answer = tuple[int, CommittedOffset | None, ErrorCode]
 
 
 def _fetch_group(
-    context: RequestContext, group_id: str, topics: list[Any] | None, require_stable: bool
+    context: RequestContext,
+    group_id: str,
+    topics: Sequence[
+        OffsetFetchRequest.OffsetFetchRequestTopic | OffsetFetchRequest.OffsetFetchRequestTopics
+    ]
+    | None,
+    require_stable: bool,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, dict[str, list[_Answer]]]:
     coordinator = coordinator_of(context)
     if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -152,6 +207,9 @@ def _fetch_group(
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
     if error := coordinator.ownership_error(group_id):
+        return error, {}
+    # v9+: a consumer group member fetches at its member epoch (KIP-848).
+    if error := coordinator.validate_offset_fetch(group_id, *member):
         return error, {}
     checked = context.broker.authorizer is not None
     by_topic: dict[str, list[_Answer]] = {}
@@ -168,31 +226,36 @@ def _fetch_group(
                 ]
             else:
                 wanted.extend((topic.name, index) for index in topic.partition_indexes)
-    for topic, partition, committed in coordinator.fetch_offsets(group_id, wanted):
+    for name, partition, committed in coordinator.fetch_offsets(group_id, wanted):
         if (
             checked
             and topics is None
-            and not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+            and not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
         ):
             continue
-        if require_stable and coordinator.is_unstable(group_id, topic, partition):
+        if require_stable and coordinator.is_unstable(group_id, name, partition):
             # As Kafka: no offset, and a retriable error until the transaction completes.
-            by_topic.setdefault(topic, []).append(
+            by_topic.setdefault(name, []).append(
                 (partition, None, ErrorCode.UNSTABLE_OFFSET_COMMIT)
             )
         else:
-            by_topic.setdefault(topic, []).append((partition, committed, ErrorCode.NONE))
+            by_topic.setdefault(name, []).append((partition, committed, ErrorCode.NONE))
     return ErrorCode.NONE, by_topic
 
 
 @handles(ApiKey.OFFSET_FETCH, max_version=9)
-def handle_offset_fetch(context: RequestContext, request: Any) -> Any:
+def handle_offset_fetch(
+    context: RequestContext, request: OffsetFetchRequest
+) -> OffsetFetchResponse:
     version = context.api_version
     require_stable = version >= 7 and bool(request.require_stable)
     if version >= 8:
         groups = []
         for group in request.groups:
-            error, by_topic = _fetch_group(context, group.group_id, group.topics, require_stable)
+            member = (group.member_id, group.member_epoch) if version >= 9 else (None, -1)
+            error, by_topic = _fetch_group(
+                context, group.group_id, group.topics, require_stable, member
+            )
             groups.append(
                 OFFSET_FETCH.OffsetFetchResponseGroup(
                     group_id=group.group_id,
@@ -241,7 +304,9 @@ def handle_offset_fetch(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.OFFSET_DELETE)
-def handle_offset_delete(context: RequestContext, request: Any) -> Any:
+def handle_offset_delete(
+    context: RequestContext, request: OffsetDeleteRequest
+) -> OffsetDeleteResponse:
     coordinator = coordinator_of(context)
     if not context.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return OFFSET_DELETE(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -256,7 +321,7 @@ def handle_offset_delete(context: RequestContext, request: Any) -> Any:
     if top:
         return OFFSET_DELETE(error_code=top)
     done = dict(zip(wanted, errors, strict=True))
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[OffsetDeleteResponse.OffsetDeleteResponsePartition]] = {}
     for name, index in asked:
         error = done.get((name, index), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         by_topic.setdefault(name, []).append(

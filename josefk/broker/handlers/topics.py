@@ -19,8 +19,8 @@ offline). The other topics of the request are created as usual.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
-from typing import Any
 
 from josefk.broker.catalog import (
     InvalidTopicError,
@@ -31,20 +31,31 @@ from josefk.broker.catalog import (
 from josefk.broker.configs import topic_config_entries
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
-from josefk.broker.handlers import cluster_topics, handles
-from josefk.config.topic import InvalidConfigError
+from josefk.broker.handlers import Reply, cluster_topics, handles
+from josefk.config.topic import InvalidConfigError, inert_topic_notes
 from josefk.protocol.acls import AclOperation
 from josefk.protocol.acls import ResourceType as AclResource
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from josefk.protocol.types import ZERO_UUID
 from josefk.storage.errors import StorageError
 
-CreateResponse = response_class(ApiKey.CREATE_TOPICS)
+logger = logging.getLogger(__name__)
+
+CreateResponse = CreateTopicsResponse
 CreateResult = CreateResponse.CreatableTopicResult
 CreateResultConfig = CreateResult.CreatableTopicConfigs
-DeleteResponse = response_class(ApiKey.DELETE_TOPICS)
+DeleteResponse = DeleteTopicsResponse
 DeleteResult = DeleteResponse.DeletableTopicResult
-PartitionsResponse = response_class(ApiKey.CREATE_PARTITIONS)
+PartitionsResponse = CreatePartitionsResponse
 PartitionsResult = PartitionsResponse.CreatePartitionsTopicResult
 
 
@@ -56,7 +67,9 @@ class _Refused(Exception):
 
 
 @handles(ApiKey.CREATE_TOPICS)
-def handle_create_topics(context: RequestContext, request: Any) -> Any:
+def handle_create_topics(
+    context: RequestContext, request: CreateTopicsRequest
+) -> Reply[CreateTopicsResponse]:
     if context.broker.cluster is not None:
         return cluster_topics.create_topics(context, request)
     broker = context.broker
@@ -77,6 +90,8 @@ def handle_create_topics(context: RequestContext, request: Any) -> Any:
                     topic_id = replicas.create_topic(name, partitions, configs).topic_id
                 except StorageError as exc:
                     raise _Refused(error_code_for(exc), str(exc)) from None
+                for note in inert_topic_notes(configs):
+                    logger.info("topic %s: %s", name, note)
         except _Refused as refused:
             results.append(
                 CreateResult(
@@ -120,7 +135,9 @@ def handle_create_topics(context: RequestContext, request: Any) -> Any:
     return CreateResponse(topics=results)
 
 
-def _check_creatable(context: RequestContext, topic: Any) -> tuple[int, dict[str, str]]:
+def _check_creatable(
+    context: RequestContext, topic: CreateTopicsRequest.CreatableTopic
+) -> tuple[int, dict[str, str]]:
     broker = context.broker
     name = topic.name
     try:
@@ -184,7 +201,9 @@ def _check_creatable(context: RequestContext, topic: Any) -> tuple[int, dict[str
 
 
 @handles(ApiKey.DELETE_TOPICS)
-def handle_delete_topics(context: RequestContext, request: Any) -> Any:
+def handle_delete_topics(
+    context: RequestContext, request: DeleteTopicsRequest
+) -> Reply[DeleteTopicsResponse]:
     if context.broker.cluster is not None:
         return cluster_topics.delete_topics(context, request)
     replicas = context.broker.replica_manager
@@ -192,7 +211,8 @@ def handle_delete_topics(context: RequestContext, request: Any) -> Any:
     if context.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
-        wanted = [(name, None) for name in request.topic_names]
+        # Before v6 topics are named; the id is never looked at.
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
     results = []
     for name, topic_id in wanted:
         info = catalog.get(name) if name is not None else catalog.by_id(topic_id)
@@ -229,7 +249,9 @@ def handle_delete_topics(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
-def handle_create_partitions(context: RequestContext, request: Any) -> Any:
+def handle_create_partitions(
+    context: RequestContext, request: CreatePartitionsRequest
+) -> Reply[CreatePartitionsResponse]:
     if context.broker.cluster is not None:
         return cluster_topics.create_partitions(context, request)
     broker = context.broker

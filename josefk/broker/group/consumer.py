@@ -1,0 +1,729 @@
+"""KIP-848 consumer groups' membership: ConsumerGroupHeartbeat, ConsumerGroupDescribe.
+
+Owns ``ConsumerGroupManager``, the half of the group coordinator that runs the consumer
+group protocol for the ``ConsumerGroup``s of the shard (their data and reconciliation are in
+``consumer_group.py``, the assignors in ``assignors.py``), ``HeartbeatRequest`` /
+``HeartbeatResult``, and the checks of a consumer group member's offset commits and fetches
+(``validate_offset_commit``, ``validate_offset_fetch``).
+
+A heartbeat, as Kafka's coordinator handles it:
+
+1. Epoch -1 leaves the group (a static member for good); epoch -2 is a static member's
+   temporary leave: it keeps its place and partitions for a session timeout, and the next
+   member with its instance id takes them over without a rebalance.
+2. Epoch 0 joins (or rejoins: a known member id starts over with what it is assigned); any
+   other epoch must be the member's (FENCED_MEMBER_EPOCH otherwise, except the previous epoch
+   with owned partitions the member still has: a lost response). A static member's instance
+   id held by an active member is UNRELEASED_INSTANCE_ID.
+3. The member's subscription (names, regex, server assignor, rebalance timeout) is updated
+   from the fields that are not null; the subscribed topics are resolved against the
+   broker's topics (``TopicsView``); a new member, a changed subscription, a leaving member or
+   a subscribed topic that appeared, vanished or grew bumps the group epoch and the target
+   assignment is computed at once by the group's assignor (the one most members ask for in
+   ``group.remote.assignor`` among ``group.consumer.assignors``, else the first of those).
+4. The member reconciles towards its target (``consumer_group.reconcile``) and the answer
+   carries its epoch and, when it changed or was asked for, its assignment.
+
+Regular expressions (SubscribedTopicRegex): Kafka compiles them with RE2J and matches whole
+topic names; josefk compiles them with Python's ``re`` and uses ``fullmatch``. The syntax RE2
+has (classes, alternation, repetition, ``(?i)`` flags, non-capturing groups, ``\\d \\w \\s``)
+means the same in both; Python also accepts lookaround and backreferences, which RE2 refuses,
+and RE2's ``\\pL``-style Unicode classes are refused by Python (INVALID_REGULAR_EXPRESSION).
+Internal topics never match a regex.
+
+Time: session timeouts (``group.consumer.session.timeout.ms``) and revocation timeouts (the
+member's rebalance timeout, while it holds partitions it must give up) are timers of the
+shard's ``Scheduler`` over its ``Clock``; an expired member is removed and its partitions go
+to the others.
+
+Concurrency: event loop thread only; nothing awaits.
+
+Imports the group package's data modules, records, loader types, the shard and the store, and
+josefk.protocol.errors (codes only);
+must not import handlers, the codec or the other managers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from josefk.broker.group.assignors import UnknownAssignorError, assign
+from josefk.broker.group.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    TopicPartitions,
+    reconcile,
+)
+from josefk.broker.group.consumer_records import (
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    ConsumerKey,
+    CurrentAssignmentValue,
+    MemberMetadataValue,
+    encode_current_assignment,
+    encode_epoch,
+    encode_key,
+    encode_member_metadata,
+    encode_target_member,
+)
+from josefk.broker.group.loader import LoadedConsumerGroup
+from josefk.broker.group.shard import GroupShard, ShardPart
+from josefk.broker.group.store import KeyValue, StoreAppendError
+from josefk.protocol.errors import ErrorCode
+
+logger = logging.getLogger(__name__)
+
+
+class TopicInfoView(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def topic_id(self) -> uuid.UUID: ...
+    @property
+    def partitions(self) -> int: ...
+    @property
+    def is_internal(self) -> bool: ...
+
+
+class TopicsView(Protocol):
+    """The broker's topics, as the coordinator needs them (the catalog)."""
+
+    def topics(self) -> Iterable[TopicInfoView]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Mapping[uuid.UUID, frozenset[int]] | None = None
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: TopicPartitions | None = None
+
+
+class ConsumerGroupManager(ShardPart):
+    """The consumer groups of one coordinator shard. Event loop thread only."""
+
+    def __init__(
+        self,
+        shard: GroupShard,
+        topics: TopicsView | None,
+        *,
+        new_member_id: Callable[[], str],
+    ) -> None:
+        super().__init__(shard)
+        self._topics = topics
+        self._new_member_id = new_member_id
+
+    # -- topics -----------------------------------------------------------------------------
+
+    def _all_topics(self) -> dict[str, tuple[uuid.UUID, int, bool]]:
+        if self._topics is None:
+            return {}
+        return {t.name: (t.topic_id, t.partitions, t.is_internal) for t in self._topics.topics()}
+
+    def topic_names(self) -> dict[uuid.UUID, str]:
+        return {topic_id: name for name, (topic_id, _, _) in self._all_topics().items()}
+
+    def _resolve(
+        self, member: ConsumerMember, topics: Mapping[str, tuple[uuid.UUID, int, bool]]
+    ) -> set[str]:
+        names = {n for n in member.subscribed_topic_names if n in topics}
+        if member.subscribed_topic_regex is not None:
+            pattern = _compile(member.subscribed_topic_regex)
+            if pattern is not None:
+                names.update(
+                    n
+                    for n, (_, _, internal) in topics.items()
+                    if not internal and pattern.fullmatch(n)
+                )
+        return names
+
+    def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
+        topics = self._all_topics()
+        wanted: set[str] = set()
+        for member in group.members.values():
+            wanted |= self._resolve(member, topics)
+        return {n: (topics[n][0], topics[n][1]) for n in sorted(wanted)}
+
+    # -- heartbeat --------------------------------------------------------------------------
+
+    def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        error, message = self._validate(request)
+        if error:
+            return HeartbeatResult(error, message)
+        if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(request)
+        found = self._groups.get(request.group_id)
+        if found is not None and not isinstance(found, ConsumerGroup):
+            return HeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group."
+            )
+        group = found
+        if group is None:
+            if request.member_epoch != 0:
+                return HeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    f"Consumer group {request.group_id} not found.",
+                )
+            group = ConsumerGroup(request.group_id)
+            self._groups[request.group_id] = group  # type: ignore[assignment]
+        member, bumped, error, message = self._member_for(group, request)
+        if member is None:
+            if not group.members and not group.offsets and found is None:
+                del self._groups[request.group_id]
+            return HeartbeatResult(error, message)
+        before = (member.member_epoch, dict(member.assigned))
+        if self._update_subscription(member, request):
+            bumped = True
+        metadata = self._subscription_metadata(group)
+        if metadata != group.subscription_metadata:
+            group.subscription_metadata = metadata
+            bumped = True
+        if bumped:
+            group.group_epoch += 1
+            self._compute_target(group)
+        reconcile(group, member, request.owned)
+        self._after_reconcile(group, member)
+        self._reset_session(group, member)
+        changed = before != (member.member_epoch, member.assigned)
+        if bumped or changed:
+            self._persist(group, ())
+        include = request.owned is not None or request.member_epoch == 0 or changed
+        return HeartbeatResult(
+            ErrorCode.NONE,
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=dict(member.assigned) if include else None,
+        )
+
+    def _validate(self, request: HeartbeatRequest) -> tuple[ErrorCode, str | None]:
+        if not request.group_id:
+            return ErrorCode.INVALID_REQUEST, "GroupId can't be empty."
+        if request.api_version >= 1 and not request.member_id:
+            return ErrorCode.INVALID_REQUEST, "MemberId can't be empty."
+        if request.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            return ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid."
+        if request.member_epoch == 0:
+            if request.rebalance_timeout_ms == -1:
+                return ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided."
+            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+                return (
+                    ErrorCode.INVALID_REQUEST,
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                )
+            if request.owned:
+                return ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
+        if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and request.instance_id is None:
+            return ErrorCode.INVALID_REQUEST, "InstanceId can't be null."
+        if (
+            request.server_assignor is not None
+            and request.server_assignor not in self.config.consumer_assignors
+        ):
+            return (
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.config.consumer_assignors)}.",
+            )
+        if request.subscribed_topic_regex is not None and (
+            _compile(request.subscribed_topic_regex) is None
+        ):
+            return (
+                ErrorCode.INVALID_REGULAR_EXPRESSION,
+                f"SubscribedTopicRegex {request.subscribed_topic_regex} is not a valid regular "
+                "expression.",
+            )
+        return ErrorCode.NONE, None
+
+    def _member_for(
+        self, group: ConsumerGroup, request: HeartbeatRequest
+    ) -> tuple[ConsumerMember | None, bool, ErrorCode, str | None]:
+        """The member the heartbeat is from (created on a join); whether the group epoch
+        must go up; else the error."""
+        member_id = request.member_id
+        instance_id = request.instance_id
+        if request.member_epoch == 0:
+            if instance_id is not None and instance_id in group.static_members:
+                existing = group.members[group.static_members[instance_id]]
+                if existing.member_id == member_id:
+                    return self._rejoin(group, existing), False, ErrorCode.NONE, None
+                if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    return (
+                        None,
+                        False,
+                        ErrorCode.UNRELEASED_INSTANCE_ID,
+                        f"Static member {existing.member_id} with instance id {instance_id} "
+                        "is not released yet.",
+                    )
+                new_id = member_id or self._new_member_id()
+                self._cancel_timers(existing)
+                member = group.replace_static_member(existing, new_id)
+                member.state = MemberState.STABLE
+                logger.info(
+                    "group %s: static member %s rejoins as %s", group.group_id, instance_id, new_id
+                )
+                return member, False, ErrorCode.NONE, None
+            existing_member = group.members.get(member_id) if member_id else None
+            if existing_member is not None:
+                return self._rejoin(group, existing_member), False, ErrorCode.NONE, None
+            if len(group.members) >= self.config.consumer_max_size:
+                return (
+                    None,
+                    False,
+                    ErrorCode.GROUP_MAX_SIZE_REACHED,
+                    f"The consumer group has reached its maximum capacity of "
+                    f"{self.config.consumer_max_size} members.",
+                )
+            member = ConsumerMember(
+                member_id=member_id or self._new_member_id(),
+                instance_id=instance_id,
+                client_id=request.client_id,
+                client_host=request.client_host,
+            )
+            group.add_member(member)
+            logger.info("group %s: member %s joins", group.group_id, member.member_id)
+            return member, True, ErrorCode.NONE, None
+        found = group.members.get(member_id)
+        if found is None:
+            return (
+                None,
+                False,
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not a member of group {group.group_id}.",
+            )
+        if instance_id is not None and group.static_members.get(instance_id) != member_id:
+            return None, False, ErrorCode.FENCED_INSTANCE_ID, None
+        if request.member_epoch != found.member_epoch and not (
+            request.member_epoch == found.previous_member_epoch
+            and request.owned is not None
+            and _is_subset(request.owned, found.assigned)
+        ):
+            return (
+                None,
+                False,
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a greater member epoch "
+                f"({found.member_epoch}) than the one known by the client "
+                f"({request.member_epoch}).",
+            )
+        return found, False, ErrorCode.NONE, None
+
+    def _rejoin(self, group: ConsumerGroup, member: ConsumerMember) -> ConsumerMember:
+        """A known member joins again with epoch 0: it owns nothing now (it gave everything
+        up when fenced), so what it was revoking is released; it gets back what it is
+        assigned."""
+        group.release(member, {(t, p) for t, ps in member.pending_revocation.items() for p in ps})
+        member.pending_revocation = {}
+        member.state = MemberState.STABLE
+        self._cancel_revocation(member)
+        return member
+
+    def _update_subscription(self, member: ConsumerMember, request: HeartbeatRequest) -> bool:
+        changed = False
+        if request.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        if request.rack_id is not None:
+            member.rack_id = request.rack_id
+        if request.client_id:
+            member.client_id = request.client_id
+        if request.client_host:
+            member.client_host = request.client_host
+        if request.subscribed_topic_names is not None:
+            names = tuple(sorted(set(request.subscribed_topic_names)))
+            if names != member.subscribed_topic_names:
+                member.subscribed_topic_names = names
+                changed = True
+        if request.subscribed_topic_regex is not None:
+            regex = request.subscribed_topic_regex or None
+            if regex != member.subscribed_topic_regex:
+                member.subscribed_topic_regex = regex
+                changed = True
+        if request.server_assignor is not None:
+            assignor = request.server_assignor or None
+            if assignor != member.server_assignor:
+                member.server_assignor = assignor
+                changed = True
+        return changed
+
+    # -- target assignment ------------------------------------------------------------------
+
+    def _assignor_for(self, group: ConsumerGroup) -> str:
+        votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+        if votes:
+            return max(sorted(votes), key=lambda name: votes[name])
+        return self.config.consumer_assignors[0]
+
+    def _compute_target(self, group: ConsumerGroup) -> None:
+        """The target assignment for the group epoch (its assignment epoch)."""
+        topics = {n: (tid, count, False) for n, (tid, count) in group.subscription_metadata.items()}
+        subscriptions = {
+            member_id: frozenset(topics[n][0] for n in self._resolve(member, topics))
+            for member_id, member in group.members.items()
+        }
+        counts = {tid: count for tid, count in group.subscription_metadata.values()}
+        assignor = self._assignor_for(group)
+        try:
+            target = assign(assignor, subscriptions, counts, group.target)
+        except UnknownAssignorError:
+            assignor = self.config.consumer_assignors[0]
+            target = assign(assignor, subscriptions, counts, group.target)
+        group.target = {m: {t: ps for t, ps in a.items() if ps} for m, a in target.items()}
+        group.assignor_name = assignor
+        group.assignment_epoch = group.group_epoch
+        if self._probe is not None:
+            self._probe.rebalance_completed(group.group_id)
+        logger.info(
+            "group %s: epoch %d, target assignment by %s for %d members",
+            group.group_id,
+            group.group_epoch,
+            assignor,
+            len(group.members),
+        )
+
+    def _after_reconcile(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if member.revocation_task is None:
+                epoch = member.member_epoch
+                member.revocation_task = self._scheduler.schedule(
+                    f"consumer-group-revocation-{group.group_id}",
+                    lambda: self._on_revocation_timeout(group, member, epoch),
+                    delay_ms=member.rebalance_timeout_ms,
+                )
+        else:
+            self._cancel_revocation(member)
+
+    # -- leaving, timeouts ------------------------------------------------------------------
+
+    def _leave(self, request: HeartbeatRequest) -> HeartbeatResult:
+        found = self._groups.get(request.group_id)
+        if not isinstance(found, ConsumerGroup):
+            return HeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {request.group_id} not found."
+            )
+        group = found
+        if request.instance_id is not None:
+            member_id = group.static_members.get(request.instance_id)
+            if member_id is None:
+                return HeartbeatResult(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Instance id {request.instance_id} is unknown.",
+                )
+            if member_id != request.member_id:
+                return HeartbeatResult(ErrorCode.FENCED_INSTANCE_ID)
+        member = group.members.get(request.member_id)
+        if member is None:
+            return HeartbeatResult(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {request.member_id} is not a member of group {group.group_id}.",
+            )
+        if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # A static member's temporary leave: it keeps its place and partitions until
+            # its session times out or its instance id comes back.
+            logger.info(
+                "group %s: static member %s leaves temporarily", group.group_id, member.member_id
+            )
+            member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            self._cancel_revocation(member)
+            self._reset_session(group, member)
+            self._persist(group, ())
+        else:
+            logger.info("group %s: member %s leaves", group.group_id, member.member_id)
+            self.remove_member(group, member)
+        return HeartbeatResult(
+            ErrorCode.NONE,
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            heartbeat_interval_ms=0,
+        )
+
+    def remove_member(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """The member is gone (left, expired, fenced): its partitions are free and the
+        others get a new target."""
+        self._cancel_timers(member)
+        group.remove_member(member.member_id)
+        group.group_epoch += 1
+        group.subscription_metadata = self._subscription_metadata(group)
+        if group.members:
+            self._compute_target(group)
+        else:
+            group.target = {}
+            group.assignment_epoch = group.group_epoch
+        self._persist(group, (member.member_id,))
+
+    def _reset_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if self._stopped:
+            return
+        if member.session_task is not None:
+            member.session_task.cancel()
+        member.session_task = self._scheduler.schedule(
+            f"consumer-group-session-{group.group_id}",
+            lambda: self._on_session_timeout(group, member),
+            delay_ms=self.config.consumer_session_timeout_ms,
+        )
+
+    def _on_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        member.session_task = None
+        if group.members.get(member.member_id) is not member or self._stopped:
+            return
+        logger.info(
+            "group %s: member %s missed its session timeout of %d ms",
+            group.group_id,
+            member.member_id,
+            self.config.consumer_session_timeout_ms,
+        )
+        self.remove_member(group, member)
+
+    def _on_revocation_timeout(
+        self, group: ConsumerGroup, member: ConsumerMember, epoch: int
+    ) -> None:
+        member.revocation_task = None
+        if (
+            group.members.get(member.member_id) is not member
+            or member.state is not MemberState.UNREVOKED_PARTITIONS
+            or member.member_epoch != epoch
+        ):
+            return
+        logger.info(
+            "group %s: member %s did not revoke its partitions within %d ms",
+            group.group_id,
+            member.member_id,
+            member.rebalance_timeout_ms,
+        )
+        self.remove_member(group, member)
+
+    def _cancel_revocation(self, member: ConsumerMember) -> None:
+        if member.revocation_task is not None:
+            member.revocation_task.cancel()
+            member.revocation_task = None
+
+    def _cancel_timers(self, member: ConsumerMember) -> None:
+        self._cancel_revocation(member)
+        if member.session_task is not None:
+            member.session_task.cancel()
+            member.session_task = None
+
+    def release(self, group: ConsumerGroup) -> None:
+        """Stop the group's timers (unload, shutdown)."""
+        for member in group.members.values():
+            self._cancel_timers(member)
+
+    def restart_sessions(self, group: ConsumerGroup) -> None:
+        """After a load: every member must heartbeat within a session timeout."""
+        for member in group.members.values():
+            self._reset_session(group, member)
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def _persist(self, group: ConsumerGroup, gone: Iterable[str]) -> None:
+        """Write the group's records (Kafka's record types 3, 5-8, ``consumer_records``) as
+        one batch: its epoch, each member's metadata, target and current assignment, the
+        target's epoch, and tombstones for the members in ``gone``. Compaction keeps the
+        last record of each key, so the log holds the group as it is now."""
+        gid = group.group_id
+        records: list[KeyValue] = [
+            (encode_key(ConsumerKey(CONSUMER_GROUP_METADATA, gid)), encode_epoch(group.group_epoch))
+        ]
+        for member_id, m in group.members.items():
+            records.append(
+                (
+                    encode_key(ConsumerKey(CONSUMER_GROUP_MEMBER_METADATA, gid, member_id)),
+                    encode_member_metadata(
+                        MemberMetadataValue(
+                            m.instance_id,
+                            m.rack_id,
+                            m.client_id,
+                            m.client_host,
+                            m.subscribed_topic_names,
+                            m.subscribed_topic_regex,
+                            m.rebalance_timeout_ms,
+                            m.server_assignor,
+                        )
+                    ),
+                )
+            )
+            records.append(
+                (
+                    encode_key(
+                        ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, member_id)
+                    ),
+                    encode_target_member(group.target.get(member_id, {})),
+                )
+            )
+            records.append(
+                (
+                    encode_key(
+                        ConsumerKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, member_id)
+                    ),
+                    encode_current_assignment(
+                        CurrentAssignmentValue(
+                            m.member_epoch,
+                            m.previous_member_epoch,
+                            m.state.value,
+                            m.assigned,
+                            m.pending_revocation,
+                        )
+                    ),
+                )
+            )
+        records.append(
+            (
+                encode_key(ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid)),
+                encode_epoch(group.assignment_epoch),
+            )
+        )
+        for member_id in gone:
+            for kind in (
+                CONSUMER_GROUP_MEMBER_METADATA,
+                CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+            ):
+                records.append((encode_key(ConsumerKey(kind, gid, member_id)), None))
+        try:
+            self._store.append(self.partition_for(gid), records, self._clock.milliseconds())
+        except StoreAppendError as exc:
+            logger.warning("group %s: storing the consumer group failed: %s", gid, exc)
+
+    def restore(self, group_id: str, loaded: LoadedConsumerGroup) -> ConsumerGroup:
+        """A consumer group as its records left it: members with their epochs and
+        assignments, the target. A target that no longer covers the subscribed topics'
+        partitions (topics changed while nobody coordinated the group) is computed again.
+        Every member must heartbeat within a session timeout."""
+        group = ConsumerGroup(group_id)
+        group.group_epoch = loaded.epoch or 0
+        group.assignment_epoch = loaded.assignment_epoch
+        for member_id, metadata in loaded.members.items():
+            current = loaded.current.get(member_id)
+            member = ConsumerMember(
+                member_id=member_id,
+                instance_id=metadata.instance_id,
+                rack_id=metadata.rack_id,
+                client_id=metadata.client_id,
+                client_host=metadata.client_host,
+                rebalance_timeout_ms=metadata.rebalance_timeout_ms,
+                subscribed_topic_names=metadata.subscribed_topic_names,
+                subscribed_topic_regex=metadata.subscribed_topic_regex,
+                server_assignor=metadata.server_assignor,
+            )
+            if current is not None:
+                member.member_epoch = current.member_epoch
+                member.previous_member_epoch = current.previous_member_epoch
+                member.state = (
+                    MemberState(current.state)
+                    if current.state in (1, 2, 3)
+                    else (MemberState.STABLE)
+                )
+                member.assigned = dict(current.assigned)
+                member.pending_revocation = dict(current.pending_revocation)
+            group.add_member(member)
+            group.take(member)
+            group.target[member_id] = dict(loaded.targets.get(member_id, {}))
+        group.subscription_metadata = self._subscription_metadata(group)
+        covered = {(t, p) for a in group.target.values() for t, ps in a.items() for p in ps}
+        wanted = {(t, p) for t, count in group.subscription_metadata.values() for p in range(count)}
+        if group.members and covered != wanted:
+            group.group_epoch += 1
+            self._compute_target(group)
+        group.assignor_name = self._assignor_for(group) if group.members else ""
+        self._groups[group_id] = group
+        self.restart_sessions(group)
+        return group
+
+    # -- offsets of consumer group members --------------------------------------------------
+
+    @staticmethod
+    def validate_offset_commit(
+        group: ConsumerGroup,
+        member_epoch: int,
+        member_id: str,
+        *,
+        api_version: int | None,
+        transactional: bool = False,
+    ) -> ErrorCode:
+        """Kafka's rules: without a member (epoch < 0) only an empty group takes commits
+        (the admin client's); a member must be known and commit at its current epoch
+        (STALE_MEMBER_EPOCH), with OffsetCommit v9+ (UNSUPPORTED_VERSION before)."""
+        if group.is_dead:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if member_epoch < 0 and not group.members:
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if not transactional and api_version is not None and api_version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    @staticmethod
+    def validate_offset_fetch(
+        group: ConsumerGroup, member_id: str | None, member_epoch: int
+    ) -> ErrorCode:
+        if member_epoch < 0 and member_id is None:
+            return ErrorCode.NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+
+def _is_subset(owned: Mapping[uuid.UUID, frozenset[int]], assigned: TopicPartitions) -> bool:
+    return all(ps <= assigned.get(t, frozenset()) for t, ps in owned.items())
+
+
+_PATTERNS: dict[str, re.Pattern[str] | None] = {}
+
+
+def _compile(regex: str) -> re.Pattern[str] | None:
+    """The compiled pattern, None when Python's ``re`` refuses it (cached: every heartbeat
+    of a member resolves its regex)."""
+    if regex in _PATTERNS:
+        return _PATTERNS[regex]
+    try:
+        pattern: re.Pattern[str] | None = re.compile(regex)
+    except re.error:
+        pattern = None
+    if len(_PATTERNS) < 4096:
+        _PATTERNS[regex] = pattern
+    return pattern
+
+
+def describe_assignment(
+    assignment: TopicPartitions, names: Mapping[uuid.UUID, str]
+) -> list[tuple[uuid.UUID, str, list[int]]]:
+    return [
+        (topic_id, names.get(topic_id, ""), sorted(partitions))
+        for topic_id, partitions in sorted(assignment.items(), key=lambda kv: names.get(kv[0], ""))
+    ]

@@ -1,0 +1,302 @@
+"""Kafka's ``__consumer_offsets`` records of KIP-848 consumer groups, encoded and decoded.
+
+Every key starts with an int16 that names the record type (the key's "version", as for the
+classic records: 0/1 offset commits, 2 a classic group); the rest of a key is non-flexible
+(int16-length strings). Every value starts with an int16 schema version (0 here) followed by
+a flexible struct: compact (unsigned-varint length + 1) strings and arrays, and an empty
+tagged-field section at the end of each struct. A null value is a tombstone.
+
+Record types (key fields -> value fields)::
+
+    3 ConsumerGroupMetadata            group           -> epoch int32
+    4 ConsumerGroupPartitionMetadata   group           -> (read and ignored: Kafka 4 drops it)
+    5 ConsumerGroupMemberMetadata      group, member   -> instance_id string?, rack_id string?,
+                                                          client_id, client_host,
+                                                          subscribed_topic_names []string,
+                                                          subscribed_topic_regex string?,
+                                                          rebalance_timeout_ms int32,
+                                                          server_assignor string?
+    6 ConsumerGroupTargetAssignmentMetadata group          -> assignment_epoch int32
+    7 ConsumerGroupTargetAssignmentMember  group, member   -> topic_partitions
+                                                          [topic_id uuid, partitions []int32]
+    8 ConsumerGroupCurrentMemberAssignment group, member   -> member_epoch int32,
+                                                          previous_member_epoch int32,
+                                                          state int8, assigned_partitions,
+                                                          partitions_pending_revocation
+
+The field lists follow KIP-848 as Kafka 4 stores it; josefk writes and reads them but has not
+compared its bytes with a log written by Kafka.
+
+Imports nothing from josefk.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+CONSUMER_GROUP_METADATA: Final = 3
+CONSUMER_GROUP_PARTITION_METADATA: Final = 4
+CONSUMER_GROUP_MEMBER_METADATA: Final = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: Final = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: Final = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: Final = 8
+CONSUMER_RECORD_TYPES: Final = frozenset(range(3, 9))
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I8 = struct.Struct(">b")
+
+TopicPartitions = Mapping[uuid.UUID, frozenset[int]]
+
+
+class ConsumerRecordError(ValueError):
+    """A consumer group record that no known layout reads."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerKey:
+    record_type: int
+    group: str
+    member: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: dict[uuid.UUID, frozenset[int]]
+    pending_revocation: dict[uuid.UUID, frozenset[int]]
+
+
+# -- keys ---------------------------------------------------------------------------------
+
+
+def _string16(out: bytearray, value: str) -> None:
+    data = value.encode()
+    out += _I16.pack(len(data))
+    out += data
+
+
+def encode_key(key: ConsumerKey) -> bytes:
+    out = bytearray(_I16.pack(key.record_type))
+    _string16(out, key.group)
+    if key.member is not None:
+        _string16(out, key.member)
+    return bytes(out)
+
+
+def decode_key(raw: bytes | memoryview) -> ConsumerKey:
+    data = bytes(raw)
+    try:
+        (record_type,) = _I16.unpack_from(data, 0)
+        (length,) = _I16.unpack_from(data, 2)
+        group = data[4 : 4 + length].decode()
+        pos = 4 + length
+        member = None
+        if record_type in (5, 7, 8):
+            (length,) = _I16.unpack_from(data, pos)
+            member = data[pos + 2 : pos + 2 + length].decode()
+            pos += 2 + length
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ConsumerRecordError(f"unreadable consumer group key: {exc}") from exc
+    if record_type not in CONSUMER_RECORD_TYPES or pos != len(data):
+        raise ConsumerRecordError(f"not a consumer group key (type {record_type})")
+    return ConsumerKey(record_type, group, member)
+
+
+def record_type(raw: bytes | memoryview) -> int:
+    """The record type of a ``__consumer_offsets`` key (its leading int16)."""
+    if len(raw) < 2:
+        raise ConsumerRecordError("a key shorter than its type")
+    return int(_I16.unpack_from(raw, 0)[0])
+
+
+# -- flexible values ------------------------------------------------------------------------
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.out = bytearray(_I16.pack(0))
+
+    def uvarint(self, value: int) -> None:
+        while value >= 0x80:
+            self.out.append((value & 0x7F) | 0x80)
+            value >>= 7
+        self.out.append(value)
+
+    def int32(self, value: int) -> None:
+        self.out += _I32.pack(value)
+
+    def int8(self, value: int) -> None:
+        self.out += _I8.pack(value)
+
+    def string(self, value: str | None) -> None:
+        if value is None:
+            self.uvarint(0)
+            return
+        data = value.encode()
+        self.uvarint(len(data) + 1)
+        self.out += data
+
+    def topic_partitions(self, parts: TopicPartitions) -> None:
+        self.uvarint(len(parts) + 1)
+        for topic_id, partitions in sorted(parts.items()):
+            self.out += topic_id.bytes
+            self.uvarint(len(partitions) + 1)
+            for p in sorted(partitions):
+                self.int32(p)
+            self.uvarint(0)  # the topic's tagged fields
+
+    def done(self) -> bytes:
+        self.uvarint(0)  # the value's tagged fields
+        return bytes(self.out)
+
+
+class _Reader:
+    def __init__(self, raw: bytes | memoryview) -> None:
+        self.data = bytes(raw)
+        self.pos = 0
+        version = self._unpack(_I16)
+        if version != 0:
+            raise ConsumerRecordError(f"unknown consumer group value version {version}")
+
+    def _unpack(self, fmt: struct.Struct) -> int:
+        try:
+            (value,) = fmt.unpack_from(self.data, self.pos)
+        except struct.error as exc:
+            raise ConsumerRecordError("a consumer group value ends early") from exc
+        self.pos += fmt.size
+        return int(value)
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            if self.pos >= len(self.data):
+                raise ConsumerRecordError("a consumer group value ends early")
+            byte = self.data[self.pos]
+            self.pos += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+
+    def int32(self) -> int:
+        return self._unpack(_I32)
+
+    def int8(self) -> int:
+        return self._unpack(_I8)
+
+    def string(self) -> str | None:
+        length = self.uvarint()
+        if length == 0:
+            return None
+        end = self.pos + length - 1
+        if end > len(self.data):
+            raise ConsumerRecordError("a consumer group value ends early")
+        value = self.data[self.pos : end].decode()
+        self.pos = end
+        return value
+
+    def tagged(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.pos += self.uvarint()
+
+    def topic_partitions(self) -> dict[uuid.UUID, frozenset[int]]:
+        found: dict[uuid.UUID, frozenset[int]] = {}
+        for _ in range(max(self.uvarint() - 1, 0)):
+            topic_id = uuid.UUID(bytes=self.data[self.pos : self.pos + 16])
+            self.pos += 16
+            found[topic_id] = frozenset(self.int32() for _ in range(max(self.uvarint() - 1, 0)))
+            self.tagged()
+        return found
+
+
+def encode_epoch(epoch: int) -> bytes:
+    """ConsumerGroupMetadataValue and ConsumerGroupTargetAssignmentMetadataValue."""
+    writer = _Writer()
+    writer.int32(epoch)
+    return writer.done()
+
+
+def decode_epoch(raw: bytes | memoryview) -> int:
+    reader = _Reader(raw)
+    return reader.int32()
+
+
+def encode_member_metadata(value: MemberMetadataValue) -> bytes:
+    writer = _Writer()
+    writer.string(value.instance_id)
+    writer.string(value.rack_id)
+    writer.string(value.client_id)
+    writer.string(value.client_host)
+    writer.uvarint(len(value.subscribed_topic_names) + 1)
+    for name in value.subscribed_topic_names:
+        writer.string(name)
+    writer.string(value.subscribed_topic_regex)
+    writer.int32(value.rebalance_timeout_ms)
+    writer.string(value.server_assignor)
+    return writer.done()
+
+
+def decode_member_metadata(raw: bytes | memoryview) -> MemberMetadataValue:
+    reader = _Reader(raw)
+    instance_id = reader.string()
+    rack_id = reader.string()
+    client_id = reader.string() or ""
+    client_host = reader.string() or ""
+    names = tuple(reader.string() or "" for _ in range(max(reader.uvarint() - 1, 0)))
+    regex = reader.string()
+    rebalance_timeout_ms = reader.int32()
+    assignor = reader.string()
+    return MemberMetadataValue(
+        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor
+    )
+
+
+def encode_target_member(parts: TopicPartitions) -> bytes:
+    writer = _Writer()
+    writer.topic_partitions(parts)
+    return writer.done()
+
+
+def decode_target_member(raw: bytes | memoryview) -> dict[uuid.UUID, frozenset[int]]:
+    return _Reader(raw).topic_partitions()
+
+
+def encode_current_assignment(value: CurrentAssignmentValue) -> bytes:
+    writer = _Writer()
+    writer.int32(value.member_epoch)
+    writer.int32(value.previous_member_epoch)
+    writer.int8(value.state)
+    writer.topic_partitions(value.assigned)
+    writer.topic_partitions(value.pending_revocation)
+    return writer.done()
+
+
+def decode_current_assignment(raw: bytes | memoryview) -> CurrentAssignmentValue:
+    reader = _Reader(raw)
+    return CurrentAssignmentValue(
+        member_epoch=reader.int32(),
+        previous_member_epoch=reader.int32(),
+        state=reader.int8(),
+        assigned=reader.topic_partitions(),
+        pending_revocation=reader.topic_partitions(),
+    )

@@ -1,0 +1,191 @@
+"""KIP-848 consumer group APIs: ConsumerGroupHeartbeat (v0-1) and ConsumerGroupDescribe (v0-1).
+
+Behavior: each handler turns the request into a call on the broker's GroupCoordinator
+(``consumer_group_heartbeat``, ``describe_consumer_group``) and its answer into the response.
+The heartbeat's owned and assigned partitions travel by topic id; ConsumerGroupDescribe names
+each topic too. A group that is not a consumer group (or does not exist) is described with
+GROUP_ID_NOT_FOUND, as Kafka does.
+
+Version notes: ConsumerGroupHeartbeat v1 (KIP-1082) has the client generate its member id
+(an empty one is INVALID_REQUEST) and adds SubscribedTopicRegex; v0 lets the coordinator
+make the id. ConsumerGroupDescribe v1 adds the member type (KIP-1099): 1, a member of the
+consumer protocol (josefk has no classic members in consumer groups).
+
+In a cluster the heartbeat is answered once the group's records in ``__consumer_offsets``
+are replicated (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR when they are not).
+
+Authorization, as Kafka's: READ on the group for the heartbeat, DESCRIBE on the group for
+the description (GROUP_AUTHORIZATION_FAILED).
+
+Imports josefk.protocol and the group package; must not import the server or network layer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any, Final
+
+from josefk.broker.context import RequestContext
+from josefk.broker.group.consumer import HeartbeatRequest
+from josefk.broker.handlers import handles
+from josefk.broker.handlers.groups import (
+    client_host,
+    coordinator_of,
+    may_read_group,
+    wait_replicated,
+)
+from josefk.protocol.acls import AclOperation, ResourceType
+from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.errors import ErrorCode
+
+HEARTBEAT: Final = response_class(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+DESCRIBE: Final = response_class(ApiKey.CONSUMER_GROUP_DESCRIBE)
+
+CONSUMER_MEMBER_TYPE: Final = 1
+
+
+@handles(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+async def handle_consumer_group_heartbeat(context: RequestContext, request: Any) -> Any:
+    coordinator = coordinator_of(context)
+    if not may_read_group(context, request.group_id):
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return HEARTBEAT(error_code=error, error_message=error.message)
+    if coordinator is None:
+        return HEARTBEAT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    owned = (
+        None
+        if request.topic_partitions is None
+        else {t.topic_id: frozenset(t.partitions) for t in request.topic_partitions}
+    )
+    names = request.subscribed_topic_names
+    result = coordinator.consumer_group_heartbeat(
+        HeartbeatRequest(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            instance_id=request.instance_id,
+            rack_id=request.rack_id,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            subscribed_topic_names=None if names is None else tuple(names),
+            subscribed_topic_regex=(
+                request.subscribed_topic_regex if context.api_version >= 1 else None
+            ),
+            server_assignor=request.server_assignor,
+            owned=owned,
+            client_id=context.header.client_id or "",
+            client_host=client_host(context),
+            api_version=context.api_version,
+        )
+    )
+    # The group's records are answered for once the offsets topic's replicas hold them.
+    replication_error = await wait_replicated(context, coordinator)
+    if replication_error is not None and not result.error:
+        error = (
+            ErrorCode.NOT_COORDINATOR
+            if coordinator.ownership_error(request.group_id)
+            else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        )
+        return HEARTBEAT(error_code=error, error_message=str(replication_error))
+    if result.error:
+        return HEARTBEAT(
+            error_code=result.error,
+            error_message=result.error_message or result.error.message,
+            member_id=result.member_id,
+            member_epoch=result.member_epoch,
+        )
+    assignment = None
+    if result.assignment is not None:
+        assignment = HEARTBEAT.Assignment(
+            topic_partitions=[
+                HEARTBEAT.TopicPartitions(topic_id=topic_id, partitions=sorted(partitions))
+                for topic_id, partitions in sorted(result.assignment.items())
+            ]
+        )
+    return HEARTBEAT(
+        error_code=ErrorCode.NONE,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval_ms=result.heartbeat_interval_ms,
+        assignment=assignment,
+    )
+
+
+def _assignment(parts: Iterable[tuple[uuid.UUID, str, list[int]]]) -> Any:
+    return DESCRIBE.Assignment(
+        topic_partitions=[
+            DESCRIBE.TopicPartitions(topic_id=topic_id, topic_name=name, partitions=partitions)
+            for topic_id, name, partitions in parts
+        ]
+    )
+
+
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE)
+def handle_consumer_group_describe(context: RequestContext, request: Any) -> Any:
+    coordinator = coordinator_of(context)
+    with_operations = bool(request.include_authorized_operations)
+    described = []
+    for group_id in request.group_ids:
+        error = ErrorCode.NONE
+        description = None
+        if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif coordinator is None:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        elif owner_error := coordinator.ownership_error(group_id):
+            error = owner_error
+        else:
+            description = coordinator.describe_consumer_group(group_id)
+            if description is None:
+                error = ErrorCode.GROUP_ID_NOT_FOUND
+        if description is None:
+            message = (
+                f"Group {group_id} not found." if error is ErrorCode.GROUP_ID_NOT_FOUND else None
+            )
+            described.append(
+                DESCRIBE.DescribedGroup(
+                    error_code=error,
+                    error_message=message or error.message,
+                    group_id=group_id,
+                    group_state="",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=[],
+                )
+            )
+            continue
+        described.append(
+            DESCRIBE.DescribedGroup(
+                error_code=ErrorCode.NONE,
+                group_id=group_id,
+                group_state=description.state,
+                group_epoch=description.group_epoch,
+                assignment_epoch=description.assignment_epoch,
+                assignor_name=description.assignor_name,
+                members=[
+                    DESCRIBE.Member(
+                        member_id=m.member_id,
+                        instance_id=m.instance_id,
+                        rack_id=m.rack_id,
+                        member_epoch=m.member_epoch,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        subscribed_topic_names=list(m.subscribed_topic_names),
+                        subscribed_topic_regex=m.subscribed_topic_regex,
+                        assignment=_assignment(m.assignment),
+                        target_assignment=_assignment(m.target_assignment),
+                        member_type=CONSUMER_MEMBER_TYPE,
+                    )
+                    for m in description.members
+                ],
+                authorized_operations=(
+                    context.authorized_operations(ResourceType.GROUP, group_id)
+                    if with_operations
+                    else -(2**31)
+                ),
+            )
+        )
+    return DESCRIBE(groups=described)

@@ -1,0 +1,492 @@
+"""KIP-848 consumer groups in the coordinator, on a manual clock: heartbeats with member
+epochs, reconciliation (a partition reaches its new owner only after the old one revoked it),
+leaving, static members, session and revocation timeouts, regex subscriptions, metadata
+changes, the errors Kafka answers, offsets of consumer groups, and conversion between classic
+and consumer groups. Timers are the storage Scheduler's, stepped with the clock."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from josefk.broker.catalog import TopicInfo
+from josefk.broker.group.consumer import HeartbeatRequest, HeartbeatResult
+from josefk.broker.group.consumer_group import ConsumerGroupState
+from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator, OffsetCommitEntry
+from josefk.broker.group.store import MemoryOffsetsStore
+from josefk.protocol.errors import ErrorCode
+from josefk.util.clock import ManualClock
+from josefk.util.scheduler import Scheduler
+from tests.broker.test_group_coordinator import join
+
+SESSION_MS = 45_000
+REBALANCE_MS = 30_000
+
+
+class Topics:
+    def __init__(self) -> None:
+        self.infos: dict[str, TopicInfo] = {}
+
+    def add(self, name: str, partitions: int) -> uuid.UUID:
+        info = self.infos.get(name)
+        topic_id = uuid.uuid5(uuid.NAMESPACE_DNS, name) if info is None else info.topic_id
+        self.infos[name] = TopicInfo(name, topic_id, partitions)
+        return topic_id
+
+    def topics(self) -> Iterable[TopicInfo]:
+        return list(self.infos.values())
+
+
+@dataclass
+class Env:
+    clock: ManualClock
+    scheduler: Scheduler
+    coordinator: GroupCoordinator
+    topics: Topics
+    store: MemoryOffsetsStore
+
+    async def advance(self, ms: int) -> None:
+        self.clock.advance(ms)
+        await self.scheduler.run_due()
+
+
+def make_env(**overrides: object) -> Env:
+    settings_ = {"min_session_timeout_ms": 1000, "initial_rebalance_delay_ms": 0}
+    settings_.update(overrides)  # type: ignore[arg-type]
+    config = GroupConfig(**settings_)  # type: ignore[arg-type]
+    clock = ManualClock()
+    scheduler = Scheduler(clock)
+    store = MemoryOffsetsStore(config.offsets_partitions)
+    topics = Topics()
+    counter = itertools.count(1)
+    coordinator = GroupCoordinator(
+        config,
+        store,
+        scheduler=scheduler,
+        clock=clock,
+        topics=topics,
+        new_member_suffix=lambda: f"c{next(counter)}",
+    )
+    return Env(clock, scheduler, coordinator, topics, store)
+
+
+@pytest.fixture
+def env() -> Env:
+    e = make_env()
+    e.topics.add("t", 6)
+    return e
+
+
+@dataclass
+class Member:
+    """A client that does what the coordinator says: it owns what it was last assigned."""
+
+    env: Env
+    member_id: str
+    group: str = "g"
+    topics: tuple[str, ...] | None = ("t",)
+    regex: str | None = None
+    instance_id: str | None = None
+    assignor: str | None = None
+    epoch: int = 0
+    owned: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
+    # Partitions taken away that this client still consumes until it says it let them go
+    # (a heartbeat with its owned partitions).
+    revoking: set[tuple[uuid.UUID, int]] = field(default_factory=set)
+    last: HeartbeatResult | None = None
+
+    def heartbeat(self, *, epoch: int | None = None, full: bool = True) -> HeartbeatResult:
+        joining = self.epoch == 0 if epoch is None else epoch == 0
+        if full or joining:
+            self.revoking.clear()
+        result = self.env.coordinator.consumer_group_heartbeat(
+            HeartbeatRequest(
+                group_id=self.group,
+                member_id=self.member_id,
+                member_epoch=self.epoch if epoch is None else epoch,
+                instance_id=self.instance_id,
+                rebalance_timeout_ms=REBALANCE_MS if joining else -1,
+                subscribed_topic_names=self.topics if joining or full else None,
+                subscribed_topic_regex=self.regex,
+                server_assignor=self.assignor,
+                owned=None if joining or not full else dict(self.owned),
+            )
+        )
+        self.last = result
+        if result.error == ErrorCode.NONE:
+            self.epoch = result.member_epoch
+            if result.assignment is not None:
+                before = {(t, p) for t, ps in self.owned.items() for p in ps}
+                self.owned = dict(result.assignment)
+                self.revoking |= before - {(t, p) for t, ps in self.owned.items() for p in ps}
+        return result
+
+    def partitions(self) -> set[int]:
+        return {p for ps in self.owned.values() for p in ps}
+
+
+def disjoint(members: Iterable[Member]) -> bool:
+    seen: set[tuple[uuid.UUID, int]] = set()
+    for m in members:
+        mine = {(t, p) for t, ps in m.owned.items() for p in ps} | m.revoking
+        if seen & mine:
+            return False
+        seen |= mine
+    return True
+
+
+def test_a_second_member_gets_partitions_only_after_the_first_revoked_them(env: Env) -> None:
+    a = Member(env, "a")
+    assert a.heartbeat().error == ErrorCode.NONE
+    assert a.partitions() == set(range(6)) and a.epoch == 1
+    b = Member(env, "b")
+    b.heartbeat()
+    group = env.coordinator.consumer_group("g")
+    assert group is not None and group.group_epoch == 2
+    # b is at the new epoch but nothing of its target is free yet.
+    assert b.epoch == 2 and b.partitions() == set()
+    assert group.state is ConsumerGroupState.RECONCILING
+    # a learns what to keep; it keeps consuming those (still epoch 1, revoking the rest).
+    a.heartbeat()
+    assert a.epoch == 1 and len(a.partitions()) == 3
+    b.heartbeat()
+    assert b.partitions() == set(), "given before a revoked"
+    # a acknowledges the revocation (its owned list no longer has them): epoch 2.
+    a.heartbeat()
+    assert a.epoch == 2
+    b.heartbeat()
+    assert len(b.partitions()) == 3 and disjoint([a, b])
+    assert a.partitions() | b.partitions() == set(range(6))
+    assert group.state is ConsumerGroupState.STABLE
+
+
+def test_a_member_that_never_acknowledges_keeps_its_partitions_from_the_newcomer(env: Env) -> None:
+    a = Member(env, "a")
+    a.heartbeat()
+    b = Member(env, "b")
+    b.heartbeat()
+    # a heartbeats without saying what it owns (no ack): b keeps waiting.
+    for _ in range(3):
+        a.heartbeat(full=False)
+        b.heartbeat()
+    assert b.partitions() == set()
+
+
+async def test_revocation_timeout_removes_the_member_and_frees_its_partitions(env: Env) -> None:
+    a = Member(env, "a")
+    a.heartbeat()
+    b = Member(env, "b")
+    b.heartbeat()
+    a.heartbeat(full=False)  # told to revoke, never does
+    await env.advance(REBALANCE_MS + 1)
+    group = env.coordinator.consumer_group("g")
+    assert group is not None and "a" not in group.members
+    b.heartbeat()
+    assert b.partitions() == set(range(6))
+
+
+async def test_session_timeout_removes_a_silent_member(env: Env) -> None:
+    a, b = Member(env, "a"), Member(env, "b")
+    a.heartbeat()
+    b.heartbeat()
+    for _ in range(3):
+        a.heartbeat()
+        b.heartbeat()
+    assert len(a.partitions()) == 3
+    await env.advance(SESSION_MS // 2)
+    a.heartbeat()
+    await env.advance(SESSION_MS // 2 + 1)  # b silent for a whole session
+    group = env.coordinator.consumer_group("g")
+    assert group is not None and set(group.members) == {"a"}
+    a.heartbeat()
+    assert a.partitions() == set(range(6))
+    assert b.heartbeat().error == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_leaving_hands_partitions_over(env: Env) -> None:
+    a, b = Member(env, "a"), Member(env, "b")
+    a.heartbeat()
+    b.heartbeat()
+    for _ in range(2):
+        a.heartbeat()
+        b.heartbeat()
+    left = b.heartbeat(epoch=-1)
+    assert left.error == ErrorCode.NONE and left.member_epoch == -1
+    a.heartbeat()
+    assert a.partitions() == set(range(6))
+
+
+def test_epoch_errors(env: Env) -> None:
+    a = Member(env, "a")
+    a.heartbeat()
+    assert a.heartbeat(epoch=a.epoch + 1).error == ErrorCode.FENCED_MEMBER_EPOCH
+    b = Member(env, "b")
+    b.heartbeat()
+    a.heartbeat()
+    a.heartbeat()  # a acks: epoch 2
+    assert a.epoch == 2
+    # The previous epoch passes only with owned partitions it still has (a lost answer).
+    assert a.heartbeat(epoch=1, full=False).error == ErrorCode.FENCED_MEMBER_EPOCH
+    assert a.heartbeat(epoch=1).error == ErrorCode.NONE
+    assert Member(env, "ghost").heartbeat(epoch=3).error == ErrorCode.UNKNOWN_MEMBER_ID
+    lost = Member(env, "x", group="nope").heartbeat(epoch=3)
+    assert lost.error == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_request_validation(env: Env) -> None:
+    assert Member(env, "", group="g").heartbeat().error == ErrorCode.INVALID_REQUEST
+    assert Member(env, "a", topics=None).heartbeat().error == ErrorCode.INVALID_REQUEST
+    wrong = Member(env, "a", assignor="sticky").heartbeat()
+    assert wrong.error == ErrorCode.UNSUPPORTED_ASSIGNOR
+    bad = Member(env, "a", topics=None, regex="t(").heartbeat()
+    assert bad.error == ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert env.coordinator.consumer_group("g") is None
+
+
+def test_static_member_leaves_temporarily_and_its_instance_takes_its_partitions_back(
+    env: Env,
+) -> None:
+    a = Member(env, "a1", instance_id="i-a")
+    b = Member(env, "b", instance_id="i-b")
+    a.heartbeat()
+    b.heartbeat()
+    for _ in range(2):
+        a.heartbeat()
+        b.heartbeat()
+    kept, epoch = a.partitions(), a.epoch
+    group = env.coordinator.consumer_group("g")
+    assert group is not None
+    group_epoch = group.group_epoch
+    assert a.heartbeat(epoch=-2).member_epoch == -2
+    # Another process with the same instance id while a1 is active is refused.
+    c = Member(env, "c", instance_id="i-b")
+    assert c.heartbeat().error == ErrorCode.UNRELEASED_INSTANCE_ID
+    back = Member(env, "a2", instance_id="i-a")
+    back.heartbeat()
+    assert back.partitions() == kept and back.epoch == epoch
+    assert group.group_epoch == group_epoch, "a static rejoin does not rebalance"
+    assert set(group.members) == {"a2", "b"}
+
+
+async def test_regex_subscription_picks_up_a_new_topic_and_added_partitions(env: Env) -> None:
+    a = Member(env, "a", topics=None, regex="orders-.*")
+    env.topics.add("orders-eu", 2)
+    a.heartbeat()
+    assert a.partitions() == {0, 1}
+    new_id = env.topics.add("orders-us", 3)
+    env.topics.add("other", 3)
+    a.heartbeat()
+    assert set(a.owned) == {env.topics.infos["orders-eu"].topic_id, new_id}
+    env.topics.add("orders-us", 5)
+    a.heartbeat()
+    assert a.owned[new_id] == frozenset(range(5))
+
+
+def test_server_assignor_range(env: Env) -> None:
+    env.topics.add("u", 6)
+    a = Member(env, "a", topics=("t", "u"), assignor="range")
+    b = Member(env, "b", topics=("t", "u"), assignor="range")
+    a.heartbeat()
+    b.heartbeat()
+    for _ in range(3):
+        a.heartbeat()
+        b.heartbeat()
+    t, u = (env.topics.infos[n].topic_id for n in ("t", "u"))
+    assert a.owned == {t: frozenset({0, 1, 2}), u: frozenset({0, 1, 2})}
+    assert b.owned == {t: frozenset({3, 4, 5}), u: frozenset({3, 4, 5})}
+    description = env.coordinator.describe_consumer_group("g")
+    assert description is not None and description.assignor_name == "range"
+
+
+def test_offset_commits_check_the_member_epoch(env: Env) -> None:
+    a = Member(env, "a")
+    a.heartbeat()
+    entry = [OffsetCommitEntry("t", 0, 10)]
+    commit = env.coordinator.commit_offsets
+    assert commit("g", a.epoch, "a", None, entry, api_version=9) == [ErrorCode.NONE]
+    assert commit("g", a.epoch - 1, "a", None, entry, api_version=9) == [
+        ErrorCode.STALE_MEMBER_EPOCH
+    ]
+    assert commit("g", a.epoch, "zz", None, entry, api_version=9) == [ErrorCode.UNKNOWN_MEMBER_ID]
+    assert commit("g", a.epoch, "a", None, entry, api_version=8) == [ErrorCode.UNSUPPORTED_VERSION]
+    # Without a member, only an empty group takes commits.
+    assert commit("g", -1, "", None, entry, api_version=9) == [ErrorCode.UNKNOWN_MEMBER_ID]
+    assert commit("none", 3, "a", None, entry, api_version=9) == [ErrorCode.GROUP_ID_NOT_FOUND]
+    assert commit("none", 3, "a", None, entry, api_version=8) == [ErrorCode.ILLEGAL_GENERATION]
+    validate = env.coordinator.validate_offset_fetch
+    assert validate("g", "a", a.epoch) == ErrorCode.NONE
+    assert validate("g", "a", a.epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
+    assert validate("g", None, -1) == ErrorCode.NONE
+    assert validate("g", "zz", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    [(_, _, committed)] = env.coordinator.fetch_offsets("g", [("t", 0)])
+    assert committed is not None and committed.offset == 10
+
+
+async def test_classic_and_consumer_groups_convert_when_empty(env: Env) -> None:
+    commit = env.coordinator.commit_offsets
+    assert commit("g", -1, "", None, [OffsetCommitEntry("t", 1, 7)]) == [ErrorCode.NONE]
+    assert env.coordinator.group("g") is not None  # an empty classic group
+    a = Member(env, "a")
+    assert a.heartbeat().error == ErrorCode.NONE
+    assert env.coordinator.group("g") is None and env.coordinator.consumer_group("g")
+    [(_, _, committed)] = env.coordinator.fetch_offsets("g", [("t", 1)])
+    assert committed is not None and committed.offset == 7
+    # A classic member cannot join while the consumer group has members...
+    refused = await join(env, group="g")  # type: ignore[arg-type]
+    assert refused.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    a.heartbeat(epoch=-1)
+    # ...and turns it back into a classic group once it is empty.
+    joined = join(env, group="g")  # type: ignore[arg-type]
+    first = await joined
+    assert first.error in (ErrorCode.MEMBER_ID_REQUIRED, ErrorCode.NONE)
+    assert env.coordinator.consumer_group("g") is None and env.coordinator.group("g")
+    # A non-empty classic group is no consumer group.
+    second = join(env, first.member_id, group="g")  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert Member(env, "b").heartbeat().error == ErrorCode.GROUP_ID_NOT_FOUND
+    env.coordinator.stop()
+    await second
+
+
+def test_list_describe_and_delete_consumer_groups(env: Env) -> None:
+    a = Member(env, "a")
+    a.heartbeat()
+    listings = {g.group_id: g for g in env.coordinator.list_groups()}
+    assert listings["g"].group_type == "consumer" and listings["g"].state == "Stable"
+    assert env.coordinator.describe_group("g") is None  # not a classic group
+    description = env.coordinator.describe_consumer_group("g")
+    assert description is not None
+    [member] = description.members
+    assert member.member_epoch == 1 and member.assignment[0][2] == list(range(6))
+    assert member.assignment == member.target_assignment
+    assert env.coordinator.delete_groups(["g"]) == [ErrorCode.NON_EMPTY_GROUP]
+    a.heartbeat(epoch=-1)
+    assert env.coordinator.delete_groups(["g"]) == [ErrorCode.NONE]
+    assert env.coordinator.consumer_group("g") is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["hb", "ack", "leave"])), max_size=60))
+def test_no_partition_is_ever_owned_by_two_members(steps: list[tuple[int, str]]) -> None:
+    """Members join, heartbeat with or without acknowledging, and leave in any order: what the
+    members have been told they own never overlaps; once everyone heartbeats with acks, the
+    group is Stable with every partition assigned."""
+    env = make_env()
+    env.topics.add("t", 7)
+    members = [Member(env, f"m{i}") for i in range(6)]
+    active: set[int] = set()
+    for index, action in steps:
+        member = members[index]
+        if action == "leave":
+            if index in active:
+                member.heartbeat(epoch=-1)
+                member.owned, member.epoch = {}, 0
+                member.revoking.clear()
+                active.discard(index)
+            continue
+        result = member.heartbeat(full=action == "ack" or index not in active)
+        if result.error == ErrorCode.NONE:
+            active.add(index)
+        assert disjoint(members[i] for i in active)
+    for _ in range(4):
+        for i in sorted(active):
+            members[i].heartbeat()
+            assert disjoint(members[i] for i in active)
+    group = env.coordinator.consumer_group("g")
+    if active:
+        assert group is not None and group.state is ConsumerGroupState.STABLE
+        owned = [p for i in active for p in members[i].partitions()]
+        assert sorted(owned) == list(range(7))
+
+
+def restart(env: Env) -> GroupCoordinator:
+    env.coordinator.stop()
+    env.scheduler = Scheduler(env.clock)
+    env.coordinator = GroupCoordinator(
+        env.coordinator.config,
+        env.store,
+        scheduler=env.scheduler,
+        clock=env.clock,
+        topics=env.topics,
+    )
+    env.coordinator.load()
+    return env.coordinator
+
+
+async def test_a_restart_keeps_members_epochs_assignments_and_offsets(env: Env) -> None:
+    a, b, c = Member(env, "a", instance_id="i-a"), Member(env, "b"), Member(env, "c")
+    for m in (a, b, c):
+        m.heartbeat()
+    for _ in range(3):
+        for m in (a, b, c):
+            m.heartbeat()
+    c.heartbeat(epoch=-1)  # a member that left stays gone
+    for _ in range(3):
+        for m in (a, b):
+            m.heartbeat()
+    commit = env.coordinator.commit_offsets
+    assert commit("g", a.epoch, "a", None, [OffsetCommitEntry("t", 0, 42)], api_version=9) == [
+        ErrorCode.NONE
+    ]
+    before = env.coordinator.describe_consumer_group("g")
+    restarted = restart(env)
+    after = restarted.describe_consumer_group("g")
+    assert after == before and after is not None
+    assert {m.member_id for m in after.members} == {"a", "b"}
+    # The members carry on at their epochs, with their partitions.
+    owned = (a.partitions(), b.partitions())
+    assert a.heartbeat().error == ErrorCode.NONE and b.heartbeat().error == ErrorCode.NONE
+    assert (a.partitions(), b.partitions()) == owned
+    [(_, _, committed)] = restarted.fetch_offsets("g", [("t", 0)])
+    assert committed is not None and committed.offset == 42
+    # Sessions start again after the load: a silent member goes.
+    await env.advance(SESSION_MS + 1)
+    group = restarted.consumer_group("g")
+    assert group is not None and not group.members
+
+
+def test_a_deleted_consumer_group_stays_deleted_after_a_restart(env: Env) -> None:
+    a = Member(env, "a")
+    a.heartbeat()
+    a.heartbeat(epoch=-1)
+    assert env.coordinator.delete_groups(["g"]) == [ErrorCode.NONE]
+    assert restart(env).consumer_group("g") is None
+
+
+def test_an_empty_consumer_group_keeps_its_offsets_across_a_restart(env: Env) -> None:
+    commit = env.coordinator.commit_offsets
+    a = Member(env, "a")
+    a.heartbeat()
+    a.heartbeat(epoch=-1)
+    assert commit("g", -1, "", None, [OffsetCommitEntry("t", 2, 5)]) == [ErrorCode.NONE]
+    restarted = restart(env)
+    assert restarted.consumer_group("g") is not None  # empty, with its offsets
+    [(_, _, committed)] = restarted.fetch_offsets("g", [("t", 2)])
+    assert committed is not None and committed.offset == 5
+
+
+def test_metrics_count_groups_by_type_and_consumer_groups_by_state(env: Env) -> None:
+    from josefk.metrics.collectors import GroupCollector
+
+    Member(env, "a").heartbeat()
+    b = Member(env, "b", group="other")
+    b.heartbeat()
+    b.heartbeat(epoch=-1)
+    assert env.coordinator.commit_offsets("classic", -1, "", None, [OffsetCommitEntry("t", 0, 1)])
+    families = {
+        f.name: {tuple(sorted(s.labels.items())): s.value for s in f.samples}
+        for f in GroupCollector(lambda: env.coordinator.group_stats(lambda t, p: None)).collect()
+    }
+    counts = families["kafka_server_group_coordinator_metrics_group_count"]
+    assert counts[(("protocol", "consumer"),)] == 2 and counts[(("protocol", "classic"),)] == 1
+    states = families["kafka_server_group_coordinator_metrics_consumer_group_count"]
+    assert states[(("state", "stable"),)] == 1 and states[(("state", "empty"),)] == 1
+    generations = families["kafka_coordinator_group_group_generation"]
+    assert generations[(("group", "g"),)] == 1
