@@ -23,7 +23,8 @@ Errors: OFFSET_OUT_OF_RANGE resets the position by ``auto_offset_reset`` (or rai
 OffsetOutOfRangeError from the next poll when it is "none"); leader errors refresh metadata
 and fetch again; other errors are raised from the next poll.
 
-Groups. With ``group_id`` and ``subscribe(...)`` a ``GroupCoordinator`` (group.py) runs the
+Groups. With ``group_id`` and ``subscribe(...)`` a ``GroupCoordinator`` (group.py; or, with
+``group_protocol="consumer"``, a KIP-848 ``ConsumerGroupMember``, consumer_group.py) runs the
 classic protocol in the background and tells the consumer its assignment; ``commit`` /
 ``commit_async`` store positions in the group (also for an assign()-only consumer with a
 group_id, as Kafka allows), and auto-commit commits every ``auto_commit_interval_ms``.
@@ -74,6 +75,7 @@ from josefk.records import CorruptRecordError
 
 if TYPE_CHECKING:
     from josefk.client.assignors import Assignor
+    from josefk.client.consumer_group import ConsumerGroupMember
     from josefk.client.group import GroupCoordinator
 
 log = logging.getLogger("josefk.client.consumer")
@@ -120,6 +122,10 @@ class ConsumerConfig(ClientConfig):
     max_poll_interval_ms: int = 300_000
     rebalance_timeout_ms: int | None = None
     partition_assignment_strategy: Sequence[Assignor] = field(default_factory=tuple)
+    # "classic" (JoinGroup/SyncGroup, client-side assignors) or "consumer" (KIP-848: the
+    # broker assigns; Kafka's group.protocol), with the server-side assignor to ask for.
+    group_protocol: str = "classic"
+    group_remote_assignor: str | None = None
     rebalance_listener: ConsumerRebalanceListener | None = None
     exclude_internal_topics: bool = True
 
@@ -241,7 +247,7 @@ class AIOConsumer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._isolation = 1 if config.isolation_level == "read_committed" else 0
         self._subscription: list[str] = list(topics)
-        self._coordinator: GroupCoordinator | None = None
+        self._coordinator: GroupCoordinator | ConsumerGroupMember | None = None
         self._listener: ConsumerRebalanceListener | None = config.rebalance_listener
         self._started = False
         self._closed = False
@@ -255,9 +261,14 @@ class AIOConsumer:
         self._started = True
         self._fetcher = asyncio.ensure_future(self._run_fetcher())
         if self.config.group_id is not None:
-            from josefk.client.group import GroupCoordinator
+            if self.config.group_protocol == "consumer":
+                from josefk.client.consumer_group import ConsumerGroupMember
 
-            self._coordinator = GroupCoordinator(self._client, self.config, self)
+                self._coordinator = ConsumerGroupMember(self._client, self.config, self)
+            else:
+                from josefk.client.group import GroupCoordinator
+
+                self._coordinator = GroupCoordinator(self._client, self.config, self)
             if self._subscription:
                 self._coordinator.subscribe(self._subscription)
             self._coordinator.start()
@@ -886,10 +897,14 @@ class AIOConsumer:
 
     # ------------------------------------------------------------------ hooks of group.py
 
-    async def _on_partitions_revoked(self) -> None:
+    async def _on_partitions_revoked(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> None:
+        """The listener hears of ``partitions`` (all assigned ones by default) going."""
         if self._listener is not None:
+            revoked = set(self._assignment) if partitions is None else set(partitions)
             try:
-                await self._listener.on_partitions_revoked(set(self._assignment))
+                await self._listener.on_partitions_revoked(revoked)
             except Exception:
                 log.exception("on_partitions_revoked of %r failed", self._listener)
 

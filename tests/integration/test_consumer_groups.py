@@ -435,3 +435,33 @@ def test_josefk_groups_list_and_describe_show_type_epochs_and_assignments(
     finally:
         for m in members:
             m.close()
+
+
+def test_josefk_consume_with_the_consumer_group_protocol(broker: BrokerProcess) -> None:
+    topic = new_topic(broker.bootstrap, "kip848-cli-consume", 12)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    out = run_josefk(
+        broker.bootstrap,
+        "consume",
+        topic,
+        "--group",
+        group,
+        "--group-protocol",
+        "consumer",
+        "--no-follow",
+    )
+    assert sorted(int(v) for v in out.split()) == list(range(12))
+    info = json.loads(run_josefk(broker.bootstrap, "groups", "describe", group, "--json"))
+    assert info["type"] == "consumer" and info["state"] == "Empty"
+    assert info["total_lag"] == 0 and len(info["partitions"]) == PARTITIONS
+    again = run_josefk(
+        broker.bootstrap,
+        "consume",
+        topic,
+        "--group",
+        group,
+        "--group-protocol",
+        "consumer",
+        "--no-follow",
+    )
+    assert again.split() == [], "committed records were read again"
