@@ -32,7 +32,7 @@ import base64
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import aetcd
 
@@ -80,6 +80,10 @@ _CreateTopicsRequest = request_class(ApiKey.CREATE_TOPICS)
 # How long AlterConfigs waits for this broker's own watch to bring back the topic record it
 # stored (normally at once); past it the answer is sent anyway: the change is stored.
 _CATCH_UP_S = 10.0
+# How long a group request naming a topic this broker's view does not know waits for the view
+# to bring it (a topic just created through another broker); well under a client's request
+# timeout, and only a topic etcd has is waited for.
+TOPIC_CATCH_UP_S = 5.0
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:
@@ -728,6 +732,25 @@ class ClusterNode:
         if current is not None and not self.fenced:
             self._put_topic(current)
         return dict(record.configs)
+
+    # -- the metadata view catching up ---------------------------------------------------------
+
+    async def await_topics(
+        self, names: Collection[str], *, timeout_s: float = TOPIC_CATCH_UP_S
+    ) -> None:
+        """Wait (at most ``timeout_s``) until this broker's view holds each of ``names`` as
+        etcd has it now. For a request naming a topic the view does not know: a topic
+        created a moment ago through another broker is in etcd before this broker's watch
+        brings it. A topic etcd does not have either returns at once; an etcd that does not
+        answer ends the wait (the caller answers from the view it has)."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                for name in names:
+                    revision = await self.store.topic_revision(name)
+                    if revision is not None:
+                        await self.watcher.caught_up(revision)
+        except (TimeoutError, EtcdUnavailableError) as exc:
+            logger.info("metadata view not caught up with etcd for %s: %r", sorted(names), exc)
 
     # -- admin through the controller ----------------------------------------------------------
 

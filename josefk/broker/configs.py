@@ -20,8 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from josefk.config.broker import BROKER_CONFIG_KEYS, BrokerConfig
-from josefk.config.topic import BROKER_DEFAULT_KEYS, LogConfig
+from josefk.config.broker import BROKER_CONFIG_KEYS, BROKER_KEYS, BrokerConfig, is_sensitive_key
+from josefk.config.definitions import ConfigKey
+from josefk.config.topic import BROKER_DEFAULT_KEYS, TOPIC_KEYS, LogConfig
 
 
 class ConfigSource(enum.IntEnum):
@@ -60,26 +61,15 @@ class ConfigEntry:
     read_only: bool = False
     is_sensitive: bool = False
     synonyms: list[Synonym] = field(default_factory=list)
+    # The key's declaration (documentation and type for DescribeConfigs v3+); None for a
+    # name nothing declares.
+    declared: ConfigKey | None = None
 
     @property
     def is_default(self) -> bool:
         return self.source == ConfigSource.DEFAULT_CONFIG
 
 
-# Kafka's PASSWORD-typed settings, by their name without a listener prefix.
-_SENSITIVE_NAMES: Final = frozenset(
-    {
-        "ssl.key.password",
-        "ssl.keystore.password",
-        "ssl.truststore.password",
-        "ssl.keystore.key",
-        "ssl.keystore.certificate.chain",
-        "ssl.truststore.certificates",
-        "sasl.jaas.config",
-        "password.encoder.secret",
-        "password.encoder.old.secret",
-    }
-)
 _LISTENER_PREFIX: Final = "listener.name."
 
 
@@ -93,10 +83,14 @@ def listener_base_name(name: str) -> str | None:
 
 
 def is_sensitive(name: str) -> bool:
-    """Whether DescribeConfigs must hide the value (Kafka's PASSWORD type)."""
-    base = listener_base_name(name) or name
-    # A SASL mechanism's own settings: listener.name.l.scram-sha-256.sasl.jaas.config.
-    return base in _SENSITIVE_NAMES or base.endswith(".sasl.jaas.config") or "password" in base
+    """Whether DescribeConfigs must hide the value (Kafka's PASSWORD type): the key's
+    declaration (josefk.config.broker.BROKER_KEYS), a listener-prefixed key's base key's."""
+    return is_sensitive_key(name)
+
+
+def declaration(name: str) -> ConfigKey | None:
+    """A broker key's declaration; a listener-prefixed key's base key's."""
+    return BROKER_KEYS.get(listener_base_name(name) or name)
 
 
 # Kafka's broker-level synonyms: names that set the same thing in other units, highest
@@ -176,7 +170,25 @@ def topic_config_entries(
         broker_keys = [candidate.key for candidate in BROKER_DEFAULT_KEYS.get(name, ())]
         synonyms += layers.synonyms(broker_keys, with_defaults=False)
         synonyms.append(Synonym(name, topic_defaults.get(name), ConfigSource.DEFAULT_CONFIG))
-        entries.append(ConfigEntry(name, value, synonyms[0].source, synonyms=synonyms))
+        entries.append(
+            ConfigEntry(
+                name, value, synonyms[0].source, synonyms=synonyms, declared=TOPIC_KEYS.get(name)
+            )
+        )
+    for name, value in sorted(overrides.items()):
+        declared = TOPIC_KEYS.get(name)
+        if name not in effective and declared is not None:
+            # An inert key (josefk.config.topic.INERT_TOPIC_KEYS): the topic's own setting.
+            synonyms = [Synonym(name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG)]
+            entries.append(
+                ConfigEntry(
+                    name,
+                    value,
+                    ConfigSource.DYNAMIC_TOPIC_CONFIG,
+                    synonyms=synonyms,
+                    declared=declared,
+                )
+            )
     return entries
 
 
@@ -206,6 +218,7 @@ def broker_config_entries(
                 read_only=name not in layers.dynamic_keys,
                 is_sensitive=sensitive,
                 synonyms=synonyms,
+                declared=declaration(name),
             )
         )
     return entries
@@ -225,6 +238,7 @@ def cluster_default_entries(layers: BrokerConfigLayers) -> list[ConfigEntry]:
                 read_only=False,
                 is_sensitive=sensitive,
                 synonyms=[Synonym(name, shown, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)],
+                declared=declaration(name),
             )
         )
     return entries

@@ -10,13 +10,16 @@ with Kafka's precedence per-broker > cluster default > static > Kafka's default.
 key overrides its unit synonyms of lower layers (``log.retention.hours`` set dynamically
 beats a static ``log.retention.ms``), as Kafka's overrideProps does.
 
-Which keys are dynamic: the broker ``log.*`` defaults of topic configs that the logs read
-live (``LOG_DEFAULT_KEYS``; a change reaches every topic without its own override at once),
-plus every name a part registered in the ``ReconfigurableRegistry`` applies (the log
-cleaner's ``log.cleaner.*``, the TLS listeners' ``listener.name.<l>.ssl.*``...). A change is
-checked whole before anything moves: the effective ``BrokerConfig`` is rebuilt (a bad value
-is refused naming its key), each affected part validates it, then the overrides are persisted
-and only then applied: log defaults swapped into the replica manager, parts reconfigured.
+Which keys are dynamic: those their declaration (josefk.config.broker.BROKER_KEYS) makes
+per-broker or cluster-wide (``DYNAMIC_KEYS``): the broker ``log.*`` defaults of topic configs
+that the logs read live (``LOG_DEFAULT_KEYS``; a change reaches every topic without its own
+override at once), the log cleaner's and the connection limits' settings, Kafka's inert
+per-broker keys (``sasl.kerberos.*``: stored, no effect); plus every name a part registered
+in the ``ReconfigurableRegistry`` applies (the TLS listeners' ``listener.name.<l>.ssl.*``...).
+A change is checked whole before anything moves: the effective ``BrokerConfig`` is rebuilt (a
+bad value is refused naming its key), each affected part validates it, then the overrides are
+persisted and only then applied: log defaults swapped into the replica manager, parts
+reconfigured.
 
 Where the overrides live (``OverridesStore``): a single node keeps them in
 ``broker-configs.json`` in the first log dir (``FileOverridesStore``, rewritten whole through
@@ -57,11 +60,14 @@ from josefk.broker.reconfigurable import (
 from josefk.cluster.metadata_store import EtcdMetadataStore
 from josefk.config.broker import (
     BROKER_CONFIG_KEYS,
+    BROKER_KEYS,
     BrokerConfig,
     BrokerConfigError,
     ConfigProblem,
+    inert_reason,
     is_accepted_unused,
 )
+from josefk.config.definitions import Dynamic
 from josefk.config.topic import BROKER_DEFAULT_KEYS, LogConfig
 from josefk.fileio import write_atomically
 from josefk.storage.log_cleaner import CleanerConfig, LogCleaner
@@ -86,22 +92,24 @@ STORED_DEFAULT_NAME: Final = "<default>"
 FILE_NAME: Final = "broker-configs.json"
 _FORMAT_VERSION: Final = 1
 
+# The keys AlterConfigs may change, as declared: per-broker or cluster-wide. The keys dynamic
+# only with a listener prefix are registered by the TLS listeners that apply them.
+DYNAMIC_KEYS: Final = frozenset(
+    name
+    for name, key in BROKER_KEYS.items()
+    if key.dynamic in (Dynamic.PER_BROKER, Dynamic.CLUSTER_WIDE)
+)
 # Broker synonyms of topic configs that josefk's logs read at each append, roll or retention
-# pass, so a swapped LogConfig takes effect at once (Kafka's DynamicLogConfig). Left out:
-# the flush scheduler's period (read once by the LogManager), tiered storage's local
-# retention (no tiered storage) and unclean.leader.election.enable (the cluster's elections
-# read the static broker value).
+# pass, so a swapped LogConfig takes effect at once (Kafka's DynamicLogConfig): those of the
+# dynamic keys that give topic defaults. Not dynamic (declared read-only): the flush
+# scheduler's period (read once by the LogManager), tiered storage's local retention (no
+# tiered storage) and unclean.leader.election.enable (the cluster's elections read the static
+# broker value).
 LOG_DEFAULT_KEYS: Final = frozenset(
     candidate.key
     for candidates in BROKER_DEFAULT_KEYS.values()
     for candidate in candidates
-    if candidate.key
-    not in {
-        "log.flush.scheduler.interval.ms",
-        "log.local.retention.ms",
-        "log.local.retention.bytes",
-        "unclean.leader.election.enable",
-    }
+    if candidate.key in DYNAMIC_KEYS
 )
 
 # Listener settings Kafka takes at the cluster level too; every other listener-prefixed or
@@ -127,10 +135,14 @@ class InvalidBrokerConfig(Exception):
 
 
 def per_broker_only(name: str) -> bool:
-    """Kafka refuses these at the cluster default: they name one broker's files/secrets."""
+    """Kafka refuses these at the cluster default: they name one broker's files/secrets
+    (declared per-broker)."""
     base = listener_base_name(name)
     if base is not None:
         return base not in _CLUSTER_LEVEL_LISTENER_KEYS
+    declared = BROKER_KEYS.get(name)
+    if declared is not None and declared.dynamic is Dynamic.PER_BROKER:
+        return True
     return name.startswith(("ssl.", "sasl."))
 
 
@@ -320,7 +332,7 @@ class DynamicBrokerConfig:
         return dict(self._per_broker) if entity == str(self.broker_id) else {}
 
     def dynamic_keys(self) -> frozenset[str]:
-        return LOG_DEFAULT_KEYS | self._registry.configs()
+        return DYNAMIC_KEYS | self._registry.configs()
 
     def layers(self) -> BrokerConfigLayers:
         """This broker's settings by source, for DescribeConfigs."""
@@ -545,6 +557,10 @@ class DynamicBrokerConfig:
                 self.broker_id,
                 _loggable(self._per_broker),
             )
+            for key in sorted(touched & set(effective.properties)):
+                reason = inert_reason(key)
+                if reason is not None:
+                    logger.info("%s accepted; it has no effect in josefk: %s", key, reason)
 
     def _drop(self, layers: dict[str, dict[str, str]], keys: set[str]) -> bool:
         """Remove ``keys`` (and the dynamic synonyms that set them) from the dynamic layers;

@@ -3,7 +3,7 @@
 With no arguments: a single node on 127.0.0.1:9092 with its data under ./josefk-data. Sources
 of configuration, lowest precedence first: Kafka's defaults, ``--config`` (a
 server.properties file), ``JOSEFK_*`` environment variables, ``--set key=value``, and the
-convenience flags.
+convenience flags. ``--help-config`` lists every config key from its declaration.
 """
 
 from __future__ import annotations
@@ -12,6 +12,13 @@ import logging
 import sys
 
 import click
+
+
+def _print_config_help(ctx: click.Context) -> None:
+    from josefk.config.reference import help_text
+
+    click.echo(help_text(), nl=False)
+    ctx.exit()
 
 
 @click.command("serve")
@@ -31,6 +38,14 @@ import click
     help="Any broker property, e.g. --set num.partitions=3 (repeatable).",
 )
 @click.option("--metrics-port", type=int, help="Prometheus /metrics port (0: any free port).")
+@click.option(
+    "--help-config",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=lambda ctx, _param, value: _print_config_help(ctx) if value else None,
+    help="List every config key (name, default, update mode, documentation) and exit.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
@@ -69,6 +84,8 @@ def serve(
         raise click.ClickException(f"invalid configuration: {exc}") from None
     for warning in config.warnings:
         logging.getLogger("josefk.config").warning("%s", warning)
+    for note in config.inert_notes():
+        logging.getLogger("josefk.config").info("%s", note)
 
     from josefk.broker.server import run_broker
 

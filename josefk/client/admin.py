@@ -109,6 +109,8 @@ class ConfigEntry:
     read_only: bool
     is_sensitive: bool
     synonyms: tuple[ConfigSynonym, ...] = ()
+    # The key's documentation (asked with ``include_documentation``; None otherwise).
+    documentation: str | None = None
 
     @property
     def is_default(self) -> bool:
@@ -774,10 +776,12 @@ class AIOAdmin:
         *,
         keys: Sequence[str] | None = None,
         include_synonyms: bool = False,
+        include_documentation: bool = False,
     ) -> dict[tuple[ResourceType, str], dict[str, ConfigEntry]]:
         """Configs of each (resource type, name); broker resources go to that broker, the
         cluster-wide broker default (``(BROKER, "")``) to any. ``include_synonyms`` adds
-        every layer's value of each entry (dynamic, static, default)."""
+        every layer's value of each entry (dynamic, static, default),
+        ``include_documentation`` each key's documentation."""
         req = request_class(ApiKey.DESCRIBE_CONFIGS)
         wanted = [(ResourceType(t), n) for t, n in resources]
         by_node: dict[int, list[tuple[ResourceType, str]]] = {}
@@ -800,7 +804,7 @@ class AIOAdmin:
                     for t, n in items
                 ],
                 include_synonyms=include_synonyms,
-                include_documentation=False,
+                include_documentation=include_documentation,
             )
             response = await self._client.request(node_id, ApiKey.DESCRIBE_CONFIGS, body)
             for r in response.results:
@@ -817,6 +821,7 @@ class AIOAdmin:
                             ConfigSynonym(s.name, s.value, _config_source(s.source))
                             for s in c.synonyms
                         ),
+                        c.documentation,
                     )
                     for c in r.configs
                 }

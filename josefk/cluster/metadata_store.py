@@ -531,6 +531,15 @@ class EtcdMetadataStore:
             claim, puts, guards=[tx.version(self.key("topics", topic.name)) == 0]
         )
 
+    async def topic_revision(self, name: str) -> int | None:
+        """The etcd revision of the topic's record as etcd has it now (a CreatePartitions
+        moves it too), None when the topic does not exist. Raises EtcdUnavailableError."""
+        try:
+            found = await self.client.get(self.key("topics", name))
+        except (aetcd.exceptions.ClientError, OSError) as exc:
+            raise EtcdUnavailableError(f"reading topic {name}: {exc}") from exc
+        return None if found is None else int(found.mod_revision)
+
     async def delete_topic(self, claim: ControllerClaim, name: str, partitions: int) -> bool:
         deletes = [self.key("topics", name)]
         deletes += [self.key("partitions", name, i) for i in range(partitions)]

@@ -29,10 +29,11 @@ Defaults are Kafka 4.0's, with josefk's deliberate differences:
   one per-listener key family josefk reads: ``listener_property``);
 - josefk's own settings carry a ``josefk.`` prefix (``josefk.metrics.port`` = 9404, ...).
 
-Keys accepted for compatibility and documented as unused: ``num.network.threads``,
-``num.io.threads``, ``background.threads`` (one event loop does all the work),
-``replica.*`` (until replication lands), the KRaft controller keys and a list of prefixes
-(``controller.``, ``zookeeper.``, ...) that a Kafka ``server.properties`` often carries.
+Every key is declared once: a field of ``BrokerConfig`` carries its name, default, type,
+validation, documentation, update mode and sensitivity (``_key``, through
+josefk.config.definitions); Kafka's keys that BrokerConfig has no setting for are declared in
+``INERT_KEYS`` (accepted, stored, no effect, with the reason) or ``REFUSED_KEY_REASONS`` /
+``REFUSED_PREFIXES`` (refused, with the reason). ``BROKER_KEYS`` is the whole declared set.
 
 Must not import josefk.broker, josefk.storage or josefk.protocol.
 """
@@ -56,15 +57,28 @@ from pydantic import (
     model_validator,
 )
 
+from josefk.config.definitions import (
+    ConfigKey,
+    Dynamic,
+    Support,
+    config_field,
+    format_value,
+    keys_of,
+)
 from josefk.config.topic import BROKER_DEFAULT_KEYS, InvalidConfigError, LogConfig
 
 __all__ = [
     "ACCEPTED_UNUSED_KEYS",
     "ACCEPTED_UNUSED_PREFIXES",
     "BROKER_CONFIG_KEYS",
+    "BROKER_KEYS",
+    "INERT_KEYS",
+    "INERT_PREFIXES",
     "INT_MAX",
     "LONG_MAX",
     "REFUSED_KEYS",
+    "REFUSED_KEY_REASONS",
+    "REFUSED_PREFIXES",
     "SECURITY_PROTOCOLS",
     "SSL_KEYS",
     "TLS_SECURITY_PROTOCOLS",
@@ -83,18 +97,12 @@ DOUBLE_MAX: Final = 1.7976931348623157e308
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_SECURITY_PROTOCOLS: Final = ("SSL", "SASL_SSL")
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-# The sasl.* keys josefk honours; every other one is still refused by name.
-_SUPPORTED_SASL_KEYS: Final = frozenset(
-    {"sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config"}
-)
 # ``listener.name.<listener>.<key>``: the per-listener keys josefk reads, by the <key> part
 # (see ``listener_property``); every other listener-prefixed key is still refused.
 _LISTENER_KEY: Final = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
 _LISTENER_SUFFIXES: Final = re.compile(
     r"^(?:plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config$"
 )
-# Values never shown (DescribeConfigs answers null for them).
-SENSITIVE_KEYS: Final = frozenset({"sasl.jaas.config"})
 
 # The ssl.* keys josefk honours, each also as ``listener.name.<lowercase name>.<key>``; every
 # other ssl.* key is refused by name. The SSL engine's own choices of a JVM (key manager,
@@ -118,10 +126,6 @@ SSL_KEYS: Final = frozenset(
         "ssl.endpoint.identification.algorithm",
         "ssl.principal.mapping.rules",
     }
-)
-# Values a client must not read back (DescribeConfigs answers null for them).
-SENSITIVE_SSL_KEYS: Final = frozenset(
-    {"ssl.keystore.password", "ssl.keystore.key", "ssl.key.password", "ssl.truststore.password"}
 )
 _LISTENER_SSL_KEY: Final = re.compile(r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>ssl\..+)$")
 
@@ -330,69 +334,278 @@ OptListeners = Annotated[tuple[Listener, ...] | None, BeforeValidator(_parse_lis
 ProtocolMap = Annotated[dict[str, str], BeforeValidator(_parse_protocol_map)]
 
 
-def _key(alias: str, default: Any, **constraints: Any) -> Any:
-    return Field(default=default, alias=alias, **constraints)
+def _key(alias: str, default: Any, *, doc: str = "", **declared: Any) -> Any:
+    """One broker key, declared once: see josefk.config.definitions.config_field. Every key
+    needs its ``doc`` (tests/config/test_reference.py fails on a key without one)."""
+    return config_field(alias, default, doc, **declared)
 
 
 _DEFAULT_PROTOCOL_MAP: Final = (
     "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
 )
 
-# Keys a Kafka server.properties may carry that josefk accepts without a warning and ignores.
-# Keys of a Kafka server.properties whose job josefk does another way (KRaft's quorum and
-# roles, ZooKeeper, protocol versions): a Kafka config file loads unchanged, they are
-# accepted and have no effect, as their purpose is met by josefk's own design (etcd for the
-# cluster's metadata, one protocol version set per release).
-ACCEPTED_UNUSED_KEYS: Final = frozenset(
-    {
+# ------------------------------------------------------------------------------- Kafka's other keys
+#
+# Kafka's broker keys that BrokerConfig has no setting for are declared here, each with what
+# josefk does with it. INERT: the key's feature is off or absent here, or josefk meets its
+# purpose another way (etcd for the cluster's metadata, one event loop for Kafka's thread
+# pools): the key is accepted, stored (``BrokerConfig.inert_configs``), described with its
+# source, changes nothing, and a log line says so. REFUSED: a user who sets it would rely on
+# an effect josefk cannot give (an authentication plug-in class, quotas, tiered storage
+# switched on); start-up and AlterConfigs refuse it naming the reason.
+
+
+def _inert(reason: str, *names: str, dynamic: Dynamic = Dynamic.READ_ONLY) -> dict[str, ConfigKey]:
+    return {
+        name: ConfigKey(
+            name,
+            "string",
+            None,
+            f"Kafka's {name}.",
+            dynamic=dynamic,
+            support=Support.INERT,
+            reason=reason,
+        )
+        for name in names
+    }
+
+
+_ETCD = "etcd holds the cluster's metadata and membership (no KRaft quorum, no ZooKeeper)"
+_TIERED = "tiered storage is off (remote.log.storage.system.enable): the whole log is local"
+INERT_KEYS: Final[dict[str, ConfigKey]] = {
+    **_inert(
+        "GSSAPI (Kerberos) is not among sasl.enabled.mechanisms",
+        "sasl.kerberos.kinit.cmd",
+        "sasl.kerberos.min.time.before.relogin",
+        "sasl.kerberos.principal.to.local.rules",
+        "sasl.kerberos.service.name",
+        "sasl.kerberos.ticket.renew.jitter",
+        "sasl.kerberos.ticket.renew.window.factor",
+        dynamic=Dynamic.PER_BROKER,
+    ),
+    **_inert(
+        "they tune the token refresh of OAUTHBEARER and Kerberos logins, neither offered here",
+        "sasl.login.refresh.buffer.seconds",
+        "sasl.login.refresh.min.period.seconds",
+        "sasl.login.refresh.window.factor",
+        "sasl.login.refresh.window.jitter",
+        dynamic=Dynamic.PER_BROKER,
+    ),
+    **_inert(
+        "OAUTHBEARER is not among sasl.enabled.mechanisms",
+        "sasl.login.connect.timeout.ms",
+        "sasl.login.read.timeout.ms",
+        "sasl.login.retry.backoff.max.ms",
+        "sasl.login.retry.backoff.ms",
+        "sasl.oauthbearer.clock.skew.seconds",
+        "sasl.oauthbearer.expected.audience",
+        "sasl.oauthbearer.expected.issuer",
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "sasl.oauthbearer.scope.claim.name",
+        "sasl.oauthbearer.sub.claim.name",
+        "sasl.oauthbearer.token.endpoint.url",
+    ),
+    **_inert(
+        _ETCD,
         "process.roles",
-        "inter.broker.protocol.version",
+        "sasl.mechanism.controller.protocol",
         "reserved.broker.max.id",
+        "broker.id.generation.enable",
+        "node.id.generation.enable",
+        "control.plane.listener.name",
+        "early.start.listeners",
         "initial.broker.registration.timeout.ms",
         "broker.heartbeat.interval.ms",
         "broker.session.timeout.ms",
-        "node.id.generation.enable",
         "eligible.leader.replicas.enable",
+    ),
+    **_inert(
+        "one protocol version set per josefk release",
+        "inter.broker.protocol.version",
         "unstable.api.versions.enable",
         "unstable.feature.versions.enable",
-    }
-)
-ACCEPTED_UNUSED_PREFIXES: Final = (
-    "controller.",
-    "zookeeper.",
-    "metadata.",
-    "confluent.",
-    "log.dir.failure.",
-    # Tuning of group protocols josefk does not offer (KIP-848 consumer groups, share
-    # groups): clients that ask for them are told so by ApiVersions and use the classic
-    # protocol; Kafka's quickstart file sets some of these.
-    "group.consumer.",
-    "group.share.",
-    "share.",
-    "group.coordinator.",
-)
+    ),
+    **_inert(
+        "a cluster broker always hands its leaderships over through etcd before it stops",
+        "controlled.shutdown.enable",
+        "controlled.shutdown.max.retries",
+        "controlled.shutdown.retry.backoff.ms",
+    ),
+    **_inert(
+        "removed in Kafka 4.0 (a no-op since 3.0): only record batch v2 is written",
+        "log.message.format.version",
+        "log.message.downconversion.enable",
+    ),
+    **_inert(
+        "removed in Kafka 4.0: log.message.timestamp.before.max.ms and after.max.ms bound "
+        "timestamps",
+        "log.message.timestamp.difference.max.ms",
+    ),
+    **_inert(
+        "the broker's own connections to other brokers use replica.socket.timeout.ms and "
+        "replica.fetch.backoff.ms",
+        "request.timeout.ms",
+        "socket.connection.setup.timeout.ms",
+        "socket.connection.setup.timeout.max.ms",
+    ),
+    **_inert("client telemetry (KIP-714) is not offered", "telemetry.max.bytes"),
+    **_inert(
+        "transactional produce is always verified with its coordinator (KIP-890)",
+        "transaction.partition.verification.enable",
+    ),
+    **_inert(
+        "loading reads whole batches through the page cache",
+        "transaction.state.log.load.buffer.size",
+    ),
+    **_inert(
+        "a failed authentication closes the connection at once",
+        "connection.failed.authentication.delay.ms",
+    ),
+    **_inert(
+        "moving replicas between log dirs (AlterReplicaLogDirs) is not offered",
+        "num.replica.alter.log.dirs.threads",
+    ),
+    **_inert(
+        "share groups (KIP-932) are not offered",
+        "max.request.partition.size.limit",
+        "share.fetch.purgatory.purge.interval.requests",
+    ),
+    **_inert(
+        "a log dir that fails goes offline; the broker keeps serving the others",
+        "log.dir.failure.timeout.ms",
+    ),
+    **_inert(
+        "a reloaded keystore is not compared with the one before it",
+        "ssl.allow.dn.changes",
+        "ssl.allow.san.changes",
+    ),
+    **_inert(
+        "JVM TLS choices: josefk's TLS is OpenSSL through Python's ssl module",
+        "ssl.keymanager.algorithm",
+        "ssl.trustmanager.algorithm",
+        "ssl.secure.random.implementation",
+    ),
+    **_inert(
+        "delegation tokens are off: they need delegation.token.secret.key, which josefk refuses",
+        "delegation.token.expiry.check.interval.ms",
+        "delegation.token.expiry.time.ms",
+        "delegation.token.max.lifetime.ms",
+    ),
+    **_inert(
+        "no password encoder: password.encoder.secret is refused",
+        "password.encoder.cipher.algorithm",
+        "password.encoder.iterations",
+        "password.encoder.key.length",
+        "password.encoder.keyfactory.algorithm",
+    ),
+    **_inert(
+        _TIERED,
+        "remote.fetch.max.wait.ms",
+        "remote.list.offsets.request.timeout.ms",
+        "remote.log.index.file.cache.total.size.bytes",
+        "remote.log.manager.copier.thread.pool.size",
+        "remote.log.manager.copy.max.bytes.per.second",
+        "remote.log.manager.copy.quota.window.num",
+        "remote.log.manager.copy.quota.window.size.seconds",
+        "remote.log.manager.expiration.thread.pool.size",
+        "remote.log.manager.fetch.max.bytes.per.second",
+        "remote.log.manager.fetch.quota.window.num",
+        "remote.log.manager.fetch.quota.window.size.seconds",
+        "remote.log.manager.task.interval.ms",
+        "remote.log.manager.thread.pool.size",
+        "remote.log.metadata.custom.metadata.max.bytes",
+        "remote.log.metadata.manager.class.name",
+        "remote.log.metadata.manager.class.path",
+        "remote.log.metadata.manager.impl.prefix",
+        "remote.log.metadata.manager.listener.name",
+        "remote.log.reader.max.pending.tasks",
+        "remote.log.reader.threads",
+        "remote.log.storage.manager.class.name",
+        "remote.log.storage.manager.class.path",
+        "remote.log.storage.manager.impl.prefix",
+    ),
+}
+# Families of keys accepted as inert by prefix (any key under them, Kafka's present and
+# future ones and vendors' own), with why.
+INERT_PREFIXES: Final[dict[str, str]] = {
+    "controller.": _ETCD,
+    "zookeeper.": _ETCD,
+    "metadata.": _ETCD,
+    "confluent.": "a vendor's own settings",
+    "log.dir.failure.": "a log dir that fails goes offline; the broker keeps serving the others",
+    # KIP-932 share groups: clients that ask for them are told so by ApiVersions; Kafka's
+    # quickstart file sets some of these. KIP-848 consumer groups are served: the
+    # group.consumer.* keys josefk declares are honoured, Kafka's others change nothing.
+    "group.consumer.": "the KIP-848 settings not declared above (regex refresh interval, "
+    "per-rack assignment, ...) have no counterpart in josefk's consumer groups",
+    "group.share.": "share groups (KIP-932) are not offered",
+    "share.": "share groups (KIP-932) are not offered",
+    "group.coordinator.": "the classic group coordinator runs on the event loop",
+    "remote.log.": _TIERED,
+}
+# Kept for the environment lookup and older callers: the inert keys by name.
+ACCEPTED_UNUSED_KEYS: Final = frozenset(INERT_KEYS)
+ACCEPTED_UNUSED_PREFIXES: Final = tuple(INERT_PREFIXES)
 
-# Prefixes of Kafka capabilities josefk does not have: a key under one of them stops start-up,
+_CLASSES = (
+    "Java plug-in classes cannot be loaded; josefk authenticates PLAIN and SCRAM against its "
+    "own credential store"
+)
+_QUOTAS = "quotas (client, replication and controller mutation) are not enforced yet"
+# Kafka's keys whose effect a user would rely on and josefk cannot give, with the reason.
+REFUSED_KEY_REASONS: Final[dict[str, str]] = {
+    "sasl.client.callback.handler.class": _CLASSES,
+    "sasl.server.callback.handler.class": _CLASSES,
+    "sasl.login.class": _CLASSES,
+    "sasl.login.callback.handler.class": _CLASSES,
+    "principal.builder.class": (
+        "principals are built by josefk (User:<SASL name>, or the TLS certificate's name "
+        "through ssl.principal.mapping.rules); a builder class cannot be loaded"
+    ),
+    "sasl.server.max.receive.size": "the size limit before authentication is not configurable",
+    "security.providers": "JVM security providers have no counterpart here",
+    "ssl.provider": "JVM TLS providers have no counterpart: TLS is OpenSSL through Python",
+    "ssl.engine.factory.class": (
+        "JVM TLS engines have no counterpart: TLS is OpenSSL through Python"
+    ),
+    "alter.config.policy.class.name": "config and topic policy classes cannot be loaded",
+    "create.topic.policy.class.name": "config and topic policy classes cannot be loaded",
+    "replica.selector.class": "consumers fetching from followers (KIP-392) is not offered",
+    "max.connection.creation.rate": "connection rate limits are not enforced",
+    "max.connections.per.ip.overrides": "per-address connection limits are not offered",
+    "offset.metadata.max.bytes": "commit metadata is limited to Kafka's default, 4096 bytes",
+    "delegation.token.secret.key": "delegation tokens are not offered",
+    "password.encoder.secret": (
+        "dynamic passwords are kept as given in a mode-0600 file (or etcd); no encoder"
+    ),
+    "password.encoder.old.secret": (
+        "dynamic passwords are kept as given in a mode-0600 file (or etcd); no encoder"
+    ),
+    "client.quota.callback.class": _QUOTAS,
+    "remote.log.storage.system.enable": "tiered storage is not offered",
+}
+# Keys refused only when set to anything but their "off" value: at that value they are inert.
+REFUSED_UNLESS: Final[dict[str, str]] = {"remote.log.storage.system.enable": "false"}
+# Prefixes of capabilities josefk does not have: a key under one of them stops start-up,
 # naming the key, rather than being accepted and dropped (a user who set ssl.keystore.* must
 # not run a plaintext broker believing it encrypts).
-_MISSING_CAPABILITIES: Final[tuple[tuple[str, str], ...]] = (
-    ("ssl.", "this TLS setting is not supported"),
-    ("sasl.", "this SASL setting is not supported yet (security release)"),
-    (
-        "listener.name.",
-        "per-listener settings other than ssl.* and <mechanism>.sasl.jaas.config are not supported",
+REFUSED_PREFIXES: Final[dict[str, str]] = {
+    "ssl.": "this TLS setting is not offered",
+    "sasl.": "this SASL setting is not offered",
+    "listener.name.": (
+        "per-listener settings other than ssl.* and <mechanism>.sasl.jaas.config are not offered"
     ),
-    ("principal.builder.", "authentication is not supported yet"),
-    ("connection.failed.authentication.", "authentication is not supported yet"),
-    ("delegation.token.", "delegation tokens are not supported"),
-    ("password.encoder.", "dynamic broker passwords are not supported"),
-    ("quota.", "client quotas are not supported yet"),
-    ("client.quota.", "client quotas are not supported yet"),
-    ("remote.log.", "tiered storage is not supported"),
-    ("metric.reporters", "josefk exports Prometheus metrics (josefk.metrics.*), not JMX reporters"),
-    ("kafka.metrics.", "josefk exports Prometheus metrics (josefk.metrics.*), not JMX reporters"),
-    ("metrics.", "josefk exports Prometheus metrics (josefk.metrics.*), not JMX reporters"),
-)
+    "quota.": _QUOTAS,
+    "client.quota.": _QUOTAS,
+    "replication.quota.": _QUOTAS,
+    "alter.log.dirs.replication.quota.": _QUOTAS,
+    "metric.reporters": "josefk exports Prometheus metrics (josefk.metrics.*), not JMX reporters",
+    "kafka.metrics.": "josefk exports Prometheus metrics (josefk.metrics.*), not JMX reporters",
+    "metrics.": "josefk exports Prometheus metrics (josefk.metrics.*), not JMX reporters",
+}
 
 
 # The authorizer is enabled by any of these names (Kafka's two standard authorizers and
@@ -407,17 +620,22 @@ REFUSED_KEYS: Final[dict[str, str]] = {}
 
 
 def refusal(key: str, value: str) -> str | None:
-    """Why ``key=value`` cannot be honoured, or None."""
+    """Why ``key=value`` cannot be honoured, or None (honoured, inert, or unknown). A key
+    BrokerConfig has a setting for is never refused here (its validation speaks for it)."""
+    if key in _FIELD_BY_KEY:
+        return None
     if key in REFUSED_KEYS and value.strip():
         return REFUSED_KEYS[key]
-    if (
-        key in _SUPPORTED_SASL_KEYS
-        or key in SSL_KEYS
-        or listener_ssl_key(key) is not None
-        or is_listener_property(key)
-    ):
+    off = REFUSED_UNLESS.get(key)
+    if off is not None:
+        if value.strip().lower() == off:
+            return None
+        return f"{REFUSED_KEY_REASONS[key]}; josefk refuses it rather than ignoring it"
+    if key in REFUSED_KEY_REASONS:
+        return f"{REFUSED_KEY_REASONS[key]}; josefk refuses it rather than ignoring it"
+    if key in INERT_KEYS or listener_ssl_key(key) is not None or is_listener_property(key):
         return None
-    for prefix, reason in _MISSING_CAPABILITIES:
+    for prefix, reason in REFUSED_PREFIXES.items():
         if key.startswith(prefix):
             return f"{reason}; josefk refuses it rather than ignoring it"
     return None
@@ -429,8 +647,22 @@ def is_listener_property(key: str) -> bool:
     return match is not None and _LISTENER_SUFFIXES.match(match.group(2)) is not None
 
 
+def inert_reason(key: str) -> str | None:
+    """Why ``key`` is accepted and changes nothing here; None for any other key."""
+    declared = INERT_KEYS.get(key) or _MODEL_KEYS.get(key)
+    if declared is not None:
+        return declared.reason if declared.support is Support.INERT else None
+    if key in REFUSED_UNLESS:
+        return REFUSED_KEY_REASONS[key] + f" (accepted as {REFUSED_UNLESS[key]})"
+    for prefix, reason in INERT_PREFIXES.items():
+        if key.startswith(prefix):
+            return reason
+    return None
+
+
 def is_accepted_unused(key: str) -> bool:
-    return key in ACCEPTED_UNUSED_KEYS or key.startswith(ACCEPTED_UNUSED_PREFIXES)
+    """An inert key: accepted, stored, described, without effect."""
+    return inert_reason(key) is not None
 
 
 # ------------------------------------------------------------------------------- the model
@@ -462,303 +694,1124 @@ class BrokerConfig(BaseModel):
     )
 
     # -- server basics -----------------------------------------------------------------------
-    node_id: Int = _key("node.id", 1, ge=0, le=INT_MAX)
-    broker_id: OptInt = _key("broker.id", None, ge=0, le=INT_MAX)
-    listeners: Listeners = _key("listeners", (Listener("PLAINTEXT", "127.0.0.1", 9092),))
-    advertised_listeners: OptListeners = _key("advertised.listeners", None)
-    listener_security_protocol_map: ProtocolMap = _key(
-        "listener.security.protocol.map", _DEFAULT_PROTOCOL_MAP
+    node_id: Int = _key(
+        "node.id",
+        1,
+        ge=0,
+        le=INT_MAX,
+        doc="This broker's id in the cluster (broker.id is its synonym).",
     )
-    controller_listener_names: Csv = _key("controller.listener.names", ())
-    inter_broker_listener_name: OptStr = _key("inter.broker.listener.name", None)
+    broker_id: OptInt = _key(
+        "broker.id",
+        None,
+        ge=0,
+        le=INT_MAX,
+        doc="Synonym of node.id; if both are set they must be equal.",
+    )
+    listeners: Listeners = _key(
+        "listeners",
+        (Listener("PLAINTEXT", "127.0.0.1", 9092),),
+        doc=(
+            "Comma-separated NAME://host:port addresses to listen on; port 0 takes any free port, "
+            "an empty host binds every interface."
+        ),
+    )
+    advertised_listeners: OptListeners = _key(
+        "advertised.listeners",
+        None,
+        doc=(
+            "The addresses clients are told to use, if they differ from listeners; null advertises"
+            " listeners."
+        ),
+    )
+    listener_security_protocol_map: ProtocolMap = _key(
+        "listener.security.protocol.map",
+        _DEFAULT_PROTOCOL_MAP,
+        doc="Security protocol of each listener name, as NAME:PROTOCOL pairs.",
+    )
+    controller_listener_names: Csv = _key(
+        "controller.listener.names",
+        (),
+        doc=(
+            "Listener names reserved for KRaft controllers in Kafka; josefk serves no clients on "
+            "them."
+        ),
+    )
+    inter_broker_listener_name: OptStr = _key(
+        "inter.broker.listener.name",
+        None,
+        doc=(
+            "The listener brokers use to reach each other; null: the one named by "
+            "security.inter.broker.protocol, else the first."
+        ),
+    )
     # Kafka: the inter-broker listener is the one named after this protocol, unless
     # inter.broker.listener.name is set (both set is an error).
-    security_inter_broker_protocol: OptStr = _key("security.inter.broker.protocol", None)
-    log_dirs: Csv = _key("log.dirs", ("./josefk-data",))
-    log_dir: Str = _key("log.dir", "./josefk-data")
+    security_inter_broker_protocol: OptStr = _key(
+        "security.inter.broker.protocol",
+        None,
+        doc=(
+            "The security protocol between brokers, naming the listener of that name; set it or "
+            "inter.broker.listener.name, not both."
+        ),
+    )
+    log_dirs: Csv = _key(
+        "log.dirs",
+        ("./josefk-data",),
+        doc="Comma-separated directories holding the partition logs.",
+    )
+    log_dir: Str = _key(
+        "log.dir", "./josefk-data", doc="A single log directory, used when log.dirs is not set."
+    )
 
     # -- topics ------------------------------------------------------------------------------
-    num_partitions: Int = _key("num.partitions", 1, ge=1, le=INT_MAX)
-    default_replication_factor: Int = _key("default.replication.factor", 1, ge=1, le=32767)
-    auto_create_topics_enable: KBool = _key("auto.create.topics.enable", True)
-    delete_topic_enable: KBool = _key("delete.topic.enable", True)
-    min_insync_replicas: Int = _key("min.insync.replicas", 1, ge=1, le=INT_MAX)
-    unclean_leader_election_enable: KBool = _key("unclean.leader.election.enable", False)
-    message_max_bytes: Int = _key("message.max.bytes", 1_048_588, ge=0, le=INT_MAX)
-    compression_type: Literal["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"] = _key(
-        "compression.type", "producer"
+    num_partitions: Int = _key(
+        "num.partitions",
+        1,
+        ge=1,
+        le=INT_MAX,
+        doc="Partitions of a topic created without a count (auto-created or -1 in CreateTopics).",
     )
-    compression_gzip_level: Int = _key("compression.gzip.level", -1)
-    compression_lz4_level: Int = _key("compression.lz4.level", 9, ge=1, le=17)
-    compression_zstd_level: Int = _key("compression.zstd.level", 3, ge=-131072, le=22)
+    default_replication_factor: Int = _key(
+        "default.replication.factor",
+        1,
+        ge=1,
+        le=32767,
+        doc="Replication factor of a topic created without one.",
+    )
+    auto_create_topics_enable: KBool = _key(
+        "auto.create.topics.enable",
+        True,
+        doc=(
+            "Create a topic when a client asks for metadata or produces to a name that does not "
+            "exist."
+        ),
+    )
+    delete_topic_enable: KBool = _key(
+        "delete.topic.enable", True, doc="Allow DeleteTopics; false refuses it."
+    )
+    min_insync_replicas: Int = _key(
+        "min.insync.replicas",
+        1,
+        ge=1,
+        le=INT_MAX,
+        doc=(
+            "Default of the topic config min.insync.replicas: replicas that must hold an acks=all "
+            "write."
+        ),
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    unclean_leader_election_enable: KBool = _key(
+        "unclean.leader.election.enable",
+        False,
+        doc=(
+            "Default of the topic config: elect a replica outside the ISR when no ISR member is "
+            "alive (data loss possible)."
+        ),
+    )
+    message_max_bytes: Int = _key(
+        "message.max.bytes",
+        1_048_588,
+        ge=0,
+        le=INT_MAX,
+        doc="Default of the topic config max.message.bytes: the largest record batch accepted.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    compression_type: Literal["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"] = _key(
+        "compression.type",
+        "producer",
+        doc=(
+            "Default of the topic config compression.type: the codec batches are stored in "
+            "(producer keeps the producer's)."
+        ),
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    compression_gzip_level: Int = _key(
+        "compression.gzip.level",
+        -1,
+        doc="Default of the topic config compression.gzip.level.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    compression_lz4_level: Int = _key(
+        "compression.lz4.level",
+        9,
+        ge=1,
+        le=17,
+        doc="Default of the topic config compression.lz4.level.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    compression_zstd_level: Int = _key(
+        "compression.zstd.level",
+        3,
+        ge=-131072,
+        le=22,
+        doc="Default of the topic config compression.zstd.level.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
 
     # -- network -----------------------------------------------------------------------------
-    socket_request_max_bytes: Int = _key("socket.request.max.bytes", 104_857_600, ge=1, le=INT_MAX)
-    socket_send_buffer_bytes: Int = _key("socket.send.buffer.bytes", 102_400, ge=-1, le=INT_MAX)
-    socket_receive_buffer_bytes: Int = _key(
-        "socket.receive.buffer.bytes", 102_400, ge=-1, le=INT_MAX
+    socket_request_max_bytes: Int = _key(
+        "socket.request.max.bytes",
+        104_857_600,
+        ge=1,
+        le=INT_MAX,
+        doc="The largest request frame accepted; a larger one closes the connection.",
     )
-    socket_listen_backlog_size: Int = _key("socket.listen.backlog.size", 50, ge=1, le=INT_MAX)
-    connections_max_idle_ms: Int = _key("connections.max.idle.ms", 600_000, le=LONG_MAX)
-    max_connections: Int = _key("max.connections", INT_MAX, ge=0, le=INT_MAX)
+    socket_send_buffer_bytes: Int = _key(
+        "socket.send.buffer.bytes",
+        102_400,
+        ge=-1,
+        le=INT_MAX,
+        doc="SO_SNDBUF of client connections; -1 leaves the operating system's value.",
+    )
+    socket_receive_buffer_bytes: Int = _key(
+        "socket.receive.buffer.bytes",
+        102_400,
+        ge=-1,
+        le=INT_MAX,
+        doc="SO_RCVBUF of client connections; -1 leaves the operating system's value.",
+    )
+    socket_listen_backlog_size: Int = _key(
+        "socket.listen.backlog.size",
+        50,
+        ge=1,
+        le=INT_MAX,
+        doc="The listen backlog of each listener socket.",
+    )
+    connections_max_idle_ms: Int = _key(
+        "connections.max.idle.ms",
+        600_000,
+        le=LONG_MAX,
+        doc="Close a connection that has been idle this long.",
+    )
+    max_connections: Int = _key(
+        "max.connections",
+        INT_MAX,
+        ge=0,
+        le=INT_MAX,
+        doc="The most connections the broker accepts at once; past it new connections are closed.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
     # KIP-368: 0 means a SASL session never expires and is never asked to re-authenticate.
-    connections_max_reauth_ms: Int = _key("connections.max.reauth.ms", 0, ge=0, le=LONG_MAX)
+    connections_max_reauth_ms: Int = _key(
+        "connections.max.reauth.ms",
+        0,
+        ge=0,
+        le=LONG_MAX,
+        doc=(
+            "Lifetime of a SASL session before the client must re-authenticate (KIP-368); 0: never."
+        ),
+    )
     sasl_enabled_mechanisms: Csv = _key(
-        "sasl.enabled.mechanisms", ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+        "sasl.enabled.mechanisms",
+        ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"),
+        doc="SASL mechanisms offered on SASL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).",
     )
     # Empty: no authorizer, every request allowed. See AUTHORIZER_CLASS_NAMES.
-    authorizer_class_name: Str = _key("authorizer.class.name", "")
-    # Principals (User:name) that pass every check, separated by semicolons as in Kafka.
-    super_users: Str = _key("super.users", "")
-    allow_everyone_if_no_acl_found: KBool = _key("allow.everyone.if.no.acl.found", False)
-    sasl_mechanism_inter_broker_protocol: Str = _key(
-        "sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"
+    authorizer_class_name: Str = _key(
+        "authorizer.class.name",
+        "",
+        doc=(
+            "Enables ACL authorization when set to Kafka's AclAuthorizer or StandardAuthorizer "
+            "class name (or josefk.AclAuthorizer); empty: every request allowed."
+        ),
     )
-    sasl_jaas_config: OptStr = _key("sasl.jaas.config", None)
-    max_connections_per_ip: Int = _key("max.connections.per.ip", INT_MAX, ge=0, le=INT_MAX)
+    # Principals (User:name) that pass every check, separated by semicolons as in Kafka.
+    super_users: Str = _key(
+        "super.users", "", doc="Principals (User:name) allowed everything, separated by semicolons."
+    )
+    allow_everyone_if_no_acl_found: KBool = _key(
+        "allow.everyone.if.no.acl.found",
+        False,
+        doc="Allow a request on a resource that no ACL names.",
+    )
+    sasl_mechanism_inter_broker_protocol: Str = _key(
+        "sasl.mechanism.inter.broker.protocol",
+        "SCRAM-SHA-512",
+        doc="The SASL mechanism brokers use with each other on a SASL inter-broker listener.",
+    )
+    sasl_jaas_config: OptStr = _key(
+        "sasl.jaas.config",
+        None,
+        doc=(
+            "A JAAS line with the broker's own credentials for inter-broker SASL (listener- and "
+            "mechanism-prefixed keys win)."
+        ),
+        sensitive=True,
+        type="password",
+    )
+    max_connections_per_ip: Int = _key(
+        "max.connections.per.ip",
+        INT_MAX,
+        ge=0,
+        le=INT_MAX,
+        doc="The most connections accepted from one address at once.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
 
     # -- TLS (SSL and SASL_SSL listeners; josefk.broker.security.tls reads the files) --------
-    ssl_keystore_type: Str = _key("ssl.keystore.type", "PEM")
-    ssl_keystore_location: OptStr = _key("ssl.keystore.location", None)
-    ssl_keystore_password: OptStr = _key("ssl.keystore.password", None)
-    ssl_keystore_certificate_chain: OptStr = _key("ssl.keystore.certificate.chain", None)
-    ssl_keystore_key: OptStr = _key("ssl.keystore.key", None)
-    ssl_key_password: OptStr = _key("ssl.key.password", None)
-    ssl_truststore_type: Str = _key("ssl.truststore.type", "PEM")
-    ssl_truststore_location: OptStr = _key("ssl.truststore.location", None)
-    ssl_truststore_password: OptStr = _key("ssl.truststore.password", None)
-    ssl_truststore_certificates: OptStr = _key("ssl.truststore.certificates", None)
-    ssl_client_auth: Literal["none", "requested", "required"] = _key("ssl.client.auth", "none")
-    ssl_enabled_protocols: Csv = _key("ssl.enabled.protocols", ("TLSv1.2", "TLSv1.3"))
-    ssl_protocol: Str = _key("ssl.protocol", "TLSv1.3")
-    ssl_cipher_suites: Csv = _key("ssl.cipher.suites", ())
+    ssl_keystore_type: Str = _key(
+        "ssl.keystore.type", "PEM", doc="Format of the keystore; josefk reads PEM only."
+    )
+    ssl_keystore_location: OptStr = _key(
+        "ssl.keystore.location",
+        None,
+        doc="Path of the PEM file with the broker's certificate chain and private key.",
+        dynamic=Dynamic.PER_LISTENER,
+    )
+    ssl_keystore_password: OptStr = _key(
+        "ssl.keystore.password",
+        None,
+        doc="Password of the keystore file.",
+        sensitive=True,
+        type="password",
+    )
+    ssl_keystore_certificate_chain: OptStr = _key(
+        "ssl.keystore.certificate.chain",
+        None,
+        doc="The certificate chain in PEM, inline instead of a keystore file.",
+        dynamic=Dynamic.PER_LISTENER,
+        sensitive=True,
+        type="password",
+    )
+    ssl_keystore_key: OptStr = _key(
+        "ssl.keystore.key",
+        None,
+        doc="The private key in PEM, inline instead of a keystore file.",
+        dynamic=Dynamic.PER_LISTENER,
+        sensitive=True,
+        type="password",
+    )
+    ssl_key_password: OptStr = _key(
+        "ssl.key.password",
+        None,
+        doc="Password of the private key.",
+        dynamic=Dynamic.PER_LISTENER,
+        sensitive=True,
+        type="password",
+    )
+    ssl_truststore_type: Str = _key(
+        "ssl.truststore.type", "PEM", doc="Format of the truststore; josefk reads PEM only."
+    )
+    ssl_truststore_location: OptStr = _key(
+        "ssl.truststore.location",
+        None,
+        doc="Path of the PEM file with the certificates trusted for client authentication.",
+        dynamic=Dynamic.PER_LISTENER,
+    )
+    ssl_truststore_password: OptStr = _key(
+        "ssl.truststore.password",
+        None,
+        doc="Password of the truststore file.",
+        sensitive=True,
+        type="password",
+    )
+    ssl_truststore_certificates: OptStr = _key(
+        "ssl.truststore.certificates",
+        None,
+        doc="Trusted certificates in PEM, inline instead of a truststore file.",
+        dynamic=Dynamic.PER_LISTENER,
+        sensitive=True,
+        type="password",
+    )
+    ssl_client_auth: Literal["none", "requested", "required"] = _key(
+        "ssl.client.auth",
+        "none",
+        doc="Whether TLS clients must present a certificate: none, requested or required.",
+    )
+    ssl_enabled_protocols: Csv = _key(
+        "ssl.enabled.protocols", ("TLSv1.2", "TLSv1.3"), doc="TLS versions accepted."
+    )
+    ssl_protocol: Str = _key(
+        "ssl.protocol", "TLSv1.3", doc="The TLS protocol the broker's own connections start from."
+    )
+    ssl_cipher_suites: Csv = _key(
+        "ssl.cipher.suites", (), doc="Cipher suites offered; empty: the TLS library's defaults."
+    )
     # A client's setting (host name verification of the broker); accepted, as Kafka does.
     ssl_endpoint_identification_algorithm: OptStr = _key(
-        "ssl.endpoint.identification.algorithm", "https"
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        doc=(
+            "Host name verification of the peer when this broker is the TLS client (https, or "
+            "empty for none)."
+        ),
     )
-    ssl_principal_mapping_rules: Str = _key("ssl.principal.mapping.rules", "DEFAULT")
+    ssl_principal_mapping_rules: Str = _key(
+        "ssl.principal.mapping.rules",
+        "DEFAULT",
+        doc=(
+            "Rules that turn a client certificate's distinguished name into a principal name "
+            "(Kafka's syntax)."
+        ),
+    )
     # A TLS client that has not finished its handshake by then is disconnected.
     ssl_handshake_timeout_ms: Int = _key(
-        "josefk.ssl.handshake.timeout.ms", 10_000, ge=1, le=INT_MAX
+        "josefk.ssl.handshake.timeout.ms",
+        10_000,
+        ge=1,
+        le=INT_MAX,
+        doc="josefk: close a TLS connection whose handshake has not finished in this time.",
     )
     # listener.name.<name>.ssl.* keys as given (listener_ssl_key() reads one); not a Kafka key
     # of its own: each entry is one.
     listener_ssl_configs: dict[str, str] = Field(default_factory=dict)
-    queued_max_requests: Int = _key("queued.max.requests", 500, ge=1, le=INT_MAX)
-    queued_max_request_bytes: Int = _key("queued.max.request.bytes", -1, ge=-1, le=LONG_MAX)
-    fetch_max_bytes: Int = _key("fetch.max.bytes", 57_671_680, ge=1024, le=INT_MAX)
+    # Kafka's keys accepted as inert (``inert_reason``) as given; likewise one field, each key
+    # its own entry for DescribeConfigs.
+    inert_configs: dict[str, str] = Field(default_factory=dict)
+    queued_max_requests: Int = _key(
+        "queued.max.requests",
+        500,
+        ge=1,
+        le=INT_MAX,
+        doc=(
+            "Requests read from connections but not yet handled, across the broker, before reading"
+            " pauses."
+        ),
+    )
+    queued_max_request_bytes: Int = _key(
+        "queued.max.request.bytes",
+        -1,
+        ge=-1,
+        le=LONG_MAX,
+        doc="Bytes of such requests before reading pauses; -1: no byte limit.",
+    )
+    fetch_max_bytes: Int = _key(
+        "fetch.max.bytes",
+        57_671_680,
+        ge=1024,
+        le=INT_MAX,
+        doc="The most bytes one Fetch answer carries.",
+    )
     # KIP-227 fetch sessions: 0 makes the broker decline every incremental session.
     max_incremental_fetch_session_cache_slots: Int = _key(
-        "max.incremental.fetch.session.cache.slots", 1000, ge=0, le=INT_MAX
+        "max.incremental.fetch.session.cache.slots",
+        1000,
+        ge=0,
+        le=INT_MAX,
+        doc="Incremental fetch sessions (KIP-227) kept; 0 declines them all.",
     )
     # Accepted for compatibility; josefk runs one event loop and has no thread pools to size.
-    num_network_threads: Int = _key("num.network.threads", 3, ge=1, le=INT_MAX)
-    num_io_threads: Int = _key("num.io.threads", 8, ge=1, le=INT_MAX)
-    background_threads: Int = _key("background.threads", 10, ge=1, le=INT_MAX)
+    num_network_threads: Int = _key(
+        "num.network.threads",
+        3,
+        ge=1,
+        le=INT_MAX,
+        doc="Kafka's network thread count.",
+        inert="one event loop does all network work",
+    )
+    num_io_threads: Int = _key(
+        "num.io.threads",
+        8,
+        ge=1,
+        le=INT_MAX,
+        doc="Kafka's request handler thread count.",
+        inert="one event loop handles every request",
+    )
+    background_threads: Int = _key(
+        "background.threads",
+        10,
+        ge=1,
+        le=INT_MAX,
+        doc="Kafka's background thread count.",
+        inert="background work runs on the event loop and its executor",
+    )
     num_recovery_threads_per_data_dir: Int = _key(
-        "num.recovery.threads.per.data.dir", 2, ge=1, le=INT_MAX
+        "num.recovery.threads.per.data.dir",
+        2,
+        ge=1,
+        le=INT_MAX,
+        doc=(
+            "Threads per log dir that load and recover logs at start-up and flush them at shutdown."
+        ),
     )
 
     # -- log defaults (log.*) ----------------------------------------------------------------
-    log_segment_bytes: Int = _key("log.segment.bytes", 1_073_741_824, ge=14, le=INT_MAX)
-    log_roll_ms: OptInt = _key("log.roll.ms", None, ge=1, le=LONG_MAX)
-    log_roll_hours: Int = _key("log.roll.hours", 168, ge=1, le=INT_MAX)
-    log_roll_jitter_ms: OptInt = _key("log.roll.jitter.ms", None, ge=0, le=LONG_MAX)
-    log_roll_jitter_hours: Int = _key("log.roll.jitter.hours", 0, ge=0, le=INT_MAX)
-    log_retention_ms: OptInt = _key("log.retention.ms", None, le=LONG_MAX)
-    log_retention_minutes: OptInt = _key("log.retention.minutes", None, le=INT_MAX)
-    log_retention_hours: Int = _key("log.retention.hours", 168, le=INT_MAX)
-    log_retention_bytes: Int = _key("log.retention.bytes", -1, le=LONG_MAX)
+    log_segment_bytes: Int = _key(
+        "log.segment.bytes",
+        1_073_741_824,
+        ge=14,
+        le=INT_MAX,
+        doc="Default of the topic config segment.bytes: the size at which a segment is rolled.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    log_roll_ms: OptInt = _key(
+        "log.roll.ms",
+        None,
+        ge=1,
+        le=LONG_MAX,
+        doc=(
+            "Default of the topic config segment.ms: the age at which a segment is rolled; null: "
+            "log.roll.hours."
+        ),
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    log_roll_hours: Int = _key(
+        "log.roll.hours",
+        168,
+        ge=1,
+        le=INT_MAX,
+        doc="log.roll.ms in hours, used when log.roll.ms is not set.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    log_roll_jitter_ms: OptInt = _key(
+        "log.roll.jitter.ms",
+        None,
+        ge=0,
+        le=LONG_MAX,
+        doc="Default of the topic config segment.jitter.ms; null: log.roll.jitter.hours.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    log_roll_jitter_hours: Int = _key(
+        "log.roll.jitter.hours",
+        0,
+        ge=0,
+        le=INT_MAX,
+        doc="log.roll.jitter.ms in hours, used when log.roll.jitter.ms is not set.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    log_retention_ms: OptInt = _key(
+        "log.retention.ms",
+        None,
+        le=LONG_MAX,
+        doc=(
+            "Default of the topic config retention.ms; null: log.retention.minutes, then hours; "
+            "-1: no time limit."
+        ),
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    log_retention_minutes: OptInt = _key(
+        "log.retention.minutes",
+        None,
+        le=INT_MAX,
+        doc="Retention in minutes, used when log.retention.ms is not set.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    log_retention_hours: Int = _key(
+        "log.retention.hours",
+        168,
+        le=INT_MAX,
+        doc="Retention in hours, used when neither log.retention.ms nor minutes is set.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    log_retention_bytes: Int = _key(
+        "log.retention.bytes",
+        -1,
+        le=LONG_MAX,
+        doc=(
+            "Default of the topic config retention.bytes: the size a partition is trimmed to; -1: "
+            "no size limit."
+        ),
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
     log_retention_check_interval_ms: Int = _key(
-        "log.retention.check.interval.ms", 300_000, ge=1, le=LONG_MAX
+        "log.retention.check.interval.ms",
+        300_000,
+        ge=1,
+        le=LONG_MAX,
+        doc="How often segments are checked for deletion by retention.",
     )
-    log_index_size_max_bytes: Int = _key("log.index.size.max.bytes", 10_485_760, ge=4, le=INT_MAX)
-    log_index_interval_bytes: Int = _key("log.index.interval.bytes", 4096, ge=0, le=INT_MAX)
+    log_index_size_max_bytes: Int = _key(
+        "log.index.size.max.bytes",
+        10_485_760,
+        ge=4,
+        le=INT_MAX,
+        doc=(
+            "Default of the topic config segment.index.bytes: the size of offset and time index "
+            "files."
+        ),
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    log_index_interval_bytes: Int = _key(
+        "log.index.interval.bytes",
+        4096,
+        ge=0,
+        le=INT_MAX,
+        doc="Default of the topic config index.interval.bytes: bytes between offset index entries.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
     log_flush_interval_messages: Int = _key(
-        "log.flush.interval.messages", LONG_MAX, ge=1, le=LONG_MAX
+        "log.flush.interval.messages",
+        LONG_MAX,
+        ge=1,
+        le=LONG_MAX,
+        doc=(
+            "Default of the topic config flush.messages: records appended before the log is "
+            "fsynced."
+        ),
+        dynamic=Dynamic.CLUSTER_WIDE,
     )
-    log_flush_interval_ms: OptInt = _key("log.flush.interval.ms", None, ge=0, le=LONG_MAX)
+    log_flush_interval_ms: OptInt = _key(
+        "log.flush.interval.ms",
+        None,
+        ge=0,
+        le=LONG_MAX,
+        doc=(
+            "Default of the topic config flush.ms: the longest a record stays unsynced; null: "
+            "log.flush.scheduler.interval.ms."
+        ),
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
     log_flush_scheduler_interval_ms: Int = _key(
-        "log.flush.scheduler.interval.ms", LONG_MAX, ge=0, le=LONG_MAX
+        "log.flush.scheduler.interval.ms",
+        LONG_MAX,
+        ge=0,
+        le=LONG_MAX,
+        doc="How often logs are checked for a flush by time.",
     )
     log_flush_offset_checkpoint_interval_ms: Int = _key(
-        "log.flush.offset.checkpoint.interval.ms", 60_000, ge=0, le=INT_MAX
+        "log.flush.offset.checkpoint.interval.ms",
+        60_000,
+        ge=0,
+        le=INT_MAX,
+        doc="How often the recovery-point checkpoint is written.",
     )
     log_flush_start_offset_checkpoint_interval_ms: Int = _key(
-        "log.flush.start.offset.checkpoint.interval.ms", 60_000, ge=0, le=INT_MAX
+        "log.flush.start.offset.checkpoint.interval.ms",
+        60_000,
+        ge=0,
+        le=INT_MAX,
+        doc="How often the log-start-offset checkpoint is written.",
     )
     log_segment_delete_delay_ms: Int = _key(
-        "log.segment.delete.delay.ms", 60_000, ge=0, le=LONG_MAX
+        "log.segment.delete.delay.ms",
+        60_000,
+        ge=0,
+        le=LONG_MAX,
+        doc=(
+            "Default of the topic config file.delete.delay.ms: how long a deleted segment's files "
+            "stay before removal."
+        ),
+        dynamic=Dynamic.CLUSTER_WIDE,
     )
-    log_cleanup_policy: Csv = _key("log.cleanup.policy", ("delete",))
+    log_cleanup_policy: Csv = _key(
+        "log.cleanup.policy",
+        ("delete",),
+        doc="Default of the topic config cleanup.policy: delete, compact or both.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
     log_message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = _key(
-        "log.message.timestamp.type", "CreateTime"
+        "log.message.timestamp.type",
+        "CreateTime",
+        doc="Default of the topic config message.timestamp.type: CreateTime or LogAppendTime.",
+        dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_message_timestamp_before_max_ms: Int = _key(
-        "log.message.timestamp.before.max.ms", LONG_MAX, ge=0, le=LONG_MAX
+        "log.message.timestamp.before.max.ms",
+        LONG_MAX,
+        ge=0,
+        le=LONG_MAX,
+        doc=(
+            "Default of the topic config message.timestamp.before.max.ms: how far in the past a "
+            "CreateTime timestamp may be."
+        ),
+        dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_message_timestamp_after_max_ms: Int = _key(
-        "log.message.timestamp.after.max.ms", 3_600_000, ge=0, le=LONG_MAX
+        "log.message.timestamp.after.max.ms",
+        3_600_000,
+        ge=0,
+        le=LONG_MAX,
+        doc=(
+            "Default of the topic config message.timestamp.after.max.ms: how far in the future a "
+            "CreateTime timestamp may be."
+        ),
+        dynamic=Dynamic.CLUSTER_WIDE,
     )
-    log_preallocate: KBool = _key("log.preallocate", False)
-    log_local_retention_ms: Int = _key("log.local.retention.ms", -2, ge=-2, le=LONG_MAX)
-    log_local_retention_bytes: Int = _key("log.local.retention.bytes", -2, ge=-2, le=LONG_MAX)
-    log_cleaner_enable: KBool = _key("log.cleaner.enable", True)
-    log_cleaner_threads: Int = _key("log.cleaner.threads", 1, ge=0, le=INT_MAX)
+    log_preallocate: KBool = _key(
+        "log.preallocate",
+        False,
+        doc="Default of the topic config preallocate: create segment files at full size.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    log_local_retention_ms: Int = _key(
+        "log.local.retention.ms",
+        -2,
+        ge=-2,
+        le=LONG_MAX,
+        doc="Default of the topic config local.retention.ms (tiered storage).",
+        inert="no tiered storage: the whole log is local",
+    )
+    log_local_retention_bytes: Int = _key(
+        "log.local.retention.bytes",
+        -2,
+        ge=-2,
+        le=LONG_MAX,
+        doc="Default of the topic config local.retention.bytes (tiered storage).",
+        inert="no tiered storage: the whole log is local",
+    )
+    log_cleaner_enable: KBool = _key(
+        "log.cleaner.enable", True, doc="Run the log cleaner (compaction of compact topics)."
+    )
+    log_cleaner_threads: Int = _key(
+        "log.cleaner.threads",
+        1,
+        ge=0,
+        le=INT_MAX,
+        doc="Logs cleaned at once.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
     log_cleaner_dedupe_buffer_size: Int = _key(
-        "log.cleaner.dedupe.buffer.size", 134_217_728, le=LONG_MAX
+        "log.cleaner.dedupe.buffer.size",
+        134_217_728,
+        le=LONG_MAX,
+        doc="Memory for the cleaner's key map, across cleaner threads.",
+        dynamic=Dynamic.CLUSTER_WIDE,
     )
-    log_cleaner_io_buffer_size: Int = _key("log.cleaner.io.buffer.size", 524_288, ge=0, le=INT_MAX)
-    log_cleaner_io_buffer_load_factor: Float = _key("log.cleaner.io.buffer.load.factor", 0.9)
+    log_cleaner_io_buffer_size: Int = _key(
+        "log.cleaner.io.buffer.size",
+        524_288,
+        ge=0,
+        le=INT_MAX,
+        doc="Kafka's cleaner I/O buffer size.",
+        inert="the cleaner reads whole batches through the page cache",
+    )
+    log_cleaner_io_buffer_load_factor: Float = _key(
+        "log.cleaner.io.buffer.load.factor",
+        0.9,
+        doc="How full the cleaner's key map may get.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
     log_cleaner_io_max_bytes_per_second: Float = _key(
-        "log.cleaner.io.max.bytes.per.second", DOUBLE_MAX
+        "log.cleaner.io.max.bytes.per.second",
+        DOUBLE_MAX,
+        doc="Throttle of the cleaner's reads and writes.",
+        dynamic=Dynamic.CLUSTER_WIDE,
     )
-    log_cleaner_backoff_ms: Int = _key("log.cleaner.backoff.ms", 15_000, ge=0, le=LONG_MAX)
+    log_cleaner_backoff_ms: Int = _key(
+        "log.cleaner.backoff.ms",
+        15_000,
+        ge=0,
+        le=LONG_MAX,
+        doc="How long the cleaner sleeps when no log needs cleaning.",
+        dynamic=Dynamic.CLUSTER_WIDE,
+    )
     log_cleaner_min_cleanable_ratio: Float = _key(
-        "log.cleaner.min.cleanable.ratio", 0.5, ge=0.0, le=1.0
+        "log.cleaner.min.cleanable.ratio",
+        0.5,
+        ge=0.0,
+        le=1.0,
+        doc="Default of the topic config min.cleanable.dirty.ratio.",
+        dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_cleaner_delete_retention_ms: Int = _key(
-        "log.cleaner.delete.retention.ms", 86_400_000, ge=0, le=LONG_MAX
+        "log.cleaner.delete.retention.ms",
+        86_400_000,
+        ge=0,
+        le=LONG_MAX,
+        doc="Default of the topic config delete.retention.ms: how long tombstones are kept.",
+        dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_cleaner_min_compaction_lag_ms: Int = _key(
-        "log.cleaner.min.compaction.lag.ms", 0, ge=0, le=LONG_MAX
+        "log.cleaner.min.compaction.lag.ms",
+        0,
+        ge=0,
+        le=LONG_MAX,
+        doc="Default of the topic config min.compaction.lag.ms.",
+        dynamic=Dynamic.CLUSTER_WIDE,
     )
     log_cleaner_max_compaction_lag_ms: Int = _key(
-        "log.cleaner.max.compaction.lag.ms", LONG_MAX, ge=1, le=LONG_MAX
+        "log.cleaner.max.compaction.lag.ms",
+        LONG_MAX,
+        ge=1,
+        le=LONG_MAX,
+        doc="Default of the topic config max.compaction.lag.ms.",
+        dynamic=Dynamic.CLUSTER_WIDE,
     )
 
     # -- consumer groups and committed offsets ----------------------------------------------
-    offsets_topic_num_partitions: Int = _key("offsets.topic.num.partitions", 50, ge=1, le=INT_MAX)
+    offsets_topic_num_partitions: Int = _key(
+        "offsets.topic.num.partitions",
+        50,
+        ge=1,
+        le=INT_MAX,
+        doc="Partitions of __consumer_offsets (fixed once the topic exists).",
+    )
     # Kafka's default is 3. The single node keeps the offsets topic on its one replica
     # whatever this says; a cluster's controller creates the topic once this many brokers are
     # alive, as Kafka does (josefk dev-cluster sets min(3, brokers)).
     offsets_topic_replication_factor: Int = _key(
-        "offsets.topic.replication.factor", 3, ge=1, le=32767
+        "offsets.topic.replication.factor",
+        3,
+        ge=1,
+        le=32767,
+        doc=(
+            "Replication factor of __consumer_offsets; a cluster creates it once this many brokers"
+            " are alive (the single node keeps one replica)."
+        ),
     )
     offsets_topic_segment_bytes: Int = _key(
-        "offsets.topic.segment.bytes", 104_857_600, ge=1, le=INT_MAX
+        "offsets.topic.segment.bytes",
+        104_857_600,
+        ge=1,
+        le=INT_MAX,
+        doc="segment.bytes of __consumer_offsets.",
     )
-    offsets_topic_compression_codec: Int = _key("offsets.topic.compression.codec", 0, ge=0, le=4)
-    offsets_load_buffer_size: Int = _key("offsets.load.buffer.size", 5_242_880, ge=1, le=INT_MAX)
-    offsets_retention_minutes: Int = _key("offsets.retention.minutes", 10_080, ge=1, le=INT_MAX)
+    offsets_topic_compression_codec: Int = _key(
+        "offsets.topic.compression.codec",
+        0,
+        ge=0,
+        le=4,
+        doc="Kafka's codec for offset commit batches.",
+        inert="offset commits are written uncompressed",
+    )
+    offsets_load_buffer_size: Int = _key(
+        "offsets.load.buffer.size",
+        5_242_880,
+        ge=1,
+        le=INT_MAX,
+        doc="Kafka's read buffer when loading __consumer_offsets.",
+        inert="loading reads whole batches through the page cache",
+    )
+    offsets_retention_minutes: Int = _key(
+        "offsets.retention.minutes",
+        10_080,
+        ge=1,
+        le=INT_MAX,
+        doc="How long a committed offset of an empty group is kept.",
+    )
     offsets_retention_check_interval_ms: Int = _key(
-        "offsets.retention.check.interval.ms", 600_000, ge=1, le=LONG_MAX
+        "offsets.retention.check.interval.ms",
+        600_000,
+        ge=1,
+        le=LONG_MAX,
+        doc="How often expired offsets are removed.",
     )
-    offsets_commit_timeout_ms: Int = _key("offsets.commit.timeout.ms", 5000, ge=1, le=INT_MAX)
+    offsets_commit_timeout_ms: Int = _key(
+        "offsets.commit.timeout.ms",
+        5000,
+        ge=1,
+        le=INT_MAX,
+        doc="How long a commit waits for the offsets topic's in-sync replicas.",
+    )
     group_initial_rebalance_delay_ms: Int = _key(
-        "group.initial.rebalance.delay.ms", 3000, ge=0, le=INT_MAX
+        "group.initial.rebalance.delay.ms",
+        3000,
+        ge=0,
+        le=INT_MAX,
+        doc="How long the first rebalance of a new group waits for more members.",
     )
-    group_min_session_timeout_ms: Int = _key("group.min.session.timeout.ms", 6000, ge=0, le=INT_MAX)
+    group_min_session_timeout_ms: Int = _key(
+        "group.min.session.timeout.ms",
+        6000,
+        ge=0,
+        le=INT_MAX,
+        doc="The shortest session timeout a member may ask for.",
+    )
     group_max_session_timeout_ms: Int = _key(
-        "group.max.session.timeout.ms", 1_800_000, ge=0, le=INT_MAX
+        "group.max.session.timeout.ms",
+        1_800_000,
+        ge=0,
+        le=INT_MAX,
+        doc="The longest session timeout a member may ask for.",
     )
-    group_max_size: Int = _key("group.max.size", INT_MAX, ge=1, le=INT_MAX)
+    group_max_size: Int = _key(
+        "group.max.size", INT_MAX, ge=1, le=INT_MAX, doc="The most members a group may have."
+    )
     # KIP-848 consumer groups (group.protocol=consumer), with Kafka 4's defaults.
     group_consumer_heartbeat_interval_ms: Int = _key(
-        "group.consumer.heartbeat.interval.ms", 5000, ge=1, le=INT_MAX
+        "group.consumer.heartbeat.interval.ms",
+        5000,
+        ge=1,
+        le=INT_MAX,
+        doc="How often a consumer group member heartbeats (the broker tells it).",
     )
     group_consumer_min_heartbeat_interval_ms: Int = _key(
-        "group.consumer.min.heartbeat.interval.ms", 5000, ge=1, le=INT_MAX
+        "group.consumer.min.heartbeat.interval.ms",
+        5000,
+        ge=1,
+        le=INT_MAX,
+        doc="The lowest group.consumer.heartbeat.interval.ms allowed.",
     )
     group_consumer_max_heartbeat_interval_ms: Int = _key(
-        "group.consumer.max.heartbeat.interval.ms", 15000, ge=1, le=INT_MAX
+        "group.consumer.max.heartbeat.interval.ms",
+        15000,
+        ge=1,
+        le=INT_MAX,
+        doc="The highest group.consumer.heartbeat.interval.ms allowed.",
     )
     group_consumer_session_timeout_ms: Int = _key(
-        "group.consumer.session.timeout.ms", 45000, ge=1, le=INT_MAX
+        "group.consumer.session.timeout.ms",
+        45000,
+        ge=1,
+        le=INT_MAX,
+        doc="How long a consumer group member may go without a heartbeat before it is removed.",
     )
     group_consumer_min_session_timeout_ms: Int = _key(
-        "group.consumer.min.session.timeout.ms", 45000, ge=1, le=INT_MAX
+        "group.consumer.min.session.timeout.ms",
+        45000,
+        ge=1,
+        le=INT_MAX,
+        doc="The lowest group.consumer.session.timeout.ms allowed.",
     )
     group_consumer_max_session_timeout_ms: Int = _key(
-        "group.consumer.max.session.timeout.ms", 60000, ge=1, le=INT_MAX
+        "group.consumer.max.session.timeout.ms",
+        60000,
+        ge=1,
+        le=INT_MAX,
+        doc="The highest group.consumer.session.timeout.ms allowed.",
     )
-    group_consumer_max_size: Int = _key("group.consumer.max.size", INT_MAX, ge=1, le=INT_MAX)
-    # Names (uniform, range) or Kafka's class names of them; the first is the default.
-    group_consumer_assignors: Csv = _key("group.consumer.assignors", ("uniform", "range"))
-    group_consumer_migration_policy: Literal["bidirectional", "upgrade", "downgrade", "disabled"] = (
-        _key("group.consumer.migration.policy", "bidirectional")
+    group_consumer_max_size: Int = _key(
+        "group.consumer.max.size",
+        INT_MAX,
+        ge=1,
+        le=INT_MAX,
+        doc="The most members a consumer group may have.",
+    )
+    group_consumer_assignors: Csv = _key(
+        "group.consumer.assignors",
+        ("uniform", "range"),
+        doc="The server-side assignors (uniform, range, or Kafka's class names of them); "
+        "the first is the default.",
+    )
+    group_consumer_migration_policy: Literal[
+        "bidirectional", "upgrade", "downgrade", "disabled"
+    ] = _key(
+        "group.consumer.migration.policy",
+        "bidirectional",
+        doc="Whether an empty group changes between the classic and the consumer protocol.",
     )
 
     # -- idempotent producer and transactions -----------------------------------------------
-    producer_id_expiration_ms: Int = _key("producer.id.expiration.ms", 86_400_000, ge=1, le=INT_MAX)
+    producer_id_expiration_ms: Int = _key(
+        "producer.id.expiration.ms",
+        86_400_000,
+        ge=1,
+        le=INT_MAX,
+        doc="How long an idle producer id's state is kept.",
+    )
     producer_id_expiration_check_interval_ms: Int = _key(
-        "producer.id.expiration.check.interval.ms", 600_000, ge=1, le=INT_MAX
+        "producer.id.expiration.check.interval.ms",
+        600_000,
+        ge=1,
+        le=INT_MAX,
+        doc="How often expired producer ids are removed.",
     )
     transactional_id_expiration_ms: Int = _key(
-        "transactional.id.expiration.ms", 604_800_000, ge=1, le=INT_MAX
+        "transactional.id.expiration.ms",
+        604_800_000,
+        ge=1,
+        le=INT_MAX,
+        doc="How long an idle transactional id is kept.",
     )
-    transaction_max_timeout_ms: Int = _key("transaction.max.timeout.ms", 900_000, ge=1, le=INT_MAX)
+    transaction_max_timeout_ms: Int = _key(
+        "transaction.max.timeout.ms",
+        900_000,
+        ge=1,
+        le=INT_MAX,
+        doc="The longest transaction timeout a producer may ask for.",
+    )
     transaction_state_log_num_partitions: Int = _key(
-        "transaction.state.log.num.partitions", 50, ge=1, le=INT_MAX
+        "transaction.state.log.num.partitions",
+        50,
+        ge=1,
+        le=INT_MAX,
+        doc="Partitions of __transaction_state (fixed once the topic exists).",
     )
     # Like offsets.topic.replication.factor: the single node keeps __transaction_state on its
     # one replica; a cluster's controller creates it once this many brokers are alive, with
     # min.insync.replicas = transaction.state.log.min.isr. The coordinator's timers use the
     # two cleanup intervals below (josefk.broker.txn.coordinator).
     transaction_state_log_replication_factor: Int = _key(
-        "transaction.state.log.replication.factor", 3, ge=1, le=32767
+        "transaction.state.log.replication.factor",
+        3,
+        ge=1,
+        le=32767,
+        doc=(
+            "Replication factor of __transaction_state; a cluster creates it once this many "
+            "brokers are alive."
+        ),
     )
-    transaction_state_log_min_isr: Int = _key("transaction.state.log.min.isr", 2, ge=1, le=INT_MAX)
+    transaction_state_log_min_isr: Int = _key(
+        "transaction.state.log.min.isr",
+        2,
+        ge=1,
+        le=INT_MAX,
+        doc="min.insync.replicas of __transaction_state.",
+    )
     transaction_state_log_segment_bytes: Int = _key(
-        "transaction.state.log.segment.bytes", 104_857_600, ge=1, le=INT_MAX
+        "transaction.state.log.segment.bytes",
+        104_857_600,
+        ge=1,
+        le=INT_MAX,
+        doc="segment.bytes of __transaction_state.",
     )
     transaction_abort_timed_out_transaction_cleanup_interval_ms: Int = _key(
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, ge=1, le=INT_MAX
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        10_000,
+        ge=1,
+        le=INT_MAX,
+        doc="How often timed-out transactions are aborted.",
     )
     transaction_remove_expired_transaction_cleanup_interval_ms: Int = _key(
-        "transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000, ge=1, le=INT_MAX
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        3_600_000,
+        ge=1,
+        le=INT_MAX,
+        doc="How often expired transactional ids are removed.",
     )
 
     # -- purgatories -------------------------------------------------------------------------
     fetch_purgatory_purge_interval_requests: Int = _key(
-        "fetch.purgatory.purge.interval.requests", 1000, le=INT_MAX
+        "fetch.purgatory.purge.interval.requests",
+        1000,
+        le=INT_MAX,
+        doc="Kafka's purge interval of the fetch purgatory.",
+        inert="completed waits leave the purgatory at once",
     )
     producer_purgatory_purge_interval_requests: Int = _key(
-        "producer.purgatory.purge.interval.requests", 1000, le=INT_MAX
+        "producer.purgatory.purge.interval.requests",
+        1000,
+        le=INT_MAX,
+        doc="Kafka's purge interval of the produce purgatory.",
+        inert="completed waits leave the purgatory at once",
     )
     delete_records_purgatory_purge_interval_requests: Int = _key(
-        "delete.records.purgatory.purge.interval.requests", 1, le=INT_MAX
+        "delete.records.purgatory.purge.interval.requests",
+        1,
+        le=INT_MAX,
+        doc="Kafka's purge interval of the DeleteRecords purgatory.",
+        inert="completed waits leave the purgatory at once",
     )
 
-    # -- replication (accepted; used once josefk replicates) ----------------------------------
-    num_replica_fetchers: Int = _key("num.replica.fetchers", 1, ge=1, le=INT_MAX)
-    replica_fetch_max_bytes: Int = _key("replica.fetch.max.bytes", 1_048_576, ge=0, le=INT_MAX)
-    replica_fetch_min_bytes: Int = _key("replica.fetch.min.bytes", 1, le=INT_MAX)
-    replica_fetch_wait_max_ms: Int = _key("replica.fetch.wait.max.ms", 500, le=INT_MAX)
-    replica_fetch_response_max_bytes: Int = _key(
-        "replica.fetch.response.max.bytes", 10_485_760, ge=0, le=INT_MAX
+    # -- replication (a cluster's followers and ISR) -------------------------------------------
+    num_replica_fetchers: Int = _key(
+        "num.replica.fetchers",
+        1,
+        ge=1,
+        le=INT_MAX,
+        doc="Kafka's fetcher threads per source broker.",
+        inert="one fetcher per source broker, on the event loop",
     )
-    replica_fetch_backoff_ms: Int = _key("replica.fetch.backoff.ms", 1000, ge=0, le=INT_MAX)
-    replica_lag_time_max_ms: Int = _key("replica.lag.time.max.ms", 30_000, le=LONG_MAX)
-    replica_socket_timeout_ms: Int = _key("replica.socket.timeout.ms", 30_000, le=INT_MAX)
+    replica_fetch_max_bytes: Int = _key(
+        "replica.fetch.max.bytes",
+        1_048_576,
+        ge=0,
+        le=INT_MAX,
+        doc="Bytes a follower asks per partition in one fetch.",
+    )
+    replica_fetch_min_bytes: Int = _key(
+        "replica.fetch.min.bytes", 1, le=INT_MAX, doc="Bytes a follower's fetch waits for."
+    )
+    replica_fetch_wait_max_ms: Int = _key(
+        "replica.fetch.wait.max.ms",
+        500,
+        le=INT_MAX,
+        doc="How long a follower's fetch may wait at the leader.",
+    )
+    replica_fetch_response_max_bytes: Int = _key(
+        "replica.fetch.response.max.bytes",
+        10_485_760,
+        ge=0,
+        le=INT_MAX,
+        doc="The most bytes of one follower fetch answer.",
+    )
+    replica_fetch_backoff_ms: Int = _key(
+        "replica.fetch.backoff.ms",
+        1000,
+        ge=0,
+        le=INT_MAX,
+        doc="How long a follower waits after a failed fetch.",
+    )
+    replica_lag_time_max_ms: Int = _key(
+        "replica.lag.time.max.ms",
+        30_000,
+        le=LONG_MAX,
+        doc="A follower that has not caught up for this long leaves the ISR.",
+    )
+    replica_socket_timeout_ms: Int = _key(
+        "replica.socket.timeout.ms",
+        30_000,
+        le=INT_MAX,
+        doc="Timeout of a follower's fetch requests.",
+    )
     replica_socket_receive_buffer_bytes: Int = _key(
-        "replica.socket.receive.buffer.bytes", 65_536, le=INT_MAX
+        "replica.socket.receive.buffer.bytes",
+        65_536,
+        le=INT_MAX,
+        doc="Kafka's receive buffer of follower connections.",
+        inert="follower connections keep the operating system's buffer size",
     )
     replica_high_watermark_checkpoint_interval_ms: Int = _key(
-        "replica.high.watermark.checkpoint.interval.ms", 5000, le=LONG_MAX
+        "replica.high.watermark.checkpoint.interval.ms",
+        5000,
+        le=LONG_MAX,
+        doc="How often the high watermark checkpoint is written.",
     )
 
     # -- josefk's own ------------------------------------------------------------------------
-    metrics_enable: KBool = _key("josefk.metrics.enable", True)
-    metrics_host: Str = _key("josefk.metrics.host", "127.0.0.1")
-    metrics_port: Int = _key("josefk.metrics.port", 9404, ge=0, le=65535)
-    shutdown_timeout_ms: Int = _key("josefk.shutdown.timeout.ms", 30_000, ge=0, le=INT_MAX)
-    uvloop_enable: KBool = _key("josefk.uvloop.enable", True)
+    metrics_enable: KBool = _key(
+        "josefk.metrics.enable", True, doc="josefk: serve Prometheus metrics over HTTP."
+    )
+    metrics_host: Str = _key(
+        "josefk.metrics.host", "127.0.0.1", doc="josefk: the address of the metrics endpoint."
+    )
+    metrics_port: Int = _key(
+        "josefk.metrics.port",
+        9404,
+        ge=0,
+        le=65535,
+        doc="josefk: the port of the metrics endpoint (0: any free port).",
+    )
+    shutdown_timeout_ms: Int = _key(
+        "josefk.shutdown.timeout.ms",
+        30_000,
+        ge=0,
+        le=INT_MAX,
+        doc="josefk: how long a graceful shutdown may take before connections are cut.",
+    )
+    uvloop_enable: KBool = _key(
+        "josefk.uvloop.enable", True, doc="josefk: run on uvloop when it is installed."
+    )
 
     # -- the cluster (josefk.etcd.endpoints set; a single node needs none of it) -------------
-    broker_rack: OptStr = _key("broker.rack", None)
-    auto_leader_rebalance_enable: KBool = _key("auto.leader.rebalance.enable", True)
+    broker_rack: OptStr = _key(
+        "broker.rack",
+        None,
+        doc="The broker's rack; replica placement spreads a partition's replicas across racks.",
+    )
+    auto_leader_rebalance_enable: KBool = _key(
+        "auto.leader.rebalance.enable",
+        True,
+        doc=(
+            "Move leadership back to each partition's preferred replica when it is alive and in "
+            "sync."
+        ),
+    )
     leader_imbalance_check_interval_seconds: Int = _key(
-        "leader.imbalance.check.interval.seconds", 300, ge=1, le=LONG_MAX
+        "leader.imbalance.check.interval.seconds",
+        300,
+        ge=1,
+        le=LONG_MAX,
+        doc="How often the controller checks for leaders to move back.",
     )
     leader_imbalance_per_broker_percentage: Int = _key(
-        "leader.imbalance.per.broker.percentage", 10, ge=0, le=100
+        "leader.imbalance.per.broker.percentage",
+        10,
+        ge=0,
+        le=100,
+        doc="The share of a broker's partitions led elsewhere that triggers moving leaders back.",
     )
-    etcd_endpoints: OptStr = _key("josefk.etcd.endpoints", None)
-    etcd_prefix: Str = _key("josefk.etcd.prefix", "/josefk")
+    etcd_endpoints: OptStr = _key(
+        "josefk.etcd.endpoints",
+        None,
+        doc=(
+            "josefk: comma-separated host:port of the etcd servers that hold the cluster's "
+            "metadata; null: a single node."
+        ),
+    )
+    etcd_prefix: Str = _key(
+        "josefk.etcd.prefix", "/josefk", doc="josefk: the etcd key prefix of this cluster."
+    )
     # The broker's etcd lease: how long a dead broker stays registered, and so the floor of
     # failover time. 6 s by default; 2000 brings failover under 3 s on a quiet network.
-    etcd_session_timeout_ms: Int = _key("josefk.etcd.session.timeout.ms", 6000, ge=1000, le=INT_MAX)
+    etcd_session_timeout_ms: Int = _key(
+        "josefk.etcd.session.timeout.ms",
+        6000,
+        ge=1000,
+        le=INT_MAX,
+        doc="josefk: the broker's etcd lease; how long a dead broker stays registered.",
+    )
 
     @property
     def super_user_principals(self) -> tuple[str, ...]:
@@ -795,6 +1848,15 @@ class BrokerConfig(BaseModel):
             for k in prefixed:
                 del values[k]
             values["listener_ssl_configs"] = {**values.get("listener_ssl_configs", {}), **prefixed}
+        inert = {
+            k: v
+            for k, v in values.items()
+            if isinstance(k, str) and k not in _FIELD_BY_KEY and is_accepted_unused(k)
+        }
+        if inert:
+            for k in inert:
+                del values[k]
+            values["inert_configs"] = {**values.get("inert_configs", {}), **inert}
 
         def pick(alias: str, name: str) -> tuple[str | None, Any]:
             for k in (alias, name):
@@ -1121,6 +2183,7 @@ class BrokerConfig(BaseModel):
             if key not in _FIELD_BY_KEY
             and listener_ssl_key(key) is None
             and key not in listener_properties
+            and not is_accepted_unused(key)
         ]
         if unknown:
             raise BrokerConfigError(
@@ -1153,7 +2216,7 @@ class BrokerConfig(BaseModel):
         return self._origins.get(key)
 
     def is_default(self, key: str) -> bool:
-        if key in self.listener_ssl_configs:
+        if key in self.listener_ssl_configs or key in self.inert_configs:
             return False
         name = _FIELD_BY_KEY[key]
         return key not in self._origins and name not in self.model_fields_set
@@ -1162,6 +2225,8 @@ class BrokerConfig(BaseModel):
         """The Kafka string form of one key's value (None for an unset nullable key)."""
         if listener_ssl_key(key) is not None:
             return self.listener_ssl_configs.get(key)
+        if key not in _FIELD_BY_KEY:
+            return self.inert_configs.get(key)
         return _format(getattr(self, _FIELD_BY_KEY[key]))
 
     def describe_entries(self) -> list[ConfigEntry]:
@@ -1174,15 +2239,35 @@ class BrokerConfig(BaseModel):
                 value=self.value_of(key),
                 source="DEFAULT_CONFIG" if self.is_default(key) else "STATIC_BROKER_CONFIG",
                 origin=self.origin(key),
-                sensitive=_is_sensitive(key) or key in SENSITIVE_KEYS,
+                sensitive=is_sensitive_key(key),
             )
-            for key in (*BROKER_CONFIG_KEYS, *sorted(self.listener_ssl_configs))
+            for key in self._keys()
+        ]
+
+    def _keys(self) -> tuple[str, ...]:
+        return (
+            *BROKER_CONFIG_KEYS,
+            *sorted(self.listener_ssl_configs),
+            *sorted(self.inert_configs),
+        )
+
+    def inert_notes(self) -> list[str]:
+        """A line per inert key set: accepted, and why it changes nothing here."""
+        inert = {
+            key: self.value_of(key)
+            for key, declared in _MODEL_KEYS.items()
+            if declared.support is Support.INERT and not self.is_default(key)
+        }
+        inert.update(self.inert_configs)
+        return [
+            f"{key}={value} accepted; it has no effect in josefk: {inert_reason(key)}"
+            for key, value in sorted(inert.items())
         ]
 
     def to_properties(self, *, include_defaults: bool = True) -> dict[str, str]:
         """Kafka-named string properties; unset nullable keys are left out."""
         result: dict[str, str] = {}
-        for key in (*BROKER_CONFIG_KEYS, *sorted(self.listener_ssl_configs)):
+        for key in self._keys():
             if not include_defaults and self.is_default(key):
                 continue
             text = self.value_of(key)
@@ -1319,23 +2404,22 @@ def _lower_listener(key: str) -> str:
     return f"listener.name.{match.group(1).lower()}.{match.group(2)}"
 
 
-def _format(value: object) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return ",".join(f"{k}:{v}" for k, v in value.items())
-    if isinstance(value, tuple):
-        return ",".join(str(v) for v in value)
-    if isinstance(value, float) and value == DOUBLE_MAX:
-        return "1.7976931348623157E308"
-    return str(value)
+_format = format_value
 
 
-def _is_sensitive(key: str) -> bool:
+def is_sensitive_key(key: str) -> bool:
+    """Whether a broker key's value is never shown (Kafka's PASSWORD type), by its
+    declaration; a listener-prefixed key as its base key. A name nothing declares is taken
+    as sensitive, as Kafka takes a name of unknown type."""
     parsed = listener_ssl_key(key)
-    return (parsed[1] if parsed else key) in SENSITIVE_SSL_KEYS or "password" in key
+    base = parsed[1] if parsed else key
+    match = _LISTENER_KEY.match(base)
+    if match is not None and _LISTENER_SUFFIXES.match(match.group(2)):
+        base = "sasl.jaas.config"  # listener.name.<l>.<mechanism>.sasl.jaas.config
+    declared = BROKER_KEYS.get(base)
+    if declared is None:
+        return not is_accepted_unused(base)
+    return declared.sensitive
 
 
 def pem_only_reason(store_type: str) -> str:
@@ -1384,3 +2468,6 @@ BROKER_CONFIG_KEYS: Final[tuple[str, ...]] = tuple(sorted(_FIELD_BY_KEY))
 _TOPIC_DEFAULT_BROKER_KEYS: Final = frozenset(
     candidate.key for candidates in BROKER_DEFAULT_KEYS.values() for candidate in candidates
 )
+# Every broker key josefk declares: BrokerConfig's fields and Kafka's keys accepted as inert.
+_MODEL_KEYS: Final[dict[str, ConfigKey]] = keys_of(BrokerConfig)
+BROKER_KEYS: Final[dict[str, ConfigKey]] = {**_MODEL_KEYS, **INERT_KEYS}

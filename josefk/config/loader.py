@@ -152,6 +152,8 @@ def env_properties(env: Mapping[str, str]) -> ConfigSource:
                 source.set(guess, env[variable], f"environment variable {variable}")
                 continue
             if is_accepted_unused(guess):
+                # An inert key by its prefix (JOSEFK_CONTROLLER_QUORUM_VOTERS): kept, as in a file.
+                source.set(guess, env[variable], f"environment variable {variable}")
                 continue
             source.warnings.append(
                 f"environment variable {variable} matches no known config key "
@@ -264,11 +266,16 @@ def _merge(sources: Iterable[ConfigSource]) -> tuple[dict[str, str], dict[str, s
                 refused.append(
                     ConfigProblem(key, value, reason, source.origins.get(key, source.name))
                 )
-            elif key in _KNOWN or listener_ssl_key(key) is not None or is_listener_property(key):
+            elif (
+                key in _KNOWN
+                or listener_ssl_key(key) is not None
+                or is_listener_property(key)
+                or is_accepted_unused(key)  # kept and described; BrokerConfig.inert_notes
+            ):
                 known[key] = value
             elif key in REFUSED_KEYS:
                 pass  # set to "off" (empty): as josefk has it
-            elif not is_accepted_unused(key):
+            else:
                 warnings.append(
                     f"unknown config key {key!r} from {source.origins.get(key, source.name)}"
                     f"{_suggestion(key)}; ignored"

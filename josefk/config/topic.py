@@ -10,9 +10,14 @@ this module, not the other way round.
 
 Defaults follow Kafka 4.0's documented topic configs. Two deliberate differences, both about
 lower bounds: ``segment.bytes`` accepts anything from 14 bytes (Kafka 3.x's bound; 4.0 raised it
-to 1 MiB) so that tests and small deployments can roll tiny segments, and the removed
-message-format keys (``message.format.version``, ``message.downconversion.enable``,
-``message.timestamp.difference.max.ms``) are not accepted.
+to 1 MiB) so that tests and small deployments can roll tiny segments, and the message-format
+keys Kafka 4.0 removed (``message.format.version``, ``message.downconversion.enable``,
+``message.timestamp.difference.max.ms``) are accepted as inert, as Kafka 3.x took them as
+deprecated no-ops: stored with the topic, described, without effect (``INERT_TOPIC_KEYS``).
+
+Every key is declared once: a field of ``LogConfig`` carries its name, default, type,
+validation and documentation (``config_field``); ``TOPIC_KEYS`` is the whole declared set. A
+topic with ``remote.storage.enable=true`` is refused: tiered storage is not offered.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from josefk.config.definitions import ConfigKey, Support, config_field, keys_of
 
 LONG_MAX: Final = (1 << 63) - 1
 INT_MAX: Final = (1 << 31) - 1
@@ -60,68 +67,188 @@ class LogConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
 
-    cleanup_policy: tuple[Literal["compact", "delete"], ...] = Field(
-        default=("delete",), alias="cleanup.policy"
+    cleanup_policy: tuple[Literal["compact", "delete"], ...] = config_field(
+        "cleanup.policy",
+        ("delete",),
+        (
+            "What happens to old segments: delete (retention), compact (keep each key's latest "
+            "record), both, or neither (empty)."
+        ),
     )
-    compression_type: Literal["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"] = Field(
-        default="producer", alias="compression.type"
+    compression_type: Literal["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"] = (
+        config_field(
+            "compression.type",
+            "producer",
+            (
+                "The codec batches are stored in; producer keeps each batch as the producer "
+                "compressed it."
+            ),
+        )
     )
-    compression_gzip_level: int = Field(default=-1, alias="compression.gzip.level")
-    compression_lz4_level: int = Field(default=9, alias="compression.lz4.level", ge=1, le=17)
-    compression_zstd_level: int = Field(
-        default=3, alias="compression.zstd.level", ge=-131072, le=22
+    compression_gzip_level: int = config_field(
+        "compression.gzip.level",
+        -1,
+        "gzip level when the broker compresses (-1: the codec's default).",
     )
-    delete_retention_ms: int = Field(
-        default=86_400_000, alias="delete.retention.ms", ge=0, le=LONG_MAX
+    compression_lz4_level: int = config_field(
+        "compression.lz4.level", 9, "lz4 level when the broker compresses.", ge=1, le=17
     )
-    file_delete_delay_ms: int = Field(
-        default=60_000, alias="file.delete.delay.ms", ge=0, le=LONG_MAX
+    compression_zstd_level: int = config_field(
+        "compression.zstd.level", 3, "zstd level when the broker compresses.", ge=-131072, le=22
     )
-    flush_messages: int = Field(default=LONG_MAX, alias="flush.messages", ge=1, le=LONG_MAX)
-    flush_ms: int = Field(default=LONG_MAX, alias="flush.ms", ge=0, le=LONG_MAX)
-    follower_replication_throttled_replicas: str = Field(
-        default="", alias="follower.replication.throttled.replicas"
+    delete_retention_ms: int = config_field(
+        "delete.retention.ms",
+        86_400_000,
+        "How long a tombstone stays in a compacted log after its cleaning.",
+        ge=0,
+        le=LONG_MAX,
     )
-    index_interval_bytes: int = Field(default=4096, alias="index.interval.bytes", ge=0, le=INT_MAX)
-    leader_replication_throttled_replicas: str = Field(
-        default="", alias="leader.replication.throttled.replicas"
+    file_delete_delay_ms: int = config_field(
+        "file.delete.delay.ms",
+        60_000,
+        "How long a deleted segment's files wait before they are removed.",
+        ge=0,
+        le=LONG_MAX,
     )
-    local_retention_bytes: int = Field(
-        default=-2, alias="local.retention.bytes", ge=-2, le=LONG_MAX
+    flush_messages: int = config_field(
+        "flush.messages", LONG_MAX, "Records appended before the log is fsynced.", ge=1, le=LONG_MAX
     )
-    local_retention_ms: int = Field(default=-2, alias="local.retention.ms", ge=-2, le=LONG_MAX)
-    max_compaction_lag_ms: int = Field(
-        default=LONG_MAX, alias="max.compaction.lag.ms", ge=1, le=LONG_MAX
+    flush_ms: int = config_field(
+        "flush.ms", LONG_MAX, "The longest a record stays unsynced.", ge=0, le=LONG_MAX
     )
-    max_message_bytes: int = Field(default=1_048_588, alias="max.message.bytes", ge=0, le=INT_MAX)
-    message_timestamp_after_max_ms: int = Field(
-        default=3_600_000, alias="message.timestamp.after.max.ms", ge=0, le=LONG_MAX
+    follower_replication_throttled_replicas: str = config_field(
+        "follower.replication.throttled.replicas",
+        "",
+        "Replicas throttled when they fetch as followers (Kafka's replication quotas).",
+        inert="replication throttling (quotas) is not enforced",
     )
-    message_timestamp_before_max_ms: int = Field(
-        default=LONG_MAX, alias="message.timestamp.before.max.ms", ge=0, le=LONG_MAX
+    index_interval_bytes: int = config_field(
+        "index.interval.bytes", 4096, "Bytes between offset index entries.", ge=0, le=INT_MAX
     )
-    message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = Field(
-        default="CreateTime", alias="message.timestamp.type"
+    leader_replication_throttled_replicas: str = config_field(
+        "leader.replication.throttled.replicas",
+        "",
+        "Replicas throttled when they serve followers (Kafka's replication quotas).",
+        inert="replication throttling (quotas) is not enforced",
     )
-    min_cleanable_dirty_ratio: float = Field(
-        default=0.5, alias="min.cleanable.dirty.ratio", ge=0.0, le=1.0
+    local_retention_bytes: int = config_field(
+        "local.retention.bytes",
+        -2,
+        "Local bytes kept when tiered storage copies older segments away.",
+        ge=-2,
+        le=LONG_MAX,
+        inert="no tiered storage: the whole log is local",
     )
-    min_compaction_lag_ms: int = Field(default=0, alias="min.compaction.lag.ms", ge=0, le=LONG_MAX)
-    min_insync_replicas: int = Field(default=1, alias="min.insync.replicas", ge=1, le=INT_MAX)
-    preallocate: bool = Field(default=False, alias="preallocate")
-    remote_log_copy_disable: bool = Field(default=False, alias="remote.log.copy.disable")
-    remote_log_delete_on_disable: bool = Field(default=False, alias="remote.log.delete.on.disable")
-    remote_storage_enable: bool = Field(default=False, alias="remote.storage.enable")
-    retention_bytes: int = Field(default=-1, alias="retention.bytes", ge=-1, le=LONG_MAX)
-    retention_ms: int = Field(default=604_800_000, alias="retention.ms", ge=-1, le=LONG_MAX)
-    segment_bytes: int = Field(default=1_073_741_824, alias="segment.bytes", ge=14, le=INT_MAX)
-    segment_index_bytes: int = Field(
-        default=10_485_760, alias="segment.index.bytes", ge=4, le=INT_MAX
+    local_retention_ms: int = config_field(
+        "local.retention.ms",
+        -2,
+        "Local time kept when tiered storage copies older segments away.",
+        ge=-2,
+        le=LONG_MAX,
+        inert="no tiered storage: the whole log is local",
     )
-    segment_jitter_ms: int = Field(default=0, alias="segment.jitter.ms", ge=0, le=LONG_MAX)
-    segment_ms: int = Field(default=604_800_000, alias="segment.ms", ge=1, le=LONG_MAX)
-    unclean_leader_election_enable: bool = Field(
-        default=False, alias="unclean.leader.election.enable"
+    max_compaction_lag_ms: int = config_field(
+        "max.compaction.lag.ms",
+        LONG_MAX,
+        "The longest a record may stay uncompacted.",
+        ge=1,
+        le=LONG_MAX,
+    )
+    max_message_bytes: int = config_field(
+        "max.message.bytes", 1_048_588, "The largest record batch accepted.", ge=0, le=INT_MAX
+    )
+    message_timestamp_after_max_ms: int = config_field(
+        "message.timestamp.after.max.ms",
+        3_600_000,
+        "How far in the future a CreateTime timestamp may be.",
+        ge=0,
+        le=LONG_MAX,
+    )
+    message_timestamp_before_max_ms: int = config_field(
+        "message.timestamp.before.max.ms",
+        LONG_MAX,
+        "How far in the past a CreateTime timestamp may be.",
+        ge=0,
+        le=LONG_MAX,
+    )
+    message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = config_field(
+        "message.timestamp.type",
+        "CreateTime",
+        "CreateTime keeps the producer's timestamps; LogAppendTime stamps the append time.",
+    )
+    min_cleanable_dirty_ratio: float = config_field(
+        "min.cleanable.dirty.ratio",
+        0.5,
+        "The share of a compacted log not yet cleaned that makes it eligible for cleaning.",
+        ge=0.0,
+        le=1.0,
+    )
+    min_compaction_lag_ms: int = config_field(
+        "min.compaction.lag.ms", 0, "The shortest a record stays uncompacted.", ge=0, le=LONG_MAX
+    )
+    min_insync_replicas: int = config_field(
+        "min.insync.replicas", 1, "Replicas that must hold an acks=all write.", ge=1, le=INT_MAX
+    )
+    preallocate: bool = config_field(
+        "preallocate", False, "Create segment files at their full size."
+    )
+    remote_log_copy_disable: bool = config_field(
+        "remote.log.copy.disable",
+        False,
+        "Stop copying segments to tiered storage.",
+        inert="no tiered storage: the whole log is local",
+    )
+    remote_log_delete_on_disable: bool = config_field(
+        "remote.log.delete.on.disable",
+        False,
+        "Delete tiered segments when tiered storage is switched off.",
+        inert="no tiered storage: the whole log is local",
+    )
+    remote_storage_enable: bool = config_field(
+        "remote.storage.enable", False, "Copy the topic's segments to tiered storage."
+    )
+    retention_bytes: int = config_field(
+        "retention.bytes",
+        -1,
+        "The size a partition is trimmed to by deleting old segments; -1: no size limit.",
+        ge=-1,
+        le=LONG_MAX,
+    )
+    retention_ms: int = config_field(
+        "retention.ms",
+        604_800_000,
+        "How long records are kept; -1: no time limit.",
+        ge=-1,
+        le=LONG_MAX,
+    )
+    segment_bytes: int = config_field(
+        "segment.bytes", 1_073_741_824, "The size at which a segment is rolled.", ge=14, le=INT_MAX
+    )
+    segment_index_bytes: int = config_field(
+        "segment.index.bytes",
+        10_485_760,
+        "The size of each segment's offset and time index files.",
+        ge=4,
+        le=INT_MAX,
+    )
+    segment_jitter_ms: int = config_field(
+        "segment.jitter.ms",
+        0,
+        "A random amount taken off segment.ms per segment, so that segments do not roll together.",
+        ge=0,
+        le=LONG_MAX,
+    )
+    segment_ms: int = config_field(
+        "segment.ms",
+        604_800_000,
+        "The age at which a segment is rolled, even if not full.",
+        ge=1,
+        le=LONG_MAX,
+    )
+    unclean_leader_election_enable: bool = config_field(
+        "unclean.leader.election.enable",
+        False,
+        "Elect a replica outside the ISR when no ISR member is alive (data loss possible).",
     )
 
     # -- parsing of the string forms Kafka accepts -------------------------------------------
@@ -158,6 +285,15 @@ class LogConfig(BaseModel):
             if lowered not in ("true", "false"):
                 raise ValueError("expected true or false")
             return lowered == "true"
+        return value
+
+    @field_validator("remote_storage_enable")
+    @classmethod
+    def _no_tiered_storage(cls, value: bool) -> bool:
+        if value:
+            raise ValueError(
+                "tiered storage is not offered; josefk refuses it rather than ignoring it"
+            )
         return value
 
     @field_validator("compression_gzip_level")
@@ -203,8 +339,8 @@ class LogConfig(BaseModel):
         for key, value in overrides.items():
             name = key if key in _FIELD_BY_KEY else _KEY_BY_FIELD.get(key)
             if name is None:
-                if ignore_unknown:
-                    continue
+                if ignore_unknown or key in INERT_TOPIC_KEYS:
+                    continue  # an inert key is kept with the topic's overrides, not here
                 raise InvalidConfigError(key, value, "unknown topic config")
             values[name] = value.strip() if isinstance(value, str) else value
         try:
@@ -266,6 +402,41 @@ _KEY_BY_FIELD: Final[dict[str, str]] = {
 _FIELD_BY_KEY: Final[dict[str, str]] = {key: name for name, key in _KEY_BY_FIELD.items()}
 TOPIC_CONFIG_KEYS: Final[tuple[str, ...]] = tuple(sorted(_FIELD_BY_KEY))
 _DEFAULT: Final = LogConfig()
+
+
+def _removed(name: str, reason: str) -> ConfigKey:
+    return ConfigKey(
+        name, "string", None, f"Kafka 3.x's {name}.", support=Support.INERT, reason=reason
+    )
+
+
+# Kafka's topic keys josefk accepts and stores without effect (Kafka 3.x took them as
+# deprecated no-ops; 4.0 removed them): tools written for 3.x still set them.
+INERT_TOPIC_KEYS: Final[dict[str, ConfigKey]] = {
+    "message.format.version": _removed(
+        "message.format.version", "removed in Kafka 4.0 (a no-op since 3.0): only record batch v2"
+    ),
+    "message.downconversion.enable": _removed(
+        "message.downconversion.enable",
+        "removed in Kafka 4.0: fetch versions that would need down-conversion are not served",
+    ),
+    "message.timestamp.difference.max.ms": _removed(
+        "message.timestamp.difference.max.ms",
+        "removed in Kafka 4.0: message.timestamp.before.max.ms and after.max.ms bound timestamps",
+    ),
+}
+# Every topic key josefk declares.
+TOPIC_KEYS: Final[dict[str, ConfigKey]] = {**keys_of(LogConfig), **INERT_TOPIC_KEYS}
+
+
+def inert_topic_notes(overrides: Mapping[str, str]) -> list[str]:
+    """A line per inert key among a topic's overrides: accepted, and why it changes nothing."""
+    notes = []
+    for key, value in sorted(overrides.items()):
+        declared = TOPIC_KEYS.get(key)
+        if declared is not None and declared.support is Support.INERT:
+            notes.append(f"{key}={value} accepted; it has no effect in josefk: {declared.reason}")
+    return notes
 
 
 @dataclass(frozen=True, slots=True)

@@ -420,11 +420,15 @@ def test_describe_entries() -> None:
     assert entries["log.segment.bytes"].source == "DEFAULT_CONFIG"
     assert entries["log.retention.ms"].value is None
     assert all(entry.read_only for entry in entries.values())
+    # Kafka's PASSWORD-typed keys, as declared (the inline PEM chain and trusted
+    # certificates are PASSWORD-typed in Kafka too).
     assert {name for name, entry in entries.items() if entry.sensitive} == {
         "ssl.keystore.password",
         "ssl.keystore.key",
         "ssl.key.password",
         "ssl.truststore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.certificates",
         "sasl.jaas.config",
     }
 

@@ -263,10 +263,11 @@ def test_the_authorizer_settings() -> None:
 @pytest.mark.parametrize(
     ("key", "why"),
     [
-        ("ssl.engine.factory.class", "TLS setting is not supported"),
+        ("ssl.engine.factory.class", "JVM TLS engines"),
+        ("ssl.some.future.key", "TLS setting is not offered"),
         ("listener.name.ssl.sasl.jaas.config", "per-listener settings other than"),
-        ("sasl.kerberos.service.name", "SASL setting is not supported"),
-        ("quota.window.num", "client quotas"),
+        ("sasl.server.callback.handler.class", "plug-in classes cannot be loaded"),
+        ("quota.window.num", "quotas"),
         ("remote.log.storage.system.enable", "tiered storage"),
         ("metric.reporters", "Prometheus"),
     ],
@@ -275,6 +276,39 @@ def test_a_capability_josefk_lacks_is_refused_by_name(key: str, why: str) -> Non
     """Before, these keys were accepted and dropped: a user who set ssl.* ran plaintext."""
     with pytest.raises(BrokerConfigError, match=rf"{key}=x \(--set\): .*{why}"):
         load_broker_config(env={}, overrides=[f"{key}=x"])
+
+
+def test_keys_of_features_that_are_off_are_kept_without_effect() -> None:
+    """Kafka's keys for features josefk does not run (Kerberos, a KRaft quorum, tiered
+    storage switched off) load, are described with their source and change nothing; before,
+    the Kerberos one stopped start-up and the others were dropped unseen."""
+    config = load_broker_config(
+        env={},
+        overrides=[
+            "sasl.kerberos.min.time.before.relogin=58000",
+            "controller.quorum.voters=1@localhost:9093",
+            "remote.log.storage.system.enable=false",
+        ],
+    )
+    entries = {entry.name: entry for entry in config.describe_entries()}
+    relogin = entries["sasl.kerberos.min.time.before.relogin"]
+    assert (relogin.value, relogin.source) == ("58000", "STATIC_BROKER_CONFIG")
+    assert relogin.origin == "--set"
+    assert entries["controller.quorum.voters"].value == "1@localhost:9093"
+    notes = config.inert_notes()
+    assert any(n.startswith("sasl.kerberos.min.time.before.relogin=58000") for n in notes)
+    assert any("GSSAPI" in n for n in notes)
+    with pytest.raises(BrokerConfigError, match="tiered storage is not offered"):
+        load_broker_config(env={}, overrides=["remote.log.storage.system.enable=true"])
+    from_env = load_broker_config(
+        env={
+            "JOSEFK_SASL_KERBEROS_SERVICE_NAME": "kafka",
+            "JOSEFK_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+        }
+    )
+    assert from_env.value_of("sasl.kerberos.service.name") == "kafka"
+    assert from_env.value_of("controller.quorum.voters") == "1@localhost:9093"
+    assert from_env.warnings == ()
 
 
 def test_plaintext_between_brokers_is_accepted() -> None:

@@ -36,7 +36,7 @@ from josefk.cluster.controller import (
     UnknownTopicError,
 )
 from josefk.cluster.metadata_store import EtcdUnavailableError
-from josefk.config.topic import InvalidConfigError
+from josefk.config.topic import InvalidConfigError, inert_topic_notes
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
@@ -142,6 +142,8 @@ async def create_topics(context: RequestContext, request: Any) -> Any:
                     configs=configs,
                     assignments=assignments,
                 )
+                for note in inert_topic_notes(configs):
+                    logger.info("topic %s: %s", name, note)
         except Exception as exc:
             error, message = _error_of(exc)
             results.append(

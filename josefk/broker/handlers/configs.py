@@ -46,7 +46,8 @@ from josefk.broker.dynamic_config import (
 )
 from josefk.broker.handlers import handles
 from josefk.cluster.metadata_store import EtcdUnavailableError
-from josefk.config.topic import InvalidConfigError
+from josefk.config.definitions import WIRE_TYPES, ConfigKey, Support
+from josefk.config.topic import InvalidConfigError, inert_topic_notes
 from josefk.protocol.acls import AclOperation
 from josefk.protocol.acls import ResourceType as AclResource
 from josefk.protocol.api import ApiKey, response_class
@@ -66,6 +67,16 @@ logger = logging.getLogger(__name__)
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # Kafka's ConfigType for DescribeConfigs v3+: josefk reports UNKNOWN (0) for all keys.
 _UNKNOWN_TYPE = 0
+
+
+def _documentation(declared: ConfigKey | None) -> str | None:
+    """A key's documentation as DescribeConfigs answers it: what an inert key would do in
+    Kafka is followed by why it does nothing here."""
+    if declared is None:
+        return None
+    if declared.support is Support.INERT:
+        return f"{declared.doc} Accepted without effect in josefk: {declared.reason}."
+    return declared.doc
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS)
@@ -110,13 +121,21 @@ def handle_describe_configs(context: RequestContext, request: Any) -> Any:
                 error_message=message,
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
-                configs=[_describe_entry(entry, request.include_synonyms) for entry in entries],
+                configs=[
+                    _describe_entry(
+                        entry, request.include_synonyms, bool(request.include_documentation)
+                    )
+                    for entry in entries
+                ],
             )
         )
     return DescribeResponse(results=results)
 
 
-def _describe_entry(entry: ConfigEntry, include_synonyms: bool) -> Any:
+def _describe_entry(entry: ConfigEntry, include_synonyms: bool, include_documentation: bool) -> Any:
+    """One entry of a DescribeConfigs answer; its type (v3+) and, when asked, documentation
+    come from the key's declaration (josefk.config.broker / josefk.config.topic)."""
+    declared = entry.declared
     return DescribeEntry(
         name=entry.name,
         value=entry.value,
@@ -129,8 +148,8 @@ def _describe_entry(entry: ConfigEntry, include_synonyms: bool) -> Any:
         ]
         if include_synonyms
         else [],
-        config_type=_UNKNOWN_TYPE,
-        documentation=None,
+        config_type=_UNKNOWN_TYPE if declared is None else WIRE_TYPES.get(declared.type, 0),
+        documentation=_documentation(declared) if include_documentation else None,
     )
 
 
@@ -285,9 +304,13 @@ async def _alter_topic(
             if stored is None:
                 return unknown
         elif validate_only:
-            checked(dict(info.configs))
+            stored = checked(dict(info.configs))
         else:
-            replicas.alter_topic_configs(name, edit(dict(info.configs)))
+            stored = edit(dict(info.configs))
+            replicas.alter_topic_configs(name, stored)
+        if not validate_only:
+            for note in inert_topic_notes(stored):
+                logger.info("topic %s: %s", name, note)
     except (InvalidConfigError, _Invalid) as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
     except (aetcd.exceptions.ClientError, EtcdUnavailableError) as exc:

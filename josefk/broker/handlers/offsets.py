@@ -1,8 +1,11 @@
 """Committed-offset APIs: OffsetCommit (v2-v9), OffsetFetch (v1-v9) and OffsetDelete.
 
-Partitions of topics this broker does not have are refused with UNKNOWN_TOPIC_OR_PARTITION
-before the coordinator sees the commit, as Kafka's request handler does; everything else is
-the coordinator's. OffsetFetch answers -1 and no error for a partition or group without a
+A commit for a partition that does not exist in the cluster is refused with
+UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees it, as Kafka's request handler does: the
+check is against the cluster's metadata, not this broker's replicas (a group's coordinator
+leads its ``__consumer_offsets`` partition, not its topics), and a topic this broker's view
+does not know yet (created a moment ago through another broker) is waited for
+(``ClusterNode.await_topics``) before it is refused. Everything else is the coordinator's. OffsetFetch answers -1 and no error for a partition or group without a
 commit, and from v7 with ``require_stable`` UNSTABLE_OFFSET_COMMIT (retriable) for a partition
 whose transactional offset is still pending, or whose commit is still being replicated (a
 cluster: the coordinator shows a commit only once the offsets topic's in-sync replicas hold
@@ -41,7 +44,7 @@ OFFSET_DELETE: Final = response_class(ApiKey.OFFSET_DELETE)
 async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
     version = context.api_version
     coordinator = coordinator_of(context)
-    entries, slots = commit_entries(context, request.topics, leader_epochs=version >= 6)
+    entries, slots = await commit_entries(context, request.topics, leader_epochs=version >= 6)
     if not may_read_group(context, request.group_id):
         slots = [(name, index, ErrorCode.GROUP_AUTHORIZATION_FAILED) for name, index, _ in slots]
         results = []
@@ -79,23 +82,28 @@ async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
 Slot = tuple[str, int, ErrorCode | None]
 
 
-def commit_entries(
+async def commit_entries(
     context: RequestContext, topics: Any, *, leader_epochs: bool
 ) -> tuple[list[OffsetCommitEntry], list[Slot]]:
     """The commit entries of an OffsetCommit / TxnOffsetCommit request's topics, and a slot
-    per partition in request order: the error already known (a partition this broker does
-    not have: UNKNOWN_TOPIC_OR_PARTITION, as Kafka's request handler refuses it before the
-    coordinator), or None where the coordinator's result goes."""
-    replicas = context.broker.replica_manager
+    per partition in request order: the error already known (a partition that does not exist
+    in the cluster: UNKNOWN_TOPIC_OR_PARTITION, as Kafka's request handler refuses it before
+    the coordinator), or None where the coordinator's result goes."""
+    readable = context.authorized_names(
+        AclOperation.READ, ResourceType.TOPIC, {topic.name for topic in topics}
+    )
+    known = await existing_partitions(
+        context,
+        [(t.name, p.partition_index) for t in topics if t.name in readable for p in t.partitions],
+    )
     entries: list[OffsetCommitEntry] = []
     slots: list[Slot] = []
     for topic in topics:
-        readable = context.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            if not readable:
+            if topic.name not in readable:
                 slots.append((topic.name, p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
-            if replicas.get_partition(topic.name, p.partition_index) is None:
+            if (topic.name, p.partition_index) not in known:
                 slots.append((topic.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             slots.append((topic.name, p.partition_index, None))
@@ -109,6 +117,27 @@ def commit_entries(
                 )
             )
     return entries, slots
+
+
+async def existing_partitions(
+    context: RequestContext, asked: list[tuple[str, int]]
+) -> set[tuple[str, int]]:
+    """The partitions of ``asked`` that exist in the cluster, whoever hosts them. In a
+    cluster, topics this broker's metadata view lacks are first waited for, so that one just
+    created through another broker is not refused while the view catches up."""
+    broker = context.broker
+    metadata = broker.metadata
+    if metadata is None:  # not yet started: this broker's own partitions are all it knows
+        replicas = broker.replica_manager
+        return {tp for tp in asked if replicas.get_partition(*tp) is not None}
+    known = {tp for tp in asked if metadata.partition(*tp) is not None}
+    # A partition past a known topic's count may come from a CreatePartitions just made: its
+    # topic is waited for too.
+    missing = {name for name, index in asked if (name, index) not in known}
+    if missing and broker.cluster is not None:
+        await broker.cluster.await_topics(missing)
+        known = {tp for tp in asked if metadata.partition(*tp) is not None}
+    return known
 
 
 def errors_by_topic(

@@ -19,6 +19,7 @@ offline). The other topics of the request are created as usual.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any
 
@@ -32,12 +33,14 @@ from josefk.broker.configs import topic_config_entries
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import cluster_topics, handles
-from josefk.config.topic import InvalidConfigError
+from josefk.config.topic import InvalidConfigError, inert_topic_notes
 from josefk.protocol.acls import AclOperation
 from josefk.protocol.acls import ResourceType as AclResource
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.errors import StorageError
+
+logger = logging.getLogger(__name__)
 
 CreateResponse = response_class(ApiKey.CREATE_TOPICS)
 CreateResult = CreateResponse.CreatableTopicResult
@@ -77,6 +80,8 @@ def handle_create_topics(context: RequestContext, request: Any) -> Any:
                     topic_id = replicas.create_topic(name, partitions, configs).topic_id
                 except StorageError as exc:
                     raise _Refused(error_code_for(exc), str(exc)) from None
+                for note in inert_topic_notes(configs):
+                    logger.info("topic %s: %s", name, note)
         except _Refused as refused:
             results.append(
                 CreateResult(

@@ -4,8 +4,8 @@ The offsets are written to ``__consumer_offsets`` as the producer's transactiona
 stay pending in the group coordinator, invisible to OffsetFetch, until the transaction's
 COMMIT marker reaches the group's offsets partition (an ABORT drops them). From v3 the request
 carries the consumer's generation, member id and instance id (KIP-447), checked as OffsetCommit
-checks them so that a zombie of an older generation cannot commit. Partitions of topics this
-broker does not have are UNKNOWN_TOPIC_OR_PARTITION, as for OffsetCommit; a producer epoch the
+checks them so that a zombie of an older generation cannot commit. Partitions that do not
+exist in the cluster are UNKNOWN_TOPIC_OR_PARTITION, as for OffsetCommit; a producer epoch the
 offsets partition's producer state refuses is INVALID_PRODUCER_EPOCH. The answer waits until
 the offsets topic's in-sync replicas hold the batch, as OffsetCommit's does. Authorization:
 WRITE on the transactional id, READ on the group, READ on each topic (Kafka's order).
@@ -34,7 +34,7 @@ TXN_OFFSET_COMMIT: Final = response_class(ApiKey.TXN_OFFSET_COMMIT)
 async def handle_txn_offset_commit(context: RequestContext, request: Any) -> Any:
     version = context.api_version
     coordinator = coordinator_of(context)
-    entries, slots = commit_entries(context, request.topics, leader_epochs=version >= 2)
+    entries, slots = await commit_entries(context, request.topics, leader_epochs=version >= 2)
     results: list[ErrorCode]
     refused = (
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
