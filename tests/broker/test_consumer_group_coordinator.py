@@ -490,3 +490,25 @@ def test_metrics_count_groups_by_type_and_consumer_groups_by_state(env: Env) -> 
     assert states[(("state", "stable"),)] == 1 and states[(("state", "empty"),)] == 1
     generations = families["kafka_coordinator_group_group_generation"]
     assert generations[(("group", "g"),)] == 1
+
+
+@pytest.mark.timeout(30)
+def test_a_backtracking_regex_cannot_stall_the_coordinator(env: Env) -> None:
+    """``(a+)+b`` against a 249-character topic name: a backtracking engine (Python's re)
+    takes longer than the universe's age; RE2 answers at once."""
+    env.topics.add("a" * 249, 1)
+    member = Member(env, "a", topics=None, regex="(a+)+b")
+    assert member.heartbeat().error == ErrorCode.NONE
+    assert member.partitions() == set()
+
+
+def test_regex_syntax_is_re2s(env: Env) -> None:
+    env.topics.add("Orders-eu", 1)
+    env.topics.add("ordres", 1)
+    unicode = Member(env, "u", group="g1", topics=None, regex=r"\pL+-\pL+")
+    assert unicode.heartbeat().error == ErrorCode.NONE and unicode.partitions() == {0}
+    folded = Member(env, "f", group="g2", topics=None, regex="(?i)orders-.*")
+    assert folded.heartbeat().error == ErrorCode.NONE and folded.partitions() == {0}
+    for refused in ("(?=orders).*", r"(o)\1rders", "t("):
+        bad = Member(env, "b", group="g3", topics=None, regex=refused)
+        assert bad.heartbeat().error == ErrorCode.INVALID_REGULAR_EXPRESSION, refused

@@ -25,11 +25,12 @@ A heartbeat, as Kafka's coordinator handles it:
    carries its epoch and, when it changed or was asked for, its assignment.
 
 Regular expressions (SubscribedTopicRegex): Kafka compiles them with RE2J and matches whole
-topic names; josefk compiles them with Python's ``re`` and uses ``fullmatch``. The syntax RE2
-has (classes, alternation, repetition, ``(?i)`` flags, non-capturing groups, ``\\d \\w \\s``)
-means the same in both; Python also accepts lookaround and backreferences, which RE2 refuses,
-and RE2's ``\\pL``-style Unicode classes are refused by Python (INVALID_REGULAR_EXPRESSION).
-Internal topics never match a regex.
+topic names; josefk compiles them with Google's RE2 (the ``google-re2`` package, module
+``re2``) and uses ``fullmatch``, so the syntax is RE2's in both: classes, alternation,
+repetition, ``(?i)`` flags, non-capturing groups, ``\\d \\w \\s``, ``\\pL`` Unicode classes;
+lookaround and backreferences are refused (INVALID_REGULAR_EXPRESSION). Python's ``re`` is
+not used: it backtracks, and a pattern such as ``(a+)+b`` against a long topic name would
+stall the event loop; RE2 matches in time linear in the name. Internal topics never match.
 
 Time: session timeouts (``group.consumer.session.timeout.ms``) and revocation timeouts (the
 member's rebalance timeout, while it holds partitions it must give up) are timers of the
@@ -46,12 +47,13 @@ must not import handlers, the codec or the other managers.
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
+
+import re2  # type: ignore[import-untyped]
 
 from josefk.broker.group.assignors import UnknownAssignorError, assign
 from josefk.broker.group.consumer_group import (
@@ -703,17 +705,23 @@ def _is_subset(owned: Mapping[uuid.UUID, frozenset[int]], assigned: TopicPartiti
     return all(ps <= assigned.get(t, frozenset()) for t, ps in owned.items())
 
 
-_PATTERNS: dict[str, re.Pattern[str] | None] = {}
+class _Pattern(Protocol):
+    def fullmatch(self, text: str) -> object | None: ...
 
 
-def _compile(regex: str) -> re.Pattern[str] | None:
-    """The compiled pattern, None when Python's ``re`` refuses it (cached: every heartbeat
-    of a member resolves its regex)."""
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a client's bad pattern is its error, not the broker's log
+_PATTERNS: dict[str, _Pattern | None] = {}
+
+
+def _compile(regex: str) -> _Pattern | None:
+    """The compiled RE2 pattern, None when RE2 refuses it (cached: every heartbeat of a
+    member resolves its regex)."""
     if regex in _PATTERNS:
         return _PATTERNS[regex]
     try:
-        pattern: re.Pattern[str] | None = re.compile(regex)
-    except re.error:
+        pattern: _Pattern | None = re2.compile(regex, _RE2_OPTIONS)
+    except re2.error:
         pattern = None
     if len(_PATTERNS) < 4096:
         _PATTERNS[regex] = pattern
