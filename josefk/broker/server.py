@@ -45,6 +45,7 @@ from josefk.broker.dynamic_config import (
 )
 from josefk.broker.fetch_session import FetchSessionCache
 from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator
+from josefk.broker.group.group_configs import GroupConfigStore
 from josefk.broker.group.store import OFFSETS_TOPIC, TopicOffsetsStore
 from josefk.broker.handlers import registered_handlers
 from josefk.broker.metadata_cache import LocalMetadata
@@ -499,6 +500,10 @@ class Broker:
             clock=self.clock,
             probe=self.metrics.groups if self.metrics is not None else None,
             topics=replicas.catalog,
+            # Per-group configs: the single node's file; a cluster does not store them yet.
+            group_configs=(
+                GroupConfigStore.load(config.log_dirs[0]) if self.cluster is None else None
+            ),
         )
         self._load_or_follow(coordinator, OFFSETS_TOPIC)
         coordinator.start()

@@ -512,3 +512,42 @@ def test_regex_syntax_is_re2s(env: Env) -> None:
     for refused in ("(?=orders).*", r"(o)\1rders", "t("):
         bad = Member(env, "b", group="g3", topics=None, regex=refused)
         assert bad.heartbeat().error == ErrorCode.INVALID_REGULAR_EXPRESSION, refused
+
+
+async def test_a_groups_own_session_timeout_and_heartbeat_interval_apply() -> None:
+    from josefk.broker.group.group_configs import GroupConfigStore, InvalidGroupConfig
+
+    env = make_env()
+    env.topics.add("t", 2)
+    store = GroupConfigStore(None, {})
+    env.coordinator = GroupCoordinator(
+        env.coordinator.config,
+        env.store,
+        scheduler=env.scheduler,
+        clock=env.clock,
+        topics=env.topics,
+        group_configs=store,
+    )
+    config = env.coordinator.config
+    with pytest.raises(InvalidGroupConfig):
+        store.alter("g", lambda c: {**c, "consumer.session.timeout.ms": "1000"}, config)
+    with pytest.raises(InvalidGroupConfig):
+        store.alter("g", lambda c: {**c, "consumer.rebalance.timeout.ms": "1000"}, config)
+    new = store.alter(
+        "g",
+        lambda c: {
+            **c,
+            "consumer.session.timeout.ms": "60000",
+            "consumer.heartbeat.interval.ms": "6000",
+        },
+        config,
+    )
+    store.apply("g", new)
+    short, long_ = Member(env, "a", group="other"), Member(env, "b")
+    assert short.heartbeat().heartbeat_interval_ms == 5000
+    assert long_.heartbeat().heartbeat_interval_ms == 6000
+    await env.advance(50_000)  # past the broker's 45 s, within the group's 60 s
+    assert env.coordinator.consumer_group("other").members == {}  # type: ignore[union-attr]
+    assert set(env.coordinator.consumer_group("g").members) == {"b"}  # type: ignore[union-attr]
+    await env.advance(10_001)
+    assert env.coordinator.consumer_group("g").members == {}  # type: ignore[union-attr]

@@ -465,3 +465,74 @@ def test_josefk_consume_with_the_consumer_group_protocol(broker: BrokerProcess) 
         "--no-follow",
     )
     assert again.split() == [], "committed records were read again"
+
+
+def test_group_configs_are_set_described_applied_and_kept_across_a_restart(
+    broker_factory: Any,
+) -> None:
+    server: BrokerProcess = broker_factory(settings=list(SETTINGS))
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    topic = new_topic(server.bootstrap, "kip848-gcfg")
+    alter_cls = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+    client = RawClient(server.bootstrap)
+
+    def alter(value: str) -> tuple[int, str | None]:
+        response = client.call(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            resources=[
+                alter_cls.AlterConfigsResource(
+                    resource_type=32,
+                    resource_name=group,
+                    configs=[
+                        alter_cls.AlterConfigsResource.AlterableConfig(
+                            name="consumer.heartbeat.interval.ms",
+                            config_operation=0,
+                            value=value,
+                        )
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+        (result,) = response.responses
+        return int(result.error_code), result.error_message
+
+    def described() -> dict[str, tuple[str, int]]:
+        response = client.call(
+            ApiKey.DESCRIBE_CONFIGS,
+            4,
+            resources=[
+                request_class(ApiKey.DESCRIBE_CONFIGS).DescribeConfigsResource(
+                    resource_type=32, resource_name=group, configuration_keys=None
+                )
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        (result,) = response.results
+        assert result.error_code == ErrorCode.NONE
+        return {c.name: (c.value, c.config_source) for c in result.configs}
+
+    try:
+        assert described()["consumer.heartbeat.interval.ms"] == ("300", 5)
+        code, message = alter("20")  # below group.consumer.min.heartbeat.interval.ms=100
+        assert code == ErrorCode.INVALID_CONFIG and "consumer.heartbeat.interval.ms" in str(message)
+        assert alter("700") == (ErrorCode.NONE, None)
+        assert described()["consumer.heartbeat.interval.ms"] == ("700", 8)
+        client.close()
+        server.restart()
+        client = RawClient(server.bootstrap)
+        assert described()["consumer.heartbeat.interval.ms"] == ("700", 8)
+        joined = client.call(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            1,
+            group_id=group,
+            member_id="m1",
+            member_epoch=0,
+            rebalance_timeout_ms=30000,
+            subscribed_topic_names=[topic],
+        )
+        assert joined.error_code == ErrorCode.NONE and joined.heartbeat_interval_ms == 700
+    finally:
+        client.close()

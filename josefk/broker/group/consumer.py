@@ -80,6 +80,7 @@ from josefk.broker.group.consumer_records import (
     encode_member_metadata,
     encode_target_member,
 )
+from josefk.broker.group.group_configs import GroupConfigStore
 from josefk.broker.group.loader import LoadedConsumerGroup
 from josefk.broker.group.shard import GroupShard, ShardPart
 from josefk.broker.group.store import KeyValue, StoreAppendError
@@ -141,9 +142,11 @@ class ConsumerGroupManager(ShardPart):
         topics: TopicsView | None,
         *,
         new_member_id: Callable[[], str],
+        group_configs: GroupConfigStore | None = None,
     ) -> None:
         super().__init__(shard)
         self._topics = topics
+        self.group_configs = group_configs
         self._new_member_id = new_member_id
 
     # -- topics -----------------------------------------------------------------------------
@@ -225,7 +228,7 @@ class ConsumerGroupManager(ShardPart):
             ErrorCode.NONE,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self._heartbeat_interval_ms(group.group_id),
             assignment=dict(member.assigned) if include else None,
         )
 
@@ -482,6 +485,19 @@ class ConsumerGroupManager(ShardPart):
             group.assignment_epoch = group.group_epoch
         self._persist(group, (member.member_id,))
 
+    def _session_timeout_ms(self, group_id: str) -> int:
+        """The group's consumer.session.timeout.ms, else the broker's."""
+        default = self.config.consumer_session_timeout_ms
+        if self.group_configs is None:
+            return default
+        return self.group_configs.session_timeout_ms(group_id, default)
+
+    def _heartbeat_interval_ms(self, group_id: str) -> int:
+        default = self.config.consumer_heartbeat_interval_ms
+        if self.group_configs is None:
+            return default
+        return self.group_configs.heartbeat_interval_ms(group_id, default)
+
     def _reset_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if self._stopped:
             return
@@ -490,7 +506,7 @@ class ConsumerGroupManager(ShardPart):
         member.session_task = self._scheduler.schedule(
             f"consumer-group-session-{group.group_id}",
             lambda: self._on_session_timeout(group, member),
-            delay_ms=self.config.consumer_session_timeout_ms,
+            delay_ms=self._session_timeout_ms(group.group_id),
         )
 
     def _on_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
@@ -501,7 +517,7 @@ class ConsumerGroupManager(ShardPart):
             "group %s: member %s missed its session timeout of %d ms",
             group.group_id,
             member.member_id,
-            self.config.consumer_session_timeout_ms,
+            self._session_timeout_ms(group.group_id),
         )
         self.remove_member(group, member)
 
