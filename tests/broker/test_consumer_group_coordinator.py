@@ -551,3 +551,15 @@ async def test_a_groups_own_session_timeout_and_heartbeat_interval_apply() -> No
     assert set(env.coordinator.consumer_group("g").members) == {"b"}  # type: ignore[union-attr]
     await env.advance(10_001)
     assert env.coordinator.consumer_group("g").members == {}  # type: ignore[union-attr]
+
+
+def test_transactional_commits_of_a_consumer_group(env: Env) -> None:
+    a = Member(env, "a")
+    a.heartbeat()
+    txn = env.coordinator.txn_commit_offsets
+    entry = [OffsetCommitEntry("t", 0, 3)]
+    # No group metadata at all (a producer's plain send_offsets_to_transaction): accepted.
+    assert txn("g", 7, 0, -1, "", None, entry) == [ErrorCode.NONE]
+    assert txn("g", 7, 0, a.epoch, "a", None, entry) == [ErrorCode.NONE]
+    assert txn("g", 7, 0, a.epoch + 1, "a", None, entry) == [ErrorCode.STALE_MEMBER_EPOCH]
+    assert txn("g", 7, 0, a.epoch, "zz", None, entry) == [ErrorCode.UNKNOWN_MEMBER_ID]

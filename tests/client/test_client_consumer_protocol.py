@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from broker_process import BrokerProcess
-from client_helpers import unique_topic
+from client_helpers import commit_record, unique_topic
 from client_suite import TIMEOUT_S, start_module_broker
 from confluent_kafka import Consumer
 
@@ -146,7 +146,7 @@ async def test_members_share_and_a_newcomer_takes_its_share_incrementally(
                 message = await asyncio.to_thread(confluent.poll, 0.05)
                 if message is not None and message.error() is None:
                     seen.append((message.partition(), message.offset()))
-                    await asyncio.to_thread(confluent.commit, message, asynchronous=False)
+                    await asyncio.to_thread(commit_record, confluent, message)
     finally:
         if confluent is not None:
             await asyncio.to_thread(confluent.close)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from broker_process import BrokerProcess, run_josefk
-from client_helpers import ck_admin, ck_config, ck_create_topic, unique_topic
+from client_helpers import ck_admin, ck_config, ck_create_topic, commit_record, unique_topic
 from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
@@ -111,7 +111,7 @@ class Member:
             return
         self.records.append((message.topic(), message.partition(), message.offset()))
         if commit:
-            self.consumer.commit(message=message, asynchronous=False)
+            commit_record(self.consumer, message)
 
     def close(self) -> None:
         self.consumer.close()

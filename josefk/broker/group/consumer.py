@@ -80,7 +80,7 @@ from josefk.broker.group.consumer_records import (
     encode_member_metadata,
     encode_target_member,
 )
-from josefk.broker.group.group_configs import GroupConfigStore
+from josefk.broker.group.group_configs import GroupConfigs
 from josefk.broker.group.loader import LoadedConsumerGroup
 from josefk.broker.group.shard import GroupShard, ShardPart
 from josefk.broker.group.store import KeyValue, StoreAppendError
@@ -142,7 +142,7 @@ class ConsumerGroupManager(ShardPart):
         topics: TopicsView | None,
         *,
         new_member_id: Callable[[], str],
-        group_configs: GroupConfigStore | None = None,
+        group_configs: GroupConfigs | None = None,
     ) -> None:
         super().__init__(shard)
         self._topics = topics
@@ -688,11 +688,16 @@ class ConsumerGroupManager(ShardPart):
         transactional: bool = False,
     ) -> ErrorCode:
         """Kafka's rules: without a member (epoch < 0) only an empty group takes commits
-        (the admin client's); a member must be known and commit at its current epoch
-        (STALE_MEMBER_EPOCH), with OffsetCommit v9+ (UNSUPPORTED_VERSION before)."""
+        (the admin client's), except a TxnOffsetCommit that names no member at all; a member
+        must be known and commit at its current epoch (STALE_MEMBER_EPOCH, also for a commit
+        racing the heartbeat that moved the epoch on, as in Kafka 4.0), with OffsetCommit
+        v9+ (UNSUPPORTED_VERSION before)."""
         if group.is_dead:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if member_epoch < 0 and not group.members:
+            return ErrorCode.NONE
+        # TxnOffsetCommit without group metadata (no member, no epoch): Kafka lets it through.
+        if transactional and member_epoch < 0 and not member_id:
             return ErrorCode.NONE
         member = group.members.get(member_id)
         if member is None:

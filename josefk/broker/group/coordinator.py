@@ -47,7 +47,7 @@ from josefk.broker.group.consumer import (
 )
 from josefk.broker.group.consumer_group import ConsumerGroup, ConsumerGroupState
 from josefk.broker.group.group import GroupMetadata, GroupState, JoinResult, SyncResult
-from josefk.broker.group.group_configs import GroupConfigStore
+from josefk.broker.group.group_configs import GroupConfigs
 from josefk.broker.group.group_offsets import CommittedOffset
 from josefk.broker.group.loader import read_groups
 from josefk.broker.group.offsets import InFlightCommit, OffsetCommitEntry, OffsetManager
@@ -148,7 +148,7 @@ class GroupCoordinator(ShardPart):
         probe: GroupProbe | None = None,
         new_member_suffix: Callable[[], str] = lambda: str(uuid.uuid4()),
         topics: TopicsView | None = None,
-        group_configs: GroupConfigStore | None = None,
+        group_configs: GroupConfigs | None = None,
     ) -> None:
         shard = GroupShard(config, store, scheduler, clock, probe)
         super().__init__(shard)

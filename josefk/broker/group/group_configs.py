@@ -7,20 +7,23 @@ and read with DescribeConfigs, checked as Kafka checks them (an integer within t
 ``group.consumer.min/max.*`` bounds, INVALID_CONFIG otherwise; an unknown key INVALID_CONFIG).
 
 Where they live: the single node keeps them in ``group-configs.json`` in the first log dir,
-replaced whole and atomically on each change (``josefk.fileio``). A cluster does not store
-group configs yet (the handler refuses them there): they would belong in etcd beside the
-topic and broker configs, watched by every broker.
+replaced whole and atomically on each change (``josefk.fileio``, ``GroupConfigStore``); a
+cluster keeps them in etcd, ``P/configs/groups/<group>``, written by compare-and-swap by the
+broker a client reached and read from every broker's watched view
+(``EtcdGroupConfigStore``), so the group's coordinator sees a change wherever it was made.
 
 The consumer group manager asks ``session_timeout_ms`` / ``heartbeat_interval_ms`` of a
 group at each heartbeat, so a change applies from the member's next heartbeat on.
 
-Imports josefk.fileio and the group shard's GroupConfig; must not import handlers.
+Imports josefk.fileio and the group shard's GroupConfig (the etcd store is handed in as
+callables); must not import handlers or josefk.cluster.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -111,6 +114,67 @@ class GroupConfigStore:
             self._groups[group_id] = dict(overrides)
         else:
             self._groups.pop(group_id, None)
+
+    async def update(
+        self,
+        group_id: str,
+        change: Callable[[dict[str, str]], dict[str, str]],
+        config: GroupConfig,
+        *,
+        validate_only: bool = False,
+    ) -> dict[str, str]:
+        """Check ``change`` (InvalidGroupConfig), then write the file and apply it."""
+        new = self.alter(group_id, change, config)
+        if not validate_only:
+            await asyncio.get_running_loop().run_in_executor(None, self.store(group_id, new))
+            self.apply(group_id, new)
+        return new
+
+
+class EtcdGroupConfigStore:
+    """A cluster's group configs: read from the broker's watched view of etcd, written by
+    compare-and-swap through the metadata store."""
+
+    def __init__(
+        self,
+        view: Callable[[], Mapping[str, Mapping[str, str]]],
+        write: Callable[
+            [str, Callable[[dict[str, str]], dict[str, str]]], Awaitable[dict[str, str]]
+        ],
+    ) -> None:
+        self._view = view
+        self._write = write
+
+    def overrides(self, group_id: str) -> dict[str, str]:
+        return dict(self._view().get(group_id, {}))
+
+    def session_timeout_ms(self, group_id: str, default: int) -> int:
+        value = self._view().get(group_id, {}).get(SESSION_TIMEOUT)
+        return default if value is None else int(value)
+
+    def heartbeat_interval_ms(self, group_id: str, default: int) -> int:
+        value = self._view().get(group_id, {}).get(HEARTBEAT_INTERVAL)
+        return default if value is None else int(value)
+
+    async def update(
+        self,
+        group_id: str,
+        change: Callable[[dict[str, str]], dict[str, str]],
+        config: GroupConfig,
+        *,
+        validate_only: bool = False,
+    ) -> dict[str, str]:
+        def checked(stored: dict[str, str]) -> dict[str, str]:
+            new = change(stored)
+            check(new, config)
+            return new
+
+        if validate_only:
+            return checked(self.overrides(group_id))
+        return await self._write(group_id, checked)
+
+
+GroupConfigs = GroupConfigStore | EtcdGroupConfigStore
 
 
 def check(overrides: Mapping[str, str], config: GroupConfig) -> None:

@@ -19,8 +19,7 @@ Group configs (KIP-848, ConfigResource type 32, ``GROUP "<group id>"``):
 described with the broker's value where the group has none (DEFAULT_CONFIG) and its own
 otherwise (GROUP_CONFIG), altered with IncrementalAlterConfigs SET/DELETE within the broker's
 ``group.consumer.min/max.*`` bounds (INVALID_CONFIG); stored by the single node in
-``group-configs.json`` (``josefk.broker.group.group_configs``); a cluster refuses them
-(INVALID_REQUEST) until they are kept in etcd. Authorization as Kafka's: DESCRIBE_CONFIGS /
+``group-configs.json``, by a cluster in etcd (``josefk.broker.group.group_configs``). Authorization as Kafka's: DESCRIBE_CONFIGS /
 ALTER_CONFIGS on the group (GROUP_AUTHORIZATION_FAILED).
 
 Authorization (``_denied``): DESCRIBE_CONFIGS to describe, ALTER_CONFIGS to alter, on the
@@ -30,7 +29,6 @@ topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker resource, on the cluster
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -486,8 +484,6 @@ async def _alter_group(
         return ErrorCode.INVALID_GROUP_ID, "the group id is empty"
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-    if store is None:
-        return ErrorCode.INVALID_REQUEST, "group configs are not stored in a cluster yet"
 
     def change(stored: dict[str, str]) -> dict[str, str]:
         configs = dict(stored)
@@ -499,17 +495,16 @@ async def _alter_group(
             _incremental(configs, stored, item)
         return configs
 
+    if store is None:
+        return ErrorCode.INVALID_REQUEST, "this broker keeps no group configs"
     try:
-        new = store.alter(group_id, change, coordinator.config)
+        new = await store.update(group_id, change, coordinator.config, validate_only=validate_only)
     except (InvalidGroupConfig, _Invalid) as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
-    if validate_only:
-        return ErrorCode.NONE, None
-    write = store.store(group_id, new)
-    try:
-        await asyncio.get_running_loop().run_in_executor(None, write)
     except OSError as exc:
         return ErrorCode.KAFKA_STORAGE_ERROR, f"group configs not stored: {exc}"
-    store.apply(group_id, new)
-    logger.info("group %s: configs now %s", group_id, new)
+    except (EtcdUnavailableError, aetcd.exceptions.ClientError) as exc:
+        return ErrorCode.REQUEST_TIMED_OUT, f"group configs not stored: {exc}"
+    if not validate_only:
+        logger.info("group %s: configs now %s", group_id, new)
     return ErrorCode.NONE, None
