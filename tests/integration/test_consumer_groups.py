@@ -536,3 +536,42 @@ def test_group_configs_are_set_described_applied_and_kept_across_a_restart(
         assert joined.error_code == ErrorCode.NONE and joined.heartbeat_interval_ms == 700
     finally:
         client.close()
+
+
+def test_members_coming_and_going_at_random_never_consume_a_record_twice(
+    broker: BrokerProcess,
+) -> None:
+    """Churn: every second a member is closed or a new one joins (seeded), per-record commits;
+    every record is consumed exactly once by the group."""
+    import random
+
+    total = 600
+    topic = new_topic(broker.bootstrap, "kip848-churn", total, partitions=8)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    rng = random.Random(848)
+    members = [Member(broker.bootstrap, group, [topic]) for _ in range(3)]
+    gone: list[Member] = []
+    next_churn = time.monotonic() + 1.5
+    deadline = time.monotonic() + 2 * TIMEOUT_S
+
+    def consumed() -> set[tuple[str, int, int]]:
+        return {r for m in (*members, *gone) for r in m.records}
+
+    try:
+        while time.monotonic() < deadline and len(consumed()) < total:
+            for m in members:
+                m.poll(commit=True)
+            if time.monotonic() >= next_churn and len(consumed()) < total * 0.9:
+                next_churn = time.monotonic() + 1.0
+                if rng.random() < 0.5 and len(members) > 1:
+                    leaving = members.pop(rng.randrange(len(members)))
+                    leaving.close()
+                    gone.append(leaving)
+                else:
+                    members.append(Member(broker.bootstrap, group, [topic]))
+    finally:
+        for m in members:
+            m.close()
+    records = [r for m in (*members, *gone) for r in m.records]
+    assert len(set(records)) == total
+    assert len(records) == total, "a record was consumed twice"
