@@ -40,10 +40,10 @@ from serve_process import ServeProcess  # noqa: E402
 
 from josefk.config.topic import LogConfig  # noqa: E402
 from josefk.records import BatchBuilder  # noqa: E402
-from josefk.storage.clock import SystemClock  # noqa: E402
 from josefk.storage.log import Log  # noqa: E402
 from josefk.storage.log_cleaner import CleanerConfig, LogCleaner  # noqa: E402
-from josefk.storage.scheduler import InlineExecutor  # noqa: E402
+from josefk.util.clock import SystemClock  # noqa: E402
+from josefk.util.scheduler import InlineExecutor  # noqa: E402
 
 MB = 1_000_000
 KEYS = 50_000

@@ -37,9 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from josefk.records import BatchBuilder, RecordBatch
-from josefk.storage.clock import SystemClock
 from josefk.storage.index import OffsetIndex
 from josefk.storage.segment import LogSegment
+from josefk.util.clock import SystemClock
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -254,7 +254,7 @@ def build_log_dir(log_dir: Path, partitions: int, segments_per_partition: int) -
 def start_log_manager(log_dir: Path) -> tuple[float, int]:
     from josefk.config.topic import LogConfig
     from josefk.storage.manager import LogManager, LogManagerConfig
-    from josefk.storage.scheduler import Scheduler
+    from josefk.util.scheduler import Scheduler
 
     async def main() -> tuple[float, int]:
         clock = SystemClock()
@@ -302,7 +302,7 @@ def bench_startup(directory: Path, partitions: int, per_partition: int) -> dict[
         elapsed, count = start_log_manager(log_dir)
         result["log_manager_s"] = elapsed
         result["log_manager_segments"] = count
-    except Exception as e:  # the upper half may change under us; report, don't crash
+    except Exception as e:  # noqa: BLE001  the upper half may change under us; report, don't crash
         result["log_manager_error"] = f"{type(e).__name__}: {e}"
     shutil.rmtree(log_dir)
     return result

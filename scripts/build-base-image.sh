@@ -8,7 +8,8 @@
 # Makes two images with debootstrap and `docker import`:
 #   josefk-base:bookworm        Debian minbase + python3 + python3-venv: the image's final stage
 #   josefk-base-build:bookworm  the same + gcc and Python's headers (the C decoder) + etcd-server and etcdctl
-#                               (the compose cluster's etcd image builds on it)
+#                               + prometheus (the compose cluster's etcd and prometheus images
+#                               build on it)
 # Packages come from the Debian mirror this machine's apt is configured with (read from its
 # apt sources here, never written into the repository). The images carry a label with a hash
 # of this script: a changed script builds them again, an unchanged one is reused.
@@ -91,5 +92,5 @@ make_image() {
 }
 
 # The larger one first: the second finds every package it needs in the shared cache.
-make_image build python3,python3-venv,python3-dev,gcc,libc6-dev,etcd-server,etcd-client "$build_image"
+make_image build python3,python3-venv,python3-dev,gcc,libc6-dev,etcd-server,etcd-client,prometheus "$build_image"
 make_image runtime python3,python3-venv "$runtime_image"

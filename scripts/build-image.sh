@@ -3,7 +3,7 @@
 # network inside the build: local Debian base images (scripts/build-base-image.sh), and a
 # wheelhouse of josefk's dependencies fetched on this host with pip as it is set up here.
 #
-#   scripts/build-image.sh                 josefk:local and josefk-etcd:local
+#   scripts/build-image.sh                 josefk:local, josefk-etcd:local, josefk-prometheus:local
 #   JOSEFK_IMAGE=josefk:dev scripts/build-image.sh
 #
 # With a registry at hand none of this is needed: `docker build -t josefk .` uses the
@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 
 image=${JOSEFK_IMAGE:-josefk:local}
 etcd_image=${JOSEFK_ETCD_IMAGE:-josefk-etcd:local}
+prometheus_image=${JOSEFK_PROMETHEUS_IMAGE:-josefk-prometheus:local}
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && python=.venv/bin/python
 
@@ -44,4 +45,6 @@ docker build --quiet \
     -t "$image" . >/dev/null
 echo "docker build $etcd_image"
 docker build --quiet --build-arg BASE_IMAGE="$build_base" -t "$etcd_image" deploy/etcd >/dev/null
+echo "docker build $prometheus_image"
+docker build --quiet --build-arg BASE_IMAGE="$build_base" -t "$prometheus_image" deploy/prometheus >/dev/null
 echo "built $image ($(docker image inspect --format '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1/1e6}')) and $etcd_image"

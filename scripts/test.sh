@@ -11,10 +11,13 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # integration tests drive), etcd-server (the cluster tests start real etcd processes), a C
 # compiler and Python headers (josefk's optional C decoder, whose tests must not skip), a
 # Java runtime (PySpark's local mode), iproute2 (network namespaces for the partition test),
-# openssl (test certificates) and debootstrap (the container tests' base image).
+# openssl (test certificates), chromium with its driver (the web console's browser tests) and
+# debootstrap (the container tests' base image).
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+# prometheus: the dashboard test runs a real Prometheus against real brokers.
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 python_headers=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 [ -f "$python_headers/Python.h" ] || missing+=(python3-dev)
@@ -26,6 +29,9 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # debootstrap, where a Docker engine is present: tests/docker build the image on a local
 # Debian base (scripts/build-base-image.sh), since no image can be pulled on these machines.
+# chromium and chromium-driver: the web console's tests drive a real headless browser.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if command -v docker >/dev/null 2>&1; then
     command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 fi

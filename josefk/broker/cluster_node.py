@@ -59,8 +59,9 @@ from josefk.cluster.metadata_store import (
 from josefk.cluster.watcher import ClusterWatcher, ViewChange
 from josefk.config.broker import BrokerConfig
 from josefk.config.topic import InvalidConfigError
-from josefk.protocol.api import ApiKey, request_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import CreateTopicsRequest, CreateTopicsResponse
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 LeadershipListener = Callable[[TopicPartition, bool], None]
 
 
-_CreateTopicsRequest = request_class(ApiKey.CREATE_TOPICS)
+_CreateTopicsRequest = CreateTopicsRequest
 
 # How long AlterConfigs waits for this broker's own watch to bring back the topic record it
 # stored (normally at once); past it the answer is sent anyway: the change is stored.
@@ -114,6 +115,8 @@ class ClusterNode:
         self.leadership_listeners: list[LeadershipListener] = []
         # Told (ISR size before, after) of each ISR change etcd accepted (a metric).
         self.on_isr_changed: Callable[[int, int], None] | None = None
+        # While controller: each leader election it made (seconds, unclean).
+        self.on_leader_elected: Callable[[float, bool], None] | None = None
         # Told the ACL document (P/acls) and the etcd revision it is current at whenever the
         # watcher sees it change.
         self.on_acls_changed: Callable[[bytes | None, int], None] | None = None
@@ -178,7 +181,7 @@ class ClusterNode:
             return
         try:
             await self.store.request_controlled_shutdown(self.broker_id, self._session)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  shutdown goes on whatever the metadata store answers
             logger.warning("controlled shutdown request failed: %s", exc)
             return
         loop = asyncio.get_running_loop()
@@ -523,7 +526,7 @@ class ClusterNode:
             if view.controller is None and self._session is not None:
                 try:
                     claim = await self.store.try_become_controller(self.broker_id, self._session)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001  the election loop outlives any store failure and tries again
                     logger.warning("controller election failed: %s", exc)
                     claim = None
                 if claim is not None:
@@ -532,6 +535,7 @@ class ClusterNode:
                         self.store,
                         claim,
                         unclean_leader_election=self.config.unclean_leader_election_enable,
+                        on_leader_elected=self.on_leader_elected,
                     )
             controller = self.controller
             if controller is not None:
@@ -654,7 +658,7 @@ class ClusterNode:
                     )
                 return
             await self._forward_create_topic(name)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  auto-creation is best effort; the client retries
             logger.warning("auto-creating topic %r failed: %s", name, exc)
 
     async def _forward_create_topic(self, name: str) -> None:
@@ -684,7 +688,7 @@ class ClusterNode:
             security=self.inter_broker_security,
         )
         try:
-            response = await connection.request(
+            response: CreateTopicsResponse = await connection.request(
                 ApiKey.CREATE_TOPICS,
                 request,
                 timeout_s=config.replica_socket_timeout_ms / 1000,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from josefk.broker.configs import BrokerConfigLayers
 from josefk.broker.error_responses import error_response
@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from josefk.broker.security.authorizer import Authorizer
     from josefk.broker.security.store import CredentialStore
     from josefk.config.broker import BrokerConfig
-    from josefk.storage.clock import Clock
+    from josefk.util.clock import Clock
+
+_Response = TypeVar("_Response")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,14 @@ class RequestContext:
         """The whole request answered with ``error`` in every part (as Kafka answers a
         request refused as a whole, e.g. CLUSTER_AUTHORIZATION_FAILED)."""
         return error_response(self.header.request_api_key, self.api_version, request, error)
+
+    def refuse_as(self, answer: type[_Response], request: Any, error: ErrorCode) -> _Response:
+        """``refuse`` for a handler typed with the generated classes: ``answer`` is the
+        response class the refusal is (checked)."""
+        response = self.refuse(request, error)
+        if not isinstance(response, answer):
+            raise TypeError(f"{type(response).__name__} is not {answer.__name__}")
+        return response
 
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """KIP-430's bit field for the resource: every supported operation without an

@@ -21,12 +21,14 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
+from josefk.broker.connection_errors import CloseConnection
 from josefk.broker.context import BrokerContext, RequestContext
+from josefk.broker.error_counts import response_error_counts
 from josefk.broker.error_responses import error_response
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import NO_RESPONSE, HandlerSpec
+from josefk.broker.handlers.api_versions import api_versions_body
 from josefk.broker.network import (
-    CloseConnection,
     ConnectionInfo,
     DispatchResult,
     Response,
@@ -38,7 +40,6 @@ from josefk.protocol.api import (
     RequestDecodeError,
     decode_request,
     encode_response_parts,
-    response_class,
 )
 from josefk.protocol.errors import ErrorCode, ProtocolDecodeError
 from josefk.protocol.headers import RequestHeader
@@ -81,7 +82,7 @@ class RequestDispatcher:
             result = spec.fn(context, body)
         except CloseConnection:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  a handler's failure becomes its error response
             return self._failed(context, spec, body, exc, started, frame.nbytes)
         if is_awaitable(result):
             return self._finish(context, spec, body, result, started, frame.nbytes)
@@ -185,8 +186,7 @@ class RequestDispatcher:
             error.name,
             exc_info=exc,
         )
-        if self._metrics is not None:
-            self._metrics.requests.error(spec.name, error.name)
+        # Counted with the error response's codes (every part of it carries the error).
         if spec.api_key == ApiKey.PRODUCE and getattr(request, "acks", None) == 0:
             raise CloseConnection(f"acks=0 produce failed: {error.name}") from None
         try:
@@ -211,6 +211,11 @@ class RequestDispatcher:
                 seconds=time.perf_counter() - started,
                 request_bytes=size,
             )
+            if body is not NO_RESPONSE:
+                # Kafka's ErrorsPerSec: every error code the response carries.
+                self._metrics.requests.errors(
+                    spec.name, response_error_counts(spec.api_key, context.api_version, body)
+                )
         if body is NO_RESPONSE:
             return None
         return encode_parts(context.header, body, context.api_version)
@@ -236,18 +241,6 @@ class RequestDispatcher:
             api_versions_body(self._handlers, ErrorCode.UNSUPPORTED_VERSION),
             0,
         )
-
-
-def api_versions_body(handlers: dict[int, HandlerSpec], error: ErrorCode) -> Any:
-    """The ApiVersions response listing exactly the registered handlers' ranges."""
-    cls = response_class(ApiKey.API_VERSIONS)
-    return cls(
-        error_code=int(error),
-        api_keys=[
-            cls.ApiVersion(api_key=key, min_version=spec.min_version, max_version=spec.max_version)
-            for key, spec in sorted(handlers.items())
-        ],
-    )
 
 
 def encode_parts(header: RequestHeader, body: Any, version: int) -> Response:

@@ -316,7 +316,7 @@ class DynamicBrokerConfig:
         try:
             part.validate_reconfiguration(values)
             part.reconfigure(values)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  a Reconfigurable may raise anything; logged, config kept
             logger.error("stored dynamic broker configs refused by %r: %s", part, exc)
 
     # -- what is in force ------------------------------------------------------------------
@@ -531,7 +531,7 @@ class DynamicBrokerConfig:
             for part in parts:
                 try:
                     part.validate_reconfiguration(self._values_for(part, effective))
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001  a Reconfigurable may raise anything; it refuses
                     logger.error("dynamic broker config refused by %r: %s", part, exc)
                     refused.append(part)
         self._default = working.get(DEFAULT_ENTITY, {})

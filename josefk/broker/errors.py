@@ -1,23 +1,19 @@
-"""How failures of the layers below become Kafka error codes on the wire.
+"""The broker's failures and how they, and those of the layers below, become Kafka error codes.
 
-Owns ``error_code_for``: one table from storage and records exceptions to ``ErrorCode``, so
-that every handler answers the same failure the same way. Imports josefk.protocol.errors,
-josefk.records.errors, josefk.storage errors and the broker's replication errors only.
+Owns the exception types the broker's own layers raise (replication: ``NotLeaderOrFollowerError``
+and the acks=all failures; the replica manager's ``UnknownTopicOrPartitionError``) and
+``error_code_for``: one table from those and the storage and records exceptions to
+``ErrorCode``, so that every handler answers the same failure the same way. Defined here, below
+every other broker module, so that the modules raising them and the handlers mapping them
+import them from one low place: this module imports no other josefk.broker module
+(tests/test_layering.py), only josefk.protocol.errors, josefk.records, josefk.storage and
+josefk.config.topic errors.
 """
 
 from __future__ import annotations
 
 import logging
 
-from josefk.broker.partition import (
-    FencedLeaderEpochError,
-    NotEnoughReplicasAfterAppendError,
-    NotEnoughReplicasError,
-    NotLeaderOrFollowerError,
-    RequestTimedOutError,
-    UnknownLeaderEpochError,
-)
-from josefk.broker.replica_manager import UnknownTopicOrPartitionError
 from josefk.config.topic import InvalidConfigError
 from josefk.protocol.errors import ErrorCode
 from josefk.records.errors import (
@@ -45,6 +41,44 @@ from josefk.storage.producer_state import (
     TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
+
+# -- replication (raised by Partition and the replica manager) ---------------------------------
+
+
+class NotLeaderOrFollowerError(Exception):
+    """This broker does not lead the partition (clients refresh metadata and retry)."""
+
+
+class NotEnoughReplicasError(Exception):
+    """acks=all refused before the append: fewer in-sync replicas than min.insync.replicas."""
+
+
+class NotEnoughReplicasAfterAppendError(Exception):
+    """acks=all: appended, but the ISR shrank below min.insync.replicas while waiting."""
+
+
+class RequestTimedOutError(Exception):
+    """acks=all: the in-sync replicas did not all have the records within the timeout."""
+
+
+class FencedLeaderEpochError(Exception):
+    """The request carries a leader epoch older than this replica's (the sender is behind)."""
+
+
+class UnknownLeaderEpochError(Exception):
+    """The request carries a leader epoch newer than this replica's (this one is behind)."""
+
+
+# -- the replica manager ---------------------------------------------------------------------
+
+
+class TopicExistsError(Exception):
+    """A topic of that name exists already."""
+
+
+class UnknownTopicOrPartitionError(Exception):
+    """This broker hosts no such topic or partition."""
+
 
 logger = logging.getLogger(__name__)
 

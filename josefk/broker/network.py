@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from types import CoroutineType
 from typing import Any, Protocol, TypeAlias, TypeGuard, cast, runtime_checkable
 
+from josefk.broker.connection_errors import CloseConnection as CloseConnection
 from josefk.protocol.framing import frame_buffer
 
 logger = logging.getLogger(__name__)
@@ -115,11 +116,6 @@ class ConnectionInfo:
     # Set by a handler whose answer must be the connection's last (failed authentication):
     # the answer is written, then the connection closes.
     close_after_response: bool = False
-
-
-class CloseConnection(Exception):
-    """Raised by a dispatcher when a request cannot be answered: the connection is closed
-    after the responses before it are written, and the reason is logged."""
 
 
 class Dispatcher(Protocol):

@@ -32,8 +32,15 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass
 
+from josefk.broker.errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+    UnknownLeaderEpochError,
+)
 from josefk.cluster.metadata_store import PartitionState
-from josefk.storage.clock import Clock, SystemClock
 from josefk.storage.log import Log
 from josefk.storage.offsets import (
     AbortedTxn,
@@ -44,6 +51,7 @@ from josefk.storage.offsets import (
     TxnMarker,
 )
 from josefk.storage.segment import FetchDataInfo, LogOffsetMetadata
+from josefk.util.clock import Clock, SystemClock
 
 __all__ = [
     "FencedLeaderEpochError",
@@ -57,30 +65,6 @@ __all__ = [
     "TopicPartition",
     "UnknownLeaderEpochError",
 ]
-
-
-class NotLeaderOrFollowerError(Exception):
-    """This broker does not lead the partition (clients refresh metadata and retry)."""
-
-
-class NotEnoughReplicasError(Exception):
-    """acks=all refused before the append: fewer in-sync replicas than min.insync.replicas."""
-
-
-class NotEnoughReplicasAfterAppendError(Exception):
-    """acks=all: appended, but the ISR shrank below min.insync.replicas while waiting."""
-
-
-class RequestTimedOutError(Exception):
-    """acks=all: the in-sync replicas did not all have the records within the timeout."""
-
-
-class FencedLeaderEpochError(Exception):
-    """The request carries a leader epoch older than this replica's (the sender is behind)."""
-
-
-class UnknownLeaderEpochError(Exception):
-    """The request carries a leader epoch newer than this replica's (this one is behind)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +121,10 @@ class Partition:
         # follower must reach it (as well as the HW) to rejoin the ISR, so that it holds
         # everything the previous leaders committed.
         self._leader_epoch_start_offset = 0
+        # As a follower: the leader's high watermark minus our log end offset at the last
+        # fetch (Kafka's FetcherLagMetrics ConsumerLag), set by the replica fetcher; None
+        # while leading or before the first fetch.
+        self.fetcher_lag: int | None = None
         if state is None:
             # The single node: this replica alone, leading from epoch 0.
             state = PartitionState((local_broker_id,), local_broker_id, 0, (local_broker_id,))

@@ -54,15 +54,20 @@ from josefk.broker.partition import Partition, TopicPartition
 from josefk.client.connection import BrokerConnection
 from josefk.client.errors import KafkaConnectionError, KafkaError
 from josefk.client.security import PLAINTEXT, ClientSecurity
-from josefk.protocol.api import ApiKey, request_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    FetchRequest,
+    FetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["FetcherSettings", "ReplicaFetcher"]
 
-FetchRequest = request_class(ApiKey.FETCH)
-EpochRequest = request_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+EpochRequest = OffsetForLeaderEpochRequest
 # Fetch v12 names topics (v13+ uses ids) and still carries the replica id as a field.
 _FETCH_VERSION = 12
 _SESSION_ERRORS = frozenset(
@@ -246,7 +251,7 @@ class ReplicaFetcher:
             )
         if not by_topic:
             return
-        response = await connection.request(
+        response: OffsetForLeaderEpochResponse = await connection.request(
             ApiKey.OFFSET_FOR_LEADER_EPOCH,
             EpochRequest(
                 replica_id=self._settings.broker_id,
@@ -350,7 +355,7 @@ class ReplicaFetcher:
             rack_id="",
         )
         version = min(connection.version_for(ApiKey.FETCH), _FETCH_VERSION)
-        response = await connection.request(
+        response: FetchResponse = await connection.request(
             ApiKey.FETCH,
             request,
             version=version,
@@ -385,7 +390,9 @@ class ReplicaFetcher:
                     continue  # unfollowed or re-followed while the fetch was in flight
                 self._handle_partition(tp, current, data)
 
-    def _handle_partition(self, tp: TopicPartition, followed: _Followed, data: Any) -> None:
+    def _handle_partition(
+        self, tp: TopicPartition, followed: _Followed, data: FetchResponse.PartitionData
+    ) -> None:
         log = followed.partition.log
         error = data.error_code
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -411,10 +418,11 @@ class ReplicaFetcher:
         # round, the start was refused and never retried: the leader's fetch session does
         # not repeat a log start offset it has answered.
         new_hw = log.update_high_watermark(min(data.high_watermark, log.log_end_offset))
+        followed.partition.fetcher_lag = max(0, data.high_watermark - log.log_end_offset)
         if data.log_start_offset > log.log_start_offset:
             try:
                 log.maybe_increment_log_start_offset(min(data.log_start_offset, new_hw))
-            except Exception as exc:  # the fetcher goes on with the other partitions
+            except Exception as exc:  # noqa: BLE001  the fetcher goes on with the other partitions
                 # The session will not repeat this log start offset: say so, not silently.
                 logger.warning("%s: cannot take the leader's log start offset: %s", tp, exc)
         if new_hw != old_hw:

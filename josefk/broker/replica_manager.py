@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from josefk.broker.catalog import TopicCatalog, TopicInfo, write_partition_metadata
+from josefk.broker.errors import TopicExistsError as TopicExistsError
+from josefk.broker.errors import UnknownTopicOrPartitionError as UnknownTopicOrPartitionError
 from josefk.broker.partition import (
     NotLeaderOrFollowerError,
     Partition,
@@ -28,10 +30,10 @@ from josefk.broker.partition import (
 from josefk.broker.purgatory import OffsetPurgatory, Purgatory
 from josefk.cluster.metadata_store import PartitionState
 from josefk.config.topic import LogConfig
-from josefk.storage.clock import Clock
 from josefk.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from josefk.storage.manager import LogManager
 from josefk.storage.offsets import AppendOrigin, FetchIsolation, LogAppendInfo, TxnMarker
+from josefk.util.clock import Clock
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -84,14 +86,6 @@ def topic_log_config(catalog: TopicCatalog, defaults: LogConfig, topic: str) -> 
     if info is None or not info.configs:
         return defaults
     return defaults.with_overrides(info.configs, ignore_unknown=True)
-
-
-class TopicExistsError(Exception):
-    pass
-
-
-class UnknownTopicOrPartitionError(Exception):
-    pass
 
 
 @dataclass(slots=True)
@@ -434,7 +428,7 @@ class ReplicaManager:
             else:
                 try:
                     outcome.info = partition.append_records_to_leader(records, acks=acks)
-                except Exception as exc:  # per partition, as Kafka answers it
+                except Exception as exc:  # noqa: BLE001  per partition, as Kafka answers it
                     outcome.error = exc
                 else:
                     self.fetch_purgatory.notify(tp)
@@ -457,7 +451,7 @@ class ReplicaManager:
             else:
                 try:
                     outcome.info = partition.append_txn_marker(marker)
-                except Exception as exc:  # per partition, as Kafka answers it
+                except Exception as exc:  # noqa: BLE001  per partition, as Kafka answers it
                     outcome.error = exc
                 else:
                     self.fetch_purgatory.notify(tp)
@@ -496,7 +490,7 @@ class ReplicaManager:
             if partition is None:
                 raise NotLeaderOrFollowerError(f"{outcome.tp} is no longer hosted here")
             return partition.acks_all_satisfied(outcome.required_offset)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  the produce is answered with whatever stopped it
             outcome.error = exc
             return True
 
@@ -559,7 +553,7 @@ class ReplicaManager:
                 outcome.required_offset = wanted
                 outcome.low_watermark = partition.low_watermark(live)
                 outcome.pending = outcome.low_watermark < wanted
-            except Exception as exc:  # per partition, as Kafka answers it
+            except Exception as exc:  # noqa: BLE001  per partition, as Kafka answers it
                 outcome.error = exc
             outcomes.append(outcome)
         return outcomes
@@ -683,7 +677,7 @@ class ReplicaManager:
                 outcome.error = exc
                 outcome.high_watermark = partition.log.high_watermark
                 outcome.log_start_offset = partition.log.log_start_offset
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001  per partition, as Kafka answers it
                 outcome.error = exc
             else:
                 outcome.read = read

@@ -25,6 +25,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import aetcd.exceptions
@@ -83,16 +84,17 @@ from josefk.metrics.broker_metrics import BrokerMetrics
 from josefk.metrics.collectors import (
     CleanerStats,
     FetchSessionStats,
+    NetworkStats,
     PartitionLogStats,
     PurgatoryStats,
 )
 from josefk.metrics.exporter import MetricsExporter
-from josefk.storage.clock import Clock, SystemClock
 from josefk.storage.dir_lock import LogDirLock, LogDirLockedError
 from josefk.storage.log_cleaner import CleanerConfig
 from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.storage.offsets import TxnMarker
-from josefk.storage.scheduler import Scheduler
+from josefk.util.clock import Clock, SystemClock
+from josefk.util.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -330,6 +332,12 @@ class Broker:
             on_oversized=self._oversized_request,
         )
         self.reconfigurables.add(ConnectionLimits(self._server))
+        if self.metrics is not None:
+            gate = self._server.gate
+            self.metrics.watch_network(lambda: NetworkStats(gate.waiting, gate.requests))
+            # On the loop thread: thread_time then reads the loop's CPU time, as it does
+            # when the exporter (also on the loop) serves a scrape.
+            self.metrics.watch_event_loop(time.thread_time, time.monotonic)
         # Bound now (a cluster registers the bound ports), accepted on only at the end of
         # start-up: a client connecting meanwhile waits in the backlog instead of reaching
         # handlers that would find no metadata yet and take single-node paths.
@@ -363,11 +371,23 @@ class Broker:
                 lambda name: _host_port(context.endpoint_for(name)),
                 rack=config.broker_rack,
             )
+            if self.metrics is not None:
+                # A single node is its own controller (Metadata names it): the usual
+                # "active controllers != 1" alert must stay quiet on a healthy one. Its
+                # offline partitions are the ones in an offline log dir (leader -1).
+                self.metrics.replication.watch_controller(
+                    lambda: True,
+                    lambda: sum(1 for p in replicas.partitions() if p.log.is_offline),
+                )
         else:
             self.cluster.replicas = replicas
             if self.metrics is not None:
                 cluster = self.cluster
                 cluster.on_isr_changed = self.metrics.replication.isr_changed
+                replication = self.metrics.replication
+                cluster.on_leader_elected = lambda seconds, unclean: replication.leader_elected(
+                    seconds=seconds, unclean=unclean
+                )
                 self.metrics.replication.watch_controller(
                     lambda: cluster.is_controller, cluster.offline_partitions
                 )
@@ -650,6 +670,8 @@ class Broker:
                     in_sync=len(partition.isr),
                     min_insync=log.config.min_insync_replicas,
                     follower_lags=lags,
+                    leader=partition.leader_id,
+                    fetcher_lag=None if leads else partition.fetcher_lag,
                 )
             )
         return stats

@@ -185,7 +185,7 @@ def reassign(
             )
             started = [tp for tp, error in results.items() if error is None]
             if wait and started:
-                await _wait_for_moves(admin, started, timeout)
+                await _wait_for_moves(admin, started, timeout_s=timeout)
         return [
             {
                 "topic": tp.topic,
@@ -219,15 +219,15 @@ def reassign(
 
 
 async def _wait_for_moves(
-    admin: AIOAdmin, partitions: list[TopicPartition], timeout: float
+    admin: AIOAdmin, partitions: list[TopicPartition], *, timeout_s: float
 ) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while await admin.list_partition_reassignments(partitions):
-        if loop.time() > deadline:
-            raise click.ClickException(f"moves still in progress after {timeout:.0f} s")
-        # A person waits here, not the broker: a short poll of the controller is fine.
-        await asyncio.sleep(0.25)
+    try:
+        async with asyncio.timeout(timeout_s):
+            # A person waits here, not the broker: a short poll of the controller is fine.
+            while await admin.list_partition_reassignments(partitions):  # noqa: ASYNC110
+                await asyncio.sleep(0.25)
+    except TimeoutError:
+        raise click.ClickException(f"moves still in progress after {timeout_s:.0f} s") from None
 
 
 @cluster.command("reassignments", short_help="List the partition moves in progress.")

@@ -3,7 +3,8 @@
 Starts an etcd (the ``etcd`` program on PATH: Debian's ``etcd-server`` package) and N brokers
 (``josefk serve`` processes, the same code path as a real deployment) with their data in one
 folder, prints the bootstrap list once every broker serves and lists all the others in its
-Metadata, and stops everything on Ctrl-C or SIGTERM (brokers with SIGTERM, so each makes a
+Metadata, starts the web console (``josefk console``, another process) and prints its URL,
+and stops everything on Ctrl-C or SIGTERM (brokers with SIGTERM, so each makes a
 controlled shutdown and a clean one).
 
 Owns only process supervision; imports josefk.client's KafkaClient (to ask each broker for
@@ -55,8 +56,23 @@ _READY_TIMEOUT_S = 60.0
     metavar="KEY=VALUE",
     help="A broker property for every broker (repeatable).",
 )
-def dev_cluster(brokers: int, data_dir: str, base_port: int, overrides: tuple[str, ...]) -> None:
-    """Run an etcd and --brokers brokers until Ctrl-C."""
+@click.option(
+    "--console-port",
+    default=8080,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port of the web console on 127.0.0.1 (0: any free port).",
+)
+@click.option("--no-console", is_flag=True, help="Do not start the web console.")
+def dev_cluster(
+    brokers: int,
+    data_dir: str,
+    base_port: int,
+    overrides: tuple[str, ...],
+    console_port: int,
+    no_console: bool,
+) -> None:
+    """Run an etcd, --brokers brokers and the web console until Ctrl-C."""
     etcd = shutil.which("etcd")
     if etcd is None:
         raise click.ClickException(
@@ -149,6 +165,15 @@ def dev_cluster(brokers: int, data_dir: str, base_port: int, overrides: tuple[st
         _wait_until_whole(bootstrap, brokers)
         click.echo(f"etcd at {etcd_endpoint}; data and logs in {root}")
         click.echo(f"bootstrap: {','.join(bootstrap)}")
+        if not no_console:
+            console = _start_console(bootstrap, console_port, root)
+            processes.append(console)
+            stdout = console.stdout
+            assert stdout is not None
+            line = stdout.readline().decode(errors="replace").strip()
+            if not line.startswith("josefk console: "):
+                raise click.ClickException(f"the console did not start; see {root / 'console.log'}")
+            click.echo(f"console: {line.split()[2]}")
         click.echo("Ctrl-C stops the cluster.")
         while not stopping and all(p.poll() is None for p in processes):
             time.sleep(0.2)
@@ -158,6 +183,7 @@ def dev_cluster(brokers: int, data_dir: str, base_port: int, overrides: tuple[st
     finally:
         # Brokers first (each hands its leaderships over through etcd), etcd once they are
         # gone: stopped together, a broker's controlled shutdown lost etcd half way.
+        # The console (last started) goes with the brokers: it is only a client.
         brokers_then_etcd = [processes[1:], processes[:1]]
         for group in brokers_then_etcd:
             for process in group:
@@ -169,6 +195,15 @@ def dev_cluster(brokers: int, data_dir: str, base_port: int, overrides: tuple[st
                 except subprocess.TimeoutExpired:
                     process.kill()
         click.echo("stopped")
+
+
+def _start_console(bootstrap: list[str], port: int, root: Path) -> subprocess.Popen[bytes]:
+    log = (root / "console.log").open("ab")
+    command = [
+        sys.executable, "-m", "josefk", "console",
+        "--bootstrap", ",".join(bootstrap), "--listen", f"127.0.0.1:{port}",
+    ]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
 
 
 def _wait_until_whole(bootstrap: list[str], brokers: int) -> None:

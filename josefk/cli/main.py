@@ -50,6 +50,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("acls", "acls"),
     ("cluster", "cluster"),
     ("dev_cluster", "dev_cluster"),
+    ("console", "console"),
     ("perf", "perf"),
 ]
 

@@ -62,7 +62,7 @@ async def read_lines(stream: IO[bytes]) -> AsyncIterator[bytes]:
             put(None)
         except RuntimeError:  # the loop is gone: the command is over
             return
-        except BaseException as exc:  # an I/O error goes to the reader
+        except BaseException as exc:  # noqa: BLE001  an I/O error goes to the reader
             with contextlib.suppress(RuntimeError):
                 put(exc)
 
@@ -156,7 +156,7 @@ def produce(
         if partition is not None and not 0 <= partition < count:
             raise CliError(f'topic "{topic}" has partitions 0..{count - 1}, not {partition}')
         stream: IO[bytes]
-        stream = sys.stdin.buffer if path in (None, "-") else open(path, "rb")  # noqa: SIM115
+        stream = sys.stdin.buffer if path in (None, "-") else open(path, "rb")  # noqa: SIM115, ASYNC230  reads go through the pump thread
         tally = _Tally()
         try:
             async with AIOProducer(

@@ -43,10 +43,11 @@ from josefk.client.admin import (
 )
 from josefk.client.assignors import RangeAssignor, RoundRobinAssignor
 from josefk.client.cluster import ClientConfig, KafkaClient
-from josefk.client.consumer import AIOConsumer, ConsumerConfig, ConsumerRebalanceListener
+from josefk.client.consumer import AIOConsumer, ConsumerConfig
 from josefk.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from josefk.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
 from josefk.client.producer import AIOProducer, ProducerConfig
+from josefk.client.subscription import ConsumerRebalanceListener
 from josefk.client.transactions import (
     PreparedTransaction,
     TransactionState,

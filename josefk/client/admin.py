@@ -34,8 +34,55 @@ from josefk.client.types import OffsetAndTimestamp, TopicPartition
 from josefk.protocol import ApiKey
 from josefk.protocol.acls import AclOperation, AclPermissionType, PatternType
 from josefk.protocol.acls import ResourceType as AclResourceType
-from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
 
 
 class ResourceType(enum.IntEnum):
@@ -341,8 +388,8 @@ class AIOAdmin:
         node_id = self._client.least_loaded_node()
         conn = await self._client.connection(node_id)
         if conn.supports(ApiKey.DESCRIBE_CLUSTER):
-            req = request_class(ApiKey.DESCRIBE_CLUSTER)
-            response = await self._client.request(
+            req = DescribeClusterRequest
+            response: DescribeClusterResponse = await self._client.request(
                 node_id, ApiKey.DESCRIBE_CLUSTER, req(include_cluster_authorized_operations=False)
             )
             if response.error_code:
@@ -368,9 +415,9 @@ class AIOAdmin:
         self, users: Sequence[str] | None = None
     ) -> dict[str, list[tuple[str, int]] | KafkaError]:
         """Per user its (mechanism, iterations), or the error for that user (KIP-554)."""
-        req = request_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
+        req = DescribeUserScramCredentialsRequest
         body = req(users=None if users is None else [req.UserName(name=u) for u in users])
-        response = await self._client.request(
+        response: DescribeUserScramCredentialsResponse = await self._client.request(
             self._client.least_loaded_node(), ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body
         )
         if response.error_code:
@@ -397,7 +444,7 @@ class AIOAdmin:
         """Upsertions are (user, mechanism, iterations, salt, salted_password): the password
         is salted and hashed here, the broker never sees it. Deletions are (user, mechanism)."""
         codes = {name: code for code, name in _SCRAM_MECHANISMS.items()}
-        req = request_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+        req = AlterUserScramCredentialsRequest
         body = req(
             deletions=[
                 req.ScramCredentialDeletion(name=user, mechanism=codes.get(mechanism, 0))
@@ -414,7 +461,7 @@ class AIOAdmin:
                 for user, mechanism, iterations, salt, salted in upsertions
             ],
         )
-        response = await self._client.request(
+        response: AlterUserScramCredentialsResponse = await self._client.request(
             self._client.least_loaded_node(), ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body
         )
         return {r.user: _err(r.error_code, r.error_message) for r in response.results}
@@ -424,7 +471,7 @@ class AIOAdmin:
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
         """Create ACLs (CreateAcls, at the least loaded broker): per binding, in order, None
         or the error (SECURITY_DISABLED without an authorizer, INVALID_REQUEST, ...)."""
-        req = request_class(ApiKey.CREATE_ACLS)
+        req = CreateAclsRequest
         body = req(
             creations=[
                 req.AclCreation(
@@ -439,16 +486,16 @@ class AIOAdmin:
                 for b in bindings
             ]
         )
-        response = await self._client.request(
+        response: CreateAclsResponse = await self._client.request(
             self._client.least_loaded_node(), ApiKey.CREATE_ACLS, body
         )
         return [_err(r.error_code, r.error_message) for r in response.results]
 
     async def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
         """The ACLs matching ``acl_filter`` (DescribeAcls); raises the request's error."""
-        req = request_class(ApiKey.DESCRIBE_ACLS)
+        req = DescribeAclsRequest
         body = req(**_filter_fields(acl_filter))
-        response = await self._client.request(
+        response: DescribeAclsResponse = await self._client.request(
             self._client.least_loaded_node(), ApiKey.DESCRIBE_ACLS, body
         )
         if response.error_code:
@@ -464,9 +511,9 @@ class AIOAdmin:
     ) -> list[list[AclBinding] | KafkaError]:
         """Delete the ACLs matching each filter (DeleteAcls): per filter, the ACLs it
         deleted or its error."""
-        req = request_class(ApiKey.DELETE_ACLS)
+        req = DeleteAclsRequest
         body = req(filters=[req.DeleteAclsFilter(**_filter_fields(f)) for f in filters])
-        response = await self._client.request(
+        response: DeleteAclsResponse = await self._client.request(
             self._client.least_loaded_node(), ApiKey.DELETE_ACLS, body
         )
         out: list[list[AclBinding] | KafkaError] = []
@@ -523,7 +570,7 @@ class AIOAdmin:
     ) -> dict[str, KafkaError | None]:
         """Create topics; ``{name: None}`` for each success, the typed error otherwise.
         -1 partitions or replication factor means the broker's default."""
-        req = request_class(ApiKey.CREATE_TOPICS)
+        req = CreateTopicsRequest
         items = [NewTopic(t) if isinstance(t, str) else t for t in topics]
         body = req(
             topics=[
@@ -542,7 +589,9 @@ class AIOAdmin:
             timeout_ms=timeout_ms,
             validate_only=validate_only,
         )
-        response = await self._client.request(await self._controller(), ApiKey.CREATE_TOPICS, body)
+        response: CreateTopicsResponse = await self._client.request(
+            await self._controller(), ApiKey.CREATE_TOPICS, body
+        )
         result = {
             r.name: _err(r.error_code, r.error_message, topic=r.name) for r in response.topics
         }
@@ -568,7 +617,7 @@ class AIOAdmin:
     async def delete_topics(
         self, topics: Iterable[str], *, timeout_ms: int = 30_000
     ) -> dict[str, KafkaError | None]:
-        req = request_class(ApiKey.DELETE_TOPICS)
+        req = DeleteTopicsRequest
         names = list(topics)
 
         def build(version: int) -> Any:
@@ -578,10 +627,15 @@ class AIOAdmin:
                 )
             return req(topic_names=names, timeout_ms=timeout_ms)
 
-        response = await self._client.request(await self._controller(), ApiKey.DELETE_TOPICS, build)
+        response: DeleteTopicsResponse = await self._client.request(
+            await self._controller(), ApiKey.DELETE_TOPICS, build
+        )
         self._client.invalidate()
+        # v6+ names a result null only for a topic asked for by id, which this client never does.
         return {
-            r.name: _err(r.error_code, r.error_message, topic=r.name) for r in response.responses
+            r.name: _err(r.error_code, r.error_message, topic=r.name)
+            for r in response.responses
+            if r.name is not None
         }
 
     async def delete_topic(self, name: str) -> None:
@@ -597,7 +651,7 @@ class AIOAdmin:
         timeout_ms: int = 30_000,
     ) -> dict[str, KafkaError | None]:
         """Grow each topic to the given total number of partitions."""
-        req = request_class(ApiKey.CREATE_PARTITIONS)
+        req = CreatePartitionsRequest
         body = req(
             topics=[
                 req.CreatePartitionsTopic(name=n, count=c, assignments=None)
@@ -606,7 +660,7 @@ class AIOAdmin:
             timeout_ms=timeout_ms,
             validate_only=validate_only,
         )
-        response = await self._client.request(
+        response: CreatePartitionsResponse = await self._client.request(
             await self._controller(), ApiKey.CREATE_PARTITIONS, body
         )
         self._client.invalidate()
@@ -622,7 +676,7 @@ class AIOAdmin:
         """ElectLeaders through the controller: each partition's preferred replica (or, with
         ``unclean``, any live replica of a leaderless partition) becomes leader; all partitions
         when ``partitions`` is None. ELECTION_NOT_NEEDED comes back as that error."""
-        req = request_class(ApiKey.ELECT_LEADERS)
+        req = ElectLeadersRequest
         grouped: dict[str, list[int]] = {}
         for tp in partitions or ():
             grouped.setdefault(tp.topic, []).append(tp.partition)
@@ -633,7 +687,9 @@ class AIOAdmin:
             else [req.TopicPartitions(topic=t, partitions=ps) for t, ps in grouped.items()],
             timeout_ms=timeout_ms,
         )
-        response = await self._client.request(await self._controller(), ApiKey.ELECT_LEADERS, body)
+        response: ElectLeadersResponse = await self._client.request(
+            await self._controller(), ApiKey.ELECT_LEADERS, body
+        )
         if response.error_code:
             raise error_for(response.error_code)
         self._client.invalidate()
@@ -656,7 +712,7 @@ class AIOAdmin:
         cancel its move in progress (None). The controller answers once each move started;
         ``list_partition_reassignments`` shows it until the new replicas caught up and the
         old ones left."""
-        req = request_class(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+        req = AlterPartitionReassignmentsRequest
         grouped: dict[str, list[Any]] = {}
         for tp, replicas in targets.items():
             grouped.setdefault(tp.topic, []).append(
@@ -670,7 +726,7 @@ class AIOAdmin:
             allow_replication_factor_change=allow_replication_factor_change,
             topics=[req.ReassignableTopic(name=t, partitions=ps) for t, ps in grouped.items()],
         )
-        response = await self._client.request(
+        response: AlterPartitionReassignmentsResponse = await self._client.request(
             await self._controller(), ApiKey.ALTER_PARTITION_REASSIGNMENTS, body
         )
         if response.error_code:
@@ -688,7 +744,7 @@ class AIOAdmin:
         self, partitions: Sequence[TopicPartition] | None = None, *, timeout_ms: int = 30_000
     ) -> dict[TopicPartition, PartitionReassignment]:
         """The moves in progress (of ``partitions``, or all)."""
-        req = request_class(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+        req = ListPartitionReassignmentsRequest
         grouped: dict[str, list[int]] = {}
         for tp in partitions or ():
             grouped.setdefault(tp.topic, []).append(tp.partition)
@@ -701,7 +757,7 @@ class AIOAdmin:
                 for t, ps in grouped.items()
             ],
         )
-        response = await self._client.request(
+        response: ListPartitionReassignmentsResponse = await self._client.request(
             await self._controller(), ApiKey.LIST_PARTITION_REASSIGNMENTS, body
         )
         if response.error_code:
@@ -716,8 +772,10 @@ class AIOAdmin:
 
     async def describe_log_dirs(self, broker_id: int) -> list[LogDirDescription]:
         """One broker's log directories and the partition replicas each holds."""
-        req = request_class(ApiKey.DESCRIBE_LOG_DIRS)
-        response = await self._client.request(broker_id, ApiKey.DESCRIBE_LOG_DIRS, req(topics=None))
+        req = DescribeLogDirsRequest
+        response: DescribeLogDirsResponse = await self._client.request(
+            broker_id, ApiKey.DESCRIBE_LOG_DIRS, req(topics=None)
+        )
         if getattr(response, "error_code", 0):
             raise error_for(response.error_code)
         return [
@@ -741,7 +799,7 @@ class AIOAdmin:
         """Move each partition's log start offset up to the given offset; returns the new
         low watermarks. Raises the first partition error."""
         await self._client.refresh_metadata({tp.topic for tp in before})
-        req = request_class(ApiKey.DELETE_RECORDS)
+        req = DeleteRecordsRequest
         by_node: dict[int, dict[str, list[Any]]] = {}
         for tp, offset in before.items():
             leader = self._client.metadata.leader_for(tp.topic, tp.partition)
@@ -760,7 +818,9 @@ class AIOAdmin:
                 topics=[req.DeleteRecordsTopic(name=n, partitions=p) for n, p in topics.items()],
                 timeout_ms=30_000,
             )
-            response = await self._client.request(node_id, ApiKey.DELETE_RECORDS, body)
+            response: DeleteRecordsResponse = await self._client.request(
+                node_id, ApiKey.DELETE_RECORDS, body
+            )
             for t in response.topics:
                 for p in t.partitions:
                     if p.error_code:
@@ -782,7 +842,7 @@ class AIOAdmin:
         cluster-wide broker default (``(BROKER, "")``) to any. ``include_synonyms`` adds
         every layer's value of each entry (dynamic, static, default),
         ``include_documentation`` each key's documentation."""
-        req = request_class(ApiKey.DESCRIBE_CONFIGS)
+        req = DescribeConfigsRequest
         wanted = [(ResourceType(t), n) for t, n in resources]
         by_node: dict[int, list[tuple[ResourceType, str]]] = {}
         for rtype, name in wanted:
@@ -806,7 +866,9 @@ class AIOAdmin:
                 include_synonyms=include_synonyms,
                 include_documentation=include_documentation,
             )
-            response = await self._client.request(node_id, ApiKey.DESCRIBE_CONFIGS, body)
+            response: DescribeConfigsResponse = await self._client.request(
+                node_id, ApiKey.DESCRIBE_CONFIGS, body
+            )
             for r in response.results:
                 if r.error_code:
                     raise error_for(r.error_code, r.error_message, resource=r.resource_name)
@@ -841,7 +903,7 @@ class AIOAdmin:
     ) -> None:
         """Incrementally change configs: a value sets, None deletes (back to the default),
         ``(AlterConfigOp.APPEND, "v")`` appends to a list config."""
-        req = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+        req = IncrementalAlterConfigsRequest
         rtype, name = ResourceType(resource[0]), resource[1]
         configs = []
         for key, change in changes.items():
@@ -869,7 +931,9 @@ class AIOAdmin:
             if rtype == ResourceType.BROKER and name.isdigit()
             else self._client.least_loaded_node()
         )
-        response = await self._client.request(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+        response: IncrementalAlterConfigsResponse = await self._client.request(
+            node, ApiKey.INCREMENTAL_ALTER_CONFIGS, body
+        )
         for r in response.responses:
             if r.error_code:
                 raise error_for(r.error_code, r.error_message, resource=r.resource_name)
@@ -904,12 +968,14 @@ class AIOAdmin:
         """Transactional ids known to every broker's transaction coordinator, optionally only
         those in ``states`` (e.g. "Ongoing", "PrepareCommit") or of ``producer_ids``."""
         metadata = await self._client.refresh_metadata()
-        req = request_class(ApiKey.LIST_TRANSACTIONS)
+        req = ListTransactionsRequest
         body = req(state_filters=list(states), producer_id_filters=list(producer_ids))
         listings: dict[str, TransactionListing] = {}
 
         async def one(node_id: int) -> None:
-            response = await self._client.request(node_id, ApiKey.LIST_TRANSACTIONS, body)
+            response: ListTransactionsResponse = await self._client.request(
+                node_id, ApiKey.LIST_TRANSACTIONS, body
+            )
             if response.error_code:
                 raise error_for(response.error_code, node=node_id)
             for t in response.transaction_states:
@@ -925,7 +991,7 @@ class AIOAdmin:
     ) -> list[TransactionDescription]:
         """Each id's state from its coordinator; an unknown id comes back with ``error``
         TRANSACTIONAL_ID_NOT_FOUND instead of raising."""
-        req = request_class(ApiKey.DESCRIBE_TRANSACTIONS)
+        req = DescribeTransactionsRequest
         out: list[TransactionDescription] = []
         for transactional_id in transactional_ids:
             try:
@@ -937,7 +1003,7 @@ class AIOAdmin:
                     TransactionDescription(transactional_id, "", -1, -1, -1, -1, [], error=exc)
                 )
                 continue
-            response = await self._client.request(
+            response: DescribeTransactionsResponse = await self._client.request(
                 node_id, ApiKey.DESCRIBE_TRANSACTIONS, req(transactional_ids=[transactional_id])
             )
             for t in response.transaction_states:
@@ -966,7 +1032,7 @@ class AIOAdmin:
         """The active producers of each partition, asked of the partition's leader."""
         wanted = [TopicPartition(*tp) for tp in partitions]
         metadata = await self._client.refresh_metadata({tp.topic for tp in wanted})
-        req = request_class(ApiKey.DESCRIBE_PRODUCERS)
+        req = DescribeProducersRequest
         out: dict[TopicPartition, list[ProducerState] | KafkaError] = {}
         by_leader: dict[int, dict[str, list[int]]] = {}
         for tp in wanted:
@@ -985,7 +1051,9 @@ class AIOAdmin:
                     for name, parts in topics.items()
                 ]
             )
-            response = await self._client.request(node_id, ApiKey.DESCRIBE_PRODUCERS, body)
+            response: DescribeProducersResponse = await self._client.request(
+                node_id, ApiKey.DESCRIBE_PRODUCERS, body
+            )
             for topic in response.topics:
                 for part in topic.partitions:
                     tp = TopicPartition(topic.name, part.partition_index)
@@ -1017,11 +1085,13 @@ class AIOAdmin:
     async def list_groups(self) -> list[GroupListing]:
         """Groups known to every broker (each broker lists the groups it coordinates)."""
         metadata = await self._client.refresh_metadata()
-        req = request_class(ApiKey.LIST_GROUPS)
+        req = ListGroupsRequest
         listings: dict[str, GroupListing] = {}
 
         async def one(node_id: int) -> None:
-            response = await self._client.request(node_id, ApiKey.LIST_GROUPS, req())
+            response: ListGroupsResponse = await self._client.request(
+                node_id, ApiKey.LIST_GROUPS, req()
+            )
             if response.error_code:
                 raise error_for(response.error_code)
             for g in response.groups:
@@ -1053,9 +1123,9 @@ class AIOAdmin:
         """ConsumerGroupDescribe (KIP-848); None when the group is no consumer group or the
         broker does not have the API."""
         node_id = await find_coordinator(self._client, group_id)
-        req = request_class(ApiKey.CONSUMER_GROUP_DESCRIBE)
+        req = ConsumerGroupDescribeRequest
         try:
-            response = await self._client.request(
+            response: ConsumerGroupDescribeResponse = await self._client.request(
                 node_id, ApiKey.CONSUMER_GROUP_DESCRIBE, req(group_ids=[group_id])
             )
         except KafkaError:
@@ -1095,10 +1165,10 @@ class AIOAdmin:
         )
 
     async def _describe_classic_group(self, group_id: str) -> list[GroupDescription]:
-        req = request_class(ApiKey.DESCRIBE_GROUPS)
+        req = DescribeGroupsRequest
         out: list[GroupDescription] = []
         node_id = await find_coordinator(self._client, group_id)
-        response = await self._client.request(
+        response: DescribeGroupsResponse = await self._client.request(
             node_id, ApiKey.DESCRIBE_GROUPS, req(groups=[group_id])
         )
         for g in response.groups:
@@ -1143,11 +1213,11 @@ class AIOAdmin:
         return out
 
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, KafkaError | None]:
-        req = request_class(ApiKey.DELETE_GROUPS)
+        req = DeleteGroupsRequest
         out: dict[str, KafkaError | None] = {}
         for group_id in group_ids:
             node_id = await find_coordinator(self._client, group_id)
-            response = await self._client.request(
+            response: DeleteGroupsResponse = await self._client.request(
                 node_id, ApiKey.DELETE_GROUPS, req(groups_names=[group_id])
             )
             for r in response.results:

@@ -45,8 +45,12 @@ from josefk.client.errors import (
 )
 from josefk.client.security import ClientSecurity
 from josefk.protocol import ApiKey
-from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+)
 
 log = logging.getLogger("josefk.client")
 
@@ -406,7 +410,7 @@ class KafkaClient:
         self, topics: Sequence[str] | None, *, allow_auto_topic_creation: bool = False
     ) -> Any:
         """One Metadata request (``topics`` None: all topics); returns the raw response."""
-        req_cls = request_class(ApiKey.METADATA)
+        req_cls = MetadataRequest
 
         def build(version: int) -> Any:
             wanted: list[Any] | None
@@ -513,7 +517,7 @@ async def find_coordinator(
     coordinator missing from the metadata's broker list is added to it so that
     ``client.connection`` can reach it.
     """
-    req = request_class(ApiKey.FIND_COORDINATOR)
+    req = FindCoordinatorRequest
 
     def build(version: int) -> Any:
         if version >= 4:
@@ -525,7 +529,9 @@ async def find_coordinator(
         if attempt:
             await asyncio.sleep(client._retry_backoff_s(attempt - 1))
         try:
-            response = await client.request_any(ApiKey.FIND_COORDINATOR, build)
+            response: FindCoordinatorResponse = await client.request_any(
+                ApiKey.FIND_COORDINATOR, build
+            )
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             last = exc
             continue

@@ -53,9 +53,13 @@ from josefk.protocol.api import (
     api_versions_ranges,
     decode_response,
     encode_request,
-    request_class,
 )
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    ApiVersionsRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
 
 log = logging.getLogger("josefk.client")
 
@@ -206,7 +210,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
     async def _negotiate_versions(self, timeout_s: float) -> None:
         ranges = api_versions_ranges()
         version = min(3, ranges[ApiKey.API_VERSIONS][1])
-        body = request_class(ApiKey.API_VERSIONS)(
+        body = ApiVersionsRequest(
             client_software_name=CLIENT_SOFTWARE_NAME,
             client_software_version=CLIENT_SOFTWARE_VERSION,
         )
@@ -245,7 +249,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             )
         handshake = await self._send_and_wait(
             ApiKey.SASL_HANDSHAKE,
-            request_class(ApiKey.SASL_HANDSHAKE)(mechanism=mechanism),
+            SaslHandshakeRequest(mechanism=mechanism),
             version=1,
             timeout_s=timeout_s,
         )
@@ -283,7 +287,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
     async def _sasl_token(self, token: bytes, timeout_s: float) -> Any:
         response = await self._send_and_wait(
             ApiKey.SASL_AUTHENTICATE,
-            request_class(ApiKey.SASL_AUTHENTICATE)(auth_bytes=token),
+            SaslAuthenticateRequest(auth_bytes=token),
             version=self.version_for(ApiKey.SASL_AUTHENTICATE),
             timeout_s=timeout_s,
         )

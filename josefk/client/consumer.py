@@ -25,7 +25,8 @@ and fetch again; other errors are raised from the next poll.
 
 Groups. With ``group_id`` and ``subscribe(...)`` a ``GroupCoordinator`` (group.py; or, with
 ``group_protocol="consumer"``, a KIP-848 ``ConsumerGroupMember``, consumer_group.py) runs the
-classic protocol in the background and tells the consumer its assignment; ``commit`` /
+classic protocol in the background and sets the assignment in the consumer's
+``SubscriptionState`` (subscription.py), the one object the two share; ``commit`` /
 ``commit_async`` store positions in the group (also for an assign()-only consumer with a
 group_id, as Kafka allows), and auto-commit commits every ``auto_commit_interval_ms``.
 A ``ConsumerRebalanceListener`` hears about partitions revoked and assigned. Topics given
@@ -53,6 +54,7 @@ from itertools import groupby
 from typing import TYPE_CHECKING, Any, Final
 
 from josefk.client.cluster import METADATA_ERRORS, ClientConfig, KafkaClient
+from josefk.client.consumer_group import ConsumerGroupMember
 from josefk.client.decode import decode_records, next_fetch_offset
 from josefk.client.errors import (
     IllegalStateError,
@@ -62,6 +64,11 @@ from josefk.client.errors import (
     OffsetOutOfRangeError,
     error_for,
 )
+from josefk.client.group import GroupCoordinator
+from josefk.client.subscription import (
+    ConsumerRebalanceListener as ConsumerRebalanceListener,
+)
+from josefk.client.subscription import PartitionState, SubscriptionState
 from josefk.client.types import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -69,35 +76,23 @@ from josefk.client.types import (
     TopicPartition,
 )
 from josefk.protocol import ApiKey
-from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
 from josefk.records import CorruptRecordError
 
 if TYPE_CHECKING:
     from josefk.client.assignors import Assignor
-    from josefk.client.consumer_group import ConsumerGroupMember
-    from josefk.client.group import GroupCoordinator
 
 log = logging.getLogger("josefk.client.consumer")
 
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1
 _MAX_PENDING_CHUNKS: Final = 2
-
-
-class ConsumerRebalanceListener:
-    """Hooks a group member runs around each rebalance; subclass and override.
-
-    The protocol is eager: ``on_partitions_revoked`` gets the whole assignment before the
-    member joins again (after the auto-commit, if on), ``on_partitions_assigned`` the new
-    one once the member has it. Exceptions are logged, not raised.
-    """
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        """Called before giving up ``revoked``; positions are still readable here."""
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        """Called once ``assigned`` is this member's; positions resolve on the next poll."""
 
 
 @dataclass(kw_only=True)
@@ -122,33 +117,12 @@ class ConsumerConfig(ClientConfig):
     max_poll_interval_ms: int = 300_000
     rebalance_timeout_ms: int | None = None
     partition_assignment_strategy: Sequence[Assignor] = field(default_factory=tuple)
+    rebalance_listener: ConsumerRebalanceListener | None = None
     # "classic" (JoinGroup/SyncGroup, client-side assignors) or "consumer" (KIP-848: the
     # broker assigns; Kafka's group.protocol), with the server-side assignor to ask for.
     group_protocol: str = "classic"
     group_remote_assignor: str | None = None
-    rebalance_listener: ConsumerRebalanceListener | None = None
     exclude_internal_topics: bool = True
-
-
-class _PartitionState:
-    __slots__ = (
-        "fetch_offset",
-        "generation",
-        "high_watermark",
-        "log_start_offset",
-        "paused",
-        "position",
-        "reset",
-    )
-
-    def __init__(self) -> None:
-        self.position: int | None = None
-        self.fetch_offset: int | None = None
-        self.reset: int | None = None  # pending ListOffsets timestamp (earliest/latest/time)
-        self.high_watermark = -1
-        self.log_start_offset = -1
-        self.paused = False
-        self.generation = 0
 
 
 class _Chunk:
@@ -235,7 +209,7 @@ class AIOConsumer:
             raise ValueError("isolation_level must be read_uncommitted or read_committed")
         self.config = config
         self._client = KafkaClient(config)
-        self._assignment: dict[TopicPartition, _PartitionState] = {}
+        self._subscriptions = SubscriptionState(config.rebalance_listener, self._assignment_changed)
         self._chunks: collections.deque[_Chunk] = collections.deque()
         self._pending_chunks: dict[TopicPartition, int] = collections.defaultdict(int)
         self._in_flight_nodes: set[int] = set()
@@ -248,7 +222,6 @@ class AIOConsumer:
         self._isolation = 1 if config.isolation_level == "read_committed" else 0
         self._subscription: list[str] = list(topics)
         self._coordinator: GroupCoordinator | ConsumerGroupMember | None = None
-        self._listener: ConsumerRebalanceListener | None = config.rebalance_listener
         self._started = False
         self._closed = False
 
@@ -262,13 +235,11 @@ class AIOConsumer:
         self._fetcher = asyncio.ensure_future(self._run_fetcher())
         if self.config.group_id is not None:
             if self.config.group_protocol == "consumer":
-                from josefk.client.consumer_group import ConsumerGroupMember
-
-                self._coordinator = ConsumerGroupMember(self._client, self.config, self)
+                self._coordinator = ConsumerGroupMember(
+                    self._client, self.config, self._subscriptions
+                )
             else:
-                from josefk.client.group import GroupCoordinator
-
-                self._coordinator = GroupCoordinator(self._client, self.config, self)
+                self._coordinator = GroupCoordinator(self._client, self.config, self._subscriptions)
             if self._subscription:
                 self._coordinator.subscribe(self._subscription)
             self._coordinator.start()
@@ -334,7 +305,7 @@ class AIOConsumer:
             raise IllegalStateError("subscribe() needs a group_id")
         self._subscription = list(topics)
         if listener is not None:
-            self._listener = listener
+            self._subscriptions.listener = listener
         self._coordinator.subscribe(self._subscription)
 
     async def unsubscribe(self) -> None:
@@ -365,19 +336,28 @@ class AIOConsumer:
     def subscription(self) -> set[str]:
         return set(self._subscription)
 
+    @property
+    def _assignment(self) -> dict[TopicPartition, PartitionState]:
+        """The live map of assigned partitions (owned by the subscription state)."""
+        return self._subscriptions.assignment
+
     def _set_assignment(self, partitions: Sequence[TopicPartition]) -> None:
         """Replace the assignment; kept partitions keep their positions."""
-        old = self._assignment
-        self._assignment = {tp: old.get(tp) or _PartitionState() for tp in partitions}
-        self._client.add_topics({tp.topic for tp in partitions})
-        dropped = set(old) - set(self._assignment)
+        self._subscriptions.set_assignment(partitions)
+
+    def _assignment_changed(
+        self, assigned: set[TopicPartition], dropped: set[TopicPartition]
+    ) -> None:
+        """The assignment changed (here or in the group): fetch for the new partitions and
+        forget what was buffered for the dropped ones."""
+        self._client.add_topics({tp.topic for tp in assigned})
         if dropped:
             self._chunks = collections.deque(c for c in self._chunks if c.tp not in dropped)
             for tp in dropped:
                 self._pending_chunks.pop(tp, None)
         self._fetch_wakeup.set()
 
-    def _state(self, tp: TopicPartition) -> _PartitionState:
+    def _state(self, tp: TopicPartition) -> PartitionState:
         state = self._assignment.get(tp)
         if state is None:
             raise IllegalStateError(f"{tp} is not assigned to this consumer")
@@ -393,7 +373,7 @@ class AIOConsumer:
     def _set_position(
         self,
         tp: TopicPartition,
-        state: _PartitionState,
+        state: PartitionState,
         offset: int | None,
         reset: int | None = None,
     ) -> None:
@@ -492,7 +472,7 @@ class AIOConsumer:
         if not unresolved:
             return
 
-        def current(tp: TopicPartition) -> _PartitionState | None:
+        def current(tp: TopicPartition) -> PartitionState | None:
             state = self._assignment.get(tp)
             if state is None or state.position is not None or state.generation != unresolved[tp]:
                 return None
@@ -603,7 +583,7 @@ class AIOConsumer:
             self._wake_fetcher_later()
 
     def _fetch_request(self, version: int, parts: Sequence[tuple[TopicPartition, int, int]]) -> Any:
-        req = request_class(ApiKey.FETCH)
+        req = FetchRequest
         metadata = self._client.metadata
         topics = []
         # One entry per run of a topic's partitions in the order of ``parts`` (groupby joins
@@ -649,7 +629,9 @@ class AIOConsumer:
                 version = 12
             body = self._fetch_request(version, parts)
             timeout_s = self.config.request_timeout_ms / 1000 + self.config.fetch_max_wait_ms / 1000
-            response = await conn.request(ApiKey.FETCH, body, version=version, timeout_s=timeout_s)
+            response: FetchResponse = await conn.request(
+                ApiKey.FETCH, body, version=version, timeout_s=timeout_s
+            )
             self._handle_fetch_response(version, parts, response)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             log.debug("fetch from node %d failed: %s", node_id, exc)
@@ -873,7 +855,7 @@ class AIOConsumer:
 
     def positions(self) -> dict[TopicPartition, int]:
         """Current positions of the assigned partitions that have one."""
-        return {tp: s.position for tp, s in self._assignment.items() if s.position is not None}
+        return self._subscriptions.positions()
 
     async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         """Commit ``offsets`` (default: the current positions) to the group, and wait."""
@@ -895,26 +877,6 @@ class AIOConsumer:
         found = await self._coordinator.fetch_committed([TopicPartition(*tp)])
         return found.get(TopicPartition(*tp))
 
-    # ------------------------------------------------------------------ hooks of group.py
-
-    async def _on_partitions_revoked(
-        self, partitions: Iterable[TopicPartition] | None = None
-    ) -> None:
-        """The listener hears of ``partitions`` (all assigned ones by default) going."""
-        if self._listener is not None:
-            revoked = set(self._assignment) if partitions is None else set(partitions)
-            try:
-                await self._listener.on_partitions_revoked(revoked)
-            except Exception:
-                log.exception("on_partitions_revoked of %r failed", self._listener)
-
-    async def _on_partitions_assigned(self, partitions: Sequence[TopicPartition]) -> None:
-        if self._listener is not None:
-            try:
-                await self._listener.on_partitions_assigned(set(partitions))
-            except Exception:
-                log.exception("on_partitions_assigned of %r failed", self._listener)
-
 
 async def list_offsets(
     client: KafkaClient,
@@ -927,7 +889,7 @@ async def list_offsets(
     errors. A partition with no record at or after its timestamp maps to None."""
     result: dict[TopicPartition, OffsetAndTimestamp | None] = {}
     todo = {TopicPartition(*tp): ts for tp, ts in timestamps.items()}
-    req = request_class(ApiKey.LIST_OFFSETS)
+    req = ListOffsetsRequest
     for attempt in range(attempts):
         if not todo:
             break
@@ -971,7 +933,9 @@ async def list_offsets(
                 timeout_ms=client.config.request_timeout_ms,
             )
             try:
-                response = await client.request(node_id, ApiKey.LIST_OFFSETS, body)
+                response: ListOffsetsResponse = await client.request(
+                    node_id, ApiKey.LIST_OFFSETS, body
+                )
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 last_error = exc
                 continue

@@ -21,7 +21,9 @@ what each answer says:
 5. close: a last commit, the listener, then a heartbeat with epoch -1 (-2 for a static
    member, which keeps its partitions for the session timeout).
 
-Imports josefk.protocol and josefk.client modules; never josefk.storage or josefk.broker.
+Works on the consumer's ``SubscriptionState`` (subscription.py), as group.py does, never on
+the consumer itself. Imports josefk.protocol and josefk.client modules; never josefk.storage
+or josefk.broker.
 """
 
 from __future__ import annotations
@@ -32,18 +34,16 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from josefk.client.cluster import KafkaClient, find_coordinator
 from josefk.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
 from josefk.client.group import commit_offsets, fetch_committed_offsets
+from josefk.client.subscription import GroupMemberConfig, SubscriptionState
 from josefk.client.types import TopicPartition
 from josefk.protocol import ApiKey
 from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from josefk.client.consumer import AIOConsumer, ConsumerConfig
 
 log = logging.getLogger("josefk.client.consumer_group")
 
@@ -61,12 +61,14 @@ class ConsumerGroupMember:
     """One consumer's membership in a KIP-848 group; see the module docstring. All methods
     run on the consumer's loop."""
 
-    def __init__(self, client: KafkaClient, config: ConsumerConfig, consumer: AIOConsumer) -> None:
+    def __init__(
+        self, client: KafkaClient, config: GroupMemberConfig, subscriptions: SubscriptionState
+    ) -> None:
         assert config.group_id is not None
         self._client = client
         self.config = config
         self.group_id: str = config.group_id
-        self._consumer = consumer
+        self._subscriptions = subscriptions
         self.member_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         self.member_epoch = 0
         self._coordinator: int | None = None
@@ -115,11 +117,11 @@ class ConsumerGroupMember:
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001  our own task, cancelled; _run logged what it met
                 pass
         if self.config.enable_auto_commit and self.member_epoch > 0:
             try:
-                await self.commit(self._consumer.positions())
+                await self.commit(self._subscriptions.positions())
             except KafkaError as exc:
                 log.warning("final auto-commit of group %s failed: %s", self.group_id, exc)
         await self._leave()
@@ -172,7 +174,7 @@ class ConsumerGroupMember:
         if not self.config.enable_auto_commit or time.monotonic() < self._next_auto_commit:
             return
         self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
-        positions = self._consumer.positions()
+        positions = self._subscriptions.positions()
         if positions and self.member_epoch > 0:
             try:
                 await self.commit(positions)
@@ -187,7 +189,7 @@ class ConsumerGroupMember:
             if info.topic_id is not None
         }
         by_topic: dict[str, list[int]] = {}
-        for tp in self._consumer.assignment():
+        for tp in self._subscriptions.assigned():
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         return [
             req.TopicPartitions(topic_id=ids[topic], partitions=sorted(parts))
@@ -248,47 +250,49 @@ class ConsumerGroupMember:
             if t.topic_id in names
             for p in t.partitions
         }
-        current = self._consumer.assignment()
+        current = self._subscriptions.assigned()
         revoked = current - target
         added = target - current
         if revoked:
             if self.config.enable_auto_commit:
-                positions = {tp: o for tp, o in self._consumer.positions().items() if tp in revoked}
+                positions = {
+                    tp: o for tp, o in self._subscriptions.positions().items() if tp in revoked
+                }
                 try:
                     await self.commit(positions)
                 except KafkaError as exc:
                     log.info("commit of revoked partitions failed: %s", exc)
-            await self._consumer._on_partitions_revoked(revoked)
-            self._consumer._set_assignment(sorted(current - revoked))
+            await self._subscriptions.partitions_revoked(revoked)
+            self._subscriptions.set_assignment(sorted(current - revoked))
             # Acknowledge at once: the new owner waits for it.
             self._wakeup.set()
         if added:
-            self._consumer._set_assignment(sorted((current - revoked) | added))
-            await self._consumer._on_partitions_assigned(sorted(added))
+            self._subscriptions.set_assignment(sorted((current - revoked) | added))
+            await self._subscriptions.partitions_assigned(sorted(added))
         log.info(
             "group %s epoch %d: member %s owns %s",
             self.group_id,
             self.member_epoch,
             self.member_id,
-            sorted(self._consumer.assignment()),
+            sorted(self._subscriptions.assigned()),
         )
         self._joined.set()
 
     async def _lose_all(self) -> None:
-        lost = self._consumer.assignment()
+        lost = self._subscriptions.assigned()
         if lost:
-            await self._consumer._on_partitions_revoked(lost)
-            self._consumer._set_assignment([])
+            await self._subscriptions.partitions_revoked(lost)
+            self._subscriptions.set_assignment([])
         self._joined.clear()
 
     async def _leave(self) -> None:
         if self.member_epoch <= 0:
             self.member_epoch = 0
             return
-        owned = self._consumer.assignment()
+        owned = self._subscriptions.assigned()
         if owned:
-            await self._consumer._on_partitions_revoked(owned)
-            self._consumer._set_assignment([])
+            await self._subscriptions.partitions_revoked(owned)
+            self._subscriptions.set_assignment([])
         epoch = -2 if self.config.group_instance_id is not None else -1
         req = request_class(ApiKey.CONSUMER_GROUP_HEARTBEAT)
         body = req(

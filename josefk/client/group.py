@@ -20,7 +20,10 @@ Owns ``GroupCoordinator``, which runs one background task per consumer:
 Also owns ``commit_offsets`` and ``fetch_committed_offsets`` (OffsetCommit / OffsetFetch for
 any group, also used by the admin client to reset the offsets of an empty group).
 
-Imports josefk.protocol and josefk.client modules; never josefk.storage or josefk.broker.
+The coordinator knows the consumer only through its ``SubscriptionState`` (subscription.py):
+it sets the assignment there, reads the positions to commit and has the rebalance listener
+told. Imports josefk.protocol and josefk.client modules, never josefk.client.consumer (which
+imports this module), josefk.storage or josefk.broker.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from josefk.client.assignors import DEFAULT_ASSIGNORS, Assignor
 from josefk.client.cluster import KafkaClient, find_coordinator
@@ -47,13 +50,24 @@ from josefk.client.errors import (
     KafkaTimeoutError,
     error_for,
 )
+from josefk.client.subscription import GroupMemberConfig, SubscriptionState
 from josefk.client.types import TopicPartition
 from josefk.protocol import ApiKey
-from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from josefk.client.consumer import AIOConsumer, ConsumerConfig
+from josefk.protocol.message_types import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 
 log = logging.getLogger("josefk.client.group")
 
@@ -92,7 +106,7 @@ async def commit_offsets(
     """OffsetCommit; raises the first partition's typed error."""
     if not offsets:
         return
-    req = request_class(ApiKey.OFFSET_COMMIT)
+    req = OffsetCommitRequest
     by_topic: dict[str, list[Any]] = {}
     for tp, offset in offsets.items():
         by_topic.setdefault(tp.topic, []).append(
@@ -110,7 +124,7 @@ async def commit_offsets(
         group_instance_id=group_instance_id,
         topics=[req.OffsetCommitRequestTopic(name=n, partitions=p) for n, p in by_topic.items()],
     )
-    response = await client.request(node_id, ApiKey.OFFSET_COMMIT, body)
+    response: OffsetCommitResponse = await client.request(node_id, ApiKey.OFFSET_COMMIT, body)
     for topic in response.topics:
         for part in topic.partitions:
             if part.error_code:
@@ -134,7 +148,7 @@ async def fetch_committed_offsets(
     ``partitions`` None asks for every partition the group has offsets for.
     ``require_stable`` (KIP-447): a partition with offsets pending in an open transaction
     answers UNSTABLE_OFFSET_COMMIT (raised, retriable) instead of the older offset."""
-    req = request_class(ApiKey.OFFSET_FETCH)
+    req = OffsetFetchRequest
     by_topic: dict[str, list[int]] = {}
     for tp in partitions or ():
         by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -165,8 +179,11 @@ async def fetch_committed_offsets(
         )
         return req(group_id=group_id, topics=topics7, require_stable=require_stable)
 
-    response = await client.request(node_id, ApiKey.OFFSET_FETCH, build)
+    response: OffsetFetchResponse = await client.request(node_id, ApiKey.OFFSET_FETCH, build)
     out: dict[TopicPartition, int | None] = {}
+    topics_resp: Sequence[
+        OffsetFetchResponse.OffsetFetchResponseTopics | OffsetFetchResponse.OffsetFetchResponseTopic
+    ]
     if getattr(response, "groups", None):
         group = response.groups[0]
         if group.error_code:
@@ -192,12 +209,16 @@ class GroupCoordinator:
     background task; a commit that meets a rebalance raises the typed error.
     """
 
-    def __init__(self, client: KafkaClient, config: ConsumerConfig, consumer: AIOConsumer) -> None:
+    def __init__(
+        self, client: KafkaClient, config: GroupMemberConfig, subscriptions: SubscriptionState
+    ) -> None:
         assert config.group_id is not None
         self._client = client
         self.config = config
         self.group_id: str = config.group_id
-        self._consumer = consumer
+        # What the consumer consumes: the coordinator sets the assignment, reads positions
+        # to commit and tells the rebalance listener (subscription.py).
+        self._subscriptions = subscriptions
         self.assignors: tuple[Assignor, ...] = (
             tuple(config.partition_assignment_strategy) or DEFAULT_ASSIGNORS
         )
@@ -248,15 +269,15 @@ class GroupCoordinator:
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001  our own task, cancelled; _run logged what it met
                 pass
         if self.config.enable_auto_commit:
             try:
-                await self.commit(self._consumer.positions())
+                await self.commit(self._subscriptions.positions())
             except KafkaError as exc:
                 log.warning("final auto-commit of group %s failed: %s", self.group_id, exc)
-        if self._topics and self._consumer.assignment():
-            await self._consumer._on_partitions_revoked()
+        if self._topics and self._subscriptions.assigned():
+            await self._subscriptions.partitions_revoked()
         await self._leave()
 
     # ------------------------------------------------------------------ coordinator
@@ -330,7 +351,7 @@ class GroupCoordinator:
         if not self.config.enable_auto_commit or time.monotonic() < self._next_auto_commit:
             return
         self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
-        positions = self._consumer.positions()
+        positions = self._subscriptions.positions()
         if positions:
             try:
                 await self.commit(positions)
@@ -352,8 +373,8 @@ class GroupCoordinator:
                 return
 
     async def _heartbeat(self) -> None:
-        req = request_class(ApiKey.HEARTBEAT)
-        response = await self._request(
+        req = HeartbeatRequest
+        response: HeartbeatResponse = await self._request(
             ApiKey.HEARTBEAT,
             req(
                 group_id=self.group_id,
@@ -375,14 +396,14 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ join / sync
 
     async def _revoke(self) -> None:
-        if self._consumer.assignment():
+        if self._subscriptions.assigned():
             if self.config.enable_auto_commit and self.generation_id >= 0:
                 try:
-                    await self.commit(self._consumer.positions())
+                    await self.commit(self._subscriptions.positions())
                 except KafkaError as exc:
                     log.info("commit before rebalance of group %s failed: %s", self.group_id, exc)
-            await self._consumer._on_partitions_revoked()
-            self._consumer._set_assignment([])
+            await self._subscriptions.partitions_revoked()
+            self._subscriptions.set_assignment([])
         self._joined.clear()
 
     async def _rejoin(self) -> None:
@@ -400,12 +421,12 @@ class GroupCoordinator:
             self.member_id,
             sorted(mine),
         )
-        self._consumer._set_assignment(mine)
+        self._subscriptions.set_assignment(mine)
         self._joined.set()
-        await self._consumer._on_partitions_assigned(mine)
+        await self._subscriptions.partitions_assigned(mine)
 
     async def _join(self) -> Any:
-        req = request_class(ApiKey.JOIN_GROUP)
+        req = JoinGroupRequest
         rebalance_timeout = self.config.rebalance_timeout_ms or self.config.max_poll_interval_ms
         for _ in range(3):
             metadata = encode_subscription(Subscription(list(self._topics)))
@@ -421,7 +442,7 @@ class GroupCoordinator:
                     for a in self.assignors
                 ],
             )
-            response = await self._request(
+            response: JoinGroupResponse = await self._request(
                 ApiKey.JOIN_GROUP,
                 body,
                 timeout_s=rebalance_timeout / 1000 + self.config.request_timeout_ms / 1000,
@@ -442,7 +463,7 @@ class GroupCoordinator:
         raise error_for(_MEMBER_ID_REQUIRED, group=self.group_id)
 
     async def _assign_as_leader(self, response: Any) -> list[Any]:
-        req = request_class(ApiKey.SYNC_GROUP)
+        req = SyncGroupRequest
         subscriptions: dict[str, list[str]] = {}
         for member in response.members:
             try:
@@ -470,7 +491,7 @@ class GroupCoordinator:
         ]
 
     async def _sync(self, join_response: Any) -> Assignment:
-        req = request_class(ApiKey.SYNC_GROUP)
+        req = SyncGroupRequest
         assignments: list[Any] = []
         if join_response.leader == join_response.member_id:
             assignments = await self._assign_as_leader(join_response)
@@ -484,7 +505,7 @@ class GroupCoordinator:
             assignments=assignments,
         )
         rebalance_timeout = self.config.rebalance_timeout_ms or self.config.max_poll_interval_ms
-        response = await self._request(
+        response: SyncGroupResponse = await self._request(
             ApiKey.SYNC_GROUP,
             body,
             timeout_s=rebalance_timeout / 1000 + self.config.request_timeout_ms / 1000,
@@ -500,7 +521,7 @@ class GroupCoordinator:
         # and would wait out its rebalance timeout for it, so it leaves too, as Kafka's do.
         if not self.member_id:
             return
-        req = request_class(ApiKey.LEAVE_GROUP)
+        req = LeaveGroupRequest
         member_id = self.member_id
 
         def build(version: int) -> Any:
@@ -519,7 +540,9 @@ class GroupCoordinator:
         self.generation_id = -1
         self._joined.clear()
         try:
-            response = await self._request(ApiKey.LEAVE_GROUP, build, timeout_s=5.0)
+            response: LeaveGroupResponse = await self._request(
+                ApiKey.LEAVE_GROUP, build, timeout_s=5.0
+            )
             if response.error_code:
                 log.info("LeaveGroup of %s: %s", self.group_id, error_for(response.error_code))
         except KafkaError as exc:

@@ -86,8 +86,13 @@ from josefk.client.transactions import (
 )
 from josefk.client.types import ConsumerGroupMetadata, RecordMetadata, TopicPartition
 from josefk.protocol import ApiKey
-from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 from josefk.records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -506,9 +511,11 @@ class AIOProducer:
                 raise UnsupportedVersionError(f"{conn} does not support InitProducerId")
             log.info("broker %s has no InitProducerId: producing without idempotence", conn)
             return
-        req_cls = request_class(ApiKey.INIT_PRODUCER_ID)
+        req_cls = InitProducerIdRequest
         body = req_cls(transactional_id=None, transaction_timeout_ms=_INT32_MAX)
-        response = await self._client.request(conn.node_id, ApiKey.INIT_PRODUCER_ID, body)
+        response: InitProducerIdResponse = await self._client.request(
+            conn.node_id, ApiKey.INIT_PRODUCER_ID, body
+        )
         if response.error_code:
             err = error_for(response.error_code)
             if wanted:
@@ -1042,7 +1049,7 @@ class AIOProducer:
         self._wakeup.set()
 
     def _produce_request(self, batches: dict[TopicPartition, list[_Batch]]) -> Any:
-        req = request_class(ApiKey.PRODUCE)
+        req = ProduceRequest
         topics: dict[str, list[Any]] = {}
         for tp, taken in batches.items():
             data: bytes | bytearray = (
@@ -1065,7 +1072,7 @@ class AIOProducer:
         try:
             body = self._produce_request(batches)
             try:
-                response = await self._client.request(
+                response: ProduceResponse | None = await self._client.request(
                     node_id, ApiKey.PRODUCE, body, expect_response=self.acks != 0
                 )
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -1189,7 +1196,7 @@ class AIOProducer:
             while any(self._node_in_flight.values()):
                 await self._in_flight_done.wait()
                 self._in_flight_done.clear()
-            req_cls = request_class(ApiKey.INIT_PRODUCER_ID)
+            req_cls = InitProducerIdRequest
             for attempt in range(10):
                 node_id = self._client.least_loaded_node()
                 try:
@@ -1199,7 +1206,9 @@ class AIOProducer:
                         producer_id=self.producer_id,
                         producer_epoch=self.producer_epoch,
                     )
-                    response = await self._client.request(node_id, ApiKey.INIT_PRODUCER_ID, body)
+                    response: InitProducerIdResponse = await self._client.request(
+                        node_id, ApiKey.INIT_PRODUCER_ID, body
+                    )
                 except (KafkaConnectionError, KafkaTimeoutError):
                     await asyncio.sleep(self.config.retry_backoff_ms / 1000 * 2**attempt)
                     continue

@@ -121,7 +121,7 @@ class Producer:
             future: asyncio.Future[RecordMetadata] | None = self._producer.send_nowait(
                 topic, value, key, **kwargs
             )
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001  handed to the caller's future, which raises it
             result.set_exception(exc)
             return
         if future is None:

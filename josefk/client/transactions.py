@@ -47,8 +47,14 @@ from josefk.client.errors import (
 )
 from josefk.client.types import ConsumerGroupMetadata, TopicPartition
 from josefk.protocol import ApiKey
-from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    TxnOffsetCommitRequest,
+)
 
 log = logging.getLogger("josefk.client.transactions")
 
@@ -256,7 +262,7 @@ class TransactionManager:
         return self.producer_id, self.producer_epoch
 
     async def _init_producer_id(self, producer_id: int, producer_epoch: int) -> None:
-        req = request_class(ApiKey.INIT_PRODUCER_ID)
+        req = InitProducerIdRequest
 
         def build(version: int) -> Any:
             return req(
@@ -305,7 +311,7 @@ class TransactionManager:
         ):
             return
         adding = set(self.pending)
-        req = request_class(ApiKey.ADD_PARTITIONS_TO_TXN)
+        req = AddPartitionsToTxnRequest
         by_topic: dict[str, list[int]] = {}
         for tp in sorted(adding):
             by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -360,7 +366,7 @@ class TransactionManager:
         commits. Offsets are the next record to consume, as with commit()."""
         self._require(TransactionState.IN_TRANSACTION, action="send_offsets_to_transaction")
         group_id = group_metadata.group_id
-        add_req = request_class(ApiKey.ADD_OFFSETS_TO_TXN)
+        add_req = AddOffsetsToTxnRequest
 
         def build_add(version: int) -> Any:
             return add_req(
@@ -380,7 +386,7 @@ class TransactionManager:
     async def _txn_offset_commit(
         self, offsets: Mapping[TopicPartition, int], group_metadata: ConsumerGroupMetadata
     ) -> None:
-        req = request_class(ApiKey.TXN_OFFSET_COMMIT)
+        req = TxnOffsetCommitRequest
         by_topic: dict[str, list[Any]] = {}
         for tp, offset in sorted(offsets.items()):
             by_topic.setdefault(tp.topic, []).append(
@@ -460,7 +466,7 @@ class TransactionManager:
         """EndTxn (when the coordinator knows the transaction), then READY. A timeout leaves
         the state as it is so that the same commit or abort can be called again."""
         if self.started_on_coordinator:
-            req = request_class(ApiKey.END_TXN)
+            req = EndTxnRequest
 
             def build(version: int) -> Any:
                 return req(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 
@@ -102,11 +103,17 @@ class ClusterController:
         *,
         unclean_leader_election: bool = False,
         rng: random.Random | None = None,
+        on_leader_elected: Callable[[float, bool], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.claim = claim
         self.unclean_leader_election = unclean_leader_election
         self._rng = rng if rng is not None else random.Random()
+        # Told of each leader change this controller wrote: (seconds from the decision to
+        # etcd accepting it, whether the new leader was outside the ISR).
+        self._on_leader_elected = on_leader_elected
+        self._clock = clock
 
     # -- topics --------------------------------------------------------------------------
 
@@ -337,6 +344,7 @@ class ClusterController:
         self, key: tuple[str, int], versioned: VersionedPartitionState | None, decide: Decision
     ) -> bool:
         topic, partition = key
+        started = self._clock()
         for _ in range(_MAX_RETRIES):
             if versioned is None:
                 return False
@@ -346,6 +354,13 @@ class ClusterController:
             if await self.store.controller_set_partition(
                 self.claim, topic, partition, versioned, new
             ):
+                old = versioned.state
+                if (
+                    self._on_leader_elected is not None
+                    and new.leader >= 0
+                    and (new.leader != old.leader)
+                ):
+                    self._on_leader_elected(self._clock() - started, new.leader not in old.isr)
                 logger.info(
                     "partition %s-%d: leader %d epoch %d isr %s",
                     topic,

@@ -104,9 +104,9 @@ _LISTENER_SUFFIXES: Final = re.compile(
     r"^(?:plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config$"
 )
 
-# The ssl.* keys josefk honours, each also as ``listener.name.<lowercase name>.<key>``; every
-# other ssl.* key is refused by name. The SSL engine's own choices of a JVM (key manager,
-# provider, engine factory) have no counterpart here.
+# The ssl.* keys josefk honours, each also as ``listener.name.<lowercase name>.<key>``; Kafka's
+# other ssl.* keys are inert (INERT_KEYS: the JVM's key and trust manager algorithms) or
+# refused (REFUSED_KEY_REASONS: a JVM provider or engine factory has no counterpart here).
 SSL_KEYS: Final = frozenset(
     {
         "ssl.keystore.type",
@@ -538,7 +538,7 @@ INERT_PREFIXES: Final[dict[str, str]] = {
     "log.dir.failure.": "a log dir that fails goes offline; the broker keeps serving the others",
     # KIP-932 share groups: clients that ask for them are told so by ApiVersions; Kafka's
     # quickstart file sets some of these. KIP-848 consumer groups are served: the
-    # group.consumer.* keys josefk declares are honoured, Kafka's others change nothing.
+    # group.consumer.* keys declared here are honoured, Kafka's others change nothing.
     "group.consumer.": "the KIP-848 settings not declared above (regex refresh interval, "
     "per-rack assignment, ...) have no counterpart in josefk's consumer groups",
     "group.share.": "share groups (KIP-932) are not offered",
@@ -1091,7 +1091,7 @@ class BrokerConfig(BaseModel):
         le=INT_MAX,
         doc="Incremental fetch sessions (KIP-227) kept; 0 declines them all.",
     )
-    # Accepted for compatibility; josefk runs one event loop and has no thread pools to size.
+    # Inert (declared so): josefk runs one event loop and has no thread pools to size.
     num_network_threads: Int = _key(
         "num.network.threads",
         3,
@@ -1514,42 +1514,42 @@ class BrokerConfig(BaseModel):
         5000,
         ge=1,
         le=INT_MAX,
-        doc="How often a consumer group member heartbeats (the broker tells it).",
+        doc="How often a KIP-848 consumer group member heartbeats.",
     )
     group_consumer_min_heartbeat_interval_ms: Int = _key(
         "group.consumer.min.heartbeat.interval.ms",
         5000,
         ge=1,
         le=INT_MAX,
-        doc="The lowest group.consumer.heartbeat.interval.ms allowed.",
+        doc="The shortest heartbeat interval a consumer group may set.",
     )
     group_consumer_max_heartbeat_interval_ms: Int = _key(
         "group.consumer.max.heartbeat.interval.ms",
         15000,
         ge=1,
         le=INT_MAX,
-        doc="The highest group.consumer.heartbeat.interval.ms allowed.",
+        doc="The longest heartbeat interval a consumer group may set.",
     )
     group_consumer_session_timeout_ms: Int = _key(
         "group.consumer.session.timeout.ms",
         45000,
         ge=1,
         le=INT_MAX,
-        doc="How long a consumer group member may go without a heartbeat before it is removed.",
+        doc="How long a consumer group member may go without a heartbeat.",
     )
     group_consumer_min_session_timeout_ms: Int = _key(
         "group.consumer.min.session.timeout.ms",
         45000,
         ge=1,
         le=INT_MAX,
-        doc="The lowest group.consumer.session.timeout.ms allowed.",
+        doc="The shortest session timeout a consumer group may set.",
     )
     group_consumer_max_session_timeout_ms: Int = _key(
         "group.consumer.max.session.timeout.ms",
         60000,
         ge=1,
         le=INT_MAX,
-        doc="The highest group.consumer.session.timeout.ms allowed.",
+        doc="The longest session timeout a consumer group may set.",
     )
     group_consumer_max_size: Int = _key(
         "group.consumer.max.size",
@@ -1558,18 +1558,18 @@ class BrokerConfig(BaseModel):
         le=INT_MAX,
         doc="The most members a consumer group may have.",
     )
+    # Names (uniform, range) or Kafka's class names of them; the first is the default.
     group_consumer_assignors: Csv = _key(
         "group.consumer.assignors",
         ("uniform", "range"),
-        doc="The server-side assignors (uniform, range, or Kafka's class names of them); "
-        "the first is the default.",
+        doc="Server-side assignors (uniform, range); the first is the default.",
     )
     group_consumer_migration_policy: Literal[
         "bidirectional", "upgrade", "downgrade", "disabled"
     ] = _key(
         "group.consumer.migration.policy",
         "bidirectional",
-        doc="Whether an empty group changes between the classic and the consumer protocol.",
+        doc="Which conversions between classic and consumer groups are allowed.",
     )
 
     # -- idempotent producer and transactions -----------------------------------------------

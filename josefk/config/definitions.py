@@ -205,8 +205,10 @@ def _valid(info: FieldInfo) -> str:
         if inner and typing.get_origin(inner[0]) is Literal:
             return "any of " + ", ".join(str(a) for a in typing.get_args(inner[0]))
     low, high = _bound(info, Ge), _bound(info, Le)
+    if high in (INT_MAX, LONG_MAX):
+        high = None  # the type's own bound: nothing to say
     if low is None and high is None:
         return ""
     shown_low = "..." if low is None else format_value(low)
-    shown_high = "..." if high is None or high in (INT_MAX, LONG_MAX) else format_value(high)
+    shown_high = "..." if high is None else format_value(high)
     return f"[{shown_low}, {shown_high}]"

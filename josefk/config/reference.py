@@ -26,6 +26,11 @@ def _cell(text: str | None) -> str:
     return text.replace("|", "\\|")
 
 
+def _valid(text: str) -> str:
+    """The valid-values cell: empty when the type says it all."""
+    return text.replace("|", "\\|")
+
+
 def _honoured(keys: Iterable[ConfigKey]) -> list[ConfigKey]:
     return [k for k in keys if k.support is Support.HONOURED]
 
@@ -68,7 +73,7 @@ def reference_markdown() -> str:
     for key in _honoured(broker):
         doc = key.doc + (" (sensitive)" if key.sensitive else "")
         lines.append(
-            f"| `{key.name}` | {key.type} | {_cell(key.default)} | {_cell(key.valid or None)}"
+            f"| `{key.name}` | {key.type} | {_cell(key.default)} | {_valid(key.valid)}"
             f" | {key.dynamic.value} | {_cell(doc)} |"
         )
     lines += [
@@ -114,7 +119,7 @@ def reference_markdown() -> str:
     ]
     for key in _honoured(topic):
         lines.append(
-            f"| `{key.name}` | {key.type} | {_cell(key.default)} | {_cell(key.valid or None)}"
+            f"| `{key.name}` | {key.type} | {_cell(key.default)} | {_valid(key.valid)}"
             f" | {_cell(key.doc)} |"
         )
     lines += [

@@ -16,7 +16,15 @@ become counters with ``_total``; its time histograms become Prometheus histogram
 ``partition``, ``request``, ``error``, ``listener``, ``delayed_operation``, ``group``,
 ``log_directory``). Metrics Kafka does not have follow the same pattern under the domain
 where they belong and say so in their help text (``kafka_log_log_highwatermark``,
-``kafka_coordinator_group_group_lag``); ``josefk_broker_info`` is the one josefk-named series.
+``kafka_coordinator_group_group_lag``); what has no Kafka counterpart at all is named
+``josefk_...``.
+
+Kafka's timers (``TotalTimeMs``, ``LeaderElectionRateAndTimeMs``) are exported as the JMX
+exporter's Kafka rules name them: ``name{quantile="0.99"}`` in milliseconds and
+``name_count``, here one Prometheus summary (with a ``_sum`` the rules lack). Consumer lag
+and partition offsets are also exported under kafka_exporter's names
+(``kafka_consumergroup_lag``, ``kafka_topic_partition_current_offset``, ...), so that the
+dashboards and alerts written for either work unchanged. docs/metrics.md lists every series.
 
 ===============================================================  ===========================
 series                                                           fed by
@@ -25,6 +33,11 @@ kafka_network_requestmetrics_requests_total{request,version}     RequestProbe
 kafka_network_requestmetrics_requestbytes_total{request}         RequestProbe
 kafka_network_requestmetrics_errors_total{request,error}         RequestProbe
 kafka_network_requestmetrics_totaltime_seconds{request}          RequestProbe (histogram)
+kafka_network_requestmetrics_totaltimems{request,quantile}       RequestProbe (summary, ms)
+kafka_network_requestchannel_requestqueuesize                    NetworkCollector
+kafka_network_socketserver_networkprocessoravgidlepercent        EventLoopCollector
+kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent
+                                                                 EventLoopCollector
 kafka_server_brokertopicmetrics_messagesin_total{topic}          TopicProbe
 kafka_server_brokertopicmetrics_bytesin_total{topic}             TopicProbe
 kafka_server_brokertopicmetrics_bytesout_total{topic}            TopicProbe
@@ -40,6 +53,10 @@ kafka_server_replicamanager_{partitioncount,leadercount}         PartitionLogCol
 kafka_server_replicamanager_{underreplicatedpartitions,underminisrpartitioncount}
                                                                  PartitionLogCollector
 josefk_replica_follower_lag_messages{topic,partition,follower}   PartitionLogCollector
+kafka_server_fetcherlagmetrics_consumerlag{clientId,topic,partition}
+                                                                 PartitionLogCollector
+kafka_server_replicafetchermanager_maxlag{clientId}              PartitionLogCollector
+kafka_topic_partition_{current_offset,oldest_offset,...}         PartitionLogCollector
 kafka_server_replicamanager_{isrshrinks,isrexpands}_total        ReplicationProbe
 kafka_controller_kafkacontroller_{activecontrollercount,offlinepartitionscount}
                                                                  ReplicationProbe
@@ -50,6 +67,12 @@ kafka_coordinator_group_group_{members,generation}{group}        GroupCollector
 kafka_coordinator_group_group_state{group,state}                 GroupCollector
 kafka_coordinator_group_group_{committedoffset,lag}{group,topic,partition}
                                                                  GroupCollector
+kafka_controller_controllerstats_leaderelectionrateandtimems{quantile}
+                                                                 ReplicationProbe (summary, ms)
+kafka_controller_controllerstats_uncleanleaderelections_total    ReplicationProbe
+kafka_consumergroup_{current_offset,lag}{consumergroup,topic,partition}
+kafka_consumergroup_{current_offset_sum,lag_sum}{consumergroup,topic}
+kafka_consumergroup_members{consumergroup}                       GroupCollector
 kafka_coordinator_group_group_rebalances_total{group}            GroupProbe
 kafka_coordinator_group_groupmetadatamanager_offsetcommits_total{group}   GroupProbe
 ===============================================================  ===========================

@@ -21,10 +21,13 @@ from prometheus_client.process_collector import ProcessCollector
 from josefk.metrics.collectors import (
     CleanerCollector,
     CleanerStats,
+    EventLoopCollector,
     FetchSessionCollector,
     FetchSessionStats,
     GroupCollector,
     GroupStats,
+    NetworkCollector,
+    NetworkStats,
     PartitionLogCollector,
     PartitionLogStats,
     PurgatoryCollector,
@@ -102,6 +105,15 @@ class BrokerMetrics:
     def watch_cleaner(self, source: Callable[[], CleanerStats]) -> None:
         """Export the log cleaner's figures read from ``source`` on each scrape."""
         self.registry.register(CleanerCollector(source))
+
+    def watch_network(self, source: Callable[[], NetworkStats]) -> None:
+        """Export the request gate's queue figures read from ``source`` on each scrape."""
+        self.registry.register(NetworkCollector(source))
+
+    def watch_event_loop(self, busy: Callable[[], float], clock: Callable[[], float]) -> None:
+        """Export the event loop's idle share: ``busy`` reads the loop thread's CPU seconds
+        (scrapes are served on the loop), ``clock`` is monotonic seconds."""
+        self.registry.register(EventLoopCollector(busy, clock))
 
     def watch_fetch_sessions(self, source: Callable[[], FetchSessionStats]) -> None:
         """Export the fetch session cache's figures read from ``source`` on each scrape."""

@@ -27,11 +27,14 @@ __all__ = [
     "GROUP_STATES",
     "CleanerCollector",
     "CleanerStats",
+    "EventLoopCollector",
     "FetchSessionCollector",
     "FetchSessionStats",
     "GroupCollector",
     "GroupPartitionStats",
     "GroupStats",
+    "NetworkCollector",
+    "NetworkStats",
     "PartitionLogCollector",
     "PartitionLogStats",
     "PurgatoryCollector",
@@ -62,6 +65,11 @@ class PartitionLogStats:
     min_insync: int = 1
     # (follower id, messages it lacks of the leader's log end offset), leader only.
     follower_lags: tuple[tuple[int, int], ...] = ()
+    # The partition's leader as this broker knows it (-1: none).
+    leader: int = -1
+    # A follower's lag as of its last fetch: the leader's high watermark minus this
+    # replica's log end offset (Kafka's FetcherLagMetrics ConsumerLag); None on a leader.
+    fetcher_lag: int | None = None
 
 
 class PartitionLogCollector(Collector):
@@ -77,6 +85,17 @@ class PartitionLogCollector(Collector):
     - ``josefk_replica_follower_lag_messages{topic,partition,follower}``: per follower, the
       messages it lacks of the leader's log end offset (Kafka reports lag on the follower side
       only, as ``kafka_server_fetcherlagmetrics_consumerlag``)
+    - ``kafka_server_fetcherlagmetrics_consumerlag{clientId,topic,partition}`` on a follower:
+      the leader's high watermark minus this replica's log end offset at its last fetch;
+      ``clientId`` is ``ReplicaFetcherThread-0-<leader>`` as Kafka names its fetchers
+    - ``kafka_server_replicafetchermanager_maxlag{clientId="Replica"}``: the largest of those
+      (0 when this broker follows nothing)
+    - kafka_exporter's per-partition series, on the partition's leader only (so that the
+      brokers' series together name each partition once): ``kafka_topic_partition_current_offset``
+      (the high watermark, what ListOffsets answers for latest),
+      ``kafka_topic_partition_oldest_offset``, ``kafka_topic_partition_replicas``,
+      ``kafka_topic_partition_in_sync_replica``, ``kafka_topic_partition_leader`` and
+      ``kafka_topic_partition_under_replicated_partition``
     """
 
     def __init__(self, source: Callable[[], Iterable[PartitionLogStats]]) -> None:
@@ -85,7 +104,7 @@ class PartitionLogCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             stats = list(self._source())
-        except Exception:
+        except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
             _log.exception("partition log stats callback failed; log metrics skipped")
             return
         labels = ["topic", "partition"]
@@ -112,8 +131,40 @@ class PartitionLogCollector(Collector):
             "Messages a follower lacks of the leader's log end offset (on the leader).",
             labels=["topic", "partition", "follower"],
         )
+        fetcher_lag = GaugeMetricFamily(
+            "kafka_server_fetcherlagmetrics_consumerlag",
+            "Messages this follower lacks of the leader's high watermark, as of its last fetch.",
+            labels=["clientId", "topic", "partition"],
+        )
+        max_lag = 0
+        exporter_labels = ["partition", "topic"]
+        exported = {
+            name: GaugeMetricFamily(f"kafka_topic_partition_{name}", doc, labels=exporter_labels)
+            for name, doc in (
+                ("current_offset", "The partition's high watermark (on its leader)."),
+                ("oldest_offset", "The partition's log start offset (on its leader)."),
+                ("replicas", "Replicas of the partition (on its leader)."),
+                ("in_sync_replica", "In-sync replicas of the partition (on its leader)."),
+                ("leader", "The partition's leader broker id (on its leader)."),
+                ("under_replicated_partition", "1 if the ISR is smaller than the replicas."),
+            )
+        }
         for entry in stats:
             values = [entry.topic, str(entry.partition)]
+            if entry.fetcher_lag is not None:
+                client_id = f"ReplicaFetcherThread-0-{entry.leader}"
+                fetcher_lag.add_metric([client_id, *values], entry.fetcher_lag)
+                max_lag = max(max_lag, entry.fetcher_lag)
+            if entry.is_leader:
+                by_partition = [str(entry.partition), entry.topic]
+                exported["current_offset"].add_metric(by_partition, entry.high_watermark)
+                exported["oldest_offset"].add_metric(by_partition, entry.log_start_offset)
+                exported["replicas"].add_metric(by_partition, entry.replicas)
+                exported["in_sync_replica"].add_metric(by_partition, entry.in_sync)
+                exported["leader"].add_metric(by_partition, entry.leader)
+                exported["under_replicated_partition"].add_metric(
+                    by_partition, 1 if entry.in_sync < entry.replicas else 0
+                )
             families["size"].add_metric(values, entry.size_bytes)
             families["segments"].add_metric(values, entry.num_segments)
             families["start"].add_metric(values, entry.log_start_offset)
@@ -127,6 +178,15 @@ class PartitionLogCollector(Collector):
                     lag.add_metric([*values, str(follower)], behind)
         yield from families.values()
         yield lag
+        yield fetcher_lag
+        fetcher_max_lag = GaugeMetricFamily(
+            "kafka_server_replicafetchermanager_maxlag",
+            "The largest lag of the partitions this broker follows.",
+            labels=["clientId"],
+        )
+        fetcher_max_lag.add_metric(["Replica"], max_lag)
+        yield fetcher_max_lag
+        yield from exported.values()
         yield GaugeMetricFamily(
             "kafka_server_replicamanager_underreplicatedpartitions",
             "Partitions this broker leads whose ISR is smaller than their replica set.",
@@ -192,7 +252,7 @@ class PurgatoryCollector(Collector):
         for name, source in sorted(self._sources.items()):
             try:
                 stats = source()
-            except Exception:
+            except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
                 _log.exception("purgatory %s stats callback failed", name)
                 continue
             size.add_metric([name], stats.watched)
@@ -242,6 +302,13 @@ class GroupCollector(Collector):
     - ``kafka_coordinator_group_group_committedoffset{group,topic,partition}``
     - ``kafka_coordinator_group_group_lag{group,topic,partition}``: high watermark minus the
       committed offset, where the coordinator knows the HW
+
+    and the same under kafka_exporter's names, so that its dashboards and alerts work:
+    ``kafka_consumergroup_current_offset{consumergroup,topic,partition}``,
+    ``kafka_consumergroup_current_offset_sum{consumergroup,topic}``,
+    ``kafka_consumergroup_lag{consumergroup,topic,partition}``,
+    ``kafka_consumergroup_lag_sum{consumergroup,topic}`` (over the partitions whose lag is
+    known) and ``kafka_consumergroup_members{consumergroup}``.
     """
 
     def __init__(self, source: Callable[[], Iterable[GroupStats]]) -> None:
@@ -250,7 +317,7 @@ class GroupCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             groups = list(self._source())
-        except Exception:
+        except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
             _log.exception("group stats callback failed; group metrics skipped")
             return
         prefix = "kafka_coordinator_group_group_"
@@ -273,6 +340,31 @@ class GroupCollector(Collector):
         lag = GaugeMetricFamily(
             prefix + "lag", "High watermark minus the committed offset.", labels=offset_labels
         )
+        by_partition = ["consumergroup", "partition", "topic"]
+        by_topic = ["consumergroup", "topic"]
+        exporter_offset = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset",
+            "The group's committed offset of the partition.",
+            labels=by_partition,
+        )
+        exporter_offset_sum = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset_sum",
+            "The group's committed offsets of the topic, summed over its partitions.",
+            labels=by_topic,
+        )
+        exporter_lag = GaugeMetricFamily(
+            "kafka_consumergroup_lag",
+            "High watermark minus the group's committed offset of the partition.",
+            labels=by_partition,
+        )
+        exporter_lag_sum = GaugeMetricFamily(
+            "kafka_consumergroup_lag_sum",
+            "The group's lag on the topic, summed over its partitions.",
+            labels=by_topic,
+        )
+        exporter_members = GaugeMetricFamily(
+            "kafka_consumergroup_members", "Members of the group.", labels=["consumergroup"]
+        )
         coordinator = "kafka_server_group_coordinator_metrics_"
         by_type = GaugeMetricFamily(
             coordinator + "group_count", "Groups, by protocol.", labels=["protocol"]
@@ -294,14 +386,28 @@ class GroupCollector(Collector):
             else:
                 per_state[entry.state] = per_state.get(entry.state, 0) + 1
             members.add_metric([entry.group], entry.members)
+            exporter_members.add_metric([entry.group], entry.members)
+            offset_sums: dict[str, int] = {}
+            lag_sums: dict[str, int] = {}
             generation.add_metric([entry.group], entry.generation)
             for name in states:
                 state.add_metric([entry.group, name], 1 if name == entry.state else 0)
             for offset in entry.offsets:
                 values = [entry.group, offset.topic, str(offset.partition)]
                 committed.add_metric(values, offset.committed_offset)
+                exporter_values = [entry.group, str(offset.partition), offset.topic]
+                exporter_offset.add_metric(exporter_values, offset.committed_offset)
+                offset_sums[offset.topic] = (
+                    offset_sums.get(offset.topic, 0) + offset.committed_offset
+                )
                 if offset.lag is not None:
                     lag.add_metric(values, offset.lag)
+                    exporter_lag.add_metric(exporter_values, offset.lag)
+                    lag_sums[offset.topic] = lag_sums.get(offset.topic, 0) + offset.lag
+            for topic, total in sorted(offset_sums.items()):
+                exporter_offset_sum.add_metric([entry.group, topic], total)
+            for topic, total in sorted(lag_sums.items()):
+                exporter_lag_sum.add_metric([entry.group, topic], total)
         for name, count in per_state.items():
             num_groups.add_metric([name], count)
         for name, count in per_consumer_state.items():
@@ -317,6 +423,11 @@ class GroupCollector(Collector):
             state,
             committed,
             lag,
+            exporter_offset,
+            exporter_offset_sum,
+            exporter_lag,
+            exporter_lag_sum,
+            exporter_members,
         )
 
     def describe(self) -> Iterator[Metric]:
@@ -359,7 +470,7 @@ class CleanerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             stats = self._source()
-        except Exception:
+        except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
             _log.exception("log cleaner stats callback failed")
             return
         gauges = (
@@ -413,6 +524,111 @@ class CleanerCollector(Collector):
 
 
 @dataclass(frozen=True, slots=True)
+class NetworkStats:
+    """The request gate at scrape time: connections waiting to hand over a request because
+    the broker is at ``queued.max.requests``, and requests read and not yet answered."""
+
+    waiting: int
+    in_progress: int
+
+
+class NetworkCollector(Collector):
+    """The network layer's queue gauges:
+
+    - ``kafka_network_requestchannel_requestqueuesize``: Kafka's RequestQueueSize counts
+      requests read and waiting for a handler thread. josefk hands a request to its handler
+      as soon as it is read, so nothing waits there; what does wait is a connection whose
+      reader holds a request back while the broker is at ``queued.max.requests``
+      (``queued.max.request.bytes``): this gauge counts those.
+    - ``josefk_network_requests_in_progress``: requests read and not yet answered, parked
+      ones (long-poll fetches, produces waiting for acks) included.
+    """
+
+    def __init__(self, source: Callable[[], NetworkStats]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            stats = self._source()
+        except Exception:  # noqa: BLE001  a scrape must not fail on a broken callback; logged
+            _log.exception("network stats callback failed")
+            return
+        yield GaugeMetricFamily(
+            "kafka_network_requestchannel_requestqueuesize",
+            "Requests held back because the broker is at queued.max.requests.",
+            value=stats.waiting,
+        )
+        yield GaugeMetricFamily(
+            "josefk_network_requests_in_progress",
+            "Requests read and not yet answered (parked ones included).",
+            value=stats.in_progress,
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+class EventLoopCollector(Collector):
+    """How busy the event loop thread is: josefk's honest equivalent of Kafka's idle ratios.
+
+    Kafka has network threads (``NetworkProcessorAvgIdlePercent``) and request handler
+    threads (``RequestHandlerAvgIdlePercent``); josefk does both jobs on one event loop
+    thread, so both gauges report that thread's idle share: one minus the CPU time the
+    thread used over the wall time elapsed, measured between two scrapes (at least
+    ``min_window`` seconds apart; a scrape sooner repeats the last figure). Work the loop
+    hands to executor threads (fsync, file reads) is not counted: it does not keep the loop
+    from serving.
+
+    - ``kafka_network_socketserver_networkprocessoravgidlepercent`` (0 to 1)
+    - ``kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent`` (0 to 1)
+    - ``josefk_eventloop_busy_seconds_total``: the loop thread's CPU seconds, for ``rate()``
+
+    ``busy`` must read the loop thread's CPU time (``time.thread_time`` called on the loop:
+    the exporter serves scrapes there); ``clock`` is a monotonic clock in seconds.
+    """
+
+    def __init__(
+        self,
+        busy: Callable[[], float],
+        clock: Callable[[], float],
+        *,
+        min_window: float = 1.0,
+    ) -> None:
+        self._busy = busy
+        self._clock = clock
+        self._min_window = min_window
+        self._last = (clock(), busy())
+        self._idle = 1.0
+
+    def collect(self) -> Iterator[Metric]:
+        now, busy = self._clock(), self._busy()
+        last_now, last_busy = self._last
+        if now - last_now >= self._min_window:
+            share = (busy - last_busy) / (now - last_now)
+            self._idle = min(1.0, max(0.0, 1.0 - share))
+            self._last = (now, busy)
+        for name, doc in (
+            (
+                "kafka_network_socketserver_networkprocessoravgidlepercent",
+                "Idle share of the event loop thread, which does the network threads' work.",
+            ),
+            (
+                "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+                "Idle share of the event loop thread, which does the request handlers' work.",
+            ),
+        ):
+            yield GaugeMetricFamily(name, doc, value=self._idle)
+        yield CounterMetricFamily(
+            "josefk_eventloop_busy_seconds",
+            "CPU seconds the event loop thread used.",
+            value=busy,
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+@dataclass(frozen=True, slots=True)
 class FetchSessionStats:
     """The fetch session cache (KIP-227) at scrape time."""
 
@@ -435,7 +651,7 @@ class FetchSessionCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             stats = self._source()
-        except Exception:
+        except Exception:  # noqa: BLE001  one bad callback must not fail the scrape
             _log.exception("fetch session stats callback failed")
             return
         yield GaugeMetricFamily(

@@ -156,7 +156,7 @@ class MetricsExporter:
         encoder, content_type = choose_encoder(headers.get("accept", ""))
         try:
             body = encoder(self._registry)
-        except Exception:
+        except Exception:  # noqa: BLE001  logged; the scraper gets a 500
             _log.exception("rendering /metrics failed")
             return 500, text_plain, b"metrics rendering failed\n"
         return 200, {"Content-Type": content_type}, body

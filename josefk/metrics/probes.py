@@ -17,13 +17,17 @@ error names as strings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 __all__ = [
     "LATENCY_BUCKETS",
+    "QUANTILES",
     "GroupProbe",
     "LogDirProbe",
     "RequestProbe",
@@ -53,13 +57,88 @@ LATENCY_BUCKETS: Final = (
 )
 
 
-class _RequestSeries:
-    __slots__ = ("latency", "request_bytes", "requests")
+# The percentiles Kafka's Yammer histograms publish (50thPercentile ... 999thPercentile), as
+# the JMX exporter's Kafka rules label them: quantile="0.50" ... "0.999".
+QUANTILES: Final = (
+    ("0.50", 0.50),
+    ("0.75", 0.75),
+    ("0.95", 0.95),
+    ("0.98", 0.98),
+    ("0.99", 0.99),
+    ("0.999", 0.999),
+)
+# Kafka's histograms sample into a 1028-entry reservoir; the window keeps the latest 1028.
+_WINDOW: Final = 1028
 
-    def __init__(self, requests: Counter, request_bytes: Counter, latency: Histogram) -> None:
+
+class _Window:
+    """The latest observations of one series (milliseconds), their count and sum: what a
+    Kafka timer publishes as percentiles and Count. A deque append per observation; the sort
+    happens on scrape."""
+
+    __slots__ = ("count", "recent", "total")
+
+    def __init__(self) -> None:
+        self.recent: deque[float] = deque(maxlen=_WINDOW)
+        self.count = 0
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.recent.append(value)
+        self.count += 1
+        self.total += value
+
+    def quantiles(self) -> Iterator[tuple[str, float]]:
+        ordered = sorted(self.recent)
+        if not ordered:
+            return
+        last = len(ordered) - 1
+        for label, q in QUANTILES:
+            yield label, ordered[min(last, int(q * len(ordered)))]
+
+
+class _SummaryCollector(Collector):
+    """Windows exported as one Prometheus summary ``name{labels...,quantile}`` with
+    ``name_count`` and ``name_sum``: the series names the JMX exporter's Kafka rules make of
+    a Kafka timer (``<>99thPercentile`` -> ``name{quantile="0.99"}``, ``<>Count`` ->
+    ``name_count``; its rules have no ``_sum``, this adds one)."""
+
+    def __init__(self, name: str, documentation: str, labels: tuple[str, ...]) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._labels = labels
+        self.windows: dict[tuple[str, ...], _Window] = {}
+
+    def window(self, *values: str) -> _Window:
+        window = self.windows.get(values)
+        if window is None:
+            window = self.windows[values] = _Window()
+        return window
+
+    def collect(self) -> Iterator[Metric]:
+        family = Metric(self._name, self._documentation, "summary")
+        for values, window in sorted(self.windows.items()):
+            labels = dict(zip(self._labels, values, strict=True))
+            for quantile, value in window.quantiles():
+                family.add_sample(self._name, {**labels, "quantile": quantile}, value)
+            family.add_sample(self._name + "_count", labels, window.count)
+            family.add_sample(self._name + "_sum", labels, window.total)
+        yield family
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+class _RequestSeries:
+    __slots__ = ("latency", "request_bytes", "requests", "window")
+
+    def __init__(
+        self, requests: Counter, request_bytes: Counter, latency: Histogram, window: _Window
+    ) -> None:
         self.requests = requests
         self.request_bytes = request_bytes
         self.latency = latency
+        self.window = window
 
 
 class RequestProbe:
@@ -68,7 +147,10 @@ class RequestProbe:
     - ``kafka_network_requestmetrics_requests_total{request,version}``
     - ``kafka_network_requestmetrics_requestbytes_total{request}``
     - ``kafka_network_requestmetrics_errors_total{request,error}`` (error names, NONE not counted)
-    - ``kafka_network_requestmetrics_totaltime_seconds{request}`` (histogram)
+    - ``kafka_network_requestmetrics_totaltime_seconds{request}`` (histogram, seconds)
+    - ``kafka_network_requestmetrics_totaltimems{request,quantile}`` with ``_count`` and
+      ``_sum`` (summary, milliseconds): Kafka's ``TotalTimeMs`` timer as the JMX exporter's
+      rules name it; quantiles over the latest 1028 requests of each API
 
     ``request`` is the API's name as Kafka writes it (``Produce``, ``Fetch``, ``ApiVersions``).
     """
@@ -99,6 +181,13 @@ class RequestProbe:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
+        self._total_time_ms = _SummaryCollector(
+            "kafka_network_requestmetrics_totaltimems",
+            "Milliseconds from a request's arrival to its response being queued, by API"
+            " (quantiles over the latest 1028 requests).",
+            ("request",),
+        )
+        registry.register(self._total_time_ms)
         self._series: dict[tuple[str, int], _RequestSeries] = {}
 
     def _for(self, api: str, version: int) -> _RequestSeries:
@@ -108,6 +197,7 @@ class RequestProbe:
                 self._requests.labels(api, str(version)),
                 self._request_bytes.labels(api),
                 self._latency.labels(api),
+                self._total_time_ms.window(api),
             )
             self._series[(api, version)] = series
         return series
@@ -121,6 +211,7 @@ class RequestProbe:
         if request_bytes:
             series.request_bytes.inc(request_bytes)
         series.latency.observe(seconds)
+        series.window.observe(seconds * 1000.0)
 
     def errors(self, api: str, counts: Mapping[str, int]) -> None:
         """Error names a response carried, with how many times each (``{"NONE": 3}`` is skipped)."""
@@ -417,13 +508,20 @@ class GroupProbe:
 
 
 class ReplicationProbe:
-    """The cluster's replication events and the controller's view (cluster mode).
+    """The cluster's replication events and the controller's view (a single node is its own
+    controller).
 
     - ``kafka_server_replicamanager_isrshrinks_total`` / ``..._isrexpands_total``: ISR changes
       of partitions this broker leads, as accepted by etcd
     - ``kafka_controller_kafkacontroller_activecontrollercount``: 1 on the controller, else 0
     - ``kafka_controller_kafkacontroller_offlinepartitionscount``: partitions without a leader,
       reported by the controller (0 elsewhere), as Kafka does
+    - ``kafka_controller_controllerstats_leaderelectionrateandtimems{quantile}`` with ``_count``
+      and ``_sum`` (summary, milliseconds): leader elections this broker made as controller,
+      each timed from the decision to etcd accepting it (Kafka's LeaderElectionRateAndTimeMs)
+    - ``kafka_controller_controllerstats_uncleanleaderelections_total``: of those, the ones
+      that gave the leadership to a replica outside the ISR (Kafka's
+      UncleanLeaderElectionsPerSec)
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -447,12 +545,32 @@ class ReplicationProbe:
             "Partitions without a leader (counted by the controller).",
             registry=registry,
         )
+        self._elections = _SummaryCollector(
+            "kafka_controller_controllerstats_leaderelectionrateandtimems",
+            "Leader elections made as controller, in milliseconds from the decision to etcd"
+            " accepting it (quantiles over the latest 1028).",
+            (),
+        )
+        registry.register(self._elections)
+        self._election_window = self._elections.window()
+        self._unclean = Counter(
+            "kafka_controller_controllerstats_uncleanleaderelections",
+            "Leader elections that chose a replica outside the ISR.",
+            registry=registry,
+        )
 
     def isr_changed(self, before: int, after: int) -> None:
         if after < before:
             self._shrinks.inc()
         elif after > before:
             self._expands.inc()
+
+    def leader_elected(self, *, seconds: float, unclean: bool) -> None:
+        """This broker, as controller, gave a partition a new leader (``unclean``: one that
+        was not in the ISR)."""
+        self._election_window.observe(seconds * 1000.0)
+        if unclean:
+            self._unclean.inc()
 
     def watch_controller(
         self, is_controller: Callable[[], bool], offline: Callable[[], int]

@@ -9,6 +9,7 @@ Entry points (see api.py): ``decode_request(frame) -> (RequestHeader, body)``,
 whose record data goes out with sendfile, ``request_class(api_key)``, ``api_versions_ranges()``
 and the ``ApiKey`` / ``ErrorCode`` enums. Generated classes are named after the message
 (``ProduceRequest``) with each struct reachable as an attribute (``ProduceRequest.TopicProduceData``).
+``josefk.protocol.message_types`` exports them by name, typed for mypy by its generated ``.pyi``.
 """
 
 from josefk.protocol.api import (

@@ -6,9 +6,10 @@ Owns the compilation of a ``josefk.protocol.schema.MessageSpec``:
   generated as source and exec'd once per message. The message class is named after the spec
   (``ProduceRequest``); each struct class is named after its struct (``TopicProduceData``),
   with ``__qualname__`` ``ProduceRequest.TopicProduceData``, and is reachable as an attribute
-  of the message class (``ProduceRequest.TopicProduceData``) and of its parent struct. If two
-  different structs of one message share a name, the later one is reachable only through its
-  parent. Every field has a default (its declared default, else the zero value of its type:
+  of the message class (``ProduceRequest.TopicProduceData``) and of its parent struct. A struct
+  declared identically in two places (one of Kafka's common structs) is one class, nested where
+  it is first declared; if two different structs of one message share a name, the later one is
+  reachable only through its parent. Every field has a default (its declared default, else the zero value of its type:
   0, False, "", b"", [], a default instance for structs, None for records), so any subset of
   fields may be given.
 * **Codecs.** One decoder and one encoder per (message, version), generated as straight-line
@@ -36,6 +37,11 @@ a description of each struct of the version (its class; per field in wire order 
 nullability and child struct; tagged fields; defaults), built once here from the same
 classification the generator uses and walked in C. Otherwise it returns the generated Python
 decoder. ``python_decoder`` and ``c_decoder`` give either path explicitly (for tests).
+
+**Stubs.** ``render_stubs`` writes the classes' types as ``.pyi`` source (each message class,
+its structs nested as at run time, fields with their types and the versions they exist in);
+``python -m josefk.protocol.stubgen`` keeps josefk/protocol/message_types.pyi current, so that
+code annotated with ``ProduceRequest`` has its field access checked by mypy.
 
 Imports josefk.protocol.schema, .types and .errors (and the optional ._cdecode) only; no I/O.
 """
@@ -109,7 +115,7 @@ _PY_TYPES: Final = {
     "float64": "float",
     "string": "str",
     "bytes": "bytes",
-    "records": "bytes | memoryview | None",
+    "records": "bytes | bytearray | memoryview | None",
     "uuid": "uuid.UUID",
 }
 
@@ -190,6 +196,8 @@ class CompiledMessage:
         self.name = spec.class_name
         self._structs: list[_StructInfo] = []
         self._by_field: dict[int, _StructInfo] = {}
+        # The first struct of each name, for identical redeclarations to share its class.
+        self._shared: dict[str, _StructInfo] = {}
         self._lock = threading.Lock()
         # The decoders decode_from uses (C plans or generated Python), and the generated
         # Python ones themselves.
@@ -222,18 +230,26 @@ class CompiledMessage:
             if f.is_struct:
                 name = f.struct_name
                 assert name is not None
+                shared = self._shared.get(name)
+                if shared is not None and shared.fields == f.fields:
+                    # The same struct declared in two places (one of Kafka's common structs,
+                    # e.g. AddPartitionsToTxn's topics before and after v4): one class.
+                    self._by_field[id(f)] = shared
+                    continue
                 child = _StructInfo(
                     name, f"{info.qualname}.{name}", f.fields, info, len(self._structs)
                 )
                 self._structs.append(child)
+                self._shared.setdefault(name, child)
                 self._by_field[id(f)] = child
                 info.children.append((f, child))
                 self._collect(child)
 
-    def _annotation(self, f: Field) -> str:
+    def _annotation(self, f: Field, struct_name: str | None = None) -> str:
+        """The field's type as Python source; ``struct_name`` names a struct field's class
+        where its own name is not bound (in the stubs)."""
         if f.is_struct:
-            child = self._by_field[id(f)]
-            base = f"{child.name}"
+            base = struct_name or self._by_field[id(f)].name
         else:
             base = _PY_TYPES[f.element_type]
         if f.is_array:
@@ -297,6 +313,83 @@ class CompiledMessage:
             if info.name not in attached and not hasattr(root.cls, info.name):
                 setattr(root.cls, info.name, info.cls)
                 attached.add(info.name)
+
+    # -- declarations -> type stubs ----------------------------------------------------------
+
+    def stub_lines(self) -> list[str]:
+        """This message's classes as ``.pyi`` source (see ``render_stubs``).
+
+        Mirrors what ``_build_classes`` attaches: each struct class nested in its parent's,
+        and on the message class an alias for every struct reachable as its attribute. A
+        struct whose name its parent already binds to another struct (reachable at run time
+        only as a field's value) gets a private stub-only name.
+        """
+        root = self._structs[0]
+        bound: dict[int, dict[str, _StructInfo]] = {info.index: {} for info in self._structs}
+        for info in self._structs[1:]:
+            assert info.parent is not None
+            bound[info.parent.index].setdefault(info.name, info)
+            bound[root.index].setdefault(info.name, info)
+        stub_name: dict[int, str] = {}
+        for info in self._structs[1:]:
+            assert info.parent is not None
+            own = bound[info.parent.index][info.name] is info
+            stub_name[info.index] = info.name if own else f"_{info.name}_{info.index}"
+
+        def path(info: _StructInfo) -> str:
+            steps = []
+            node: _StructInfo | None = info
+            while node is not None and node is not root:
+                steps.append(stub_name[node.index])
+                node = node.parent
+            return ".".join(reversed(steps))
+
+        spec = self.spec
+        out: list[str] = []
+
+        def emit(info: _StructInfo, indent: str) -> None:
+            name = stub_name.get(info.index, info.name)
+            out.append(f"{indent}@dataclass(frozen=True, slots=True, kw_only=True)")
+            out.append(f"{indent}class {name}:")
+            inner = indent + "    "
+            if info is root:
+                flexible = f", flexible {spec.flexible_versions}"
+                out.append(
+                    f'{inner}"""{spec.name} {spec.kind} (API key {spec.api_key}), '
+                    f'versions {spec.valid_versions}{flexible}."""'
+                )
+                out.append("")
+                out.append(f"{inner}API_KEY: ClassVar[int]")
+                out.append(f"{inner}KIND: ClassVar[str]")
+                out.append(f"{inner}COMPILED: ClassVar[CompiledMessage]")
+            else:
+                out.append(f'{inner}"""{info.qualname}."""')
+            out.append("")
+            for _, child in info.children:
+                emit(child, inner)
+            for alias, target in bound[info.index].items():
+                if target.parent is not info:
+                    # An explicit alias, so that ``ProduceRequest.PartitionProduceData`` is a
+                    # type in annotations too. mypy warns that a dataclass would take an
+                    # annotated name for a field; at run time it is a plain class attribute.
+                    out.append(
+                        f"{inner}{alias}: TypeAlias = {path(target)}  # type: ignore[misc]"
+                    )
+            for f in info.fields:
+                child_name = None
+                if f.is_struct:
+                    target = self._by_field[id(f)]
+                    # A shared struct declared under another parent: named from the top.
+                    own = target.parent is info
+                    child_name = stub_name[target.index] if own else f"{root.name}.{path(target)}"
+                out.append(
+                    f"{inner}{f.name}: {self._annotation(f, child_name)} = ...  "
+                    f"# {_versions_note(f)}"
+                )
+            out.append("")
+
+        emit(root, "")
+        return out
 
     def struct_classes(self) -> dict[str, Any]:
         """Qualified name -> class, for every struct of this message."""
@@ -381,7 +474,7 @@ class CompiledMessage:
             return fn(buf, pos)
         except ProtocolDecodeError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  re-raised as the codec's ProtocolDecodeError
             raise translate_decode_error(exc) from None
 
     def decode(self, data: bytes | bytearray | memoryview, version: int) -> Any:
@@ -1313,6 +1406,43 @@ def _plan_struct(gen: _Generator, info: _StructInfo) -> tuple[Any, ...]:
         tuple((f.tag, _plan_field(gen, f)) for f in tagged),
         tuple(defaults),
     )
+
+
+def _versions_note(f: Field) -> str:
+    """The versions a field exists in, as a comment beside it in the stubs."""
+    note = f"versions {f.versions}"
+    if str(f.nullable_versions) != "none":
+        note += f", nullable {f.nullable_versions}"
+    if f.tag is not None:
+        note += f", tag {f.tag} in {f.tagged_versions}"
+    return note
+
+
+STUB_COMMAND: Final = "python -m josefk.protocol.stubgen"
+
+
+def render_stubs(messages: list[CompiledMessage]) -> str:
+    """The text of ``message_types.pyi``: typed declarations of every generated message class
+    (``ProduceRequest``, with ``ProduceRequest.TopicProduceData`` ...), so that mypy checks the
+    field access of code that annotates with them. ``messages`` in api-key order, request
+    before response; the output depends on nothing else."""
+    lines = [
+        f"# Generated by `{STUB_COMMAND}` from josefk/protocol/messages: do not edit.",
+        '"""The generated message classes, typed for mypy (see josefk/protocol/message_types.py)."""',
+        "",
+        "import uuid",
+        "from dataclasses import dataclass",
+        "from typing import ClassVar, TypeAlias",
+        "",
+        "from josefk.protocol.compiler import CompiledMessage",
+        "",
+    ]
+    for message in messages:
+        lines.append("")
+        lines.extend(message.stub_lines())
+    while lines[-1] == "":
+        lines.pop()
+    return "\n".join(lines) + "\n"
 
 
 _CACHE: dict[int, tuple[MessageSpec, CompiledMessage]] = {}

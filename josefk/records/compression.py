@@ -147,7 +147,7 @@ def decompress(
             return _bounded(cramjam.zstd.decompress_into, data, max_size, _zstd_size_hint(data))
     except CorruptRecordError:
         raise
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001  re-raised as CorruptRecordError (see below)
         # cramjam raises its own DecompressionError, and ValueError/OverflowError on some
         # malformed headers; all of them mean the same thing to a reader of the log.
         raise CorruptRecordError(f"{Compression(codec).name} data is corrupt: {error}") from None
@@ -198,7 +198,7 @@ def _snappy_raw_length(block: memoryview) -> int:
     # A raw snappy block starts with its uncompressed length as an unsigned varint.
     try:
         return int(cramjam.snappy.decompress_raw_len(block))
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001  re-raised as CorruptRecordError
         raise CorruptRecordError(f"snappy block header is corrupt: {error}") from None
 
 

@@ -74,7 +74,6 @@ from josefk.records.record import (
     max_timestamp_delta,
     record_spans,
 )
-from josefk.storage.clock import Clock, JitterSource, SystemClock
 from josefk.storage.errors import (
     CorruptIndexError,
     IndexFullError,
@@ -105,7 +104,6 @@ from josefk.storage.producer_state import (
     read_marker,
     scan_batch_positions,
 )
-from josefk.storage.scheduler import Scheduler
 from josefk.storage.segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -124,6 +122,8 @@ from josefk.storage.segment import (
     time_index_file,
     txn_index_file,
 )
+from josefk.util.clock import Clock, JitterSource, SystemClock
+from josefk.util.scheduler import Scheduler
 
 _log = logging.getLogger(__name__)
 

@@ -50,12 +50,12 @@ from josefk.storage.cleaner import (
     map_capacity,
     remove_cleaned_files,
 )
-from josefk.storage.clock import Clock
 from josefk.storage.errors import StorageError
 from josefk.storage.log import Log
 from josefk.storage.offsets import TopicPartition
-from josefk.storage.scheduler import ScheduledTask, Scheduler
 from josefk.storage.segment import LogSegment
+from josefk.util.clock import Clock
+from josefk.util.scheduler import ScheduledTask, Scheduler
 
 _log = logging.getLogger(__name__)
 
@@ -380,7 +380,7 @@ class LogCleaner:
                 result = await loop.run_in_executor(self._worker_pool(), clean_log, job)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001  logged; the partition becomes uncleanable
                 # Kafka marks such a partition uncleanable and goes on with the others.
                 _log.error("%s: cleaning failed, not cleaning it again: %s", tp, exc)
                 self._uncleanable.add(tp)

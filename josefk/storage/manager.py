@@ -50,7 +50,6 @@ from josefk.storage.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from josefk.storage.clock import Clock, JitterSource
 from josefk.storage.errors import (
     KafkaStorageError,
     LogCreationError,
@@ -60,7 +59,8 @@ from josefk.storage.errors import (
 from josefk.storage.log import Log, remove_tree
 from josefk.storage.log_cleaner import CleanerConfig, LogCleaner
 from josefk.storage.offsets import TopicPartition, is_legal_topic_name
-from josefk.storage.scheduler import ScheduledTask, Scheduler
+from josefk.util.clock import Clock, JitterSource
+from josefk.util.scheduler import ScheduledTask, Scheduler
 
 _log = logging.getLogger(__name__)
 
@@ -216,7 +216,8 @@ class LogManager:
             self._executor, _read_checkpoints, log_dir
         )
         to_load: list[tuple[TopicPartition, Path]] = []
-        for entry in sorted(log_dir.iterdir()):
+        # A blocking listing on the loop, once per dir at start-up, before any listener accepts.
+        for entry in sorted(log_dir.iterdir()):  # noqa: ASYNC240
             if not entry.is_dir():
                 continue
             name = entry.name

@@ -4,7 +4,7 @@ Owns the segment's files and their names, appending with sparse index entries, r
 file slices, recovery (validate batches, rebuild indexes, truncate the invalid tail),
 truncation, the roll conditions and offset/timestamp lookups within one segment. Imports
 ``josefk.records`` and the rest of ``josefk.storage``'s lower half (errors, file_records,
-index), ``storage.clock``; never josefk.protocol, josefk.broker or josefk.metrics.
+index) and ``josefk.util.clock``; never josefk.protocol, josefk.broker or josefk.metrics.
 
 A segment of base offset B is three files in the partition directory, named by B as 20
 zero-padded digits (``00000000000000012345.log`` for B = 12345)::
@@ -35,7 +35,6 @@ from typing import Final
 
 from josefk.records.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, Compression, RecordBatch
 from josefk.records.errors import RecordsError
-from josefk.storage.clock import Clock, SystemClock
 from josefk.storage.errors import (
     CorruptRecordsError,
     InvalidOffsetError,
@@ -60,6 +59,7 @@ from josefk.storage.index import (
     TimestampOffset,
 )
 from josefk.storage.txn_index import TransactionIndex
+from josefk.util.clock import Clock, SystemClock
 
 __all__ = [
     "CLEANED_FILE_SUFFIX",

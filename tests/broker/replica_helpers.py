@@ -15,9 +15,9 @@ from log_helpers import NOW
 from josefk.broker.catalog import TopicCatalog
 from josefk.broker.replica_manager import ReplicaManager
 from josefk.config.topic import LogConfig
-from josefk.storage.clock import ManualClock
 from josefk.storage.manager import LogManager, LogManagerConfig
-from josefk.storage.scheduler import InlineExecutor, Scheduler
+from josefk.util.clock import ManualClock
+from josefk.util.scheduler import InlineExecutor, Scheduler
 
 
 @asynccontextmanager

@@ -22,8 +22,8 @@ from josefk.broker.group.consumer_group import ConsumerGroupState
 from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator, OffsetCommitEntry
 from josefk.broker.group.store import MemoryOffsetsStore
 from josefk.protocol.errors import ErrorCode
-from josefk.storage.clock import ManualClock
-from josefk.storage.scheduler import Scheduler
+from josefk.util.clock import ManualClock
+from josefk.util.scheduler import Scheduler
 from tests.broker.test_group_coordinator import join
 
 SESSION_MS = 45_000

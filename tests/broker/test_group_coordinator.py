@@ -31,8 +31,8 @@ from josefk.broker.group.offsets_schema import (
 )
 from josefk.broker.group.store import MemoryOffsetsStore
 from josefk.protocol.errors import ErrorCode
-from josefk.storage.clock import ManualClock
-from josefk.storage.scheduler import Scheduler
+from josefk.util.clock import ManualClock
+from josefk.util.scheduler import Scheduler
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000

@@ -302,7 +302,7 @@ class HeldDispatcher:
 
 async def _until(condition: Callable[[], bool]) -> None:
     async with asyncio.timeout(5):
-        while not condition():
+        while not condition():  # noqa: ASYNC110  a condition polled with a deadline
             await asyncio.sleep(0)
 
 

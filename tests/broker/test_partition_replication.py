@@ -15,8 +15,8 @@ from log_helpers import NOW, open_log, producer_batch
 
 from josefk.broker.partition import Partition
 from josefk.cluster.metadata_store import PartitionState
-from josefk.storage.clock import ManualClock
 from josefk.storage.offsets import TopicPartition
+from josefk.util.clock import ManualClock
 
 LAG_MS = 30_000
 

@@ -130,7 +130,7 @@ async def test_a_disk_failure_part_way_is_completed_at_the_next_start(
         fail_partition(monkeypatch, "t", 1, errno.EIO)
         with pytest.raises(KafkaStorageError):
             replicas.create_topic("t", 3, {})
-        assert list(broker.log_manager.offline_log_dirs) == [tmp_path.absolute()]
+        assert list(broker.log_manager.offline_log_dirs) == [tmp_path.absolute()]  # noqa: ASYNC240  a test's look at its own tmp dir
         # The partitions made so far are in the failed dir and cannot be removed: the
         # topic stays whole in the catalog rather than leave directories it does not name.
         assert on_disk(tmp_path)["t"] == 3

@@ -27,9 +27,9 @@ from josefk.broker.txn.metadata import (
 )
 from josefk.broker.txn.store import MemoryTxnStore
 from josefk.protocol.errors import ErrorCode
-from josefk.storage.clock import ManualClock
 from josefk.storage.offsets import TopicPartition, TxnMarker
-from josefk.storage.scheduler import Scheduler
+from josefk.util.clock import ManualClock
+from josefk.util.scheduler import Scheduler
 
 TID = "txn-a"
 TIMEOUT_MS = 60_000

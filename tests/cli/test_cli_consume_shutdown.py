@@ -155,7 +155,7 @@ async def test_interrupted_while_joining_it_still_leaves_the_group(
         )
         assert synced.error_code == 0
 
-        process = subprocess.Popen(
+        process = subprocess.Popen(  # noqa: ASYNC220  the test drives a real CLI process
             command("consume", "orders", "--group", "g4"),
             env=env_for(broker.bootstrap),
             stdout=subprocess.PIPE,

@@ -134,7 +134,7 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT_S) 
     while time.monotonic() < deadline:
         try:
             result = probe()
-        except Exception as exc:  # the cluster may be mid-failover: ask again
+        except Exception as exc:  # noqa: BLE001  the cluster may be mid-failover: ask again
             last_error = exc
             result = None
         if result:

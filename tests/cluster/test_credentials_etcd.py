@@ -26,10 +26,10 @@ async def _store(etcd: EtcdServer) -> tuple[EtcdMetadataStore, EtcdCredentialSto
     return metadata, credentials
 
 
-async def _until(what: str, condition: Callable[[], bool], timeout: float = 30.0) -> None:
+async def _until(what: str, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
     try:
-        async with asyncio.timeout(timeout):
-            while not condition():
+        async with asyncio.timeout(timeout_s):
+            while not condition():  # noqa: ASYNC110  a condition polled with a deadline
                 await asyncio.sleep(0.05)
     except TimeoutError:
         raise AssertionError(f"timed out waiting for {what}") from None
@@ -65,7 +65,7 @@ def test_users_follow_from_one_store_to_another_and_across_an_etcd_restart(
                     try:
                         await b.persist()
                         break
-                    except Exception:
+                    except Exception:  # noqa: BLE001  whatever etcd's restart shows: try again
                         await asyncio.sleep(0.2)
             await _until("carol on a after etcd's restart", lambda: "carol" in a.users())
         finally:

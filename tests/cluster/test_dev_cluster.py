@@ -1,14 +1,16 @@
 """``josefk dev-cluster``: etcd plus three brokers from one command, a bootstrap list that
-real clients use, and Ctrl-C stops every process."""
+real clients use, the web console beside them, and Ctrl-C stops every process."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -48,7 +50,8 @@ def start_dev_cluster(data_dir: Path, brokers: int) -> tuple[subprocess.Popen[st
     env["PYTHONPATH"] = str(SOURCE_DIR)
     process = subprocess.Popen(
         [sys.executable, "-m", "josefk", "dev-cluster", "--data-dir", str(data_dir),
-         "--base-port", str(free_port_run(brokers)), "--brokers", str(brokers)],
+         "--base-port", str(free_port_run(brokers)), "--brokers", str(brokers),
+         "--console-port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -72,6 +75,12 @@ def test_dev_cluster_starts_three_brokers_and_stops_them(tmp_path: Path) -> None
         metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
         assert sorted(metadata.brokers) == [1, 2, 3]
         assert metadata.controller_id in (1, 2, 3)
+        # The web console came up with the cluster and printed its URL.
+        assert process.stdout is not None
+        said = process.stdout.readline()
+        assert said.startswith("console: http://127.0.0.1:"), said
+        with urllib.request.urlopen(said.split()[1] + "api/overview", timeout=30) as answer:
+            assert len(json.load(answer)["brokers"]) == 3
     finally:
         process.send_signal(signal.SIGINT)
         rest = process.communicate(timeout=120)[0]

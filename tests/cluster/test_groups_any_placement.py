@@ -49,8 +49,7 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     with LocalCluster(tmp_path, settings=["offsets.topic.num.partitions=6"]) as running:
         wait_for(
             "__consumer_offsets led on every broker",
-            lambda: {leader for leader, _, _ in offsets_partitions(running).values()}
-            == {1, 2, 3},
+            lambda: {leader for leader, _, _ in offsets_partitions(running).values()} == {1, 2, 3},
         )
         yield running
 
@@ -63,9 +62,7 @@ def offsets_partitions(cluster: LocalCluster) -> dict[int, tuple[int, list[int],
 
 
 def create(admin: AdminClient, placements: dict[str, list[list[int]]]) -> None:
-    topics = [
-        NewTopic(name, len(a), replica_assignment=a) for name, a in placements.items()
-    ]
+    topics = [NewTopic(name, len(a), replica_assignment=a) for name, a in placements.items()]
     for future in admin.create_topics(topics, operation_timeout=30).values():
         future.result(30)
 

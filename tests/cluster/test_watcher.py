@@ -35,8 +35,8 @@ class Recorder:
         self.changes.extend(changes)
         self._arrived.set()
 
-    async def until(self, change: ViewChange, timeout: float = 30.0) -> None:
-        async with asyncio.timeout(timeout):
+    async def until(self, change: ViewChange, timeout_s: float = 30.0) -> None:
+        async with asyncio.timeout(timeout_s):
             while change not in self.changes:
                 self._arrived.clear()
                 await self._arrived.wait()

@@ -48,7 +48,7 @@ def wait_registered(count: int = 3, timeout: float = 180) -> None:
     while time.monotonic() < deadline:
         try:
             brokers = sorted(admin.list_topics(timeout=10).brokers)
-        except Exception:
+        except Exception:  # noqa: BLE001  the cluster may not answer yet: ask again
             brokers = []
         if len(brokers) == count:
             return

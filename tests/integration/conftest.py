@@ -56,7 +56,7 @@ def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
     for one in started:
         try:
             stop_broker(one)
-        except BaseException as exc:  # report every broker, not only the first
+        except BaseException as exc:  # noqa: BLE001  report every broker, not only the first
             errors.append(exc)
     if errors:
         raise errors[0]

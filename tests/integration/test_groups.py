@@ -279,7 +279,7 @@ def test_kafka_python_group_members_split_and_hand_over(group_broker: BrokerProc
                             changes.put(None)
                 finally:
                     consumer.close()  # sends LeaveGroup
-            except BaseException as exc:  # reported by the test thread
+            except BaseException as exc:  # noqa: BLE001  reported by the test thread
                 self.error = exc
                 changes.put(None)
 

@@ -12,10 +12,10 @@ from log_helpers import read_all
 
 from josefk.records import BatchBuilder, Compression
 from josefk.records.record import iter_records
-from josefk.storage.clock import ManualClock
 from josefk.storage.log import Log
 from josefk.storage.log_cleaner import CleanerConfig, LogCleaner
-from josefk.storage.scheduler import InlineExecutor
+from josefk.util.clock import ManualClock
+from josefk.util.scheduler import InlineExecutor
 
 Entry = tuple[bytes, bytes | None]
 

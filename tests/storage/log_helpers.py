@@ -8,10 +8,10 @@ from pathlib import Path
 
 from josefk.config.topic import LogConfig
 from josefk.records import BatchBuilder, RecordBatch, split_batches
-from josefk.storage.clock import JitterSource, ManualClock
 from josefk.storage.log import Log
 from josefk.storage.offsets import FetchIsolation
-from josefk.storage.scheduler import InlineExecutor, Scheduler
+from josefk.util.clock import JitterSource, ManualClock
+from josefk.util.scheduler import InlineExecutor, Scheduler
 
 NOW = 1_700_000_000_000
 

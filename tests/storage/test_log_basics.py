@@ -13,7 +13,6 @@ from log_helpers import NOW, check_invariants, open_log, producer_batch, read_al
 
 from josefk.records import RecordBatch, TimestampType
 from josefk.records.errors import CorruptRecordError, InvalidRecordError
-from josefk.storage.clock import ManualClock
 from josefk.storage.errors import KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError
 from josefk.storage.log import (
     InvalidTimestampError,
@@ -23,8 +22,9 @@ from josefk.storage.log import (
     UnexpectedAppendOffsetError,
 )
 from josefk.storage.offsets import FetchIsolation
-from josefk.storage.scheduler import InlineExecutor
 from josefk.storage.segment import LogOffsetMetadata, LogSegment
+from josefk.util.clock import ManualClock
+from josefk.util.scheduler import InlineExecutor
 
 T = TypeVar("T")
 
@@ -291,7 +291,7 @@ def test_producer_batches_must_start_at_offset_zero(tmp_path: Path) -> None:
 def test_roll_schedules_a_flush_of_the_old_segments(tmp_path: Path) -> None:
     import asyncio
 
-    from josefk.storage.scheduler import Scheduler
+    from josefk.util.scheduler import Scheduler
 
     clock = ManualClock(wall_ms=NOW)
     scheduler = Scheduler(clock)

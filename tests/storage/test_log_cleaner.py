@@ -21,10 +21,10 @@ from log_helpers import NOW, open_log, read_all, small_config
 from josefk.records import BatchBuilder, Compression, InvalidRecordError, RecordBatch
 from josefk.records.record import iter_records
 from josefk.storage.cleaner import SegmentSnapshot, Throttler, group_segments_by_size
-from josefk.storage.clock import ManualClock
 from josefk.storage.log import Log
 from josefk.storage.log_cleaner import CLEANER_CHECKPOINT
 from josefk.storage.offsets import TopicPartition, TxnMarker
+from josefk.util.clock import ManualClock
 
 DAY = 86_400_000
 

@@ -9,8 +9,8 @@ from log_helpers import NOW, check_invariants, open_log, read_all, small_config
 
 from josefk.records import BatchBuilder, Compression, CorruptRecordError, RecordBatch
 from josefk.records.record import iter_records
-from josefk.storage.clock import ManualClock
 from josefk.storage.errors import RecordTooLargeError
+from josefk.util.clock import ManualClock
 
 CODEC_NAMES = {
     Compression.NONE: "uncompressed",

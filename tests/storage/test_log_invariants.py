@@ -12,9 +12,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from log_helpers import check_invariants, open_log, producer_batch, small_config
 
 from josefk.records import split_batches
-from josefk.storage.clock import ManualClock
 from josefk.storage.log import Log
 from josefk.storage.offsets import FetchIsolation
+from josefk.util.clock import ManualClock
 
 
 class LogMachine(RuleBasedStateMachine):

@@ -10,12 +10,12 @@ from log_helpers import NOW, producer_batch, read_all, small_config
 
 from josefk.config.topic import LogConfig
 from josefk.storage.checkpoint import OffsetCheckpointFile
-from josefk.storage.clock import JitterSource, ManualClock
 from josefk.storage.errors import KafkaStorageError
 from josefk.storage.manager import CLEAN_SHUTDOWN_FILE, LogManager, LogManagerConfig
 from josefk.storage.offsets import TopicPartition
-from josefk.storage.scheduler import InlineExecutor, Scheduler
 from josefk.storage.segment import LogSegment
+from josefk.util.clock import JitterSource, ManualClock
+from josefk.util.scheduler import InlineExecutor, Scheduler
 
 DAY = 86_400_000
 

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from josefk.storage.clock import JitterSource, ManualClock, SystemClock
-from josefk.storage.scheduler import InlineExecutor, Scheduler
+from josefk.util.clock import JitterSource, ManualClock, SystemClock
+from josefk.util.scheduler import InlineExecutor, Scheduler
 
 
 def test_manual_clock() -> None:

@@ -21,7 +21,6 @@ from log_helpers import NOW, open_log, producer_batch, read_all, small_config
 from josefk.config.topic import LogConfig
 from josefk.records import BatchBuilder
 from josefk.records.errors import InvalidRecordError
-from josefk.storage.clock import ManualClock
 from josefk.storage.log import Log
 from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.storage.offsets import TopicPartition
@@ -37,7 +36,8 @@ from josefk.storage.producer_state import (
     in_sequence,
     snapshot_file,
 )
-from josefk.storage.scheduler import InlineExecutor, Scheduler
+from josefk.util.clock import ManualClock
+from josefk.util.scheduler import InlineExecutor, Scheduler
 
 
 def idempotent_batch(

@@ -11,9 +11,9 @@ from crc32c import crc32c
 from log_helpers import NOW, check_invariants, open_log, producer_batch, read_all, small_config
 
 from josefk.records import NO_TIMESTAMP, BatchBuilder, Compression, CorruptRecordError
-from josefk.storage.clock import ManualClock
 from josefk.storage.log import Log
-from josefk.storage.scheduler import Scheduler
+from josefk.util.clock import ManualClock
+from josefk.util.scheduler import Scheduler
 
 DAY = 86_400_000
 

@@ -9,7 +9,6 @@ import pytest
 from segment_helpers import append_batch, make_batch, read_with_kafka_python
 
 from josefk.records import Compression
-from josefk.storage.clock import JitterSource, ManualClock
 from josefk.storage.errors import LogSegmentOffsetOverflowError
 from josefk.storage.index import NO_TIMESTAMP, OffsetPosition, TimestampOffset
 from josefk.storage.segment import (
@@ -23,6 +22,7 @@ from josefk.storage.segment import (
     offset_index_file,
     time_index_file,
 )
+from josefk.util.clock import JitterSource, ManualClock
 
 NOW = 1_700_000_000_000
 

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from segment_helpers import append_batch, make_batch, read_with_kafka_python
 
 from josefk.records import RecordBatch
-from josefk.storage.clock import ManualClock
 from josefk.storage.index import OffsetPosition, TimestampOffset
 from josefk.storage.segment import LogSegment
+from josefk.util.clock import ManualClock
 
 BASE = 1_000
 INTERVAL = 200

@@ -21,10 +21,10 @@ change it holds (a commit to the offsets half, a leader's assignment to the clas
 Concurrency: every method runs on the event loop thread and none awaits halfway through a
 change; JoinGroup and SyncGroup return futures that later transitions complete.
 
-Imports the group package, the scheduler and clock of josefk.storage, josefk.protocol.errors
-(the codes only) and josefk.metrics value types; must not import handlers, the codec or the
-transaction coordinator (markers come in through ``complete_txn``, which the broker wires to
-the replica manager's marker listeners).
+Imports the group package, the scheduler and clock of josefk.util, josefk.protocol.errors
+(the codes only) and josefk.metrics value types;
+must not import handlers, the codec or the transaction coordinator (markers come in through
+``complete_txn``, which the broker wires to the replica manager's marker listeners).
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ from josefk.broker.group.shard import (
 from josefk.broker.group.store import OffsetsStore, StoreAppendError
 from josefk.metrics.collectors import GroupPartitionStats, GroupStats
 from josefk.protocol.errors import ErrorCode
-from josefk.storage.clock import Clock
-from josefk.storage.scheduler import Scheduler
+from josefk.util.clock import Clock
+from josefk.util.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from josefk.broker.replica_manager import AppendOutcome

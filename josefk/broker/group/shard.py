@@ -26,8 +26,8 @@ from josefk.broker.group.group import GroupMetadata
 from josefk.broker.group.offsets_schema import coordinator_partition
 from josefk.broker.group.store import OffsetsStore
 from josefk.protocol.errors import ErrorCode
-from josefk.storage.clock import Clock
-from josefk.storage.scheduler import Scheduler
+from josefk.util.clock import Clock
+from josefk.util.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from josefk.config.broker import BrokerConfig

@@ -16,7 +16,7 @@ import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
 from josefk.protocol.api import api
 
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from josefk.broker.context import RequestContext
 
 HandlerResult: TypeAlias = Any
+_Response = TypeVar("_Response")
+#: What a handler returns: its response, or a coroutine that ends with it (when it waits).
+Reply: TypeAlias = _Response | Awaitable[_Response]
 HandlerFn: TypeAlias = Callable[["RequestContext", Any], HandlerResult | Awaitable[HandlerResult]]
 
 
@@ -37,6 +40,8 @@ class _NoResponse:
 
 
 NO_RESPONSE: Final = _NoResponse()
+#: The type of ``NO_RESPONSE``, for a handler's return annotation.
+NoResponse: TypeAlias = _NoResponse
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,24 +11,30 @@ made durable before the answer.
 
 from __future__ import annotations
 
-from typing import Any
-
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
 from josefk.broker.security.authorizer import AclBinding, AclBindingFilter, InvalidAcl
 from josefk.protocol.acls import AclOperation
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 
-DescribeResponse = response_class(ApiKey.DESCRIBE_ACLS)
-CreateResponse = response_class(ApiKey.CREATE_ACLS)
-DeleteResponse = response_class(ApiKey.DELETE_ACLS)
+DescribeResponse = DescribeAclsResponse
+CreateResponse = CreateAclsResponse
+DeleteResponse = DeleteAclsResponse
 
 _DISABLED = "No Authorizer is configured on the broker"
 _CLUSTER_DENIED = "Cluster authorization failed"
 
 
-def _filter_of(raw: Any) -> AclBindingFilter:
+def _filter_of(raw: DescribeAclsRequest | DeleteAclsRequest.DeleteAclsFilter) -> AclBindingFilter:
     return AclBindingFilter.of(
         raw.resource_type_filter,
         raw.resource_name_filter,
@@ -41,8 +47,10 @@ def _filter_of(raw: Any) -> AclBindingFilter:
 
 
 @handles(ApiKey.DESCRIBE_ACLS)
-def handle_describe_acls(context: RequestContext, request: Any) -> Any:
-    def refused(error: ErrorCode, message: str) -> Any:
+def handle_describe_acls(
+    context: RequestContext, request: DescribeAclsRequest
+) -> DescribeAclsResponse:
+    def refused(error: ErrorCode, message: str) -> DescribeAclsResponse:
         return DescribeResponse(
             throttle_time_ms=0, error_code=error, error_message=message, resources=[]
         )
@@ -56,7 +64,7 @@ def handle_describe_acls(context: RequestContext, request: Any) -> Any:
         acl_filter = _filter_of(request)
     except InvalidAcl as exc:
         return refused(ErrorCode.INVALID_REQUEST, str(exc))
-    grouped: dict[tuple[int, str, int], list[Any]] = {}
+    grouped: dict[tuple[int, str, int], list[DescribeAclsResponse.AclDescription]] = {}
     for binding in authorizer.matching(acl_filter):
         key = (int(binding.resource_type), binding.resource_name, int(binding.pattern_type))
         grouped.setdefault(key, []).append(
@@ -91,8 +99,10 @@ def _refusal(
 
 
 @handles(ApiKey.CREATE_ACLS)
-async def handle_create_acls(context: RequestContext, request: Any) -> Any:
-    def answer(results: list[tuple[ErrorCode, str | None]]) -> Any:
+async def handle_create_acls(
+    context: RequestContext, request: CreateAclsRequest
+) -> CreateAclsResponse:
+    def answer(results: list[tuple[ErrorCode, str | None]]) -> CreateAclsResponse:
         return CreateResponse(
             throttle_time_ms=0,
             results=[
@@ -131,7 +141,7 @@ async def handle_create_acls(context: RequestContext, request: Any) -> Any:
 
 def _filter_result(
     error: ErrorCode, message: str | None, found: list[AclBinding] | None = None
-) -> Any:
+) -> DeleteAclsResponse.DeleteAclsFilterResult:
     return DeleteResponse.DeleteAclsFilterResult(
         error_code=error,
         error_message=message,
@@ -153,7 +163,9 @@ def _filter_result(
 
 
 @handles(ApiKey.DELETE_ACLS)
-async def handle_delete_acls(context: RequestContext, request: Any) -> Any:
+async def handle_delete_acls(
+    context: RequestContext, request: DeleteAclsRequest
+) -> DeleteAclsResponse:
     store = context.broker.acl_store
     refusal = _refusal(context, store, AclOperation.ALTER)
     if refusal is not None:

@@ -8,17 +8,22 @@ DESCRIBE the cluster, 0 when it may not, Kafka's "not requested" marker otherwis
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
 from josefk.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+)
 
-ClusterResponse = response_class(ApiKey.DESCRIBE_CLUSTER)
+ClusterResponse = DescribeClusterResponse
 ClusterBroker = ClusterResponse.DescribeClusterBroker
-LogDirsResponse = response_class(ApiKey.DESCRIBE_LOG_DIRS)
+LogDirsResponse = DescribeLogDirsResponse
 LogDirResult = LogDirsResponse.DescribeLogDirsResult
 LogDirTopic = LogDirResult.DescribeLogDirsTopic
 LogDirPartition = LogDirTopic.DescribeLogDirsPartition
@@ -28,7 +33,9 @@ _BROKERS_ENDPOINT = 1
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER)
-def handle_describe_cluster(context: RequestContext, request: Any) -> Any:
+def handle_describe_cluster(
+    context: RequestContext, request: DescribeClusterRequest
+) -> DescribeClusterResponse:
     broker = context.broker
     metadata = broker.metadata
     assert metadata is not None
@@ -54,7 +61,7 @@ def handle_describe_cluster(context: RequestContext, request: Any) -> Any:
     )
 
 
-def _cluster_operations(context: RequestContext, request: Any) -> int:
+def _cluster_operations(context: RequestContext, request: DescribeClusterRequest) -> int:
     if not request.include_cluster_authorized_operations:
         return _NO_OPERATIONS
     if not context.authorize_cluster(AclOperation.DESCRIBE):
@@ -63,7 +70,9 @@ def _cluster_operations(context: RequestContext, request: Any) -> int:
 
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS)
-def handle_describe_log_dirs(context: RequestContext, request: Any) -> Any:
+def handle_describe_log_dirs(
+    context: RequestContext, request: DescribeLogDirsRequest
+) -> DescribeLogDirsResponse:
     if not context.authorize_cluster(AclOperation.DESCRIBE):
         # Kafka answers an empty result (v3+ with the error; older versions cannot say why).
         return LogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
@@ -71,7 +80,9 @@ def handle_describe_log_dirs(context: RequestContext, request: Any) -> Any:
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
-    by_dir: dict[str, dict[str, list[Any]]] = {d: {} for d in context.broker.log_dirs}
+    by_dir: dict[str, dict[str, list[DescribeLogDirsResponse.DescribeLogDirsPartition]]] = {
+        d: {} for d in context.broker.log_dirs
+    }
     offline: set[str] = set()
     for partition in replicas.partitions():
         tp = partition.tp

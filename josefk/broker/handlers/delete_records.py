@@ -20,25 +20,26 @@ DELETE on the topic is needed (TOPIC_AUTHORIZATION_FAILED otherwise).
 
 from __future__ import annotations
 
-from typing import Any
-
 from josefk.broker.catalog import is_internal_topic
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
-from josefk.broker.handlers import handles
+from josefk.broker.handlers import Reply, handles
 from josefk.broker.partition import TopicPartition
 from josefk.broker.replica_manager import DeleteRecordsOutcome
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import DeleteRecordsRequest, DeleteRecordsResponse
 
-Response = response_class(ApiKey.DELETE_RECORDS)
+Response = DeleteRecordsResponse
 TopicResult = Response.DeleteRecordsTopicResult
 PartitionResult = TopicResult.DeleteRecordsPartitionResult
 
 
 @handles(ApiKey.DELETE_RECORDS)
-def handle_delete_records(context: RequestContext, request: Any) -> Any:
+def handle_delete_records(
+    context: RequestContext, request: DeleteRecordsRequest
+) -> Reply[DeleteRecordsResponse]:
     replicas = context.broker.replica_manager
     refused: dict[tuple[str, int], ErrorCode] = {}
     entries: list[tuple[TopicPartition, int]] = []
@@ -60,17 +61,19 @@ def handle_delete_records(context: RequestContext, request: Any) -> Any:
 
 async def _respond_after_low_watermark(
     context: RequestContext,
-    request: Any,
+    request: DeleteRecordsRequest,
     outcomes: list[DeleteRecordsOutcome],
     refused: dict[tuple[str, int], ErrorCode],
-) -> Any:
+) -> DeleteRecordsResponse:
     await context.broker.replica_manager.wait_for_low_watermark(outcomes, request.timeout_ms)
     return _respond(request, outcomes, refused)
 
 
 def _respond(
-    request: Any, outcomes: list[DeleteRecordsOutcome], refused: dict[tuple[str, int], ErrorCode]
-) -> Any:
+    request: DeleteRecordsRequest,
+    outcomes: list[DeleteRecordsOutcome],
+    refused: dict[tuple[str, int], ErrorCode],
+) -> DeleteRecordsResponse:
     by_partition = {(o.tp.topic, o.tp.partition): o for o in outcomes}
     topics = []
     for topic in request.topics:

@@ -13,27 +13,28 @@ Imports the cluster node and josefk.cluster's election rules; must not import th
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from typing import Final
 
 from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
 from josefk.cluster.controller import ControllerFencedError
 from josefk.protocol.acls import AclOperation
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import ElectLeadersRequest, ElectLeadersResponse
 
 logger = logging.getLogger(__name__)
 
-ELECT_LEADERS: Final = response_class(ApiKey.ELECT_LEADERS)
+ELECT_LEADERS: Final = ElectLeadersResponse
 PREFERRED: Final = 0
 UNCLEAN: Final = 1
 
 
 def _answer(
     version: int, results: dict[tuple[str, int], ErrorCode], top: ErrorCode = ErrorCode.NONE
-) -> Any:
-    by_topic: dict[str, list[Any]] = {}
+) -> ElectLeadersResponse:
+    by_topic: dict[str, list[ElectLeadersResponse.PartitionResult]] = {}
     for (topic, partition), error in sorted(results.items()):
         by_topic.setdefault(topic, []).append(
             ELECT_LEADERS.PartitionResult(
@@ -51,16 +52,20 @@ def _answer(
     )
 
 
-def _wanted(request: Any, known: list[tuple[str, int]]) -> list[tuple[str, int]]:
+def _wanted(request: ElectLeadersRequest, known: list[tuple[str, int]]) -> list[tuple[str, int]]:
     if request.topic_partitions is None:
         return known
     return [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
 
 
 @handles(ApiKey.ELECT_LEADERS)
-async def handle_elect_leaders(context: RequestContext, request: Any) -> Any:
+async def handle_elect_leaders(
+    context: RequestContext, request: ElectLeadersRequest
+) -> ElectLeadersResponse:
     if not context.authorize_cluster(AclOperation.ALTER):
-        return context.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return context.refuse_as(
+            ElectLeadersResponse, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        )
     version = context.api_version
     election = request.election_type if version >= 1 else PREFERRED
     node = context.broker.cluster

@@ -22,7 +22,7 @@ must not import the server or network layer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from josefk.broker.context import RequestContext
 from josefk.broker.group.coordinator import GroupCoordinator, JoinRequest
@@ -32,17 +32,35 @@ from josefk.broker.handlers import handles
 from josefk.broker.handlers.transactions import find_transaction_coordinator
 from josefk.broker.partition import RequestTimedOutError
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 
-FIND_COORDINATOR: Final = response_class(ApiKey.FIND_COORDINATOR)
-JOIN_GROUP: Final = response_class(ApiKey.JOIN_GROUP)
-SYNC_GROUP: Final = response_class(ApiKey.SYNC_GROUP)
-HEARTBEAT: Final = response_class(ApiKey.HEARTBEAT)
-LEAVE_GROUP: Final = response_class(ApiKey.LEAVE_GROUP)
-DESCRIBE_GROUPS: Final = response_class(ApiKey.DESCRIBE_GROUPS)
-LIST_GROUPS: Final = response_class(ApiKey.LIST_GROUPS)
-DELETE_GROUPS: Final = response_class(ApiKey.DELETE_GROUPS)
+FIND_COORDINATOR: Final = FindCoordinatorResponse
+JOIN_GROUP: Final = JoinGroupResponse
+SYNC_GROUP: Final = SyncGroupResponse
+HEARTBEAT: Final = HeartbeatResponse
+LEAVE_GROUP: Final = LeaveGroupResponse
+DESCRIBE_GROUPS: Final = DescribeGroupsResponse
+LIST_GROUPS: Final = ListGroupsResponse
+DELETE_GROUPS: Final = DeleteGroupsResponse
 
 GROUP_KEY_TYPE: Final = 0
 TRANSACTION_KEY_TYPE: Final = 1
@@ -70,7 +88,9 @@ def may_read_group(context: RequestContext, group_id: str) -> bool:
 
 
 @handles(ApiKey.FIND_COORDINATOR)
-def handle_find_coordinator(context: RequestContext, request: Any) -> Any:
+def handle_find_coordinator(
+    context: RequestContext, request: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
     endpoint = context.broker.endpoint_for(context.connection.listener_name)
     broker_id, host, port = context.broker.broker_id, endpoint.host, endpoint.port
     coordinator = coordinator_of(context)
@@ -147,7 +167,7 @@ def _offsets_leader_finder(
 # -- JoinGroup ----------------------------------------------------------------------------
 
 
-def _join_response(result: JoinResult, version: int) -> Any:
+def _join_response(result: JoinResult, version: int) -> JoinGroupResponse:
     protocol_name = result.protocol_name
     if protocol_name is None and version < 7:
         protocol_name = ""
@@ -169,7 +189,9 @@ def _join_response(result: JoinResult, version: int) -> Any:
 
 
 @handles(ApiKey.JOIN_GROUP)
-async def handle_join_group(context: RequestContext, request: Any) -> Any:
+async def handle_join_group(
+    context: RequestContext, request: JoinGroupRequest
+) -> JoinGroupResponse:
     version = context.api_version
     coordinator = coordinator_of(context)
     if not may_read_group(context, request.group_id):
@@ -228,7 +250,9 @@ async def wait_replicated(
 
 
 @handles(ApiKey.SYNC_GROUP)
-async def handle_sync_group(context: RequestContext, request: Any) -> Any:
+async def handle_sync_group(
+    context: RequestContext, request: SyncGroupRequest
+) -> SyncGroupResponse:
     version = context.api_version
     coordinator = coordinator_of(context)
     if not may_read_group(context, request.group_id):
@@ -259,7 +283,7 @@ async def handle_sync_group(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.HEARTBEAT)
-def handle_heartbeat(context: RequestContext, request: Any) -> Any:
+def handle_heartbeat(context: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     coordinator = coordinator_of(context)
     if not may_read_group(context, request.group_id):
         return HEARTBEAT(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -275,7 +299,7 @@ def handle_heartbeat(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.LEAVE_GROUP)
-def handle_leave_group(context: RequestContext, request: Any) -> Any:
+def handle_leave_group(context: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     version = context.api_version
     coordinator = coordinator_of(context)
     if version >= 3:
@@ -307,7 +331,9 @@ def handle_leave_group(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.DESCRIBE_GROUPS)
-def handle_describe_groups(context: RequestContext, request: Any) -> Any:
+def handle_describe_groups(
+    context: RequestContext, request: DescribeGroupsRequest
+) -> DescribeGroupsResponse:
     version = context.api_version
     coordinator = coordinator_of(context)
     with_operations = version >= 3 and request.include_authorized_operations
@@ -387,7 +413,7 @@ def handle_describe_groups(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.LIST_GROUPS)
-def handle_list_groups(context: RequestContext, request: Any) -> Any:
+def handle_list_groups(context: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     coordinator = coordinator_of(context)
     if coordinator is None:
         return LIST_GROUPS(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -416,7 +442,9 @@ def handle_list_groups(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.DELETE_GROUPS)
-def handle_delete_groups(context: RequestContext, request: Any) -> Any:
+def handle_delete_groups(
+    context: RequestContext, request: DeleteGroupsRequest
+) -> DeleteGroupsResponse:
     coordinator = coordinator_of(context)
     names = list(request.groups_names)
     allowed = context.authorized_names(AclOperation.DELETE, ResourceType.GROUP, names)

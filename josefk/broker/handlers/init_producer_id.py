@@ -19,24 +19,24 @@ cluster or WRITE on some topic (KIP-679), else CLUSTER_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from josefk.broker.context import RequestContext
-from josefk.broker.handlers import handles
+from josefk.broker.handlers import Reply, handles
 from josefk.broker.producer_ids import ProducerFencedError, ProducerIdBlockError
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import InitProducerIdRequest, InitProducerIdResponse
 
 logger = logging.getLogger(__name__)
 
-Response = response_class(ApiKey.INIT_PRODUCER_ID)
+Response = InitProducerIdResponse
 
 _NO_PRODUCER_ID = -1
 _NO_PRODUCER_EPOCH = -1
 
 
-def _error(error: ErrorCode) -> Any:
+def _error(error: ErrorCode) -> InitProducerIdResponse:
     return Response(
         throttle_time_ms=0,
         error_code=error,
@@ -51,7 +51,9 @@ def _fenced(version: int) -> ErrorCode:
 
 
 @handles(ApiKey.INIT_PRODUCER_ID, max_version=5)
-def handle_init_producer_id(context: RequestContext, request: Any) -> Any:
+def handle_init_producer_id(
+    context: RequestContext, request: InitProducerIdRequest
+) -> Reply[InitProducerIdResponse]:
     transactional_id = request.transactional_id
     if transactional_id and not context.authorize(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
@@ -91,7 +93,9 @@ def handle_init_producer_id(context: RequestContext, request: Any) -> Any:
     )
 
 
-async def _init_transactional(context: RequestContext, request: Any, transactional_id: str) -> Any:
+async def _init_transactional(
+    context: RequestContext, request: InitProducerIdRequest, transactional_id: str
+) -> InitProducerIdResponse:
     if not transactional_id:
         return _error(ErrorCode.INVALID_REQUEST)
     producer_id = request.producer_id

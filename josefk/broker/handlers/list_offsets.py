@@ -8,17 +8,16 @@ keeps every segment locally). A timestamp no record reaches answers offset -1.
 
 from __future__ import annotations
 
-from typing import Any
-
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import handles
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import ListOffsetsRequest, ListOffsetsResponse
 from josefk.storage.errors import StorageError
 
-Response = response_class(ApiKey.LIST_OFFSETS)
+Response = ListOffsetsResponse
 TopicResponse = Response.ListOffsetsTopicResponse
 PartitionResponse = TopicResponse.ListOffsetsPartitionResponse
 
@@ -31,7 +30,9 @@ _READ_COMMITTED = 1
 
 
 @handles(ApiKey.LIST_OFFSETS)
-def handle_list_offsets(context: RequestContext, request: Any) -> Any:
+def handle_list_offsets(
+    context: RequestContext, request: ListOffsetsRequest
+) -> ListOffsetsResponse:
     replicas = context.broker.replica_manager
     read_committed = context.api_version >= 2 and request.isolation_level == _READ_COMMITTED
     topics = []
@@ -89,7 +90,9 @@ def handle_list_offsets(context: RequestContext, request: Any) -> Any:
     return Response(topics=topics)
 
 
-def _with_error(entry: Any, error: ErrorCode) -> Any:
+def _with_error(
+    entry: ListOffsetsResponse.ListOffsetsPartitionResponse, error: ErrorCode
+) -> ListOffsetsResponse.ListOffsetsPartitionResponse:
     return PartitionResponse(
         partition_index=entry.partition_index,
         error_code=error,

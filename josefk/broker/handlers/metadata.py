@@ -17,7 +17,7 @@ Kafka's "not requested" marker otherwise.
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
 
 from josefk.broker.catalog import (
     InvalidTopicError,
@@ -30,21 +30,22 @@ from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import handles
 from josefk.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import MetadataRequest, MetadataResponse
 from josefk.storage.errors import StorageError
 
 # Kafka's "authorized operations not requested" marker.
 _NO_OPERATIONS = -(2**31)
 
-Response = response_class(ApiKey.METADATA)
+Response = MetadataResponse
 TopicEntry = Response.MetadataResponseTopic
 PartitionEntry = TopicEntry.MetadataResponsePartition
 BrokerEntry = Response.MetadataResponseBroker
 
 
 @handles(ApiKey.METADATA)
-def handle_metadata(context: RequestContext, request: Any) -> Any:
+def handle_metadata(context: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = context.broker
     replicas = broker.replica_manager
     catalog = replicas.catalog
@@ -55,7 +56,9 @@ def handle_metadata(context: RequestContext, request: Any) -> Any:
         return not checked or context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
 
     if request.topics is None or (version == 0 and not request.topics):
-        wanted: list[Any] = [info for info in catalog.topics() if may_describe(info.name)]
+        wanted: list[TopicInfo | MetadataResponse.MetadataResponseTopic] = [
+            info for info in catalog.topics() if may_describe(info.name)
+        ]
     else:
         wanted = []
         allow_auto_create = version < 4 or request.allow_auto_topic_creation
@@ -105,7 +108,9 @@ def handle_metadata(context: RequestContext, request: Any) -> Any:
     )
 
 
-def _maybe_auto_create(context: RequestContext, name: str, allowed: bool) -> Any:
+def _maybe_auto_create(
+    context: RequestContext, name: str, allowed: bool
+) -> TopicInfo | MetadataResponse.MetadataResponseTopic:
     broker = context.broker
     try:
         validate_topic_name(name)
@@ -128,7 +133,9 @@ def _maybe_auto_create(context: RequestContext, name: str, allowed: bool) -> Any
         return _error_entry(name, error_code_for(exc))
 
 
-def _topic_entry(context: RequestContext, info: TopicInfo, with_operations: bool) -> Any:
+def _topic_entry(
+    context: RequestContext, info: TopicInfo, with_operations: bool
+) -> MetadataResponse.MetadataResponseTopic:
     metadata = context.broker.metadata
     assert metadata is not None
     partitions = []
@@ -178,7 +185,7 @@ def _topic_entry(context: RequestContext, info: TopicInfo, with_operations: bool
     )
 
 
-def _error_entry(name: str, error: ErrorCode) -> Any:
+def _error_entry(name: str, error: ErrorCode) -> MetadataResponse.MetadataResponseTopic:
     return TopicEntry(
         error_code=error,
         name=name,
@@ -187,7 +194,7 @@ def _error_entry(name: str, error: ErrorCode) -> Any:
     )
 
 
-def _denied_id(topic_id: Any) -> Any:
+def _denied_id(topic_id: uuid.UUID) -> MetadataResponse.MetadataResponseTopic:
     return TopicEntry(
         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
         name=None,
@@ -197,7 +204,7 @@ def _denied_id(topic_id: Any) -> Any:
     )
 
 
-def _unknown_id(topic_id: Any) -> Any:
+def _unknown_id(topic_id: uuid.UUID) -> MetadataResponse.MetadataResponseTopic:
     return TopicEntry(
         error_code=ErrorCode.UNKNOWN_TOPIC_ID,
         name=None,

@@ -10,23 +10,27 @@ largest epoch at or below it that this log knows and the offset where the next o
 
 from __future__ import annotations
 
-from typing import Any
-
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import handles
 from josefk.broker.partition import TopicPartition
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
 
-Response = response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+Response = OffsetForLeaderEpochResponse
 TopicResult = Response.OffsetForLeaderTopicResult
 EpochEndOffset = TopicResult.EpochEndOffset
 
 
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH)
-def handle_offset_for_leader_epoch(context: RequestContext, request: Any) -> Any:
+def handle_offset_for_leader_epoch(
+    context: RequestContext, request: OffsetForLeaderEpochRequest
+) -> OffsetForLeaderEpochResponse:
     replicas = context.broker.replica_manager
     replica_id = request.replica_id if context.api_version >= 3 else -2
     topics = []
@@ -45,7 +49,7 @@ def handle_offset_for_leader_epoch(context: RequestContext, request: Any) -> Any
                         leader_epoch=wanted.leader_epoch,
                         replica_id=replica_id,
                     )
-                except Exception as exc:  # per partition, as Kafka answers it
+                except Exception as exc:  # noqa: BLE001  per partition, as Kafka answers it
                     error = error_code_for(exc)
             partitions.append(
                 EpochEndOffset(

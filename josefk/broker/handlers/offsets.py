@@ -23,7 +23,8 @@ Imports josefk.protocol and the group package; must not import the server or net
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
 from josefk.broker.context import RequestContext
 from josefk.broker.group.coordinator import GroupCoordinator, OffsetCommitEntry
@@ -32,16 +33,27 @@ from josefk.broker.group.store import replication_error
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.groups import coordinator_of, may_read_group, wait_replicated
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    TxnOffsetCommitRequest,
+)
 
-OFFSET_COMMIT: Final = response_class(ApiKey.OFFSET_COMMIT)
-OFFSET_FETCH: Final = response_class(ApiKey.OFFSET_FETCH)
-OFFSET_DELETE: Final = response_class(ApiKey.OFFSET_DELETE)
+OFFSET_COMMIT: Final = OffsetCommitResponse
+OFFSET_FETCH: Final = OffsetFetchResponse
+OFFSET_DELETE: Final = OffsetDeleteResponse
 
 
 @handles(ApiKey.OFFSET_COMMIT, max_version=9)
-async def handle_offset_commit(context: RequestContext, request: Any) -> Any:
+async def handle_offset_commit(
+    context: RequestContext, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
     version = context.api_version
     coordinator = coordinator_of(context)
     entries, slots = await commit_entries(context, request.topics, leader_epochs=version >= 6)
@@ -83,7 +95,13 @@ Slot = tuple[str, int, ErrorCode | None]
 
 
 async def commit_entries(
-    context: RequestContext, topics: Any, *, leader_epochs: bool
+    context: RequestContext,
+    topics: Sequence[
+        OffsetCommitRequest.OffsetCommitRequestTopic
+        | TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    ],
+    *,
+    leader_epochs: bool,
 ) -> tuple[list[OffsetCommitEntry], list[Slot]]:
     """The commit entries of an OffsetCommit / TxnOffsetCommit request's topics, and a slot
     per partition in request order: the error already known (a partition that does not exist
@@ -176,7 +194,10 @@ _Answer = tuple[int, CommittedOffset | None, ErrorCode]
 def _fetch_group(
     context: RequestContext,
     group_id: str,
-    topics: list[Any] | None,
+    topics: Sequence[
+        OffsetFetchRequest.OffsetFetchRequestTopic | OffsetFetchRequest.OffsetFetchRequestTopics
+    ]
+    | None,
     require_stable: bool,
     member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, dict[str, list[_Answer]]]:
@@ -205,25 +226,27 @@ def _fetch_group(
                 ]
             else:
                 wanted.extend((topic.name, index) for index in topic.partition_indexes)
-    for topic, partition, committed in coordinator.fetch_offsets(group_id, wanted):
+    for name, partition, committed in coordinator.fetch_offsets(group_id, wanted):
         if (
             checked
             and topics is None
-            and not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+            and not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
         ):
             continue
-        if require_stable and coordinator.is_unstable(group_id, topic, partition):
+        if require_stable and coordinator.is_unstable(group_id, name, partition):
             # As Kafka: no offset, and a retriable error until the transaction completes.
-            by_topic.setdefault(topic, []).append(
+            by_topic.setdefault(name, []).append(
                 (partition, None, ErrorCode.UNSTABLE_OFFSET_COMMIT)
             )
         else:
-            by_topic.setdefault(topic, []).append((partition, committed, ErrorCode.NONE))
+            by_topic.setdefault(name, []).append((partition, committed, ErrorCode.NONE))
     return ErrorCode.NONE, by_topic
 
 
 @handles(ApiKey.OFFSET_FETCH, max_version=9)
-def handle_offset_fetch(context: RequestContext, request: Any) -> Any:
+def handle_offset_fetch(
+    context: RequestContext, request: OffsetFetchRequest
+) -> OffsetFetchResponse:
     version = context.api_version
     require_stable = version >= 7 and bool(request.require_stable)
     if version >= 8:
@@ -281,7 +304,9 @@ def handle_offset_fetch(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.OFFSET_DELETE)
-def handle_offset_delete(context: RequestContext, request: Any) -> Any:
+def handle_offset_delete(
+    context: RequestContext, request: OffsetDeleteRequest
+) -> OffsetDeleteResponse:
     coordinator = coordinator_of(context)
     if not context.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return OFFSET_DELETE(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -296,7 +321,7 @@ def handle_offset_delete(context: RequestContext, request: Any) -> Any:
     if top:
         return OFFSET_DELETE(error_code=top)
     done = dict(zip(wanted, errors, strict=True))
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[OffsetDeleteResponse.OffsetDeleteResponsePartition]] = {}
     for name, index in asked:
         error = done.get((name, index), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         by_topic.setdefault(name, []).append(

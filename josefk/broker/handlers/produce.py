@@ -31,20 +31,20 @@ batch is appended unverified, as by a broker without KIP-890.
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from josefk.broker.catalog import is_internal_topic
+from josefk.broker.connection_errors import CloseConnection
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
-from josefk.broker.handlers import NO_RESPONSE, handles
-from josefk.broker.network import CloseConnection
+from josefk.broker.handlers import NO_RESPONSE, NoResponse, Reply, handles
 from josefk.broker.partition import TopicPartition
 from josefk.broker.replica_manager import AppendOutcome
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import ProduceRequest, ProduceResponse
 
-Response = response_class(ApiKey.PRODUCE)
+Response = ProduceResponse
 TopicResponse = Response.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
 
@@ -58,7 +58,9 @@ _PRODUCER_ID_AT = 43
 
 
 @handles(ApiKey.PRODUCE)
-def handle_produce(context: RequestContext, request: Any) -> Any:
+def handle_produce(
+    context: RequestContext, request: ProduceRequest
+) -> Reply[ProduceResponse | NoResponse]:
     acks = request.acks
     replicas = context.broker.replica_manager
     entries: list[tuple[TopicPartition, memoryview]] = []
@@ -84,7 +86,10 @@ def handle_produce(context: RequestContext, request: Any) -> Any:
             elif records is None or len(records) == 0:
                 refused[(topic.name, data.index)] = ErrorCode.CORRUPT_MESSAGE
             else:
-                entries.append((TopicPartition(topic.name, data.index), records))
+                # Decoded records are a memoryview of the frame; bytes only where a caller
+                # built the request by hand.
+                view = records if isinstance(records, memoryview) else memoryview(records)
+                entries.append((TopicPartition(topic.name, data.index), view))
     if (
         request.transactional_id is None
         or (
@@ -146,20 +151,20 @@ def _verify_transactional(
 
 async def _respond_after_acks(
     context: RequestContext,
-    request: Any,
+    request: ProduceRequest,
     outcomes: list[AppendOutcome],
     refused: dict[tuple[str, int], ErrorCode],
-) -> Any:
+) -> ProduceResponse | NoResponse:
     await context.broker.replica_manager.wait_for_acks(outcomes, request.timeout_ms)
     return _respond(context, request, outcomes, refused)
 
 
 def _respond(
     context: RequestContext,
-    request: Any,
+    request: ProduceRequest,
     outcomes: list[AppendOutcome],
     refused: dict[tuple[str, int], ErrorCode],
-) -> Any:
+) -> ProduceResponse | NoResponse:
     metrics = context.broker.metrics
     by_partition = {(o.tp.topic, o.tp.partition): o for o in outcomes}
     responses = []

@@ -14,7 +14,7 @@ layer.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import RequestContext
@@ -28,11 +28,17 @@ from josefk.cluster.controller import (
     UnknownTopicError,
 )
 from josefk.protocol.acls import AclOperation
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 
-ALTER: Final = response_class(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
-LIST: Final = response_class(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+ALTER: Final = AlterPartitionReassignmentsResponse
+LIST: Final = ListPartitionReassignmentsResponse
 
 _ERRORS: Final[list[tuple[type[Exception], ErrorCode]]] = [
     (UnknownTopicError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
@@ -53,11 +59,12 @@ def _code(exc: Exception | None) -> ErrorCode:
 
 
 def _alter_answer(
-    request: Any,
+    request: AlterPartitionReassignmentsRequest,
     results: dict[tuple[str, int], Exception | None],
     top: ErrorCode = ErrorCode.NONE,
-) -> Any:
-    by_topic: dict[str, list[Any]] = {}
+) -> AlterPartitionReassignmentsResponse:
+    by_topic: dict[str, list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]]
+    by_topic = {}
     for (topic, partition), exc in results.items():
         code = _code(exc)
         by_topic.setdefault(topic, []).append(
@@ -79,9 +86,11 @@ def _alter_answer(
 
 
 @handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
-async def handle_alter_partition_reassignments(context: RequestContext, request: Any) -> Any:
+async def handle_alter_partition_reassignments(
+    context: RequestContext, request: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
     if not context.authorize_cluster(AclOperation.ALTER):
-        return context.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return context.refuse_as(ALTER, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     requested: dict[tuple[str, int], list[int] | None] = {
         (topic.name, p.partition_index): p.replicas
         for topic in request.topics
@@ -127,9 +136,11 @@ def _single_node(
 
 
 @handles(ApiKey.LIST_PARTITION_REASSIGNMENTS)
-def handle_list_partition_reassignments(context: RequestContext, request: Any) -> Any:
+def handle_list_partition_reassignments(
+    context: RequestContext, request: ListPartitionReassignmentsRequest
+) -> ListPartitionReassignmentsResponse:
     if not context.authorize_cluster(AclOperation.DESCRIBE):
-        return context.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return context.refuse_as(LIST, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     node = context.broker.cluster
     if not isinstance(node, ClusterNode):
         return LIST(error_code=ErrorCode.NONE, error_message=None, topics=[])
@@ -142,7 +153,7 @@ def handle_list_partition_reassignments(context: RequestContext, request: Any) -
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.name, p) for t in request.topics for p in t.partition_indexes}
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment]] = {}
     for (topic, partition), versioned in sorted(node.watcher.view.partitions.items()):
         state = versioned.state
         if not state.reassigning or (wanted is not None and (topic, partition) not in wanted):

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from josefk.broker.context import RequestContext
-from josefk.broker.handlers import handles
+from josefk.broker.handlers import Reply, handles
 from josefk.broker.security.scram import FAILED
 from josefk.broker.security.session import (
     PLAIN,
@@ -25,13 +24,19 @@ from josefk.broker.security.session import (
     IllegalSaslState,
     SaslSession,
 )
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 logger = logging.getLogger(__name__)
 
-HandshakeResponse = response_class(ApiKey.SASL_HANDSHAKE)
-AuthenticateResponse = response_class(ApiKey.SASL_AUTHENTICATE)
+HandshakeResponse = SaslHandshakeResponse
+AuthenticateResponse = SaslAuthenticateResponse
 
 
 def _count(context: RequestContext, *, succeeded: bool) -> None:
@@ -52,7 +57,9 @@ def _session(context: RequestContext) -> SaslSession:
 
 
 @handles(ApiKey.SASL_HANDSHAKE)
-def handle_sasl_handshake(context: RequestContext, request: Any) -> Any:
+def handle_sasl_handshake(
+    context: RequestContext, request: SaslHandshakeRequest
+) -> SaslHandshakeResponse:
     connection = context.connection
     enabled = list(context.broker.config.sasl_enabled_mechanisms)
     if not connection.security_protocol.startswith("SASL_"):
@@ -82,7 +89,9 @@ def handle_sasl_handshake(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.SASL_AUTHENTICATE)
-def handle_sasl_authenticate(context: RequestContext, request: Any) -> Any:
+def handle_sasl_authenticate(
+    context: RequestContext, request: SaslAuthenticateRequest
+) -> Reply[SaslAuthenticateResponse]:
     connection = context.connection
     session = connection.sasl
     if (
@@ -108,7 +117,9 @@ def handle_sasl_authenticate(context: RequestContext, request: Any) -> Any:
     return AuthenticateResponse(error_code=ErrorCode.NONE, error_message=None, auth_bytes=answer)
 
 
-async def _plain(context: RequestContext, session: SaslSession, token: bytes) -> Any:
+async def _plain(
+    context: RequestContext, session: SaslSession, token: bytes
+) -> SaslAuthenticateResponse:
     try:
         user, password = session.plain_credentials(token)
         # PBKDF2 takes milliseconds: off the event loop, so other connections go on.
@@ -118,7 +129,9 @@ async def _plain(context: RequestContext, session: SaslSession, token: bytes) ->
     return _succeeded(context, session, b"")
 
 
-def _succeeded(context: RequestContext, session: SaslSession, answer: bytes) -> Any:
+def _succeeded(
+    context: RequestContext, session: SaslSession, answer: bytes
+) -> SaslAuthenticateResponse:
     connection = context.connection
     connection.principal = session.principal
     lifetime = context.broker.config.connections_max_reauth_ms
@@ -133,7 +146,7 @@ def _succeeded(context: RequestContext, session: SaslSession, answer: bytes) -> 
     )
 
 
-def _failed(context: RequestContext, exc: AuthenticationFailed) -> Any:
+def _failed(context: RequestContext, exc: AuthenticationFailed) -> SaslAuthenticateResponse:
     connection = context.connection
     # The detail in parentheses (malformed message, ...) is for the broker's log; the client
     # is told only that its credentials were not accepted.

@@ -24,11 +24,17 @@ from josefk.broker.security.scram import (
 )
 from josefk.broker.security.store import CredentialStore
 from josefk.protocol.acls import AclOperation
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 
-DescribeResponse = response_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
-AlterResponse = response_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+DescribeResponse = DescribeUserScramCredentialsResponse
+AlterResponse = AlterUserScramCredentialsResponse
 
 MECHANISM_CODES: Final[dict[int, str]] = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 CODE_OF: Final[dict[str, int]] = {name: code for code, name in MECHANISM_CODES.items()}
@@ -41,9 +47,11 @@ def _store(context: RequestContext) -> CredentialStore:
 
 
 @handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
-def handle_describe_user_scram_credentials(context: RequestContext, request: Any) -> Any:
+def handle_describe_user_scram_credentials(
+    context: RequestContext, request: DescribeUserScramCredentialsRequest
+) -> DescribeUserScramCredentialsResponse:
     if not context.authorize_cluster(AclOperation.DESCRIBE):
-        return context.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return context.refuse_as(DescribeResponse, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     users = _store(context).users()
     wanted = [user.name for user in request.users or ()]
     names = wanted if wanted else sorted(users)
@@ -108,10 +116,12 @@ def _refusal(
 
 
 @handles(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
-async def handle_alter_user_scram_credentials(context: RequestContext, request: Any) -> Any:
+async def handle_alter_user_scram_credentials(
+    context: RequestContext, request: AlterUserScramCredentialsRequest
+) -> AlterUserScramCredentialsResponse:
     if not context.authorize_cluster(AclOperation.ALTER):
         error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        names = [e.name for e in (*request.deletions, *request.upsertions)]
+        names = [e.name for e in request.deletions] + [e.name for e in request.upsertions]
         return AlterResponse(
             results=[
                 AlterResponse.AlterUserScramCredentialsResult(

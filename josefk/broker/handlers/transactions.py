@@ -23,7 +23,9 @@ server or network layer.
 
 from __future__ import annotations
 
-from typing import Any, Final
+import re
+from collections.abc import Sequence
+from typing import Final
 
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
@@ -32,17 +34,33 @@ from josefk.broker.txn.coordinator import TransactionCoordinator
 from josefk.broker.txn.metadata import TxnState
 from josefk.broker.txn.store import TRANSACTION_STATE_TOPIC
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 from josefk.storage.offsets import TopicPartition, TxnMarker
 
-ADD_PARTITIONS: Final = response_class(ApiKey.ADD_PARTITIONS_TO_TXN)
-ADD_OFFSETS: Final = response_class(ApiKey.ADD_OFFSETS_TO_TXN)
-END_TXN: Final = response_class(ApiKey.END_TXN)
-WRITE_MARKERS: Final = response_class(ApiKey.WRITE_TXN_MARKERS)
-DESCRIBE_TXNS: Final = response_class(ApiKey.DESCRIBE_TRANSACTIONS)
-LIST_TXNS: Final = response_class(ApiKey.LIST_TRANSACTIONS)
-DESCRIBE_PRODUCERS: Final = response_class(ApiKey.DESCRIBE_PRODUCERS)
+ADD_PARTITIONS: Final = AddPartitionsToTxnResponse
+ADD_OFFSETS: Final = AddOffsetsToTxnResponse
+END_TXN: Final = EndTxnResponse
+WRITE_MARKERS: Final = WriteTxnMarkersResponse
+DESCRIBE_TXNS: Final = DescribeTransactionsResponse
+LIST_TXNS: Final = ListTransactionsResponse
+DESCRIBE_PRODUCERS: Final = DescribeProducersResponse
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"
 _MARKER_ACK_TIMEOUT_MS: Final = 30_000
@@ -103,8 +121,8 @@ def _partition_known(context: RequestContext, tp: TopicPartition) -> bool:
 # -- AddPartitionsToTxn -------------------------------------------------------------------
 
 
-def _topic_results(results: dict[TopicPartition, ErrorCode]) -> list[Any]:
-    by_topic: dict[str, list[Any]] = {}
+def _topic_results(results: dict[TopicPartition, ErrorCode]) -> list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]:
+    by_topic: dict[str, list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]] = {}
     for tp, error in results.items():
         by_topic.setdefault(tp.topic, []).append(
             ADD_PARTITIONS.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult(
@@ -123,7 +141,7 @@ async def _add_partitions(
     transactional_id: str,
     producer_id: int,
     producer_epoch: int,
-    topics: Any,
+    topics: Sequence[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
     *,
     verify_only: bool = False,
 ) -> dict[TopicPartition, ErrorCode]:
@@ -166,7 +184,9 @@ async def _add_partitions(
 
 
 @handles(ApiKey.ADD_PARTITIONS_TO_TXN)
-async def handle_add_partitions_to_txn(context: RequestContext, request: Any) -> Any:
+async def handle_add_partitions_to_txn(
+    context: RequestContext, request: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
     coordinator = txn_coordinator_of(context)
     version = context.api_version
     if version < 4:
@@ -213,7 +233,9 @@ async def handle_add_partitions_to_txn(context: RequestContext, request: Any) ->
 
 
 @handles(ApiKey.ADD_OFFSETS_TO_TXN)
-async def handle_add_offsets_to_txn(context: RequestContext, request: Any) -> Any:
+async def handle_add_offsets_to_txn(
+    context: RequestContext, request: AddOffsetsToTxnRequest
+) -> AddOffsetsToTxnResponse:
     coordinator = txn_coordinator_of(context)
     groups = context.broker.group_coordinator
     if not may_write_txn(context, request.transactional_id):
@@ -238,7 +260,7 @@ async def handle_add_offsets_to_txn(context: RequestContext, request: Any) -> An
 
 
 @handles(ApiKey.END_TXN, max_version=4)
-async def handle_end_txn(context: RequestContext, request: Any) -> Any:
+async def handle_end_txn(context: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     coordinator = txn_coordinator_of(context)
     if not may_write_txn(context, request.transactional_id):
         error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -260,7 +282,9 @@ async def handle_end_txn(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.WRITE_TXN_MARKERS)
-async def handle_write_txn_markers(context: RequestContext, request: Any) -> Any:
+async def handle_write_txn_markers(
+    context: RequestContext, request: WriteTxnMarkersRequest
+) -> WriteTxnMarkersResponse:
     if not context.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return _markers_refused(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     replicas = context.broker.replica_manager
@@ -280,7 +304,7 @@ async def handle_write_txn_markers(context: RequestContext, request: Any) -> Any
         outcomes = replicas.append_txn_markers([(tp, marker) for tp in tps])
         if replicas.must_wait_for_acks(outcomes):
             await replicas.wait_for_acks(outcomes, _MARKER_ACK_TIMEOUT_MS)
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]] = {}
         for outcome in outcomes:
             error = ErrorCode.NONE if outcome.error is None else error_code_for(outcome.error)
             by_topic.setdefault(outcome.tp.topic, []).append(
@@ -302,7 +326,7 @@ async def handle_write_txn_markers(context: RequestContext, request: Any) -> Any
     return WRITE_MARKERS(markers=answers)
 
 
-def _markers_refused(request: Any, error: ErrorCode) -> Any:
+def _markers_refused(request: WriteTxnMarkersRequest, error: ErrorCode) -> WriteTxnMarkersResponse:
     result = WRITE_MARKERS.WritableTxnMarkerResult
     topic_result = result.WritableTxnMarkerTopicResult
     return WRITE_MARKERS(
@@ -331,7 +355,9 @@ def _markers_refused(request: Any, error: ErrorCode) -> Any:
 
 
 @handles(ApiKey.DESCRIBE_TRANSACTIONS)
-def handle_describe_transactions(context: RequestContext, request: Any) -> Any:
+def handle_describe_transactions(
+    context: RequestContext, request: DescribeTransactionsRequest
+) -> DescribeTransactionsResponse:
     coordinator = txn_coordinator_of(context)
     states = []
     for transactional_id in request.transactional_ids:
@@ -376,7 +402,9 @@ def handle_describe_transactions(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.LIST_TRANSACTIONS)
-def handle_list_transactions(context: RequestContext, request: Any) -> Any:
+def handle_list_transactions(
+    context: RequestContext, request: ListTransactionsRequest
+) -> ListTransactionsResponse:
     coordinator = txn_coordinator_of(context)
     if coordinator is None:
         return LIST_TXNS(
@@ -404,7 +432,7 @@ def handle_list_transactions(context: RequestContext, request: Any) -> Any:
                 min_duration_ms=request.duration_filter,
                 transactional_id_pattern=request.transactional_id_pattern,
             )
-        except Exception:  # an invalid pattern: Kafka answers INVALID_REQUEST
+        except re.error:  # an invalid pattern: Kafka answers INVALID_REQUEST
             return LIST_TXNS(
                 throttle_time_ms=0,
                 error_code=ErrorCode.INVALID_REQUEST,
@@ -433,7 +461,9 @@ def handle_list_transactions(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.DESCRIBE_PRODUCERS)
-def handle_describe_producers(context: RequestContext, request: Any) -> Any:
+def handle_describe_producers(
+    context: RequestContext, request: DescribeProducersRequest
+) -> DescribeProducersResponse:
     replicas = context.broker.replica_manager
     topics = []
     for topic in request.topics:

@@ -17,21 +17,24 @@ transaction, is that coordinator's).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.groups import coordinator_of, may_read_group
 from josefk.broker.handlers.offsets import commit_entries, errors_by_topic, replicated
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
-TXN_OFFSET_COMMIT: Final = response_class(ApiKey.TXN_OFFSET_COMMIT)
+TXN_OFFSET_COMMIT: Final = TxnOffsetCommitResponse
 
 
 @handles(ApiKey.TXN_OFFSET_COMMIT)
-async def handle_txn_offset_commit(context: RequestContext, request: Any) -> Any:
+async def handle_txn_offset_commit(
+    context: RequestContext, request: TxnOffsetCommitRequest
+) -> TxnOffsetCommitResponse:
     version = context.api_version
     coordinator = coordinator_of(context)
     entries, slots = await commit_entries(context, request.topics, leader_epochs=version >= 2)

@@ -24,7 +24,7 @@ Time: the timeout and expiration checks are periodic tasks of the injected ``Sch
 the injected ``Clock``; the pause between marker retries is ``sleep`` (injectable). Event loop
 thread only; no method awaits between its checks and ``prepare``.
 
-Imports the txn package, the scheduler and clock of josefk.storage, josefk.protocol.errors
+Imports the txn package, the scheduler and clock of josefk.util, josefk.protocol.errors
 (the codes only) and the group package's partition hash; must not import handlers or the codec.
 """
 
@@ -57,9 +57,9 @@ from josefk.broker.txn.metadata import (
 )
 from josefk.broker.txn.store import TxnStore, TxnStoreError
 from josefk.protocol.errors import ErrorCode
-from josefk.storage.clock import Clock
 from josefk.storage.offsets import TopicPartition, TxnMarker
-from josefk.storage.scheduler import Scheduler
+from josefk.util.clock import Clock
+from josefk.util.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from josefk.config.broker import BrokerConfig
@@ -355,7 +355,7 @@ class TransactionCoordinator:
         if meta is None:
             try:
                 new_id = self._new_producer_id()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001  no id, whatever the cause: the client retries
                 logger.warning("no producer id for %r: %s", transactional_id, exc)
                 return InitResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
             meta = TxnMetadata(
@@ -439,7 +439,7 @@ class TransactionCoordinator:
         if is_epoch_exhausted(meta.producer_epoch):
             try:
                 return self._new_producer_id(), 0
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001  no id, whatever the cause: the client retries
                 logger.warning("no producer id for %r: %s", meta.transactional_id, exc)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return meta.producer_id, meta.producer_epoch + 1

@@ -17,20 +17,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from josefk.broker.errors import error_code_for
 from josefk.broker.metadata_cache import MetadataCache
 from josefk.broker.replica_manager import ReplicaManager
 from josefk.client.connection import BrokerConnection
 from josefk.client.security import PLAINTEXT, ClientSecurity
-from josefk.protocol.api import ApiKey, request_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from josefk.storage.offsets import TopicPartition, TxnMarker
 
 logger = logging.getLogger(__name__)
 
-WriteTxnMarkersRequest = request_class(ApiKey.WRITE_TXN_MARKERS)
 _MARKER_VERSION: Final = 1
 
 
@@ -114,13 +114,13 @@ class ClusterMarkerWriter:
             connection = await self._connection(leader)
             if connection is None:
                 return failed
-            response = await connection.request(
+            response: WriteTxnMarkersResponse = await connection.request(
                 ApiKey.WRITE_TXN_MARKERS,
                 _marker_request(marker, partitions),
                 version=min(_MARKER_VERSION, connection.version_for(ApiKey.WRITE_TXN_MARKERS)),
                 timeout_s=self._timeout_s,
             )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  any failure: drop the connection, retry the markers
             logger.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
             stale = self._connections.pop(leader, None)
             if stale is not None:
@@ -156,7 +156,9 @@ class ClusterMarkerWriter:
         self._connections.clear()
 
 
-def _marker_request(marker: TxnMarker, partitions: Sequence[TopicPartition]) -> Any:
+def _marker_request(
+    marker: TxnMarker, partitions: Sequence[TopicPartition]
+) -> WriteTxnMarkersRequest:
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp.partition)

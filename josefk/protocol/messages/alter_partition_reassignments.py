@@ -43,7 +43,7 @@ RESPONSE = response(
     flexible="0+",
     fields=[
         field("throttle_time_ms", "int32", "0+"),
-        field("allow_replication_factor_change", "bool", "1+", default=True),
+        field("allow_replication_factor_change", "bool", "1+", default=True, ignorable=True),
         field("error_code", "int16", "0+"),
         field("error_message", "string", "0+", nullable="0+"),
         array(

@@ -8,8 +8,8 @@ REQUEST = request(
     valid="0-4",
     flexible="3+",
     fields=[
-        field("client_software_name", "string", "3+"),
-        field("client_software_version", "string", "3+"),
+        field("client_software_name", "string", "3+", ignorable=True),
+        field("client_software_version", "string", "3+", ignorable=True),
     ],
 )
 
@@ -44,7 +44,15 @@ RESPONSE = response(
             tagged="3+",
             ignorable=True,
         ),
-        field("finalized_features_epoch", "int64", "3+", default=-1, tag=1, tagged="3+"),
+        field(
+            "finalized_features_epoch",
+            "int64",
+            "3+",
+            default=-1,
+            tag=1,
+            tagged="3+",
+            ignorable=True,
+        ),
         array(
             "finalized_features",
             "FinalizedFeatureKey",
@@ -58,6 +66,14 @@ RESPONSE = response(
             tagged="3+",
             ignorable=True,
         ),
-        field("zk_migration_ready", "bool", "3+", default=False, tag=3, tagged="3+"),
+        field(
+            "zk_migration_ready",
+            "bool",
+            "3+",
+            default=False,
+            tag=3,
+            tagged="3+",
+            ignorable=True,
+        ),
     ],
 )

@@ -18,7 +18,16 @@ REQUEST = request(
     valid="4-17",
     flexible="12+",
     fields=[
-        field("cluster_id", "string", "12+", nullable="12+", default=None, tag=0, tagged="12+"),
+        field(
+            "cluster_id",
+            "string",
+            "12+",
+            nullable="12+",
+            default=None,
+            tag=0,
+            tagged="12+",
+            ignorable=True,
+        ),
         field("replica_id", "int32", "0-14", default=-1),
         struct(
             "replica_state",
@@ -55,7 +64,14 @@ REQUEST = request(
                         field("last_fetched_epoch", "int32", "12+", default=-1, ignorable=False),
                         field("log_start_offset", "int64", "5+", default=-1, ignorable=True),
                         field("partition_max_bytes", "int32", "0+"),
-                        field("replica_directory_id", "uuid", "17+", tag=0, tagged="17+"),
+                        field(
+                            "replica_directory_id",
+                            "uuid",
+                            "17+",
+                            tag=0,
+                            tagged="17+",
+                            ignorable=True,
+                        ),
                     ],
                 ),
             ],
@@ -165,7 +181,6 @@ RESPONSE = response(
             ],
             tag=0,
             tagged="16+",
-            ignorable=True,
         ),
     ],
 )

@@ -28,7 +28,7 @@ REQUEST = request(
                     "0+",
                     [
                         field("partition_index", "int32", "0+"),
-                        field("current_leader_epoch", "int32", "4+", default=-1),
+                        field("current_leader_epoch", "int32", "4+", default=-1, ignorable=True),
                         field("timestamp", "int64", "0+"),
                     ],
                 ),

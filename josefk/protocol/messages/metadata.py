@@ -21,7 +21,7 @@ REQUEST = request(
             "MetadataRequestTopic",
             "0+",
             [
-                field("topic_id", "uuid", "10+"),
+                field("topic_id", "uuid", "10+", ignorable=True),
                 field("name", "string", "0+", nullable="10+"),
             ],
             nullable="1+",

@@ -22,7 +22,7 @@ REQUEST = request(
             "TopicProduceData",
             "0+",
             [
-                field("name", "string", "0+"),
+                field("name", "string", "0+", ignorable=True),
                 array(
                     "partition_data",
                     "PartitionProduceData",
@@ -48,7 +48,7 @@ RESPONSE = response(
             "TopicProduceResponse",
             "0+",
             [
-                field("name", "string", "0+"),
+                field("name", "string", "0+", ignorable=True),
                 array(
                     "partition_responses",
                     "PartitionProduceResponse",
@@ -57,8 +57,8 @@ RESPONSE = response(
                         field("index", "int32", "0+"),
                         field("error_code", "int16", "0+"),
                         field("base_offset", "int64", "0+"),
-                        field("log_append_time_ms", "int64", "2+", default=-1),
-                        field("log_start_offset", "int64", "5+", default=-1),
+                        field("log_append_time_ms", "int64", "2+", default=-1, ignorable=True),
+                        field("log_start_offset", "int64", "5+", default=-1, ignorable=True),
                         array(
                             "record_errors",
                             "BatchIndexAndErrorMessage",
@@ -93,7 +93,6 @@ RESPONSE = response(
                             ],
                             tag=0,
                             tagged="10+",
-                            ignorable=True,
                         ),
                     ],
                 ),
@@ -112,7 +111,6 @@ RESPONSE = response(
             ],
             tag=0,
             tagged="10+",
-            ignorable=True,
         ),
     ],
 )

@@ -84,7 +84,7 @@ class Recorder:
         info = parse_request_header(memoryview(frame))
         try:
             name = protocol_api.api(info.api_key).name
-        except Exception:
+        except Exception:  # noqa: BLE001  an API josefk does not declare
             name = f"Api{info.api_key}"
         self.frames.append((f"{len(self.frames):02d}-{name}-v{info.api_version}.bin", frame))
         if info.api_key == 18:
