@@ -97,6 +97,14 @@ def formatter(fmt: str, separator: bytes) -> Callable[[ConsumerRecord], bytes]:
     help="Read only this partition (repeatable).",
 )
 @click.option("-g", "--group", help="Consume as a member of this group; commits on exit.")
+@click.option(
+    "--group-protocol",
+    type=click.Choice(["classic", "consumer"]),
+    default="classic",
+    show_default=True,
+    help="With --group: classic (JoinGroup/SyncGroup) or consumer (Kafka 4's KIP-848: the "
+    "broker assigns, rebalances are incremental).",
+)
 @click.option("-n", "--count", type=click.IntRange(min=1), help="Exit after this many records.")
 @click.option(
     "-f",
@@ -149,6 +157,7 @@ def consume(
     start: str | None,
     partitions: tuple[int, ...],
     group: str | None,
+    group_protocol: str,
     count: int | None,
     fmt: str,
     key_separator: str,
@@ -192,6 +201,7 @@ def consume(
                 out,
                 shutdown_timeout,
                 isolation=isolation,
+                group_protocol=group_protocol,
             ),
             bootstrap=server,
         )
@@ -221,6 +231,7 @@ async def _consume(
     shutdown_timeout: float = 5.0,
     *,
     isolation: str = "read_uncommitted",
+    group_protocol: str = "classic",
 ) -> int:
     async with admin_for(server) as admin:
         (description,) = await describe_existing_topics(admin, [topic])
@@ -239,7 +250,12 @@ async def _consume(
     if group is not None:
         # Commits as it goes (Kafka's auto.commit.interval.ms, 5 s): a kill loses at most
         # that much; what was returned by getmany is printed before the next commit.
-        settings.update(group_id=group, enable_auto_commit=True, auto_commit_interval_ms=5000)
+        settings.update(
+            group_id=group,
+            enable_auto_commit=True,
+            auto_commit_interval_ms=5000,
+            group_protocol=group_protocol,
+        )
     consumer = AIOConsumer(**settings)
     _terminate_like_interrupt()
     await consumer.start()
