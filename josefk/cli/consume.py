@@ -185,6 +185,14 @@ def format_string(fmt: str) -> Callable[[ConsumerRecord], bytes]:
     help="Read only this partition (repeatable).",
 )
 @click.option("-g", "--group", help="Consume as a member of this group; commits on exit.")
+@click.option(
+    "--group-protocol",
+    type=click.Choice(["classic", "consumer"]),
+    default="classic",
+    show_default=True,
+    help="With --group: classic (JoinGroup/SyncGroup) or consumer (Kafka 4's KIP-848: the "
+    "broker assigns, rebalances are incremental).",
+)
 @click.option("-n", "--count", type=click.IntRange(min=1), help="Exit after this many records.")
 @click.option(
     "-f",
@@ -239,6 +247,7 @@ def consume(
     until: str | None,
     partitions: tuple[int, ...],
     group: str | None,
+    group_protocol: str,
     count: int | None,
     fmt: str,
     key_separator: str,
@@ -299,6 +308,7 @@ def consume(
                 shutdown_timeout,
                 isolation=isolation,
                 until=stop,
+                group_protocol=group_protocol,
             ),
             bootstrap=server,
         )
@@ -350,6 +360,7 @@ async def _consume(
     *,
     isolation: str = "read_uncommitted",
     until: StartSpec | None = None,
+    group_protocol: str = "classic",
 ) -> int:
     async with admin_for(server) as admin:
         topics = await _resolve_topics(admin, topic_args)
@@ -374,7 +385,12 @@ async def _consume(
     if group is not None:
         # Commits as it goes (Kafka's auto.commit.interval.ms, 5 s): a kill loses at most
         # that much; what was returned by getmany is printed before the next commit.
-        settings.update(group_id=group, enable_auto_commit=True, auto_commit_interval_ms=5000)
+        settings.update(
+            group_id=group,
+            enable_auto_commit=True,
+            auto_commit_interval_ms=5000,
+            group_protocol=group_protocol,
+        )
     consumer = AIOConsumer(**settings)
     _terminate_like_interrupt()
     await consumer.start()
