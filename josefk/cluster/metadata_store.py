@@ -15,12 +15,18 @@ brokers can interleave halfway through one::
     P/acls                        the authorizer's ACL bindings (JSON), the whole set
     P/configs/brokers/<name>      dynamic broker configs (JSON object of strings): <id> for
                                   one broker, <default> for every broker (KIP-226)
+    P/configs/groups/<group>      a consumer group's configs (KIP-848 GROUP resource; the
+                                  group id percent-encoded), same JSON form
 
 Who writes what:
 
 - ``register_broker``: a broker, its own key, only if no live registration holds the id. The
   key lives on the broker's lease, so a broker that dies (or is cut off from etcd for the
-  lease's TTL) disappears from ``P/brokers`` by itself.
+  lease's TTL) disappears from ``P/brokers`` by itself. A registration left by an earlier run
+  of the same broker (same incarnation: host, log dir and its directory.id; the new run holds
+  that log dir's lock, so the old one is dead) is taken back at once by revoking its lease:
+  an etcd restart restores a dead broker's lease with a fresh TTL, and a restart within the
+  TTL would otherwise be refused.
 - ``try_become_controller``: any broker; succeeds only when ``P/controller`` is absent, and
   takes the next controller epoch in the same transaction.
 - ``controller_write``: the controller's writes (topics, partition assignments and leaders).
@@ -60,6 +66,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
@@ -118,6 +125,10 @@ class BrokerRegistration:
     endpoints: tuple[EndpointRecord, ...]
     rack: str | None = None
     broker_epoch: int = -1
+    # Which run of which broker wrote the registration: "host:log-dir:directory.id". Two
+    # live processes cannot share one (the log dir's lock), so a registration that carries
+    # this broker's own incarnation was left by a dead earlier run. None: not known.
+    incarnation: str | None = None
 
     def encode(self) -> bytes:
         return _encode(
@@ -125,6 +136,7 @@ class BrokerRegistration:
                 "broker_id": self.broker_id,
                 "endpoints": [asdict(e) for e in self.endpoints],
                 "rack": self.rack,
+                "incarnation": self.incarnation,
             }
         )
 
@@ -136,6 +148,7 @@ class BrokerRegistration:
             endpoints=tuple(EndpointRecord(**e) for e in data["endpoints"]),
             rack=data.get("rack"),
             broker_epoch=broker_epoch,
+            incarnation=data.get("incarnation"),
         )
 
 
@@ -244,6 +257,8 @@ class MetadataSnapshot:
     acls: bytes | None = None
     # Dynamic broker configs by stored name: "<id>" or "<default>".
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Group configs (KIP-848's GROUP config resources) by group id.
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,27 +450,58 @@ class EtcdMetadataStore:
         self, registration: BrokerRegistration, session: BrokerSession
     ) -> BrokerRegistration:
         """Register under the session's lease; ``BrokerIdInUseError`` if a live broker holds
-        the id. Returns the registration with its broker epoch."""
+        the id. A registration left by a dead earlier run of this same broker (equal
+        ``incarnation``) is taken back: its lease is revoked (with whatever else that run
+        held on it, a controller claim included) and the registration made again. Returns
+        the registration with its broker epoch."""
         client = self.client
         key = self.key("brokers", registration.broker_id)
         tx = client.transactions
-        ok, responses = await client.transaction(
-            compare=[tx.version(key) == 0],
-            success=[tx.put(key, registration.encode(), lease=session.lease)],
-            failure=[tx.get(key)],
-        )
-        if not ok:
-            holder = _first_value(responses)
-            where = ""
-            if holder is not None:
-                other = BrokerRegistration.decode(holder, broker_epoch=-1)
-                where = " at " + ", ".join(f"{e.host}:{e.port}" for e in other.endpoints)
-            raise BrokerIdInUseError(
-                f"broker id {registration.broker_id} is already registered by a live broker{where}"
+        for attempt in range(2):
+            ok, responses = await client.transaction(
+                compare=[tx.version(key) == 0],
+                success=[tx.put(key, registration.encode(), lease=session.lease)],
+                failure=[tx.get(key)],
             )
-        revision = int(responses[0].response_put.header.revision)
-        return BrokerRegistration(
-            registration.broker_id, registration.endpoints, registration.rack, revision
+            if ok:
+                revision = int(responses[0].response_put.header.revision)
+                return replace(registration, broker_epoch=revision)
+            held = _first_kv(responses)
+            if held is None:
+                continue  # deleted meanwhile: try again
+            value, meta = held
+            other = BrokerRegistration.decode(value, broker_epoch=-1)
+            where = " at " + ", ".join(f"{e.host}:{e.port}" for e in other.endpoints)
+            if (
+                attempt == 0
+                and registration.incarnation is not None
+                and other.incarnation == registration.incarnation
+            ):
+                logger.warning(
+                    "broker id %d is still registered by an earlier run of this broker%s "
+                    "(same log dir; its etcd lease outlived it): taking it back",
+                    registration.broker_id,
+                    where,
+                )
+                lease_id = int(getattr(meta, "lease", 0) or 0)
+                if lease_id:
+                    with contextlib.suppress(aetcd.exceptions.ClientError):
+                        await client.revoke_lease(lease_id)
+                else:
+                    await client.transaction(
+                        compare=[tx.mod(key) == meta.mod_revision],
+                        success=[tx.delete(key)],
+                        failure=[],
+                    )
+                continue
+            raise BrokerIdInUseError(
+                f"broker id {registration.broker_id} is already registered by a live broker"
+                f"{where}; if that broker has stopped, its registration expires within "
+                f"{session.ttl_s}s of its last contact with etcd"
+            )
+        raise BrokerIdInUseError(
+            f"broker id {registration.broker_id} is registered by another broker that keeps "
+            "taking it"
         )
 
     # -- controller --------------------------------------------------------------------
@@ -679,9 +725,21 @@ class EtcdMetadataStore:
     ) -> dict[str, str]:
         """Replace ``P/configs/brokers/<name>`` with ``change(its configs)`` (an empty result
         deletes the key); retried on a concurrent write. ``change`` may raise to refuse."""
+        return await self._update_configs(self.key("configs", "brokers", name), change)
+
+    async def update_group_configs(
+        self, group_id: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """``P/configs/groups/<group id, percent-encoded>`` as ``update_broker_configs``."""
+        return await self._update_configs(
+            self.key("configs", "groups", group_key(group_id)), change
+        )
+
+    async def _update_configs(
+        self, key: bytes, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
         client = self.client
         tx = client.transactions
-        key = self.key("configs", "brokers", name)
         while True:
             current = await client.get(key)
             stored = decode_broker_configs(current.value) if current is not None else {}
@@ -708,6 +766,7 @@ class EtcdMetadataStore:
         shutting_down: set[int] = set()
         acls: bytes | None = None
         broker_configs: dict[str, dict[str, str]] = {}
+        group_configs: dict[str, dict[str, str]] = {}
         for kv in result:
             parts = self.split_key(kv.key)
             if parts == ["cluster_id"]:
@@ -730,6 +789,8 @@ class EtcdMetadataStore:
                 acls = bytes(kv.value)
             elif len(parts) == 3 and parts[:2] == ["configs", "brokers"]:
                 broker_configs[parts[2]] = decode_broker_configs(kv.value)
+            elif len(parts) == 3 and parts[:2] == ["configs", "groups"]:
+                group_configs[group_of_key(parts[2])] = decode_broker_configs(kv.value)
         return MetadataSnapshot(
             revision,
             cluster_id,
@@ -740,6 +801,7 @@ class EtcdMetadataStore:
             frozenset(shutting_down),
             acls,
             broker_configs,
+            group_configs,
         )
 
     def split_key(self, key: bytes) -> list[str]:
@@ -770,14 +832,24 @@ class EtcdMetadataStore:
                 await watch.cancel()
 
 
+def group_key(group_id: str) -> str:
+    """A group id as one etcd key segment: group ids may hold ``/`` (and anything else)."""
+    return urllib.parse.quote(group_id, safe="")
+
+
+def group_of_key(segment: str) -> str:
+    return urllib.parse.unquote(segment)
+
+
 def decode_broker_configs(raw: bytes) -> dict[str, str]:
     data = json.loads(raw)
     return {str(k): str(v) for k, v in dict(data).items()}
 
 
-def _first_value(responses: list[Any]) -> bytes | None:
+def _first_kv(responses: list[Any]) -> tuple[bytes, Any] | None:
+    """The first (value, key metadata) of a transaction's range responses."""
     for response in responses:
         if isinstance(response, list) and response:
-            value, _ = response[0]
-            return bytes(value)
+            value, meta = response[0]
+            return bytes(value), meta
     return None

@@ -536,9 +536,11 @@ INERT_PREFIXES: Final[dict[str, str]] = {
     "metadata.": _ETCD,
     "confluent.": "a vendor's own settings",
     "log.dir.failure.": "a log dir that fails goes offline; the broker keeps serving the others",
-    # KIP-848 consumer groups and KIP-932 share groups: clients that ask for them are told so
-    # by ApiVersions and use the classic protocol; Kafka's quickstart file sets some of these.
-    "group.consumer.": "KIP-848 consumer groups are not offered (classic groups are)",
+    # KIP-932 share groups: clients that ask for them are told so by ApiVersions; Kafka's
+    # quickstart file sets some of these. KIP-848 consumer groups are served: the
+    # group.consumer.* keys declared here are honoured, Kafka's others change nothing.
+    "group.consumer.": "the KIP-848 settings not declared above (regex refresh interval, "
+    "per-rack assignment, ...) have no counterpart in josefk's consumer groups",
     "group.share.": "share groups (KIP-932) are not offered",
     "share.": "share groups (KIP-932) are not offered",
     "group.coordinator.": "the classic group coordinator runs on the event loop",

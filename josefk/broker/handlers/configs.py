@@ -14,6 +14,14 @@ as Kafka's: a static key, a per-broker key at the cluster default or another bro
 INVALID_REQUEST; an unknown key or a bad value INVALID_CONFIG naming the key (Kafka answers
 INVALID_REQUEST for a bad value too, KAFKA-13609; josefk gives the code it should).
 
+Group configs (KIP-848, ConfigResource type 32, ``GROUP "<group id>"``):
+``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms`` per consumer group,
+described with the broker's value where the group has none (DEFAULT_CONFIG) and its own
+otherwise (GROUP_CONFIG), altered with IncrementalAlterConfigs SET/DELETE within the broker's
+``group.consumer.min/max.*`` bounds (INVALID_CONFIG); stored by the single node in
+``group-configs.json``, by a cluster in etcd (``josefk.broker.group.group_configs``). Authorization as Kafka's: DESCRIBE_CONFIGS /
+ALTER_CONFIGS on the group (GROUP_AUTHORIZATION_FAILED).
+
 Authorization (``_denied``): DESCRIBE_CONFIGS to describe, ALTER_CONFIGS to alter, on the
 topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker resource, on the cluster
 (CLUSTER_AUTHORIZATION_FAILED), per resource.
@@ -31,6 +39,7 @@ import aetcd.exceptions
 from josefk.broker.catalog import internal_topic_refusal, is_internal_topic
 from josefk.broker.configs import (
     ConfigEntry,
+    ConfigSource,
     ResourceType,
     broker_config_entries,
     cluster_default_entries,
@@ -43,6 +52,12 @@ from josefk.broker.dynamic_config import (
     InvalidBrokerConfig,
     InvalidBrokerConfigRequest,
     is_list_key,
+)
+from josefk.broker.group.group_configs import (
+    GROUP_CONFIG_KEYS,
+    HEARTBEAT_INTERVAL,
+    SESSION_TIMEOUT,
+    InvalidGroupConfig,
 )
 from josefk.broker.handlers import handles
 from josefk.cluster.metadata_store import EtcdUnavailableError
@@ -97,6 +112,8 @@ def handle_describe_configs(context: RequestContext, request: Any) -> Any:
                 entries = topic_config_entries(
                     broker.config_layers(), replicas.default_log_config, info.configs
                 )
+        elif resource.resource_type == ResourceType.GROUP_CONFIG:
+            error, message, entries = _group_config_entries(context, resource.resource_name)
         elif resource.resource_type == ResourceType.BROKER:
             if resource.resource_name == DEFAULT_ENTITY:
                 entries = cluster_default_entries(broker.config_layers())
@@ -190,6 +207,8 @@ async def handle_incremental_alter_configs(context: RequestContext, request: Any
             error, message = await _alter_broker(
                 context, resource, _incremental_edit(context, resource), request.validate_only
             )
+        elif resource.resource_type == ResourceType.GROUP_CONFIG:
+            error, message = await _alter_group(context, resource, request.validate_only)
         else:
             error, message = await _alter_topic(
                 context, resource, _incremental_topic_edit(context, resource), request.validate_only
@@ -211,6 +230,9 @@ def _denied(context: RequestContext, resource: Any, operation: AclOperation) -> 
     if resource.resource_type == ResourceType.TOPIC:
         if not context.authorize(operation, AclResource.TOPIC, resource.resource_name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif resource.resource_type == ResourceType.GROUP_CONFIG:
+        if not context.authorize(operation, AclResource.GROUP, resource.resource_name):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED
     elif not context.authorize_cluster(operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return None
@@ -410,3 +432,79 @@ def _incremental_edit(context: RequestContext, resource: Any) -> BrokerEdit:
         return stored
 
     return edit
+
+
+# -- GROUP configs (KIP-848 consumer groups) ------------------------------------------------
+
+
+def _group_store(context: RequestContext) -> tuple[Any, Any]:
+    coordinator = context.broker.group_coordinator
+    store = None if coordinator is None else coordinator.group_configs
+    return coordinator, store
+
+
+def _group_config_entries(
+    context: RequestContext, group_id: str
+) -> tuple[ErrorCode, str | None, list[ConfigEntry]]:
+    """A group's configs: its overrides (GROUP_CONFIG) and the broker's values for the
+    others (DEFAULT_CONFIG), as Kafka describes a GROUP resource."""
+    coordinator, store = _group_store(context)
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID, "the group id is empty", []
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, []
+    overrides = {} if store is None else store.overrides(group_id)
+    defaults = {
+        SESSION_TIMEOUT: str(coordinator.config.consumer_session_timeout_ms),
+        HEARTBEAT_INTERVAL: str(coordinator.config.consumer_heartbeat_interval_ms),
+    }
+    return (
+        ErrorCode.NONE,
+        None,
+        [
+            ConfigEntry(
+                name,
+                overrides.get(name, defaults[name]),
+                ConfigSource.GROUP_CONFIG if name in overrides else ConfigSource.DEFAULT_CONFIG,
+            )
+            for name in GROUP_CONFIG_KEYS
+        ],
+    )
+
+
+async def _alter_group(
+    context: RequestContext, resource: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """IncrementalAlterConfigs of a GROUP resource: SET and DELETE of the group's overrides,
+    checked against the broker's bounds (INVALID_CONFIG), written to the store, applied from
+    each member's next heartbeat."""
+    coordinator, store = _group_store(context)
+    group_id = resource.resource_name
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID, "the group id is empty"
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+
+    def change(stored: dict[str, str]) -> dict[str, str]:
+        configs = dict(stored)
+        for item in resource.configs:
+            if item.config_operation not in (SET, DELETE):
+                raise InvalidGroupConfig(
+                    f"{item.name}: only SET and DELETE apply to a group config"
+                )
+            _incremental(configs, stored, item)
+        return configs
+
+    if store is None:
+        return ErrorCode.INVALID_REQUEST, "this broker keeps no group configs"
+    try:
+        new = await store.update(group_id, change, coordinator.config, validate_only=validate_only)
+    except (InvalidGroupConfig, _Invalid) as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    except OSError as exc:
+        return ErrorCode.KAFKA_STORAGE_ERROR, f"group configs not stored: {exc}"
+    except (EtcdUnavailableError, aetcd.exceptions.ClientError) as exc:
+        return ErrorCode.REQUEST_TIMED_OUT, f"group configs not stored: {exc}"
+    if not validate_only:
+        logger.info("group %s: configs now %s", group_id, new)
+    return ErrorCode.NONE, None

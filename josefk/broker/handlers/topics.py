@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
 
 from josefk.broker.catalog import (
     InvalidTopicError,
@@ -36,22 +35,31 @@ from josefk.broker.catalog import (
 from josefk.broker.configs import topic_config_entries
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
-from josefk.broker.handlers import cluster_topics, handles
+from josefk.broker.handlers import Reply, cluster_topics, handles
 from josefk.config.topic import InvalidConfigError, inert_topic_notes
 from josefk.protocol.acls import AclOperation
 from josefk.protocol.acls import ResourceType as AclResource
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from josefk.protocol.types import ZERO_UUID
 from josefk.storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
 
-CreateResponse = response_class(ApiKey.CREATE_TOPICS)
+CreateResponse = CreateTopicsResponse
 CreateResult = CreateResponse.CreatableTopicResult
 CreateResultConfig = CreateResult.CreatableTopicConfigs
-DeleteResponse = response_class(ApiKey.DELETE_TOPICS)
+DeleteResponse = DeleteTopicsResponse
 DeleteResult = DeleteResponse.DeletableTopicResult
-PartitionsResponse = response_class(ApiKey.CREATE_PARTITIONS)
+PartitionsResponse = CreatePartitionsResponse
 PartitionsResult = PartitionsResponse.CreatePartitionsTopicResult
 
 
@@ -68,7 +76,7 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 _EXCESSIVE = "Excessively large number of partitions per request."
 
 
-def _partitions_requested(context: RequestContext, request: Any) -> int:
+def _partitions_requested(context: RequestContext, request: CreateTopicsRequest) -> int:
     default = context.broker.config.num_partitions
     total = 0
     for topic in request.topics:
@@ -81,7 +89,7 @@ def _partitions_requested(context: RequestContext, request: Any) -> int:
     return total
 
 
-def _refuse_all_topics(request: Any) -> Any:
+def _refuse_all_topics(request: CreateTopicsRequest) -> CreateTopicsResponse:
     return CreateResponse(
         topics=[
             CreateResult(
@@ -98,7 +106,9 @@ def _refuse_all_topics(request: Any) -> Any:
 
 
 @handles(ApiKey.CREATE_TOPICS)
-def handle_create_topics(context: RequestContext, request: Any) -> Any:
+def handle_create_topics(
+    context: RequestContext, request: CreateTopicsRequest
+) -> Reply[CreateTopicsResponse]:
     if _partitions_requested(context, request) > MAX_PARTITIONS_PER_REQUEST:
         return _refuse_all_topics(request)
     if context.broker.cluster is not None:
@@ -106,7 +116,9 @@ def handle_create_topics(context: RequestContext, request: Any) -> Any:
     return _create_topics(context, request)
 
 
-async def _create_topics(context: RequestContext, request: Any) -> Any:
+async def _create_topics(
+    context: RequestContext, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
     """The single node's CreateTopics: the partitions' files are written off the loop."""
     broker = context.broker
     replicas = broker.replica_manager
@@ -172,7 +184,9 @@ async def _create_topics(context: RequestContext, request: Any) -> Any:
     return CreateResponse(topics=results)
 
 
-def _check_creatable(context: RequestContext, topic: Any) -> tuple[int, dict[str, str]]:
+def _check_creatable(
+    context: RequestContext, topic: CreateTopicsRequest.CreatableTopic
+) -> tuple[int, dict[str, str]]:
     broker = context.broker
     name = topic.name
     try:
@@ -238,7 +252,9 @@ def _check_creatable(context: RequestContext, topic: Any) -> tuple[int, dict[str
 
 
 @handles(ApiKey.DELETE_TOPICS)
-def handle_delete_topics(context: RequestContext, request: Any) -> Any:
+def handle_delete_topics(
+    context: RequestContext, request: DeleteTopicsRequest
+) -> Reply[DeleteTopicsResponse]:
     if context.broker.cluster is not None:
         return cluster_topics.delete_topics(context, request)
     replicas = context.broker.replica_manager
@@ -246,7 +262,8 @@ def handle_delete_topics(context: RequestContext, request: Any) -> Any:
     if context.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
-        wanted = [(name, None) for name in request.topic_names]
+        # Before v6 topics are named; the id is never looked at.
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
     results = []
     for name, topic_id in wanted:
         info, error, message = cluster_topics.deletion_refusal(context, name, topic_id, catalog)
@@ -276,7 +293,9 @@ def handle_delete_topics(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
-def handle_create_partitions(context: RequestContext, request: Any) -> Any:
+def handle_create_partitions(
+    context: RequestContext, request: CreatePartitionsRequest
+) -> Reply[CreatePartitionsResponse]:
     catalog = context.broker.replica_manager.catalog
     if cluster_topics.new_partitions_requested(catalog, request) > MAX_PARTITIONS_PER_REQUEST:
         return PartitionsResponse(
@@ -292,7 +311,9 @@ def handle_create_partitions(context: RequestContext, request: Any) -> Any:
     return _create_partitions(context, request)
 
 
-async def _create_partitions(context: RequestContext, request: Any) -> Any:
+async def _create_partitions(
+    context: RequestContext, request: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
     broker = context.broker
     replicas = broker.replica_manager
     results = []
