@@ -146,7 +146,10 @@ def test_a_frozen_follower_leaves_the_isr_and_rejoins(cluster: LocalCluster) -> 
         assert described.returncode == 0, described.stderr
         flagged = json.loads(described.stdout)["partitions"]
         assert 0 in [p["partition"] for p in flagged]
-        assert all(p["under_replicated"] for p in flagged)
+        # --under-replicated lists offline partitions too: one the frozen broker led shows
+        # leader -1 with its ISR still full once its registration lapses, until the
+        # controller moves it.
+        assert all(p["under_replicated"] or p["leader"] < 0 for p in flagged)
         producer = Producer({"bootstrap.servers": cluster.brokers[leader].bootstrap, "acks": "all"})
         delivered: list[object] = []
         for i in range(100):
