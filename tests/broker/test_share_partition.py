@@ -3,12 +3,14 @@ acknowledgements, delivery counts, the in-flight limit; hypothesis for its invar
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from josefk.broker.share.partition import (
-    AcknowledgeType,
     AcknowledgementBatch,
+    AcknowledgeType,
     AcquiredRange,
     RecordState,
     SharePartition,
@@ -200,7 +202,7 @@ def test_no_offset_held_twice_and_settled_never_again(steps: list[tuple[object, 
             assert sp.state_of(o) in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
         ranges = sp.ranges
         assert all(r.first_offset <= r.last_offset for r in ranges)
-        assert all(x.last_offset + 1 == y.first_offset for x, y in zip(ranges, ranges[1:]))
+        assert all(x.last_offset + 1 == y.first_offset for x, y in itertools.pairwise(ranges))
         if ranges:
             assert ranges[0].first_offset == sp.start_offset
             assert ranges[-1].last_offset + 1 == sp.end_offset
