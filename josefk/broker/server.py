@@ -61,6 +61,7 @@ from josefk.broker.security.inter_broker import InterBrokerSecurityError
 from josefk.broker.security.store import FILE_NAME as CREDENTIALS_FILE_NAME
 from josefk.broker.security.store import CredentialStore, EtcdCredentialStore
 from josefk.broker.security.tls import TlsConfigError, TlsListener
+from josefk.broker.share.manager import SharePartitionManager
 from josefk.broker.tls_connection import TlsConnection
 from josefk.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from josefk.broker.txn.markers import ClusterMarkerWriter, LocalMarkerWriter, MarkerWriter
@@ -272,6 +273,15 @@ class Broker:
                     evictions=fetch_sessions.evictions,
                 )
             )
+        group_config = self.group_coordinator.config
+        share_partitions = SharePartitionManager(
+            self.clock,
+            record_lock_duration_ms=group_config.share_record_lock_duration_ms,
+            delivery_count_limit=group_config.share_delivery_count_limit,
+            max_record_locks=group_config.share_partition_max_record_locks,
+        )
+        self.group_coordinator.share.on_member_gone.append(share_partitions.member_gone)
+        replicas.topic_deleted_listeners.append(share_partitions.drop_topic)
         context = BrokerContext(
             config=config,
             broker_id=self.broker_id,
@@ -287,6 +297,7 @@ class Broker:
             credentials=await self._open_credentials(log_dirs[0]),
             dynamic_config=dynamic,
             fetch_sessions=fetch_sessions,
+            share_partitions=share_partitions,
         )
         if config.authorizer_class_name:
             context.authorizer = Authorizer(
