@@ -539,8 +539,8 @@ INERT_PREFIXES: Final[dict[str, str]] = {
     # KIP-848 consumer groups and KIP-932 share groups: clients that ask for them are told so
     # by ApiVersions and use the classic protocol; Kafka's quickstart file sets some of these.
     "group.consumer.": "KIP-848 consumer groups are not offered (classic groups are)",
-    "group.share.": "share groups (KIP-932) are not offered",
-    "share.": "share groups (KIP-932) are not offered",
+    "group.share.": "not honoured by josefk's share groups (KIP-932) yet",
+    "share.": "the share coordinator and its state topic are not built (share state is in memory)",
     "group.coordinator.": "the classic group coordinator runs on the event loop",
     "remote.log.": _TIERED,
 }
@@ -1568,6 +1568,52 @@ class BrokerConfig(BaseModel):
         "group.consumer.migration.policy",
         "bidirectional",
         doc="Which conversions between classic and consumer groups are allowed.",
+    )
+
+    # KIP-932 share groups (the rest of Kafka's group.share.* keys are inert).
+    group_share_heartbeat_interval_ms: Int = _key(
+        "group.share.heartbeat.interval.ms",
+        5000,
+        ge=1,
+        le=INT_MAX,
+        doc="How often a share group member heartbeats.",
+    )
+    group_share_session_timeout_ms: Int = _key(
+        "group.share.session.timeout.ms",
+        45000,
+        ge=1,
+        le=INT_MAX,
+        doc="How long a share group member may go without a heartbeat.",
+    )
+    group_share_max_size: Int = _key(
+        "group.share.max.size",
+        200,
+        ge=1,
+        le=1000,
+        doc="The most members a share group may have.",
+    )
+    group_share_record_lock_duration_ms: Int = _key(
+        "group.share.record.lock.duration.ms",
+        30000,
+        ge=1000,
+        le=3_600_000,
+        doc="How long a share group member holds the records it acquired before they are "
+        "released for redelivery.",
+    )
+    group_share_delivery_count_limit: Int = _key(
+        "group.share.delivery.count.limit",
+        5,
+        ge=2,
+        le=10,
+        doc="How many times a record of a share partition is delivered before it is archived.",
+    )
+    group_share_partition_max_record_locks: Int = _key(
+        "group.share.partition.max.record.locks",
+        2000,
+        ge=100,
+        le=10000,
+        doc="The most records of one share partition in flight (acquired or waiting for "
+        "redelivery) at once.",
     )
 
     # -- idempotent producer and transactions -----------------------------------------------

@@ -44,7 +44,13 @@ from josefk.broker.dynamic_config import (
     InvalidBrokerConfigRequest,
     is_list_key,
 )
+from josefk.broker.group.share import (
+    SHARE_AUTO_OFFSET_RESET,
+    SHARE_GROUP_CONFIG_DEFAULTS,
+    SHARE_ISOLATION_LEVEL,
+)
 from josefk.broker.handlers import handles
+from josefk.broker.handlers.groups import coordinator_of
 from josefk.cluster.metadata_store import EtcdUnavailableError
 from josefk.config.definitions import WIRE_TYPES, ConfigKey, Support
 from josefk.config.topic import InvalidConfigError, inert_topic_notes
@@ -88,6 +94,18 @@ def handle_describe_configs(context: RequestContext, request: Any) -> Any:
         error, message, entries = ErrorCode.NONE, None, list[ConfigEntry]()
         if denied := _denied(context, resource, AclOperation.DESCRIBE_CONFIGS):
             error, message = denied, denied.message
+        elif resource.resource_type == GROUP_RESOURCE:
+            group_entries = _group_entries(context, resource.resource_name)
+            keys = resource.configuration_keys
+            results.append(
+                DescribeResult(
+                    error_code=ErrorCode.NONE,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=[e for e in group_entries if keys is None or e.name in keys],
+                )
+            )
+            continue
         elif resource.resource_type == ResourceType.TOPIC:
             info = replicas.catalog.get(resource.resource_name)
             if info is None:
@@ -190,6 +208,8 @@ async def handle_incremental_alter_configs(context: RequestContext, request: Any
             error, message = await _alter_broker(
                 context, resource, _incremental_edit(context, resource), request.validate_only
             )
+        elif resource.resource_type == GROUP_RESOURCE:
+            error, message = _alter_group(context, resource, request.validate_only)
         else:
             error, message = await _alter_topic(
                 context, resource, _incremental_topic_edit(context, resource), request.validate_only
@@ -211,6 +231,9 @@ def _denied(context: RequestContext, resource: Any, operation: AclOperation) -> 
     if resource.resource_type == ResourceType.TOPIC:
         if not context.authorize(operation, AclResource.TOPIC, resource.resource_name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif resource.resource_type == GROUP_RESOURCE:
+        if not context.authorize(operation, AclResource.GROUP, resource.resource_name):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED
     elif not context.authorize_cluster(operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return None
@@ -218,6 +241,65 @@ def _denied(context: RequestContext, resource: Any, operation: AclOperation) -> 
 
 class _Invalid(Exception):
     pass
+
+
+# -- group configs (KIP-848 / KIP-932: ConfigResource type GROUP) ----------------------------
+
+GROUP_RESOURCE = 32
+# The group configs josefk honours and their valid values (share groups' only, so far).
+_GROUP_CONFIG_VALUES: dict[str, tuple[str, ...]] = {
+    SHARE_AUTO_OFFSET_RESET: ("latest", "earliest"),
+    SHARE_ISOLATION_LEVEL: ("read_uncommitted", "read_committed"),
+}
+
+
+def _group_entries(context: RequestContext, group_id: str) -> list[Any]:
+    coordinator = coordinator_of(context)
+    configs = {} if coordinator is None else coordinator.share.configs.get(group_id, {})
+    return [
+        DescribeEntry(
+            name=name,
+            value=configs.get(name, SHARE_GROUP_CONFIG_DEFAULTS[name]),
+            read_only=False,
+            # 1 DYNAMIC_GROUP_CONFIG in Kafka's ConfigSource for groups; 5 DEFAULT_CONFIG.
+            config_source=1 if name in configs else 5,
+            is_sensitive=False,
+            synonyms=[],
+            config_type=2,  # STRING
+        )
+        for name in _GROUP_CONFIG_VALUES
+    ]
+
+
+def _alter_group(
+    context: RequestContext, resource: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """IncrementalAlterConfigs on a group: SET or DELETE of the share group configs."""
+    coordinator = coordinator_of(context)
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    group_id = resource.resource_name
+    configs = dict(coordinator.share.configs.get(group_id, {}))
+    for change in resource.configs:
+        allowed = _GROUP_CONFIG_VALUES.get(change.name)
+        if allowed is None:
+            return ErrorCode.INVALID_CONFIG, f"Unknown group config name: {change.name}"
+        if change.config_operation == SET:
+            value = (change.value or "").lower()
+            if value not in allowed:
+                return (
+                    ErrorCode.INVALID_CONFIG,
+                    f"Invalid value {change.value} for configuration {change.name}: "
+                    f"String must be one of: {', '.join(allowed)}",
+                )
+            configs[change.name] = value
+        elif change.config_operation == DELETE:
+            configs.pop(change.name, None)
+        else:
+            return ErrorCode.INVALID_CONFIG, f"{change.name} is not a list config"
+    if not validate_only:
+        coordinator.share.configs[group_id] = configs
+    return ErrorCode.NONE, None
 
 
 def _list_edited(op: int, items: list[str], given: list[str]) -> str:

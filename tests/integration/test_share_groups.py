@@ -1,0 +1,253 @@
+"""KIP-932 share groups against a real ``josefk serve`` with confluent-kafka's ShareConsumer.
+
+Three members on one partition share every record, each record going to one member; in
+explicit mode RELEASE redelivers with the delivery count one higher, REJECT never
+redelivers, and a record released at each of its five deliveries is archived; implicit mode
+accepts what a poll returned on the next poll; a SIGKILLed member's records go to another
+member once its acquisition lock ends; the admin client lists and describes the group.
+
+The broker runs with a short heartbeat interval, session timeout and record lock so that
+everything takes seconds; tests poll the clients until the expected state, never sleep.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from broker_process import BrokerProcess
+from client_helpers import ck_admin, ck_config, ck_create_topic, unique_topic
+from confluent_kafka import Message, Producer, ShareConsumer
+from raw_client import RawClient
+
+from josefk.protocol.api import ApiKey, request_class
+from josefk.protocol.errors import ErrorCode
+
+LOCK_MS = 3000
+SETTINGS = (
+    "group.share.heartbeat.interval.ms=300",
+    "group.share.session.timeout.ms=3000",
+    f"group.share.record.lock.duration.ms={LOCK_MS}",
+)
+TIMEOUT_S = 40.0
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    base = tmp_path_factory.mktemp("josefk-kip932")
+    broker = BrokerProcess(base / "data", base / "broker.stderr.log", settings=SETTINGS)
+    try:
+        broker.start()
+        yield broker
+        if broker.is_alive():
+            broker.stop()
+    finally:
+        broker.close()
+
+
+def set_earliest(bootstrap: str, group: str) -> None:
+    """share.auto.offset.reset=earliest for ``group`` (IncrementalAlterConfigs, GROUP)."""
+    request = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+    client = RawClient(bootstrap)
+    try:
+        response = client.call(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            resources=[
+                request.AlterConfigsResource(
+                    resource_type=32,
+                    resource_name=group,
+                    configs=[
+                        request.AlterableConfig(
+                            name="share.auto.offset.reset", config_operation=0, value="earliest"
+                        )
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+    finally:
+        client.close()
+    assert response.responses[0].error_code == ErrorCode.NONE
+
+
+def new_topic(bootstrap: str, count: int) -> str:
+    topic = unique_topic("share")
+    ck_create_topic(bootstrap, topic, partitions=1)
+    producer = Producer(ck_config(bootstrap, **{"linger.ms": 5}))
+    for i in range(count):
+        producer.produce(topic, value=f"v{i}".encode(), partition=0)
+    assert producer.flush(20) == 0
+    return topic
+
+
+def share_consumer(bootstrap: str, group: str, topic: str, **conf: Any) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, **conf})
+    consumer.subscribe([topic])
+    return consumer
+
+
+def poll_until(
+    consumers: list[ShareConsumer],
+    done: Callable[[], bool],
+    on_message: Callable[[int, Message], None],
+    *,
+    timeout_s: float = TIMEOUT_S,
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "timed out waiting for share deliveries"
+        for index, consumer in enumerate(consumers):
+            for message in consumer.poll(0.2):
+                if message.error() is None:
+                    on_message(index, message)
+
+
+def test_three_members_share_every_record_once(broker: BrokerProcess) -> None:
+    group = unique_topic("g3")
+    set_earliest(broker.bootstrap, group)
+    topic = new_topic(broker.bootstrap, 300)
+    members = [
+        share_consumer(broker.bootstrap, group, topic, **{"max.poll.records": 10}) for _ in range(3)
+    ]
+    seen: dict[int, int] = {}
+    by_member = [0, 0, 0]
+
+    def take(index: int, message: Message) -> None:
+        offset = message.offset()
+        assert offset is not None
+        seen[offset] = seen.get(offset, 0) + 1
+        by_member[index] += 1
+
+    try:
+        poll_until(members, lambda: len(seen) >= 300, take)
+        # Implicit mode: the next polls accept what the last returned; nothing comes again.
+        for _ in range(3):
+            for consumer in members:
+                assert list(consumer.poll(0.3)) == []
+    finally:
+        for consumer in members:
+            consumer.close()
+    assert sorted(seen) == list(range(300))
+    assert set(seen.values()) == {1}, "a record was delivered twice"
+    assert sum(1 for n in by_member if n) >= 2, f"one member took everything: {by_member}"
+
+
+def test_release_redelivers_reject_does_not(broker: BrokerProcess) -> None:
+    group = unique_topic("gx")
+    set_earliest(broker.bootstrap, group)
+    topic = new_topic(broker.bootstrap, 4)
+    consumer = share_consumer(
+        broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"}
+    )
+    deliveries: dict[int, list[int]] = {}
+
+    def take(_: int, message: Message) -> None:
+        offset = message.offset()
+        assert offset is not None
+        deliveries.setdefault(offset, []).append(message.delivery_count())
+        # 0 accepted, 1 released each time, 2 rejected, 3 released once then accepted.
+        if offset == 1 or (offset == 3 and len(deliveries[3]) == 1):
+            consumer.acknowledge(message, RELEASE)
+        elif offset == 2:
+            consumer.acknowledge(message, REJECT)
+        else:
+            consumer.acknowledge(message, ACCEPT)
+        consumer.commit_sync()
+
+    try:
+        poll_until([consumer], lambda: len(deliveries.get(1, [])) >= 5, take)
+        # Offset 1 was released at each of its five deliveries: archived, never again.
+        for _ in range(5):
+            for message in consumer.poll(0.3):
+                take(0, message)
+    finally:
+        consumer.close()
+    assert deliveries[0] == [1]
+    assert deliveries[1] == [1, 2, 3, 4, 5]
+    assert deliveries[2] == [1]
+    assert deliveries[3] == [1, 2]
+
+
+KILLED_MEMBER = textwrap.dedent(
+    """
+    import sys, time
+    from confluent_kafka import ShareConsumer
+    c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([sys.argv[3]])
+    got = 0
+    while got == 0:
+        got = len(c.poll(0.5))
+    print(got, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_killed_members_records_go_to_another_after_the_lock(broker: BrokerProcess) -> None:
+    group = unique_topic("gk")
+    set_earliest(broker.bootstrap, group)
+    topic = new_topic(broker.bootstrap, 20)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", KILLED_MEMBER, broker.bootstrap, group, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert int(holder.stdout.readline()) > 0
+    finally:
+        holder.kill()
+        holder.wait()
+    other = share_consumer(broker.bootstrap, group, topic)
+    counts: dict[int, int] = {}
+
+    def take(_: int, message: Message) -> None:
+        offset = message.offset()
+        assert offset is not None
+        counts[offset] = message.delivery_count()
+
+    try:
+        poll_until([other], lambda: len(counts) >= 20, take)
+    finally:
+        other.close()
+    assert sorted(counts) == list(range(20))
+    assert 2 in counts.values(), "the killed member's records came without redelivery"
+
+
+def test_admin_lists_and_describes_share_group(broker: BrokerProcess) -> None:
+    group = unique_topic("gd")
+    topic = new_topic(broker.bootstrap, 0)
+    consumer = share_consumer(broker.bootstrap, group, topic)
+    client = RawClient(broker.bootstrap)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            consumer.poll(0.2)
+            described = client.call(ApiKey.SHARE_GROUP_DESCRIBE, 1, group_ids=[group])
+            found = described.groups[0]
+            if found.error_code == ErrorCode.NONE and found.members[0].assignment.topic_partitions:
+                break
+            assert time.monotonic() < deadline
+        assert found.group_state == "Stable"
+        assert found.members[0].assignment.topic_partitions[0].topic_name == topic
+        assert found.members[0].assignment.topic_partitions[0].partitions == [0]
+        listed = client.call(ApiKey.LIST_GROUPS, 5, states_filter=[], types_filter=["share"])
+        listed_types = {g.group_id: g.group_type for g in listed.groups}
+        assert listed_types[group] == "share"
+        assert set(listed_types.values()) == {"share"}
+    finally:
+        consumer.close()
+        client.close()
+    admin = ck_admin(broker.bootstrap)
+    result = admin.delete_consumer_groups([group])
+    result[group].result(timeout=20)
