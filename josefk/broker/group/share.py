@@ -170,6 +170,8 @@ class ShareGroupManager(ShardPart):
         if request.member_epoch == LEAVE_EPOCH:
             return self._leave(request)
         group = self.share_groups.get(request.group_id)
+        # The group epoch goes up once for whatever this heartbeat changes.
+        bump = False
         if request.member_epoch == JOIN_EPOCH:
             if not request.subscribed_topic_names:
                 return ShareHeartbeatResult(
@@ -186,7 +188,7 @@ class ShareGroupManager(ShardPart):
                 member = ShareMember(request.member_id)
                 group.members[request.member_id] = member
                 # A new member changes the group even when it gets nothing yet.
-                group.group_epoch += 1
+                bump = True
             member.sent = None
         else:
             member = None if group is None else group.members.get(request.member_id)
@@ -205,8 +207,10 @@ class ShareGroupManager(ShardPart):
             names = tuple(sorted(set(request.subscribed_topic_names)))
             if names != member.subscribed_topic_names:
                 member.subscribed_topic_names = names
-                group.group_epoch += 1
-        self._refresh_assignment(group)
+                bump = True
+        if self._refresh_assignment(group) or bump:
+            group.group_epoch += 1
+        group.assignment_epoch = group.group_epoch
         member.member_epoch = group.group_epoch
         self._reset_session(group, member)
         changed = member.sent is None or member.sent != member.assignment
@@ -219,9 +223,9 @@ class ShareGroupManager(ShardPart):
             assignment=dict(member.assignment) if changed else None,
         )
 
-    def _refresh_assignment(self, group: ShareGroup) -> None:
-        """Recompute every member's assignment from the catalog; a change bumps the group
-        epoch (a topic appeared, grew or vanished)."""
+    def _refresh_assignment(self, group: ShareGroup) -> bool:
+        """Recompute every member's assignment from the catalog; whether one changed (a
+        topic appeared, grew or vanished, or a subscription changed)."""
         topics = self._topic_partitions()
         bumped = False
         for member in group.members.values():
@@ -229,9 +233,7 @@ class ShareGroupManager(ShardPart):
             if target != member.assignment:
                 member.assignment = target
                 bumped = True
-        if bumped:
-            group.group_epoch += 1
-        group.assignment_epoch = group.group_epoch
+        return bumped
 
     def _leave(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
         group = self.share_groups.get(request.group_id)
@@ -250,8 +252,9 @@ class ShareGroupManager(ShardPart):
             member.session_task = None
         if group.members.pop(member.member_id, None) is None:
             return
-        group.group_epoch += 1
         self._refresh_assignment(group)
+        group.group_epoch += 1
+        group.assignment_epoch = group.group_epoch
         for listener in self.on_member_gone:
             listener(group.group_id, member.member_id)
 
