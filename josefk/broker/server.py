@@ -62,6 +62,7 @@ from josefk.broker.security.store import FILE_NAME as CREDENTIALS_FILE_NAME
 from josefk.broker.security.store import CredentialStore, EtcdCredentialStore
 from josefk.broker.security.tls import TlsConfigError, TlsListener
 from josefk.broker.share.manager import SharePartitionManager
+from josefk.broker.share.state_store import ShareStateStore
 from josefk.broker.tls_connection import TlsConnection
 from josefk.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from josefk.broker.txn.markers import ClusterMarkerWriter, LocalMarkerWriter, MarkerWriter
@@ -279,6 +280,7 @@ class Broker:
             record_lock_duration_ms=group_config.share_record_lock_duration_ms,
             delivery_count_limit=group_config.share_delivery_count_limit,
             max_record_locks=group_config.share_partition_max_record_locks,
+            store=ShareStateStore(log_dirs[0] / "share-state"),
         )
         self.group_coordinator.share.on_member_gone.append(share_partitions.member_gone)
         replicas.topic_deleted_listeners.append(share_partitions.drop_topic)

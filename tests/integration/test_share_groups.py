@@ -251,3 +251,49 @@ def test_admin_lists_and_describes_share_group(broker: BrokerProcess) -> None:
     admin = ck_admin(broker.bootstrap)
     result = admin.delete_consumer_groups([group])
     result[group].result(timeout=20)
+
+
+def test_acknowledged_records_survive_a_restart(tmp_path: Any) -> None:
+    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.stderr.log", settings=SETTINGS)
+    try:
+        broker.start()
+        group = unique_topic("gr")
+        set_earliest(broker.bootstrap, group)
+        topic = new_topic(broker.bootstrap, 10)
+        first = share_consumer(
+            broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"}
+        )
+        held: list[int] = []
+
+        def accept_half(_: int, message: Message) -> None:
+            offset = message.offset()
+            assert offset is not None
+            held.append(offset)
+            if offset < 5:
+                first.acknowledge(message, ACCEPT)
+
+        poll_until([first], lambda: len(held) >= 10, accept_half)
+        first.commit_sync()
+        # SIGKILL while 5..9 are still acquired by the first member.
+        broker.kill()
+        first.close()
+        broker.restart()
+        set_earliest(broker.bootstrap, group)
+        second = share_consumer(broker.bootstrap, group, topic)
+        again: dict[int, int] = {}
+
+        def take(_: int, message: Message) -> None:
+            offset = message.offset()
+            assert offset is not None
+            again[offset] = message.delivery_count()
+
+        try:
+            poll_until([second], lambda: len(again) >= 5, take)
+            for _ in range(3):
+                for message in second.poll(0.3):
+                    take(0, message)
+        finally:
+            second.close()
+        assert sorted(again) == [5, 6, 7, 8, 9]
+    finally:
+        broker.close()

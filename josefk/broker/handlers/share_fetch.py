@@ -133,6 +133,7 @@ def _acknowledge(
                     error = ErrorCode.INVALID_RECORD_STATE
                 else:
                     error = sp.acknowledge(member_id, _batches(p))
+                    manager.persist(group_id, tp)
                     changed = True
             answer = answers.setdefault(tp, _Answer(topic.topic_id, p.partition_index))
             answer.ack_error = error

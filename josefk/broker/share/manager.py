@@ -30,6 +30,7 @@ from typing import Final
 
 from josefk.broker.partition import TopicPartition
 from josefk.broker.share.partition import SharePartition
+from josefk.broker.share.state_store import ShareStateStore
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.file_records import FileSlice
 from josefk.util.clock import Clock
@@ -62,6 +63,7 @@ class SharePartitionManager:
         delivery_count_limit: int = 5,
         max_record_locks: int = 2000,
         max_sessions: int = 2000,
+        store: ShareStateStore | None = None,
     ) -> None:
         self._clock = clock
         self.record_lock_duration_ms = record_lock_duration_ms
@@ -71,6 +73,8 @@ class SharePartitionManager:
         self.partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._changed = asyncio.Event()
+        self._store = store
+        self._saved = {} if store is None else store.load()
 
     def now_ms(self) -> int:
         return self._clock.monotonic_ms()
@@ -82,17 +86,26 @@ class SharePartitionManager:
         key = (group_id, tp)
         sp = self.partitions.get(key)
         if sp is None:
+            saved = self._saved.pop(key, None)
             sp = SharePartition(
-                start,
+                start if saved is None else saved[0],
                 record_lock_duration_ms=self.record_lock_duration_ms,
                 delivery_count_limit=self.delivery_count_limit,
                 max_record_locks=self.max_record_locks,
             )
+            if saved is not None:
+                sp.restore(saved[1])
             self.partitions[key] = sp
         return sp
 
     def existing(self, group_id: str, tp: TopicPartition) -> SharePartition | None:
         return self.partitions.get((group_id, tp))
+
+    def persist(self, group_id: str, tp: TopicPartition) -> None:
+        """Write the share partition's state (after acknowledgements, before the answer)."""
+        sp = self.partitions.get((group_id, tp))
+        if self._store is not None and sp is not None:
+            self._store.save(group_id, tp, sp)
 
     def of_group(self, group_id: str) -> dict[TopicPartition, SharePartition]:
         return {tp: sp for (g, tp), sp in self.partitions.items() if g == group_id}
@@ -104,6 +117,8 @@ class SharePartitionManager:
     def drop_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[1].topic == topic]:
             del self.partitions[key]
+            if self._store is not None:
+                self._store.delete(*key)
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -149,9 +164,12 @@ class SharePartitionManager:
     def release_member(self, group_id: str, member_id: str) -> int:
         """Release every record ``member_id`` holds in ``group_id`` (it left or expired)."""
         released = 0
-        for (g, _), sp in self.partitions.items():
+        for (g, tp), sp in self.partitions.items():
             if g == group_id:
-                released += sp.release_member(member_id)
+                count = sp.release_member(member_id)
+                if count:
+                    released += count
+                    self.persist(g, tp)
         if released:
             self._notify()
         return released

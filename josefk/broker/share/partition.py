@@ -129,6 +129,13 @@ class SharePartition:
         self.max_record_locks = max_record_locks
         self._ranges: list[InFlightRange] = []
 
+    def restore(self, ranges: list[InFlightRange]) -> None:
+        """Take saved ranges (contiguous, from the start offset on) as the in-flight state."""
+        self._ranges = [r for r in ranges if r.last_offset >= self.start_offset]
+        if self._ranges:
+            self.end_offset = self._ranges[-1].last_offset + 1
+        self._advance_start()
+
     # -- reads ------------------------------------------------------------------------------
 
     @property
