@@ -91,10 +91,12 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
     """Everything ``groups describe`` shows, JSON-ready."""
     description = await _existing_group(admin, group)
     committed = await admin.list_group_offsets(group)
+    # A share group's partition may have several members: they are listed comma-separated.
     owner: dict[TopicPartition, str] = {}
     for member in description.members:
         for tp in member.assignment:
-            owner[tp] = member.member_id
+            held = owner.get(tp)
+            owner[tp] = member.member_id if held is None else f"{held},{member.member_id}"
     tps = sorted(set(committed) | set(owner))
     ends = await admin.list_offsets({tp: admin.LATEST for tp in tps}) if tps else {}
     partitions = []
@@ -114,7 +116,7 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
                 "member_id": owner.get(tp),
             }
         )
-    consumer = description.group_type == "consumer"
+    consumer = description.group_type in ("consumer", "share")
     return {
         "group": description.group_id,
         "type": description.group_type,

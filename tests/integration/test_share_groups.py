@@ -12,6 +12,7 @@ everything takes seconds; tests poll the clients until the expected state, never
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess
+from broker_process import BrokerProcess, run_josefk
 from client_helpers import ck_admin, ck_config, ck_create_topic, unique_topic
 from confluent_kafka import Message, Producer, ShareConsumer
 from raw_client import RawClient
@@ -245,6 +246,13 @@ def test_admin_lists_and_describes_share_group(broker: BrokerProcess) -> None:
         listed_types = {g.group_id: g.group_type for g in listed.groups}
         assert listed_types[group] == "share"
         assert set(listed_types.values()) == {"share"}
+        # josefk's own CLI sees the same.
+        cli_listed = json.loads(run_josefk(broker.bootstrap, "groups", "list", "--json"))
+        assert {g["group"]: g["type"] for g in cli_listed}[group] == "share"
+        shown = json.loads(run_josefk(broker.bootstrap, "groups", "describe", group, "--json"))
+        assert shown["type"] == "share" and shown["state"] == "Stable"
+        assert shown["members"][0]["assignment"] == [{"topic": topic, "partition": 0}]
+        assert shown["members"][0]["member_epoch"] == found.members[0].member_epoch
     finally:
         consumer.close()
         client.close()
