@@ -26,6 +26,7 @@ from client_helpers import ck_admin, ck_config, ck_create_topic, unique_topic
 from confluent_kafka import Message, Producer, ShareConsumer
 from raw_client import RawClient
 
+from josefk.client.share_consumer import AcknowledgeType, AIOShareConsumer
 from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
 
@@ -305,3 +306,32 @@ def test_acknowledged_records_survive_a_restart(tmp_path: Any) -> None:
         assert sorted(again) == [5, 6, 7, 8, 9]
     finally:
         broker.close()
+
+
+async def test_josefk_share_consumer(broker: BrokerProcess) -> None:
+    group = unique_topic("gj")
+    set_earliest(broker.bootstrap, group)
+    topic = new_topic(broker.bootstrap, 10)
+    consumer = AIOShareConsumer(
+        bootstrap_servers=broker.bootstrap, group_id=group, acknowledgement_mode="explicit"
+    )
+    await consumer.start()
+    seen: dict[int, list[int]] = {}
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(seen) < 10 or len(seen.get(0, [])) < 2:
+            assert time.monotonic() < deadline
+            for r in await consumer.poll(500):
+                seen.setdefault(r.offset, []).append(r.delivery_count)
+                released = r.offset == 0 and r.delivery_count == 1
+                consumer.acknowledge(
+                    r, AcknowledgeType.RELEASE if released else AcknowledgeType.ACCEPT
+                )
+            await consumer.commit()
+        for _ in range(3):
+            assert await consumer.poll(300) == []
+    finally:
+        await consumer.close()
+    assert seen[0] == [1, 2]
+    assert all(seen[o] == [1] for o in range(1, 10))
