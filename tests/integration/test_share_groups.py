@@ -335,3 +335,20 @@ async def test_josefk_share_consumer(broker: BrokerProcess) -> None:
         await consumer.close()
     assert seen[0] == [1, 2]
     assert all(seen[o] == [1] for o in range(1, 10))
+
+
+def test_cli_consume_with_a_share_group(broker: BrokerProcess) -> None:
+    group = unique_topic("gc")
+    set_earliest(broker.bootstrap, group)
+    topic = new_topic(broker.bootstrap, 3)
+
+    def consume(*args: str) -> list[int]:
+        out = run_josefk(
+            broker.bootstrap, "consume", topic, "--share-group", group, "--json", *args
+        )
+        return [json.loads(line)["offset"] for line in out.splitlines()]
+
+    assert consume("--ack", "release", "-n", "3") == [0, 1, 2]
+    assert consume("--ack", "reject", "-n", "1") == [0]
+    assert consume("--ack", "accept", "-n", "2") == [1, 2]
+    assert consume("--no-follow", "--idle-timeout", "1") == []
