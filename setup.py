@@ -13,6 +13,11 @@ setup(
             "josefk.protocol._cdecode",
             ["josefk/protocol/_cdecode.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "josefk.records._crecords",
+            ["josefk/records/_crecords.c"],
+            optional=True,
+        ),
     ]
 )

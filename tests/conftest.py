@@ -3,7 +3,7 @@
 The fast tier: every test that starts a real process (a josefk broker, etcd, the josefk CLI,
 a Kafka client's own process, a container, Spark) is marked ``slow`` here at collection, by
 its directory (tests/integration, cluster, docker, spark, cli) or because its module imports
-one of the helpers that start them (``PROCESS_HELPERS``). ``pytest -m "not slow"`` then runs
+one of the helpers that start them (``PROCESS_HELPERS``) or starts one itself (``Popen``). ``pytest -m "not slow"`` then runs
 the unit, property and in-process broker tests only, for the edit-test loop; the full suite
 stays CI's.
 
@@ -46,12 +46,22 @@ PROCESS_HELPERS: Final = frozenset(
         "netns",
     }
 )
+# Calls that start a process a test then talks to.
+LONG_LIVED_STARTS: Final = frozenset(
+    {"Popen", "create_subprocess_exec", "create_subprocess_shell"}
+)
 TESTS: Final = Path(__file__).resolve().parent
 
 
 def imports_a_process_helper(source: str) -> bool:
-    """Whether module source imports one of ``PROCESS_HELPERS`` (anywhere, also in a function)."""
+    """Whether module source imports one of ``PROCESS_HELPERS`` (anywhere, also in a function)
+    or starts a long-lived process itself (``Popen``, ``create_subprocess_*``; a short
+    ``subprocess.run`` of openssl or a compiler does not count)."""
     for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute | ast.Name):
+            name = node.attr if isinstance(node, ast.Attribute) else node.id
+            if name in LONG_LIVED_STARTS:
+                return True
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "josefk"
@@ -55,6 +56,12 @@ ALLOWED: dict[str, set[str]] = {
 STORAGE_MAY_IMPORT_FROM_CONFIG = {"josefk.config.topic"}
 
 
+@cache
+def _parsed(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for all the tests here."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def _imports(tree: ast.AST) -> Iterator[tuple[int, str]]:
     """(line, module) of every executed absolute import, josefk's or a third party's."""
     stack: list[ast.AST] = [tree]
@@ -79,7 +86,7 @@ def _violations() -> list[str]:
         if len(relative.parts) < 2:
             continue  # josefk/__init__.py, __main__.py: the entry points
         own = relative.parts[0]
-        for line, module in _imports(ast.parse(path.read_text(), str(path))):
+        for line, module in _imports(_parsed(path)):
             parts = module.split(".")
             if parts[0] != "josefk" or len(parts) < 2 or parts[1] == own:
                 continue
@@ -126,7 +133,7 @@ def _import_graph(*, type_level: bool = False) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         edges = set()
-        tree = ast.parse(path.read_text(), str(path))
+        tree = _parsed(path)
         found = _every_import(tree) if type_level else _imports(tree)
         for _, module in found:
             # ``from josefk.x import y`` may name a module y or a name in josefk.x.
@@ -231,7 +238,7 @@ def _third_party_violations() -> set[str]:
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
         own = relative.parts[0] if len(relative.parts) > 1 else None
-        for _, module in _imports(ast.parse(path.read_text(), str(path))):
+        for _, module in _imports(_parsed(path)):
             home = THIRD_PARTY_HOME.get(module.split(".")[0])
             if own is not None and THIRD_PARTY_ALSO.get(module) == own:
                 continue
@@ -255,7 +262,7 @@ BROKER = PACKAGE / "broker"
 
 
 def _josefk_imports(path: Path) -> set[str]:
-    return {m for _, m in _imports(ast.parse(path.read_text(), str(path)))}
+    return {m for _, m in _imports(_parsed(path))}
 
 
 def test_handlers_reach_neither_the_network_nor_the_dispatcher() -> None:

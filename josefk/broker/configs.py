@@ -35,6 +35,8 @@ class ConfigSource(enum.IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
 
 
 class ResourceType(enum.IntEnum):
@@ -44,6 +46,8 @@ class ResourceType(enum.IntEnum):
     GROUP = 3
     BROKER = 4
     BROKER_LOGGER = 8
+    # ConfigResource.Type's GROUP (KIP-848 group configs); 3 above is the ACL resource type.
+    GROUP_CONFIG = 32
 
 
 @dataclass(frozen=True, slots=True)

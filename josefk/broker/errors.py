@@ -18,6 +18,7 @@ from josefk.config.topic import InvalidConfigError
 from josefk.protocol.errors import ErrorCode
 from josefk.records.errors import (
     CorruptRecordError,
+    DecompressedSizeError,
     InvalidRecordError,
     UnsupportedCompressionError,
 )
@@ -30,10 +31,10 @@ from josefk.storage.errors import (
     StorageError,
 )
 from josefk.storage.log import (
-    InvalidTimestampError,
     LogClosedError,
     RecordBatchTooLargeError,
 )
+from josefk.storage.log_validator import InvalidTimestampError
 from josefk.storage.producer_state import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
@@ -92,6 +93,7 @@ _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (UnknownLeaderEpochError, ErrorCode.UNKNOWN_LEADER_EPOCH),
     (RecordBatchTooLargeError, ErrorCode.RECORD_LIST_TOO_LARGE),
     (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
+    (DecompressedSizeError, ErrorCode.MESSAGE_TOO_LARGE),
     (CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
     (InvalidRecordError, ErrorCode.INVALID_RECORD),
     (UnsupportedCompressionError, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),

@@ -41,6 +41,7 @@ from josefk.broker.errors import (
     UnknownLeaderEpochError,
 )
 from josefk.cluster.metadata_store import PartitionState
+from josefk.records.compression import DecompressionBudget
 from josefk.storage.log import Log
 from josefk.storage.offsets import (
     AbortedTxn,
@@ -191,12 +192,18 @@ class Partition:
     # -- leader: appends and the high watermark --------------------------------------------
 
     def append_records_to_leader(
-        self, records: memoryview, *, acks: int = 1, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        records: memoryview,
+        *,
+        acks: int = 1,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        budget: DecompressionBudget | None = None,
     ) -> LogAppendInfo:
         """Append a producer's batches (or a coordinator's, by ``origin``); the HW moves at
         once when the ISR is this replica alone, else as followers fetch. Raises
         NotLeaderOrFollowerError, and for acks=all NotEnoughReplicasError when the ISR is
-        below ``min.insync.replicas`` (nothing is appended then)."""
+        below ``min.insync.replicas`` (nothing is appended then). ``budget`` bounds what the
+        request's compressed batches may inflate to, shared by its partitions."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
         if acks == -1 and not self.has_enough_replicas():
@@ -204,7 +211,7 @@ class Partition:
                 f"{self.tp} has {len(self.isr)} in-sync replicas, fewer than "
                 f"min.insync.replicas={self.log.config.min_insync_replicas}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin, budget=budget)
         self._maybe_increment_high_watermark()
         return info
 

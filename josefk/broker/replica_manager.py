@@ -30,6 +30,8 @@ from josefk.broker.partition import (
 from josefk.broker.purgatory import OffsetPurgatory, Purgatory
 from josefk.cluster.metadata_store import PartitionState
 from josefk.config.topic import LogConfig
+from josefk.records.compression import DecompressionBudget
+from josefk.records.errors import RecordsError
 from josefk.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from josefk.storage.manager import LogManager
 from josefk.storage.offsets import AppendOrigin, FetchIsolation, LogAppendInfo, TxnMarker
@@ -418,8 +420,14 @@ class ReplicaManager:
     ) -> list[AppendOutcome]:
         """Append a produce request's batches, partition by partition; a failure of one
         partition does not stop the others. Never awaits: for acks=all, whether the result
-        must wait is ``must_wait_for_acks``, and the waiting is ``wait_for_acks``."""
+        must wait is ``must_wait_for_acks``, and the waiting is ``wait_for_acks``.
+
+        The request's compressed batches share one decompression budget. A refused
+        partition's error is kept without its traceback: the frames of a failed validation
+        hold its buffers (a batch decompressed up to its bound), and the outcome lives until
+        the answer is built, acks=all waits included."""
         outcomes = []
+        budget = DecompressionBudget.for_request(sum(len(records) for _, records in entries))
         for tp, records in entries:
             outcome = AppendOutcome(tp)
             partition = self._partitions.get(tp)
@@ -427,7 +435,11 @@ class ReplicaManager:
                 outcome.error = UnknownTopicOrPartitionError(f"{tp} is not hosted here")
             else:
                 try:
-                    outcome.info = partition.append_records_to_leader(records, acks=acks)
+                    outcome.info = partition.append_records_to_leader(
+                        records, acks=acks, budget=budget
+                    )
+                except (RecordsError, StorageError) as exc:  # expected: Kafka's error codes
+                    outcome.error = _detached(exc)
                 except Exception as exc:  # noqa: BLE001  per partition, as Kafka answers it
                     outcome.error = exc
                 else:
@@ -740,3 +752,12 @@ class ReplicaManager:
         if not partition.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {tp}")
         return partition.log.end_offset_for_epoch(leader_epoch)
+
+
+def _detached(exc: BaseException) -> BaseException:
+    """``exc`` without its traceback and chained exceptions (whose frames may hold large
+    buffers), for an error that is only ever turned into an error code and message."""
+    exc.__traceback__ = None
+    exc.__context__ = None
+    exc.__cause__ = None
+    return exc

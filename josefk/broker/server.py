@@ -46,6 +46,11 @@ from josefk.broker.dynamic_config import (
 )
 from josefk.broker.fetch_session import FetchSessionCache
 from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator
+from josefk.broker.group.group_configs import (
+    EtcdGroupConfigStore,
+    GroupConfigs,
+    GroupConfigStore,
+)
 from josefk.broker.group.store import OFFSETS_TOPIC, TopicOffsetsStore
 from josefk.broker.handlers import registered_handlers
 from josefk.broker.metadata_cache import LocalMetadata
@@ -509,6 +514,16 @@ class Broker:
             elif info.partitions < partitions:
                 catalog.set_partitions(topic, partitions)
 
+    def _group_configs(self) -> GroupConfigs:
+        """Per-group configs (KIP-848): the single node's file, or etcd in a cluster (read
+        from the watched view, written by compare-and-swap)."""
+        if self.cluster is None:
+            return GroupConfigStore.load(self.config.log_dirs[0])
+        cluster = self.cluster
+        return EtcdGroupConfigStore(
+            lambda: cluster.watcher.view.group_configs, cluster.store.update_group_configs
+        )
+
     def _start_group_coordinator(self, replicas: ReplicaManager) -> GroupCoordinator:
         """Create ``__consumer_offsets`` if missing, rebuild the groups from it (before any
         listener opens) and schedule offset retention."""
@@ -532,6 +547,7 @@ class Broker:
             clock=self.clock,
             probe=self.metrics.groups if self.metrics is not None else None,
             topics=replicas.catalog,
+            group_configs=self._group_configs(),
         )
         self._load_or_follow(coordinator, OFFSETS_TOPIC)
         coordinator.start()

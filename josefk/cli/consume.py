@@ -114,6 +114,14 @@ def formatter(fmt: str, separator: bytes) -> Callable[[ConsumerRecord], bytes]:
     help="With --share-group: how each printed record is acknowledged (release: delivered "
     "again, to any member; reject: never again).",
 )
+@click.option(
+    "--group-protocol",
+    type=click.Choice(["classic", "consumer"]),
+    default="classic",
+    show_default=True,
+    help="With --group: classic (JoinGroup/SyncGroup) or consumer (Kafka 4's KIP-848: the "
+    "broker assigns, rebalances are incremental).",
+)
 @click.option("-n", "--count", type=click.IntRange(min=1), help="Exit after this many records.")
 @click.option(
     "-f",
@@ -168,6 +176,7 @@ def consume(
     group: str | None,
     share_group: str | None,
     ack: str,
+    group_protocol: str,
     count: int | None,
     fmt: str,
     key_separator: str,
@@ -231,6 +240,7 @@ def consume(
                 out,
                 shutdown_timeout,
                 isolation=isolation,
+                group_protocol=group_protocol,
             ),
             bootstrap=server,
         )
@@ -260,6 +270,7 @@ async def _consume(
     shutdown_timeout: float = 5.0,
     *,
     isolation: str = "read_uncommitted",
+    group_protocol: str = "classic",
 ) -> int:
     async with admin_for(server) as admin:
         (description,) = await describe_existing_topics(admin, [topic])
@@ -278,7 +289,12 @@ async def _consume(
     if group is not None:
         # Commits as it goes (Kafka's auto.commit.interval.ms, 5 s): a kill loses at most
         # that much; what was returned by getmany is printed before the next commit.
-        settings.update(group_id=group, enable_auto_commit=True, auto_commit_interval_ms=5000)
+        settings.update(
+            group_id=group,
+            enable_auto_commit=True,
+            auto_commit_interval_ms=5000,
+            group_protocol=group_protocol,
+        )
     consumer = AIOConsumer(**settings)
     _terminate_like_interrupt()
     await consumer.start()

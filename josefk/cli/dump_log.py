@@ -26,7 +26,16 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from josefk.records import RecordBatch, RecordsError, iter_records
+from josefk.records import (
+    COMPRESSION_MASK,
+    CONTROL_BIT,
+    DELETE_HORIZON_BIT,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    RecordBatch,
+    RecordsError,
+    iter_records,
+)
 from josefk.records.record import ControlRecordType, decode_control_type
 from josefk.storage.errors import StorageError
 from josefk.storage.file_records import FileRecords
@@ -74,7 +83,7 @@ def _batch_info(position: int, batch: RecordBatch) -> dict[str, Any]:
     except RecordsError as e:
         valid, error = False, str(e)
     attributes = header.attributes
-    codec = attributes & 0x07
+    codec = attributes & COMPRESSION_MASK
     codec_names = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
     info: dict[str, Any] = {
         "base_offset": header.base_offset,
@@ -85,13 +94,13 @@ def _batch_info(position: int, batch: RecordBatch) -> dict[str, Any]:
         "producer_id": header.producer_id,
         "producer_epoch": header.producer_epoch,
         "partition_leader_epoch": header.partition_leader_epoch,
-        "is_transactional": bool(attributes & 0x10),
-        "is_control": bool(attributes & 0x20),
+        "is_transactional": bool(attributes & TRANSACTIONAL_BIT),
+        "is_control": bool(attributes & CONTROL_BIT),
         # Set by the log cleaner on a batch whose tombstones it kept (KIP-534): they go at
         # the first cleaning after this time. The base timestamp field holds it.
-        "delete_horizon_ms": header.base_timestamp if attributes & 0x40 else None,
+        "delete_horizon_ms": header.base_timestamp if attributes & DELETE_HORIZON_BIT else None,
         "position": position,
-        "timestamp_type": "LogAppendTime" if attributes & 0x08 else "CreateTime",
+        "timestamp_type": "LogAppendTime" if attributes & TIMESTAMP_TYPE_BIT else "CreateTime",
         "create_time": header.max_timestamp,
         "size": batch.size_in_bytes,
         "magic": header.magic,

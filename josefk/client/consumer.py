@@ -23,7 +23,8 @@ Errors: OFFSET_OUT_OF_RANGE resets the position by ``auto_offset_reset`` (or rai
 OffsetOutOfRangeError from the next poll when it is "none"); leader errors refresh metadata
 and fetch again; other errors are raised from the next poll.
 
-Groups. With ``group_id`` and ``subscribe(...)`` a ``GroupCoordinator`` (group.py) runs the
+Groups. With ``group_id`` and ``subscribe(...)`` a ``GroupCoordinator`` (group.py; or, with
+``group_protocol="consumer"``, a KIP-848 ``ConsumerGroupMember``, consumer_group.py) runs the
 classic protocol in the background and sets the assignment in the consumer's
 ``SubscriptionState`` (subscription.py), the one object the two share; ``commit`` /
 ``commit_async`` store positions in the group (also for an assign()-only consumer with a
@@ -53,6 +54,7 @@ from itertools import groupby
 from typing import TYPE_CHECKING, Any, Final
 
 from josefk.client.cluster import METADATA_ERRORS, ClientConfig, KafkaClient
+from josefk.client.consumer_group import ConsumerGroupMember
 from josefk.client.decode import decode_records, next_fetch_offset
 from josefk.client.errors import (
     IllegalStateError,
@@ -116,6 +118,10 @@ class ConsumerConfig(ClientConfig):
     rebalance_timeout_ms: int | None = None
     partition_assignment_strategy: Sequence[Assignor] = field(default_factory=tuple)
     rebalance_listener: ConsumerRebalanceListener | None = None
+    # "classic" (JoinGroup/SyncGroup, client-side assignors) or "consumer" (KIP-848: the
+    # broker assigns; Kafka's group.protocol), with the server-side assignor to ask for.
+    group_protocol: str = "classic"
+    group_remote_assignor: str | None = None
     exclude_internal_topics: bool = True
 
 
@@ -215,7 +221,7 @@ class AIOConsumer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._isolation = 1 if config.isolation_level == "read_committed" else 0
         self._subscription: list[str] = list(topics)
-        self._coordinator: GroupCoordinator | None = None
+        self._coordinator: GroupCoordinator | ConsumerGroupMember | None = None
         self._started = False
         self._closed = False
 
@@ -228,7 +234,12 @@ class AIOConsumer:
         self._started = True
         self._fetcher = asyncio.ensure_future(self._run_fetcher())
         if self.config.group_id is not None:
-            self._coordinator = GroupCoordinator(self._client, self.config, self._subscriptions)
+            if self.config.group_protocol == "consumer":
+                self._coordinator = ConsumerGroupMember(
+                    self._client, self.config, self._subscriptions
+                )
+            else:
+                self._coordinator = GroupCoordinator(self._client, self.config, self._subscriptions)
             if self._subscription:
                 self._coordinator.subscribe(self._subscription)
             self._coordinator.start()

@@ -29,8 +29,12 @@ from typing import Any, Final
 
 from josefk.client.types import ConsumerRecord
 from josefk.records import (
+    COMPRESSION_MASK,
+    CONTROL_BIT,
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     HEADER_SIZE,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
     Compression,
     ControlRecordType,
     CorruptRecordError,
@@ -488,19 +492,19 @@ def _decode_records(
         if pending_aborts:
             while pending_aborts and pending_aborts[0][0] <= last_offset:
                 aborting.add(pending_aborts.pop(0)[1])
-        if aborting and attributes & 0x10 and header.producer_id in aborting:
-            if attributes & 0x20 and _is_abort_marker(batch):
+        if aborting and attributes & TRANSACTIONAL_BIT and header.producer_id in aborting:
+            if attributes & CONTROL_BIT and _is_abort_marker(batch):
                 aborting.discard(header.producer_id)
             next_offset = max(next_offset, batch_next)
             continue
         if batch_next <= fetch_offset:
             continue
         next_offset = batch_next
-        if attributes & 0x20 or header.record_count <= 0:  # control batch, or empty
+        if attributes & CONTROL_BIT or header.record_count <= 0:  # control batch, or empty
             continue
         if check_crcs:
             batch.ensure_valid()
-        codec = attributes & 0x07
+        codec = attributes & COMPRESSION_MASK
         buffer = batch.buffer
         if codec:
             records = bytes(
@@ -508,7 +512,7 @@ def _decode_records(
             )
         else:
             records = bytes(buffer[HEADER_SIZE:])
-        timestamp_type = _LOG_APPEND_TIME if attributes & 0x08 else _CREATE_TIME
+        timestamp_type = _LOG_APPEND_TIME if attributes & TIMESTAMP_TYPE_BIT else _CREATE_TIME
         try:
             _decode_batch(
                 out,
@@ -549,6 +553,6 @@ def next_fetch_offset(data: Any, fetch_offset: int) -> tuple[int, bool]:
         if batch_next <= fetch_offset:
             continue
         next_offset = batch_next
-        if not header.attributes & 0x20 and header.record_count > 0:
+        if not header.attributes & CONTROL_BIT and header.record_count > 0:
             has_records = True
     return next_offset, has_records

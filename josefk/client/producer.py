@@ -101,13 +101,12 @@ from josefk.records import (
     Compression,
     RecordBatch,
 )
-from josefk.records.batch import CRC_OFFSET
+from josefk.records.batch import CRC_OFFSET, PRODUCER_ID_OFFSET
 
 log = logging.getLogger("josefk.client.producer")
 
 _RECORD_OVERHEAD: Final = 12  # typical varints and attributes of one v2 record
 # Producer id (int64), epoch (int16) and base sequence (int32) sit together in the v2 header.
-_PRODUCER_ID_OFFSET: Final = 43
 _PRODUCER_FIELDS: Final = struct.Struct(">qhi")
 _CRC: Final = struct.Struct(">I")
 _SEQUENCE_ERRORS: Final = frozenset(
@@ -255,7 +254,7 @@ class _Batch:
         """Give the built batch a new producer id, epoch and base sequence (new CRC)."""
         data = self.data if isinstance(self.data, bytearray) else bytearray(self.data)
         _PRODUCER_FIELDS.pack_into(
-            data, _PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence
+            data, PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence
         )
         view = RecordBatch(memoryview(data))
         _CRC.pack_into(data, CRC_OFFSET, view.compute_crc())

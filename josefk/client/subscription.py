@@ -73,6 +73,8 @@ class GroupMemberConfig(Protocol):
     def retry_backoff_max_ms(self) -> int: ...
     @property
     def clock(self) -> Callable[[], float]: ...
+    @property
+    def group_remote_assignor(self) -> str | None: ...
 
 
 class PartitionState:
@@ -132,11 +134,13 @@ class SubscriptionState:
         if self._on_change is not None:
             self._on_change(set(self.assignment), set(old) - set(self.assignment))
 
-    async def partitions_revoked(self) -> None:
-        """Tell the listener the whole assignment is about to be given up."""
+    async def partitions_revoked(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Tell the listener ``partitions`` are about to be given up: the whole assignment by
+        default (the classic protocol is eager), some of it in an incremental rebalance."""
         if self.listener is not None:
+            revoked = set(self.assignment) if partitions is None else set(partitions)
             try:
-                await self.listener.on_partitions_revoked(set(self.assignment))
+                await self.listener.on_partitions_revoked(revoked)
             except Exception:
                 log.exception("on_partitions_revoked of %r failed", self.listener)
 

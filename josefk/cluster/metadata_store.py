@@ -15,6 +15,8 @@ brokers can interleave halfway through one::
     P/acls                        the authorizer's ACL bindings (JSON), the whole set
     P/configs/brokers/<name>      dynamic broker configs (JSON object of strings): <id> for
                                   one broker, <default> for every broker (KIP-226)
+    P/configs/groups/<group>      a consumer group's configs (KIP-848 GROUP resource; the
+                                  group id percent-encoded), same JSON form
 
 Who writes what:
 
@@ -60,6 +62,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
@@ -244,6 +247,8 @@ class MetadataSnapshot:
     acls: bytes | None = None
     # Dynamic broker configs by stored name: "<id>" or "<default>".
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Group configs (KIP-848's GROUP config resources) by group id.
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -679,9 +684,21 @@ class EtcdMetadataStore:
     ) -> dict[str, str]:
         """Replace ``P/configs/brokers/<name>`` with ``change(its configs)`` (an empty result
         deletes the key); retried on a concurrent write. ``change`` may raise to refuse."""
+        return await self._update_configs(self.key("configs", "brokers", name), change)
+
+    async def update_group_configs(
+        self, group_id: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """``P/configs/groups/<group id, percent-encoded>`` as ``update_broker_configs``."""
+        return await self._update_configs(
+            self.key("configs", "groups", group_key(group_id)), change
+        )
+
+    async def _update_configs(
+        self, key: bytes, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
         client = self.client
         tx = client.transactions
-        key = self.key("configs", "brokers", name)
         while True:
             current = await client.get(key)
             stored = decode_broker_configs(current.value) if current is not None else {}
@@ -708,6 +725,7 @@ class EtcdMetadataStore:
         shutting_down: set[int] = set()
         acls: bytes | None = None
         broker_configs: dict[str, dict[str, str]] = {}
+        group_configs: dict[str, dict[str, str]] = {}
         for kv in result:
             parts = self.split_key(kv.key)
             if parts == ["cluster_id"]:
@@ -730,6 +748,8 @@ class EtcdMetadataStore:
                 acls = bytes(kv.value)
             elif len(parts) == 3 and parts[:2] == ["configs", "brokers"]:
                 broker_configs[parts[2]] = decode_broker_configs(kv.value)
+            elif len(parts) == 3 and parts[:2] == ["configs", "groups"]:
+                group_configs[group_of_key(parts[2])] = decode_broker_configs(kv.value)
         return MetadataSnapshot(
             revision,
             cluster_id,
@@ -740,6 +760,7 @@ class EtcdMetadataStore:
             frozenset(shutting_down),
             acls,
             broker_configs,
+            group_configs,
         )
 
     def split_key(self, key: bytes) -> list[str]:
@@ -768,6 +789,15 @@ class EtcdMetadataStore:
         finally:
             with contextlib.suppress(Exception):
                 await watch.cancel()
+
+
+def group_key(group_id: str) -> str:
+    """A group id as one etcd key segment: group ids may hold ``/`` (and anything else)."""
+    return urllib.parse.quote(group_id, safe="")
+
+
+def group_of_key(segment: str) -> str:
+    return urllib.parse.unquote(segment)
 
 
 def decode_broker_configs(raw: bytes) -> dict[str, str]:

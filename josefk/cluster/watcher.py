@@ -35,6 +35,7 @@ from josefk.cluster.metadata_store import (
     TopicRecord,
     VersionedPartitionState,
     decode_broker_configs,
+    group_of_key,
 )
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,8 @@ class ClusterView:
     acls: bytes | None = None
     # Dynamic broker configs by stored name ("<id>", "<default>").
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Group configs (KIP-848 GROUP resources) by group id; read where they are needed.
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, snapshot: MetadataSnapshot) -> ClusterView:
@@ -74,6 +77,7 @@ class ClusterView:
             set(snapshot.shutting_down),
             snapshot.acls,
             {name: dict(configs) for name, configs in snapshot.broker_configs.items()},
+            {name: dict(configs) for name, configs in snapshot.group_configs.items()},
         )
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:
@@ -232,6 +236,13 @@ class ClusterWatcher:
             else:
                 view.broker_configs[name] = decode_broker_configs(value)
             return [ViewChange("broker_config", name, removed)]
+        if len(parts) == 3 and parts[:2] == ["configs", "groups"]:
+            group = group_of_key(parts[2])
+            if value is None:
+                view.group_configs.pop(group, None)
+            else:
+                view.group_configs[group] = decode_broker_configs(value)
+            return []
         return []
 
     def _notify(self, changes: list[ViewChange]) -> None:

@@ -536,11 +536,14 @@ INERT_PREFIXES: Final[dict[str, str]] = {
     "metadata.": _ETCD,
     "confluent.": "a vendor's own settings",
     "log.dir.failure.": "a log dir that fails goes offline; the broker keeps serving the others",
-    # KIP-848 consumer groups and KIP-932 share groups: clients that ask for them are told so
-    # by ApiVersions and use the classic protocol; Kafka's quickstart file sets some of these.
-    "group.consumer.": "KIP-848 consumer groups are not offered (classic groups are)",
-    "group.share.": "not honoured by josefk's share groups (KIP-932) yet",
-    "share.": "the share coordinator and its state topic are not built (share state is in memory)",
+    # KIP-848 consumer groups are served: the group.consumer.* keys declared here are
+    # honoured, Kafka's others change nothing. KIP-932 share groups likewise for group.share.*.
+    "group.consumer.": "the KIP-848 settings not declared above (regex refresh interval, "
+    "per-rack assignment, ...) have no counterpart in josefk's consumer groups",
+    "group.share.": "the KIP-932 settings not declared above (min/max bounds, max groups, "
+    "assignors, ...) have no counterpart in josefk's share groups",
+    "share.": "the share coordinator and __share_group_state are not built (josefk keeps "
+    "share state in its own files)",
     "group.coordinator.": "the classic group coordinator runs on the event loop",
     "remote.log.": _TIERED,
 }

@@ -1418,7 +1418,6 @@ def _versions_note(f: Field) -> str:
     return note
 
 
-STUB_MODULE: Final = "josefk/protocol/message_types.pyi"
 STUB_COMMAND: Final = "python -m josefk.protocol.stubgen"
 
 

@@ -6,6 +6,9 @@ the compression codecs. Imports nothing else from josefk.
 """
 
 from josefk.records.batch import (
+    COMPRESSION_MASK,
+    CONTROL_BIT,
+    DELETE_HORIZON_BIT,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -14,6 +17,8 @@ from josefk.records.batch import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
     BatchHeader,
     Compression,
     RecordBatch,
@@ -40,7 +45,10 @@ from josefk.records.record import (
 )
 
 __all__ = [
+    "COMPRESSION_MASK",
+    "CONTROL_BIT",
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "DELETE_HORIZON_BIT",
     "HEADER_SIZE",
     "LOG_OVERHEAD",
     "MAGIC",
@@ -49,6 +57,8 @@ __all__ = [
     "NO_PRODUCER_ID",
     "NO_SEQUENCE",
     "NO_TIMESTAMP",
+    "TIMESTAMP_TYPE_BIT",
+    "TRANSACTIONAL_BIT",
     "BatchBuilder",
     "BatchHeader",
     "Compression",

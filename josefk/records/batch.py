@@ -41,12 +41,31 @@ from josefk.records.errors import CorruptRecordError, InvalidRecordError
 MAGIC: Final = 2
 LOG_OVERHEAD: Final = 12  # base_offset + batch_length, the part batch_length does not count
 HEADER_SIZE: Final = 61
+# Where each header field starts (the table in the module docstring); every module that reads
+# or writes a header field by position takes its offset from here.
+BASE_OFFSET_OFFSET: Final = 0
+BATCH_LENGTH_OFFSET: Final = 8
+PARTITION_LEADER_EPOCH_OFFSET: Final = 12
+MAGIC_OFFSET: Final = 16
 CRC_OFFSET: Final = 17
 ATTRIBUTES_OFFSET: Final = 21
+LAST_OFFSET_DELTA_OFFSET: Final = 23
+BASE_TIMESTAMP_OFFSET: Final = 27
 MAX_TIMESTAMP_OFFSET: Final = 35
-PARTITION_LEADER_EPOCH_OFFSET: Final = 12
+PRODUCER_ID_OFFSET: Final = 43
+PRODUCER_EPOCH_OFFSET: Final = 51
+BASE_SEQUENCE_OFFSET: Final = 53
+RECORD_COUNT_OFFSET: Final = 57
+RECORDS_OFFSET: Final = HEADER_SIZE
 # The smallest batch_length a header can claim: everything after batch_length up to records.
 MIN_BATCH_LENGTH: Final = HEADER_SIZE - LOG_OVERHEAD
+
+# The attribute bits (int16 at ATTRIBUTES_OFFSET).
+COMPRESSION_MASK: Final = 0x07  # bits 0-2: the codec
+TIMESTAMP_TYPE_BIT: Final = 0x08  # bit 3: set under LogAppendTime
+TRANSACTIONAL_BIT: Final = 0x10  # bit 4
+CONTROL_BIT: Final = 0x20  # bit 5: a control batch (transaction markers)
+DELETE_HORIZON_BIT: Final = 0x40  # bit 6: KIP-534, base_timestamp is the delete horizon
 
 NO_TIMESTAMP: Final = -1
 NO_PRODUCER_ID: Final = -1
@@ -54,18 +73,14 @@ NO_PRODUCER_EPOCH: Final = -1
 NO_SEQUENCE: Final = -1
 NO_PARTITION_LEADER_EPOCH: Final = -1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+# The whole header in one unpack, fields in the order of the table above.
+HEADER_STRUCT: Final = struct.Struct(">qiibIhiqqqhii")
 _LENGTH_PREFIX = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
-
-_COMPRESSION_MASK: Final = 0x07
-_TIMESTAMP_TYPE_BIT: Final = 0x08
-_TRANSACTIONAL_BIT: Final = 0x10
-_CONTROL_BIT: Final = 0x20
-_DELETE_HORIZON_BIT: Final = 0x40
+_PRODUCER = struct.Struct(">qh")
 
 
 class Compression(enum.IntEnum):
@@ -101,11 +116,11 @@ class RecordBatch:
 
     @property
     def base_offset(self) -> int:
-        return int(_INT64.unpack_from(self.buffer, 0)[0])
+        return int(_INT64.unpack_from(self.buffer, BASE_OFFSET_OFFSET)[0])
 
     @property
     def batch_length(self) -> int:
-        return int(_INT32.unpack_from(self.buffer, 8)[0])
+        return int(_INT32.unpack_from(self.buffer, BATCH_LENGTH_OFFSET)[0])
 
     @property
     def size_in_bytes(self) -> int:
@@ -117,7 +132,7 @@ class RecordBatch:
 
     @property
     def magic(self) -> int:
-        return int(self.buffer[16])
+        return int(self.buffer[MAGIC_OFFSET])
 
     @property
     def crc(self) -> int:
@@ -129,7 +144,7 @@ class RecordBatch:
 
     @property
     def compression(self) -> Compression:
-        code = self.attributes & _COMPRESSION_MASK
+        code = self.attributes & COMPRESSION_MASK
         try:
             return Compression(code)
         except ValueError:
@@ -137,25 +152,25 @@ class RecordBatch:
 
     @property
     def timestamp_type(self) -> TimestampType:
-        if self.attributes & _TIMESTAMP_TYPE_BIT:
+        if self.attributes & TIMESTAMP_TYPE_BIT:
             return TimestampType.LOG_APPEND_TIME
         return TimestampType.CREATE_TIME
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL_BIT)
+        return bool(self.attributes & TRANSACTIONAL_BIT)
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL_BIT)
+        return bool(self.attributes & CONTROL_BIT)
 
     @property
     def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & _DELETE_HORIZON_BIT)
+        return bool(self.attributes & DELETE_HORIZON_BIT)
 
     @property
     def last_offset_delta(self) -> int:
-        return int(_INT32.unpack_from(self.buffer, 23)[0])
+        return int(_INT32.unpack_from(self.buffer, LAST_OFFSET_DELTA_OFFSET)[0])
 
     @property
     def last_offset(self) -> int:
@@ -167,7 +182,7 @@ class RecordBatch:
 
     @property
     def base_timestamp(self) -> int:
-        return int(_INT64.unpack_from(self.buffer, 27)[0])
+        return int(_INT64.unpack_from(self.buffer, BASE_TIMESTAMP_OFFSET)[0])
 
     @property
     def max_timestamp(self) -> int:
@@ -175,15 +190,15 @@ class RecordBatch:
 
     @property
     def producer_id(self) -> int:
-        return int(_INT64.unpack_from(self.buffer, 43)[0])
+        return int(_INT64.unpack_from(self.buffer, PRODUCER_ID_OFFSET)[0])
 
     @property
     def producer_epoch(self) -> int:
-        return int(_INT16.unpack_from(self.buffer, 51)[0])
+        return int(_INT16.unpack_from(self.buffer, PRODUCER_EPOCH_OFFSET)[0])
 
     @property
     def base_sequence(self) -> int:
-        return int(_INT32.unpack_from(self.buffer, 53)[0])
+        return int(_INT32.unpack_from(self.buffer, BASE_SEQUENCE_OFFSET)[0])
 
     @property
     def last_sequence(self) -> int:
@@ -194,7 +209,7 @@ class RecordBatch:
 
     @property
     def record_count(self) -> int:
-        return int(_INT32.unpack_from(self.buffer, 57)[0])
+        return int(_INT32.unpack_from(self.buffer, RECORD_COUNT_OFFSET)[0])
 
     @property
     def has_producer_id(self) -> bool:
@@ -202,7 +217,7 @@ class RecordBatch:
 
     def header(self) -> BatchHeader:
         """All header fields in one unpack, for code that needs several of them."""
-        return BatchHeader(*_HEADER.unpack_from(self.buffer, 0))
+        return BatchHeader(*HEADER_STRUCT.unpack_from(self.buffer, 0))
 
     def records_buffer(self) -> memoryview:
         """The bytes after the header: the records, compressed if the codec is not none."""
@@ -242,7 +257,7 @@ class RecordBatch:
                 f"stored {stored:#010x}, computed {computed:#010x}"
             )
         attributes = self.attributes
-        if attributes & _COMPRESSION_MASK > Compression.ZSTD:
+        if attributes & COMPRESSION_MASK > Compression.ZSTD:
             raise CorruptRecordError(f"unknown compression codec {attributes & 7}")
 
     def ensure_valid_from_producer(self) -> None:
@@ -265,7 +280,7 @@ class RecordBatch:
 
     def set_base_offset(self, base_offset: int) -> None:
         """Assign the batch's offsets; base_offset is outside the CRC, so nothing else changes."""
-        _INT64.pack_into(self.buffer, 0, base_offset)
+        _INT64.pack_into(self.buffer, BASE_OFFSET_OFFSET, base_offset)
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
         _INT32.pack_into(self.buffer, PARTITION_LEADER_EPOCH_OFFSET, epoch)
@@ -285,7 +300,7 @@ class RecordBatch:
         Kafka sets the timestamp type bit and the max timestamp; readers then take every
         record's timestamp to be max_timestamp.
         """
-        attributes = self.attributes | _TIMESTAMP_TYPE_BIT
+        attributes = self.attributes | TIMESTAMP_TYPE_BIT
         _INT16.pack_into(self.buffer, ATTRIBUTES_OFFSET, attributes)
         _INT64.pack_into(self.buffer, MAX_TIMESTAMP_OFFSET, timestamp)
         _UINT32.pack_into(self.buffer, CRC_OFFSET, self.compute_crc())
@@ -294,7 +309,7 @@ class RecordBatch:
         # repr ends up in error messages about bad batches, so it must not fail on them.
         if len(self.buffer) < HEADER_SIZE:
             return f"RecordBatch(<{len(self.buffer)} bytes, shorter than a v2 header>)"
-        codec = self.attributes & _COMPRESSION_MASK
+        codec = self.attributes & COMPRESSION_MASK
         name = Compression(codec).name if codec <= Compression.ZSTD else f"unknown({codec})"
         return (
             f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
@@ -361,6 +376,20 @@ class BatchHeader:
         return self.batch_length + LOG_OVERHEAD
 
 
+def peek_attributes(buffer: memoryview | bytes | bytearray, position: int = 0) -> int:
+    """The attributes of the batch at ``position``; 0 when the buffer is too short to hold
+    them (such a buffer is refused later as a partial batch)."""
+    if len(buffer) - position < ATTRIBUTES_OFFSET + 2:
+        return 0
+    return int(_INT16.unpack_from(buffer, position + ATTRIBUTES_OFFSET)[0])
+
+
+def peek_producer(buffer: memoryview | bytes | bytearray, position: int = 0) -> tuple[int, int]:
+    """(producer_id, producer_epoch) of the batch at ``position``, whose header must be whole."""
+    producer_id, producer_epoch = _PRODUCER.unpack_from(buffer, position + PRODUCER_ID_OFFSET)
+    return int(producer_id), int(producer_epoch)
+
+
 def peek_batch_size(buffer: memoryview | bytes, position: int = 0) -> int | None:
     """Total size of the batch starting at ``position``, or None if the 12-byte prefix is cut.
 
@@ -368,7 +397,7 @@ def peek_batch_size(buffer: memoryview | bytes, position: int = 0) -> int | None
     """
     if len(buffer) - position < LOG_OVERHEAD:
         return None
-    batch_length = int(_INT32.unpack_from(buffer, position + 8)[0])
+    batch_length = int(_INT32.unpack_from(buffer, position + BATCH_LENGTH_OFFSET)[0])
     if batch_length < MIN_BATCH_LENGTH:
         raise CorruptRecordError(
             f"batch at position {position} claims batch_length {batch_length}, "

@@ -24,8 +24,12 @@ from crc32c import crc32c
 
 from josefk.records.batch import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_BIT,
     CRC_OFFSET,
+    DELETE_HORIZON_BIT,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
     NO_PARTITION_LEADER_EPOCH,
@@ -33,6 +37,8 @@ from josefk.records.batch import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
     BatchHeader,
     Compression,
     RecordBatch,
@@ -60,14 +66,8 @@ from josefk.records.varint import (
 BytesLike = bytes | bytearray | memoryview
 HeaderInput = tuple[str, BytesLike | None]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _UINT32 = struct.Struct(">I")
 
-_COMPRESSION_MASK: Final = 0x07
-_TIMESTAMP_TYPE_BIT: Final = 0x08
-_TRANSACTIONAL_BIT: Final = 0x10
-_CONTROL_BIT: Final = 0x20
-_DELETE_HORIZON_BIT: Final = 0x40
 
 # Pieces of the fast path in ``BatchBuilder.append``.
 _NO_ATTRIBUTES: Final = b"\x00"  # record attributes: unused by v2
@@ -374,18 +374,18 @@ class BatchBuilder:
             self._buffer = out
         attributes = int(self._compression)
         if self._timestamp_type == TimestampType.LOG_APPEND_TIME:
-            attributes |= _TIMESTAMP_TYPE_BIT
+            attributes |= TIMESTAMP_TYPE_BIT
         if self._is_transactional:
-            attributes |= _TRANSACTIONAL_BIT
+            attributes |= TRANSACTIONAL_BIT
         if self._is_control:
-            attributes |= _CONTROL_BIT
+            attributes |= CONTROL_BIT
         max_timestamp = self._max_timestamp
         if (
             self._timestamp_type == TimestampType.LOG_APPEND_TIME
             and self._log_append_time is not None
         ):
             max_timestamp = self._log_append_time
-        _HEADER.pack_into(
+        HEADER_STRUCT.pack_into(
             out,
             0,
             self._base_offset,
@@ -429,7 +429,7 @@ def recompress_batch(
         data = decompress(source, data, max_size=max_decompressed_size)
     delta = max_timestamp_delta(data, header.record_count, header.base_offset)
     max_timestamp = header.max_timestamp
-    if not header.attributes & _TIMESTAMP_TYPE_BIT:
+    if not header.attributes & TIMESTAMP_TYPE_BIT:
         max_timestamp = (
             NO_TIMESTAMP if delta is None else max(header.base_timestamp + delta, NO_TIMESTAMP)
         )
@@ -441,7 +441,7 @@ def recompress_batch(
     _seal(
         out,
         header,
-        attributes=(header.attributes & ~_COMPRESSION_MASK) | int(codec),
+        attributes=(header.attributes & ~COMPRESSION_MASK) | int(codec),
         base_timestamp=header.base_timestamp,
         max_timestamp=max_timestamp,
         record_count=header.record_count,
@@ -460,7 +460,7 @@ def _seal(
 ) -> None:
     """Write the header of a batch rebuilt from ``header`` (base offset, last offset delta,
     leader epoch and producer fields kept) in front of its records, length and CRC last."""
-    _HEADER.pack_into(
+    HEADER_STRUCT.pack_into(
         out,
         0,
         header.base_offset,
@@ -504,17 +504,17 @@ def build_retained_batch(
     """
     header = batch.header()
     attributes = header.attributes
-    codec = Compression(attributes & _COMPRESSION_MASK)
-    log_append_time = bool(attributes & _TIMESTAMP_TYPE_BIT)
+    codec = Compression(attributes & COMPRESSION_MASK)
+    log_append_time = bool(attributes & TIMESTAMP_TYPE_BIT)
     old_base_timestamp = header.base_timestamp
     base_timestamp = old_base_timestamp
     if delete_horizon_ms is not None:
-        attributes |= _DELETE_HORIZON_BIT
+        attributes |= DELETE_HORIZON_BIT
         base_timestamp = delete_horizon_ms
     out = bytearray(HEADER_SIZE)
     max_timestamp = header.max_timestamp
     if not retained:
-        attributes &= ~_COMPRESSION_MASK
+        attributes &= ~COMPRESSION_MASK
         base_timestamp = max_timestamp
     else:
         records = bytearray()

@@ -23,23 +23,44 @@ Formats, as the Java client writes and reads them:
 
 Decompression is bounded: a batch of a few hundred bytes can claim gigabytes of output, so
 every decompressor writes into a buffer no larger than ``max_size`` and raises
-CorruptRecordError when the output would not fit, before allocating more.
+DecompressedSizeError (a CorruptRecordError) when the output would not fit, before
+allocating more. The broker's validator reads a batch as a stream instead
+(``decompress_stream``): gzip and zstd a window at a time, so that a batch is never held
+whole, within a ``DecompressionBudget`` shared by every batch of one produce request.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Generator, Iterator
 from typing import Final
 
 import cramjam
+import zstandard
 
 from josefk.records.batch import Compression
-from josefk.records.errors import CorruptRecordError, UnsupportedCompressionError
+from josefk.records.errors import (
+    CorruptRecordError,
+    DecompressedSizeError,
+    UnsupportedCompressionError,
+)
 
 Buffer = bytes | bytearray | memoryview
 
 DEFAULT_MAX_DECOMPRESSED_SIZE: Final = 64 * 1024 * 1024
+# What one produce request's batches may inflate to, all together: a few batches at the
+# per-batch bound. Hostile requests of tiny batches that each inflate to the bound stop
+# costing decompression work here; a request carrying more compressed bytes gets more room
+# (REQUEST_INFLATION times its compressed bytes), as its sender paid for them.
+DEFAULT_MAX_REQUEST_DECOMPRESSED_SIZE: Final = 4 * DEFAULT_MAX_DECOMPRESSED_SIZE
+REQUEST_INFLATION: Final = 64
+# The window a stream is read in: gzip returns at most this much per step; zstd is fed this
+# much compressed input per step (its output per step is bounded by the format: at most
+# about 32 KiB per input byte).
+STREAM_WINDOW: Final = 256 * 1024
+_ZSTD_INPUT_STEP: Final = 256
+_GZIP_MAGIC: Final = b"\x1f\x8b"
 
 XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 XERIAL_HEADER: Final = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
@@ -154,6 +175,140 @@ def decompress(
     raise CorruptRecordError(f"unknown compression codec {codec}")
 
 
+class DecompressionBudget:
+    """How many decompressed bytes the batches of one produce request may still cost.
+
+    ``per_batch`` bounds each batch; ``remaining`` is shared, charged as bytes come out.
+    Not thread-safe: one request's batches are validated one after another on the loop.
+    """
+
+    __slots__ = ("per_batch", "remaining", "total")
+
+    def __init__(self, total: int, *, per_batch: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> None:
+        self.total = total
+        self.remaining = total
+        self.per_batch = per_batch
+
+    @classmethod
+    def for_request(cls, compressed_bytes: int) -> DecompressionBudget:
+        """The budget of a request carrying ``compressed_bytes`` of record data."""
+        return cls(max(DEFAULT_MAX_REQUEST_DECOMPRESSED_SIZE, REQUEST_INFLATION * compressed_bytes))
+
+    @classmethod
+    def unbounded(cls) -> DecompressionBudget:
+        """Only the per-batch bound: for appends that are not a client's request."""
+        return cls(1 << 62)
+
+
+def decompress_stream(
+    codec: Compression, data: Buffer, *, budget: DecompressionBudget
+) -> Iterator[Buffer]:
+    """The decompressed bytes of a batch's records, in windows, charged to ``budget``.
+
+    gzip (concatenated members too) and zstd (concatenated frames too) are decompressed
+    incrementally, so memory stays near one window; snappy and lz4, whose output is bounded
+    by a few hundred times their input, come out in one piece. Raises DecompressedSizeError
+    as soon as the output passes the batch's bound or the request's remaining budget (before
+    more is produced), CorruptRecordError for data the codec cannot read, cut short, or
+    followed by bytes that are neither another member/frame. Each window must be consumed
+    before the next is asked for: the caller keeps no reference to it.
+    """
+    limit = min(budget.per_batch, budget.remaining)
+    produced = 0
+    if codec in (Compression.GZIP, Compression.ZSTD):
+        pieces: Generator[Buffer, None, None] = _small_or_windows(codec, data, limit)
+    elif codec in (Compression.SNAPPY, Compression.LZ4):
+        pieces = _whole(codec, data, max(limit, 0))
+    else:
+        raise CorruptRecordError(f"unknown compression codec {codec}")
+    try:
+        for piece in pieces:
+            size = len(piece)
+            produced += size
+            budget.remaining -= size
+            if produced > limit:
+                bound = (
+                    f"the per-batch bound of {budget.per_batch} bytes"
+                    if limit == budget.per_batch
+                    else f"what is left of the request's {budget.total} bytes"
+                )
+                raise DecompressedSizeError(
+                    f"{Compression(codec).name} records decompress to more than {bound}"
+                )
+            if size:
+                yield piece
+            del piece
+    except (CorruptRecordError, DecompressedSizeError):
+        raise
+    except Exception as error:  # noqa: BLE001  zlib.error, ZstdError, ...: re-raised as corrupt
+        raise CorruptRecordError(f"{Compression(codec).name} data is corrupt: {error}") from None
+    finally:
+        pieces.close()
+
+
+def _whole(codec: Compression, data: Buffer, limit: int) -> Generator[Buffer, None, None]:
+    yield decompress(codec, data, max_size=limit)
+
+
+def _small_or_windows(
+    codec: Compression, data: Buffer, limit: int
+) -> Generator[Buffer, None, None]:
+    # Most batches inflate to less than a window: one bounded call decompresses those at
+    # the codec's full speed (the windows cost a Python step each); a batch that does not fit
+    # has cost at most one window of work when the stream takes over.
+    try:
+        whole = decompress(codec, data, max_size=min(STREAM_WINDOW, max(limit, 0) + 1))
+    except DecompressedSizeError:
+        yield from (_gzip_windows(data) if codec == Compression.GZIP else _zstd_windows(data))
+        return
+    yield whole
+
+
+def _gzip_windows(data: Buffer) -> Generator[Buffer, None, None]:
+    rest = bytes(data)
+    while True:
+        stream = zlib.decompressobj(wbits=31)
+        pending = rest
+        while not stream.eof:
+            if not pending:
+                raise CorruptRecordError("gzip data is cut short")
+            out = stream.decompress(pending, STREAM_WINDOW)
+            pending = stream.unconsumed_tail
+            yield out
+            del out
+        rest = stream.unused_data
+        if not rest:
+            return
+        if rest[:2] != _GZIP_MAGIC:
+            raise CorruptRecordError(
+                f"gzip data is followed by {len(rest)} bytes that are not gzip"
+            )
+
+
+def _zstd_windows(data: Buffer) -> Generator[Buffer, None, None]:
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    position, end = 0, len(view)
+    carried = b""
+    while True:
+        stream = zstandard.ZstdDecompressor().decompressobj()
+        if carried:
+            out = stream.decompress(carried)
+            carried = b""
+            yield out
+            del out
+        while not stream.eof:
+            if position >= end:
+                raise CorruptRecordError("zstd data is cut short")
+            step = view[position : position + _ZSTD_INPUT_STEP]
+            position += len(step)
+            out = stream.decompress(step)
+            yield out
+            del out
+        carried = stream.unused_data
+        if not carried and position >= end:
+            return
+
+
 def snappy_decompress(data: Buffer, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> memoryview:
     """Xerial-framed snappy or, without the magic, one raw snappy block."""
     view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
@@ -181,7 +336,7 @@ def snappy_decompress(data: Buffer, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_
         size = _snappy_raw_length(block)
         total += size
         if total > max_size:
-            raise CorruptRecordError(f"snappy data decompresses to more than {max_size} bytes")
+            raise DecompressedSizeError(f"snappy data decompresses to more than {max_size} bytes")
         blocks.append((block, size))
     out = bytearray(total)
     target = memoryview(out)
@@ -205,7 +360,7 @@ def _snappy_raw_length(block: memoryview) -> int:
 def _snappy_raw_into_new(view: memoryview, max_size: int) -> memoryview:
     size = _snappy_raw_length(view)
     if size > max_size:
-        raise CorruptRecordError(f"snappy data claims {size} bytes, more than {max_size}")
+        raise DecompressedSizeError(f"snappy data claims {size} bytes, more than {max_size}")
     out = bytearray(size)
     written = cramjam.snappy.decompress_raw_into(view, out)
     if written != size:
@@ -239,7 +394,7 @@ def _bounded(
             if _BUFFER_FULL not in str(error):
                 raise
             if capacity >= max_size:
-                raise CorruptRecordError(
+                raise DecompressedSizeError(
                     f"compressed data decompresses to more than {max_size} bytes"
                 ) from None
             size = max(size * _GROWTH, _MIN_GUESS)

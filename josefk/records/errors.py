@@ -25,3 +25,8 @@ class InvalidRecordError(RecordsError):
 
 class UnsupportedCompressionError(RecordsError):
     """The attributes name a compression codec josefk does not know."""
+
+
+class DecompressedSizeError(CorruptRecordError):
+    """A compressed batch inflates past the bound its reader set (per batch, or what is left
+    of a produce request's budget); the broker answers MESSAGE_TOO_LARGE."""

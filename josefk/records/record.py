@@ -39,6 +39,7 @@ from josefk.records.batch import (
     HEADER_SIZE,
     MAGIC,
     NO_TIMESTAMP,
+    TIMESTAMP_TYPE_BIT,
     Compression,
     RecordBatch,
     TimestampType,
@@ -48,8 +49,6 @@ from josefk.records.errors import CorruptRecordError
 from josefk.records.varint import INT64_MIN, Buffer, decode_varint, decode_varlong
 
 Header = tuple[str, bytes | None]
-
-_TIMESTAMP_TYPE_BIT: Final = 0x08
 
 
 class Record(NamedTuple):
@@ -476,7 +475,7 @@ def batch_max_timestamp(
     compressed batch is decompressed for this; framing errors raise CorruptRecordError.
     """
     header = batch.header()
-    if header.attributes & _TIMESTAMP_TYPE_BIT:
+    if header.attributes & TIMESTAMP_TYPE_BIT:
         return int(header.max_timestamp)
     data: Buffer = batch.records_buffer()
     codec = batch.compression

@@ -51,7 +51,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from josefk.records.batch import NO_TIMESTAMP, BatchHeader, RecordBatch
+from josefk.records.batch import (
+    CONTROL_BIT,
+    NO_TIMESTAMP,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    RecordBatch,
+)
 from josefk.records.builder import build_retained_batch
 from josefk.records.record import RecordSpan, batch_record_data, record_spans
 from josefk.storage.file_records import FileRecords
@@ -80,8 +86,6 @@ _WRITE_CHUNK: Final = 1 << 20
 _PR_SET_PDEATHSIG: Final = 1
 # Steps at which a crash test may have the broker killed (``CleanerJob.crash_point``).
 CRASH_WHILE_WRITING_CLEANED: Final = "writing-cleaned"
-_TRANSACTIONAL_BIT: Final = 0x10
-_CONTROL_BIT: Final = 0x20
 
 
 def die_with_parent() -> None:
@@ -364,10 +368,10 @@ class _AbortedBatches:
         producer_id = header.producer_id
         if producer_id < 0 or producer_id not in self._active:
             return False
-        if header.attributes & _CONTROL_BIT:
+        if header.attributes & CONTROL_BIT:
             self._active.discard(producer_id)
             return False
-        return bool(header.attributes & _TRANSACTIONAL_BIT)
+        return bool(header.attributes & TRANSACTIONAL_BIT)
 
 
 def _build_offset_map(

@@ -1,17 +1,19 @@
 """The partition log: the segments of one ``<topic>-<partition>`` directory and its offsets.
 
-Owns ``Log``: loading a partition directory (leftover files, recovery of an unclean tail), the
-sorted map of segments, the key offsets (log start offset, high watermark, recovery point, log
-end offset), appends as leader and as follower, reads with isolation, rolling, truncation,
-prefix deletion (DeleteRecords, retention) and offset lookups by timestamp; plus the errors
-only the log raises. Idempotent and transactional producers' state
-(josefk.storage.producer_state) is checked before offsets are assigned, updated after each
-append, snapshotted at roll and close, and rebuilt at load and after truncation; it gives the
-last stable offset (the first offset of the oldest open transaction, or the high watermark),
-where read_committed reads stop. Transaction markers come from the coordinator through
-``append_txn_marker``; each aborted transaction is written to the ``.txnindex`` of the segment
-holding its marker, and read_committed fetches collect them (``collect_aborted_transactions``). Imports josefk.records, josefk.config.topic and the rest of
-josefk.storage; never josefk.protocol, josefk.broker or josefk.metrics.
+Owns ``Log``: the sorted map of segments (loaded from a partition directory by
+josefk.storage.log_loader: leftover files, recovery of an unclean tail, producer state), the
+key offsets (log start offset, high watermark, recovery point, log end offset), appends as
+leader (the batches checked by josefk.storage.log_validator) and as follower, reads with
+isolation, rolling, truncation, prefix deletion (DeleteRecords, retention) and offset lookups
+by timestamp; plus the errors only the log raises. Idempotent and transactional producers'
+state (josefk.storage.producer_state) is checked before offsets are assigned, updated after
+each append, snapshotted at roll and close, and rebuilt at load and after truncation; it
+gives the last stable offset (the first offset of the oldest open transaction, or the high
+watermark), where read_committed reads stop. Transaction markers come from the coordinator
+through ``append_txn_marker``; each aborted transaction is written to the ``.txnindex`` of
+the segment holding its marker, and read_committed fetches collect them
+(``collect_aborted_transactions``). Imports josefk.records, josefk.config.topic and the rest
+of josefk.storage; never josefk.protocol, josefk.broker or josefk.metrics.
 
 The key offsets, in the order they must always keep::
 
@@ -57,33 +59,31 @@ from typing import Final
 
 from josefk.config.topic import LogConfig
 from josefk.records.batch import (
-    LOG_OVERHEAD,
     NO_TIMESTAMP,
-    BatchHeader,
-    Compression,
     RecordBatch,
     peek_batch_size,
     split_batches,
 )
-from josefk.records.builder import build_control_batch, recompress_batch
-from josefk.records.errors import CorruptRecordError, InvalidRecordError, RecordsError
+from josefk.records.builder import build_control_batch
+from josefk.records.compression import DecompressionBudget
 from josefk.records.record import (
     ControlRecordType,
-    batch_max_timestamp,
-    batch_record_data,
-    max_timestamp_delta,
-    record_spans,
 )
 from josefk.storage.errors import (
-    CorruptIndexError,
-    IndexFullError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
 )
-from josefk.storage.file_records import FileRecords, TimestampAndOffset
+from josefk.storage.file_records import TimestampAndOffset
 from josefk.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from josefk.storage.log_loader import (
+    load_segments,
+    open_segment,
+    rebuild_producer_state,
+    release_indexes,
+)
+from josefk.storage.log_validator import InvalidTimestampError, validate_batches
 from josefk.storage.offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -101,26 +101,18 @@ from josefk.storage.producer_state import (
     ProducerStateManager,
     decode_marker,
     fsync_file,
-    read_marker,
-    scan_batch_positions,
 )
 from josefk.storage.segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
-    INDEX_FILE_SUFFIX,
-    LOG_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
-    TXN_INDEX_FILE_SUFFIX,
     FetchDataInfo,
     LogOffsetMetadata,
     LogSegment,
     RollParams,
     log_file,
-    offset_from_file_name,
     offset_index_file,
     time_index_file,
-    txn_index_file,
 )
 from josefk.util.clock import Clock, JitterSource, SystemClock
 from josefk.util.scheduler import Scheduler
@@ -128,10 +120,6 @@ from josefk.util.scheduler import Scheduler
 _log = logging.getLogger(__name__)
 
 LONG_MAX: Final = (1 << 63) - 1
-_LOG_APPEND_TIME_BIT: Final = 0x08  # attributes bit 3: the timestamp type
-_COMPRESSION_MASK: Final = 0x07  # attributes bits 0-2: the codec
-_CONTROL_BIT: Final = 0x20  # attributes bit 5: a control batch (transaction markers)
-_TRANSACTIONAL_BIT: Final = 0x10  # attributes bit 4
 
 IoErrorHandler = Callable[[Path, BaseException], None]
 
@@ -141,10 +129,6 @@ IoErrorHandler = Callable[[Path, BaseException], None]
 
 class RecordBatchTooLargeError(RecordTooLargeError):
     """An append larger than ``segment.bytes``: no segment could ever hold it."""
-
-
-class InvalidTimestampError(StorageError):
-    """A CreateTime batch's timestamp is outside message.timestamp.before/after.max.ms of now."""
 
 
 class UnexpectedAppendOffsetError(StorageError):
@@ -243,18 +227,14 @@ class Log:
     ) -> Log:
         """Open (creating if needed) the partition directory and load its segments.
 
-        Blocking: run it in a worker thread when on the event loop. Leftovers of interrupted
-        operations are handled as Kafka does: ``.deleted`` and ``.cleaned`` files are removed,
-        a ``.log.swap`` (a finished compaction whose rename was cut short) replaces the
-        segments it covers, index files without a ``.log`` are removed. Unless the log dir
-        had a clean shutdown, every segment from the one holding ``recovery_point`` onwards
-        is recovered (batches validated, indexes rebuilt); the first segment found with an
-        invalid tail is truncated there and every later segment deleted. Every other segment
-        gets a cheap check that its files agree (``LogSegment.check_files_agree``), clean
-        shutdown or not; one that fails is recovered the same way, with a warning naming its
-        files, but the segments after it stay (they were flushed and are whole). Last, the producer
-        state is rebuilt: the newest snapshot at or below the log end offset, then the batch
-        headers after it (``producer_id_expiration_ms``: producer.id.expiration.ms).
+        Blocking: run it in a worker thread when on the event loop. The directory is
+        cleaned up, its segments opened and recovered by ``storage.log_loader.load_segments``
+        (leftovers of interrupted operations handled as Kafka does; every segment past the
+        recovery point recovered after an unclean shutdown, and any whose files disagree);
+        then the producer state is rebuilt (``log_loader.rebuild_producer_state``: the newest
+        snapshot at or below the log end offset, then the batch headers after it;
+        ``producer_id_expiration_ms``: producer.id.expiration.ms) and the leader-epoch
+        checkpoint is read.
 
         Raises KafkaStorageError (naming the path) on an I/O error.
         """
@@ -263,113 +243,21 @@ class Log:
         jitter = jitter if jitter is not None else JitterSource()
         topic_partition = TopicPartition.from_dir_name(path.name)
         try:
-            path.mkdir(parents=True, exist_ok=True)
-            needs_recovery, names = _remove_temp_files_and_complete_swaps(path)
-            segments: dict[int, LogSegment] = {}
-            # Names, not Path objects and stat calls: start-up with thousands of segments
-            # is dominated by per-file overhead.
-            for name in sorted(n for n in names if n.endswith(LOG_FILE_SUFFIX)):
-                try:
-                    base_offset = offset_from_file_name(name)
-                except ValueError:
-                    _log.warning("ignoring %s in %s: not named after an offset", name, path)
-                    continue
-                segment = _open_segment(path, base_offset, config, clock, jitter, exists=True)
-                segments[base_offset] = segment
-                stem = name[: -len(LOG_FILE_SUFFIX)]
-                if (
-                    stem + INDEX_FILE_SUFFIX not in names
-                    or stem + TIME_INDEX_FILE_SUFFIX not in names
-                ):
-                    needs_recovery.add(base_offset)
-            bases = sorted(segments)
-            unflushed = bases[max(bisect.bisect_right(bases, recovery_point) - 1, 0) :]
-            if not had_clean_shutdown:
-                needs_recovery.update(unflushed)
-            else:
-                # Indexes stay closed until first use so that start-up is fast; only the
-                # segments past the recovery point (normally just the active one) are
-                # checked now, and rebuilt if their index is unusable.
-                for base_offset in unflushed:
-                    if base_offset in needs_recovery:
-                        continue
-                    try:
-                        segments[base_offset].sanity_check()
-                    except CorruptIndexError as exc:
-                        _log.warning("%s: rebuilding indexes: %s", topic_partition, exc)
-                        needs_recovery.add(base_offset)
-            # Every other segment's files must agree with each other, clean shutdown or not:
-            # a file cut short while the broker was down is recovered like a crashed one.
-            damaged: set[int] = set()
-            for base_offset in bases:
-                if base_offset in needs_recovery:
-                    continue
-                segment = segments[base_offset]
-                problem = segment.check_files_agree()
-                if problem is not None:
-                    _log.warning(
-                        "%s: the files of segment %d disagree (%s): %s; recovering the "
-                        "segment as after a crash",
-                        topic_partition,
-                        base_offset,
-                        ", ".join(
-                            str(p)
-                            for p in (
-                                segment.path,
-                                segment.offset_index.path,
-                                segment.time_index.path,
-                            )
-                        ),
-                        problem,
-                    )
-                    needs_recovery.add(base_offset)
-                    damaged.add(base_offset)
-            for position, base_offset in enumerate(bases):
-                if base_offset not in needs_recovery or base_offset not in segments:
-                    continue
-                truncated = _recover_segment(segments[base_offset], config)
-                if position + 1 < len(bases):
-                    _release_indexes(segments[base_offset])
-                if truncated > 0:
-                    _log.warning(
-                        "%s: truncated %d invalid bytes at the end of segment %d (%s)",
-                        topic_partition,
-                        truncated,
-                        base_offset,
-                        segments[base_offset].path,
-                    )
-                    if base_offset in damaged:
-                        # Damaged at rest, not a crash's torn tail: the later segments were
-                        # flushed and are whole, so they stay (offsets may have a gap).
-                        continue
-                    # Everything after corruption is unreachable by offset order: drop it.
-                    for later in bases[position + 1 :]:
-                        doomed = segments.pop(later)
-                        doomed.close_handlers()
-                        doomed.delete_if_exists()
-                    break
-            bases = sorted(segments)
-            if bases:
-                active = segments[bases[-1]]
-                if active.read_next_offset() < log_start_offset:
-                    # The checkpoint says records were deleted beyond what is on disk
-                    # (DeleteRecords then a crash before retention ran): start afresh there.
-                    for segment in segments.values():
-                        segment.close_handlers()
-                        segment.delete_if_exists()
-                    segments.clear()
-                    bases = []
-            if not bases:
-                segments[log_start_offset] = _open_segment(
-                    path, log_start_offset, config, clock, jitter, exists=False
-                )
-                bases = [log_start_offset]
-            segments[bases[-1]].resize_indexes(config.segment_index_bytes)
+            segments, recovered = load_segments(
+                path,
+                config,
+                topic_partition=topic_partition,
+                log_start_offset=log_start_offset,
+                recovery_point=recovery_point,
+                had_clean_shutdown=had_clean_shutdown,
+                clock=clock,
+                jitter=jitter,
+            )
             log = cls(
                 path,
                 config,
                 topic_partition=topic_partition,
-                segments=[segments[b] for b in bases],
+                segments=segments,
                 log_start_offset=log_start_offset,
                 recovery_point=recovery_point,
                 clock=clock,
@@ -383,7 +271,7 @@ class Log:
                     name=str(topic_partition),
                 ),
             )
-            log._rebuild_producer_state(rebuild_txn_indexes=needs_recovery.intersection(segments))
+            log._rebuild_producer_state(rebuild_txn_indexes=recovered)
             log._load_leader_epochs()
         except OSError as exc:
             raise KafkaStorageError(f"error while loading log: {exc}", path=path) from exc
@@ -496,50 +384,17 @@ class Log:
         a separate replay, from a snapshot at or below the first of them, writes them back
         (Kafka rebuilds them the same way); the state kept is the one from the newest
         snapshot, as after any restart."""
-        state = self._producer_state
-        end = self.log_end_offset
-        now = self._clock.milliseconds()
-        state.delete_snapshots_after(end)
-        if rebuild_txn_indexes:
-            scratch = ProducerStateManager(self._dir, name=str(self.topic_partition))
-            first = min(rebuild_txn_indexes)
-            self._replay(scratch, scratch.load_latest_snapshot(first, now, delete_later=False),
-                         max(rebuild_txn_indexes) + 1, rebuild_txn_indexes)  # fmt: skip
-        self._replay(state, state.load_latest_snapshot(end, now), end, ())
+        rebuild_producer_state(
+            self._producer_state,
+            self.segments_in_range,
+            first_base_offset=self._base_offsets[0],
+            directory=self._dir,
+            name=str(self.topic_partition),
+            end=self.log_end_offset,
+            now=self._clock.milliseconds(),
+            rebuild_txn_indexes=rebuild_txn_indexes,
+        )
         self._lso_metadata = None
-
-    def _replay(
-        self,
-        state: ProducerStateManager,
-        snapshot_offset: int | None,
-        end: int,
-        index_aborts_in: Collection[int],
-    ) -> None:
-        """Replay the batches from ``snapshot_offset`` (the log start without one) into the
-        segments before ``end``, writing aborted transactions into the ``.txnindex`` of the
-        segments whose base offset is in ``index_aborts_in``."""
-        replay_from = self._base_offsets[0] if snapshot_offset is None else snapshot_offset
-        if replay_from >= end:
-            return
-        for segment in self.segments_in_range(replay_from, end):
-            index_aborts = segment.base_offset in index_aborts_in
-            records = segment.log
-            for position, header in scan_batch_positions(records):
-                if header.base_offset + header.last_offset_delta < replay_from:
-                    continue
-                if header.attributes & _CONTROL_BIT and header.producer_id >= 0:
-                    completed = state.replay(header, read_marker(records, position, header))
-                    if completed is not None and completed.is_aborted and index_aborts:
-                        segment.txn_index.append(
-                            AbortedTxn(
-                                completed.producer_id,
-                                completed.first_offset,
-                                completed.last_offset,
-                                state.last_stable_offset_after(completed),
-                            )
-                        )
-                else:
-                    state.replay(header)
 
     @property
     def unflushed_messages(self) -> int:
@@ -716,28 +571,20 @@ class Log:
         *,
         validate_timestamps: bool = True,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        budget: DecompressionBudget | None = None,
     ) -> LogAppendInfo:
         """Validate the producer's batches, assign their offsets in place and append them.
 
-        The twelve steps of Kafka's append, per batch and never per record: check each
-        batch (size, magic, CRC, record count, ``max.message.bytes``, timestamp bounds for
-        CreateTime), then write into the caller's buffer the base offset (from the LEO),
-        the partition leader epoch and, under LogAppendTime, the broker's time with the CRC
-        recomputed; roll when a roll condition holds; append to the active segment; advance
-        the LEO; flush when ``flush.messages`` unflushed records have built up.
-
-        Each batch's max timestamp is computed from its records, as Kafka's validator does,
-        and the header (and CRC) rewritten where it disagrees: some clients write 0 over
-        records that carry no timestamp, which retention would read as 1970. For a batch
-        kept uncompressed that is one walk over the records' lengths and timestamp deltas
-        (``records.max_timestamp_delta``, column-wise for runs of same-size records); a
-        batch kept compressed is decompressed for it only when its first record has no
-        timestamp (the case those clients produce), otherwise its header is trusted.
-
-        A topic ``compression.type`` other than ``producer`` that differs from a batch's
-        codec rebuilds that batch with the topic's codec (``records.recompress_batch``: same
-        records, new length and CRC) into a new buffer; every other batch is appended from
-        the caller's buffer without a copy.
+        The twelve steps of Kafka's append, per batch and never per record: validate every
+        batch (``storage.log_validator``: size, magic, CRC, record count, keys on compacted
+        topics, ``max.message.bytes``, the topic's codec, the max timestamp from the records,
+        timestamp bounds under CreateTime), check the producer state, then have the validated
+        batches write into the caller's buffer the base offset (from the LEO), the partition
+        leader epoch and, under LogAppendTime, the broker's time with the CRC recomputed;
+        roll when a roll condition holds; append to the active segment; advance the LEO;
+        flush when ``flush.messages`` unflushed records have built up. Batches rebuilt in the
+        topic's codec go out in a new buffer; every other batch is appended from the caller's
+        buffer without a copy.
 
         Control batches are refused (InvalidRecordError): transaction markers are the
         coordinator's, through ``append_txn_marker``. ``origin`` COORDINATOR is the group
@@ -752,136 +599,53 @@ class Log:
         if view.readonly:
             raise ValueError("append_as_leader needs a writable buffer to assign offsets in")
         with self._io("appending"):
-            batches = self._split_exact(view)
             config = self._config
             now = self._clock.milliseconds()
             log_append_time = config.log_append_time
-            max_bytes = config.max_message_bytes
-            before_max = config.message_timestamp_before_max_ms
-            after_max = config.message_timestamp_after_max_ms
-            target_codec = _TOPIC_CODECS.get(config.compression_type)
-            compacted = config.compact_enabled
-            record_count = 0
-            has_producer_id = False
-            headers: list[BatchHeader] = []
-            # The header max timestamps to write back (batch index -> value) and the
-            # batches rebuilt with the topic's codec (batch index -> new bytes).
-            max_timestamp_fixes: dict[int, int] = {}
-            rebuilt: dict[int, bytearray] = {}
-            for index, batch in enumerate(batches):
-                batch.ensure_valid_from_producer()
-                header = batch.header()  # one unpack for every field used below
-                if header.base_offset != 0:
-                    # As Kafka: offsets are the broker's to assign; a producer sends 0.
-                    raise InvalidRecordError(
-                        f"the base offset of a batch produced to {self.topic_partition} "
-                        f"should be 0, but it is {header.base_offset}"
-                    )
-                if header.attributes & _CONTROL_BIT:
-                    raise InvalidRecordError(
-                        f"a produce to {self.topic_partition} holds a control batch: only "
-                        f"the transaction coordinator writes those"
-                    )
-                if header.attributes & _TRANSACTIONAL_BIT and header.producer_id < 0:
-                    raise InvalidRecordError(
-                        f"a transactional batch to {self.topic_partition} carries no producer id"
-                    )
-                if compacted:
-                    _check_keys(batch, header, self.topic_partition)
-                size = header.batch_length + LOG_OVERHEAD
-                if size > max_bytes:
-                    raise RecordTooLargeError(
-                        f"batch of {size} bytes exceeds max.message.bytes {max_bytes} "
-                        f"of {self.topic_partition}",
-                        path=self._dir,
-                    )
-                codec = header.attributes & _COMPRESSION_MASK
-                if target_codec is not None and codec != target_codec:
-                    new_batch = recompress_batch(
-                        batch, target_codec, level=_compression_level(config, target_codec)
-                    )
-                    if len(new_batch) > max_bytes:
-                        # As Kafka: the limit holds for the batch as stored.
-                        raise RecordTooLargeError(
-                            f"batch of {size} bytes is {len(new_batch)} bytes as "
-                            f"{config.compression_type}, more than max.message.bytes "
-                            f"{max_bytes} of {self.topic_partition}",
-                            path=self._dir,
-                        )
-                    rebuilt[index] = new_batch
-                    header = RecordBatch(memoryview(new_batch)).header()
-                elif not log_append_time and not header.attributes & _LOG_APPEND_TIME_BIT:
-                    computed = _records_max_timestamp(batch, header, codec)
-                    if computed != header.max_timestamp:
-                        max_timestamp_fixes[index] = computed
-                        header.max_timestamp = computed
-                if validate_timestamps and not log_append_time:
-                    _check_timestamps(header, now, before_max, after_max, self._dir)
-                record_count += header.record_count
-                has_producer_id = has_producer_id or header.producer_id >= 0
-                headers.append(header)
+            validated = validate_batches(
+                view,
+                config,
+                topic_partition=self.topic_partition,
+                directory=self._dir,
+                now=now,
+                validate_timestamps=validate_timestamps,
+                budget=budget,
+            )
             producer_state = self._producer_state
-            base_offsets: list[int] = []
-            if has_producer_id:
+            if validated.has_producer_id:
                 # Before any offset is assigned: a rejected or duplicate append writes nothing.
-                duplicate = producer_state.check_append(headers, origin)
+                duplicate = producer_state.check_append(validated.headers, origin)
                 if duplicate is not None:
                     return self._duplicate_append_info(duplicate, log_append_time)
-            if rebuilt:
-                # Only now, after every check passed: the batches go out in a new buffer.
-                view = memoryview(
-                    bytearray().join(
-                        rebuilt.get(i, batch.buffer) for i, batch in enumerate(batches)
-                    )
-                )
-                batches = _split_valid_prefix(view)[0]
-            for index, timestamp in max_timestamp_fixes.items():
-                batches[index].set_max_timestamp(timestamp)
-            first_offset = self.log_end_offset
-            next_offset = first_offset
-            max_timestamp = NO_TIMESTAMP
-            offset_of_max_timestamp = -1
-            last_offset_of_first_batch = -1
-            for batch, header in zip(batches, headers, strict=True):
-                if has_producer_id:
-                    base_offsets.append(next_offset)
-                batch.set_base_offset(next_offset)
-                batch.set_partition_leader_epoch(leader_epoch)
-                if log_append_time:
-                    batch.set_log_append_time(now)
-                last = next_offset + header.last_offset_delta
-                if last_offset_of_first_batch < 0:
-                    last_offset_of_first_batch = last
-                if header.max_timestamp > max_timestamp:
-                    max_timestamp, offset_of_max_timestamp = header.max_timestamp, last
-                next_offset = last + 1
-            last_offset = next_offset - 1
-            if log_append_time:
-                max_timestamp, offset_of_max_timestamp = now, last_offset
+            assigned = validated.apply(
+                self.log_end_offset, leader_epoch, now, log_append_time=log_append_time
+            )
+            view = validated.view
+            batch_count = len(validated.batches)
             self._append_to_segment(
                 view,
-                first_offset,
-                last_offset,
-                max_timestamp,
-                offset_of_max_timestamp,
-                len(batches),
+                assigned.first_offset,
+                assigned.last_offset,
+                assigned.max_timestamp,
+                assigned.offset_of_max_timestamp,
+                batch_count,
             )
-            if has_producer_id:
+            if validated.has_producer_id:
                 producer_state.on_leader_append(
-                    headers, base_offsets, now if log_append_time else None
+                    validated.headers, assigned.base_offsets, now if log_append_time else None
                 )
-            self.maybe_assign_epoch_start_offset(leader_epoch, first_offset)
+            self.maybe_assign_epoch_start_offset(leader_epoch, assigned.first_offset)
             return LogAppendInfo(
-                first_offset=first_offset,
-                last_offset=last_offset,
-                max_timestamp=max_timestamp,
-                offset_of_max_timestamp=offset_of_max_timestamp,
+                first_offset=assigned.first_offset,
+                last_offset=assigned.last_offset,
+                max_timestamp=assigned.max_timestamp,
+                offset_of_max_timestamp=assigned.offset_of_max_timestamp,
                 log_append_time=now if log_append_time else -1,
                 log_start_offset=self._log_start_offset,
-                record_count=record_count,
-                batch_count=len(batches),
+                record_count=validated.record_count,
+                batch_count=batch_count,
                 valid_bytes=view.nbytes,
-                last_offset_of_first_batch=last_offset_of_first_batch,
+                last_offset_of_first_batch=assigned.last_offset_of_first_batch,
             )
 
     def _duplicate_append_info(
@@ -1063,23 +827,6 @@ class Log:
                 last_offset_of_first_batch=batches[0].last_offset,
             )
 
-    def _split_exact(self, view: memoryview) -> list[RecordBatch]:
-        """Every batch of a produce buffer, which must hold whole batches and nothing else."""
-        batches: list[RecordBatch] = []
-        position, end = 0, view.nbytes
-        while position < end:
-            size = peek_batch_size(view, position)
-            if size is None or position + size > end:
-                raise CorruptRecordError(
-                    f"produce to {self.topic_partition} ends with a partial batch at "
-                    f"position {position} of {end} bytes"
-                )
-            batches.append(RecordBatch(view[position : position + size]))
-            position += size
-        if not batches:
-            raise InvalidRecordError(f"produce to {self.topic_partition} holds no batch")
-        return batches
-
     def _append_to_segment(
         self,
         view: memoryview,
@@ -1159,7 +906,7 @@ class Log:
                     _log.warning("deleting stale file %s before rolling", stale)
                     stale.unlink()
             active.on_becoming_inactive_segment()
-            segment = _open_segment(
+            segment = open_segment(
                 self._dir, new_offset, self._config, self._clock, self._jitter, exists=False
             )
             self._add_segment(segment)
@@ -1199,7 +946,7 @@ class Log:
         """Swap the cleaned segment ``<base_offset>.log.cleaned`` (and its indexes) in for the
         segments it was made from, as Kafka's ``replaceSegments`` does; True when done.
 
-        The renames keep every crash recoverable (``_remove_temp_files_and_complete_swaps``):
+        The renames keep every crash recoverable (``log_loader.remove_temp_files_and_complete_swaps``):
         the cleaned files become ``.swap`` first (a crash now: the swap is completed at load,
         replacing what its offsets cover), the old segments leave the map and become
         ``.deleted`` (their files are removed after ``file.delete.delay.ms``, so reads of
@@ -1240,7 +987,7 @@ class Log:
             _maybe_crash(crash_point, CRASH_DURING_SWAP)
             cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")
             self._add_segment(cleaned)
-            _release_indexes(cleaned)
+            release_indexes(cleaned)
         return True
 
     # -- read -----------------------------------------------------------------------------------------
@@ -1417,7 +1164,7 @@ class Log:
                 segment.offset_index.is_open or segment.time_index.is_open
             ):
                 with self._io("releasing index maps"):
-                    _release_indexes(segment)
+                    release_indexes(segment)
                 released += 1
         return released
 
@@ -1431,7 +1178,7 @@ class Log:
         active = self.active_segment
         for segment in segments:
             if segment is not active and self._segments.get(segment.base_offset) is segment:
-                _release_indexes(segment)
+                release_indexes(segment)
 
     def _mark_flushed(self, target: int) -> None:
         target = min(target, self.log_end_offset)
@@ -1477,7 +1224,7 @@ class Log:
             self._remove_and_delete_segments(self.log_segments())
             self._producer_state.truncate_fully()
             self._leader_epochs.clear()
-            segment = _open_segment(
+            segment = open_segment(
                 self._dir, new_offset, self._config, self._clock, self._jitter, exists=False
             )
             self._add_segment(segment)
@@ -1741,28 +1488,6 @@ class _IoGuard:
             raise error from exc
 
 
-def _open_segment(
-    directory: Path,
-    base_offset: int,
-    config: LogConfig,
-    clock: Clock,
-    jitter: JitterSource,
-    *,
-    exists: bool,
-) -> LogSegment:
-    return LogSegment.open(
-        directory,
-        base_offset,
-        index_interval_bytes=config.index_interval_bytes,
-        max_index_size=config.segment_index_bytes,
-        rolling_jitter_ms=jitter.segment_jitter_ms(config.segment_jitter_ms, config.segment_ms),
-        clock=clock,
-        file_already_exists=exists,
-        init_file_size=config.initial_file_size,
-        preallocate=config.preallocate,
-    )
-
-
 def _index_room_for(
     segment: LogSegment, batch_count: int, messages_size: int, index_interval_bytes: int
 ) -> bool:
@@ -1784,78 +1509,6 @@ def _index_room_for(
     )
 
 
-def _check_timestamps(
-    header: BatchHeader, now: int, before_max: int, after_max: int, directory: Path
-) -> None:
-    # Per batch, not per record: the max timestamp bounds the future side and the base
-    # timestamp (the first record's) the past side. A batch whose records go back in time
-    # past its first one can slip through the "before" check; producers never build those.
-    if header.attributes & _LOG_APPEND_TIME_BIT:
-        return
-    max_timestamp = header.max_timestamp
-    if max_timestamp != NO_TIMESTAMP and max_timestamp - now > after_max:
-        raise InvalidTimestampError(
-            f"batch has timestamp {max_timestamp}, more than "
-            f"message.timestamp.after.max.ms {after_max} ahead of the broker's {now}",
-            path=directory,
-        )
-    base_timestamp = header.base_timestamp
-    if base_timestamp != NO_TIMESTAMP and now - base_timestamp > before_max:
-        raise InvalidTimestampError(
-            f"batch has timestamp {base_timestamp}, more than "
-            f"message.timestamp.before.max.ms {before_max} behind the broker's {now}",
-            path=directory,
-        )
-
-
-# compression.type -> the codec batches are stored with; "producer" keeps each batch's own.
-_TOPIC_CODECS: Final[dict[str, Compression]] = {
-    "uncompressed": Compression.NONE,
-    "gzip": Compression.GZIP,
-    "snappy": Compression.SNAPPY,
-    "lz4": Compression.LZ4,
-    "zstd": Compression.ZSTD,
-}
-
-
-def _check_keys(batch: RecordBatch, header: BatchHeader, topic_partition: TopicPartition) -> None:
-    # Per record, but only for compacted topics: a record without a key could never be
-    # compacted away, so Kafka refuses it (INVALID_RECORD) and so does josefk.
-    data = batch_record_data(batch)
-    for span in record_spans(data, header.record_count, header.base_offset):
-        if span.key is None:
-            raise InvalidRecordError(
-                f"compacted topic cannot accept message without key in topic partition "
-                f"{topic_partition}"
-            )
-
-
-def _compression_level(config: LogConfig, codec: Compression) -> int | None:
-    # lz4 is written at its one fast level (records.compression), snappy has none.
-    if codec == Compression.GZIP:
-        return None if config.compression_gzip_level < 0 else config.compression_gzip_level
-    if codec == Compression.ZSTD:
-        return config.compression_zstd_level
-    return None
-
-
-def _records_max_timestamp(batch: RecordBatch, header: BatchHeader, codec: int) -> int:
-    """The max timestamp of a CreateTime batch kept in its own codec, from its records.
-
-    Uncompressed: one walk over the record lengths and timestamp deltas. Compressed: the
-    header is trusted unless it cannot be right or the first record has no timestamp (a
-    client writing -1 per record and 0 as the max); only then is the batch decompressed.
-    """
-    if codec == Compression.NONE:
-        delta = max_timestamp_delta(batch.records_buffer(), header.record_count)
-        if delta is None:
-            return NO_TIMESTAMP
-        return max(header.base_timestamp + delta, NO_TIMESTAMP)
-    if header.base_timestamp == NO_TIMESTAMP or header.max_timestamp < header.base_timestamp:
-        return batch_max_timestamp(batch)
-    return header.max_timestamp
-
-
 def _split_valid_prefix(view: memoryview) -> tuple[list[RecordBatch], int]:
     """Whole batches at the start of ``view`` and their total size; a partial tail is cut."""
     batches: list[RecordBatch] = []
@@ -1867,26 +1520,6 @@ def _split_valid_prefix(view: memoryview) -> tuple[list[RecordBatch], int]:
         batches.append(RecordBatch(view[position : position + size]))
         position += size
     return batches, position
-
-
-def _recover_segment(segment: LogSegment, config: LogConfig) -> int:
-    """``segment.recover``, giving the indexes more room if recovery needs it.
-
-    Appends made since a restart place index entries counting bytes from the restart, while
-    recovery counts from the segment's start, so it can need more entries than appends did.
-    With Kafka's defaults the index never fills first (1 GiB / 4 KiB * 8 bytes < 10 MiB);
-    with a small ``segment.index.bytes`` it could, and failing to load would take the whole
-    log dir offline. The larger index is trimmed when the segment stops being active.
-    """
-    try:
-        return segment.recover(config.max_message_bytes)
-    except IndexFullError:
-        # At most one entry per index.interval.bytes, and one per batch; 12 bytes covers
-        # the larger of the two entry sizes.
-        room = (segment.size() // (config.index_interval_bytes + 1) + 2) * 12
-        for index in (segment.offset_index, segment.time_index):
-            index.max_index_size = max(index.max_index_size, room)
-        return segment.recover(config.max_message_bytes)
 
 
 def _delete_cleaned_files(directory: Path, base_offset: int) -> None:
@@ -1907,12 +1540,6 @@ CRASH_DURING_SWAP: Final = "during-swap"
 def _maybe_crash(crash_point: str | None, step: str) -> None:
     if crash_point == step:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _release_indexes(segment: LogSegment) -> None:
-    segment.offset_index.close()
-    segment.time_index.close()
-    segment.txn_index.close()
 
 
 def _try_flush_segments(
@@ -1953,90 +1580,6 @@ def remove_tree(directory: Path) -> None:
         else:
             child.unlink(missing_ok=True)
     directory.rmdir()
-
-
-def _remove_temp_files_and_complete_swaps(directory: Path) -> tuple[set[int], set[str]]:
-    """Kafka's clean-up of a partition directory before loading; returns the base offsets
-    whose indexes must be rebuilt and the names of the files left.
-
-    - ``*.deleted``: a deletion the crash interrupted; finish it.
-    - ``*.cleaned``: output of a compaction that never got swapped in; discard it, and every
-      ``.swap`` file at or above the smallest cleaned offset (it belongs to that compaction).
-    - ``*.log.swap``: a compaction whose swap-in was interrupted after the new segment was
-      complete: delete the segments its offsets cover, then rename it into place. Its
-      indexes are rebuilt (index ``.swap`` files are discarded).
-    - an ``.index``/``.timeindex`` without its ``.log``: an orphan; remove it.
-    """
-    needs_recovery: set[int] = set()
-    swaps: list[Path] = []
-    cleaned_offsets: list[int] = []
-    with os.scandir(directory) as entries:
-        files = [entry.name for entry in entries if entry.is_file()]
-    names = set(files)
-    for name in files:
-        if name.endswith(DELETED_FILE_SUFFIX):
-            os.unlink(directory / name)
-            names.discard(name)
-        elif name.endswith(CLEANED_FILE_SUFFIX):
-            with contextlib.suppress(ValueError):
-                cleaned_offsets.append(offset_from_file_name(name))
-            os.unlink(directory / name)
-            names.discard(name)
-        elif name.endswith(SWAP_FILE_SUFFIX):
-            swaps.append(directory / name)
-    min_cleaned = min(cleaned_offsets) if cleaned_offsets else None
-    for swap in sorted(swaps):
-        try:
-            base = offset_from_file_name(swap.name)
-        except ValueError:
-            continue
-        is_log = swap.name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX)
-        if not is_log or (min_cleaned is not None and base >= min_cleaned):
-            swap.unlink(missing_ok=True)
-            continue
-        next_offset = _next_offset_of_log_file(swap)
-        for existing in directory.glob(f"*{LOG_FILE_SUFFIX}"):
-            try:
-                existing_base = offset_from_file_name(existing.name)
-            except ValueError:
-                continue
-            if base <= existing_base < max(next_offset, base + 1):
-                for stale in (
-                    existing,
-                    offset_index_file(directory, existing_base),
-                    time_index_file(directory, existing_base),
-                    txn_index_file(directory, existing_base),
-                ):
-                    stale.unlink(missing_ok=True)
-        swap.rename(log_file(directory, base))
-        # Indexes, the transaction index among them, are rebuilt by the recovery.
-        offset_index_file(directory, base).unlink(missing_ok=True)
-        time_index_file(directory, base).unlink(missing_ok=True)
-        txn_index_file(directory, base).unlink(missing_ok=True)
-        needs_recovery.add(base)
-    if swaps:
-        names = {entry for entry in os.listdir(directory) if (directory / entry).is_file()}
-    for name in list(names):
-        for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
-            if name.endswith(suffix) and name[: -len(suffix)] + LOG_FILE_SUFFIX not in names:
-                with contextlib.suppress(ValueError):
-                    offset_from_file_name(name)
-                    os.unlink(directory / name)
-                    names.discard(name)
-    return needs_recovery, names
-
-
-def _next_offset_of_log_file(path: Path) -> int:
-    records = FileRecords.open(path, file_already_exists=True)
-    try:
-        next_offset = -1
-        for _, batch in records.batches_from(0):
-            next_offset = batch.next_offset
-        return next_offset
-    except (RecordsError, StorageError):
-        return next_offset
-    finally:
-        records.close()
 
 
 __all__ = [

@@ -78,7 +78,15 @@ from typing import Final, NamedTuple
 from crc32c import crc32c
 
 from josefk.fileio import write_atomically
-from josefk.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, RecordBatch
+from josefk.records.batch import (
+    CONTROL_BIT,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    RecordBatch,
+)
 from josefk.records.errors import InvalidRecordError
 from josefk.records.record import (
     ControlRecordType,
@@ -100,14 +108,10 @@ NO_SEQUENCE: Final = -1
 INT32_MAX: Final = (1 << 31) - 1
 SNAPSHOT_VERSION: Final = 1
 
-_CONTROL_BIT: Final = 0x20
-_TRANSACTIONAL_BIT: Final = 0x10
 _VERSION_CRC = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
 _ENTRY = struct.Struct(">qhiqiqiq")
 _ENTRIES_OFFSET: Final = _VERSION_CRC.size
-# Every header field, unpacked at once from a header read without its records.
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _SCAN_CHUNK: Final = 64 * 1024
 
 
@@ -373,7 +377,7 @@ def scan_batch_positions(
     limit = records.size_in_bytes()
     chunk: bytes = b""
     chunk_start = position
-    unpack = _HEADER.unpack_from
+    unpack = HEADER_STRUCT.unpack_from
     while position + HEADER_SIZE <= limit:
         relative = position - chunk_start
         if relative < 0 or relative + HEADER_SIZE > len(chunk):
@@ -492,7 +496,7 @@ class ProducerStateManager:
             if producer_id < 0:
                 continue
             entry = self._producers.get(producer_id)
-            if header.attributes & _TRANSACTIONAL_BIT:
+            if header.attributes & TRANSACTIONAL_BIT:
                 opened.add(producer_id)
             elif producer_id in opened or (
                 entry is not None and entry.current_txn_first_offset >= 0
@@ -585,7 +589,7 @@ class ProducerStateManager:
         returns the transaction a marker completed, for the caller's ``.txnindex``."""
         if header.producer_id < 0:
             return None
-        if header.attributes & _CONTROL_BIT:
+        if header.attributes & CONTROL_BIT:
             if marker is None:
                 return None
             return self._complete(marker, header.base_offset, header.max_timestamp)
@@ -603,7 +607,7 @@ class ProducerStateManager:
             entry = ProducerStateEntry(producer_id, header.producer_epoch)
             self._producers[producer_id] = entry
         entry.add_batch(header.producer_epoch, batch)
-        if header.attributes & _TRANSACTIONAL_BIT and entry.current_txn_first_offset < 0:
+        if header.attributes & TRANSACTIONAL_BIT and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = base_offset
             self._ongoing[base_offset] = producer_id
 

@@ -33,7 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from josefk.records.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, Compression, RecordBatch
+from josefk.records.batch import (
+    COMPRESSION_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    Compression,
+    RecordBatch,
+)
 from josefk.records.errors import RecordsError
 from josefk.storage.errors import (
     CorruptRecordsError,
@@ -105,7 +112,6 @@ DEFAULT_INDEX_INTERVAL_BYTES: Final = 4096  # index.interval.bytes
 _APPEND_FIELDS: Final = struct.Struct(">qi11xi8xq")
 # base_offset, magic (16), crc (17), attributes (21), last_offset_delta (23), max_timestamp (35).
 _RECOVERY_FIELDS: Final = struct.Struct(">q8xbIhi8xq")
-_COMPRESSION_MASK: Final = 0x07
 _MAX_COMPRESSION_CODEC: Final = max(Compression)
 
 # The "not loaded yet" value of a segment's max timestamp, distinct from NO_TIMESTAMP.
@@ -725,10 +731,10 @@ class LogSegment:
                     raise CorruptRecordsError(
                         f"batch at position {position} fails its CRC", path=self.log.path
                     )
-                if attributes & _COMPRESSION_MASK > _MAX_COMPRESSION_CODEC:
+                if attributes & COMPRESSION_MASK > _MAX_COMPRESSION_CODEC:
                     raise CorruptRecordsError(
                         f"batch at position {position} names compression codec "
-                        f"{attributes & _COMPRESSION_MASK}",
+                        f"{attributes & COMPRESSION_MASK}",
                         path=self.log.path,
                     )
                 last_offset = base_offset + last_offset_delta

@@ -490,3 +490,76 @@ def test_metrics_count_groups_by_type_and_consumer_groups_by_state(env: Env) -> 
     assert states[(("state", "stable"),)] == 1 and states[(("state", "empty"),)] == 1
     generations = families["kafka_coordinator_group_group_generation"]
     assert generations[(("group", "g"),)] == 1
+
+
+@pytest.mark.timeout(30)
+def test_a_backtracking_regex_cannot_stall_the_coordinator(env: Env) -> None:
+    """``(a+)+b`` against a 249-character topic name: a backtracking engine (Python's re)
+    takes longer than the universe's age; RE2 answers at once."""
+    env.topics.add("a" * 249, 1)
+    member = Member(env, "a", topics=None, regex="(a+)+b")
+    assert member.heartbeat().error == ErrorCode.NONE
+    assert member.partitions() == set()
+
+
+def test_regex_syntax_is_re2s(env: Env) -> None:
+    env.topics.add("Orders-eu", 1)
+    env.topics.add("ordres", 1)
+    unicode = Member(env, "u", group="g1", topics=None, regex=r"\pL+-\pL+")
+    assert unicode.heartbeat().error == ErrorCode.NONE and unicode.partitions() == {0}
+    folded = Member(env, "f", group="g2", topics=None, regex="(?i)orders-.*")
+    assert folded.heartbeat().error == ErrorCode.NONE and folded.partitions() == {0}
+    for refused in ("(?=orders).*", r"(o)\1rders", "t("):
+        bad = Member(env, "b", group="g3", topics=None, regex=refused)
+        assert bad.heartbeat().error == ErrorCode.INVALID_REGULAR_EXPRESSION, refused
+
+
+async def test_a_groups_own_session_timeout_and_heartbeat_interval_apply() -> None:
+    from josefk.broker.group.group_configs import GroupConfigStore, InvalidGroupConfig
+
+    env = make_env()
+    env.topics.add("t", 2)
+    store = GroupConfigStore(None, {})
+    env.coordinator = GroupCoordinator(
+        env.coordinator.config,
+        env.store,
+        scheduler=env.scheduler,
+        clock=env.clock,
+        topics=env.topics,
+        group_configs=store,
+    )
+    config = env.coordinator.config
+    with pytest.raises(InvalidGroupConfig):
+        store.alter("g", lambda c: {**c, "consumer.session.timeout.ms": "1000"}, config)
+    with pytest.raises(InvalidGroupConfig):
+        store.alter("g", lambda c: {**c, "consumer.rebalance.timeout.ms": "1000"}, config)
+    new = store.alter(
+        "g",
+        lambda c: {
+            **c,
+            "consumer.session.timeout.ms": "60000",
+            "consumer.heartbeat.interval.ms": "6000",
+        },
+        config,
+    )
+    store.apply("g", new)
+    short, long_ = Member(env, "a", group="other"), Member(env, "b")
+    assert short.heartbeat().heartbeat_interval_ms == 5000
+    assert long_.heartbeat().heartbeat_interval_ms == 6000
+    await env.advance(50_000)  # past the broker's 45 s, within the group's 60 s
+    assert env.coordinator.consumer_group("other").members == {}  # type: ignore[union-attr]
+    assert set(env.coordinator.consumer_group("g").members) == {"b"}  # type: ignore[union-attr]
+    await env.advance(10_001)
+    assert env.coordinator.consumer_group("g").members == {}  # type: ignore[union-attr]
+
+
+def test_transactional_commits_of_a_consumer_group(env: Env) -> None:
+    a = Member(env, "a")
+    a.heartbeat()
+    txn = env.coordinator.txn_commit_offsets
+    entry = [OffsetCommitEntry("t", 0, 3)]
+    # No group metadata at all (a producer's plain send_offsets_to_transaction): accepted.
+    assert txn("g", 7, 0, -1, "", None, entry) == [ErrorCode.NONE]
+    assert txn("g", 7, 0, a.epoch, "a", None, entry) == [ErrorCode.NONE]
+    assert txn("g", 7, 0, a.epoch + 1, "a", None, entry) == [ErrorCode.STALE_MEMBER_EPOCH]
+    assert txn("g", 7, 0, a.epoch, "zz", None, entry) == [ErrorCode.UNKNOWN_MEMBER_ID]

@@ -40,9 +40,10 @@ async def test_the_listener_is_told_and_its_failures_are_logged_not_raised(
 ) -> None:
     listener = _Recorder()
     state = SubscriptionState(listener)
-    state.set_assignment([A0])
+    state.set_assignment([A0, A1])
     await state.partitions_revoked()
+    await state.partitions_revoked([A1])  # an incremental rebalance names what goes
     with caplog.at_level(logging.ERROR, logger="josefk.client.subscription"):
         await state.partitions_assigned([B0])
-    assert listener.events == [("revoked", {A0}), ("assigned", {B0})]
+    assert listener.events == [("revoked", {A0, A1}), ("revoked", {A1}), ("assigned", {B0})]
     assert "on_partitions_assigned" in caplog.text

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from client_helpers import commit_record
 from cluster_process import LocalCluster, wait_for
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -61,7 +62,7 @@ class Member:
         message = self.consumer.poll(0.05)
         if message is not None and message.error() is None:
             self.records.append((message.partition(), message.offset()))
-            self.consumer.commit(message=message, asynchronous=False)
+            commit_record(self.consumer, message)
 
 
 def pump(members: list[Member], until: object, timeout: float = 90.0) -> None:
@@ -119,3 +120,88 @@ def test_the_group_survives_its_coordinators_death(cluster: LocalCluster) -> Non
             m.consumer.close()
     records = [r for m in members for r in m.records]
     assert len(records) == len(set(records)) == 80, "a committed record was read again"
+
+
+def test_group_configs_set_through_one_broker_reach_the_coordinator(cluster: LocalCluster) -> None:
+    """A GROUP config altered through one broker is kept in etcd: every broker describes it
+    and the group's coordinator (whichever broker that is) answers heartbeats with it."""
+    from raw_client import RawClient
+
+    from josefk.protocol.api import ApiKey, request_class
+
+    admin = cluster.admin()
+    for future in admin.create_topics([NewTopic(TOPIC, 1, replication_factor=3)]).values():
+        future.result(30)
+    wait_for(
+        "__consumer_offsets created by the controller",
+        lambda: cluster.partition_states("__consumer_offsets"),
+    )
+    alter_cls = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+    describe_cls = request_class(ApiKey.DESCRIBE_CONFIGS)
+    ids = sorted(cluster.brokers)
+    first = RawClient(cluster.brokers[ids[0]].bootstrap)
+    try:
+        response = first.call(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            resources=[
+                alter_cls.AlterConfigsResource(
+                    resource_type=32,
+                    resource_name=GROUP,
+                    configs=[
+                        alter_cls.AlterConfigsResource.AlterableConfig(
+                            name="consumer.heartbeat.interval.ms", config_operation=0, value="900"
+                        )
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+        assert response.responses[0].error_code == 0, response.responses[0].error_message
+    finally:
+        first.close()
+
+    def described_by(broker_id: int) -> str | None:
+        client = RawClient(cluster.brokers[broker_id].bootstrap)
+        try:
+            response = client.call(
+                ApiKey.DESCRIBE_CONFIGS,
+                4,
+                resources=[
+                    describe_cls.DescribeConfigsResource(
+                        resource_type=32, resource_name=GROUP, configuration_keys=None
+                    )
+                ],
+                include_synonyms=False,
+                include_documentation=False,
+            )
+        finally:
+            client.close()
+        found = {c.name: c.value for c in response.results[0].configs}
+        return found.get("consumer.heartbeat.interval.ms")
+
+    for broker_id in ids:
+        wait_for(
+            f"broker {broker_id} sees the group config",
+            lambda b=broker_id: described_by(b) == "900",
+        )
+    member = Member(cluster)
+    try:
+        pump([member], lambda: bool(member.partitions()))
+        coordinator = coordinator_of(cluster)
+        client = RawClient(cluster.brokers[coordinator].bootstrap)
+        try:
+            joined = client.call(
+                ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                1,
+                group_id=GROUP,
+                member_id="raw-member",
+                member_epoch=0,
+                rebalance_timeout_ms=30000,
+                subscribed_topic_names=[TOPIC],
+            )
+        finally:
+            client.close()
+        assert joined.error_code == 0 and joined.heartbeat_interval_ms == 900
+    finally:
+        member.consumer.close()

@@ -376,3 +376,19 @@ def kafka_python_round_trip(bootstrap: str, plaintext: str, topic: str, **auth: 
     finally:
         consumer.close()
     assert values == [f"v{i}".encode() for i in range(10)]
+
+
+def commit_record(consumer: Consumer, message: Any) -> None:
+    """A synchronous commit of one record, sent again on STALE_MEMBER_EPOCH: the member's
+    heartbeat may move its epoch on while the commit is in flight (Kafka 4 answers such a
+    commit STALE_MEMBER_EPOCH too; KIP-1251 relaxes it later). The record's partition is
+    still this member's: a revocation is only acknowledged from poll, not from here."""
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        try:
+            consumer.commit(message=message, asynchronous=False)
+            return
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() != KafkaError.STALE_MEMBER_EPOCH or time.monotonic() > deadline:
+                raise

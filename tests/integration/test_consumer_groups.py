@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from broker_process import BrokerProcess, run_josefk
-from client_helpers import ck_admin, ck_config, ck_create_topic, unique_topic
+from client_helpers import ck_admin, ck_config, ck_create_topic, commit_record, unique_topic
 from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
@@ -111,7 +111,7 @@ class Member:
             return
         self.records.append((message.topic(), message.partition(), message.offset()))
         if commit:
-            self.consumer.commit(message=message, asynchronous=False)
+            commit_record(self.consumer, message)
 
     def close(self) -> None:
         self.consumer.close()
@@ -435,3 +435,143 @@ def test_josefk_groups_list_and_describe_show_type_epochs_and_assignments(
     finally:
         for m in members:
             m.close()
+
+
+def test_josefk_consume_with_the_consumer_group_protocol(broker: BrokerProcess) -> None:
+    topic = new_topic(broker.bootstrap, "kip848-cli-consume", 12)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    out = run_josefk(
+        broker.bootstrap,
+        "consume",
+        topic,
+        "--group",
+        group,
+        "--group-protocol",
+        "consumer",
+        "--no-follow",
+    )
+    assert sorted(int(v) for v in out.split()) == list(range(12))
+    info = json.loads(run_josefk(broker.bootstrap, "groups", "describe", group, "--json"))
+    assert info["type"] == "consumer" and info["state"] == "Empty"
+    assert info["total_lag"] == 0 and len(info["partitions"]) == PARTITIONS
+    again = run_josefk(
+        broker.bootstrap,
+        "consume",
+        topic,
+        "--group",
+        group,
+        "--group-protocol",
+        "consumer",
+        "--no-follow",
+    )
+    assert again.split() == [], "committed records were read again"
+
+
+def test_group_configs_are_set_described_applied_and_kept_across_a_restart(
+    broker_factory: Any,
+) -> None:
+    server: BrokerProcess = broker_factory(settings=list(SETTINGS))
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    topic = new_topic(server.bootstrap, "kip848-gcfg")
+    alter_cls = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+    client = RawClient(server.bootstrap)
+
+    def alter(value: str) -> tuple[int, str | None]:
+        response = client.call(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            resources=[
+                alter_cls.AlterConfigsResource(
+                    resource_type=32,
+                    resource_name=group,
+                    configs=[
+                        alter_cls.AlterConfigsResource.AlterableConfig(
+                            name="consumer.heartbeat.interval.ms",
+                            config_operation=0,
+                            value=value,
+                        )
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+        (result,) = response.responses
+        return int(result.error_code), result.error_message
+
+    def described() -> dict[str, tuple[str, int]]:
+        response = client.call(
+            ApiKey.DESCRIBE_CONFIGS,
+            4,
+            resources=[
+                request_class(ApiKey.DESCRIBE_CONFIGS).DescribeConfigsResource(
+                    resource_type=32, resource_name=group, configuration_keys=None
+                )
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        (result,) = response.results
+        assert result.error_code == ErrorCode.NONE
+        return {c.name: (c.value, c.config_source) for c in result.configs}
+
+    try:
+        assert described()["consumer.heartbeat.interval.ms"] == ("300", 5)
+        code, message = alter("20")  # below group.consumer.min.heartbeat.interval.ms=100
+        assert code == ErrorCode.INVALID_CONFIG and "consumer.heartbeat.interval.ms" in str(message)
+        assert alter("700") == (ErrorCode.NONE, None)
+        assert described()["consumer.heartbeat.interval.ms"] == ("700", 8)
+        client.close()
+        server.restart()
+        client = RawClient(server.bootstrap)
+        assert described()["consumer.heartbeat.interval.ms"] == ("700", 8)
+        joined = client.call(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            1,
+            group_id=group,
+            member_id="m1",
+            member_epoch=0,
+            rebalance_timeout_ms=30000,
+            subscribed_topic_names=[topic],
+        )
+        assert joined.error_code == ErrorCode.NONE and joined.heartbeat_interval_ms == 700
+    finally:
+        client.close()
+
+
+def test_members_coming_and_going_at_random_never_consume_a_record_twice(
+    broker: BrokerProcess,
+) -> None:
+    """Churn: every second a member is closed or a new one joins (seeded), per-record commits;
+    every record is consumed exactly once by the group."""
+    import random
+
+    total = 600
+    topic = new_topic(broker.bootstrap, "kip848-churn", total, partitions=8)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    rng = random.Random(848)
+    members = [Member(broker.bootstrap, group, [topic]) for _ in range(3)]
+    gone: list[Member] = []
+    next_churn = time.monotonic() + 1.5
+    deadline = time.monotonic() + 2 * TIMEOUT_S
+
+    def consumed() -> set[tuple[str, int, int]]:
+        return {r for m in (*members, *gone) for r in m.records}
+
+    try:
+        while time.monotonic() < deadline and len(consumed()) < total:
+            for m in members:
+                m.poll(commit=True)
+            if time.monotonic() >= next_churn and len(consumed()) < total * 0.9:
+                next_churn = time.monotonic() + 1.0
+                if rng.random() < 0.5 and len(members) > 1:
+                    leaving = members.pop(rng.randrange(len(members)))
+                    leaving.close()
+                    gone.append(leaving)
+                else:
+                    members.append(Member(broker.bootstrap, group, [topic]))
+    finally:
+        for m in members:
+            m.close()
+    records = [r for m in (*members, *gone) for r in m.records]
+    assert len(set(records)) == total
+    assert len(records) == total, "a record was consumed twice"

@@ -287,7 +287,6 @@ def test_acknowledged_records_survive_a_restart(tmp_path: Any) -> None:
         broker.kill()
         first.close()
         broker.restart()
-        set_earliest(broker.bootstrap, group)
         second = share_consumer(broker.bootstrap, group, topic)
         again: dict[int, int] = {}
 

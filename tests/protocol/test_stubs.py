@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from josefk.protocol import message_types
 from josefk.protocol.api import registry
@@ -110,3 +113,23 @@ def test_a_struct_declared_twice_alike_is_one_class() -> None:
     assert decoded == request
     nested = request_cls.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic
     assert nested is request_cls.AddPartitionsToTxnTopic
+
+
+@pytest.mark.slow  # a mypy run over josefk.protocol: seconds, not milliseconds
+def test_mypy_checks_field_access_through_the_stubs(tmp_path: Path) -> None:
+    from mypy import api
+
+    source = tmp_path / "use.py"
+    source.write_text(
+        "from josefk.protocol.message_types import ProduceRequest, ProduceResponse\n"
+        "\n"
+        "def f(request: ProduceRequest) -> ProduceResponse:\n"
+        "    n = request.acks + len(request.topic_data[0].partition_data)\n"
+        "    return ProduceResponse(throttle_time_ms=n, responses=request.acks_typo)\n"
+    )
+    out, _, status = api.run(
+        [str(source), "--strict", "--cache-dir", str(tmp_path / "cache"), "--no-error-summary"]
+    )
+    assert status == 1, out
+    assert out.count("error:") == 1, out
+    assert '"ProduceRequest" has no attribute "acks_typo"' in out

@@ -10,7 +10,7 @@ import pytest
 from crc32c import crc32c
 from log_helpers import NOW, check_invariants, open_log, producer_batch, read_all, small_config
 
-from josefk.records import NO_TIMESTAMP, BatchBuilder, Compression, CorruptRecordError
+from josefk.records import NO_TIMESTAMP, BatchBuilder, Compression, InvalidRecordError
 from josefk.storage.log import Log
 from josefk.util.clock import ManualClock
 from josefk.util.scheduler import Scheduler
@@ -207,6 +207,8 @@ def test_records_that_overrun_their_batch_are_rejected(tmp_path: Path) -> None:
     batch = producer_batch(3)
     batch[61] = 0x7E  # the first record claims 63 bytes, more than the batch holds
     struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[21:]))
-    with pytest.raises(CorruptRecordError):
+    # Kafka's reader calls a record that overruns its batch an invalid record (INVALID_RECORD,
+    # which a producer does not retry), not a corrupt one.
+    with pytest.raises(InvalidRecordError):
         log.append_as_leader(batch, 0)
     assert log.log_end_offset == 0 and log.active_segment.size() == 0

@@ -25,11 +25,12 @@ A heartbeat, as Kafka's coordinator handles it:
    carries its epoch and, when it changed or was asked for, its assignment.
 
 Regular expressions (SubscribedTopicRegex): Kafka compiles them with RE2J and matches whole
-topic names; josefk compiles them with Python's ``re`` and uses ``fullmatch``. The syntax RE2
-has (classes, alternation, repetition, ``(?i)`` flags, non-capturing groups, ``\\d \\w \\s``)
-means the same in both; Python also accepts lookaround and backreferences, which RE2 refuses,
-and RE2's ``\\pL``-style Unicode classes are refused by Python (INVALID_REGULAR_EXPRESSION).
-Internal topics never match a regex.
+topic names; josefk compiles them with Google's RE2 (the ``google-re2`` package, module
+``re2``) and uses ``fullmatch``, so the syntax is RE2's in both: classes, alternation,
+repetition, ``(?i)`` flags, non-capturing groups, ``\\d \\w \\s``, ``\\pL`` Unicode classes;
+lookaround and backreferences are refused (INVALID_REGULAR_EXPRESSION). Python's ``re`` is
+not used: it backtracks, and a pattern such as ``(a+)+b`` against a long topic name would
+stall the event loop; RE2 matches in time linear in the name. Internal topics never match.
 
 Time: session timeouts (``group.consumer.session.timeout.ms``) and revocation timeouts (the
 member's rebalance timeout, while it holds partitions it must give up) are timers of the
@@ -46,12 +47,13 @@ must not import handlers, the codec or the other managers.
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
+
+import re2  # type: ignore[import-untyped]
 
 from josefk.broker.group.assignors import UnknownAssignorError, assign
 from josefk.broker.group.consumer_group import (
@@ -78,6 +80,7 @@ from josefk.broker.group.consumer_records import (
     encode_member_metadata,
     encode_target_member,
 )
+from josefk.broker.group.group_configs import GroupConfigs
 from josefk.broker.group.loader import LoadedConsumerGroup
 from josefk.broker.group.shard import GroupShard, ShardPart
 from josefk.broker.group.store import KeyValue, StoreAppendError
@@ -139,9 +142,11 @@ class ConsumerGroupManager(ShardPart):
         topics: TopicsView | None,
         *,
         new_member_id: Callable[[], str],
+        group_configs: GroupConfigs | None = None,
     ) -> None:
         super().__init__(shard)
         self._topics = topics
+        self.group_configs = group_configs
         self._new_member_id = new_member_id
 
     # -- topics -----------------------------------------------------------------------------
@@ -223,7 +228,7 @@ class ConsumerGroupManager(ShardPart):
             ErrorCode.NONE,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self._heartbeat_interval_ms(group.group_id),
             assignment=dict(member.assigned) if include else None,
         )
 
@@ -480,6 +485,19 @@ class ConsumerGroupManager(ShardPart):
             group.assignment_epoch = group.group_epoch
         self._persist(group, (member.member_id,))
 
+    def _session_timeout_ms(self, group_id: str) -> int:
+        """The group's consumer.session.timeout.ms, else the broker's."""
+        default = self.config.consumer_session_timeout_ms
+        if self.group_configs is None:
+            return default
+        return self.group_configs.session_timeout_ms(group_id, default)
+
+    def _heartbeat_interval_ms(self, group_id: str) -> int:
+        default = self.config.consumer_heartbeat_interval_ms
+        if self.group_configs is None:
+            return default
+        return self.group_configs.heartbeat_interval_ms(group_id, default)
+
     def _reset_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if self._stopped:
             return
@@ -488,7 +506,7 @@ class ConsumerGroupManager(ShardPart):
         member.session_task = self._scheduler.schedule(
             f"consumer-group-session-{group.group_id}",
             lambda: self._on_session_timeout(group, member),
-            delay_ms=self.config.consumer_session_timeout_ms,
+            delay_ms=self._session_timeout_ms(group.group_id),
         )
 
     def _on_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
@@ -499,7 +517,7 @@ class ConsumerGroupManager(ShardPart):
             "group %s: member %s missed its session timeout of %d ms",
             group.group_id,
             member.member_id,
-            self.config.consumer_session_timeout_ms,
+            self._session_timeout_ms(group.group_id),
         )
         self.remove_member(group, member)
 
@@ -670,11 +688,16 @@ class ConsumerGroupManager(ShardPart):
         transactional: bool = False,
     ) -> ErrorCode:
         """Kafka's rules: without a member (epoch < 0) only an empty group takes commits
-        (the admin client's); a member must be known and commit at its current epoch
-        (STALE_MEMBER_EPOCH), with OffsetCommit v9+ (UNSUPPORTED_VERSION before)."""
+        (the admin client's), except a TxnOffsetCommit that names no member at all; a member
+        must be known and commit at its current epoch (STALE_MEMBER_EPOCH, also for a commit
+        racing the heartbeat that moved the epoch on, as in Kafka 4.0), with OffsetCommit
+        v9+ (UNSUPPORTED_VERSION before)."""
         if group.is_dead:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if member_epoch < 0 and not group.members:
+            return ErrorCode.NONE
+        # TxnOffsetCommit without group metadata (no member, no epoch): Kafka lets it through.
+        if transactional and member_epoch < 0 and not member_id:
             return ErrorCode.NONE
         member = group.members.get(member_id)
         if member is None:
@@ -703,17 +726,23 @@ def _is_subset(owned: Mapping[uuid.UUID, frozenset[int]], assigned: TopicPartiti
     return all(ps <= assigned.get(t, frozenset()) for t, ps in owned.items())
 
 
-_PATTERNS: dict[str, re.Pattern[str] | None] = {}
+class _Pattern(Protocol):
+    def fullmatch(self, text: str) -> object | None: ...
 
 
-def _compile(regex: str) -> re.Pattern[str] | None:
-    """The compiled pattern, None when Python's ``re`` refuses it (cached: every heartbeat
-    of a member resolves its regex)."""
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a client's bad pattern is its error, not the broker's log
+_PATTERNS: dict[str, _Pattern | None] = {}
+
+
+def _compile(regex: str) -> _Pattern | None:
+    """The compiled RE2 pattern, None when RE2 refuses it (cached: every heartbeat of a
+    member resolves its regex)."""
     if regex in _PATTERNS:
         return _PATTERNS[regex]
     try:
-        pattern: re.Pattern[str] | None = re.compile(regex)
-    except re.error:
+        pattern: _Pattern | None = re2.compile(regex, _RE2_OPTIONS)
+    except re2.error:
         pattern = None
     if len(_PATTERNS) < 4096:
         _PATTERNS[regex] = pattern

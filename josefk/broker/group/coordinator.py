@@ -47,6 +47,7 @@ from josefk.broker.group.consumer import (
 )
 from josefk.broker.group.consumer_group import ConsumerGroup, ConsumerGroupState
 from josefk.broker.group.group import GroupMetadata, GroupState, JoinResult, SyncResult
+from josefk.broker.group.group_configs import GroupConfigs
 from josefk.broker.group.group_offsets import CommittedOffset
 from josefk.broker.group.loader import read_groups
 from josefk.broker.group.offsets import InFlightCommit, OffsetCommitEntry, OffsetManager
@@ -153,11 +154,16 @@ class GroupCoordinator(ShardPart):
         probe: GroupProbe | None = None,
         new_member_suffix: Callable[[], str] = lambda: str(uuid.uuid4()),
         topics: TopicsView | None = None,
+        group_configs: GroupConfigs | None = None,
     ) -> None:
         shard = GroupShard(config, store, scheduler, clock, probe)
         super().__init__(shard)
         self._classic = ClassicGroupManager(shard, new_member_suffix=new_member_suffix)
-        self._consumer = ConsumerGroupManager(shard, topics, new_member_id=_new_member_id)
+        self._consumer = ConsumerGroupManager(
+            shard, topics, new_member_id=_new_member_id, group_configs=group_configs
+        )
+        # Per-group configs (GROUP config resources); None where they are not stored.
+        self.group_configs = group_configs
         self._offsets = OffsetManager(shard)
         # Share groups (KIP-932) are kept apart from the groups with offsets: they have none
         # in __consumer_offsets and live in memory (group/share.py).
@@ -169,6 +175,7 @@ class GroupCoordinator(ShardPart):
             session_timeout_ms=config.share_session_timeout_ms,
             heartbeat_interval_ms=config.share_heartbeat_interval_ms,
             max_size=config.share_max_size,
+            group_configs=group_configs,
         )
         self._retention_task: Any = None
 

@@ -36,6 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from josefk.broker.group.consumer import TopicsView
+from josefk.broker.group.group_configs import (
+    SHARE_AUTO_OFFSET_RESET,
+    SHARE_GROUP_CONFIG_DEFAULTS,
+    SHARE_ISOLATION_LEVEL,
+    GroupConfigs,
+)
 from josefk.broker.group.shard import GroupShard, ShardPart
 from josefk.protocol.errors import ErrorCode
 
@@ -45,13 +51,16 @@ LEAVE_EPOCH: Final = -1
 JOIN_EPOCH: Final = 0
 SIMPLE_ASSIGNOR: Final = "simple"
 
-# Group configs (Kafka's GROUP config resource) of a share group, with their defaults.
-SHARE_AUTO_OFFSET_RESET: Final = "share.auto.offset.reset"
-SHARE_ISOLATION_LEVEL: Final = "share.isolation.level"
-SHARE_GROUP_CONFIG_DEFAULTS: Final[dict[str, str]] = {
-    SHARE_AUTO_OFFSET_RESET: "latest",
-    SHARE_ISOLATION_LEVEL: "read_uncommitted",
-}
+__all__ = [
+    "SHARE_AUTO_OFFSET_RESET",
+    "SHARE_GROUP_CONFIG_DEFAULTS",
+    "SHARE_ISOLATION_LEVEL",
+    "ShareGroup",
+    "ShareGroupManager",
+    "ShareHeartbeatRequest",
+    "ShareHeartbeatResult",
+    "ShareMember",
+]
 
 TopicPartitions = dict[uuid.UUID, frozenset[int]]
 
@@ -121,6 +130,7 @@ class ShareGroupManager(ShardPart):
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 5_000,
         max_size: int = 200,
+        group_configs: GroupConfigs | None = None,
     ) -> None:
         super().__init__(shard)
         self.share_groups = share_groups
@@ -128,15 +138,16 @@ class ShareGroupManager(ShardPart):
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
-        # Group configs (IncrementalAlterConfigs on a GROUP resource) by group id; a group
-        # may have them before it has members.
-        self.configs: dict[str, dict[str, str]] = {}
+        # Group configs (GROUP config resources, group_configs.py); a group may have them
+        # before it has members. None: every group has the defaults.
+        self._group_configs = group_configs
         # Told when a member leaves or is removed: (group id, member id).
         self.on_member_gone: list[Callable[[str, str], None]] = []
 
     def group_config(self, group_id: str, name: str) -> str:
         """A share group's config: set for the group, else Kafka's default."""
-        return self.configs.get(group_id, {}).get(name, SHARE_GROUP_CONFIG_DEFAULTS[name])
+        stored = {} if self._group_configs is None else self._group_configs.overrides(group_id)
+        return stored.get(name, SHARE_GROUP_CONFIG_DEFAULTS[name])
 
     def group(self, group_id: str) -> ShareGroup | None:
         return self.share_groups.get(group_id)

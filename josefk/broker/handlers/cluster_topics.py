@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
 
 import aetcd.exceptions
 
@@ -38,16 +37,24 @@ from josefk.cluster.controller import (
 from josefk.cluster.metadata_store import EtcdUnavailableError
 from josefk.config.topic import InvalidConfigError, inert_topic_notes
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from josefk.protocol.types import ZERO_UUID
 
 logger = logging.getLogger(__name__)
 
-CreateResponse = response_class(ApiKey.CREATE_TOPICS)
+CreateResponse = CreateTopicsResponse
 CreateResult = CreateResponse.CreatableTopicResult
-DeleteResponse = response_class(ApiKey.DELETE_TOPICS)
+DeleteResponse = DeleteTopicsResponse
 DeleteResult = DeleteResponse.DeletableTopicResult
-PartitionsResponse = response_class(ApiKey.CREATE_PARTITIONS)
+PartitionsResponse = CreatePartitionsResponse
 PartitionsResult = PartitionsResponse.CreatePartitionsTopicResult
 
 _ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
@@ -107,7 +114,9 @@ def _not_internal(name: str, action: str) -> None:
         raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, internal_topic_refusal(name, action))
 
 
-async def create_topics(context: RequestContext, request: Any) -> Any:
+async def create_topics(
+    context: RequestContext, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
     config = context.broker.config
     counts = Counter(topic.name for topic in request.topics)
     results = []
@@ -171,12 +180,15 @@ async def create_topics(context: RequestContext, request: Any) -> Any:
     return CreateResponse(topics=results)
 
 
-async def delete_topics(context: RequestContext, request: Any) -> Any:
+async def delete_topics(
+    context: RequestContext, request: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
     catalog = context.broker.replica_manager.catalog
     if context.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
-        wanted = [(name, None) for name in request.topic_names]
+        # Before v6 topics are named; the id is never looked at.
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
     results = []
     for name, topic_id in wanted:
         info = catalog.get(name) if name is not None else catalog.by_id(topic_id)
@@ -207,7 +219,9 @@ async def delete_topics(context: RequestContext, request: Any) -> Any:
     return DeleteResponse(responses=results)
 
 
-async def create_partitions(context: RequestContext, request: Any) -> Any:
+async def create_partitions(
+    context: RequestContext, request: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
     results = []
     for topic in request.topics:
         error, message = ErrorCode.NONE, None

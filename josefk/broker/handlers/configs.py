@@ -14,6 +14,14 @@ as Kafka's: a static key, a per-broker key at the cluster default or another bro
 INVALID_REQUEST; an unknown key or a bad value INVALID_CONFIG naming the key (Kafka answers
 INVALID_REQUEST for a bad value too, KAFKA-13609; josefk gives the code it should).
 
+Group configs (KIP-848, ConfigResource type 32, ``GROUP "<group id>"``):
+``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms`` per consumer group,
+described with the broker's value where the group has none (DEFAULT_CONFIG) and its own
+otherwise (GROUP_CONFIG), altered with IncrementalAlterConfigs SET/DELETE within the broker's
+``group.consumer.min/max.*`` bounds (INVALID_CONFIG); stored by the single node in
+``group-configs.json``, by a cluster in etcd (``josefk.broker.group.group_configs``). Authorization as Kafka's: DESCRIBE_CONFIGS /
+ALTER_CONFIGS on the group (GROUP_AUTHORIZATION_FAILED).
+
 Authorization (``_denied``): DESCRIBE_CONFIGS to describe, ALTER_CONFIGS to alter, on the
 topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker resource, on the cluster
 (CLUSTER_AUTHORIZATION_FAILED), per resource.
@@ -31,6 +39,7 @@ import aetcd.exceptions
 from josefk.broker.catalog import internal_topic_refusal, is_internal_topic
 from josefk.broker.configs import (
     ConfigEntry,
+    ConfigSource,
     ResourceType,
     broker_config_entries,
     cluster_default_entries,
@@ -44,13 +53,14 @@ from josefk.broker.dynamic_config import (
     InvalidBrokerConfigRequest,
     is_list_key,
 )
-from josefk.broker.group.share import (
-    SHARE_AUTO_OFFSET_RESET,
+from josefk.broker.group.group_configs import (
+    GROUP_CONFIG_KEYS,
+    HEARTBEAT_INTERVAL,
+    SESSION_TIMEOUT,
     SHARE_GROUP_CONFIG_DEFAULTS,
-    SHARE_ISOLATION_LEVEL,
+    InvalidGroupConfig,
 )
 from josefk.broker.handlers import handles
-from josefk.broker.handlers.groups import coordinator_of
 from josefk.cluster.metadata_store import EtcdUnavailableError
 from josefk.config.definitions import WIRE_TYPES, ConfigKey, Support
 from josefk.config.topic import InvalidConfigError, inert_topic_notes
@@ -94,18 +104,6 @@ def handle_describe_configs(context: RequestContext, request: Any) -> Any:
         error, message, entries = ErrorCode.NONE, None, list[ConfigEntry]()
         if denied := _denied(context, resource, AclOperation.DESCRIBE_CONFIGS):
             error, message = denied, denied.message
-        elif resource.resource_type == GROUP_RESOURCE:
-            group_entries = _group_entries(context, resource.resource_name)
-            keys = resource.configuration_keys
-            results.append(
-                DescribeResult(
-                    error_code=ErrorCode.NONE,
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name,
-                    configs=[e for e in group_entries if keys is None or e.name in keys],
-                )
-            )
-            continue
         elif resource.resource_type == ResourceType.TOPIC:
             info = replicas.catalog.get(resource.resource_name)
             if info is None:
@@ -115,6 +113,8 @@ def handle_describe_configs(context: RequestContext, request: Any) -> Any:
                 entries = topic_config_entries(
                     broker.config_layers(), replicas.default_log_config, info.configs
                 )
+        elif resource.resource_type == ResourceType.GROUP_CONFIG:
+            error, message, entries = _group_config_entries(context, resource.resource_name)
         elif resource.resource_type == ResourceType.BROKER:
             if resource.resource_name == DEFAULT_ENTITY:
                 entries = cluster_default_entries(broker.config_layers())
@@ -208,8 +208,8 @@ async def handle_incremental_alter_configs(context: RequestContext, request: Any
             error, message = await _alter_broker(
                 context, resource, _incremental_edit(context, resource), request.validate_only
             )
-        elif resource.resource_type == GROUP_RESOURCE:
-            error, message = _alter_group(context, resource, request.validate_only)
+        elif resource.resource_type == ResourceType.GROUP_CONFIG:
+            error, message = await _alter_group(context, resource, request.validate_only)
         else:
             error, message = await _alter_topic(
                 context, resource, _incremental_topic_edit(context, resource), request.validate_only
@@ -231,7 +231,7 @@ def _denied(context: RequestContext, resource: Any, operation: AclOperation) -> 
     if resource.resource_type == ResourceType.TOPIC:
         if not context.authorize(operation, AclResource.TOPIC, resource.resource_name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    elif resource.resource_type == GROUP_RESOURCE:
+    elif resource.resource_type == ResourceType.GROUP_CONFIG:
         if not context.authorize(operation, AclResource.GROUP, resource.resource_name):
             return ErrorCode.GROUP_AUTHORIZATION_FAILED
     elif not context.authorize_cluster(operation):
@@ -241,65 +241,6 @@ def _denied(context: RequestContext, resource: Any, operation: AclOperation) -> 
 
 class _Invalid(Exception):
     pass
-
-
-# -- group configs (KIP-848 / KIP-932: ConfigResource type GROUP) ----------------------------
-
-GROUP_RESOURCE = 32
-# The group configs josefk honours and their valid values (share groups' only, so far).
-_GROUP_CONFIG_VALUES: dict[str, tuple[str, ...]] = {
-    SHARE_AUTO_OFFSET_RESET: ("latest", "earliest"),
-    SHARE_ISOLATION_LEVEL: ("read_uncommitted", "read_committed"),
-}
-
-
-def _group_entries(context: RequestContext, group_id: str) -> list[Any]:
-    coordinator = coordinator_of(context)
-    configs = {} if coordinator is None else coordinator.share.configs.get(group_id, {})
-    return [
-        DescribeEntry(
-            name=name,
-            value=configs.get(name, SHARE_GROUP_CONFIG_DEFAULTS[name]),
-            read_only=False,
-            # 1 DYNAMIC_GROUP_CONFIG in Kafka's ConfigSource for groups; 5 DEFAULT_CONFIG.
-            config_source=1 if name in configs else 5,
-            is_sensitive=False,
-            synonyms=[],
-            config_type=2,  # STRING
-        )
-        for name in _GROUP_CONFIG_VALUES
-    ]
-
-
-def _alter_group(
-    context: RequestContext, resource: Any, validate_only: bool
-) -> tuple[ErrorCode, str | None]:
-    """IncrementalAlterConfigs on a group: SET or DELETE of the share group configs."""
-    coordinator = coordinator_of(context)
-    if coordinator is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-    group_id = resource.resource_name
-    configs = dict(coordinator.share.configs.get(group_id, {}))
-    for change in resource.configs:
-        allowed = _GROUP_CONFIG_VALUES.get(change.name)
-        if allowed is None:
-            return ErrorCode.INVALID_CONFIG, f"Unknown group config name: {change.name}"
-        if change.config_operation == SET:
-            value = (change.value or "").lower()
-            if value not in allowed:
-                return (
-                    ErrorCode.INVALID_CONFIG,
-                    f"Invalid value {change.value} for configuration {change.name}: "
-                    f"String must be one of: {', '.join(allowed)}",
-                )
-            configs[change.name] = value
-        elif change.config_operation == DELETE:
-            configs.pop(change.name, None)
-        else:
-            return ErrorCode.INVALID_CONFIG, f"{change.name} is not a list config"
-    if not validate_only:
-        coordinator.share.configs[group_id] = configs
-    return ErrorCode.NONE, None
 
 
 def _list_edited(op: int, items: list[str], given: list[str]) -> str:
@@ -492,3 +433,80 @@ def _incremental_edit(context: RequestContext, resource: Any) -> BrokerEdit:
         return stored
 
     return edit
+
+
+# -- GROUP configs (KIP-848 consumer groups) ------------------------------------------------
+
+
+def _group_store(context: RequestContext) -> tuple[Any, Any]:
+    coordinator = context.broker.group_coordinator
+    store = None if coordinator is None else coordinator.group_configs
+    return coordinator, store
+
+
+def _group_config_entries(
+    context: RequestContext, group_id: str
+) -> tuple[ErrorCode, str | None, list[ConfigEntry]]:
+    """A group's configs: its overrides (GROUP_CONFIG) and the broker's values for the
+    others (DEFAULT_CONFIG), as Kafka describes a GROUP resource."""
+    coordinator, store = _group_store(context)
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID, "the group id is empty", []
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, []
+    overrides = {} if store is None else store.overrides(group_id)
+    defaults = {
+        SESSION_TIMEOUT: str(coordinator.config.consumer_session_timeout_ms),
+        HEARTBEAT_INTERVAL: str(coordinator.config.consumer_heartbeat_interval_ms),
+        **SHARE_GROUP_CONFIG_DEFAULTS,
+    }
+    return (
+        ErrorCode.NONE,
+        None,
+        [
+            ConfigEntry(
+                name,
+                overrides.get(name, defaults[name]),
+                ConfigSource.GROUP_CONFIG if name in overrides else ConfigSource.DEFAULT_CONFIG,
+            )
+            for name in GROUP_CONFIG_KEYS
+        ],
+    )
+
+
+async def _alter_group(
+    context: RequestContext, resource: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """IncrementalAlterConfigs of a GROUP resource: SET and DELETE of the group's overrides,
+    checked against the broker's bounds (INVALID_CONFIG), written to the store, applied from
+    each member's next heartbeat."""
+    coordinator, store = _group_store(context)
+    group_id = resource.resource_name
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID, "the group id is empty"
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+
+    def change(stored: dict[str, str]) -> dict[str, str]:
+        configs = dict(stored)
+        for item in resource.configs:
+            if item.config_operation not in (SET, DELETE):
+                raise InvalidGroupConfig(
+                    f"{item.name}: only SET and DELETE apply to a group config"
+                )
+            _incremental(configs, stored, item)
+        return configs
+
+    if store is None:
+        return ErrorCode.INVALID_REQUEST, "this broker keeps no group configs"
+    try:
+        new = await store.update(group_id, change, coordinator.config, validate_only=validate_only)
+    except (InvalidGroupConfig, _Invalid) as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    except OSError as exc:
+        return ErrorCode.KAFKA_STORAGE_ERROR, f"group configs not stored: {exc}"
+    except (EtcdUnavailableError, aetcd.exceptions.ClientError) as exc:
+        return ErrorCode.REQUEST_TIMED_OUT, f"group configs not stored: {exc}"
+    if not validate_only:
+        logger.info("group %s: configs now %s", group_id, new)
+    return ErrorCode.NONE, None

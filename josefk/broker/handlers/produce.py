@@ -14,8 +14,10 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition of a request holding t
 batches but no transactional id or one the principal may not WRITE (Kafka's check: a producer that did not say which transaction
 it belongs to may not write transactional data), INVALID_TXN_STATE for a producer's plain
 batch while its transaction is open, INVALID_RECORD for a control batch (markers are the
-transaction coordinator's). With an authorizer, a topic the principal may not WRITE is
-TOPIC_AUTHORIZATION_FAILED for each of its partitions, decided once per topic; without one
+transaction coordinator's). A partition refused because of some of its records (records
+without a key on a compacted topic: INVALID_RECORD; timestamps out of range: INVALID_TIMESTAMP)
+names them in v8+'s ``record_errors`` with the validator's ``error_message`` (KIP-467).
+With an authorizer, a topic the principal may not WRITE is TOPIC_AUTHORIZATION_FAILED for each of its partitions, decided once per topic; without one
 nothing is asked.
 
 KIP-890's server-side defence (part 1): the first transactional batch of a producer on a
@@ -30,8 +32,6 @@ batch is appended unverified, as by a broker without KIP-890.
 
 from __future__ import annotations
 
-import struct
-
 from josefk.broker.catalog import is_internal_topic
 from josefk.broker.connection_errors import CloseConnection
 from josefk.broker.context import RequestContext
@@ -43,18 +43,13 @@ from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import ProduceRequest, ProduceResponse
+from josefk.records.batch import TRANSACTIONAL_BIT, peek_attributes, peek_producer
 
 Response = ProduceResponse
 TopicResponse = Response.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
 
 _VALID_ACKS = (-1, 0, 1)
-# The low byte of a batch's int16 attributes, and its transactional bit.
-_ATTRIBUTES_LOW_BYTE = 22
-_TRANSACTIONAL_BIT = 0x10
-# Batch header: producerId int64 at byte 43, producerEpoch int16 at byte 51.
-_PRODUCER_ID = struct.Struct(">qh")
-_PRODUCER_ID_AT = 43
 
 
 @handles(ApiKey.PRODUCE)
@@ -98,10 +93,7 @@ def handle_produce(
                 AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
             )
         )
-    ) and any(
-        len(records) > _ATTRIBUTES_LOW_BYTE and records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT
-        for _, records in entries
-    ):
+    ) and any(peek_attributes(records) & TRANSACTIONAL_BIT for _, records in entries):
         for tp, _ in entries:
             refused[(tp.topic, tp.partition)] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         entries = []
@@ -128,11 +120,8 @@ def _verify_transactional(
     replicas = context.broker.replica_manager
     kept = []
     for tp, records in entries:
-        if (
-            len(records) > _ATTRIBUTES_LOW_BYTE
-            and records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT
-        ):
-            producer_id, producer_epoch = _PRODUCER_ID.unpack_from(records, _PRODUCER_ID_AT)
+        if peek_attributes(records) & TRANSACTIONAL_BIT:
+            producer_id, producer_epoch = peek_producer(records)
             partition = replicas.get_partition(tp.topic, tp.partition)
             entry = (
                 None if partition is None else partition.log.producer_state.last_entry(producer_id)
@@ -147,6 +136,29 @@ def _verify_transactional(
                     continue
         kept.append((tp, records))
     return kept
+
+
+def _record_errors(
+    outcome: AppendOutcome | None, error: ErrorCode
+) -> tuple[list[PartitionResponse.BatchIndexAndErrorMessage], str | None]:
+    """KIP-467: the records a refused partition's error names (v8+ record_errors, each
+    with its index among the partition's records), and the validator's message as
+    error_message, so that a client fails those records with the error and retries or fails
+    the others apart (librdkafka: _INVALID_DIFFERENT_RECORD). Other errors keep the error
+    code's own message and no record errors."""
+    exc = outcome.error if outcome is not None else None
+    if not error:
+        return [], None
+    named = getattr(exc, "record_errors", ())
+    if not named:
+        return [], error.message
+    message = getattr(exc, "message", None) or str(exc)
+    return [
+        PartitionResponse.BatchIndexAndErrorMessage(
+            batch_index=one.batch_index, batch_index_error_message=one.message
+        )
+        for one in named
+    ], message
 
 
 async def _respond_after_acks(
@@ -191,6 +203,7 @@ def _respond(
                         name, messages=info.record_count, nbytes=info.valid_bytes
                     )
             ok = info is not None and not error
+            record_errors, error_message = _record_errors(outcome, error)
             partition_responses.append(
                 PartitionResponse(
                     index=data.index,
@@ -198,7 +211,8 @@ def _respond(
                     base_offset=info.first_offset if ok and info is not None else -1,
                     log_append_time_ms=info.log_append_time if ok and info is not None else -1,
                     log_start_offset=info.log_start_offset if ok and info is not None else -1,
-                    error_message=None if not error else error.message,
+                    record_errors=record_errors,
+                    error_message=error_message,
                 )
             )
         responses.append(TopicResponse(name=name, partition_responses=partition_responses))

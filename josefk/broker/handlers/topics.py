@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
 
 from josefk.broker.catalog import (
     InvalidTopicError,
@@ -32,22 +31,31 @@ from josefk.broker.catalog import (
 from josefk.broker.configs import topic_config_entries
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
-from josefk.broker.handlers import cluster_topics, handles
+from josefk.broker.handlers import Reply, cluster_topics, handles
 from josefk.config.topic import InvalidConfigError, inert_topic_notes
 from josefk.protocol.acls import AclOperation
 from josefk.protocol.acls import ResourceType as AclResource
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from josefk.protocol.types import ZERO_UUID
 from josefk.storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
 
-CreateResponse = response_class(ApiKey.CREATE_TOPICS)
+CreateResponse = CreateTopicsResponse
 CreateResult = CreateResponse.CreatableTopicResult
 CreateResultConfig = CreateResult.CreatableTopicConfigs
-DeleteResponse = response_class(ApiKey.DELETE_TOPICS)
+DeleteResponse = DeleteTopicsResponse
 DeleteResult = DeleteResponse.DeletableTopicResult
-PartitionsResponse = response_class(ApiKey.CREATE_PARTITIONS)
+PartitionsResponse = CreatePartitionsResponse
 PartitionsResult = PartitionsResponse.CreatePartitionsTopicResult
 
 
@@ -59,7 +67,9 @@ class _Refused(Exception):
 
 
 @handles(ApiKey.CREATE_TOPICS)
-def handle_create_topics(context: RequestContext, request: Any) -> Any:
+def handle_create_topics(
+    context: RequestContext, request: CreateTopicsRequest
+) -> Reply[CreateTopicsResponse]:
     if context.broker.cluster is not None:
         return cluster_topics.create_topics(context, request)
     broker = context.broker
@@ -125,7 +135,9 @@ def handle_create_topics(context: RequestContext, request: Any) -> Any:
     return CreateResponse(topics=results)
 
 
-def _check_creatable(context: RequestContext, topic: Any) -> tuple[int, dict[str, str]]:
+def _check_creatable(
+    context: RequestContext, topic: CreateTopicsRequest.CreatableTopic
+) -> tuple[int, dict[str, str]]:
     broker = context.broker
     name = topic.name
     try:
@@ -189,7 +201,9 @@ def _check_creatable(context: RequestContext, topic: Any) -> tuple[int, dict[str
 
 
 @handles(ApiKey.DELETE_TOPICS)
-def handle_delete_topics(context: RequestContext, request: Any) -> Any:
+def handle_delete_topics(
+    context: RequestContext, request: DeleteTopicsRequest
+) -> Reply[DeleteTopicsResponse]:
     if context.broker.cluster is not None:
         return cluster_topics.delete_topics(context, request)
     replicas = context.broker.replica_manager
@@ -197,7 +211,8 @@ def handle_delete_topics(context: RequestContext, request: Any) -> Any:
     if context.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
-        wanted = [(name, None) for name in request.topic_names]
+        # Before v6 topics are named; the id is never looked at.
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
     results = []
     for name, topic_id in wanted:
         info = catalog.get(name) if name is not None else catalog.by_id(topic_id)
@@ -234,7 +249,9 @@ def handle_delete_topics(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
-def handle_create_partitions(context: RequestContext, request: Any) -> Any:
+def handle_create_partitions(
+    context: RequestContext, request: CreatePartitionsRequest
+) -> Reply[CreatePartitionsResponse]:
     if context.broker.cluster is not None:
         return cluster_topics.create_partitions(context, request)
     broker = context.broker
