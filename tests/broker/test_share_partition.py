@@ -164,7 +164,8 @@ def test_no_offset_held_twice_and_settled_never_again(steps: list[tuple[object, 
     )
     now = 0
     log_end = 40
-    holder: dict[int, str] = {}
+    # The model: who holds each offset and until when.
+    holder: dict[int, tuple[str, int]] = {}
     settled: set[int] = set()
     deliveries: dict[int, int] = {}
     for s in steps:
@@ -172,16 +173,14 @@ def test_no_offset_held_twice_and_settled_never_again(steps: list[tuple[object, 
         if kind == "fetch":
             member, n = s[1], s[2]
             assert isinstance(member, str) and isinstance(n, int)
-            # Locks that expired are free again (the partition notices on acquire).
-            holder = {o: m for o, m in holder.items() if sp.state_of(o) is RecordState.ACQUIRED}
+            holder = {o: h for o, h in holder.items() if h[1] > now}
             start = sp.next_fetch_offset()
             got = sp.acquire(member, start, log_end - 1, max_records=n, now_ms=now)
             for a in got:
                 for o in range(a.first_offset, a.last_offset + 1):
                     assert o not in settled
-                    current = holder.get(o)
-                    assert current is None or sp.state_of(o) is not RecordState.ACQUIRED
-                    holder[o] = member
+                    assert o not in holder, f"{o} acquired while {holder[o][0]} holds it"
+                    holder[o] = (member, now + 15_000)
                     deliveries[o] = deliveries.get(o, 0) + 1
                     assert a.delivery_count == deliveries[o] <= 3
         elif kind == "ack":
@@ -203,6 +202,7 @@ def test_no_offset_held_twice_and_settled_never_again(steps: list[tuple[object, 
             member = s[1]
             assert isinstance(member, str)
             sp.release_member(member)
+            holder = {o: h for o, h in holder.items() if h[0] != member}
         for o in settled:
             assert sp.state_of(o) in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
         ranges = sp.ranges
