@@ -68,6 +68,8 @@ from josefk.protocol.message_types import (
     DescribeLogDirsResponse,
     DescribeProducersRequest,
     DescribeProducersResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
@@ -1125,6 +1127,28 @@ class AIOAdmin:
                     continue
             out.append(classic)
         return out
+
+    async def list_share_group_offsets(
+        self, group_id: str
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """Each partition's (share-partition start offset, lag) of share group ``group_id``
+        (DescribeShareGroupOffsets; lag -1 where the broker did not say)."""
+        node_id = await find_coordinator(self._client, group_id)
+        req = DescribeShareGroupOffsetsRequest
+        response: DescribeShareGroupOffsetsResponse = await self._client.request(
+            node_id,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+            req(groups=[req.DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=None)]),
+        )
+        (g,) = response.groups
+        if g.error_code:
+            raise error_for(g.error_code, g.error_message, group=group_id)
+        return {
+            TopicPartition(t.topic_name, p.partition_index): (p.start_offset, p.lag)
+            for t in g.topics
+            for p in t.partitions
+            if not p.error_code
+        }
 
     async def _describe_share_group(self, group_id: str) -> GroupDescription | None:
         """ShareGroupDescribe (KIP-932); None when the group is no share group or the broker

@@ -2876,3 +2876,71 @@ class ShareAcknowledgeResponse:
     error_message: str | None = ...  # versions 0+, nullable 0+
     responses: list[ShareAcknowledgeTopicResponse] = ...  # versions 0+
     node_endpoints: list[NodeEndpoint] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeShareGroupOffsetsRequest:
+    """DescribeShareGroupOffsets request (API key 90), versions 0-1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class DescribeShareGroupOffsetsRequestGroup:
+        """DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class DescribeShareGroupOffsetsRequestTopic:
+            """DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic."""
+
+            topic_name: str = ...  # versions 0+
+            partitions: list[int] = ...  # versions 0+
+
+        group_id: str = ...  # versions 0+
+        topics: list[DescribeShareGroupOffsetsRequestTopic] | None = ...  # versions 0+, nullable 0+
+
+    DescribeShareGroupOffsetsRequestTopic: TypeAlias = DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic  # type: ignore[misc]
+    groups: list[DescribeShareGroupOffsetsRequestGroup] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeShareGroupOffsetsResponse:
+    """DescribeShareGroupOffsets response (API key 90), versions 0-1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class DescribeShareGroupOffsetsResponseGroup:
+        """DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class DescribeShareGroupOffsetsResponseTopic:
+            """DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic."""
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class DescribeShareGroupOffsetsResponsePartition:
+                """DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition."""
+
+                partition_index: int = ...  # versions 0+
+                start_offset: int = ...  # versions 0+
+                leader_epoch: int = ...  # versions 0+
+                lag: int = ...  # versions 1+
+                error_code: int = ...  # versions 0+
+                error_message: str | None = ...  # versions 0+, nullable 0+
+
+            topic_name: str = ...  # versions 0+
+            topic_id: uuid.UUID = ...  # versions 0+
+            partitions: list[DescribeShareGroupOffsetsResponsePartition] = ...  # versions 0+
+
+        group_id: str = ...  # versions 0+
+        topics: list[DescribeShareGroupOffsetsResponseTopic] = ...  # versions 0+
+        error_code: int = ...  # versions 0+
+        error_message: str | None = ...  # versions 0+, nullable 0+
+
+    DescribeShareGroupOffsetsResponseTopic: TypeAlias = DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic  # type: ignore[misc]
+    DescribeShareGroupOffsetsResponsePartition: TypeAlias = DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition  # type: ignore[misc]
+    throttle_time_ms: int = ...  # versions 0+
+    groups: list[DescribeShareGroupOffsetsResponseGroup] = ...  # versions 0+

@@ -351,3 +351,46 @@ def test_cli_consume_with_a_share_group(broker: BrokerProcess) -> None:
     assert consume("--ack", "reject", "-n", "1") == [0]
     assert consume("--ack", "accept", "-n", "2") == [1, 2]
     assert consume("--no-follow", "--idle-timeout", "1") == []
+
+
+def test_describe_share_group_offsets(broker: BrokerProcess) -> None:
+    group = unique_topic("go")
+    set_earliest(broker.bootstrap, group)
+    topic = new_topic(broker.bootstrap, 10)
+    consumer = share_consumer(
+        broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"}
+    )
+    got: list[int] = []
+
+    def accept_first_four(_: int, message: Message) -> None:
+        offset = message.offset()
+        assert offset is not None
+        got.append(offset)
+        consumer.acknowledge(message, ACCEPT if offset < 4 else RELEASE)
+
+    client = RawClient(broker.bootstrap)
+    try:
+        poll_until([consumer], lambda: len(got) >= 10, accept_first_four)
+        consumer.commit_sync()
+        request = request_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+        response = client.call(
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+            1,
+            groups=[request.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)],
+        )
+        (described,) = response.groups
+        assert described.error_code == ErrorCode.NONE
+        ((name, partitions),) = [(t.topic_name, t.partitions) for t in described.topics]
+        assert name == topic
+        assert [(p.partition_index, p.start_offset, p.lag) for p in partitions] == [(0, 4, 6)]
+        unknown = client.call(
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+            1,
+            groups=[request.DescribeShareGroupOffsetsRequestGroup(group_id="nope", topics=None)],
+        )
+        assert unknown.groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        shown = json.loads(run_josefk(broker.bootstrap, "groups", "describe", group, "--json"))
+        assert [(p["committed_offset"], p["lag"]) for p in shown["partitions"]] == [(4, 6)]
+    finally:
+        consumer.close()
+        client.close()

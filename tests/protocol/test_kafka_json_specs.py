@@ -39,6 +39,7 @@ NOT_SHIPPED = frozenset(
         "ShareGroupDescribe",
         "ShareFetch",
         "ShareAcknowledge",
+        "DescribeShareGroupOffsets",
     }
 )
 ALL_SPECS = [spec for pair in all_specs() for spec in pair]

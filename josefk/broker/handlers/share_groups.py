@@ -1,4 +1,5 @@
-"""KIP-932 share group membership APIs: ShareGroupHeartbeat (v1) and ShareGroupDescribe (v1).
+"""KIP-932 share group APIs of the coordinator: ShareGroupHeartbeat (v1), ShareGroupDescribe
+(v1) and DescribeShareGroupOffsets (v0-1).
 
 Behavior: each handler turns the request into a call on the broker's GroupCoordinator
 (``share_group_heartbeat``, ``share_group``) and its answer into the response; assigned
@@ -8,8 +9,13 @@ a share group (or does not exist) is described with GROUP_ID_NOT_FOUND, as Kafka
 Version notes: v1 is what Kafka 4.1 and later serve (v0 was 4.0's early access); the member
 generates its own id.
 
+DescribeShareGroupOffsets answers each partition's share-partition start offset (-1 when the
+group has no share state for it) and, from v1, its lag, from the share partitions this broker
+leads (in a cluster the coordinator may not lead them: those answer -1).
+
 Authorization, as Kafka's: READ on the group for the heartbeat, DESCRIBE on the group for
-the description (GROUP_AUTHORIZATION_FAILED).
+the description and the offsets (GROUP_AUTHORIZATION_FAILED), and DESCRIBE on each topic for
+the offsets (TOPIC_AUTHORIZATION_FAILED).
 
 Imports josefk.protocol and the group package; must not import the server or network layer.
 """
@@ -22,9 +28,11 @@ from josefk.broker.context import RequestContext
 from josefk.broker.group.share import SIMPLE_ASSIGNOR, ShareHeartbeatRequest
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.groups import client_host, coordinator_of, may_read_group
+from josefk.broker.partition import TopicPartition
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.types import ZERO_UUID
 
 HEARTBEAT: Final = response_class(ApiKey.SHARE_GROUP_HEARTBEAT)
 DESCRIBE: Final = response_class(ApiKey.SHARE_GROUP_DESCRIBE)
@@ -149,3 +157,84 @@ def handle_share_group_describe(context: RequestContext, request: Any) -> Any:
             )
         )
     return DESCRIBE(groups=described)
+
+
+OFFSETS: Final = response_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+
+
+@handles(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+def handle_describe_share_group_offsets(context: RequestContext, request: Any) -> Any:
+    coordinator = coordinator_of(context)
+    manager = context.broker.share_partitions
+    replicas = context.broker.replica_manager
+    groups = []
+    for wanted in request.groups:
+        group_id = wanted.group_id
+        error = ErrorCode.NONE
+        if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif coordinator is None or manager is None:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif owner_error := coordinator.ownership_error(group_id):
+            error = owner_error
+        elif coordinator.share_group(group_id) is None:
+            error = ErrorCode.GROUP_ID_NOT_FOUND
+        if error:
+            groups.append(
+                OFFSETS.DescribeShareGroupOffsetsResponseGroup(
+                    group_id=group_id, topics=[], error_code=error, error_message=error.message
+                )
+            )
+            continue
+        held = manager.of_group(group_id)
+        asked: dict[str, list[int]] = {}
+        if wanted.topics is None:
+            for tp in sorted(held):
+                asked.setdefault(tp.topic, []).append(tp.partition)
+        else:
+            for t in wanted.topics:
+                asked.setdefault(t.topic_name, []).extend(t.partitions)
+        topics = []
+        for name, partitions in asked.items():
+            info = replicas.catalog.get(name)
+            denied = not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+            entries = []
+            for index in partitions:
+                code = (
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    if denied
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    if info is None
+                    else ErrorCode.NONE
+                )
+                sp = None if code else held.get(TopicPartition(name, index))
+                partition = None if code else replicas.get_partition(name, index)
+                start, lag, epoch = -1, -1, -1
+                if sp is not None:
+                    start = sp.start_offset
+                    if partition is not None:
+                        lag = sp.lag(partition.log.high_watermark)
+                        epoch = partition.leader_epoch
+                entries.append(
+                    OFFSETS.DescribeShareGroupOffsetsResponsePartition(
+                        partition_index=index,
+                        start_offset=start,
+                        leader_epoch=epoch,
+                        lag=lag,
+                        error_code=code,
+                        error_message=code.message if code else None,
+                    )
+                )
+            topics.append(
+                OFFSETS.DescribeShareGroupOffsetsResponseTopic(
+                    topic_name=name,
+                    topic_id=info.topic_id if info is not None else ZERO_UUID,
+                    partitions=entries,
+                )
+            )
+        groups.append(
+            OFFSETS.DescribeShareGroupOffsetsResponseGroup(
+                group_id=group_id, topics=topics, error_code=ErrorCode.NONE
+            )
+        )
+    return OFFSETS(groups=groups)

@@ -175,6 +175,16 @@ class SharePartition:
                 return r.state
         return None
 
+    def lag(self, high_watermark: int) -> int:
+        """Records up to ``high_watermark`` not yet done with (KIP-1226's lag): from the start
+        offset on, less those acknowledged or archived in flight."""
+        settled = sum(
+            r.count
+            for r in self._ranges
+            if r.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+        )
+        return max(high_watermark - self.start_offset - settled, 0)
+
     def acquired_by(self, member_id: str) -> int:
         return sum(
             r.count
