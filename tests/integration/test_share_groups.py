@@ -12,17 +12,19 @@ everything takes seconds; tests poll the clients until the expected state, never
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from broker_process import BrokerProcess, run_josefk
-from client_helpers import ck_admin, ck_config, ck_create_topic, unique_topic
+from client_helpers import ck_admin, ck_config, ck_create_topic, ck_topic_id, unique_topic
 from confluent_kafka import Message, Producer, ShareConsumer
 from raw_client import RawClient
 
@@ -393,4 +395,53 @@ def test_describe_share_group_offsets(broker: BrokerProcess) -> None:
         assert [(p["committed_offset"], p["lag"]) for p in shown["partitions"]] == [(4, 6)]
     finally:
         consumer.close()
+        client.close()
+
+
+def test_share_session_epochs(broker: BrokerProcess) -> None:
+    topic = new_topic(broker.bootstrap, 0)
+    group = unique_topic("gs")
+    fetch = request_class(ApiKey.SHARE_FETCH)
+    topic_id = uuid.UUID(
+        bytes=base64.urlsafe_b64decode(ck_topic_id(broker.bootstrap, topic) + "==")
+    )
+    client = RawClient(broker.bootstrap)
+
+    def share_fetch(epoch: int, **extra: Any) -> Any:
+        return client.call(
+            ApiKey.SHARE_FETCH,
+            1,
+            group_id=group,
+            member_id="m1",
+            share_session_epoch=epoch,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=10,
+            batch_size=10,
+            topics=[
+                fetch.FetchTopic(
+                    topic_id=topic_id,
+                    partitions=[fetch.FetchPartition(partition_index=0, **extra)],
+                )
+            ],
+            forgotten_topics_data=[],
+        )
+
+    try:
+        assert share_fetch(3).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+        ack = fetch.AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=[1])
+        assert share_fetch(0, acknowledgement_batches=[ack]).error_code == ErrorCode.INVALID_REQUEST
+        assert share_fetch(0).error_code == ErrorCode.NONE
+        assert share_fetch(1).error_code == ErrorCode.NONE
+        assert share_fetch(1).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        assert share_fetch(2).error_code == ErrorCode.NONE
+        # An acknowledgement of a record never acquired.
+        answer = share_fetch(3, acknowledgement_batches=[ack])
+        assert answer.error_code == ErrorCode.NONE
+        (part,) = answer.responses[0].partitions
+        assert part.acknowledge_error_code == ErrorCode.INVALID_RECORD_STATE
+        assert share_fetch(-1).error_code == ErrorCode.NONE
+        assert share_fetch(5).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    finally:
         client.close()
