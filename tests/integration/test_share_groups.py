@@ -57,8 +57,11 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         broker.close()
 
 
-def set_earliest(bootstrap: str, group: str) -> None:
-    """share.auto.offset.reset=earliest for ``group`` (IncrementalAlterConfigs, GROUP)."""
+def set_earliest(bootstrap: str, group: str, **more: str) -> None:
+    """share.auto.offset.reset=earliest for ``group``, and ``more`` group configs (dots as
+    underscores), with IncrementalAlterConfigs on the GROUP resource."""
+    configs = {"share.auto.offset.reset": "earliest"}
+    configs.update({k.replace("_", "."): v for k, v in more.items()})
     request = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
     client = RawClient(bootstrap)
     try:
@@ -70,9 +73,8 @@ def set_earliest(bootstrap: str, group: str) -> None:
                     resource_type=32,
                     resource_name=group,
                     configs=[
-                        request.AlterableConfig(
-                            name="share.auto.offset.reset", config_operation=0, value="earliest"
-                        )
+                        request.AlterableConfig(name=name, config_operation=0, value=value)
+                        for name, value in configs.items()
                     ],
                 )
             ],
@@ -445,3 +447,53 @@ def test_share_session_epochs(broker: BrokerProcess) -> None:
         assert share_fetch(5).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
     finally:
         client.close()
+
+
+def describe_offsets(bootstrap: str, group: str) -> list[tuple[int, int]]:
+    request = request_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+    client = RawClient(bootstrap)
+    try:
+        response = client.call(
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+            1,
+            groups=[request.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)],
+        )
+    finally:
+        client.close()
+    return [(p.start_offset, p.lag) for t in response.groups[0].topics for p in t.partitions]
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_transaction_markers_and_aborted_records(broker: BrokerProcess, isolation: str) -> None:
+    topic = unique_topic("share-txn")
+    ck_create_topic(broker.bootstrap, topic, partitions=1)
+    producer = Producer(ck_config(broker.bootstrap, **{"transactional.id": unique_topic("tx")}))
+    producer.init_transactions(20)
+    for values, commit in ((["a", "b", "c"], True), (["x", "y"], False), (["d", "e"], True)):
+        producer.begin_transaction()
+        for v in values:
+            producer.produce(topic, value=v.encode(), partition=0)
+        # Written before the abort (librdkafka purges what an abort finds unsent).
+        assert producer.flush(20) == 0
+        if commit:
+            producer.commit_transaction(20)
+        else:
+            producer.abort_transaction(20)
+    group = unique_topic("gt")
+    set_earliest(broker.bootstrap, group, share_isolation_level=isolation)
+    consumer = share_consumer(broker.bootstrap, group, topic)
+    values: list[bytes] = []
+    wanted = 5 if isolation == "read_committed" else 7
+    try:
+        poll_until([consumer], lambda: len(values) >= wanted, lambda _, m: values.append(m.value()))
+        for _ in range(3):
+            for message in consumer.poll(0.3):
+                values.append(message.value())
+    finally:
+        consumer.close()
+    expected = [b"a", b"b", b"c", b"d", b"e"]
+    if isolation == "read_uncommitted":
+        expected = [b"a", b"b", b"c", b"x", b"y", b"d", b"e"]
+    assert values == expected
+    # Every offset is settled, markers included: 7 records and 3 markers.
+    assert describe_offsets(broker.bootstrap, group) == [(10, 0)]

@@ -46,7 +46,8 @@ from josefk.broker.share.manager import (
     INITIAL_EPOCH,
     SharePartitionManager,
     ShareSession,
-    last_offset_read,
+    batch_spans,
+    not_deliverable,
 )
 from josefk.broker.share.partition import AcknowledgementBatch, AcquiredRange
 from josefk.protocol.acls import AclOperation, ResourceType
@@ -263,16 +264,28 @@ async def _fetch(
                     continue
                 if outcome.error is not None or read is None or not read.info.size:
                     continue
-                last = last_offset_read(read.info.records)
-                if last is None:
+                spans = batch_spans(read.info.records)
+                if not spans:
                     continue
                 acquired = found.acquire(
                     member_id,
                     fetch.fetch_offset,
-                    last,
+                    spans[-1].last_offset,
                     max_records=budget,
                     now_ms=manager.now_ms(),
                 )
+                aborted = (
+                    [
+                        (t.producer_id, t.first_offset, t.last_offset)
+                        for t in read.aborted_transactions
+                    ]
+                    if committed and read.aborted_transactions is not None
+                    else None
+                )
+                skipped = not_deliverable(spans, aborted)
+                if skipped and acquired:
+                    acquired = found.withhold(member_id, acquired, skipped)
+                    manager.persist(group_id, tp)
                 if not acquired:
                     continue
                 acquired_any = True

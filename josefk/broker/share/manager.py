@@ -209,12 +209,26 @@ class SharePartitionManager:
         return min(deadlines) if deadlines else None
 
 
-_HEADER: Final = 27  # base offset (8), batch length (4), ..., last offset delta at 23 (4)
+_HEADER: Final = 61  # a v2 batch header: the fields below are at fixed positions in it
+_CONTROL: Final = 0x20
+_TRANSACTIONAL: Final = 0x10
 
 
-def last_offset_read(records: object) -> int | None:
-    """The last offset of the last whole batch in ``records`` (a log FileSlice, or bytes),
-    reading only batch headers; None when no whole batch is there."""
+@dataclass(frozen=True, slots=True)
+class BatchSpan:
+    """What a share fetch needs of one batch read: its offsets, whether it is a control batch
+    (a transaction marker), and its producer when it is transactional."""
+
+    base_offset: int
+    last_offset: int
+    is_control: bool
+    producer_id: int
+
+
+def batch_spans(records: object) -> list[BatchSpan]:
+    """The whole batches in ``records`` (a log FileSlice, or bytes), reading only their
+    headers (base offset at 0, length at 8, attributes at 21, last offset delta at 23,
+    producer id at 43)."""
     if isinstance(records, FileSlice):
         fd, position, size = records.fd, records.position, records.size
 
@@ -227,18 +241,45 @@ def last_offset_read(records: object) -> int | None:
         def header(at: int) -> bytes:
             return bytes(view[at : at + _HEADER])
     else:
-        return None
-    last = None
+        return []
+    spans = []
     at = 0
     while at + _HEADER <= size:
         raw = header(at)
         if len(raw) < _HEADER:
             break
         base_offset, length = struct.unpack_from(">qi", raw, 0)
+        (attributes,) = struct.unpack_from(">h", raw, 21)
         (delta,) = struct.unpack_from(">i", raw, 23)
+        (producer_id,) = struct.unpack_from(">q", raw, 43)
         end = at + 12 + length
         if length <= 0 or end > size:
             break
-        last = base_offset + delta
+        spans.append(
+            BatchSpan(
+                base_offset,
+                base_offset + delta,
+                bool(attributes & _CONTROL),
+                producer_id if attributes & _TRANSACTIONAL else -1,
+            )
+        )
         at = end
-    return last
+    return spans
+
+
+def not_deliverable(
+    spans: list[BatchSpan], aborted: Iterable[tuple[int, int, int]] | None
+) -> list[tuple[int, int]]:
+    """Offset ranges a share fetch must not deliver: control batches (transaction markers,
+    which no client returns, so none would acknowledge them) and, under read_committed, the
+    batches of aborted transactions (``aborted``: (producer id, first offset, marker offset))."""
+    skipped = []
+    for span in spans:
+        if span.is_control:
+            skipped.append((span.base_offset, span.last_offset))
+        elif span.producer_id >= 0 and aborted is not None:
+            for producer_id, first, last in aborted:
+                if producer_id == span.producer_id and first <= span.base_offset <= last:
+                    skipped.append((span.base_offset, span.last_offset))
+                    break
+    return skipped

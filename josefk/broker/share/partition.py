@@ -285,6 +285,30 @@ class SharePartition:
         self._advance_start()
         return error
 
+    def withhold(
+        self, member_id: str, acquired: list[AcquiredRange], skipped: Iterable[tuple[int, int]]
+    ) -> list[AcquiredRange]:
+        """Archive the offsets of ``skipped`` ranges that ``member_id`` just acquired (records
+        no client delivers: transaction markers, aborted transactions under read_committed)
+        and return ``acquired`` without them."""
+        out = list(acquired)
+        for low, high in skipped:
+            kept: list[AcquiredRange] = []
+            for a in out:
+                if a.last_offset < low or a.first_offset > high:
+                    kept.append(a)
+                    continue
+                first, last = max(a.first_offset, low), min(a.last_offset, high)
+                self.acknowledge(
+                    member_id, [AcknowledgementBatch(first, last, (int(AcknowledgeType.GAP),))]
+                )
+                if a.first_offset < first:
+                    kept.append(AcquiredRange(a.first_offset, first - 1, a.delivery_count))
+                if last < a.last_offset:
+                    kept.append(AcquiredRange(last + 1, a.last_offset, a.delivery_count))
+            out = kept
+        return out
+
     def release_member(self, member_id: str) -> int:
         """Release everything ``member_id`` holds (it left, expired, or closed its share
         session); the count of offsets released."""
