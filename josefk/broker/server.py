@@ -288,6 +288,7 @@ class Broker:
             store=ShareStateStore(log_dirs[0] / "share-state"),
         )
         self.group_coordinator.share.on_member_gone.append(share_partitions.member_gone)
+        self.group_coordinator.share.on_group_deleted.append(share_partitions.drop_group)
         replicas.topic_deleted_listeners.append(share_partitions.drop_topic)
         context = BrokerContext(
             config=config,

@@ -85,6 +85,10 @@ def test_share_group_ids_do_not_mix_with_other_group_types(env: Env) -> None:
     assert listing == {"g": "share"}
     assert env.coordinator.describe_group("g") is None
     assert env.coordinator.delete_groups(["g"]) == [ErrorCode.NON_EMPTY_GROUP]
+    manager = SharePartitionManager(env.clock)
+    env.coordinator.share.on_group_deleted.append(manager.drop_group)
+    manager.share_partition("g", TopicPartition("t", 0), 0)
     beat(env, "a", -1)
     assert env.coordinator.delete_groups(["g"]) == [ErrorCode.NONE]
     assert env.coordinator.share_group("g") is None
+    assert manager.of_group("g") == {}

@@ -143,6 +143,8 @@ class ShareGroupManager(ShardPart):
         self._group_configs = group_configs
         # Told when a member leaves or is removed: (group id, member id).
         self.on_member_gone: list[Callable[[str, str], None]] = []
+        # Told when an empty share group is deleted: its share partitions' state goes too.
+        self.on_group_deleted: list[Callable[[str], None]] = []
 
     def group_config(self, group_id: str, name: str) -> str:
         """A share group's config: set for the group, else Kafka's default."""
@@ -311,4 +313,6 @@ class ShareGroupManager(ShardPart):
         if not group.is_empty:
             return ErrorCode.NON_EMPTY_GROUP
         del self.share_groups[group_id]
+        for listener in self.on_group_deleted:
+            listener(group_id)
         return ErrorCode.NONE

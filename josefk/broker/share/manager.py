@@ -111,8 +111,15 @@ class SharePartitionManager:
         return {tp: sp for (g, tp), sp in self.partitions.items() if g == group_id}
 
     def drop_group(self, group_id: str) -> None:
+        """The group was deleted: its share partitions and their saved state go."""
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
+            if self._store is not None:
+                self._store.delete(*key)
+        for key in [k for k in self._saved if k[0] == group_id]:
+            del self._saved[key]
+            if self._store is not None:
+                self._store.delete(*key)
 
     def drop_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[1].topic == topic]:
