@@ -51,6 +51,8 @@ ALLOWED: dict[str, set[str]] = {
         "client",
         "console",
     },
+    # testing: brokers for applications' test suites; the same Broker josefk serve runs.
+    "testing": {"broker", "config", "client"},
 }
 # storage's one way into config: the topic-level LogConfig it is configured with.
 STORAGE_MAY_IMPORT_FROM_CONFIG = {"josefk.config.topic"}

@@ -138,15 +138,20 @@ class ClusterNode:
         await self.store.connect()
         return await self.store.ensure_cluster_id(candidate_cluster_id)
 
-    async def join(self, endpoints: Sequence[tuple[str, str, int]]) -> None:
+    async def join(
+        self, endpoints: Sequence[tuple[str, str, int]], *, incarnation: str | None = None
+    ) -> None:
         """Register with ``endpoints`` (listener, host, port) and take this broker's roles.
-        Raises BrokerIdInUseError."""
+        ``incarnation`` names this run's host and locked log dir (see BrokerRegistration):
+        a registration an earlier, dead run left with the same one is taken back. Raises
+        BrokerIdInUseError."""
         ttl_s = max(1, round(self.config.etcd_session_timeout_ms / 1000))
         self._session = await self.store.open_session(ttl_s)
         registration = BrokerRegistration(
             self.broker_id,
             tuple(EndpointRecord(name, host, port) for name, host, port in endpoints),
             self.config.broker_rack,
+            incarnation=incarnation,
         )
         await self.store.register_broker(registration, self._session)
         self._registration = registration

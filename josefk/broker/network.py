@@ -646,6 +646,24 @@ class _Listener:
     accepting: asyncio.Task[None] | None = None
 
 
+def bind_listener_socket(host: str, port: int, backlog: int) -> socket.socket:
+    """A non-blocking TCP socket bound to ``host:port`` (``""`` or 0.0.0.0: every address)
+    and listening with ``backlog``, not yet accepting. Raises OSError (port in use, address
+    not local...). A broker calls it before it touches its log dirs, so that a port in use
+    fails the start before anything is written."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("" if host in ("", "0.0.0.0") else host, port))
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class SocketServer:
     """Listeners and the connections they accept; knows nothing of Kafka's APIs.
 
@@ -707,17 +725,11 @@ class SocketServer:
         ``start_accepting``: a broker binds first because its cluster registration needs the
         bound ports, and accepts only once everything a handler relies on is in place.
         Raises OSError (port in use, address not local...)."""
-        family = socket.AF_INET6 if ":" in spec.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            host = "" if spec.host in ("", "0.0.0.0") else spec.host
-            sock.bind((host, spec.port))
-            sock.listen(self._listen_backlog)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
+        return self.adopt(spec, bind_listener_socket(spec.host, spec.port, self._listen_backlog))
+
+    def adopt(self, spec: ListenerSpec, sock: socket.socket) -> ListenerSpec:
+        """Take a socket ``bind_listener_socket`` made (bound and listening, not accepting)
+        as the listener of ``spec``; returns the spec with the socket's port."""
         bound = dataclasses.replace(spec, port=sock.getsockname()[1])
         self._listeners.append(_Listener(bound, sock))
         return bound

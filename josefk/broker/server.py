@@ -24,6 +24,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -54,7 +55,7 @@ from josefk.broker.group.group_configs import (
 from josefk.broker.group.store import OFFSETS_TOPIC, TopicOffsetsStore
 from josefk.broker.handlers import registered_handlers
 from josefk.broker.metadata_cache import LocalMetadata
-from josefk.broker.network import ListenerSpec, SocketServer
+from josefk.broker.network import ListenerSpec, SocketServer, bind_listener_socket
 from josefk.broker.partition import TopicPartition
 from josefk.broker.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdManager
 from josefk.broker.purgatory import OffsetPurgatory, Purgatory
@@ -137,6 +138,8 @@ class Broker:
         self.txn_coordinator: TransactionCoordinator | None = None
         self._cluster_markers: ClusterMarkerWriter | None = None
         self._dir_locks: list[LogDirLock] = []
+        # Listening sockets bound at the start of ``start`` and not yet handed to the server.
+        self._prebound: dict[str, socket.socket] = {}
         self.cluster: ClusterNode | None = None
         self._credentials: EtcdCredentialStore | None = None
         # Parts that take dynamic broker configs (KIP-226) without a restart.
@@ -148,6 +151,22 @@ class Broker:
         _raise_open_file_limit()
         loop = asyncio.get_running_loop()
         log_dirs = [Path(d) for d in config.log_dirs]
+        # The ports first: a second broker started on a port in use fails here, before it
+        # creates a log dir or writes anything into one. Accepted on only at the end.
+        prebound: dict[str, socket.socket] = {}
+        self._prebound = prebound
+        for listener in config.client_listeners():
+            try:
+                prebound[listener.name] = bind_listener_socket(
+                    listener.bind_host or "0.0.0.0",
+                    listener.port,
+                    config.socket_listen_backlog_size,
+                )
+            except OSError as exc:
+                raise ListenError(
+                    f"cannot listen on {listener}: {exc.strerror or exc}"
+                    " (choose another address with --listen HOST:PORT or listeners=...)"
+                ) from None
         for log_dir in log_dirs:
             try:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -358,21 +377,16 @@ class Broker:
         bound: dict[str, int] = {}
         for listener in config.client_listeners():
             protocol = config.security_protocol_of(listener.name)
-            try:
-                spec = self._server.bind(
-                    ListenerSpec(
-                        listener.name,
-                        listener.bind_host or "0.0.0.0",
-                        listener.port,
-                        protocol,
-                        self._tls_connections(listener.name, protocol),
-                    )
-                )
-            except OSError as exc:
-                raise ListenError(
-                    f"cannot listen on {listener}: {exc.strerror or exc}"
-                    " (choose another address with --listen HOST:PORT or listeners=...)"
-                ) from None
+            spec = self._server.adopt(
+                ListenerSpec(
+                    listener.name,
+                    listener.bind_host or "0.0.0.0",
+                    listener.port,
+                    protocol,
+                    self._tls_connections(listener.name, protocol),
+                ),
+                prebound.pop(listener.name),
+            )
             bound[listener.name] = spec.port
         for advertised in config.effective_advertised_listeners(bound=bound):
             port = advertised.port or bound.get(advertised.name, 0)
@@ -409,9 +423,15 @@ class Broker:
                 entities_from_view(stored)
             )
             try:
-                await self.cluster.join([(e.listener_name, e.host, e.port) for e in self.endpoints])
+                await self.cluster.join(
+                    [(e.listener_name, e.host, e.port) for e in self.endpoints],
+                    incarnation=_incarnation(log_dirs[0]),
+                )
             except BrokerIdInUseError as exc:
-                raise StartupError(f"{exc} (give this broker another broker.id)") from None
+                raise StartupError(
+                    f"{exc} (two running brokers cannot share a broker.id: stop the other one, "
+                    "or give this one its own broker.id and data dir)"
+                ) from None
             context.metadata = self.cluster.metadata
             context.cluster = self.cluster
             if isinstance(context.acl_store, EtcdAclStore):
@@ -781,6 +801,9 @@ class Broker:
         if self._exporter is not None:
             await self._exporter.stop()
         self._executor.shutdown(wait=True)
+        for sock in self._prebound.values():
+            sock.close()
+        self._prebound.clear()
         for lock in self._dir_locks:
             lock.release()
         self._dir_locks.clear()
@@ -944,6 +967,17 @@ async def serve(
     await stop.wait()
     await broker.stop(config.shutdown_timeout_ms / 1000)
     logger.info("shut down cleanly")
+
+
+def _incarnation(first_log_dir: Path) -> str | None:
+    """This run's identity in its cluster registration: host, first log dir and that dir's
+    directory.id. While the broker runs it holds the dir's lock, so no other live process
+    has the same one (see BrokerRegistration.incarnation). Blocking but tiny (one read of
+    meta.properties, written moments before)."""
+    meta = MetaProperties.read(first_log_dir)
+    if meta is None or meta.directory_id is None:
+        return None
+    return f"{socket.gethostname()}:{first_log_dir.resolve()}:{meta.directory_id}"
 
 
 def run_broker(config: BrokerConfig) -> None:

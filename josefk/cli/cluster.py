@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from josefk.cli.common import admin_for, bootstrap_option, json_option, resolve_bootstrap, run
-from josefk.cli.output import print_fields, print_json, print_table
+from josefk.cli.output import note, print_fields, print_json, print_table
 from josefk.client import AIOAdmin, TopicPartition
 
 
@@ -88,13 +88,21 @@ def _partitions(specs: tuple[str, ...]) -> list[TopicPartition] | None:
     is_flag=True,
     help="Give leaderless partitions any live replica, in sync or not (may lose data).",
 )
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also list the partitions whose leader was already the preferred one.",
+)
 @bootstrap_option
 @json_option
 def elect_leaders(
-    specs: tuple[str, ...], unclean: bool, bootstrap: str | None, as_json: bool
+    specs: tuple[str, ...], unclean: bool, show_all: bool, bootstrap: str | None, as_json: bool
 ) -> None:
     """Elect each partition's preferred replica (the first of its replicas) as its leader,
     as after a broker came back (Kafka's ElectLeaders); all partitions when none is named.
+    Lists the partitions whose leader changed and those that failed; --all also the ones
+    already led by their preferred replica (ELECTION_NOT_NEEDED).
 
     \b
       josefk cluster elect-leaders
@@ -115,13 +123,20 @@ def elect_leaders(
             for tp, error in sorted(results.items())
         ]
 
-    rows = run(go(), bootstrap=server)
+    every = run(go(), bootstrap=server)
+    rows = [r for r in every if show_all or r["result"] != "ELECTION_NOT_NEEDED"]
     if as_json:
         print_json(rows)
         return
-    print_table(
-        ["TOPIC", "PARTITION", "RESULT"], [(r["topic"], r["partition"], r["result"]) for r in rows]
-    )
+    unchanged = len(every) - len(rows)
+    if rows:
+        print_table(
+            ["TOPIC", "PARTITION", "RESULT"],
+            [(r["topic"], r["partition"], r["result"]) for r in rows],
+        )
+    elected = sum(r["result"] == "elected" for r in rows)
+    tail = f"; {unchanged} already led by their preferred replica (--all lists them)"
+    note(f"{elected} leader(s) changed{tail if unchanged else ''}")
 
 
 def _targets(specs: tuple[str, ...], cancel: bool) -> dict[TopicPartition, list[int] | None]:

@@ -189,15 +189,40 @@ def json_option(f: F) -> F:
 
 
 def resolve_bootstrap(value: str | None) -> str:
-    """The bootstrap list: the verb's flag, the group's flag, the environment, the default."""
+    """The bootstrap list: the verb's flag, the group's flag, the environment, the default.
+    A malformed list is a usage error naming the bad part (``check_bootstrap``)."""
     if value:
-        return value
+        return check_bootstrap(value, "--bootstrap")
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         from_group = ctx.meta.get(BOOTSTRAP_META_KEY)
         if from_group:
-            return str(from_group)
-    return os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
+            return check_bootstrap(str(from_group), "--bootstrap")
+    from_env = os.environ.get(BOOTSTRAP_ENV)
+    if from_env:
+        return check_bootstrap(from_env, BOOTSTRAP_ENV)
+    return DEFAULT_BOOTSTRAP
+
+
+def check_bootstrap(text: str, where: str) -> str:
+    """``text`` if every comma-separated entry is ``HOST:PORT`` (``[v6]:PORT`` too) with a
+    port in 1..65535; else a click.BadParameter (exit 2) naming the entry and what is wrong
+    with it."""
+    for entry in text.split(","):
+        entry = entry.strip()
+        host, sep, port = entry.rpartition(":")
+        problem = None
+        if not sep:
+            problem = "no port (expected HOST:PORT)"
+        elif not port.isdigit():
+            problem = f"port {port!r} is not a number"
+        elif not 1 <= int(port) <= 65535:
+            problem = f"port {port} is outside 1..65535"
+        elif not host.strip("[]"):
+            problem = "no host before the port (expected HOST:PORT)"
+        if problem is not None:
+            raise click.BadParameter(f"{entry!r}: {problem}", param_hint=where)
+    return text
 
 
 def run(coro: Coroutine[Any, Any, T], *, bootstrap: str) -> T:
@@ -326,18 +351,28 @@ _ALIASES: Final = {
 }
 
 
-def parse_start(text: str, *, param: str = "--from") -> StartSpec:
-    """``beginning|earliest``, ``end|latest``, ``offset:N``, ``timestamp:MS|ISO``."""
+def _is_integer(text: str) -> bool:
+    return text.lstrip("-").isdigit() and text.count("-") <= 1
+
+
+def parse_start(text: str, *, param: str = "--from", relative: bool = True) -> StartSpec:
+    """``beginning|earliest``, ``end|latest``, ``offset:N``, ``timestamp:MS|ISO``.
+    With ``relative``: ``offset:-N`` is N records before each partition's end (kcat's
+    ``-o -N``), and a bare integer is ``offset:`` that integer."""
     lowered = text.strip().lower()
     if lowered in _ALIASES:
         return StartSpec(_ALIASES[lowered])
+    if relative and _is_integer(lowered):
+        return StartSpec("offset", int(lowered))
     kind, sep, rest = text.partition(":")
     kind = kind.strip().lower()
-    if sep and kind == "offset" and rest.strip().isdigit():
+    rest = rest.strip()
+    if sep and kind == "offset" and (rest.isdigit() or (relative and _is_integer(rest))):
         return StartSpec("offset", int(rest))
-    if sep and kind in ("timestamp", "time", "ts") and rest.strip():
-        return StartSpec("timestamp", parse_timestamp(rest.strip()))
+    if sep and kind in ("timestamp", "time", "ts") and rest:
+        return StartSpec("timestamp", parse_timestamp(rest))
+    offsets = "offset:N (offset:-N: N before the end)" if relative else "offset:N"
     raise click.BadParameter(
-        f"{text!r}: expected beginning, end, offset:N or timestamp:MS (or timestamp:ISO-DATE)",
+        f"{text!r}: expected beginning, end, {offsets} or timestamp:MS (or timestamp:ISO-DATE)",
         param_hint=param,
     )

@@ -272,10 +272,13 @@ def alter(
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
-    """Change configs of one topic, one broker or every broker without a restart:
-    ``josefk configs alter --broker-defaults --add-config log.retention.ms=3600000``,
-    ``josefk configs alter --broker 1 --delete-config log.retention.ms``. The broker refuses
-    keys that need a restart (INVALID_REQUEST) and bad values, naming the key."""
+    """Change configs of one topic, one broker or every broker without a restart. The
+    broker refuses keys that need a restart (INVALID_REQUEST) and bad values, naming the key.
+
+    \b
+      josefk configs alter --broker-defaults --add-config log.retention.ms=3600000
+      josefk configs alter --broker 1 --delete-config log.retention.ms
+    """
     rtype, name = resource.resource()
     changes: dict[str, str | None] = dict(parse_add_config(adds))
     for text in deletes:

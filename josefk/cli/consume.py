@@ -1,6 +1,9 @@
-"""``josefk consume TOPIC``: print records, as values, ``key:value`` lines or JSON lines.
+"""``josefk consume TOPIC...``: print records, as values, ``key:value`` lines, JSON lines or
+a kcat-style format string (``%t [%p] @%o: %k=%s``); a tombstone's value prints as null.
 
-Owns where reading starts (``--from``), which partitions are read (all, or ``--partition``),
+Owns which topics are read (names, or ``^regex`` as kcat takes), where reading starts
+(``--from``, ``offset:-N`` counting back from each partition's end), where it stops
+(``--until`` an offset or a time), which partitions are read (all, or ``--partition``),
 reading in a consumer group (``--group``: committed offsets first, committed again on exit),
 the output formats and when to stop: after ``--count`` records, at the end of the partitions
 (``--no-follow``), or after ``--idle-timeout`` seconds without a record when either of those
@@ -17,11 +20,12 @@ import base64
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import click
 
@@ -36,6 +40,7 @@ from josefk.cli.common import (
     resolve_bootstrap,
     run,
 )
+from josefk.cli.completion import complete_topics
 from josefk.client import AIOConsumer, ConsumerRecord, TopicPartition
 from josefk.client.share_consumer import AcknowledgeType, AIOShareConsumer
 
@@ -74,23 +79,106 @@ def record_json(record: ConsumerRecord) -> dict[str, Any]:
     return out
 
 
+# What a tombstone (a record whose value is null) prints as in the text formats.
+NULL: Final = b"null"
+
+
+def _value(record: ConsumerRecord) -> bytes:
+    return NULL if record.value is None else record.value
+
+
 def formatter(fmt: str, separator: bytes) -> Callable[[ConsumerRecord], bytes]:
+    """The writer of one record: a named format or a kcat-style format string."""
     if fmt == "json":
         return lambda r: json.dumps(record_json(r), ensure_ascii=False).encode() + b"\n"
     if fmt == "key:value":
-        return lambda r: (r.key or b"") + separator + (r.value or b"") + b"\n"
-    return lambda r: (r.value or b"") + b"\n"
+        return lambda r: (r.key or b"") + separator + _value(r) + b"\n"
+    if fmt == "value":
+        return lambda r: _value(r) + b"\n"
+    return format_string(fmt)
 
 
-@click.command("consume", short_help="Print records of a topic.")
-@click.argument("topic")
+# kcat's -f tokens: what each one prints of a record.
+_TOKENS: Final[dict[str, Callable[[ConsumerRecord], bytes]]] = {
+    "t": lambda r: r.topic.encode(),
+    "p": lambda r: str(r.partition).encode(),
+    "o": lambda r: str(r.offset).encode(),
+    "T": lambda r: str(r.timestamp).encode(),
+    "k": lambda r: r.key if r.key is not None else b"",
+    "K": lambda r: str(len(r.key) if r.key is not None else -1).encode(),
+    "s": _value,
+    "S": lambda r: str(len(r.value) if r.value is not None else -1).encode(),
+    "h": lambda r: b",".join(k.encode() + b"=" + (v or b"") for k, v in r.headers),
+}
+_ESCAPES: Final = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\"}
+FORMAT_TOKENS_HELP: Final = (
+    "%t topic, %p partition, %o offset, %T timestamp (ms), %k key, %K key length, %s value "
+    "(null for a tombstone), %S value length (-1 for a tombstone), %h headers as k=v,k=v, "
+    "%% a percent sign; \\n \\t escapes"
+)
+
+
+def format_string(fmt: str) -> Callable[[ConsumerRecord], bytes]:
+    """A kcat-style format (``'%t [%p] @%o: %k=%s %h'``), compiled once into parts. A
+    newline ends each record unless the format ends with one. Unknown tokens are a usage
+    error."""
+    parts: list[bytes | Callable[[ConsumerRecord], bytes]] = []
+    literal = ""
+    i = 0
+    while i < len(fmt):
+        char = fmt[i]
+        if char in "%\\" and i + 1 < len(fmt):
+            following = fmt[i + 1]
+            i += 2
+            if char == "\\":
+                literal += _ESCAPES.get(following, "\\" + following)
+            elif following == "%":
+                literal += "%"
+            elif following in _TOKENS:
+                if literal:
+                    parts.append(literal.encode())
+                    literal = ""
+                parts.append(_TOKENS[following])
+            else:
+                raise click.BadParameter(
+                    f"unknown token %{following} in {fmt!r}; known: {FORMAT_TOKENS_HELP}",
+                    param_hint="--format",
+                )
+            continue
+        literal += char
+        i += 1
+    if not literal.endswith("\n"):
+        literal += "\n"
+    parts.append(literal.encode())
+
+    def write(record: ConsumerRecord) -> bytes:
+        return b"".join(part if isinstance(part, bytes) else part(record) for part in parts)
+
+    return write
+
+
+@click.command("consume", short_help="Print records of topics.")
+@click.argument(
+    "topic_args",
+    metavar="TOPIC...",
+    nargs=-1,
+    required=True,
+    shell_complete=complete_topics,
+)
 @click.option(
     "-o",
     "--from",
     "start",
     metavar="WHERE",
-    help="beginning | end | offset:N | timestamp:MS | timestamp:ISO-DATE. "
+    help="beginning | end | offset:N | offset:-N (N records before each partition's end, "
+    "as kcat's -o -N) | timestamp:MS | timestamp:ISO-DATE. "
     "Default: beginning; with --group the committed offsets, else beginning.",
+)
+@click.option(
+    "--until",
+    metavar="WHERE",
+    help="Stop each partition before offset:N or at the first record at or after "
+    "timestamp:MS|ISO-DATE (and at its end, as --no-follow), then exit.",
 )
 @click.option(
     "-p",
@@ -127,11 +215,12 @@ def formatter(fmt: str, separator: bytes) -> Callable[[ConsumerRecord], bytes]:
     "-f",
     "--format",
     "fmt",
-    type=click.Choice(FORMATS),
     default="value",
     show_default=True,
+    metavar="value|key:value|json|FORMAT",
     help="json: one object per line with topic, partition, offset, timestamp, key, value "
-    "and headers (bytes that are not UTF-8 as base64, flagged by key_encoding/value_encoding).",
+    "and headers (bytes that are not UTF-8 as base64, flagged by key_encoding/value_encoding). "
+    "Or a kcat-style format string such as '%t [%p] @%o: %k=%s %h': " + FORMAT_TOKENS_HELP + ".",
 )
 @click.option(
     "-k",
@@ -170,8 +259,9 @@ def formatter(fmt: str, separator: bytes) -> Callable[[ConsumerRecord], bytes]:
 @bootstrap_option
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 def consume(
-    topic: str,
+    topic_args: tuple[str, ...],
     start: str | None,
+    until: str | None,
     partitions: tuple[int, ...],
     group: str | None,
     share_group: str | None,
@@ -187,19 +277,32 @@ def consume(
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
-    """Print TOPIC's records, one per line, until Ctrl-C, --count or --no-follow.
+    """Print the records of TOPIC(s), one per line, until Ctrl-C, --count, --until or
+    --no-follow. A TOPIC that starts with ^ is a regular expression matched against the
+    topic names (as kcat does).
 
     \b
       josefk consume orders --from beginning -n 10 --format json
+      josefk consume orders --from offset:-5 --no-follow
+      josefk consume orders refunds --format '%t [%p] @%o: %k=%s %h'
+      josefk consume '^orders-.*' --until 2026-01-01T00:00:00
       josefk consume orders --group billing --no-follow
       josefk consume payments --isolation read_committed
       josefk consume jobs --share-group workers --ack release -n 5
     """
     spec = parse_start(start) if start is not None else None
-    if share_group is not None and (group is not None or partitions or start is not None):
+    if share_group is not None and (
+        group is not None or partitions or start is not None or until is not None
+    ):
         raise click.UsageError(
-            "--share-group cannot be combined with --group, --partition or --from (the share "
-            "group's share.auto.offset.reset decides where it starts)"
+            "--share-group cannot be combined with --group, --partition, --from or --until "
+            "(the share group's share.auto.offset.reset decides where it starts)"
+        )
+    stop = parse_start(until, param="--until", relative=False) if until is not None else None
+    if stop is not None and stop.kind not in ("offset", "timestamp", "end"):
+        raise click.BadParameter(
+            f"{until!r}: expected offset:N, timestamp:MS or timestamp:ISO-DATE",
+            param_hint="--until",
         )
     if group is not None and spec is not None and spec.kind in ("offset", "timestamp"):
         raise click.UsageError(
@@ -208,13 +311,18 @@ def consume(
         )
     if group is not None and partitions:
         raise click.UsageError("--partition cannot be combined with --group (the group assigns)")
+    if not as_json and fmt not in FORMATS and "%" not in fmt:
+        raise click.BadParameter(
+            f"{fmt!r}: expected value, key:value, json or a format string with %-tokens",
+            param_hint="--format",
+        )
     write = formatter("json" if as_json else fmt, key_separator.encode())
     server = resolve_bootstrap(bootstrap)
     out = sys.stdout.buffer
     if share_group is not None:
         consumed = run(
             _consume_shared(
-                server, topic, share_group, ack, count, no_follow, idle_timeout, write, out
+                server, topic_args, share_group, ack, count, no_follow, idle_timeout, write, out
             ),
             bootstrap=server,
         )
@@ -229,17 +337,18 @@ def consume(
         consumed = run(
             _consume(
                 server,
-                topic,
+                topic_args,
                 spec or StartSpec("beginning"),
                 partitions,
                 group,
                 count,
-                no_follow,
+                no_follow or stop is not None,
                 idle_timeout,
                 write,
                 out,
                 shutdown_timeout,
                 isolation=isolation,
+                until=stop,
                 group_protocol=group_protocol,
             ),
             bootstrap=server,
@@ -256,9 +365,30 @@ def consume(
         )
 
 
+async def _resolve_topics(admin: Any, topic_args: tuple[str, ...]) -> list[str]:
+    """The topics named, a ``^regex`` standing for every (non-internal) topic it matches."""
+    names: list[str] = []
+    known: list[str] | None = None
+    for arg in topic_args:
+        if not arg.startswith("^"):
+            names.append(arg)
+            continue
+        try:
+            pattern = re.compile(arg)
+        except re.error as exc:
+            raise click.BadParameter(f"{arg!r}: {exc}", param_hint="TOPIC") from None
+        if known is None:
+            known = sorted(await admin.list_topics())
+        matched = [name for name in known if pattern.match(name)]
+        if not matched:
+            raise CliError(f"no topic matches {arg} ({len(known)} topics exist)")
+        names += matched
+    return list(dict.fromkeys(names))
+
+
 async def _consume(
     server: str,
-    topic: str,
+    topic_args: tuple[str, ...],
     spec: StartSpec,
     only: tuple[int, ...],
     group: str | None,
@@ -270,14 +400,21 @@ async def _consume(
     shutdown_timeout: float = 5.0,
     *,
     isolation: str = "read_uncommitted",
+    until: StartSpec | None = None,
     group_protocol: str = "classic",
 ) -> int:
     async with admin_for(server) as admin:
-        (description,) = await describe_existing_topics(admin, [topic])
-    known = [p.partition for p in description.partitions]
-    for p in only:
-        if p not in known:
-            raise CliError(f'topic "{topic}" has partitions 0..{len(known) - 1}, not {p}')
+        topics = await _resolve_topics(admin, topic_args)
+        descriptions = await describe_existing_topics(admin, topics)
+    all_tps: list[TopicPartition] = []
+    for description in descriptions:
+        known = [p.partition for p in description.partitions]
+        for p in only:
+            if p not in known:
+                raise CliError(
+                    f'topic "{description.name}" has partitions 0..{len(known) - 1}, not {p}'
+                )
+        all_tps += [TopicPartition(description.name, p) for p in known if not only or p in only]
     settings: dict[str, Any] = {
         "bootstrap_servers": server,
         **client_settings(),
@@ -301,11 +438,12 @@ async def _consume(
     consumed = 0
     try:
         if group is not None:
-            consumer.subscribe([topic])
+            consumer.subscribe(topics)
         else:
-            tps = [TopicPartition(topic, p) for p in (only or known)]
-            consumer.assign(tps)
-            await _seek(consumer, tps, spec)
+            consumer.assign(all_tps)
+            await _seek(consumer, all_tps, spec)
+        # partition -> the offset it stops before (--no-follow: its end when first asked;
+        # --until: the earlier of that and the limit).
         stop_at: dict[TopicPartition, int] = {}
         stops = count is not None or no_follow
         last_record = time.monotonic()
@@ -315,14 +453,19 @@ async def _consume(
             if batches:
                 last_record = time.monotonic()
                 chunk = bytearray()
-                for records in batches.values():
+                if until is not None:
+                    await _stop_offsets(consumer, stop_at, until, list(batches))
+                for tp, records in batches.items():
+                    end = stop_at.get(tp) if until is not None else None
                     for record in records:
+                        if end is not None and record.offset >= end:
+                            break
                         chunk += write(record)
                         consumed += 1
                 out.write(chunk)
                 out.flush()
                 continue
-            if no_follow and await _at_end(consumer, stop_at):
+            if no_follow and await _at_end(consumer, stop_at, until):
                 break
             if stops and time.monotonic() - last_record >= idle_timeout:
                 break
@@ -335,7 +478,7 @@ async def _consume(
 
 async def _consume_shared(
     server: str,
-    topic: str,
+    topic_args: tuple[str, ...],
     group: str,
     ack: str,
     count: int | None,
@@ -347,7 +490,8 @@ async def _consume_shared(
     """Read as a share-group member, acknowledging each printed record with ``ack``; with
     --count or --no-follow, stop after --idle-timeout seconds without a record."""
     async with admin_for(server) as admin:
-        await describe_existing_topics(admin, [topic])
+        topics = await _resolve_topics(admin, topic_args)
+        await describe_existing_topics(admin, topics)
     kind = AcknowledgeType[ack.upper()]
     consumer = AIOShareConsumer(
         bootstrap_servers=server,
@@ -360,7 +504,7 @@ async def _consume_shared(
     await consumer.start()
     consumed = 0
     try:
-        consumer.subscribe([topic])
+        consumer.subscribe(topics)
         stops = count is not None or no_follow
         last_record = time.monotonic()
         while count is None or consumed < count:
@@ -386,6 +530,26 @@ async def _consume_shared(
         await consumer.close()
     return consumed
 
+async def _stop_offsets(
+    consumer: AIOConsumer,
+    stop_at: dict[TopicPartition, int],
+    until: StartSpec | None,
+    tps: list[TopicPartition],
+) -> None:
+    """Fill ``stop_at`` for the partitions of ``tps`` not in it yet."""
+    new = [tp for tp in tps if tp not in stop_at]
+    if not new:
+        return
+    ends = await consumer.end_offsets(new)
+    limits: dict[TopicPartition, int] = {}
+    if until is not None and until.kind == "offset":
+        limits = {tp: until.value for tp in new}
+    elif until is not None and until.kind == "timestamp":
+        found = await consumer.offsets_for_times({tp: until.value for tp in new})
+        limits = {tp: hit.offset for tp, hit in found.items() if hit is not None}
+    for tp in new:
+        end = ends.get(tp, 0)
+        stop_at[tp] = min(end, limits.get(tp, end))
 
 async def _finish(consumer: AIOConsumer, group: str | None, timeout_s: float) -> None:
     async def commit_and_leave() -> None:
@@ -431,22 +595,26 @@ async def _seek(consumer: AIOConsumer, tps: list[TopicPartition], spec: StartSpe
     elif spec.kind == "timestamp":
         await consumer.seek_to_timestamp(spec.value, *tps)
     else:
-        # offset:N beyond a partition's range starts at its nearest end rather than failing.
+        # offset:N beyond a partition's range starts at its nearest end rather than failing;
+        # offset:-N is N before each partition's end (at most back to its start).
         starts = await consumer.beginning_offsets(tps)
         ends = await consumer.end_offsets(tps)
         for tp in tps:
-            consumer.seek(tp, min(max(spec.value, starts.get(tp, 0)), ends.get(tp, spec.value)))
+            end = ends.get(tp, max(spec.value, 0))
+            wanted = end + spec.value if spec.value < 0 else spec.value
+            consumer.seek(tp, min(max(wanted, starts.get(tp, 0)), end))
 
 
-async def _at_end(consumer: AIOConsumer, stop_at: dict[TopicPartition, int]) -> bool:
+async def _at_end(
+    consumer: AIOConsumer, stop_at: dict[TopicPartition, int], until: StartSpec | None = None
+) -> bool:
     """True when every assigned partition's position reached the end offset it had when first
-    asked about (records produced after that do not keep --no-follow running)."""
+    asked about (records produced after that do not keep --no-follow running), or the
+    --until limit before it."""
     assigned = consumer.assignment()
     if not assigned:
         return False
-    new = [tp for tp in assigned if tp not in stop_at]
-    if new:
-        stop_at.update(await consumer.end_offsets(new))
+    await _stop_offsets(consumer, stop_at, until, list(assigned))
     for tp in assigned:
         if await consumer.position(tp) < stop_at.get(tp, 0):
             return False

@@ -2,12 +2,15 @@
 
 Owns the consumer-group verbs: the describe view (state, members with their assignments, and
 per partition the committed offset, the log end offset and the lag between them), moving a
-group's committed offsets (refused while the group has members, previewed with
-``--dry-run``) and deleting groups. Talks to the broker through josefk.client's AIOAdmin only.
+group's committed offsets (refused while the group has members; a preview unless
+``--execute``, as Kafka's kafka-consumer-groups.sh; targets ``--to``, ``--shift-by``,
+``--to-current``, ``--by-duration``) and deleting groups. Talks to the broker through josefk.client's AIOAdmin only.
 """
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 import click
@@ -25,8 +28,10 @@ from josefk.cli.common import (
     run,
     unknown_error,
 )
+from josefk.cli.completion import complete_groups
 from josefk.cli.output import note, print_fields, print_json, print_table
 from josefk.client import AIOAdmin, GroupDescription, TopicPartition
+from josefk.client.cluster import find_coordinator
 from josefk.client.errors import KafkaError
 
 # Group states in which the group has no members and its offsets may be moved.
@@ -99,6 +104,8 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
     else:
         committed = await admin.list_group_offsets(group)
         share_lag = {}
+    coordinator_id = await find_coordinator(admin.client, group)
+    host, port = admin.client._address(coordinator_id)
     # A share group's partition may have several members: they are listed comma-separated.
     owner: dict[TopicPartition, str] = {}
     for member in description.members:
@@ -133,6 +140,7 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
         "state": description.state,
         "protocol_type": description.protocol_type,
         "protocol": description.protocol,
+        "coordinator": {"id": coordinator_id, "host": host, "port": port},
         **(
             {
                 "group_epoch": description.group_epoch,
@@ -170,22 +178,28 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
 
 
 @groups.command("describe", short_help="Members, assignments and lag per partition.")
-@click.argument("names", nargs=-1, required=True, metavar="GROUP...")
+@click.argument("names", nargs=-1, metavar="GROUP...", shell_complete=complete_groups)
+@click.option("--all-groups", is_flag=True, help="Describe every group the brokers know.")
 @bootstrap_option
 @json_option
-def describe(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None:
-    """Show each GROUP's state, members and assignments, and for every partition its
-    committed offset, log end offset and lag."""
+def describe(names: tuple[str, ...], all_groups: bool, bootstrap: str | None, as_json: bool) -> None:
+    """Show each GROUP's state, coordinator, members and assignments, and for every
+    partition its committed offset, log end offset and lag."""
+    if bool(names) == all_groups:
+        raise click.UsageError("name one or more groups, or give --all-groups")
     server = resolve_bootstrap(bootstrap)
 
     async def go() -> list[dict[str, Any]]:
         async with admin_for(server) as admin:
-            return [await describe_group(admin, name) for name in names]
+            chosen = list(names) or sorted(g.group_id for g in await admin.list_groups())
+            return [await describe_group(admin, name) for name in chosen]
 
     found = run(go(), bootstrap=server)
     if as_json:
-        print_json(found if len(found) != 1 else found[0])
+        print_json(found if len(found) != 1 or all_groups else found[0])
         return
+    if not found:
+        note("no consumer groups yet")
     for n, info in enumerate(found):
         if n:
             click.echo()
@@ -204,6 +218,13 @@ def describe(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> No
             fields.append(
                 ("protocol", f"{info['protocol_type'] or '-'} / {info['protocol'] or '-'}")
             )
+        coordinator = info["coordinator"]
+        fields.append(
+            (
+                "coordinator",
+                f"{coordinator['id']} ({coordinator['host']}:{coordinator['port']})",
+            )
+        )
         fields += [("members", len(info["members"])), ("total lag", info["total_lag"])]
         print_fields(fields)
         if info["members"] and consumer:
@@ -254,16 +275,27 @@ def describe(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> No
 
 
 @groups.command("reset-offsets", short_help="Move a group's committed offsets.")
-@click.argument("group")
+@click.argument("group", shell_complete=complete_groups)
+@click.option("-t", "--topic", "topics", multiple=True, help="Topic to reset (repeatable).")
 @click.option(
-    "-t", "--topic", "topics", multiple=True, required=True, help="Topic to reset (repeatable)."
+    "--all-topics", is_flag=True, help="Every topic the group has committed offsets for."
 )
 @click.option(
     "--to",
     "target",
-    required=True,
     metavar="WHERE",
     help="earliest | latest | offset:N | timestamp:MS | timestamp:ISO-DATE",
+)
+@click.option(
+    "--shift-by", type=int, metavar="N", help="Move each committed offset by N (negative: back)."
+)
+@click.option(
+    "--to-current", is_flag=True, help="To the committed offsets (kept within the log)."
+)
+@click.option(
+    "--by-duration",
+    metavar="DURATION",
+    help="To the first record at or after this long ago: 30m, 2h, 1d, PT15M (ISO 8601).",
 )
 @click.option(
     "-p",
@@ -273,33 +305,64 @@ def describe(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> No
     multiple=True,
     help="Only this partition (repeatable).",
 )
-@click.option("--dry-run", is_flag=True, help="Show the new offsets without committing them.")
+@click.option(
+    "--execute", is_flag=True, help="Commit the new offsets (without it: a preview, as Kafka's tool)."
+)
+@click.option("--dry-run", is_flag=True, help="Preview only (the default; kept for scripts).")
 @bootstrap_option
 @json_option
 def reset_offsets(
     group: str,
     topics: tuple[str, ...],
-    target: str,
+    all_topics: bool,
+    target: str | None,
+    shift_by: int | None,
+    to_current: bool,
+    by_duration: str | None,
     partitions: tuple[int, ...],
+    execute: bool,
     dry_run: bool,
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
-    """Commit new offsets for GROUP on --topic: to the earliest or latest offsets, a given
-    offset (kept within each partition's log start and end), or the first record at or
-    after a time. The group must have no members (stop its consumers first)."""
-    spec = parse_start(target, param="--to")
+    """Compute new committed offsets for GROUP and show them; --execute commits them.
+
+    One target: --to (earliest, latest, an offset, the first record at or after a time),
+    --shift-by N, --to-current or --by-duration. Offsets stay within each partition's log
+    start and end. The group must have no members (stop its consumers first).
+
+    \b
+      josefk groups reset-offsets billing --topic orders --to earliest
+      josefk groups reset-offsets billing --all-topics --shift-by -10 --execute
+      josefk groups reset-offsets billing --topic orders --by-duration 1h --execute
+    """
+    chosen = [target is not None, shift_by is not None, to_current, by_duration is not None]
+    if sum(chosen) != 1:
+        raise click.UsageError("give one of --to, --shift-by, --to-current, --by-duration")
+    if bool(topics) == all_topics:
+        raise click.UsageError("give --topic (repeatable) or --all-topics")
+    if execute and dry_run:
+        raise click.UsageError("--execute and --dry-run exclude each other")
+    spec: StartSpec | None = None
+    if target is not None:
+        spec = parse_start(target, param="--to", relative=False)
+    elif by_duration is not None:
+        spec = StartSpec("timestamp", int(time.time() * 1000) - parse_duration_ms(by_duration))
     server = resolve_bootstrap(bootstrap)
 
     async def go() -> tuple[str, list[dict[str, Any]]]:
         async with admin_for(server) as admin:
-            descriptions = await describe_existing_topics(admin, list(topics))
             (description,) = await admin.describe_groups([group])
             if description.state not in _IDLE_STATES or description.members:
                 raise CliError(
                     f'group "{group}" is {description.state} with {len(description.members)} '
                     "member(s); stop its consumers before resetting its offsets"
                 )
+            committed = await admin.list_group_offsets(group)
+            names = sorted({tp.topic for tp in committed}) if all_topics else list(topics)
+            if not names:
+                raise CliError(f'group "{group}" has no committed offsets (--all-topics)')
+            descriptions = await describe_existing_topics(admin, names)
             tps = [
                 TopicPartition(d.name, p.partition)
                 for d in descriptions
@@ -307,10 +370,10 @@ def reset_offsets(
                 if not partitions or p.partition in partitions
             ]
             if not tps:
-                raise CliError(f"no partition {list(partitions)} in {list(topics)}")
-            new = await _target_offsets(admin, tps, spec)
+                raise CliError(f"no partition {list(partitions)} in {names}")
             old = await admin.list_group_offsets(group, tps)
-            if not dry_run:
+            new = await _target_offsets(admin, tps, spec, old, shift_by or 0)
+            if execute:
                 await admin.alter_group_offsets(group, new)
             return description.state, [
                 {
@@ -324,21 +387,48 @@ def reset_offsets(
 
     _state, plan = run(go(), bootstrap=server)
     if as_json:
-        print_json({"group": group, "dry_run": dry_run, "partitions": plan})
+        print_json({"group": group, "dry_run": not execute, "partitions": plan})
         return
     print_table(
         ["TOPIC", "PARTITION", "OLD", "NEW"],
         [(p["topic"], p["partition"], p["old_offset"], p["new_offset"]) for p in plan],
     )
-    if dry_run:
-        note("dry run: nothing committed (run again without --dry-run to apply)")
+    if not execute:
+        note("preview: nothing committed (add --execute to apply)")
     else:
         note(f"committed {len(plan)} offsets for group {group}")
 
 
+_DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """``30m``, ``2h``, ``1d``, ``500ms``, or ISO 8601's ``PT15M`` / ``P1DT2H`` (Kafka's
+    tool takes the latter), in milliseconds."""
+    raw = text.strip()
+    match = re.fullmatch(r"(\d+)\s*(ms|s|m|h|d)", raw.lower())
+    if match:
+        return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    iso = re.fullmatch(
+        r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", raw.upper()
+    )
+    if iso and raw.upper() not in ("P", "PT"):
+        days, hours, minutes, seconds = (float(g) if g else 0.0 for g in iso.groups())
+        return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+    raise click.BadParameter(
+        f"{text!r}: expected a duration such as 30m, 2h, 1d or PT15M", param_hint="--by-duration"
+    )
+
+
 async def _target_offsets(
-    admin: AIOAdmin, tps: list[TopicPartition], spec: StartSpec
+    admin: AIOAdmin,
+    tps: list[TopicPartition],
+    spec: StartSpec | None,
+    committed: dict[TopicPartition, int],
+    shift_by: int = 0,
 ) -> dict[TopicPartition, int]:
+    """The new offset of each partition: ``spec`` (None: the committed offset moved by
+    ``shift_by``; a partition without one starts from its log start), within the log."""
     starts = await admin.list_offsets({tp: admin.EARLIEST for tp in tps})
     ends = await admin.list_offsets({tp: admin.LATEST for tp in tps})
 
@@ -347,6 +437,14 @@ async def _target_offsets(
         low = start.offset if start is not None else 0
         return low, end.offset if end is not None else low
 
+    def within(tp: TopicPartition, offset: int) -> int:
+        low, high = bounds(tp)
+        return min(max(offset, low), high)
+
+    if spec is None:
+        return {
+            tp: within(tp, committed.get(tp, bounds(tp)[0]) + shift_by) for tp in tps
+        }
     if spec.kind == "timestamp":
         found = await admin.list_offsets({tp: spec.value for tp in tps})
         return {
@@ -360,12 +458,18 @@ async def _target_offsets(
         elif spec.kind == "end":
             new[tp] = high
         else:
-            new[tp] = min(max(spec.value, low), high)
+            new[tp] = within(tp, spec.value)
     return new
 
 
 @groups.command("delete", short_help="Delete consumer groups and their offsets.")
-@click.argument("names", nargs=-1, required=True, metavar="GROUP...")
+@click.argument(
+    "names",
+    nargs=-1,
+    required=True,
+    metavar="GROUP...",
+    shell_complete=complete_groups,
+)
 @bootstrap_option
 @json_option
 def delete(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None:

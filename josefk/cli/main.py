@@ -52,6 +52,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("dev_cluster", "dev_cluster"),
     ("console", "console"),
     ("perf", "perf"),
+    ("completion", "completion"),
 ]
 
 
@@ -65,4 +66,6 @@ def _register() -> None:
 
 def main() -> None:
     _register()
-    cli()
+    # The completion script (josefk completion SHELL) calls back through this variable,
+    # whether josefk runs as the ``josefk`` script or as ``python -m josefk``.
+    cli(complete_var="_JOSEFK_COMPLETE")

@@ -1,8 +1,11 @@
-"""``josefk perf produce|consume``: quick throughput and latency figures against a broker.
+"""``josefk perf produce|consume|end-to-end``: quick throughput and latency figures against a
+broker.
 
 Owns the load loops and their report: records/s, MB/s and, for produce, the latency of each
 record from ``send`` to its acknowledgement (p50/p95/p99/max), with a live rich progress bar
-on stderr. For the project's recorded benchmarks see bench/; this verb is for a person
+on stderr; produce takes a rate cap (``--throughput``) and values from a file
+(``--payload-file``), consume reads as a group member (``--group``), and end-to-end times
+each record from send to a consumer's receipt. For the project's recorded benchmarks see bench/; this verb is for a person
 sizing up a running broker. A missing topic is created for ``perf produce`` (broker
 defaults or ``--partitions``).
 """
@@ -13,6 +16,7 @@ import asyncio
 import functools
 import math
 import os
+import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +42,7 @@ from josefk.cli.common import (
     resolve_bootstrap,
     run,
 )
+from josefk.cli.completion import complete_topics
 from josefk.cli.output import human_bytes, note, print_fields, print_json, stderr_console
 from josefk.cli.produce import COMPRESSIONS
 from josefk.client import AIOConsumer, AIOProducer, RecordMetadata, TopicPartition
@@ -127,7 +132,7 @@ def _report(
 
 
 @perf.command("produce", short_help="Produce N records of a given size; rate and latency.")
-@click.argument("topic")
+@click.argument("topic", shell_complete=complete_topics)
 @click.option("-n", "--count", type=click.IntRange(min=1), default=100_000, show_default=True)
 @click.option(
     "-s", "--size", type=click.IntRange(min=0), default=100, show_default=True, help="Value bytes."
@@ -141,6 +146,19 @@ def _report(
 @click.option(
     "--partitions", type=click.IntRange(min=1), help="Partitions if the topic must be created."
 )
+@click.option(
+    "--throughput",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="N",
+    help="At most N records a second (default: as fast as the broker takes them), as "
+    "kafka-producer-perf-test.sh --throughput.",
+)
+@click.option(
+    "--payload-file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Values are this file's lines, picked at random (as kafka-producer-perf-test.sh); "
+    "--size is then ignored.",
+)
 @bootstrap_option
 @json_option
 def perf_produce(
@@ -152,6 +170,8 @@ def perf_produce(
     batch_size: int,
     linger_ms: float,
     partitions: int | None,
+    throughput: float | None,
+    payload_file: str | None,
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
@@ -161,6 +181,13 @@ def perf_produce(
     # One random value for all records: compression ratios stay honest (random bytes) and
     # generating data is kept out of the measurement.
     value = os.urandom(size)
+    payloads: list[bytes] = []
+    if payload_file is not None:
+        with open(payload_file, "rb") as file:
+            payloads = [line for line in file.read().split(b"\n") if line]
+        if not payloads:
+            raise click.BadParameter(f"{payload_file} has no lines", param_hint="--payload-file")
+    pick = random.Random(0).choice
 
     async def go() -> PerfResult:
         async with admin_for(server) as admin:
@@ -199,8 +226,16 @@ def perf_produce(
                         progress.update(task, completed=len(latencies))
 
                 started = clock()
+                sent_bytes = 0
                 for n in range(count):
-                    future = await producer.send(topic, value)
+                    if throughput is not None:
+                        # Pace to the cap: record n is due n/N seconds after the start.
+                        ahead = started + n / throughput - clock()
+                        if ahead > 0:
+                            await asyncio.sleep(ahead)
+                    record_value = pick(payloads) if payloads else value
+                    sent_bytes += len(record_value)
+                    future = await producer.send(topic, record_value)
                     # No future is kept: a long run must not hold one object per record.
                     future.add_done_callback(functools.partial(done, clock()))
                     if n % _PROGRESS_EVERY == 0:
@@ -216,20 +251,19 @@ def perf_produce(
                 f"{len(errors)} of {count} records not delivered: "
                 + (describe_error(first) if isinstance(first, KafkaError) else str(first))
             )
-        return PerfResult(count, count * size, elapsed, latencies)
+        return PerfResult(count, sent_bytes, elapsed, latencies)
 
     result = run(go(), bootstrap=server)
-    _report(
-        "produce",
-        topic,
-        result,
-        as_json,
-        {"size": size, "acks": acks, "compression": compression},
-    )
+    extra: dict[str, Any] = {"size": size, "acks": acks, "compression": compression}
+    if throughput is not None:
+        extra["throughput_cap"] = throughput
+    if payload_file is not None:
+        extra["payload_file"] = payload_file
+    _report("produce", topic, result, as_json, extra)
 
 
 @perf.command("consume", short_help="Read N records from the beginning; rate.")
-@click.argument("topic")
+@click.argument("topic", shell_complete=complete_topics)
 @click.option("-n", "--count", type=click.IntRange(min=1), default=100_000, show_default=True)
 @click.option(
     "--idle-timeout",
@@ -238,14 +272,32 @@ def perf_produce(
     show_default=True,
     help="Stop after this many seconds without a record.",
 )
+@click.option(
+    "-g",
+    "--group",
+    help="Read as a member of this consumer group, from its committed offsets (else the "
+    "beginning), committing as it goes: the rate a group consumer gets, rebalance included.",
+)
 @bootstrap_option
 @json_option
 def perf_consume(
-    topic: str, count: int, idle_timeout: float, bootstrap: str | None, as_json: bool
+    topic: str,
+    count: int,
+    idle_timeout: float,
+    group: str | None,
+    bootstrap: str | None,
+    as_json: bool,
 ) -> None:
-    """Read up to --count records of TOPIC from the beginning of every partition and report
-    records/s and MB/s (keys and values)."""
+    """Read up to --count records of TOPIC from the beginning of every partition (or as a
+    --group member) and report records/s and MB/s (keys and values)."""
     server = resolve_bootstrap(bootstrap)
+    group_settings: dict[str, Any] = {}
+    if group is not None:
+        group_settings = {
+            "group_id": group,
+            "enable_auto_commit": True,
+            "auto_offset_reset": "earliest",
+        }
 
     async def go() -> PerfResult:
         async with admin_for(server) as admin:
@@ -261,9 +313,13 @@ def perf_consume(
                 client_id="josefk-perf",
                 allow_auto_create_topics=False,
                 max_poll_records=10_000,
+                **group_settings,
             ) as consumer:
-                consumer.assign(tps)
-                consumer.seek_to_beginning(*tps)
+                if group is not None:
+                    consumer.subscribe([topic])
+                else:
+                    consumer.assign(tps)
+                    consumer.seek_to_beginning(*tps)
                 started = last = clock()
                 while consumed < count:
                     batches = await consumer.getmany(
@@ -286,4 +342,68 @@ def perf_consume(
         return PerfResult(consumed, size, elapsed, [])
 
     result = run(go(), bootstrap=server)
-    _report("consume", topic, result, as_json, {})
+    _report("consume", topic, result, as_json, {"group": group} if group else {})
+
+
+@perf.command("end-to-end", short_help="Latency from send to a consumer's receipt.")
+@click.argument("topic", shell_complete=complete_topics)
+@click.option("-n", "--count", type=click.IntRange(min=1), default=1_000, show_default=True)
+@click.option(
+    "-s", "--size", type=click.IntRange(min=0), default=100, show_default=True, help="Value bytes."
+)
+@click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
+@bootstrap_option
+@json_option
+def perf_end_to_end(
+    topic: str, count: int, size: int, acks: str, bootstrap: str | None, as_json: bool
+) -> None:
+    """Send one record at a time to TOPIC and wait until a consumer reads it back: the
+    end-to-end latency percentiles (as Kafka's EndToEndLatency tool). Records go to
+    partition 0; create TOPIC first or it is created with the broker's defaults."""
+    server = resolve_bootstrap(bootstrap)
+    value = os.urandom(size)
+
+    async def go() -> PerfResult:
+        async with admin_for(server) as admin:
+            try:
+                await admin.describe_topics([topic])
+            except UnknownTopicOrPartitionError:
+                await admin.create_topic(topic, -1)
+        tp = TopicPartition(topic, 0)
+        latencies: list[float] = []
+        clock = time.perf_counter
+        async with (
+            AIOProducer(
+                bootstrap_servers=server,
+                **client_settings(),
+                client_id="josefk-perf",
+                acks=acks,
+                linger_ms=0,
+                allow_auto_create_topics=False,
+            ) as producer,
+            AIOConsumer(
+                bootstrap_servers=server,
+                **client_settings(),
+                client_id="josefk-perf",
+                allow_auto_create_topics=False,
+                fetch_max_wait_ms=100,
+            ) as consumer,
+        ):
+            await producer.partitions_for(topic)
+            consumer.assign([tp])
+            consumer.seek_to_end(tp)
+            await consumer.position(tp)
+            started = clock()
+            for n in range(count):
+                sent_at = clock()
+                await producer.send(topic, value, str(n).encode(), partition=0)
+                while True:
+                    record = await asyncio.wait_for(consumer.getone(), timeout=30)
+                    if record.key == str(n).encode():
+                        break
+                latencies.append((clock() - sent_at) * 1000.0)
+            elapsed = clock() - started
+        return PerfResult(count, count * size, elapsed, latencies)
+
+    result = run(go(), bootstrap=server)
+    _report("end-to-end", topic, result, as_json, {"size": size, "acks": acks})

@@ -5,14 +5,17 @@ line at once), splitting a key off with ``--key-separator``, the headers of ``-H
 the summary (records and offsets per partition), and transactions (``--transactional-id``,
 committing every ``--transaction-size`` records and at the end of the input). Records go through josefk.client's
 AIOProducer. A topic that does not exist is created on first use when the broker allows it
-(``auto.create.topics.enable``), as Kafka's producers and kcat do, with a note saying so;
-otherwise the error names close matches and how to create it.
+(``auto.create.topics.enable``), as Kafka's producers and kcat do, with a note saying so
+(and naming close matches: a typo shows) before the first record is read; ``--no-create``
+refuses instead. When the broker does not create it, the error names close matches and how
+to create it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -33,6 +36,7 @@ from josefk.cli.common import (
     resolve_bootstrap,
     run,
 )
+from josefk.cli.completion import complete_topics
 from josefk.cli.output import note, print_json, print_table
 from josefk.client import AIOAdmin, AIOProducer, RecordMetadata
 from josefk.client.errors import KafkaError, UnknownTopicOrPartitionError
@@ -41,16 +45,27 @@ COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 _READ_CHUNK = 1 << 16
 
 
-async def read_lines(stream: IO[bytes]) -> AsyncIterator[bytes]:
-    """The lines of ``stream`` without their line ends.
+async def read_lines(
+    stream: IO[bytes], delimiter: bytes | None = b"\n"
+) -> AsyncIterator[bytes]:
+    """The lines of ``stream`` without their line ends (a ``\\r`` before a newline goes too),
+    or its records split at ``delimiter``; ``delimiter`` None: the whole stream is one.
 
     A daemon thread does the blocking reads so the event loop (the producer's sender) keeps
     running while input is awaited, and so Ctrl-C is not held up by a read nobody will
     finish; a bounded queue keeps a fast file from outrunning the producer.
+
+    The thread reads the file descriptor with ``os.read``, never through the stream's
+    buffered reader: a thread blocked in ``BufferedReader.read1`` holds that reader's lock,
+    and at interpreter shutdown after Ctrl-C the main thread wants the same lock to flush
+    stdin, which aborts Python ("_enter_buffered_busy", exit 134 instead of 130).
     """
     loop = asyncio.get_running_loop()
     chunks: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(maxsize=64)
-    read = getattr(stream, "read1", stream.read)
+    fd = stream.fileno()
+
+    def read(size: int) -> bytes:
+        return os.read(fd, size)
 
     def put(item: bytes | BaseException | None) -> None:
         asyncio.run_coroutine_threadsafe(chunks.put(item), loop).result()
@@ -68,25 +83,53 @@ async def read_lines(stream: IO[bytes]) -> AsyncIterator[bytes]:
 
     threading.Thread(target=pump, name="josefk-produce-stdin", daemon=True).start()
     pending = b""
+    newline = delimiter == b"\n"
+    whole: list[bytes] = []
     while (chunk := await chunks.get()) is not None:
         if isinstance(chunk, BaseException):
             raise CliError(f"cannot read the input: {chunk}")
+        if delimiter is None:
+            whole.append(chunk)
+            continue
         pending += chunk
-        *lines, pending = pending.split(b"\n")
+        *lines, pending = pending.split(delimiter)
         for line in lines:
-            yield line[:-1] if line.endswith(b"\r") else line
-    if pending:
+            yield line[:-1] if newline and line.endswith(b"\r") else line
+    if delimiter is None:
+        yield b"".join(whole)
+    elif pending:
         yield pending
 
 
 @click.command("produce", short_help="Produce lines from stdin or a file as records.")
-@click.argument("topic")
+@click.argument("topic", shell_complete=complete_topics)
 @click.option(
     "-f",
     "--file",
-    "path",
+    "paths",
+    multiple=True,
     type=click.Path(exists=True, dir_okay=False, allow_dash=True),
-    help="Read lines from this file instead of stdin.",
+    help="Read records from this file instead of stdin (repeatable: one after the other).",
+)
+@click.option(
+    "--whole-file",
+    is_flag=True,
+    help="The whole input (--file or stdin, binary or text) is one record's value; with "
+    "several --file, one record per file.",
+)
+@click.option(
+    "-D",
+    "--delimiter",
+    metavar="SEP",
+    help="Records end at SEP instead of a newline, as kcat's -D (escapes \\n \\t \\0 "
+    "\\r \\\\ understood).",
+)
+@click.option(
+    "-Z",
+    "--null-value",
+    is_flag=True,
+    help="Send an empty value as null: a tombstone, which compaction removes with its key "
+    "(as kcat's -Z).",
 )
 @click.option(
     "-k",
@@ -115,11 +158,20 @@ async def read_lines(stream: IO[bytes]) -> AsyncIterator[bytes]:
     help="With --transactional-id: commit every N records (default: the whole input is one "
     "transaction). Ctrl-C or an error aborts the open transaction.",
 )
+@click.option(
+    "--no-create",
+    is_flag=True,
+    help="Refuse to produce to a topic that does not exist, instead of letting the broker "
+    "create it on first use (auto.create.topics.enable, as kcat and Kafka's producers do).",
+)
 @bootstrap_option
 @json_option
 def produce(
     topic: str,
-    path: str | None,
+    paths: tuple[str, ...],
+    whole_file: bool,
+    delimiter: str | None,
+    null_value: bool,
     key_separator: str | None,
     headers: tuple[str, ...],
     partition: int | None,
@@ -127,6 +179,7 @@ def produce(
     acks: str,
     transactional_id: str | None,
     transaction_size: int | None,
+    no_create: bool,
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
@@ -134,6 +187,9 @@ def produce(
 
     \b
       printf 'alice:1\\nbob:2\\n' | josefk produce orders -k : -H source=cli
+      printf 'alice:\\n' | josefk produce orders -k : -Z      # a tombstone for alice
+      josefk produce images --file logo.png --whole-file
+      printf 'a;b;c' | josefk produce letters --delimiter ';'
       seq 1000 | josefk produce payments --transactional-id loader --transaction-size 100
     """
     if transaction_size is not None and transactional_id is None:
@@ -143,7 +199,15 @@ def produce(
     header_list = [(k, v.encode()) for k, v in parse_key_values(headers, "--header").items()]
     separator = key_separator.encode() if key_separator else None
     server = resolve_bootstrap(bootstrap)
-    if sys.stdin.isatty() and path in (None, "-") and not as_json:
+    if whole_file and delimiter is not None:
+        raise click.UsageError("--whole-file and --delimiter exclude each other")
+    record_end: bytes | None = None if whole_file else b"\n"
+    if delimiter is not None:
+        record_end = _unescape(delimiter).encode()
+        if not record_end:
+            raise click.BadParameter("empty delimiter", param_hint="--delimiter")
+    sources = list(paths) or ["-"]
+    if sys.stdin.isatty() and "-" in sources and not as_json:
         note(f"reading records for {topic} from stdin, one per line; Ctrl-D to finish")
 
     async def go() -> _Tally:
@@ -151,51 +215,52 @@ def produce(
             try:
                 (description,) = await describe_existing_topics(admin, [topic])
             except CliError as unknown:
+                if no_create:
+                    raise CliError(f"{unknown}; not created (--no-create)") from None
+                # Said before the first record is read, with close matches: a typo shows
+                # before any data goes to the wrong topic.
+                note(f"{unknown.message}; asking the broker to create it on first use")
                 description = await _create_on_first_use(server, topic, unknown)
         count = len(description.partitions)
         if partition is not None and not 0 <= partition < count:
             raise CliError(f'topic "{topic}" has partitions 0..{count - 1}, not {partition}')
-        stream: IO[bytes]
-        stream = sys.stdin.buffer if path in (None, "-") else open(path, "rb")  # noqa: SIM115, ASYNC230  reads go through the pump thread
         tally = _Tally()
-        try:
-            async with AIOProducer(
-                bootstrap_servers=server,
-                **client_settings(),
-                client_id="josefk-cli",
-                acks=acks,
-                compression_type=compression,
-                allow_auto_create_topics=False,
-                transactional_id=transactional_id,
-            ) as producer:
-                in_transaction = 0  # records sent in the open transaction
+        async with AIOProducer(
+            bootstrap_servers=server,
+            **client_settings(),
+            client_id="josefk-cli",
+            acks=acks,
+            compression_type=compression,
+            allow_auto_create_topics=False,
+            transactional_id=transactional_id,
+        ) as producer:
+            in_transaction = 0  # records sent in the open transaction
+            if transactional_id is not None:
+                await producer.init_transactions()
+            async for line in _records(sources, record_end):
+                if transactional_id is not None and not in_transaction:
+                    producer.begin_transaction()
+                key: bytes | None = None
+                value: bytes | None = line
+                if separator is not None:
+                    head, sep, tail = line.partition(separator)
+                    if sep:
+                        key, value = head, tail
+                if null_value and not value:
+                    value = None
+                tally.bytes += len(value or b"") + (len(key) if key else 0)
+                future = await producer.send(
+                    topic, value, key, partition=partition, headers=header_list or None
+                )
+                future.add_done_callback(tally.delivered)
                 if transactional_id is not None:
-                    await producer.init_transactions()
-                async for line in read_lines(stream):
-                    if transactional_id is not None and not in_transaction:
-                        producer.begin_transaction()
-                    key: bytes | None = None
-                    value = line
-                    if separator is not None:
-                        head, sep, tail = line.partition(separator)
-                        if sep:
-                            key, value = head, tail
-                    tally.bytes += len(value) + (len(key) if key else 0)
-                    future = await producer.send(
-                        topic, value, key, partition=partition, headers=header_list or None
-                    )
-                    future.add_done_callback(tally.delivered)
-                    if transactional_id is not None:
-                        in_transaction += 1
-                        if transaction_size is not None and in_transaction >= transaction_size:
-                            await _commit(producer, tally)
-                            in_transaction = 0
-                if in_transaction:
-                    await _commit(producer, tally)
-                await producer.flush()
-        finally:
-            if stream is not sys.stdin.buffer:
-                stream.close()
+                    in_transaction += 1
+                    if transaction_size is not None and in_transaction >= transaction_size:
+                        await _commit(producer, tally)
+                        in_transaction = 0
+            if in_transaction:
+                await _commit(producer, tally)
+            await producer.flush()
         return tally
 
     tally = run(go(), bootstrap=server)
@@ -240,6 +305,33 @@ def produce(
     if tally.failed:
         total = tally.failed + tally.records
         raise CliError(f"{tally.failed} of {total} records not delivered: {tally.error}")
+
+
+async def _records(sources: list[str], record_end: bytes | None) -> AsyncIterator[bytes]:
+    """The records of each source in turn ("-" is stdin), split at ``record_end``."""
+    for source in sources:
+        if source == "-":
+            async for record in read_lines(sys.stdin.buffer, record_end):
+                yield record
+            continue
+        # Opening is instant; the reads go through read_lines' thread.
+        with open(source, "rb") as stream:  # noqa: ASYNC230
+            async for record in read_lines(stream, record_end):
+                yield record
+
+
+def _unescape(text: str) -> str:
+    """kcat's delimiter escapes: \\n \\t \\r \\0 \\\\."""
+    escapes = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\"}
+    out, i = "", 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in escapes:
+            out += escapes[text[i + 1]]
+            i += 2
+        else:
+            out += text[i]
+            i += 1
+    return out
 
 
 class _Tally:
@@ -304,5 +396,8 @@ async def _create_on_first_use(server: str, topic: str, unknown: CliError) -> An
                 f"(auto.create.topics.enable=false): create it with "
                 f"`josefk topics create {topic}`"
             ) from None
-    note(f'created topic "{topic}" on first use ({len(description.partitions)} partitions)')
+    note(
+        f'created topic "{topic}" on first use ({len(description.partitions)} partitions; '
+        "the broker has auto.create.topics.enable=true); --no-create refuses unknown topics"
+    )
     return description

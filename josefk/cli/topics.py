@@ -1,9 +1,11 @@
-"""``josefk topics create|list|describe|alter|delete``.
+"""``josefk topics create|list|describe|alter|delete|offsets|delete-records``.
 
 Owns the topic verbs: partitions and replication factor at creation, topic configs
 (``-c key=value``), the describe view (partitions with leader, epoch, replicas, ISR, log
 start offset and high watermark; then every config with its source), config changes and
-partition growth. Talks to the broker through josefk.client's AIOAdmin only.
+partition growth, offsets per partition for a time (``offsets --time``, as
+kafka-get-offsets.sh) and deleting records before an offset (``delete-records``, alias
+``trim``, as kafka-delete-records.sh). Talks to the broker through josefk.client's AIOAdmin only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from josefk.cli.common import (
     run,
     unknown_error,
 )
+from josefk.cli.completion import complete_topics
 from josefk.cli.output import note, print_fields, print_json, print_table
 from josefk.client import AIOAdmin, TopicDescription, TopicPartition
 from josefk.client.errors import KafkaError, UnknownTopicOrPartitionError
@@ -62,7 +65,11 @@ def create(
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
-    """Create TOPIC(s), e.g. ``josefk topics create orders -p 3 -c retention.ms=86400000``."""
+    """Create TOPIC(s).
+
+    \b
+      josefk topics create orders -p 3 -c retention.ms=86400000
+    """
     from josefk.client import NewTopic
 
     settings = parse_key_values(configs, "--config")
@@ -181,7 +188,7 @@ async def describe_topic(admin: AIOAdmin, name: str) -> dict[str, Any]:
 
 
 @topics.command("describe", short_help="Partitions, offsets and configs of a topic.")
-@click.argument("name", metavar="TOPIC")
+@click.argument("name", metavar="TOPIC", shell_complete=complete_topics)
 @click.option("--non-default", is_flag=True, help="Show only configs set on the topic.")
 @click.option(
     "--under-replicated",
@@ -268,7 +275,7 @@ def describe(
 
 
 @topics.command("alter", short_help="Set or delete configs, add partitions.")
-@click.argument("name", metavar="TOPIC")
+@click.argument("name", metavar="TOPIC", shell_complete=complete_topics)
 @click.option(
     "-c",
     "--set",
@@ -299,8 +306,12 @@ def alter(
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
-    """Change TOPIC: ``--set retention.ms=3600000``, ``--delete cleanup.policy``,
-    ``--partitions 6`` (partitions can only grow)."""
+    """Change TOPIC's configs, or grow its partitions (they can only grow).
+
+    \b
+      josefk topics alter orders --set retention.ms=3600000
+      josefk topics alter orders --delete cleanup.policy --partitions 6
+    """
     from josefk.client import ResourceType
 
     changes: dict[str, str | None] = dict(parse_key_values(sets, "--set"))
@@ -348,7 +359,13 @@ def alter(
 
 
 @topics.command("delete", short_help="Delete topics and their data.")
-@click.argument("names", nargs=-1, required=True, metavar="TOPIC...")
+@click.argument(
+    "names",
+    nargs=-1,
+    required=True,
+    metavar="TOPIC...",
+    shell_complete=complete_topics,
+)
 @bootstrap_option
 @json_option
 def delete(names: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None:
@@ -389,3 +406,149 @@ def _fail_if_any(outcome: list[dict[str, Any]]) -> None:
         click.echo(f"Error: {failure['topic']}: {failure['error']}", err=True)
     if failures:
         raise SystemExit(1)
+
+
+# ---------------------------------------------------------------------- offsets, delete-records
+
+
+def _partition_spec(text: str, *, with_offset: bool, param: str) -> tuple[str, int | None, int]:
+    """``TOPIC[:PARTITION]=OFFSET`` (with_offset) or ``TOPIC[:PARTITION]``; partition None
+    means every partition. The offset may be -1: the high watermark (everything)."""
+    where, sep, offset_text = text.rpartition("=") if with_offset else (text, "", "")
+    if with_offset and (not sep or not where):
+        raise click.BadParameter(f"{text!r}: expected TOPIC[:PARTITION]=OFFSET", param_hint=param)
+    topic, colon, partition_text = where.rpartition(":")
+    if not colon:
+        topic, partition_text = where, ""
+    partition = None
+    if partition_text:
+        if not partition_text.isdigit():
+            raise click.BadParameter(
+                f"{text!r}: partition {partition_text!r} is not a number", param_hint=param
+            )
+        partition = int(partition_text)
+    offset = 0
+    if with_offset:
+        if not (offset_text.isdigit() or offset_text == "-1"):
+            raise click.BadParameter(
+                f"{text!r}: offset {offset_text!r} is not a number (-1: the high watermark)",
+                param_hint=param,
+            )
+        offset = int(offset_text)
+    return topic, partition, offset
+
+
+async def _expand(
+    admin: AIOAdmin, specs: list[tuple[str, int | None, int]]
+) -> dict[TopicPartition, int]:
+    """Each spec's partitions (all when none is named), checked against the topic."""
+    topics = list(dict.fromkeys(topic for topic, _, _ in specs))
+    descriptions = {d.name: d for d in await describe_existing_topics(admin, topics)}
+    out: dict[TopicPartition, int] = {}
+    for topic, partition, offset in specs:
+        known = [p.partition for p in descriptions[topic].partitions]
+        if partition is not None and partition not in known:
+            raise CliError(f'topic "{topic}" has partitions 0..{len(known) - 1}, not {partition}')
+        for p in known if partition is None else [partition]:
+            out[TopicPartition(topic, p)] = offset
+    return out
+
+
+@topics.command("delete-records", short_help="Delete records before an offset (trim).")
+@click.argument("specs", nargs=-1, required=True, metavar="TOPIC[:PARTITION]=OFFSET...")
+@bootstrap_option
+@json_option
+def delete_records(specs: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None:
+    """Delete the records before OFFSET (the partition's log start offset moves up to it),
+    as kafka-delete-records.sh. No partition: every partition of the topic; offset -1: up
+    to the high watermark (everything so far).
+
+    \b
+      josefk topics delete-records orders:0=100 orders:1=-1
+      josefk topics trim orders=-1
+    """
+    parsed = [_partition_spec(s, with_offset=True, param="SPEC") for s in specs]
+    server = resolve_bootstrap(bootstrap)
+
+    async def go() -> dict[TopicPartition, int]:
+        async with admin_for(server) as admin:
+            wanted = await _expand(admin, parsed)
+            return await admin.delete_records(wanted)
+
+    low = run(go(), bootstrap=server)
+    rows = [
+        {"topic": tp.topic, "partition": tp.partition, "log_start_offset": offset}
+        for tp, offset in sorted(low.items())
+    ]
+    if as_json:
+        print_json(rows)
+    else:
+        print_table(
+            ["TOPIC", "PARTITION", "LOG-START"],
+            [(r["topic"], r["partition"], r["log_start_offset"]) for r in rows],
+        )
+
+
+topics.add_command(delete_records, "trim")
+
+
+@topics.command("offsets", short_help="Offsets per partition: ends, or for a time.")
+@click.argument(
+    "specs",
+    nargs=-1,
+    required=True,
+    metavar="TOPIC[:PARTITION]...",
+    shell_complete=complete_topics,
+)
+@click.option(
+    "--time",
+    "when",
+    metavar="WHEN",
+    default="latest",
+    show_default=True,
+    help="earliest | latest | MS | ISO-DATE: for a time, the first offset whose record is at "
+    "or after it (as kafka-get-offsets.sh --time).",
+)
+@bootstrap_option
+@json_option
+def offsets(specs: tuple[str, ...], when: str, bootstrap: str | None, as_json: bool) -> None:
+    """Print an offset per partition: the log start (earliest), the high watermark (latest)
+    or the first offset at or after a time (none: the high watermark, marked)."""
+    from josefk.cli.common import parse_timestamp
+
+    lowered = when.strip().lower()
+    timestamp = {"earliest": -2, "beginning": -2, "latest": -1, "end": -1}.get(lowered)
+    if timestamp is None:
+        try:
+            timestamp = parse_timestamp(when)
+        except click.BadParameter as exc:
+            raise click.BadParameter(exc.message, param_hint="--time") from None
+    parsed = [_partition_spec(s, with_offset=False, param="SPEC") for s in specs]
+    server = resolve_bootstrap(bootstrap)
+
+    async def go() -> list[dict[str, Any]]:
+        async with admin_for(server) as admin:
+            tps = sorted(await _expand(admin, parsed))
+            found = await admin.list_offsets({tp: timestamp for tp in tps})
+            ends = await admin.list_offsets({tp: admin.LATEST for tp in tps})
+        rows = []
+        for tp in tps:
+            hit, end = found.get(tp), ends.get(tp)
+            rows.append(
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "offset": hit.offset if hit is not None else (end.offset if end else None),
+                    "timestamp": hit.timestamp if hit is not None and timestamp >= 0 else None,
+                    # No record at or after the time: the next offset to be written.
+                    "after_last_record": hit is None,
+                }
+            )
+        return rows
+
+    rows = run(go(), bootstrap=server)
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        click.echo(f"{r['topic']}:{r['partition']}:{r['offset']}")

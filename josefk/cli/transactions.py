@@ -1,8 +1,11 @@
-"""``josefk transactions list|describe|producers``.
+"""``josefk transactions list|describe|producers|find-hanging|abort``.
 
 Owns the operator's view of transactions (KIP-664): every transactional id the coordinators
 know with its producer and state, for chosen ids the open transaction's partitions, age and
-timeout, and the producers a topic's partition leaders track (who holds the LSO back). Talks to the broker through josefk.client's AIOAdmin only.
+timeout, the producers a topic's partition leaders track (who holds the LSO back), the
+hanging transactions among them (open past the timeout, unknown to their coordinator) and
+aborting one with a marker written to the partition's leader. Talks to the broker through
+josefk.client's AIOAdmin only.
 """
 
 from __future__ import annotations
@@ -227,4 +230,189 @@ def producers(
                 )
                 for r in rows
             ],
+        )
+
+
+async def _open_transactions(
+    admin: Any, topic: str, partitions: tuple[int, ...]
+) -> list[tuple[TopicPartition, Any]]:
+    """(partition, ProducerState) of every open transaction on ``topic``'s partitions."""
+    (description,) = await describe_existing_topics(admin, [topic])
+    known = [p.partition for p in description.partitions]
+    for p in partitions:
+        if p not in known:
+            raise CliError(f'topic "{topic}" has partitions 0..{len(known) - 1}, not {p}')
+    found = await admin.describe_producers(
+        [TopicPartition(topic, p) for p in (partitions or sorted(known))]
+    )
+    out = []
+    for tp, states in sorted(found.items()):
+        if isinstance(states, KafkaError):
+            raise states
+        out += [(tp, s) for s in states if s.current_transaction_start_offset >= 0]
+    return out
+
+
+@transactions.command(
+    "find-hanging", short_help="Open transactions their coordinator does not know."
+)
+@click.option("-t", "--topic", required=True, help="Look at this topic's partitions.")
+@click.option(
+    "-p", "--partition", "partitions", type=int, multiple=True, help="Only this partition."
+)
+@click.option(
+    "--max-transaction-timeout",
+    type=click.FloatRange(min=0),
+    default=15.0,
+    show_default=True,
+    metavar="MINUTES",
+    help="A transaction open for less than this may still complete: not reported.",
+)
+@bootstrap_option
+@json_option
+def find_hanging(
+    topic: str,
+    partitions: tuple[int, ...],
+    max_transaction_timeout: float,
+    bootstrap: str | None,
+    as_json: bool,
+) -> None:
+    """List the open transactions on --topic's partitions that hold the last stable offset
+    back and that no coordinator will finish (as kafka-transactions.sh find-hanging): open
+    longer than --max-transaction-timeout, and their producer has no ongoing transaction
+    over that partition at its coordinator. `josefk transactions abort` ends one."""
+    server = resolve_bootstrap(bootstrap)
+    now_ms = int(time.time() * 1000)
+
+    async def go() -> list[dict[str, Any]]:
+        async with admin_for(server) as admin:
+            open_ones = await _open_transactions(admin, topic, partitions)
+            old = [
+                (tp, s)
+                for tp, s in open_ones
+                if now_ms - s.last_timestamp >= max_transaction_timeout * 60_000
+            ]
+            hanging = []
+            for tp, state in old:
+                listings = await admin.list_transactions(producer_ids=[state.producer_id])
+                ids = [listing.transactional_id for listing in listings]
+                described = await admin.describe_transactions(ids) if ids else []
+                known = any(
+                    d.state in ("Ongoing", "PrepareCommit", "PrepareAbort")
+                    and d.producer_epoch == state.producer_epoch
+                    and tp in set(d.partitions)
+                    for d in described
+                )
+                if not known:
+                    hanging.append((tp, state))
+        return [
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "producer_id": s.producer_id,
+                "producer_epoch": s.producer_epoch,
+                "coordinator_epoch": s.coordinator_epoch,
+                "start_offset": s.current_transaction_start_offset,
+                "last_timestamp": s.last_timestamp,
+            }
+            for tp, s in hanging
+        ]
+
+    rows = run(go(), bootstrap=server)
+    if as_json:
+        print_json(rows)
+    elif not rows:
+        note(f"no hanging transactions on {topic}")
+    else:
+        print_table(
+            ["TOPIC", "PARTITION", "PRODUCER-ID", "EPOCH", "COORDINATOR-EPOCH", "START-OFFSET"],
+            [
+                (
+                    r["topic"],
+                    r["partition"],
+                    r["producer_id"],
+                    r["producer_epoch"],
+                    r["coordinator_epoch"],
+                    r["start_offset"],
+                )
+                for r in rows
+            ],
+        )
+
+
+@transactions.command("abort", short_help="Abort an open transaction on one partition.")
+@click.option("-t", "--topic", required=True)
+@click.option("-p", "--partition", required=True, type=click.IntRange(min=0))
+@click.option(
+    "--start-offset",
+    type=click.IntRange(min=0),
+    help="The open transaction that starts at this offset (as find-hanging shows it).",
+)
+@click.option("--producer-id", type=int, help="Instead of --start-offset: the producer id ...")
+@click.option("--producer-epoch", type=int, help="... its epoch ...")
+@click.option("--coordinator-epoch", type=int, help="... and the coordinator epoch.")
+@bootstrap_option
+@json_option
+def abort(
+    topic: str,
+    partition: int,
+    start_offset: int | None,
+    producer_id: int | None,
+    producer_epoch: int | None,
+    coordinator_epoch: int | None,
+    bootstrap: str | None,
+    as_json: bool,
+) -> None:
+    """Write an abort marker for a transaction left open on TOPIC's PARTITION (as
+    kafka-transactions.sh abort): its records become aborted and the last stable offset
+    moves on. For hanging transactions (find-hanging); a live producer's transaction is its
+    coordinator's to end."""
+    explicit = (producer_id, producer_epoch, coordinator_epoch)
+    if (start_offset is None) == (None in explicit):
+        raise click.UsageError(
+            "give --start-offset, or all of --producer-id, --producer-epoch and "
+            "--coordinator-epoch"
+        )
+    server = resolve_bootstrap(bootstrap)
+
+    async def go() -> dict[str, Any]:
+        async with admin_for(server) as admin:
+            tp = TopicPartition(topic, partition)
+            if start_offset is not None:
+                open_ones = await _open_transactions(admin, topic, (partition,))
+                matches = [s for _, s in open_ones if s.current_transaction_start_offset == start_offset]
+                if not matches:
+                    starts = sorted(s.current_transaction_start_offset for _, s in open_ones)
+                    raise CliError(
+                        f"no open transaction starts at offset {start_offset} of "
+                        f"{topic}:{partition} (open ones start at {starts or 'none'})"
+                    )
+                state = matches[0]
+                pid, epoch, coord = (
+                    state.producer_id,
+                    state.producer_epoch,
+                    state.coordinator_epoch,
+                )
+            else:
+                assert producer_id is not None and producer_epoch is not None
+                assert coordinator_epoch is not None
+                pid, epoch, coord = producer_id, producer_epoch, coordinator_epoch
+            await admin.abort_transaction(
+                tp, producer_id=pid, producer_epoch=epoch, coordinator_epoch=coord
+            )
+        return {
+            "topic": topic,
+            "partition": partition,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "coordinator_epoch": coord,
+            "aborted": True,
+        }
+
+    outcome = run(go(), bootstrap=server)
+    if as_json:
+        print_json(outcome)
+    else:
+        note(
+            f"aborted producer {outcome['producer_id']}'s transaction on {topic}:{partition}"
         )

@@ -86,6 +86,8 @@ from josefk.protocol.message_types import (
     ListTransactionsResponse,
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 
@@ -1084,6 +1086,45 @@ class AIOAdmin:
 
         await asyncio.gather(*(one(n, topics) for n, topics in by_leader.items()))
         return out
+
+    async def abort_transaction(
+        self,
+        tp: TopicPartition,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+    ) -> None:
+        """Write an abort marker for ``producer_id``'s open transaction on ``tp`` (KIP-664's
+        abortTransaction: a WriteTxnMarkers to the partition's leader, as a coordinator
+        would send), for a hanging transaction its coordinator no longer knows. Needs
+        CLUSTER_ACTION where an authorizer runs. Raises the partition's error."""
+        metadata = await self._client.refresh_metadata({tp.topic})
+        leader = metadata.leader_for(tp.topic, tp.partition)
+        if leader is None:
+            raise error_for(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic=tp.topic, partition=tp.partition
+            )
+        req = WriteTxnMarkersRequest
+        marker = req.WritableTxnMarker(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transaction_result=False,
+            topics=[
+                req.WritableTxnMarker.WritableTxnMarkerTopic(
+                    name=tp.topic, partition_indexes=[tp.partition]
+                )
+            ],
+            coordinator_epoch=coordinator_epoch,
+        )
+        response: WriteTxnMarkersResponse = await self._client.request(
+            leader, ApiKey.WRITE_TXN_MARKERS, req(markers=[marker])
+        )
+        for result in response.markers:
+            for topic in result.topics:
+                for part in topic.partitions:
+                    if part.error_code:
+                        raise error_for(part.error_code, topic=topic.name, partition=tp.partition)
 
     # ------------------------------------------------------------------ groups
 

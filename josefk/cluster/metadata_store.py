@@ -22,7 +22,11 @@ Who writes what:
 
 - ``register_broker``: a broker, its own key, only if no live registration holds the id. The
   key lives on the broker's lease, so a broker that dies (or is cut off from etcd for the
-  lease's TTL) disappears from ``P/brokers`` by itself.
+  lease's TTL) disappears from ``P/brokers`` by itself. A registration left by an earlier run
+  of the same broker (same incarnation: host, log dir and its directory.id; the new run holds
+  that log dir's lock, so the old one is dead) is taken back at once by revoking its lease:
+  an etcd restart restores a dead broker's lease with a fresh TTL, and a restart within the
+  TTL would otherwise be refused.
 - ``try_become_controller``: any broker; succeeds only when ``P/controller`` is absent, and
   takes the next controller epoch in the same transaction.
 - ``controller_write``: the controller's writes (topics, partition assignments and leaders).
@@ -121,6 +125,10 @@ class BrokerRegistration:
     endpoints: tuple[EndpointRecord, ...]
     rack: str | None = None
     broker_epoch: int = -1
+    # Which run of which broker wrote the registration: "host:log-dir:directory.id". Two
+    # live processes cannot share one (the log dir's lock), so a registration that carries
+    # this broker's own incarnation was left by a dead earlier run. None: not known.
+    incarnation: str | None = None
 
     def encode(self) -> bytes:
         return _encode(
@@ -128,6 +136,7 @@ class BrokerRegistration:
                 "broker_id": self.broker_id,
                 "endpoints": [asdict(e) for e in self.endpoints],
                 "rack": self.rack,
+                "incarnation": self.incarnation,
             }
         )
 
@@ -139,6 +148,7 @@ class BrokerRegistration:
             endpoints=tuple(EndpointRecord(**e) for e in data["endpoints"]),
             rack=data.get("rack"),
             broker_epoch=broker_epoch,
+            incarnation=data.get("incarnation"),
         )
 
 
@@ -440,27 +450,58 @@ class EtcdMetadataStore:
         self, registration: BrokerRegistration, session: BrokerSession
     ) -> BrokerRegistration:
         """Register under the session's lease; ``BrokerIdInUseError`` if a live broker holds
-        the id. Returns the registration with its broker epoch."""
+        the id. A registration left by a dead earlier run of this same broker (equal
+        ``incarnation``) is taken back: its lease is revoked (with whatever else that run
+        held on it, a controller claim included) and the registration made again. Returns
+        the registration with its broker epoch."""
         client = self.client
         key = self.key("brokers", registration.broker_id)
         tx = client.transactions
-        ok, responses = await client.transaction(
-            compare=[tx.version(key) == 0],
-            success=[tx.put(key, registration.encode(), lease=session.lease)],
-            failure=[tx.get(key)],
-        )
-        if not ok:
-            holder = _first_value(responses)
-            where = ""
-            if holder is not None:
-                other = BrokerRegistration.decode(holder, broker_epoch=-1)
-                where = " at " + ", ".join(f"{e.host}:{e.port}" for e in other.endpoints)
-            raise BrokerIdInUseError(
-                f"broker id {registration.broker_id} is already registered by a live broker{where}"
+        for attempt in range(2):
+            ok, responses = await client.transaction(
+                compare=[tx.version(key) == 0],
+                success=[tx.put(key, registration.encode(), lease=session.lease)],
+                failure=[tx.get(key)],
             )
-        revision = int(responses[0].response_put.header.revision)
-        return BrokerRegistration(
-            registration.broker_id, registration.endpoints, registration.rack, revision
+            if ok:
+                revision = int(responses[0].response_put.header.revision)
+                return replace(registration, broker_epoch=revision)
+            held = _first_kv(responses)
+            if held is None:
+                continue  # deleted meanwhile: try again
+            value, meta = held
+            other = BrokerRegistration.decode(value, broker_epoch=-1)
+            where = " at " + ", ".join(f"{e.host}:{e.port}" for e in other.endpoints)
+            if (
+                attempt == 0
+                and registration.incarnation is not None
+                and other.incarnation == registration.incarnation
+            ):
+                logger.warning(
+                    "broker id %d is still registered by an earlier run of this broker%s "
+                    "(same log dir; its etcd lease outlived it): taking it back",
+                    registration.broker_id,
+                    where,
+                )
+                lease_id = int(getattr(meta, "lease", 0) or 0)
+                if lease_id:
+                    with contextlib.suppress(aetcd.exceptions.ClientError):
+                        await client.revoke_lease(lease_id)
+                else:
+                    await client.transaction(
+                        compare=[tx.mod(key) == meta.mod_revision],
+                        success=[tx.delete(key)],
+                        failure=[],
+                    )
+                continue
+            raise BrokerIdInUseError(
+                f"broker id {registration.broker_id} is already registered by a live broker"
+                f"{where}; if that broker has stopped, its registration expires within "
+                f"{session.ttl_s}s of its last contact with etcd"
+            )
+        raise BrokerIdInUseError(
+            f"broker id {registration.broker_id} is registered by another broker that keeps "
+            "taking it"
         )
 
     # -- controller --------------------------------------------------------------------
@@ -805,9 +846,10 @@ def decode_broker_configs(raw: bytes) -> dict[str, str]:
     return {str(k): str(v) for k, v in dict(data).items()}
 
 
-def _first_value(responses: list[Any]) -> bytes | None:
+def _first_kv(responses: list[Any]) -> tuple[bytes, Any] | None:
+    """The first (value, key metadata) of a transaction's range responses."""
     for response in responses:
         if isinstance(response, list) and response:
-            value, _ = response[0]
-            return bytes(value)
+            value, meta = response[0]
+            return bytes(value), meta
     return None

@@ -5,6 +5,7 @@ a real broker.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from cli_helpers import (
@@ -41,7 +42,7 @@ def test_groups_describe_shows_lag_and_reset_offsets(cli_broker: BrokerProcess) 
     assert lag_by_partition(info) == {0: (6, 0), 1: (4, 3)}
     assert info["total_lag"] == 3
     table = josefk(cli_broker, "groups", "describe", "g-lag").stdout
-    assert "LAG" in table and "total lag  3" in table
+    assert "LAG" in table and re.search(r"total lag +3\n", table)
 
     listed = josefk(cli_broker, "groups", "list", "--json").json()
     assert {
@@ -86,11 +87,21 @@ def test_groups_describe_shows_lag_and_reset_offsets(cli_broker: BrokerProcess) 
     ).json()
     assert [p["new_offset"] for p in by_time["partitions"]] == [6, 7]
 
-    josefk(cli_broker, "groups", "reset-offsets", "g-lag", "--topic", "t-grp", "--to", "earliest")
+    # Without --execute: a preview, as Kafka's tool (before: it committed at once).
+    preview = josefk(
+        cli_broker, "groups", "reset-offsets", "g-lag", "--topic", "t-grp", "--to", "earliest"
+    )
+    assert "add --execute to apply" in preview.stderr
+    assert lag_by_partition(group_info(cli_broker, "g-lag")) == {0: (6, 0), 1: (4, 3)}
+    josefk(
+        cli_broker, "groups", "reset-offsets", "g-lag", "--topic", "t-grp", "--to", "earliest",
+        "--execute",
+    )  # fmt: skip
     assert lag_by_partition(group_info(cli_broker, "g-lag")) == {0: (0, 6), 1: (0, 7)}
     josefk(
-        cli_broker, "groups", "reset-offsets", "g-lag", "-t", "t-grp", "-p", "1", "--to", "offset:5"
-    )
+        cli_broker, "groups", "reset-offsets", "g-lag", "-t", "t-grp", "-p", "1", "--to", "offset:5",
+        "--execute",
+    )  # fmt: skip
     assert lag_by_partition(group_info(cli_broker, "g-lag")) == {0: (0, 6), 1: (5, 2)}
 
     # The group resumes where it was moved to: partition 0 from 0, partition 1 from 5.
@@ -106,3 +117,40 @@ def test_groups_describe_shows_lag_and_reset_offsets(cli_broker: BrokerProcess) 
     assert "g-lag" not in {
         g["group"] for g in josefk(cli_broker, "groups", "list", "--json").json()
     }
+
+
+def test_reset_offsets_targets_and_describe_all_groups(cli_broker: BrokerProcess) -> None:
+    josefk(cli_broker, "topics", "create", "t-shift", "-p", "1")
+    josefk(cli_broker, "topics", "create", "t-shift2", "-p", "1")
+    josefk(cli_broker, "produce", "t-shift", stdin="".join(f"s{i}\n" for i in range(10)))
+    josefk(cli_broker, "produce", "t-shift2", stdin="x\ny\n")
+    josefk(cli_broker, "consume", "t-shift", "t-shift2", "--group", "g-shift", "--no-follow")
+
+    def reset(*args: str) -> list[tuple[str, int | None, int]]:
+        plan = josefk(cli_broker, "groups", "reset-offsets", "g-shift", *args, "--json").json()
+        return [(p["topic"], p["old_offset"], p["new_offset"]) for p in plan["partitions"]]
+
+    assert reset("-t", "t-shift", "--shift-by", "-3", "--execute") == [("t-shift", 10, 7)]
+    # Shifts stay within the log; --to-current keeps the committed offsets.
+    assert reset("--all-topics", "--shift-by", "-100") == [("t-shift", 7, 0), ("t-shift2", 2, 0)]
+    assert reset("--all-topics", "--to-current") == [("t-shift", 7, 7), ("t-shift2", 2, 2)]
+    # Every record is younger than a day: a day back is each partition's start.
+    assert reset("-t", "t-shift", "--by-duration", "1d", "--dry-run") == [("t-shift", 7, 0)]
+    assert reset("-t", "t-shift", "--by-duration", "P1D") == [("t-shift", 7, 0)]
+    josefk(
+        cli_broker, "groups", "reset-offsets", "g-shift", "-t", "t-shift", "--shift-by", "1",
+        "--to", "earliest", expect=2,
+    )  # fmt: skip
+    josefk(
+        cli_broker, "groups", "reset-offsets", "g-shift", "-t", "t-shift", "--by-duration",
+        "soon", expect=2,
+    )  # fmt: skip
+
+    every = josefk(cli_broker, "groups", "describe", "--all-groups", "--json").json()
+    described = {g["group"]: g for g in every}
+    assert "g-shift" in described
+    coordinator = described["g-shift"]["coordinator"]
+    assert coordinator["id"] == 1 and coordinator["host"] == "127.0.0.1"
+    table = josefk(cli_broker, "groups", "describe", "g-shift").stdout
+    assert "coordinator  1 (127.0.0.1:" in table
+    josefk(cli_broker, "groups", "describe", expect=2)

@@ -42,10 +42,18 @@ def test_parse_start(text: str, expected: StartSpec) -> None:
     assert parse_start(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "offset:", "offset:-1", "offset:x", "timestamp:", "soon"])
+@pytest.mark.parametrize("text", ["", "offset:", "offset:x", "offset:--1", "timestamp:", "soon"])
 def test_parse_start_rejects(text: str) -> None:
     with pytest.raises(click.BadParameter):
         parse_start(text)
+
+
+def test_relative_offsets_count_back_from_the_end() -> None:
+    assert parse_start("offset:-5") == StartSpec("offset", -5)
+    assert parse_start("-5") == StartSpec("offset", -5)
+    assert parse_start("42") == StartSpec("offset", 42)
+    with pytest.raises(click.BadParameter):
+        parse_start("offset:-1", param="--to", relative=False)
 
 
 @given(st.integers(min_value=0, max_value=2**53))
@@ -91,7 +99,8 @@ def record(key: bytes | None, value: bytes | None) -> ConsumerRecord:
 def test_record_formats() -> None:
     assert formatter("value", b":")(record(b"k", b"v")) == b"v\n"
     assert formatter("key:value", b"\t")(record(b"k", b"v")) == b"k\tv\n"
-    assert formatter("key:value", b":")(record(None, None)) == b":\n"
+    # A tombstone (null value) shows as null; a missing key stays empty.
+    assert formatter("key:value", b":")(record(None, None)) == b":null\n"
     line = formatter("json", b":")(record(b"k", "é".encode()))
     assert json.loads(line) == {
         "topic": "t",
@@ -144,3 +153,53 @@ def test_group_and_partition_or_offsets_do_not_mix() -> None:
     assert mixed.exit_code == 2
     nothing = runner.invoke(cli, ["topics", "alter", "t"])
     assert nothing.exit_code == 2 and "nothing to change" in nothing.output
+
+
+@pytest.mark.parametrize(
+    ("where", "bootstrap", "named"),
+    [
+        ("verb", "127.0.0.1:99999", "port 99999 is outside 1..65535"),
+        ("group", ":abc", "port 'abc' is not a number"),
+        ("env", "localhost:-5", "port '-5' is not a number"),
+        ("verb", "127.0.0.1:9092,broker2", "'broker2': no port"),
+        ("verb", ":9092", "no host before the port"),
+    ],
+)
+def test_a_malformed_bootstrap_is_a_usage_error_naming_the_bad_part(
+    where: str, bootstrap: str, named: str
+) -> None:
+    """Before: a Python traceback from deep in the client."""
+    _register()
+    args = ["topics", "list"]
+    env = {"JOSEFK_BOOTSTRAP": ""}
+    if where == "verb":
+        args += ["--bootstrap", bootstrap]
+    elif where == "group":
+        args = ["--bootstrap", bootstrap, *args]
+    else:
+        env["JOSEFK_BOOTSTRAP"] = bootstrap
+    result = CliRunner().invoke(cli, args, env=env)
+    assert result.exit_code == 2, result.output
+    assert named in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def _command_paths(command: click.Command, path: list[str]) -> list[list[str]]:
+    paths = [path]
+    if isinstance(command, click.Group):
+        for name, sub in sorted(command.commands.items()):
+            paths += _command_paths(sub, [*path, name])
+    return paths
+
+
+def test_no_rest_markup_leaks_into_help() -> None:
+    """Docstrings are help text: ``double backquotes`` would be printed as they stand.
+    Before: topics create, topics alter and configs alter showed them."""
+    _register()
+    leaking = {}
+    for path in _command_paths(cli, []):
+        output = CliRunner().invoke(cli, [*path, "--help"]).output
+        lines = [line for line in output.splitlines() if "``" in line]
+        if lines:
+            leaking[" ".join(path)] = lines
+    assert leaking == {}

@@ -35,7 +35,8 @@ def strict_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 def test_produce_creates_a_new_topic_when_the_broker_allows(broker: BrokerProcess) -> None:
     result = josefk(broker, "produce", "fresh", stdin="a\nb\nc\n")
-    assert 'created topic "fresh" on first use (2 partitions)' in result.stderr
+    assert 'created topic "fresh" on first use (2 partitions;' in result.stderr
+    assert "auto.create.topics.enable=true" in result.stderr
     assert "produced 3 records" in result.stdout
     consumed = josefk(broker, "consume", "fresh", "--from", "beginning", "--count", "3")
     assert sorted(consumed.stdout.split()) == ["a", "b", "c"]
@@ -49,3 +50,21 @@ def test_produce_says_how_to_create_a_topic_when_the_broker_does_not(
     assert "auto.create.topics.enable=false" in result.stderr
     assert "josefk topics create fresh" in result.stderr
     josefk(strict_broker, "topics", "describe", "fresh", expect=1)
+
+
+def test_produce_to_a_typo_says_so_before_producing_and_no_create_refuses(
+    broker: BrokerProcess,
+) -> None:
+    """Before: a mistyped topic was created with no word of the topic it resembled, and
+    there was no way to refuse the creation."""
+    josefk(broker, "topics", "create", "orders")
+    refused = josefk(broker, "produce", "ordres", "--no-create", stdin="a\n", expect=1)
+    assert 'unknown topic "ordres"; did you mean "orders"?' in refused.stderr
+    assert "--no-create" in refused.stderr
+    josefk(broker, "topics", "describe", "ordres", expect=1)
+
+    created = josefk(broker, "produce", "ordres", stdin="a\n")
+    said = created.stderr.splitlines()
+    assert 'did you mean "orders"?' in said[0], created
+    assert "created topic" in said[1] and "--no-create" in said[1], created
+    assert "produced 1 record" in created.stdout

@@ -44,11 +44,13 @@ class HeldJoin:
         self.endpoints: list[tuple[str, str, int]] = []
         real_join = ClusterNode.join
 
-        async def held(node: ClusterNode, endpoints: Sequence[tuple[str, str, int]]) -> None:
+        async def held(
+            node: ClusterNode, endpoints: Sequence[tuple[str, str, int]], **kwargs: Any
+        ) -> None:
             self.endpoints = list(endpoints)
             self.joining.set()
             await self.release.wait()
-            await real_join(node, endpoints)
+            await real_join(node, endpoints, **kwargs)
 
         monkeypatch.setattr(ClusterNode, "join", held)
 

@@ -105,6 +105,44 @@ async def test_a_crashed_brokers_registration_expires_with_its_lease(etcd: EtcdS
         await store.close()
 
 
+async def test_a_broker_takes_back_the_id_its_own_dead_run_still_holds(
+    etcd: EtcdServer,
+) -> None:
+    """A run that died (SIGKILL, or stopped with etcd so that etcd restored its lease with a
+    fresh TTL on restart) leaves a live-looking registration. The next run of the same
+    broker (same incarnation: host, log dir, directory.id) takes the id back at once, with
+    the dead run's lease (and its controller claim); another broker is still refused.
+    Before: "already registered by a live broker" until the lease expired."""
+    store = await connected(etcd)
+    try:
+        dead = await store.open_session(ttl_s=600)
+        dead._keep_alive.cancel()
+        mine = BrokerRegistration(
+            3, (EndpointRecord("PLAINTEXT", "127.0.0.1", 9094),), incarnation="h:/data/b3:id-1"
+        )
+        await store.register_broker(mine, dead)
+        assert await store.try_become_controller(3, dead) is not None
+
+        stranger = await store.open_session()
+        other_run = BrokerRegistration(
+            3, mine.endpoints, incarnation="h:/elsewhere/b3:id-2"
+        )
+        with pytest.raises(BrokerIdInUseError, match="expires within"):
+            await store.register_broker(other_run, stranger)
+        await stranger.close()
+
+        restarted = await store.open_session()
+        again = await store.register_broker(mine, restarted)
+        snapshot = await store.snapshot()
+        assert snapshot.brokers[3].broker_epoch == again.broker_epoch
+        assert snapshot.brokers[3].incarnation == mine.incarnation
+        assert snapshot.controller is None  # the dead run's claim went with its lease
+        await restarted.close()
+        assert (await store.snapshot()).brokers == {}
+    finally:
+        await store.close()
+
+
 async def test_one_controller_at_a_time_and_a_deposed_one_is_fenced(etcd: EtcdServer) -> None:
     a, b = await connected(etcd), await connected(etcd)
     try:

@@ -1,0 +1,60 @@
+"""``josefk perf``: a rate cap, values from a file, a group consumer and end-to-end latency,
+against a real broker. (Rates are checked as bounds that hold on any machine: a cap can only
+slow a run down.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_helpers import (
+    BrokerProcess,
+    cli_broker_fixture,  # noqa: F401  (the cli_broker fixture)
+    josefk,
+)
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_throughput_cap_and_payload_file(cli_broker: BrokerProcess, tmp_path: Path) -> None:
+    josefk(cli_broker, "topics", "create", "perf-cap", "--partitions", "1")
+    capped = josefk(
+        cli_broker, "perf", "produce", "perf-cap", "-n", "40", "--throughput", "100", "--json"
+    ).json()
+    assert capped["records"] == 40 and capped["throughput_cap"] == 100
+    # 40 records at most 100 a second: the last one is sent no earlier than 0.39 s in.
+    assert capped["seconds"] >= 0.39
+    assert capped["records_per_second"] <= 103
+
+    payloads = tmp_path / "payloads.txt"
+    payloads.write_text("alpha\nbravo\ncharlie-delta\n")
+    josefk(cli_broker, "topics", "create", "perf-file", "--partitions", "1")
+    sent = josefk(
+        cli_broker, "perf", "produce", "perf-file", "-n", "30", "--payload-file", str(payloads),
+        "--json",
+    ).json()  # fmt: skip
+    values = josefk(cli_broker, "consume", "perf-file", "--no-follow").stdout.split()
+    assert len(values) == 30 and set(values) <= {"alpha", "bravo", "charlie-delta"}
+    assert sent["bytes"] == sum(len(v) for v in values)
+    (tmp_path / "empty.txt").write_text("")
+    josefk(
+        cli_broker, "perf", "produce", "perf-file", "--payload-file", str(tmp_path / "empty.txt"),
+        expect=2,
+    )  # fmt: skip
+
+
+def test_group_consumer_and_end_to_end(cli_broker: BrokerProcess) -> None:
+    josefk(cli_broker, "topics", "create", "perf-grp", "--partitions", "2")
+    josefk(cli_broker, "perf", "produce", "perf-grp", "-n", "500", "-s", "10")
+    read = josefk(
+        cli_broker, "perf", "consume", "perf-grp", "-n", "500", "--group", "perf-g", "--json"
+    ).json()
+    assert read["records"] == 500 and read["group"] == "perf-g"
+    described = josefk(cli_broker, "groups", "describe", "perf-g", "--json").json()
+    assert sum(p["committed_offset"] for p in described["partitions"]) == 500
+
+    josefk(cli_broker, "topics", "create", "perf-e2e", "--partitions", "1")
+    e2e = josefk(cli_broker, "perf", "end-to-end", "perf-e2e", "-n", "20", "--json").json()
+    assert e2e["kind"] == "end-to-end" and e2e["records"] == 20
+    latency = e2e["latency_ms"]
+    assert 0 < latency["p50"] <= latency["p99"] <= latency["max"]
