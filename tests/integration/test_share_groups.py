@@ -4,7 +4,11 @@ Three members on one partition share every record, each record going to one memb
 explicit mode RELEASE redelivers with the delivery count one higher, REJECT never
 redelivers, and a record released at each of its five deliveries is archived; implicit mode
 accepts what a poll returned on the next poll; a SIGKILLed member's records go to another
-member once its acquisition lock ends; the admin client lists and describes the group.
+member once its acquisition lock ends; acknowledged records are not delivered again after a
+broker SIGKILL and restart while acquired ones are; transaction markers (and, under
+read_committed, aborted records) are never delivered and do not hold the start offset back;
+ListGroups, ShareGroupDescribe, DescribeShareGroupOffsets and share sessions over the wire;
+josefk's own AIOShareConsumer, ``josefk consume --share-group`` and ``josefk groups``.
 
 The broker runs with a short heartbeat interval, session timeout and record lock so that
 everything takes seconds; tests poll the clients until the expected state, never sleep.
