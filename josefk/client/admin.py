@@ -97,6 +97,8 @@ class ResourceType(enum.IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    # A group's configs (KIP-848 consumer groups, KIP-932 share groups).
+    GROUP = 32
 
 
 class ConfigSource(enum.IntEnum):

@@ -346,7 +346,20 @@ async def test_josefk_share_consumer(broker: BrokerProcess) -> None:
 
 def test_cli_consume_with_a_share_group(broker: BrokerProcess) -> None:
     group = unique_topic("gc")
-    set_earliest(broker.bootstrap, group)
+    run_josefk(
+        broker.bootstrap,
+        "configs",
+        "alter",
+        "--group",
+        group,
+        "--add-config",
+        "share.auto.offset.reset=earliest",
+    )
+    described = json.loads(
+        run_josefk(broker.bootstrap, "configs", "describe", "--group", group, "--json")
+    )
+    assert described["configs"]["share.auto.offset.reset"]["value"] == "earliest"
+    assert described["configs"]["share.auto.offset.reset"]["source"] == "GROUP_CONFIG"
     topic = new_topic(broker.bootstrap, 3)
 
     def consume(*args: str) -> list[int]:
