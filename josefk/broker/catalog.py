@@ -86,6 +86,13 @@ def topic_id_base64(topic_id: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
 
 
+def collision_message(name: str, colliding: str) -> str:
+    return (
+        f"Topic '{name}' collides with existing topic: {colliding} "
+        "('.' and '_' are the same in metric names)"
+    )
+
+
 class TopicCatalog:
     """Topics by name and by id. Changed only from the event loop thread; each change is
     written to disk before the method returns, so a crash never forgets a created topic."""
@@ -126,6 +133,18 @@ class TopicCatalog:
 
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
+
+    def colliding_topic(self, name: str) -> str | None:
+        """An existing topic whose name equals ``name`` once '.' and '_' are made the same
+        (Kafka's rule: both become '_' in metric names, so ``a.b`` and ``a_b`` cannot
+        coexist); None when there is none."""
+        if "." not in name and "_" not in name:
+            return None
+        unified = name.replace(".", "_")
+        for existing in self._by_name:
+            if existing != name and existing.replace(".", "_") == unified:
+                return existing
+        return None
 
     def topics(self) -> list[TopicInfo]:
         return sorted(self._by_name.values(), key=lambda info: info.name)

@@ -7,7 +7,9 @@ reason logged, as Kafka does, while the broker goes on serving everyone else. A 
 raises (synchronously or in its coroutine) is answered with the request's error response,
 every partition or resource carrying the error (``error_responses``), logged once with its
 traceback and counted; the connection goes on serving. On a SASL listener a connection that
-has not authenticated is served ApiVersions, SaslHandshake and SaslAuthenticate only.
+has not authenticated is served ApiVersions, SaslHandshake and SaslAuthenticate only, and
+any other API key closes it from the header's first bytes, before the body is decoded (the
+network layer has already bounded its frames by ``sasl.server.max.receive.size``).
 
 Imports josefk.protocol, the handler registry and the network layer's types; must not import
 josefk.storage.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -34,7 +37,7 @@ from josefk.broker.network import (
     Response,
     is_awaitable,
 )
-from josefk.broker.security.session import AuthenticationFailed
+from josefk.broker.security.session import PLAIN, AuthenticationFailed
 from josefk.protocol.api import (
     ApiKey,
     RequestDecodeError,
@@ -47,6 +50,7 @@ from josefk.protocol.headers import RequestHeader
 logger = logging.getLogger(__name__)
 
 _SASL_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+_API_KEY = struct.Struct(">h")
 
 
 class RequestDispatcher:
@@ -61,6 +65,8 @@ class RequestDispatcher:
         started = time.perf_counter()
         if connection.sasl is not None and connection.sasl.raw_tokens:
             return self._raw_sasl_token(frame, connection)
+        if connection.principal is None:
+            self._check_unauthenticated_api(frame, connection)
         try:
             header, body = decode_request(frame)
         except RequestDecodeError as exc:
@@ -88,23 +94,59 @@ class RequestDispatcher:
             return self._finish(context, spec, body, result, started, frame.nbytes)
         return self._respond(context, spec, result, started, frame.nbytes)
 
-    def _raw_sasl_token(self, frame: memoryview, connection: ConnectionInfo) -> Response:
+    def _raw_sasl_token(self, frame: memoryview, connection: ConnectionInfo) -> DispatchResult:
         """A token of a SASL exchange begun with a v0 SaslHandshake: the frame is the token
-        itself and the answer is the server's token, unframed by any Kafka header."""
+        itself and the answer is the server's token, unframed by any Kafka header. PLAIN's
+        password check (PBKDF2) runs in the executor, as on the SaslAuthenticate path: a
+        flood of failing logins must not stall the loop."""
         session = connection.sasl
-        metrics = self._metrics
+        if session.mechanism == PLAIN:
+            return self._raw_plain(bytes(frame), connection)
         try:
             answer = session.raw_step(bytes(frame))
         except AuthenticationFailed as exc:
-            if metrics is not None:
-                metrics.sockets.authentication(connection.listener_name, succeeded=False)
-            raise CloseConnection(f"SASL (v0 handshake) failed: {exc}") from None
+            raise self._raw_failed(connection, exc) from None
+        self._raw_authenticated(connection)
+        return [answer]
+
+    async def _raw_plain(self, token: bytes, connection: ConnectionInfo) -> Response:
+        session = connection.sasl
+        try:
+            user, password = session.plain_credentials(token)
+            await asyncio.get_running_loop().run_in_executor(
+                None, session.check_plain, user, password
+            )
+        except AuthenticationFailed as exc:
+            raise self._raw_failed(connection, exc) from None
+        self._raw_authenticated(connection)
+        return [b""]
+
+    def _raw_failed(self, connection: ConnectionInfo, exc: AuthenticationFailed) -> CloseConnection:
+        if self._metrics is not None:
+            self._metrics.sockets.authentication(connection.listener_name, succeeded=False)
+        return CloseConnection(f"SASL (v0 handshake) failed: {exc}")
+
+    def _raw_authenticated(self, connection: ConnectionInfo) -> None:
+        session = connection.sasl
         if session.principal is not None and not session.reauthenticating:
             session.raw_tokens = False
             connection.principal = session.principal
-            if metrics is not None:
-                metrics.sockets.authentication(connection.listener_name, succeeded=True)
-        return [answer]
+            if self._metrics is not None:
+                self._metrics.sockets.authentication(connection.listener_name, succeeded=True)
+
+    @staticmethod
+    def _check_unauthenticated_api(frame: memoryview, connection: ConnectionInfo) -> None:
+        """Before authentication the API key is read from the header's first two bytes and
+        anything but the SASL APIs closes the connection before the body is decoded (Kafka's
+        SaslServerAuthenticator): an unauthenticated client gets no decoder to feed."""
+        if frame.nbytes < 2:
+            raise CloseConnection("request header too short before SASL authentication")
+        api_key = _API_KEY.unpack_from(frame)[0]
+        if api_key not in _SASL_APIS:
+            raise CloseConnection(
+                f"api key {api_key} before SASL authentication on listener "
+                f"{connection.listener_name}"
+            )
 
     def _check_authenticated(self, connection: ConnectionInfo, api_key: int, name: str) -> None:
         """Kafka's rule for SASL listeners: until the client authenticated only ApiVersions,

@@ -3,7 +3,8 @@
 Owns sockets and nothing else: it reads size-prefixed frames, hands each to a dispatcher,
 and writes the responses back in request order, sending record data from segment files with
 ``os.sendfile``. It knows no API and no storage; it must not import josefk.storage,
-josefk.protocol message classes or the handlers (josefk.protocol.framing's buffers only).
+josefk.protocol message classes or the handlers (josefk.protocol.framing's buffers and
+josefk.broker.parking's context variable only).
 
 Why raw non-blocking sockets and not asyncio transports: a transport owns its socket's write
 side, so data that must go out with ``os.sendfile`` (uvloop implements neither
@@ -16,14 +17,17 @@ Listening. Binding a listener and accepting on it are two steps (``SocketServer.
 in the kernel's listen backlog, unread, until the broker is ready to serve them (a cluster
 broker registers its bound ports in etcd before it may answer anything).
 
-Reading. A connection reads into a chunk (a bytearray of ``CHUNK_SIZE``) and hands out
-memoryviews of the complete frames in it. Bytes handed out are never written again (the
-views keep the chunk alive): the chunk goes on filling after them, and when it is full, or
-too little room is left after its last frame, the unfinished tail is copied to a fresh chunk,
-which costs at most one partial frame. A client sending one small request at a time so fills
-one chunk with a couple of hundred of them instead of having a fresh, zeroed 256 KiB each. A
-frame larger than a chunk gets a bytearray of exactly its size, and the rest of it is
-received straight into that.
+Reading. A connection reads into a chunk and hands out memoryviews of the complete frames
+in it. Bytes handed out are never written again (the views keep the chunk alive): the chunk
+goes on filling after them, and when it is full, or too little room is left after its last
+frame, the unfinished tail is copied to a fresh chunk, which costs at most one partial frame.
+Chunks are sized to what arrives: a connection starts with ``SMALL_CHUNK_SIZE`` (4 KiB, what
+an idle client holds), and a new chunk is ``CHUNK_SIZE`` (256 KiB) only when the receive
+before it filled all the room it had, i.e. the client streams (pipelined produce); a quiet
+client goes back to small ones. Chunks are not zeroed (``frame_buffer``): nothing is read
+before the socket wrote it. A frame larger than its chunk gets a buffer of exactly its size,
+and the rest of it is received straight into that (a produce request is never copied in
+Python, whatever the chunk).
 
 Ordering and flow control. Frames are dispatched as they arrive (pipelining) but responses are
 written strictly in request order: the writer takes pending responses first in, first out. When
@@ -65,16 +69,26 @@ from types import CoroutineType
 from typing import Any, Protocol, TypeAlias, TypeGuard, cast, runtime_checkable
 
 from josefk.broker.connection_errors import CloseConnection as CloseConnection
+from josefk.broker.parking import ON_PARK
 from josefk.protocol.framing import frame_buffer
 
 logger = logging.getLogger(__name__)
 
+# A busy connection's receive chunk, and the first (and any quiet) connection's.
 CHUNK_SIZE = 256 * 1024
-# Below this much room after its last frame a chunk is replaced rather than filled further.
-_MIN_RECEIVE_ROOM = 64 * 1024
+SMALL_CHUNK_SIZE = 4 * 1024
 _SIZE = struct.Struct(">i")
 # At most this many pieces (size prefixes and answer parts) go out in one coalesced send.
 _MAX_COALESCED_PIECES = 256
+
+
+def _chunk_for(busy: bool, tail: int) -> bytearray:
+    """A receive chunk: CHUNK_SIZE when the last receive filled all the room it was given
+    (the client streams: pipelined produce), else SMALL_CHUNK_SIZE; either way room for the
+    ``tail`` of an unfinished frame carried over and as much again. Chunks are left as
+    allocated (``frame_buffer``): no byte is read before the socket wrote it."""
+    size = CHUNK_SIZE if busy else SMALL_CHUNK_SIZE
+    return frame_buffer(max(size, 2 * tail))
 
 
 @runtime_checkable
@@ -162,11 +176,13 @@ class RequestGate:
     Kafka's network threads stop reading when its request queue holds ``queued.max.requests``
     requests (or ``queued.max.request.bytes`` bytes). josefk has no queue between sockets and
     handlers, so the gate counts what such a queue would hold plus the requests being handled:
-    every request from the moment it is read until its answer leaves. Requests parked in a
-    purgatory (a long-poll fetch, a produce waiting for acks) count too, so the limit should
-    exceed the clients that park at once; those all end by their own timeouts, so a full gate
-    always drains. A request larger than the byte limit is admitted when nothing else is in,
-    as Kafka's memory pool admits one such request rather than none.
+    every request from the moment it is read until its answer leaves, except that a request
+    that parks (a long-poll fetch, a produce waiting for acks, a JoinGroup waiting for its
+    group) leaves the gate then (``josefk.broker.parking.request_parked``): Kafka's queue
+    holds only requests waiting for a handler, and idle consumers long-polling must not stop
+    every other client. A request larger than the
+    byte limit is admitted when nothing else is in, as Kafka's memory pool admits one such
+    request rather than none.
     """
 
     def __init__(self, max_requests: int, max_bytes: int = -1) -> None:
@@ -206,6 +222,23 @@ class RequestGate:
             self._room.set()
 
 
+class _Admission:
+    """One request's place in the ``RequestGate``, given back once: when its answer leaves
+    the connection's queue, or earlier when it parks (josefk.broker.parking)."""
+
+    __slots__ = ("_gate", "size")
+
+    def __init__(self, gate: RequestGate, size: int) -> None:
+        self._gate: RequestGate | None = gate
+        self.size = size
+
+    def leave(self) -> None:
+        gate = self._gate
+        if gate is not None:
+            self._gate = None
+            gate.leave(self.size)
+
+
 class Connection:
     """One client connection: a reader task and a writer task over one socket.
 
@@ -223,11 +256,15 @@ class Connection:
         clock: Clock,
         on_close: Callable[[Connection], None],
         gate: RequestGate | None = None,
+        max_unauthenticated_bytes: int = 2**31 - 1,
     ) -> None:
         self.sock = sock
         self.info = info
         self._dispatcher = dispatcher
         self._max_request_bytes = max_request_bytes
+        # sasl.server.max.receive.size: the limit while info.principal is None (a SASL
+        # listener's connection before it authenticated), checked from the size prefix.
+        self._max_unauthenticated_bytes = max_unauthenticated_bytes
         self._max_in_flight = max_in_flight
         self._clock = clock
         self._on_close = on_close
@@ -237,7 +274,7 @@ class Connection:
         self._pending: deque[DispatchResult | _Unsent | _End] = deque()
         # Sizes of the requests whose answers are in _pending, oldest first, for the gate.
         self._gate = gate if gate is not None else RequestGate(2**31 - 1)
-        self._gated: deque[int] = deque()
+        self._gated: deque[_Admission] = deque()
         self._has_pending = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
@@ -281,24 +318,34 @@ class Connection:
         self._push(_END)
 
     async def _read_frames(self) -> None:
-        buf = bytearray(CHUNK_SIZE)
+        # A connection starts with a small chunk (an idle or one-request-at-a-time client
+        # never needs more); each later chunk is sized by the receive before it (_chunk_for).
+        buf = frame_buffer(SMALL_CHUNK_SIZE)
         view = memoryview(buf)
         start = filled = 0
+        busy = False
         while self._reading:
             if filled == len(buf):
-                buf, view, start, filled = self._fresh_chunk(view, start, filled)
+                buf, view, start, filled = self._fresh_chunk(view, start, filled, busy=True)
+            room = len(buf) - filled
             received = await self._receive(view[filled:])
             if received == 0:
                 # The client is gone: nobody reads the answers still pending, and a parked
                 # long-poll fetch must not hold the connection open for its max wait.
                 self.close()
                 return
+            # The socket had at least as much as there was room for: the client streams.
+            busy = received == room
             filled += received
             self.last_active_ms = self._clock.monotonic_ms()
             while filled - start >= 4:
                 size = _SIZE.unpack_from(buf, start)[0]
                 if size < 0 or size > self._max_request_bytes:
                     raise FrameTooLarge(size, self._max_request_bytes)
+                if size > self._max_unauthenticated_bytes and self.info.principal is None:
+                    raise FrameTooLarge(
+                        size, self._max_unauthenticated_bytes, "sasl.server.max.receive.size"
+                    )
                 end = start + 4 + size
                 if end <= filled:
                     await self._submit(view[start + 4 : end])
@@ -318,19 +365,19 @@ class Connection:
                 break
             if start == filled:
                 # Everything handed out: go on after it, never over it, while room is left.
-                if start and len(buf) - filled < _MIN_RECEIVE_ROOM:
-                    buf = bytearray(CHUNK_SIZE)
+                if start and len(buf) - filled < len(buf) // 4:
+                    buf = _chunk_for(busy, 0)
                     view = memoryview(buf)
                     start = filled = 0
             elif start and filled == len(buf):
-                buf, view, start, filled = self._fresh_chunk(view, start, filled)
+                buf, view, start, filled = self._fresh_chunk(view, start, filled, busy=busy)
 
     @staticmethod
     def _fresh_chunk(
-        view: memoryview, start: int, filled: int
+        view: memoryview, start: int, filled: int, *, busy: bool
     ) -> tuple[bytearray, memoryview, int, int]:
         tail = filled - start
-        buf = bytearray(CHUNK_SIZE)
+        buf = _chunk_for(busy, tail)
         buf[:tail] = view[start:filled]
         return buf, memoryview(buf), 0, tail
 
@@ -362,24 +409,30 @@ class Connection:
             # The broker is at queued.max.requests: read nothing more until one is answered.
             self._send_ready()
             await self._gate.enter(size)
+        admission = _Admission(self._gate, size)
+        # Tasks the handler starts copy this context: a purgatory parking one of them gives
+        # the request's place in the gate back (josefk.broker.parking.request_parked).
+        token = ON_PARK.set(admission.leave)
         try:
             result = self._dispatcher.dispatch(frame, self.info)
+            if is_awaitable(result) and not isinstance(result, asyncio.Future):
+                # Run it now so that it makes progress while earlier responses are written.
+                result = asyncio.ensure_future(result)
         except CloseConnection as exc:
-            self._gate.leave(size)
+            admission.leave()
             logger.info("closing connection from %s: %s", self.info.peer, exc)
             self._reading = False
             return
         except Exception:
-            self._gate.leave(size)
+            admission.leave()
             # The dispatcher answers handler failures itself; anything else is a bug in it.
             # This connection can no longer answer in order: close it rather than hang.
             logger.exception("request from %s could not be dispatched; closing", self.info.peer)
             self._reading = False
             return
-        self._gated.append(size)
-        if is_awaitable(result) and not isinstance(result, asyncio.Future):
-            # Run it now so that it makes progress while earlier responses are written.
-            result = asyncio.ensure_future(result)
+        finally:
+            ON_PARK.reset(token)
+        self._gated.append(admission)
         self._push(result)
         if self.info.close_after_response:
             self._reading = False
@@ -398,7 +451,7 @@ class Connection:
 
     def _answered(self) -> None:
         """A request's answer left _pending: its place in the broker-wide gate is free."""
-        self._gate.leave(self._gated.popleft())
+        self._gated.popleft().leave()
 
     def _send_ready(self) -> None:
         """Send the ready answers at the head of the queue from the reader, in one ``send``,
@@ -592,10 +645,8 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
 
 
 class FrameTooLarge(Exception):
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(
-            f"request of {size} bytes is larger than socket.request.max.bytes ({limit})"
-        )
+    def __init__(self, size: int, limit: int, setting: str = "socket.request.max.bytes") -> None:
+        super().__init__(f"request of {size} bytes is larger than {setting} ({limit})")
         self.size = size
         self.limit = limit
 
@@ -678,6 +729,7 @@ class SocketServer:
         clock: Clock,
         max_request_bytes: int,
         max_idle_ms: int,
+        max_unauthenticated_bytes: int = 524_288,
         max_in_flight: int = 64,
         queued_max_requests: int = 2**31 - 1,
         queued_max_request_bytes: int = -1,
@@ -701,6 +753,7 @@ class SocketServer:
         self._slot_free = asyncio.Event()
         self._clock = clock
         self._max_request_bytes = max_request_bytes
+        self._max_unauthenticated_bytes = max_unauthenticated_bytes
         self._max_idle_ms = max_idle_ms
         self._max_in_flight = max_in_flight
         self.gate = RequestGate(queued_max_requests, queued_max_request_bytes)
@@ -797,6 +850,7 @@ class SocketServer:
                 clock=self._clock,
                 on_close=self._forget,
                 gate=self.gate,
+                max_unauthenticated_bytes=self._max_unauthenticated_bytes,
             )
             connection.on_oversized = self._on_oversized
             self.connections.add(connection)

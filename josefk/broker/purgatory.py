@@ -9,7 +9,9 @@ partition, and a high watermark move wakes only the produces it has passed, in o
 With many produce requests in flight on a partition (a pipelining producer), waking them all
 at every move, each to find most still short and park again, cost more than the rest of
 the produce path together. DeleteRecords waiting for a partition's low watermark park in
-one too. Imports nothing from josefk.
+one too. A request that parks gives its place in the broker-wide request gate back
+(josefk.broker.parking's ``request_parked``, the only import from josefk): parked requests do
+not count against ``queued.max.requests``.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ import heapq
 import itertools
 from collections.abc import Hashable, Iterable, Sequence
 
+from josefk.broker.parking import request_parked
+
 
 async def _park(waiter: asyncio.Future[None], timeout_s: float) -> bool:
     """Wait for ``waiter``: True when it was woken, False at the timeout."""
+    request_parked()
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
             await waiter

@@ -277,6 +277,71 @@ class ReplicaManager:
         logger.info("created topic %s with %d partitions", name, partitions)
         return info
 
+    async def create_topic_off_loop(
+        self, name: str, partitions: int, configs: Mapping[str, str]
+    ) -> TopicInfo:
+        """``create_topic`` for a client's request: the same order, errors and all-or-nothing,
+        but each partition's files are written and fsynced in the executor, so creating
+        thousands of partitions does not hold the loop (other clients are served meanwhile).
+        The catalog entry comes first, so a concurrent creation of the same name is refused;
+        a deletion of the topic meanwhile stops the creation (the logs made are deleted)."""
+        if name in self.catalog:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        self._default_log_config.with_overrides(configs)
+        info = self._change_catalog(lambda: self.catalog.create(name, partitions, dict(configs)))
+        try:
+            await self._open_partitions_off_loop(info, range(partitions))
+        except StorageError as exc:
+            if self._still_exists(info) and self._remove_new_partitions(info, range(partitions)):
+                self._change_catalog(lambda: self.catalog.delete(name))
+            logger.error("could not create topic %s: %s", name, exc)
+            raise
+        logger.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    async def create_partitions_off_loop(self, name: str, total: int) -> None:
+        """``create_partitions`` with each new partition's files written in the executor."""
+        info = self.catalog.get(name)
+        if info is None:
+            raise KeyError(name)
+        old = info.partitions
+        self._change_catalog(lambda: self.catalog.set_partitions(name, total))
+        try:
+            await self._open_partitions_off_loop(info, range(old, total))
+        except StorageError as exc:
+            if self._still_exists(info) and self._remove_new_partitions(info, range(old, total)):
+                self._change_catalog(lambda: self.catalog.set_partitions(name, old))
+            logger.error("could not add partitions to %s: %s", name, exc)
+            raise
+
+    async def _open_partitions_off_loop(self, info: TopicInfo, indexes: range) -> None:
+        config = self.log_config_for(info.name)
+        topic_id = info.topic_id
+        for index in indexes:
+            tp = TopicPartition(info.name, index)
+            # An empty log is a mkdir and empty files; partition.metadata is fsynced twice
+            # (file and directory): that part, most of a partition's cost, leaves the loop.
+            log = self._logs.get_or_create_log(tp, config)
+            self._partitions[tp] = Partition(
+                tp, log, local_broker_id=self.broker_id, clock=self._clock
+            )
+            await self._logs.prepare_log_off_loop(
+                log, lambda directory: write_partition_metadata(directory, topic_id)
+            )
+            if not self._still_exists(info):
+                # Deleted while being created: what was made before the deletion went with
+                # it; this one goes now, and no more are made.
+                if self._partitions.pop(tp, None) is not None:
+                    self._logs.delete_log(tp)
+                logger.info("topic %s was deleted while its partitions were created", info.name)
+                return
+
+    def _still_exists(self, info: TopicInfo) -> bool:
+        """Whether the catalog still names this topic (not deleted, nor deleted and made
+        again) after an await."""
+        current = self.catalog.get(info.name)
+        return current is not None and current.topic_id == info.topic_id
+
     def create_partitions(self, name: str, total: int) -> None:
         """Grow a topic to ``total`` partitions, all or nothing, in the order (and with the
         errors) of ``create_topic``: the count in the catalog first, then the logs."""
@@ -356,14 +421,22 @@ class ReplicaManager:
         info = self._change_catalog(lambda: self.catalog.delete(name))
         if info is None:
             raise KeyError(name)
+        # Every partition is deleted even if one fails (its error is raised after): one
+        # partition's file trouble must not leave the others behind, adopted at restart.
+        failed: StorageError | None = None
         for index in range(info.partitions):
             tp = TopicPartition(name, index)
             self._partitions.pop(tp, None)
-            self._logs.delete_log(tp)
+            try:
+                self._logs.delete_log(tp)
+            except StorageError as exc:
+                failed = failed or exc
             self.partition_changed(tp)
         logger.info("deleted topic %s", name)
         for listener in self.topic_deleted_listeners:
             listener(name)
+        if failed is not None:
+            raise failed
 
     # -- roles from the cluster's metadata -------------------------------------------------
 

@@ -353,6 +353,7 @@ class Broker:
             RequestDispatcher(context),
             clock=self.clock,
             max_request_bytes=config.socket_request_max_bytes,
+            max_unauthenticated_bytes=config.sasl_server_max_receive_size,
             max_idle_ms=config.connections_max_idle_ms,
             queued_max_requests=config.queued_max_requests,
             queued_max_request_bytes=config.queued_max_request_bytes,

@@ -20,7 +20,8 @@ broker-wide gate) is the plain connection's code, unchanged.
   one reused buffer and encrypted from a memoryview of it, a chunk at a time, each chunk's
   ciphertext handed to the socket before the next is read (memory stays bounded).
 
-Imports the network layer and the TLS listener holder; nothing imports it but server.py.
+Imports the network layer, the TLS listener holder and framing's buffers; nothing imports it but
+server.py.
 """
 
 from __future__ import annotations
@@ -35,12 +36,15 @@ from typing import Any
 
 from josefk.broker.network import Connection, ConnectionInfo, Dispatcher, FileRegion
 from josefk.broker.security.tls import CertificateParseError, TlsListener
+from josefk.protocol.framing import frame_buffer
 
 logger = logging.getLogger(__name__)
 
 # Ciphertext received at once: several TLS records (16 KiB at most each), about what the
 # socket's receive buffer (socket.receive.buffer.bytes, 100 KiB) holds.
 _CIPHER_CHUNK = 128 * 1024
+# A connection's first ciphertext buffer: one whole TLS record and its header.
+_SMALL_CIPHER_CHUNK = 17 * 1024
 # Plaintext encrypted before its ciphertext is handed to the socket: bounds the outgoing BIO.
 _ENCRYPT_SLICE = 256 * 1024
 # File bytes read per preadv on the fetch path.
@@ -63,7 +67,8 @@ class TlsConnection(Connection):
         self._outgoing = ssl.MemoryBIO()
         # The listener's context at accept time: a reloaded keystore is for new connections.
         self._ssl = tls.context.wrap_bio(self._incoming, self._outgoing, server_side=True)
-        self._cipher_in = memoryview(bytearray(_CIPHER_CHUNK))
+        # Sized like the plaintext chunks: small until a receive fills it (the client streams).
+        self._cipher_in = memoryview(frame_buffer(_SMALL_CIPHER_CHUNK))
         self._file_buffer: memoryview | None = None
         # Ciphertext taken from the outgoing BIO that the socket has not taken yet.
         self._unsent: memoryview | None = None
@@ -142,6 +147,8 @@ class TlsConnection(Connection):
         if received == 0:
             return False
         self._incoming.write(view[:received])
+        if received == len(view) and len(view) < _CIPHER_CHUNK:
+            self._cipher_in = memoryview(frame_buffer(_CIPHER_CHUNK))
         return True
 
     async def _receive(self, into: memoryview) -> int:

@@ -566,7 +566,6 @@ REFUSED_KEY_REASONS: Final[dict[str, str]] = {
         "principals are built by josefk (User:<SASL name>, or the TLS certificate's name "
         "through ssl.principal.mapping.rules); a builder class cannot be loaded"
     ),
-    "sasl.server.max.receive.size": "the size limit before authentication is not configurable",
     "security.providers": "JVM security providers have no counterpart here",
     "ssl.provider": "JVM TLS providers have no counterpart: TLS is OpenSSL through Python",
     "ssl.engine.factory.class": (
@@ -948,6 +947,18 @@ class BrokerConfig(BaseModel):
         le=INT_MAX,
         doc="The most connections accepted from one address at once.",
         dynamic=Dynamic.CLUSTER_WIDE,
+    )
+    # The largest frame a SASL listener reads from a client that has not authenticated yet
+    # (Kafka's InvalidReceiveException limit): socket.request.max.bytes applies only after.
+    sasl_server_max_receive_size: Int = _key(
+        "sasl.server.max.receive.size",
+        524_288,
+        ge=1,
+        le=INT_MAX,
+        doc=(
+            "The largest request a client may send on a SASL listener before it authenticated; "
+            "a larger one closes the connection."
+        ),
     )
 
     # -- TLS (SSL and SASL_SSL listeners; josefk.broker.security.tls reads the files) --------

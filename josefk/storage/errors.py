@@ -28,6 +28,11 @@ class KafkaStorageError(StorageError):
     """
 
 
+class PartitionIoError(KafkaStorageError):
+    """An error of one operation on one partition that says nothing about its disk (no
+    memory to map an index: ENOMEM): that operation fails, the log dir stays online."""
+
+
 class LogCreationError(StorageError):
     """A partition's log could not be created for a reason of that one path, not of the disk:
     a file where its directory should be, no permission on it, too many open files. The log

@@ -33,6 +33,7 @@ Kafka, a reader sees a consistent prefix because ``_entries`` grows after the by
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -44,6 +45,7 @@ from josefk.storage.errors import (
     IndexFullError,
     InvalidOffsetError,
     KafkaStorageError,
+    PartitionIoError,
 )
 
 NO_TIMESTAMP: Final = -1
@@ -69,6 +71,15 @@ _INT32_PAIR = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
+
+
+def _io_error(cause: OSError, message: str, *, path: str | Path) -> KafkaStorageError:
+    """The storage error for an index's OSError: ENOMEM (an index that cannot be mapped:
+    address space, overcommit) fails that operation only (PartitionIoError); anything else
+    is the disk's (KafkaStorageError: the log dir goes offline)."""
+    if cause.errno == errno.ENOMEM:
+        return PartitionIoError(message, path=path)
+    return KafkaStorageError(message, path=path)
 
 
 class OffsetPosition(NamedTuple):
@@ -147,7 +158,7 @@ class AbstractIndex:
             finally:
                 os.close(fd)
         except OSError as e:
-            raise KafkaStorageError(f"cannot open {self.KIND} file: {e}", path=path) from e
+            raise _io_error(e, f"cannot open {self.KIND} file: {e}", path=path) from e
         self._length = length
         # A new file has no entries; an existing one was trimmed to its entries when its
         # segment stopped being active, so its length counts them.
@@ -220,7 +231,7 @@ class AbstractIndex:
             finally:
                 os.close(fd)
         except OSError as e:
-            raise KafkaStorageError(f"cannot resize {self.KIND} file: {e}", path=self._path) from e
+            raise _io_error(e, f"cannot resize {self.KIND} file: {e}", path=self._path) from e
         self._length = rounded
         self._max_entries = rounded // self.ENTRY_SIZE
         if self._entries > self._max_entries:
@@ -263,7 +274,7 @@ class AbstractIndex:
         except FileNotFoundError:
             return None
         except OSError as e:
-            raise KafkaStorageError(f"cannot open {self.KIND} file: {e}", path=self._path) from e
+            raise _io_error(e, f"cannot open {self.KIND} file: {e}", path=self._path) from e
         try:
             entries = os.fstat(fd).st_size // size
             return os.pread(fd, size, (entries - 1) * size) if entries else None

@@ -49,6 +49,7 @@ import asyncio
 import bisect
 import concurrent.futures
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -72,6 +73,7 @@ from josefk.records.record import (
 from josefk.storage.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
+    PartitionIoError,
     RecordTooLargeError,
     StorageError,
 )
@@ -1477,8 +1479,16 @@ class _IoGuard:
         if exc is None:
             return
         log = self.log
+        if isinstance(exc, PartitionIoError):
+            return  # this operation's failure only (an inner guard made it one)
         if isinstance(exc, KafkaStorageError):
             log._report_io_error(exc)
+        elif isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+            # mmap of an index refused (address space, overcommit): not the disk's failure.
+            raise PartitionIoError(
+                f"error while {self.what} for {log.topic_partition}: {exc.strerror or exc}",
+                path=log.dir,
+            ) from exc
         elif isinstance(exc, OSError):
             error = KafkaStorageError(
                 f"error while {self.what} for {log.topic_partition}: {exc.strerror or exc}",

@@ -17,15 +17,19 @@ A log dir on disk::
         cleaner-offset-checkpoint          each compacted log's first dirty offset
         meta.properties                    (the broker's, not touched here)
         orders-0/ orders-1/ ...            one directory per partition
-        orders-2.<id>-delete/              a deleted partition waiting for removal
+        orders-2.<id>-delete/              a deleted partition waiting for removal (the topic
+                                           part cut so the name fits 255 bytes, as Kafka does)
 
 Concurrency: one event loop. Blocking work (loading and recovery, fsync, checkpoint writes,
 removing deleted directories) runs in the ``executor`` passed in; everything that changes the
 set of logs runs on the loop and never awaits halfway through. An I/O error in a log dir,
 wherever it happens, calls ``_handle_log_dir_failure``: the dir goes offline, its logs become
 unavailable (their methods raise KafkaStorageError) and the broker goes on with the others.
-One exception: a log that cannot be created because of its own path (a file in the way, a name
-the filesystem refuses; ``_PATH_ERRNOS``) fails alone with LogCreationError, the dir online.
+Exceptions: a log that cannot be created because of its own path (a file in the way, a name
+the filesystem refuses, no memory to map its index; ``_PATH_ERRNOS``) fails alone with
+LogCreationError, the dir online; a log that cannot be renamed for deletion for such a reason
+fails that deletion alone (KafkaStorageError), the dir online; an index that cannot be mapped
+(ENOMEM) fails that operation alone (PartitionIoError), whenever it happens.
 """
 
 from __future__ import annotations
@@ -394,6 +398,20 @@ class LogManager:
         self._handle_log_dir_failure(log_dir, error)
         return error
 
+    async def prepare_log_off_loop(self, log: Log, prepare: Callable[[Path], None]) -> None:
+        """Run ``prepare`` on a log just made by ``get_or_create_log`` in the executor (the
+        caller's files there, e.g. ``partition.metadata``, written and fsynced without holding
+        the loop); its I/O error is judged as ``get_or_create_log`` judges ``prepare``'s (a
+        path error raises LogCreationError, anything else takes the log dir offline)."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, prepare, log.dir)
+        except OSError as exc:
+            topic_partition = log.topic_partition
+            if self._logs.get(topic_partition) is not log:
+                return  # deleted meanwhile: its directory went, and the files with it
+            raise self._creation_failed(topic_partition, log.dir, exc, created=None) from exc
+
     def remove_new_log(self, topic_partition: TopicPartition) -> None:
         """Remove a log created moments ago that holds nothing yet (a topic creation rolled
         back): closed, renamed ``-delete`` (so that a crash part way leaves a directory that
@@ -408,7 +426,7 @@ class LogManager:
                 f"log of {topic_partition} is in an offline log dir", path=log.dir
             )
         del self._logs[topic_partition]
-        target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        target = log.dir.with_name(deleted_dir_name(topic_partition))
         try:
             log.close_handlers()
             os.rename(log.dir, target)
@@ -430,16 +448,23 @@ class LogManager:
         self.cleaner.forget(topic_partition)
         if log.is_offline:
             return log
-        target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        target = log.dir.with_name(deleted_dir_name(topic_partition))
         try:
             log.close()
             os.rename(log.dir, target)
             fsync_dir(log.dir.parent)
         except (OSError, StorageError) as exc:
-            self._handle_log_dir_failure(log.dir.parent, exc)
-            raise KafkaStorageError(
+            error = KafkaStorageError(
                 f"error while deleting the log of {topic_partition}: {exc}", path=log.dir
-            ) from exc
+            )
+            cause = _os_error_in(exc)
+            if cause is not None and _is_path_error(cause) and log.dir.parent.is_dir():
+                # This partition's problem (its name, its permissions), not the disk's: the
+                # log dir and every other partition in it stay online.
+                _log.error("%s", error)
+            else:
+                self._handle_log_dir_failure(log.dir.parent, exc)
+            raise error from exc
         self._schedule_dir_removal(target, delay_ms=log.config.file_delete_delay_ms)
         return log
 
@@ -622,7 +647,7 @@ class LogManager:
 # these fails that log only and leaves its log dir online. ENOTDIR and EEXIST: a file where a
 # directory should be; ENAMETOOLONG, EINVAL, EILSEQ: a name the filesystem refuses; EACCES,
 # EPERM: permissions of that path; EMFILE, ENFILE: no file descriptor left (the process's
-# limit, not the disk's health). Every other errno (EIO, EROFS, ENOSPC, EDQUOT...) means the
+# limit, not the disk's health); ENOMEM: an index that cannot be mapped. Every other errno (EIO, EROFS, ENOSPC, EDQUOT...) means the
 # disk: the log dir goes offline, as Kafka takes it offline on any IOException.
 _PATH_ERRNOS: Final = frozenset(
     {
@@ -637,9 +662,22 @@ _PATH_ERRNOS: Final = frozenset(
         errno.EPERM,
         errno.EMFILE,
         errno.ENFILE,
+        # mmap of an index: the process's address space or overcommit, not the disk.
+        errno.ENOMEM,
     }
 )
 _NAME_ERRNOS: Final = frozenset({errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ})
+
+
+def deleted_dir_name(topic_partition: TopicPartition) -> str:
+    """``<topic>-<partition>.<uuid>-delete``, the topic cut short so that the name fits the
+    255 bytes a file name may have (Kafka's rule: a legal topic name has up to 249 characters,
+    all ASCII). Start-up removes any directory ending ``-delete``."""
+    suffix = f"-{topic_partition.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return topic_partition.topic[: _MAX_FILE_NAME - len(suffix)] + suffix
+
+
+_MAX_FILE_NAME: Final = 255
 
 
 def _is_path_error(error: OSError) -> bool:

@@ -33,6 +33,7 @@ from josefk.broker.handlers import registered_handlers
 from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from josefk.broker.replica_manager import ReplicaManager
 from josefk.cluster.metadata_store import PartitionState
+from josefk.config.broker import BrokerConfig
 from josefk.protocol.api import (
     ApiKey,
     decode_request,
@@ -78,7 +79,11 @@ class WireLeader:
 
     def __init__(self, leader: ReplicaManager, sessions: FetchSessionCache) -> None:
         self.broker = SimpleNamespace(
-            replica_manager=leader, fetch_sessions=sessions, metrics=None, authorizer=None
+            replica_manager=leader,
+            fetch_sessions=sessions,
+            metrics=None,
+            authorizer=None,
+            config=BrokerConfig(),
         )
         self.handlers = registered_handlers()
 

@@ -25,6 +25,7 @@ from replica_helpers import replica_manager
 from josefk.broker.context import RequestContext
 from josefk.broker.fetch_session import FetchSessionCache
 from josefk.broker.handlers.fetch import handle_fetch
+from josefk.config.broker import BrokerConfig
 from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
 from josefk.records.batch import split_batches
@@ -113,6 +114,7 @@ async def run(directory: Path, operations: list[Any], replica_id: int) -> None:
             fetch_sessions=FetchSessionCache(10),
             metrics=None,
             authorizer=None,
+            config=BrokerConfig(),
         )
         context = RequestContext(
             broker=broker,  # type: ignore[arg-type]

@@ -32,6 +32,10 @@ def fail(*args: Any, **kwargs: Any) -> Any:
     raise Boom("injected failure")
 
 
+async def fail_in_coroutine(*args: Any, **kwargs: Any) -> Any:
+    raise Boom("injected failure")
+
+
 async def fail_async(*args: Any, **kwargs: Any) -> Any:
     raise KafkaStorageError("injected disk failure", path="/dev/null")
 
@@ -111,8 +115,8 @@ FAMILIES = [
     (
         ApiKey.CREATE_TOPICS,
         create_topics_request,
-        "create_topic",
-        fail,
+        "create_topic_off_loop",
+        fail_in_coroutine,
         ErrorCode.UNKNOWN_SERVER_ERROR,
     ),
     (

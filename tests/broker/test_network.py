@@ -7,6 +7,7 @@ import os
 import socket
 import struct
 import tempfile
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -240,6 +241,53 @@ async def test_frames_handed_out_are_never_written_over() -> None:
         assert await read_frame(reader) == payload
     assert [bytes(view) for view in dispatcher.kept] == sent
     writer.close()
+    await srv.shutdown(1.0)
+
+
+async def test_pipelined_frames_keep_their_bytes_across_chunk_sizes() -> None:
+    """All at once: the connection moves from its small first chunk to streaming ones,
+    carrying unfinished frames over, and hands every frame out intact and in order."""
+    dispatcher = KeepingDispatcher()
+    srv = SocketServer(dispatcher, clock=ManualClock(), max_request_bytes=1 << 20, max_idle_ms=1000)
+    bound = await srv.listen(ListenerSpec("PLAINTEXT", "127.0.0.1", 0))
+    reader, writer = await asyncio.open_connection("127.0.0.1", bound.port)
+    sent = [bytes([i % 251]) * (1 + (i * 7919) % 20_000) for i in range(150)]
+    sent += [b"x" * 300_000, b"y" * 3, b"z" * 5000]
+    writer.write(b"".join(frame(payload) for payload in sent))
+    for payload in sent:
+        assert await read_frame(reader) == payload
+    assert [bytes(view) for view in dispatcher.kept] == sent
+    writer.close()
+    await srv.shutdown(1.0)
+
+
+async def test_idle_connections_hold_small_receive_buffers() -> None:
+    """An accepted connection that sent nothing, or one small request, holds a few KiB of
+    receive buffer, not a streaming chunk (256 KiB each made 2,000 idle connections 589 MB)."""
+    srv = SocketServer(
+        EchoDispatcher(), clock=ManualClock(), max_request_bytes=1 << 20, max_idle_ms=1000
+    )
+    bound = await srv.listen(ListenerSpec("PLAINTEXT", "127.0.0.1", 0))
+    count = 100
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        clients = [await asyncio.open_connection("127.0.0.1", bound.port) for _ in range(count)]
+        # One small request each: its answer proves the reader is up and holds its chunk.
+        for reader, writer in clients[: count // 2]:
+            writer.write(frame(b"hello"))
+            assert await read_frame(reader) == b"hello"
+        await _until(lambda: len(srv.connections) == count)
+        # A round trip after the last accept: every reader task has taken its first step.
+        clients[0][1].write(frame(b"again"))
+        assert await read_frame(clients[0][0]) == b"again"
+        per_connection = (tracemalloc.get_traced_memory()[0] - before) / count
+    finally:
+        tracemalloc.stop()
+    # Both ends of each connection are in this process: sockets, tasks, streams, chunk.
+    assert per_connection < 32 * 1024
+    for _reader, writer in clients:
+        writer.close()
     await srv.shutdown(1.0)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import stat
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -19,7 +21,7 @@ from josefk.broker.security.scram import (
     make_credential,
 )
 from josefk.broker.security.session import AuthenticationFailed, SaslSession
-from josefk.broker.security.store import FileCredentialStore, decode, encode
+from josefk.broker.security.store import FILE_NAME, FileCredentialStore, decode, encode
 
 # RFC 7677, section 3: user "user", password "pencil".
 SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
@@ -185,3 +187,16 @@ def test_a_mechanism_not_enabled_is_refused() -> None:
     session = SaslSession(("SCRAM-SHA-512",), FileCredentialStore(None, {}))
     assert not session.handshake("PLAIN")
     assert session.handshake("SCRAM-SHA-512")
+
+
+def test_the_credential_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """scram-credentials.json holds what an offline guess needs: 0600, as broker-configs.json;
+    a file an older josefk left world-readable is tightened when loaded."""
+    store = FileCredentialStore.load(tmp_path)
+    store.upsert("alice", make_credential("SCRAM-SHA-256", b"secret", iterations=4096))
+    store.save()
+    path = tmp_path / FILE_NAME
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.chmod(0o644)
+    FileCredentialStore.load(tmp_path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from confluent_kafka.admin import (
 from raw_client import RawClient
 from sasl_broker import SaslBroker, start_plaintext_and_sasl
 
-from josefk.protocol.api import ApiKey
+from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(180)
@@ -55,6 +56,10 @@ PASSWORDS = {
     "admin": "admin-secret",
 }
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+DeleteTopics = request_class(ApiKey.DELETE_TOPICS)
+Metadata = request_class(ApiKey.METADATA)
+OffsetFetch = request_class(ApiKey.OFFSET_FETCH)
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def start_acl_broker(base: Path, *settings: str) -> SaslBroker:
@@ -370,3 +375,86 @@ def test_without_an_authorizer_the_acl_apis_are_security_disabled(tmp_path: Path
             client.close()
     finally:
         stop_broker(broker)
+
+
+def test_delete_topics_leaks_no_existence_to_a_principal_without_describe(
+    acl_broker: SaslBroker,
+) -> None:
+    """carol has no ACL: a missing topic and an existing one both answer
+    TOPIC_AUTHORIZATION_FAILED (Kafka); before, a missing one said UNKNOWN_TOPIC_OR_PARTITION."""
+    existing, missing = unique_topic("acl-del"), unique_topic("acl-missing")
+    create_topic_as(acl_broker, "admin", existing)
+    carol = raw_as(acl_broker, "carol")
+    try:
+        answer = carol.call(
+            ApiKey.DELETE_TOPICS,
+            6,
+            topics=[
+                DeleteTopics.DeleteTopicState(name=existing, topic_id=ZERO_UUID),
+                DeleteTopics.DeleteTopicState(name=missing, topic_id=ZERO_UUID),
+            ],
+            timeout_ms=30_000,
+        )
+        assert [(r.name, r.error_code) for r in answer.responses] == [
+            (existing, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+            (missing, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        ]
+    finally:
+        carol.close()
+
+
+def test_delete_topics_with_both_a_name_and_an_id_is_an_invalid_request(
+    acl_broker: SaslBroker,
+) -> None:
+    topic = unique_topic("acl-both")
+    create_topic_as(acl_broker, "admin", topic)
+    admin = RawClient(acl_broker.plaintext)
+    try:
+        metadata = admin.call(
+            ApiKey.METADATA,
+            12,
+            topics=[Metadata.MetadataRequestTopic(name=topic, topic_id=ZERO_UUID)],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        topic_id = metadata.topics[0].topic_id
+        answer = admin.call(
+            ApiKey.DELETE_TOPICS,
+            6,
+            topics=[DeleteTopics.DeleteTopicState(name=topic, topic_id=topic_id)],
+            timeout_ms=30_000,
+        )
+        assert answer.responses[0].error_code == ErrorCode.INVALID_REQUEST
+        still = admin.call(
+            ApiKey.METADATA,
+            12,
+            topics=[Metadata.MetadataRequestTopic(name=topic, topic_id=ZERO_UUID)],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        assert still.topics[0].error_code == ErrorCode.NONE
+    finally:
+        admin.close()
+
+
+def test_offset_fetch_v1_on_an_unauthorized_group_fails_each_partition(
+    acl_broker: SaslBroker,
+) -> None:
+    """v0-v1 have no top-level error: GROUP_AUTHORIZATION_FAILED goes on every partition
+    asked for (Kafka); before, the answer was empty and looked like 'nothing committed'."""
+    carol = raw_as(acl_broker, "carol")
+    try:
+        answer = carol.call(
+            ApiKey.OFFSET_FETCH,
+            1,
+            group_id="carol-may-not",
+            topics=[OffsetFetch.OffsetFetchRequestTopic(name="t", partition_indexes=[0, 1])],
+        )
+        assert [
+            (t.name, p.partition_index, p.error_code) for t in answer.topics for p in t.partitions
+        ] == [
+            ("t", 0, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+            ("t", 1, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+        ]
+    finally:
+        carol.close()

@@ -12,6 +12,7 @@ The random source is seeded so that a failure can be replayed.
 from __future__ import annotations
 
 import asyncio
+import errno
 import random
 import struct
 from collections.abc import Iterator
@@ -147,6 +148,14 @@ async def run_connection(host: str, port: int, conn: Connection, outcome: Outcom
             if writer.can_write_eof():
                 writer.write_eof()
         except (ConnectionResetError, BrokenPipeError):
+            outcome.reset_by_broker += 1
+            return
+        except OSError as exc:
+            # The broker closed with bytes of ours unread (it reads what a connection sends
+            # only as far as its first bad frame): the kernel reset the connection, and the
+            # half-close finds it gone.
+            if exc.errno != errno.ENOTCONN:
+                raise
             outcome.reset_by_broker += 1
             return
 

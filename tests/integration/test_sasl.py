@@ -337,3 +337,65 @@ def test_v0_handshake_takes_raw_tokens(sasl_broker: SaslBroker) -> None:
         assert [b.node_id for b in metadata.brokers] == [1]
     finally:
         client.close()
+
+
+def _log_mentions(sasl_broker: SaslBroker, text: str) -> bool:
+    """Whether the broker's log says ``text``, polled until it does or a deadline passes."""
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if text in sasl_broker.process.log_path.read_text(errors="replace"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_frame_over_the_pre_authentication_limit_closes_at_its_size_prefix(
+    sasl_broker: SaslBroker,
+) -> None:
+    """sasl.server.max.receive.size (512 KiB by default) bounds what a client that has not
+    authenticated may send: the size prefix alone closes the connection, nothing of the
+    body is waited for (Kafka's InvalidReceiveException)."""
+    client = RawClient(sasl_broker.sasl)
+    try:
+        client.sock.sendall(struct.pack(">i", 524_289) + struct.pack(">hhi", 18, 3, 1))
+        assert _closed(client.sock)
+    finally:
+        client.close()
+    assert _log_mentions(sasl_broker, "larger than sasl.server.max.receive.size (524288)")
+
+
+def test_after_authentication_socket_request_max_bytes_applies(sasl_broker: SaslBroker) -> None:
+    """The pre-authentication limit ends with authentication: a 600 KiB Produce is taken."""
+    topic = unique_topic("sasl-large")
+    ck_create_topic(sasl_broker.plaintext, topic)
+    producer = Producer(
+        {
+            "bootstrap.servers": sasl_broker.sasl,
+            **_ck_sasl("SCRAM-SHA-512", "alice", "alice-secret"),
+        }
+    )
+    errors: list[KafkaError] = []
+    producer.produce(
+        topic, b"v" * 600 * 1024, on_delivery=lambda err, _msg: errors.append(err) if err else None
+    )
+    assert producer.flush(CLIENT_TIMEOUT_S) == 0
+    assert errors == []
+    assert ck_watermarks(sasl_broker.plaintext, topic) == (0, 1)
+
+
+def test_an_api_other_than_sasl_is_refused_from_its_header_before_decoding(
+    sasl_broker: SaslBroker,
+) -> None:
+    """Before authentication the header's API key decides: a Metadata frame whose body
+    could not even be decoded closes the connection as 'before SASL authentication', the
+    body never reaching a decoder."""
+    client = RawClient(sasl_broker.sasl)
+    try:
+        header = struct.pack(">hhih", int(ApiKey.METADATA), 12, 7, -1)
+        body = b"\xff" * 64  # not a Metadata v12 body
+        frame = header + b"\x00" + body
+        client.sock.sendall(struct.pack(">i", len(frame)) + frame)
+        assert _closed(client.sock)
+    finally:
+        client.close()
+    assert _log_mentions(sasl_broker, "api key 3 before SASL authentication")

@@ -14,6 +14,7 @@ from log_helpers import NOW, check_invariants, open_log, producer_batch, read_al
 from josefk.records import RecordBatch, TimestampType
 from josefk.records.errors import CorruptRecordError, InvalidRecordError
 from josefk.storage.errors import KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError
+from josefk.storage.index import AbstractIndex
 from josefk.storage.log import (
     InvalidTimestampError,
     Log,
@@ -409,3 +410,36 @@ def test_multi_batch_appends_roll_before_an_index_overflows(tmp_path: Path) -> N
     reopened = open_log(tmp_path / "t-0", config, had_clean_shutdown=False)
     assert reopened.log_end_offset == 36
     check_invariants(reopened)
+
+
+def test_an_index_that_cannot_be_mapped_fails_the_append_not_the_log_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOMEM mapping the new segment's index (address space, overcommit) is this append's
+    failure: the log dir stays online and the next append, with memory again, rolls."""
+    failures: list[Path] = []
+    log = Log.load(
+        tmp_path / "t-0",
+        small_config(segment_bytes=1024),
+        clock=ManualClock(wall_ms=NOW),
+        executor=InlineExecutor(),
+        on_io_error=lambda path, error: failures.append(path),
+    )
+    size = len(producer_batch(5))
+    while log.active_segment.size() + size <= 1024:
+        log.append_as_leader(producer_batch(5), 0)
+    assert log.num_segments == 1  # the next append rolls
+    mapped = AbstractIndex._map
+
+    def no_memory(self: AbstractIndex, fd: int, length: int) -> Any:
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    monkeypatch.setattr(AbstractIndex, "_map", no_memory)
+    end = log.log_end_offset
+    with pytest.raises(KafkaStorageError):
+        log.append_as_leader(producer_batch(5), 0)
+    assert failures == [] and not log.is_offline
+    monkeypatch.setattr(AbstractIndex, "_map", mapped)
+    log.append_as_leader(producer_batch(5), 0)
+    assert log.log_end_offset == end + 5 and log.num_segments == 2
+    check_invariants(log)

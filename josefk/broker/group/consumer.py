@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-import re2  # type: ignore[import-untyped]
+import re2
 
 from josefk.broker.group.assignors import UnknownAssignorError, assign
 from josefk.broker.group.consumer_group import (

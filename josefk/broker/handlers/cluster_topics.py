@@ -14,12 +14,16 @@ Not a handler module of its own: topics.py hands cluster-mode requests here.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import Counter
 
 import aetcd.exceptions
 
 from josefk.broker.catalog import (
     InvalidTopicError,
+    TopicCatalog,
+    TopicInfo,
+    collision_message,
     internal_topic_refusal,
     is_internal_topic,
     validate_topic_name,
@@ -104,6 +108,36 @@ def may_on_topic(context: RequestContext, operation: AclOperation, name: str) ->
     return context.authorize(operation, ResourceType.TOPIC, name)
 
 
+def deletion_refusal(
+    context: RequestContext, name: str | None, topic_id: uuid.UUID | None, catalog: TopicCatalog
+) -> tuple[TopicInfo | None, ErrorCode, str | None]:
+    """DeleteTopics' checks of one entry, in Kafka's order: the topic (or None), and the
+    error (NONE when it may be deleted, as far as existence and ACLs go). A name and an id
+    together (v6) is INVALID_REQUEST; a name the principal may not DESCRIBE is
+    TOPIC_AUTHORIZATION_FAILED whether it exists or not (no existence leak), then an unknown
+    topic, then DELETE."""
+    has_id = topic_id is not None and topic_id.int != 0
+    if name is not None and has_id:
+        return None, ErrorCode.INVALID_REQUEST, "You may not give both a topic name and an id."
+    if name is None and not has_id:
+        return None, ErrorCode.INVALID_REQUEST, "Neither a topic name nor an id was given."
+    if name is not None:
+        if not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            return None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        info = catalog.get(name)
+        if info is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}"
+    else:
+        info = catalog.by_id(topic_id)  # type: ignore[arg-type]  # has_id checked
+        if info is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_ID, f"unknown topic id {topic_id}"
+        if not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
+            return None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+    if not may_on_topic(context, AclOperation.DELETE, info.name):
+        return info, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+    return info, ErrorCode.NONE, None
+
+
 def _authorized(context: RequestContext, operation: AclOperation, name: str) -> None:
     if not may_on_topic(context, operation, name):
         raise _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
@@ -128,6 +162,11 @@ async def create_topics(
             _authorized(context, AclOperation.CREATE, name)
             validate_topic_name(name)
             _not_internal(name, "create")
+            catalog = context.broker.replica_manager.catalog
+            if name not in catalog and (colliding := catalog.colliding_topic(name)) is not None:
+                raise _Refused(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION, collision_message(name, colliding)
+                )
             node = _node(context)
             configs = {c.name: c.value for c in topic.configs if c.value is not None}
             context.broker.replica_manager.default_log_config.with_overrides(configs)
@@ -191,17 +230,11 @@ async def delete_topics(
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
     results = []
     for name, topic_id in wanted:
-        info = catalog.get(name) if name is not None else catalog.by_id(topic_id)
-        error, message = ErrorCode.NONE, None
+        info, error, message = deletion_refusal(context, name, topic_id, catalog)
         try:
-            if info is None:
-                raise _Refused(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    if name is not None
-                    else ErrorCode.UNKNOWN_TOPIC_ID,
-                    f"unknown topic {name or topic_id}",
-                )
-            _authorized(context, AclOperation.DELETE, info.name)
+            if error != ErrorCode.NONE:
+                raise _Refused(error, message or error.name)
+            assert info is not None
             _not_internal(info.name, "delete")
             if not context.broker.config.delete_topic_enable:
                 raise _Refused(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
@@ -217,6 +250,15 @@ async def delete_topics(
             )
         )
     return DeleteResponse(responses=results)
+
+
+def new_partitions_requested(catalog: TopicCatalog, request: CreatePartitionsRequest) -> int:
+    """How many partitions a CreatePartitions request would add, topic by topic."""
+    total = 0
+    for topic in request.topics:
+        info = catalog.get(topic.name)
+        total += max(0, topic.count - (info.partitions if info is not None else 0))
+    return total
 
 
 async def create_partitions(

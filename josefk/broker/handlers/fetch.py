@@ -6,7 +6,8 @@ it out and the connection sends it with ``os.sendfile``. A fetch that finds fewe
 enough or ``max_wait_ms`` passes; nothing polls.
 
 The reading, the limits (``partition_max_bytes`` per partition, ``max_bytes`` overall, the
-first batch of the first partition with data whole, KIP-74) and the long poll belong to the
+first batch of the first partition with data whole, KIP-74; ``max_bytes`` is first capped by
+the broker's ``fetch.max.bytes``, as Kafka does) and the long poll belong to the
 replica manager; this handler maps names and topic ids to partitions and outcomes to the
 response (with, under read_committed, the aborted transactions of what was read). A fetch
 from a follower (replica id >= 0, or the replica state of v15+) reads up to
@@ -122,13 +123,18 @@ async def _read(
             if item.fetch is not None and item.cached is not None:
                 item.fetch.known_offsets = item.cached.known_offsets()
     fetches = [w.fetch for w in wanted if w.fetch is not None]
+    # Kafka's rule: the broker's fetch.max.bytes caps what the request asks for (v0-v2 ask
+    # for no limit), and min_bytes never exceeds the cap.
+    max_bytes = min(
+        request.max_bytes if version >= 3 else 2**31 - 1, context.broker.config.fetch_max_bytes
+    )
     outcomes = iter(
         await context.broker.replica_manager.fetch(
             fetches,
             replica_id=replica_id,
             max_wait_ms=request.max_wait_ms,
-            min_bytes=request.min_bytes if all(w.fetch for w in wanted) else 0,
-            max_bytes=request.max_bytes if version >= 3 else 2**31 - 1,
+            min_bytes=min(request.min_bytes, max_bytes) if all(w.fetch for w in wanted) else 0,
+            max_bytes=max_bytes,
             isolation=isolation,
         )
     )

@@ -30,6 +30,7 @@ from josefk.broker.group.group import JoinResult
 from josefk.broker.group.store import OFFSETS_TOPIC
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.transactions import find_transaction_coordinator
+from josefk.broker.parking import request_parked
 from josefk.broker.partition import RequestTimedOutError
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey
@@ -218,6 +219,9 @@ async def handle_join_group(
         require_known_member_id=version >= 4,
         supports_skip_assignment=version >= 9,
     )
+    # A join waits for the rest of the group (Kafka's join purgatory): it does not count
+    # against queued.max.requests meanwhile, nor does a SyncGroup waiting for the leader.
+    request_parked()
     result = await coordinator.join_group(join)
     return _join_response(result, version)
 
@@ -270,6 +274,8 @@ async def handle_sync_group(
     )
     # The leader's assignment completes the rebalance only once replicated.
     await wait_replicated(context, coordinator)
+    if not future.done():
+        request_parked()
     result = await future
     return SYNC_GROUP(
         error_code=result.error,

@@ -3,7 +3,10 @@
 Special timestamps as Kafka defines them: -2 earliest (log start offset), -1 latest (the high
 watermark, or the last stable offset for read_committed), -3 the record with the largest
 timestamp (KIP-734), -4 earliest local and -5 earliest tiered (both the log start offset: josefk
-keeps every segment locally). A timestamp no record reaches answers offset -1.
+keeps every segment locally). A timestamp no record reaches answers offset -1. A special
+timestamp asked with a version older than the one that defined it, or a negative timestamp
+that is none of these, answers UNSUPPORTED_VERSION (Kafka's check, before the partition is
+looked up).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 EARLIEST_TIERED = -5
 _READ_COMMITTED = 1
+# The first version that may ask for each special timestamp (KAFKA-17331); any other
+# negative timestamp is no timestamp at all. Both are UNSUPPORTED_VERSION, as Kafka answers.
+_SPECIAL_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, EARLIEST_TIERED: 9}
 
 
 @handles(ApiKey.LIST_OFFSETS)
@@ -50,6 +56,10 @@ def handle_list_offsets(
             partition = replicas.get_partition(topic.name, wanted.partition_index)
             if not described:
                 entry = _with_error(entry, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif wanted.timestamp < 0 and context.api_version < _SPECIAL_SINCE.get(
+                wanted.timestamp, 2**31
+            ):
+                entry = _with_error(entry, ErrorCode.UNSUPPORTED_VERSION)
             elif partition is None:
                 entry = _with_error(entry, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif (

@@ -122,6 +122,8 @@ def _maybe_auto_create(
         AclOperation.CREATE, ResourceType.TOPIC, name
     ):
         return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if broker.replica_manager.catalog.colliding_topic(name) is not None:
+        return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if isinstance(broker.cluster, ClusterNode):
         # A cluster's topics live in etcd, created by the controller: ask it, and tell the
         # client to retry, as Kafka's brokers answer while the creation is under way.

@@ -280,8 +280,14 @@ def handle_offset_fetch(
             )
         return OFFSET_FETCH(groups=groups)
     error, by_topic = _fetch_group(context, request.group_id, request.topics, require_stable)
-    # Before v2 there is no top-level error: it goes on every partition.
+    # Before v2 there is no top-level error: it goes on every partition, the requested ones
+    # when the group itself failed (Kafka's getErrorResponse), not on an empty answer.
     group_error = error if version < 2 else ErrorCode.NONE
+    if group_error and request.topics is not None:
+        by_topic = {
+            topic.name: [(index, None, group_error) for index in topic.partition_indexes]
+            for topic in request.topics
+        }
     return OFFSET_FETCH(
         topics=[
             OFFSET_FETCH.OffsetFetchResponseTopic(

@@ -14,7 +14,10 @@ On the single node, creating a topic or partitions is all or nothing
 is that topic's error, with a message naming the path: UNKNOWN_SERVER_ERROR when one partition
 directory cannot be made (a file in its place, permissions), INVALID_TOPIC_EXCEPTION when the
 filesystem refuses its name, KAFKA_STORAGE_ERROR when the disk failed (its log dir is then
-offline). The other topics of the request are created as usual.
+offline). The other topics of the request are created as usual. Each partition's files are
+written in the executor (``create_topic_off_loop``), so other clients are served while
+thousands are made. A request that would create more than 10,000 partitions (validate-only
+included) is refused whole with POLICY_VIOLATION, as Kafka's controller does.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections import Counter
 
 from josefk.broker.catalog import (
     InvalidTopicError,
+    collision_message,
     internal_topic_refusal,
     is_internal_topic,
     validate_topic_name,
@@ -66,12 +70,56 @@ class _Refused(Exception):
         self.message = message
 
 
+# Kafka's controller refuses a request that would create more partitions than this at once
+# (validate-only too): POLICY_VIOLATION for every topic of it.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+_EXCESSIVE = "Excessively large number of partitions per request."
+
+
+def _partitions_requested(context: RequestContext, request: CreateTopicsRequest) -> int:
+    default = context.broker.config.num_partitions
+    total = 0
+    for topic in request.topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += default
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
+
+
+def _refuse_all_topics(request: CreateTopicsRequest) -> CreateTopicsResponse:
+    return CreateResponse(
+        topics=[
+            CreateResult(
+                name=topic.name,
+                error_code=ErrorCode.POLICY_VIOLATION,
+                error_message=_EXCESSIVE,
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=None,
+            )
+            for topic in request.topics
+        ]
+    )
+
+
 @handles(ApiKey.CREATE_TOPICS)
 def handle_create_topics(
     context: RequestContext, request: CreateTopicsRequest
 ) -> Reply[CreateTopicsResponse]:
+    if _partitions_requested(context, request) > MAX_PARTITIONS_PER_REQUEST:
+        return _refuse_all_topics(request)
     if context.broker.cluster is not None:
         return cluster_topics.create_topics(context, request)
+    return _create_topics(context, request)
+
+
+async def _create_topics(
+    context: RequestContext, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
+    """The single node's CreateTopics: the partitions' files are written off the loop."""
     broker = context.broker
     replicas = broker.replica_manager
     counts = Counter(topic.name for topic in request.topics)
@@ -87,7 +135,8 @@ def handle_create_topics(
             topic_id = None
             if not request.validate_only:
                 try:
-                    topic_id = replicas.create_topic(name, partitions, configs).topic_id
+                    info = await replicas.create_topic_off_loop(name, partitions, configs)
+                    topic_id = info.topic_id
                 except StorageError as exc:
                     raise _Refused(error_code_for(exc), str(exc)) from None
                 for note in inert_topic_notes(configs):
@@ -146,6 +195,8 @@ def _check_creatable(
         raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
     if name in broker.replica_manager.catalog:
         raise _Refused(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    if (colliding := broker.replica_manager.catalog.colliding_topic(name)) is not None:
+        raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, collision_message(name, colliding))
     if is_internal_topic(name):
         # The broker creates its internal topics itself, with the configs they need (a
         # compacted log); one made by a client could then not be deleted.
@@ -215,16 +266,9 @@ def handle_delete_topics(
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
     results = []
     for name, topic_id in wanted:
-        info = catalog.get(name) if name is not None else catalog.by_id(topic_id)
-        error, message = ErrorCode.NONE, None
-        if info is None:
-            error = (
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if name is not None
-                else ErrorCode.UNKNOWN_TOPIC_ID
-            )
-        elif not cluster_topics.may_on_topic(context, AclOperation.DELETE, info.name):
-            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        info, error, message = cluster_topics.deletion_refusal(context, name, topic_id, catalog)
+        if error != ErrorCode.NONE or info is None:
+            pass
         elif is_internal_topic(info.name):
             error = ErrorCode.INVALID_TOPIC_EXCEPTION
             message = internal_topic_refusal(info.name, "delete")
@@ -252,8 +296,24 @@ def handle_delete_topics(
 def handle_create_partitions(
     context: RequestContext, request: CreatePartitionsRequest
 ) -> Reply[CreatePartitionsResponse]:
+    catalog = context.broker.replica_manager.catalog
+    if cluster_topics.new_partitions_requested(catalog, request) > MAX_PARTITIONS_PER_REQUEST:
+        return PartitionsResponse(
+            results=[
+                PartitionsResult(
+                    name=topic.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=_EXCESSIVE
+                )
+                for topic in request.topics
+            ]
+        )
     if context.broker.cluster is not None:
         return cluster_topics.create_partitions(context, request)
+    return _create_partitions(context, request)
+
+
+async def _create_partitions(
+    context: RequestContext, request: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
     broker = context.broker
     replicas = broker.replica_manager
     results = []
@@ -281,7 +341,7 @@ def handle_create_partitions(
             message = f"new partitions can only be assigned to broker {broker.broker_id}"
         elif not request.validate_only:
             try:
-                replicas.create_partitions(topic.name, topic.count)
+                await replicas.create_partitions_off_loop(topic.name, topic.count)
             except StorageError as exc:
                 error, message = error_code_for(exc), str(exc)
         results.append(PartitionsResult(name=topic.name, error_code=error, error_message=message))

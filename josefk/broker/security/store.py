@@ -102,6 +102,9 @@ class FileCredentialStore(CredentialStore):
         path = Path(log_dir) / FILE_NAME
         if not path.exists():
             return cls(path, {})
+        if path.stat().st_mode & 0o077:
+            # Written world-readable by an older josefk: owner only from now on.
+            path.chmod(0o600)
         return cls(path, decode(path.read_bytes()))
 
     async def persist(self) -> None:
@@ -120,7 +123,9 @@ class FileCredentialStore(CredentialStore):
 
     def write(self, data: bytes) -> None:
         if self.path is not None:
-            write_atomically(self.path, data)
+            # Salted keys, not passwords, but enough to brute-force them offline: owner only,
+            # as broker-configs.json.
+            write_atomically(self.path, data, mode=0o600)
 
 
 class EtcdCredentialStore(CredentialStore):
