@@ -72,6 +72,8 @@ class BrokerContext:
     dynamic_config: DynamicBrokerConfig | None = None
     # Incremental fetch sessions (KIP-227), sized by max.incremental.fetch.session.cache.slots.
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
+    # Share partitions and share sessions (KIP-932, josefk.broker.share.manager).
+    share_partitions: Any = None
 
     def config_layers(self) -> BrokerConfigLayers:
         """The broker's settings by source (static, dynamic), for DescribeConfigs."""

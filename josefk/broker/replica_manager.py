@@ -579,6 +579,12 @@ class ReplicaManager:
             outcome.error = exc
             return True
 
+    def visibility_keys(self, tp: TopicPartition) -> list[Hashable]:
+        """The fetch purgatory's keys that wake a consumer-side reader of ``tp`` (an append,
+        a high watermark move): for readers that wait in the purgatory themselves (share
+        fetches)."""
+        return [tp, _HighWatermarkKey(tp)]
+
     def high_watermark_moved(self, tp: TopicPartition) -> None:
         """A follower's fetch moved ``tp``'s high watermark (or, on a follower, the leader's
         answer did): consumers and the acks=all produces it passed may proceed."""

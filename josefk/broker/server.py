@@ -67,6 +67,8 @@ from josefk.broker.security.inter_broker import InterBrokerSecurityError
 from josefk.broker.security.store import FILE_NAME as CREDENTIALS_FILE_NAME
 from josefk.broker.security.store import CredentialStore, EtcdCredentialStore
 from josefk.broker.security.tls import TlsConfigError, TlsListener
+from josefk.broker.share.manager import SharePartitionManager
+from josefk.broker.share.state_store import ShareStateStore
 from josefk.broker.tls_connection import TlsConnection
 from josefk.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from josefk.broker.txn.markers import ClusterMarkerWriter, LocalMarkerWriter, MarkerWriter
@@ -296,6 +298,17 @@ class Broker:
                     evictions=fetch_sessions.evictions,
                 )
             )
+        group_config = self.group_coordinator.config
+        share_partitions = SharePartitionManager(
+            self.clock,
+            record_lock_duration_ms=group_config.share_record_lock_duration_ms,
+            delivery_count_limit=group_config.share_delivery_count_limit,
+            max_record_locks=group_config.share_partition_max_record_locks,
+            store=ShareStateStore(log_dirs[0] / "share-state"),
+        )
+        self.group_coordinator.share.on_member_gone.append(share_partitions.member_gone)
+        self.group_coordinator.share.on_group_deleted.append(share_partitions.drop_group)
+        replicas.topic_deleted_listeners.append(share_partitions.drop_topic)
         context = BrokerContext(
             config=config,
             broker_id=self.broker_id,
@@ -311,6 +324,7 @@ class Broker:
             credentials=await self._open_credentials(log_dirs[0]),
             dynamic_config=dynamic,
             fetch_sessions=fetch_sessions,
+            share_partitions=share_partitions,
         )
         if config.authorizer_class_name:
             context.authorizer = Authorizer(

@@ -28,13 +28,17 @@ from josefk.cli.common import (
 from josefk.cli.output import print_json, print_table
 from josefk.client import AIOAdmin, ConfigEntry, ResourceType
 
-_ENTITY_TYPES = {"brokers": ResourceType.BROKER, "topics": ResourceType.TOPIC}
+_ENTITY_TYPES = {
+    "brokers": ResourceType.BROKER,
+    "topics": ResourceType.TOPIC,
+    "groups": ResourceType.GROUP,
+}
 
 
-@click.group("configs", short_help="Describe and alter topic and broker configs.")
+@click.group("configs", short_help="Describe and alter topic, group and broker configs.")
 def configs() -> None:
-    """Describe and alter the configs of a topic, a broker (dynamic, without a restart) or
-    every broker (the cluster-wide default), as kafka-configs.sh does."""
+    """Describe and alter the configs of a topic, a group, a broker (dynamic, without a
+    restart) or every broker (the cluster-wide default), as kafka-configs.sh does."""
 
 
 def _resource_options(f: F) -> F:
@@ -43,6 +47,11 @@ def _resource_options(f: F) -> F:
         "resource",
         ConfigResourceFlags,
         click.option("--topic", metavar="NAME", help="A topic's configs."),
+        click.option(
+            "--group",
+            metavar="NAME",
+            help="A group's configs (consumer.session.timeout.ms, share.auto.offset.reset, ...).",
+        ),
         click.option(
             "--broker", metavar="ID", help="One broker's configs (its dynamic overrides)."
         ),
@@ -66,6 +75,7 @@ class ConfigResourceFlags:
     """The flags that name the resource of ``describe`` and ``alter``."""
 
     topic: str | None
+    group: str | None
     broker: str | None
     broker_defaults: bool
     entity_type: str | None
@@ -76,6 +86,7 @@ class ConfigResourceFlags:
         """The one resource the flags name; anything else is a usage error."""
         return resource_of(
             self.topic,
+            self.group,
             self.broker,
             self.broker_defaults,
             self.entity_type,
@@ -86,6 +97,7 @@ class ConfigResourceFlags:
 
 def resource_of(
     topic: str | None,
+    group: str | None,
     broker: str | None,
     broker_defaults: bool,
     entity_type: str | None,
@@ -96,6 +108,8 @@ def resource_of(
     chosen: list[tuple[ResourceType, str]] = []
     if topic is not None:
         chosen.append((ResourceType.TOPIC, topic))
+    if group is not None:
+        chosen.append((ResourceType.GROUP, group))
     if broker is not None:
         chosen.append((ResourceType.BROKER, broker))
     if broker_defaults:
@@ -114,7 +128,7 @@ def resource_of(
         raise click.UsageError("--entity-name and --entity-default go with --entity-type")
     if len(chosen) != 1:
         raise click.UsageError(
-            "name exactly one of --topic NAME, --broker ID, --broker-defaults "
+            "name exactly one of --topic NAME, --group NAME, --broker ID, --broker-defaults "
             "(or --entity-type with --entity-name/--entity-default)"
         )
     rtype, name = chosen[0]
@@ -122,6 +136,8 @@ def resource_of(
         raise click.BadParameter(f"a broker id is a number, not {name!r}", param_hint="--broker")
     if rtype == ResourceType.TOPIC and not name:
         raise click.BadParameter("a topic needs a name", param_hint="--topic")
+    if rtype == ResourceType.GROUP and not name:
+        raise click.BadParameter("a group needs a name", param_hint="--group")
     return rtype, name
 
 
@@ -134,6 +150,8 @@ async def _check_exists(admin: AIOAdmin, rtype: ResourceType, name: str) -> None
 def _label(rtype: ResourceType, name: str) -> str:
     if rtype == ResourceType.TOPIC:
         return f"topic {name}"
+    if rtype == ResourceType.GROUP:
+        return f"group {name}"
     return f"broker {name}" if name else "the default of every broker"
 
 

@@ -8,7 +8,9 @@ reading in a consumer group (``--group``: committed offsets first, committed aga
 the output formats and when to stop: after ``--count`` records, at the end of the partitions
 (``--no-follow``), or after ``--idle-timeout`` seconds without a record when either of those
 is given; otherwise it follows the topic until Ctrl-C; ``--isolation read_committed`` reads
-only committed transactions. Records come through josefk.client's AIOConsumer.
+only committed transactions. Records come through josefk.client's AIOConsumer, or, with
+``--share-group G``, its AIOShareConsumer, acknowledging each printed record as ``--ack``
+says (accept, release, reject).
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ from josefk.cli.common import (
 )
 from josefk.cli.completion import complete_topics
 from josefk.client import AIOConsumer, ConsumerRecord, TopicPartition
+from josefk.client.share_consumer import AcknowledgeType, AIOShareConsumer
 
 FORMATS = ("value", "key:value", "json")
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+ACK_TYPES = ("accept", "release", "reject")
 
 
 def _text(data: bytes | None) -> tuple[str | None, bool]:
@@ -186,6 +190,19 @@ def format_string(fmt: str) -> Callable[[ConsumerRecord], bytes]:
 )
 @click.option("-g", "--group", help="Consume as a member of this group; commits on exit.")
 @click.option(
+    "--share-group",
+    help="Consume as a member of this share group (KIP-932): records are shared with the "
+    "group's other members and acknowledged with --ack.",
+)
+@click.option(
+    "--ack",
+    type=click.Choice(ACK_TYPES),
+    default="accept",
+    show_default=True,
+    help="With --share-group: how each printed record is acknowledged (release: delivered "
+    "again, to any member; reject: never again).",
+)
+@click.option(
     "--group-protocol",
     type=click.Choice(["classic", "consumer"]),
     default="classic",
@@ -247,6 +264,8 @@ def consume(
     until: str | None,
     partitions: tuple[int, ...],
     group: str | None,
+    share_group: str | None,
+    ack: str,
     group_protocol: str,
     count: int | None,
     fmt: str,
@@ -269,8 +288,16 @@ def consume(
       josefk consume '^orders-.*' --until 2026-01-01T00:00:00
       josefk consume orders --group billing --no-follow
       josefk consume payments --isolation read_committed
+      josefk consume jobs --share-group workers --ack release -n 5
     """
     spec = parse_start(start) if start is not None else None
+    if share_group is not None and (
+        group is not None or partitions or start is not None or until is not None
+    ):
+        raise click.UsageError(
+            "--share-group cannot be combined with --group, --partition, --from or --until "
+            "(the share group's share.auto.offset.reset decides where it starts)"
+        )
     stop = parse_start(until, param="--until", relative=False) if until is not None else None
     if stop is not None and stop.kind not in ("offset", "timestamp", "end"):
         raise click.BadParameter(
@@ -292,6 +319,20 @@ def consume(
     write = formatter("json" if as_json else fmt, key_separator.encode())
     server = resolve_bootstrap(bootstrap)
     out = sys.stdout.buffer
+    if share_group is not None:
+        consumed = run(
+            _consume_shared(
+                server, topic_args, share_group, ack, count, no_follow, idle_timeout, write, out
+            ),
+            bootstrap=server,
+        )
+        if count is not None and consumed < count:
+            click.echo(
+                f"josefk: {consumed} of {count} records before {idle_timeout:g}s without a "
+                "record",
+                err=True,
+            )
+        return
     try:
         consumed = run(
             _consume(
@@ -434,6 +475,60 @@ async def _consume(
         await _finish(consumer, group, shutdown_timeout)
     return consumed
 
+
+async def _consume_shared(
+    server: str,
+    topic_args: tuple[str, ...],
+    group: str,
+    ack: str,
+    count: int | None,
+    no_follow: bool,
+    idle_timeout: float,
+    write: Callable[[ConsumerRecord], bytes],
+    out: IO[bytes],
+) -> int:
+    """Read as a share-group member, acknowledging each printed record with ``ack``; with
+    --count or --no-follow, stop after --idle-timeout seconds without a record."""
+    async with admin_for(server) as admin:
+        topics = await _resolve_topics(admin, topic_args)
+        await describe_existing_topics(admin, topics)
+    kind = AcknowledgeType[ack.upper()]
+    consumer = AIOShareConsumer(
+        bootstrap_servers=server,
+        group_id=group,
+        acknowledgement_mode="explicit",
+        client_id="josefk-cli",
+        max_poll_records=500 if count is None else min(count, 500),
+    )
+    _terminate_like_interrupt()
+    await consumer.start()
+    consumed = 0
+    try:
+        consumer.subscribe(topics)
+        stops = count is not None or no_follow
+        last_record = time.monotonic()
+        while count is None or consumed < count:
+            records = await consumer.poll(200)
+            if records:
+                last_record = time.monotonic()
+                chunk = bytearray()
+                for shared in records:
+                    if count is not None and consumed >= count:
+                        # Not printed: given back at once for another member.
+                        consumer.acknowledge(shared, AcknowledgeType.RELEASE)
+                        continue
+                    chunk += write(shared.record)
+                    consumer.acknowledge(shared, kind)
+                    consumed += 1
+                out.write(chunk)
+                out.flush()
+                await consumer.commit()
+                continue
+            if stops and time.monotonic() - last_record >= idle_timeout:
+                break
+    finally:
+        await consumer.close()
+    return consumed
 
 async def _stop_offsets(
     consumer: AIOConsumer,

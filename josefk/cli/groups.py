@@ -95,13 +95,23 @@ async def _existing_group(admin: AIOAdmin, group: str) -> GroupDescription:
 async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
     """Everything ``groups describe`` shows, JSON-ready."""
     description = await _existing_group(admin, group)
-    committed = await admin.list_group_offsets(group)
+    if description.group_type == "share":
+        # A share group has no committed offsets: its partitions' share-partition start
+        # offsets stand in their place, and the broker's lag (acknowledged records excluded).
+        shared = await admin.list_share_group_offsets(group)
+        committed = {tp: start for tp, (start, _) in shared.items() if start >= 0}
+        share_lag = {tp: lag for tp, (_, lag) in shared.items() if lag >= 0}
+    else:
+        committed = await admin.list_group_offsets(group)
+        share_lag = {}
     coordinator_id = await find_coordinator(admin.client, group)
     host, port = admin.client._address(coordinator_id)
+    # A share group's partition may have several members: they are listed comma-separated.
     owner: dict[TopicPartition, str] = {}
     for member in description.members:
         for tp in member.assignment:
-            owner[tp] = member.member_id
+            held = owner.get(tp)
+            owner[tp] = member.member_id if held is None else f"{held},{member.member_id}"
     tps = sorted(set(committed) | set(owner))
     ends = await admin.list_offsets({tp: admin.LATEST for tp in tps}) if tps else {}
     partitions = []
@@ -115,13 +125,15 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
                 "partition": tp.partition,
                 "committed_offset": offset,
                 "log_end_offset": log_end,
-                "lag": max(0, log_end - offset)
+                "lag": share_lag[tp]
+                if tp in share_lag
+                else max(0, log_end - offset)
                 if log_end is not None and offset is not None
                 else None,
                 "member_id": owner.get(tp),
             }
         )
-    consumer = description.group_type == "consumer"
+    consumer = description.group_type in ("consumer", "share")
     return {
         "group": description.group_id,
         "type": description.group_type,

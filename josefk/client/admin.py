@@ -68,6 +68,8 @@ from josefk.protocol.message_types import (
     DescribeLogDirsResponse,
     DescribeProducersRequest,
     DescribeProducersResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
@@ -82,6 +84,8 @@ from josefk.protocol.message_types import (
     ListPartitionReassignmentsResponse,
     ListTransactionsRequest,
     ListTransactionsResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
@@ -93,6 +97,8 @@ class ResourceType(enum.IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    # A group's configs (KIP-848 consumer groups, KIP-932 share groups).
+    GROUP = 32
 
 
 class ConfigSource(enum.IntEnum):
@@ -211,7 +217,8 @@ class GroupDescription:
     protocol: str
     members: list[MemberDescription]
     error: KafkaError | None = None
-    # "consumer" for a KIP-848 group, with its group epoch and its target's epoch.
+    # "consumer" for a KIP-848 group, "share" for a KIP-932 share group, with its group epoch
+    # and its target's epoch.
     group_type: str = "classic"
     group_epoch: int | None = None
     assignment_epoch: int | None = None
@@ -1157,8 +1164,75 @@ class AIOAdmin:
                 if consumer is not None:
                     out.append(consumer)
                     continue
+                share = await self._describe_share_group(group_id)
+                if share is not None:
+                    out.append(share)
+                    continue
             out.append(classic)
         return out
+
+    async def list_share_group_offsets(
+        self, group_id: str
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """Each partition's (share-partition start offset, lag) of share group ``group_id``
+        (DescribeShareGroupOffsets; lag -1 where the broker did not say)."""
+        node_id = await find_coordinator(self._client, group_id)
+        req = DescribeShareGroupOffsetsRequest
+        response: DescribeShareGroupOffsetsResponse = await self._client.request(
+            node_id,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+            req(groups=[req.DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=None)]),
+        )
+        (g,) = response.groups
+        if g.error_code:
+            raise error_for(g.error_code, g.error_message, group=group_id)
+        return {
+            TopicPartition(t.topic_name, p.partition_index): (p.start_offset, p.lag)
+            for t in g.topics
+            for p in t.partitions
+            if not p.error_code
+        }
+
+    async def _describe_share_group(self, group_id: str) -> GroupDescription | None:
+        """ShareGroupDescribe (KIP-932); None when the group is no share group or the broker
+        does not have the API. A partition may be assigned to several members."""
+        node_id = await find_coordinator(self._client, group_id)
+        try:
+            response: ShareGroupDescribeResponse = await self._client.request(
+                node_id,
+                ApiKey.SHARE_GROUP_DESCRIBE,
+                ShareGroupDescribeRequest(group_ids=[group_id]),
+            )
+        except KafkaError:
+            return None
+        (g,) = response.groups
+        if g.error_code:
+            return None
+        return GroupDescription(
+            g.group_id,
+            g.group_state,
+            "share",
+            g.assignor_name,
+            [
+                MemberDescription(
+                    m.member_id,
+                    None,
+                    m.client_id,
+                    m.client_host,
+                    list(m.subscribed_topic_names),
+                    sorted(
+                        TopicPartition(t.topic_name, p)
+                        for t in m.assignment.topic_partitions
+                        for p in t.partitions
+                    ),
+                    member_epoch=m.member_epoch,
+                )
+                for m in g.members
+            ],
+            group_type="share",
+            group_epoch=g.group_epoch,
+            assignment_epoch=g.assignment_epoch,
+        )
 
     async def _describe_consumer_group(self, group_id: str) -> GroupDescription | None:
         """ConsumerGroupDescribe (KIP-848); None when the group is no consumer group or the

@@ -536,13 +536,14 @@ INERT_PREFIXES: Final[dict[str, str]] = {
     "metadata.": _ETCD,
     "confluent.": "a vendor's own settings",
     "log.dir.failure.": "a log dir that fails goes offline; the broker keeps serving the others",
-    # KIP-932 share groups: clients that ask for them are told so by ApiVersions; Kafka's
-    # quickstart file sets some of these. KIP-848 consumer groups are served: the
-    # group.consumer.* keys declared here are honoured, Kafka's others change nothing.
+    # KIP-848 consumer groups are served: the group.consumer.* keys declared here are
+    # honoured, Kafka's others change nothing. KIP-932 share groups likewise for group.share.*.
     "group.consumer.": "the KIP-848 settings not declared above (regex refresh interval, "
     "per-rack assignment, ...) have no counterpart in josefk's consumer groups",
-    "group.share.": "share groups (KIP-932) are not offered",
-    "share.": "share groups (KIP-932) are not offered",
+    "group.share.": "the KIP-932 settings not declared above (min/max bounds, max groups, "
+    "assignors, ...) have no counterpart in josefk's share groups",
+    "share.": "the share coordinator and __share_group_state are not built (josefk keeps "
+    "share state in its own files)",
     "group.coordinator.": "the classic group coordinator runs on the event loop",
     "remote.log.": _TIERED,
 }
@@ -1581,6 +1582,52 @@ class BrokerConfig(BaseModel):
         "group.consumer.migration.policy",
         "bidirectional",
         doc="Which conversions between classic and consumer groups are allowed.",
+    )
+
+    # KIP-932 share groups (the rest of Kafka's group.share.* keys are inert).
+    group_share_heartbeat_interval_ms: Int = _key(
+        "group.share.heartbeat.interval.ms",
+        5000,
+        ge=1,
+        le=INT_MAX,
+        doc="How often a share group member heartbeats.",
+    )
+    group_share_session_timeout_ms: Int = _key(
+        "group.share.session.timeout.ms",
+        45000,
+        ge=1,
+        le=INT_MAX,
+        doc="How long a share group member may go without a heartbeat.",
+    )
+    group_share_max_size: Int = _key(
+        "group.share.max.size",
+        200,
+        ge=1,
+        le=1000,
+        doc="The most members a share group may have.",
+    )
+    group_share_record_lock_duration_ms: Int = _key(
+        "group.share.record.lock.duration.ms",
+        30000,
+        ge=1000,
+        le=3_600_000,
+        doc="How long a share group member holds the records it acquired before they are "
+        "released for redelivery.",
+    )
+    group_share_delivery_count_limit: Int = _key(
+        "group.share.delivery.count.limit",
+        5,
+        ge=2,
+        le=10,
+        doc="How many times a record of a share partition is delivered before it is archived.",
+    )
+    group_share_partition_max_record_locks: Int = _key(
+        "group.share.partition.max.record.locks",
+        2000,
+        ge=100,
+        le=10000,
+        doc="The most records of one share partition in flight (acquired or waiting for "
+        "redelivery) at once.",
     )
 
     # -- idempotent producer and transactions -----------------------------------------------

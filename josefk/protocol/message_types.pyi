@@ -2562,3 +2562,385 @@ class DescribeTopicPartitionsResponse:
     throttle_time_ms: int = ...  # versions 0+
     topics: list[DescribeTopicPartitionsResponseTopic] = ...  # versions 0+
     next_cursor: Cursor | None = ...  # versions 0+, nullable 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupHeartbeatRequest:
+    """ShareGroupHeartbeat request (API key 76), versions 1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    group_id: str = ...  # versions 0+
+    member_id: str = ...  # versions 0+
+    member_epoch: int = ...  # versions 0+
+    rack_id: str | None = ...  # versions 0+, nullable 0+
+    subscribed_topic_names: list[str] | None = ...  # versions 0+, nullable 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupHeartbeatResponse:
+    """ShareGroupHeartbeat response (API key 76), versions 1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class Assignment:
+        """ShareGroupHeartbeatResponse.Assignment."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class TopicPartitions:
+            """ShareGroupHeartbeatResponse.Assignment.TopicPartitions."""
+
+            topic_id: uuid.UUID = ...  # versions 0+
+            partitions: list[int] = ...  # versions 0+
+
+        topic_partitions: list[TopicPartitions] = ...  # versions 0+
+
+    TopicPartitions: TypeAlias = Assignment.TopicPartitions  # type: ignore[misc]
+    throttle_time_ms: int = ...  # versions 0+
+    error_code: int = ...  # versions 0+
+    error_message: str | None = ...  # versions 0+, nullable 0+
+    member_id: str | None = ...  # versions 0+, nullable 0+
+    member_epoch: int = ...  # versions 0+
+    heartbeat_interval_ms: int = ...  # versions 0+
+    assignment: Assignment | None = ...  # versions 0+, nullable 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupDescribeRequest:
+    """ShareGroupDescribe request (API key 77), versions 1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    group_ids: list[str] = ...  # versions 0+
+    include_authorized_operations: bool = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupDescribeResponse:
+    """ShareGroupDescribe response (API key 77), versions 1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class DescribedGroup:
+        """ShareGroupDescribeResponse.DescribedGroup."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class Member:
+            """ShareGroupDescribeResponse.DescribedGroup.Member."""
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class Assignment:
+                """ShareGroupDescribeResponse.DescribedGroup.Member.Assignment."""
+
+                @dataclass(frozen=True, slots=True, kw_only=True)
+                class TopicPartitions:
+                    """ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions."""
+
+                    topic_id: uuid.UUID = ...  # versions 0+
+                    topic_name: str = ...  # versions 0+
+                    partitions: list[int] = ...  # versions 0+
+
+                topic_partitions: list[TopicPartitions] = ...  # versions 0+
+
+            member_id: str = ...  # versions 0+
+            rack_id: str | None = ...  # versions 0+, nullable 0+
+            member_epoch: int = ...  # versions 0+
+            client_id: str = ...  # versions 0+
+            client_host: str = ...  # versions 0+
+            subscribed_topic_names: list[str] = ...  # versions 0+
+            assignment: Assignment = ...  # versions 0+
+
+        error_code: int = ...  # versions 0+
+        error_message: str | None = ...  # versions 0+, nullable 0+
+        group_id: str = ...  # versions 0+
+        group_state: str = ...  # versions 0+
+        group_epoch: int = ...  # versions 0+
+        assignment_epoch: int = ...  # versions 0+
+        assignor_name: str = ...  # versions 0+
+        members: list[Member] = ...  # versions 0+
+        authorized_operations: int = ...  # versions 0+
+
+    Member: TypeAlias = DescribedGroup.Member  # type: ignore[misc]
+    Assignment: TypeAlias = DescribedGroup.Member.Assignment  # type: ignore[misc]
+    TopicPartitions: TypeAlias = DescribedGroup.Member.Assignment.TopicPartitions  # type: ignore[misc]
+    throttle_time_ms: int = ...  # versions 0+
+    groups: list[DescribedGroup] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareFetchRequest:
+    """ShareFetch request (API key 78), versions 1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class FetchTopic:
+        """ShareFetchRequest.FetchTopic."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class FetchPartition:
+            """ShareFetchRequest.FetchTopic.FetchPartition."""
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class AcknowledgementBatch:
+                """ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch."""
+
+                first_offset: int = ...  # versions 0+
+                last_offset: int = ...  # versions 0+
+                acknowledge_types: list[int] = ...  # versions 0+
+
+            partition_index: int = ...  # versions 0+
+            acknowledgement_batches: list[AcknowledgementBatch] = ...  # versions 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[FetchPartition] = ...  # versions 0+
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class ForgottenTopic:
+        """ShareFetchRequest.ForgottenTopic."""
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[int] = ...  # versions 0+
+
+    FetchPartition: TypeAlias = FetchTopic.FetchPartition  # type: ignore[misc]
+    AcknowledgementBatch: TypeAlias = FetchTopic.FetchPartition.AcknowledgementBatch  # type: ignore[misc]
+    group_id: str | None = ...  # versions 0+, nullable 0+
+    member_id: str | None = ...  # versions 0+, nullable 0+
+    share_session_epoch: int = ...  # versions 0+
+    max_wait_ms: int = ...  # versions 0+
+    min_bytes: int = ...  # versions 0+
+    max_bytes: int = ...  # versions 0+
+    max_records: int = ...  # versions 1+
+    batch_size: int = ...  # versions 1+
+    topics: list[FetchTopic] = ...  # versions 0+
+    forgotten_topics_data: list[ForgottenTopic] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareFetchResponse:
+    """ShareFetch response (API key 78), versions 1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class ShareFetchableTopicResponse:
+        """ShareFetchResponse.ShareFetchableTopicResponse."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class PartitionData:
+            """ShareFetchResponse.ShareFetchableTopicResponse.PartitionData."""
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class LeaderIdAndEpoch:
+                """ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch."""
+
+                leader_id: int = ...  # versions 0+
+                leader_epoch: int = ...  # versions 0+
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class AcquiredRecords:
+                """ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords."""
+
+                first_offset: int = ...  # versions 0+
+                last_offset: int = ...  # versions 0+
+                delivery_count: int = ...  # versions 0+
+
+            partition_index: int = ...  # versions 0+
+            error_code: int = ...  # versions 0+
+            error_message: str | None = ...  # versions 0+, nullable 0+
+            acknowledge_error_code: int = ...  # versions 0+
+            acknowledge_error_message: str | None = ...  # versions 0+, nullable 0+
+            current_leader: LeaderIdAndEpoch = ...  # versions 0+
+            records: bytes | bytearray | memoryview | None = ...  # versions 0+, nullable 0+
+            acquired_records: list[AcquiredRecords] = ...  # versions 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[PartitionData] = ...  # versions 0+
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class NodeEndpoint:
+        """ShareFetchResponse.NodeEndpoint."""
+
+        node_id: int = ...  # versions 0+
+        host: str = ...  # versions 0+
+        port: int = ...  # versions 0+
+        rack: str | None = ...  # versions 0+, nullable 0+
+
+    PartitionData: TypeAlias = ShareFetchableTopicResponse.PartitionData  # type: ignore[misc]
+    LeaderIdAndEpoch: TypeAlias = ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch  # type: ignore[misc]
+    AcquiredRecords: TypeAlias = ShareFetchableTopicResponse.PartitionData.AcquiredRecords  # type: ignore[misc]
+    throttle_time_ms: int = ...  # versions 0+
+    error_code: int = ...  # versions 0+
+    error_message: str | None = ...  # versions 0+, nullable 0+
+    acquisition_lock_timeout_ms: int = ...  # versions 1+
+    responses: list[ShareFetchableTopicResponse] = ...  # versions 0+
+    node_endpoints: list[NodeEndpoint] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareAcknowledgeRequest:
+    """ShareAcknowledge request (API key 79), versions 1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class AcknowledgeTopic:
+        """ShareAcknowledgeRequest.AcknowledgeTopic."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class AcknowledgePartition:
+            """ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition."""
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class AcknowledgementBatch:
+                """ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch."""
+
+                first_offset: int = ...  # versions 0+
+                last_offset: int = ...  # versions 0+
+                acknowledge_types: list[int] = ...  # versions 0+
+
+            partition_index: int = ...  # versions 0+
+            acknowledgement_batches: list[AcknowledgementBatch] = ...  # versions 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[AcknowledgePartition] = ...  # versions 0+
+
+    AcknowledgePartition: TypeAlias = AcknowledgeTopic.AcknowledgePartition  # type: ignore[misc]
+    AcknowledgementBatch: TypeAlias = AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch  # type: ignore[misc]
+    group_id: str | None = ...  # versions 0+, nullable 0+
+    member_id: str | None = ...  # versions 0+, nullable 0+
+    share_session_epoch: int = ...  # versions 0+
+    topics: list[AcknowledgeTopic] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareAcknowledgeResponse:
+    """ShareAcknowledge response (API key 79), versions 1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class ShareAcknowledgeTopicResponse:
+        """ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class PartitionData:
+            """ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData."""
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class LeaderIdAndEpoch:
+                """ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch."""
+
+                leader_id: int = ...  # versions 0+
+                leader_epoch: int = ...  # versions 0+
+
+            partition_index: int = ...  # versions 0+
+            error_code: int = ...  # versions 0+
+            error_message: str | None = ...  # versions 0+, nullable 0+
+            current_leader: LeaderIdAndEpoch = ...  # versions 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[PartitionData] = ...  # versions 0+
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class NodeEndpoint:
+        """ShareAcknowledgeResponse.NodeEndpoint."""
+
+        node_id: int = ...  # versions 0+
+        host: str = ...  # versions 0+
+        port: int = ...  # versions 0+
+        rack: str | None = ...  # versions 0+, nullable 0+
+
+    PartitionData: TypeAlias = ShareAcknowledgeTopicResponse.PartitionData  # type: ignore[misc]
+    LeaderIdAndEpoch: TypeAlias = ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch  # type: ignore[misc]
+    throttle_time_ms: int = ...  # versions 0+
+    error_code: int = ...  # versions 0+
+    error_message: str | None = ...  # versions 0+, nullable 0+
+    responses: list[ShareAcknowledgeTopicResponse] = ...  # versions 0+
+    node_endpoints: list[NodeEndpoint] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeShareGroupOffsetsRequest:
+    """DescribeShareGroupOffsets request (API key 90), versions 0-1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class DescribeShareGroupOffsetsRequestGroup:
+        """DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class DescribeShareGroupOffsetsRequestTopic:
+            """DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic."""
+
+            topic_name: str = ...  # versions 0+
+            partitions: list[int] = ...  # versions 0+
+
+        group_id: str = ...  # versions 0+
+        topics: list[DescribeShareGroupOffsetsRequestTopic] | None = ...  # versions 0+, nullable 0+
+
+    DescribeShareGroupOffsetsRequestTopic: TypeAlias = DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic  # type: ignore[misc]
+    groups: list[DescribeShareGroupOffsetsRequestGroup] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeShareGroupOffsetsResponse:
+    """DescribeShareGroupOffsets response (API key 90), versions 0-1, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class DescribeShareGroupOffsetsResponseGroup:
+        """DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class DescribeShareGroupOffsetsResponseTopic:
+            """DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic."""
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class DescribeShareGroupOffsetsResponsePartition:
+                """DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition."""
+
+                partition_index: int = ...  # versions 0+
+                start_offset: int = ...  # versions 0+
+                leader_epoch: int = ...  # versions 0+
+                lag: int = ...  # versions 1+
+                error_code: int = ...  # versions 0+
+                error_message: str | None = ...  # versions 0+, nullable 0+
+
+            topic_name: str = ...  # versions 0+
+            topic_id: uuid.UUID = ...  # versions 0+
+            partitions: list[DescribeShareGroupOffsetsResponsePartition] = ...  # versions 0+
+
+        group_id: str = ...  # versions 0+
+        topics: list[DescribeShareGroupOffsetsResponseTopic] = ...  # versions 0+
+        error_code: int = ...  # versions 0+
+        error_message: str | None = ...  # versions 0+, nullable 0+
+
+    DescribeShareGroupOffsetsResponseTopic: TypeAlias = DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic  # type: ignore[misc]
+    DescribeShareGroupOffsetsResponsePartition: TypeAlias = DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition  # type: ignore[misc]
+    throttle_time_ms: int = ...  # versions 0+
+    groups: list[DescribeShareGroupOffsetsResponseGroup] = ...  # versions 0+

@@ -58,6 +58,12 @@ from josefk.broker.group.shard import (
     GroupShard,
     ShardPart,
 )
+from josefk.broker.group.share import (
+    ShareGroup,
+    ShareGroupManager,
+    ShareHeartbeatRequest,
+    ShareHeartbeatResult,
+)
 from josefk.broker.group.store import OffsetsStore, StoreAppendError
 from josefk.metrics.collectors import GroupPartitionStats, GroupStats
 from josefk.protocol.errors import ErrorCode
@@ -159,6 +165,18 @@ class GroupCoordinator(ShardPart):
         # Per-group configs (GROUP config resources); None where they are not stored.
         self.group_configs = group_configs
         self._offsets = OffsetManager(shard)
+        # Share groups (KIP-932) are kept apart from the groups with offsets: they have none
+        # in __consumer_offsets and live in memory (group/share.py).
+        self.share_groups: dict[str, ShareGroup] = {}
+        self.share = ShareGroupManager(
+            shard,
+            self.share_groups,
+            topics,
+            session_timeout_ms=config.share_session_timeout_ms,
+            heartbeat_interval_ms=config.share_heartbeat_interval_ms,
+            max_size=config.share_max_size,
+            group_configs=group_configs,
+        )
         self._retention_task: Any = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -266,6 +284,7 @@ class GroupCoordinator(ShardPart):
             self._retention_task.cancel()
         for group in self._groups.values():
             self._release(group)
+        self.share.release()
 
     def _release(self, group: GroupMetadata | ConsumerGroup) -> None:
         if isinstance(group, ConsumerGroup):
@@ -295,6 +314,11 @@ class GroupCoordinator(ShardPart):
         allows an upgrade."""
         if error := self.ownership_error(request.group_id):
             return HeartbeatResult(error)
+        if request.group_id in self.share_groups:
+            return HeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Group {request.group_id} is not a consumer group.",
+            )
         classic = self._classic_group(request.group_id)
         if (
             classic is not None
@@ -358,6 +382,23 @@ class GroupCoordinator(ShardPart):
             ),
         )
 
+    # -- share groups (KIP-932) ----------------------------------------------------------------
+
+    def share_group_heartbeat(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+        """ShareGroupHeartbeat; a group id a classic or consumer group holds is
+        GROUP_ID_NOT_FOUND (not a share group), as Kafka answers."""
+        if error := self.ownership_error(request.group_id):
+            return ShareHeartbeatResult(error)
+        other = self._groups.get(request.group_id)
+        if other is not None and not other.is_dead:
+            return ShareHeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a share group."
+            )
+        return self.share.heartbeat(request)
+
+    def share_group(self, group_id: str) -> ShareGroup | None:
+        return self.share_groups.get(group_id)
+
     def is_consumer_group(self, group_id: str) -> bool:
         return self._consumer_group(group_id) is not None
 
@@ -377,6 +418,10 @@ class GroupCoordinator(ShardPart):
         """JoinGroup. An empty consumer group becomes a classic group on a classic member's
         join where ``group.consumer.migration.policy`` allows a downgrade; a consumer group
         with members answers INCONSISTENT_GROUP_PROTOCOL (no online migration here)."""
+        if request.group_id in self.share_groups and not self.ownership_error(request.group_id):
+            refused: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+            refused.set_result(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id))
+            return refused
         consumer = self._consumer_group(request.group_id)
         if consumer is not None and not self.ownership_error(request.group_id):
             if consumer.is_empty and self.config.consumer_migration_policy in (
@@ -566,7 +611,7 @@ class GroupCoordinator(ShardPart):
             else GroupListing(g.group_id, g.protocol_type or "", g.state.value)
             for g in self._groups.values()
             if not g.is_dead
-        ]
+        ] + [GroupListing(g.group_id, "share", g.state, "share") for g in self.share_groups.values()]
 
     def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
         errors = []
@@ -576,6 +621,8 @@ class GroupCoordinator(ShardPart):
                 errors.append(ErrorCode.INVALID_GROUP_ID)
             elif error := self.ownership_error(group_id):
                 errors.append(error)
+            elif group_id in self.share_groups:
+                errors.append(self.share.delete(group_id))
             elif group is None or group.is_dead:
                 errors.append(ErrorCode.GROUP_ID_NOT_FOUND)
             elif not group.is_empty:

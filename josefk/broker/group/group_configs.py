@@ -1,10 +1,13 @@
-"""Per-group configs of KIP-848 consumer groups (Kafka's GROUP config resource, type 32).
+"""Per-group configs of KIP-848 consumer groups and KIP-932 share groups (Kafka's GROUP
+config resource, type 32).
 
 Owns ``GroupConfigStore``: each group's overrides of ``consumer.session.timeout.ms`` and
 ``consumer.heartbeat.interval.ms`` (the broker's ``group.consumer.session.timeout.ms`` /
 ``group.consumer.heartbeat.interval.ms`` for that group), set with IncrementalAlterConfigs
 and read with DescribeConfigs, checked as Kafka checks them (an integer within the broker's
-``group.consumer.min/max.*`` bounds, INVALID_CONFIG otherwise; an unknown key INVALID_CONFIG).
+``group.consumer.min/max.*`` bounds, INVALID_CONFIG otherwise; an unknown key INVALID_CONFIG);
+and a share group's ``share.auto.offset.reset`` (latest, earliest; Kafka's ``by_duration:``
+is refused) and ``share.isolation.level`` (read_uncommitted, read_committed).
 
 Where they live: the single node keeps them in ``group-configs.json`` in the first log dir,
 replaced whole and atomically on each change (``josefk.fileio``, ``GroupConfigStore``); a
@@ -34,7 +37,23 @@ FILE_NAME: Final = "group-configs.json"
 _FORMAT_VERSION: Final = 1
 SESSION_TIMEOUT: Final = "consumer.session.timeout.ms"
 HEARTBEAT_INTERVAL: Final = "consumer.heartbeat.interval.ms"
-GROUP_CONFIG_KEYS: Final = (HEARTBEAT_INTERVAL, SESSION_TIMEOUT)
+# KIP-932 share groups' configs, with Kafka's defaults and the values they may take.
+SHARE_AUTO_OFFSET_RESET: Final = "share.auto.offset.reset"
+SHARE_ISOLATION_LEVEL: Final = "share.isolation.level"
+SHARE_GROUP_CONFIG_DEFAULTS: Final[dict[str, str]] = {
+    SHARE_AUTO_OFFSET_RESET: "latest",
+    SHARE_ISOLATION_LEVEL: "read_uncommitted",
+}
+_SHARE_VALUES: Final[dict[str, tuple[str, ...]]] = {
+    SHARE_AUTO_OFFSET_RESET: ("latest", "earliest"),
+    SHARE_ISOLATION_LEVEL: ("read_uncommitted", "read_committed"),
+}
+GROUP_CONFIG_KEYS: Final = (
+    HEARTBEAT_INTERVAL,
+    SESSION_TIMEOUT,
+    SHARE_AUTO_OFFSET_RESET,
+    SHARE_ISOLATION_LEVEL,
+)
 
 
 class InvalidGroupConfig(ValueError):
@@ -190,6 +209,13 @@ def check(overrides: Mapping[str, str], config: GroupConfig) -> None:
         ),
     }
     for name, value in overrides.items():
+        if name in _SHARE_VALUES:
+            if value not in _SHARE_VALUES[name]:
+                raise InvalidGroupConfig(
+                    f"Invalid value {value} for configuration {name}: "
+                    f"String must be one of: {', '.join(_SHARE_VALUES[name])}"
+                )
+            continue
         if name not in bounds:
             raise InvalidGroupConfig(f"Unknown group config name: {name}")
         try:

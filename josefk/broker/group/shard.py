@@ -57,6 +57,13 @@ class GroupConfig:
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_migration_policy: str = "bidirectional"
+    # KIP-932's share groups (Kafka's group.share.* settings and their defaults).
+    share_heartbeat_interval_ms: int = 5000
+    share_session_timeout_ms: int = 45000
+    share_max_size: int = 200
+    share_record_lock_duration_ms: int = 30000
+    share_delivery_count_limit: int = 5
+    share_partition_max_record_locks: int = 2000
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> GroupConfig:
@@ -95,6 +102,18 @@ class GroupConfig:
             consumer_migration_policy=str(
                 getattr(config, "group_consumer_migration_policy", "bidirectional")
             ).lower(),
+            share_heartbeat_interval_ms=int(
+                getattr(config, "group_share_heartbeat_interval_ms", 5000)
+            ),
+            share_session_timeout_ms=int(getattr(config, "group_share_session_timeout_ms", 45000)),
+            share_max_size=int(getattr(config, "group_share_max_size", 200)),
+            share_record_lock_duration_ms=int(
+                getattr(config, "group_share_record_lock_duration_ms", 30000)
+            ),
+            share_delivery_count_limit=int(getattr(config, "group_share_delivery_count_limit", 5)),
+            share_partition_max_record_locks=int(
+                getattr(config, "group_share_partition_max_record_locks", 2000)
+            ),
         )
 
 

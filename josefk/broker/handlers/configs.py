@@ -57,6 +57,7 @@ from josefk.broker.group.group_configs import (
     GROUP_CONFIG_KEYS,
     HEARTBEAT_INTERVAL,
     SESSION_TIMEOUT,
+    SHARE_GROUP_CONFIG_DEFAULTS,
     InvalidGroupConfig,
 )
 from josefk.broker.handlers import handles
@@ -457,6 +458,7 @@ def _group_config_entries(
     defaults = {
         SESSION_TIMEOUT: str(coordinator.config.consumer_session_timeout_ms),
         HEARTBEAT_INTERVAL: str(coordinator.config.consumer_heartbeat_interval_ms),
+        **SHARE_GROUP_CONFIG_DEFAULTS,
     }
     return (
         ErrorCode.NONE,

@@ -1,0 +1,318 @@
+"""Share groups' membership (KIP-932): ShareGroupHeartbeat and the broker's assignment.
+
+Owns ``ShareGroup``, ``ShareMember`` and ``ShareGroupManager``, the third group type of the
+coordinator beside classic (``classic.py``) and consumer groups (``consumer.py``).
+
+A member joins with epoch 0 and a subscription (topic names), heartbeats with its epoch,
+leaves with epoch -1. The group epoch goes up whenever the assignment of the group changes
+(a member joins, leaves or changes its subscription; a subscribed topic appears, vanishes or
+grows, as seen on the next heartbeat); each member's epoch then becomes the group's on its
+next heartbeat, which carries its new assignment. Partitions are not owned exclusively in a
+share group, so there is no revocation: the assignment is Kafka's simple assignor in its
+plainest form, every member subscribed to a topic is assigned all of that topic's partitions
+(records are divided among members by acquisition on the partition leader, not here).
+
+Errors as Kafka's: INVALID_REQUEST for an empty member id or a join without subscription,
+UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH for any epoch but the member's, GROUP_ID_NOT_FOUND for a
+group id used by a classic or consumer group (checked by the coordinator), GROUP_MAX_SIZE_REACHED.
+A member silent for ``group.share.session.timeout.ms`` (on the injected clock's scheduler) is
+removed as if it had left; ``on_member_gone`` tells the share partitions to release what it
+held.
+
+Share groups live in memory: their membership is not written to ``__consumer_offsets``
+(members rejoin after a restart, answered UNKNOWN_MEMBER_ID).
+
+Concurrency: event loop thread only; nothing awaits.
+
+Imports the shard and the consumer module's topic view; must not import handlers or the codec.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from josefk.broker.group.consumer import TopicsView
+from josefk.broker.group.group_configs import (
+    SHARE_AUTO_OFFSET_RESET,
+    SHARE_GROUP_CONFIG_DEFAULTS,
+    SHARE_ISOLATION_LEVEL,
+    GroupConfigs,
+)
+from josefk.broker.group.shard import GroupShard, ShardPart
+from josefk.protocol.errors import ErrorCode
+
+logger = logging.getLogger(__name__)
+
+LEAVE_EPOCH: Final = -1
+JOIN_EPOCH: Final = 0
+SIMPLE_ASSIGNOR: Final = "simple"
+
+__all__ = [
+    "SHARE_AUTO_OFFSET_RESET",
+    "SHARE_GROUP_CONFIG_DEFAULTS",
+    "SHARE_ISOLATION_LEVEL",
+    "ShareGroup",
+    "ShareGroupManager",
+    "ShareHeartbeatRequest",
+    "ShareHeartbeatResult",
+    "ShareMember",
+]
+
+TopicPartitions = dict[uuid.UUID, frozenset[int]]
+
+
+@dataclass(slots=True)
+class ShareMember:
+    member_id: str
+    member_epoch: int = 0
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    assignment: TopicPartitions = field(default_factory=dict)
+    # The assignment last sent to the member (None: never), so that a heartbeat carries
+    # one only when it changed.
+    sent: TopicPartitions | None = None
+    session_task: Any = None
+
+
+@dataclass(slots=True)
+class ShareGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        return "Stable" if self.members else "Empty"
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.members
+
+
+@dataclass(frozen=True, slots=True)
+class ShareHeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None = None
+    subscribed_topic_names: tuple[str, ...] | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ShareHeartbeatResult:
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    # Set when the member's assignment changed since it was last told.
+    assignment: TopicPartitions | None = None
+
+
+class ShareGroupManager(ShardPart):
+    """Share groups' membership. Event loop thread only."""
+
+    def __init__(
+        self,
+        shard: GroupShard,
+        share_groups: dict[str, ShareGroup],
+        topics: TopicsView | None,
+        *,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 5_000,
+        max_size: int = 200,
+        group_configs: GroupConfigs | None = None,
+    ) -> None:
+        super().__init__(shard)
+        self.share_groups = share_groups
+        self._topics = topics
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_size = max_size
+        # Group configs (GROUP config resources, group_configs.py); a group may have them
+        # before it has members. None: every group has the defaults.
+        self._group_configs = group_configs
+        # Told when a member leaves or is removed: (group id, member id).
+        self.on_member_gone: list[Callable[[str, str], None]] = []
+        # Told when an empty share group is deleted: its share partitions' state goes too.
+        self.on_group_deleted: list[Callable[[str], None]] = []
+
+    def group_config(self, group_id: str, name: str) -> str:
+        """A share group's config: set for the group, else Kafka's default."""
+        stored = {} if self._group_configs is None else self._group_configs.overrides(group_id)
+        return stored.get(name, SHARE_GROUP_CONFIG_DEFAULTS[name])
+
+    def group(self, group_id: str) -> ShareGroup | None:
+        return self.share_groups.get(group_id)
+
+    def _topic_partitions(self) -> dict[str, tuple[uuid.UUID, int]]:
+        if self._topics is None:
+            return {}
+        return {
+            t.name: (t.topic_id, t.partitions) for t in self._topics.topics() if not t.is_internal
+        }
+
+    def _assignment_of(
+        self, member: ShareMember, topics: Mapping[str, tuple[uuid.UUID, int]]
+    ) -> TopicPartitions:
+        return {
+            topics[name][0]: frozenset(range(topics[name][1]))
+            for name in member.subscribed_topic_names
+            if name in topics
+        }
+
+    def topic_names(self) -> dict[uuid.UUID, str]:
+        return {topic_id: name for name, (topic_id, _) in self._topic_partitions().items()}
+
+    # -- heartbeat ----------------------------------------------------------------------------
+
+    def heartbeat(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+        if not request.group_id:
+            return ShareHeartbeatResult(ErrorCode.INVALID_GROUP_ID)
+        if not request.member_id:
+            return ShareHeartbeatResult(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+        if request.member_epoch == LEAVE_EPOCH:
+            return self._leave(request)
+        group = self.share_groups.get(request.group_id)
+        # The group epoch goes up once for whatever this heartbeat changes.
+        bump = False
+        if request.member_epoch == JOIN_EPOCH:
+            if not request.subscribed_topic_names:
+                return ShareHeartbeatResult(
+                    ErrorCode.INVALID_REQUEST,
+                    "SubscribedTopicNames must be set in first request.",
+                )
+            if group is None:
+                group = ShareGroup(request.group_id)
+                self.share_groups[request.group_id] = group
+            member = group.members.get(request.member_id)
+            if member is None:
+                if len(group.members) >= self.max_size:
+                    return ShareHeartbeatResult(ErrorCode.GROUP_MAX_SIZE_REACHED)
+                member = ShareMember(request.member_id)
+                group.members[request.member_id] = member
+                # A new member changes the group even when it gets nothing yet.
+                bump = True
+            member.sent = None
+        else:
+            member = None if group is None else group.members.get(request.member_id)
+            if group is None or member is None:
+                return ShareHeartbeatResult(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {request.member_id} is not a member of group {request.group_id}.",
+                )
+            if request.member_epoch != member.member_epoch:
+                return ShareHeartbeatResult(ErrorCode.FENCED_MEMBER_EPOCH)
+        member.client_id = request.client_id
+        member.client_host = request.client_host
+        if request.rack_id is not None:
+            member.rack_id = request.rack_id
+        if request.subscribed_topic_names is not None:
+            names = tuple(sorted(set(request.subscribed_topic_names)))
+            if names != member.subscribed_topic_names:
+                member.subscribed_topic_names = names
+                bump = True
+        if self._refresh_assignment(group) or bump:
+            group.group_epoch += 1
+        group.assignment_epoch = group.group_epoch
+        member.member_epoch = group.group_epoch
+        self._reset_session(group, member)
+        changed = member.sent is None or member.sent != member.assignment
+        if changed:
+            member.sent = dict(member.assignment)
+        return ShareHeartbeatResult(
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            assignment=dict(member.assignment) if changed else None,
+        )
+
+    def _refresh_assignment(self, group: ShareGroup) -> bool:
+        """Recompute every member's assignment from the catalog; whether one changed (a
+        topic appeared, grew or vanished, or a subscription changed)."""
+        topics = self._topic_partitions()
+        bumped = False
+        for member in group.members.values():
+            target = self._assignment_of(member, topics)
+            if target != member.assignment:
+                member.assignment = target
+                bumped = True
+        return bumped
+
+    def _leave(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+        group = self.share_groups.get(request.group_id)
+        member = None if group is None else group.members.get(request.member_id)
+        if group is None or member is None:
+            return ShareHeartbeatResult(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {request.member_id} is not a member of group {request.group_id}.",
+            )
+        self.remove_member(group, member)
+        return ShareHeartbeatResult(member_id=request.member_id, member_epoch=LEAVE_EPOCH)
+
+    def remove_member(self, group: ShareGroup, member: ShareMember) -> None:
+        if member.session_task is not None:
+            member.session_task.cancel()
+            member.session_task = None
+        if group.members.pop(member.member_id, None) is None:
+            return
+        self._refresh_assignment(group)
+        group.group_epoch += 1
+        group.assignment_epoch = group.group_epoch
+        for listener in self.on_member_gone:
+            listener(group.group_id, member.member_id)
+
+    def _reset_session(self, group: ShareGroup, member: ShareMember) -> None:
+        if self._stopped:
+            return
+        if member.session_task is not None:
+            member.session_task.cancel()
+        member.session_task = self._scheduler.schedule(
+            f"share-group-session-{group.group_id}",
+            lambda: self._on_session_timeout(group, member),
+            delay_ms=self.session_timeout_ms,
+        )
+
+    def _on_session_timeout(self, group: ShareGroup, member: ShareMember) -> None:
+        member.session_task = None
+        if group.members.get(member.member_id) is not member or self._stopped:
+            return
+        logger.info(
+            "share group %s: member %s missed its session timeout of %d ms",
+            group.group_id,
+            member.member_id,
+            self.session_timeout_ms,
+        )
+        self.remove_member(group, member)
+
+    def is_member(self, group_id: str, member_id: str) -> bool:
+        group = self.share_groups.get(group_id)
+        return group is not None and member_id in group.members
+
+    def release(self) -> None:
+        """Cancel every member's timer (the coordinator stops)."""
+        for group in self.share_groups.values():
+            for member in group.members.values():
+                if member.session_task is not None:
+                    member.session_task.cancel()
+                    member.session_task = None
+
+    def delete(self, group_id: str) -> ErrorCode:
+        group = self.share_groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if not group.is_empty:
+            return ErrorCode.NON_EMPTY_GROUP
+        del self.share_groups[group_id]
+        for listener in self.on_group_deleted:
+            listener(group_id)
+        return ErrorCode.NONE

@@ -1,0 +1,240 @@
+"""KIP-932 share group APIs of the coordinator: ShareGroupHeartbeat (v1), ShareGroupDescribe
+(v1) and DescribeShareGroupOffsets (v0-1).
+
+Behavior: each handler turns the request into a call on the broker's GroupCoordinator
+(``share_group_heartbeat``, ``share_group``) and its answer into the response; assigned
+partitions travel by topic id, ShareGroupDescribe names each topic too. A group that is not
+a share group (or does not exist) is described with GROUP_ID_NOT_FOUND, as Kafka does.
+
+Version notes: v1 is what Kafka 4.1 and later serve (v0 was 4.0's early access); the member
+generates its own id.
+
+DescribeShareGroupOffsets answers each partition's share-partition start offset (-1 when the
+group has no share state for it) and, from v1, its lag, from the share partitions this broker
+leads (in a cluster the coordinator may not lead them: those answer -1).
+
+Authorization, as Kafka's: READ on the group for the heartbeat, DESCRIBE on the group for
+the description and the offsets (GROUP_AUTHORIZATION_FAILED), and DESCRIBE on each topic for
+the offsets (TOPIC_AUTHORIZATION_FAILED).
+
+Imports josefk.protocol and the group package; must not import the server or network layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from josefk.broker.context import RequestContext
+from josefk.broker.group.share import SIMPLE_ASSIGNOR, ShareHeartbeatRequest
+from josefk.broker.handlers import handles
+from josefk.broker.handlers.groups import client_host, coordinator_of, may_read_group
+from josefk.broker.partition import TopicPartition
+from josefk.protocol.acls import AclOperation, ResourceType
+from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.errors import ErrorCode
+from josefk.protocol.types import ZERO_UUID
+
+HEARTBEAT: Final = response_class(ApiKey.SHARE_GROUP_HEARTBEAT)
+DESCRIBE: Final = response_class(ApiKey.SHARE_GROUP_DESCRIBE)
+
+
+@handles(ApiKey.SHARE_GROUP_HEARTBEAT)
+def handle_share_group_heartbeat(context: RequestContext, request: Any) -> Any:
+    coordinator = coordinator_of(context)
+    if not may_read_group(context, request.group_id):
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return HEARTBEAT(error_code=error, error_message=error.message)
+    if coordinator is None:
+        return HEARTBEAT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    names = request.subscribed_topic_names
+    result = coordinator.share_group_heartbeat(
+        ShareHeartbeatRequest(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            rack_id=request.rack_id,
+            subscribed_topic_names=None if names is None else tuple(names),
+            client_id=context.header.client_id or "",
+            client_host=client_host(context),
+        )
+    )
+    if result.error:
+        return HEARTBEAT(
+            error_code=result.error,
+            error_message=result.error_message or result.error.message,
+            member_id=result.member_id,
+            member_epoch=result.member_epoch,
+        )
+    assignment = None
+    if result.assignment is not None:
+        assignment = HEARTBEAT.Assignment(
+            topic_partitions=[
+                HEARTBEAT.TopicPartitions(topic_id=topic_id, partitions=sorted(partitions))
+                for topic_id, partitions in sorted(result.assignment.items())
+            ]
+        )
+    return HEARTBEAT(
+        error_code=ErrorCode.NONE,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval_ms=result.heartbeat_interval_ms,
+        assignment=assignment,
+    )
+
+
+@handles(ApiKey.SHARE_GROUP_DESCRIBE)
+def handle_share_group_describe(context: RequestContext, request: Any) -> Any:
+    coordinator = coordinator_of(context)
+    with_operations = bool(request.include_authorized_operations)
+    names = {} if coordinator is None else coordinator.share.topic_names()
+    described = []
+    for group_id in request.group_ids:
+        error = ErrorCode.NONE
+        group = None
+        if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif coordinator is None:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        elif owner_error := coordinator.ownership_error(group_id):
+            error = owner_error
+        else:
+            group = coordinator.share_group(group_id)
+            if group is None:
+                error = ErrorCode.GROUP_ID_NOT_FOUND
+        if group is None:
+            message = (
+                f"Group {group_id} not found." if error is ErrorCode.GROUP_ID_NOT_FOUND else None
+            )
+            described.append(
+                DESCRIBE.DescribedGroup(
+                    error_code=error,
+                    error_message=message or error.message,
+                    group_id=group_id,
+                    group_state="Dead",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=[],
+                )
+            )
+            continue
+        described.append(
+            DESCRIBE.DescribedGroup(
+                error_code=ErrorCode.NONE,
+                group_id=group_id,
+                group_state=group.state,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name=SIMPLE_ASSIGNOR,
+                members=[
+                    DESCRIBE.Member(
+                        member_id=m.member_id,
+                        rack_id=m.rack_id,
+                        member_epoch=m.member_epoch,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        subscribed_topic_names=list(m.subscribed_topic_names),
+                        assignment=DESCRIBE.Assignment(
+                            topic_partitions=[
+                                DESCRIBE.TopicPartitions(
+                                    topic_id=topic_id,
+                                    topic_name=names.get(topic_id, ""),
+                                    partitions=sorted(partitions),
+                                )
+                                for topic_id, partitions in sorted(m.assignment.items())
+                            ]
+                        ),
+                    )
+                    for m in group.members.values()
+                ],
+                authorized_operations=(
+                    context.authorized_operations(ResourceType.GROUP, group_id)
+                    if with_operations
+                    else -(2**31)
+                ),
+            )
+        )
+    return DESCRIBE(groups=described)
+
+
+OFFSETS: Final = response_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+
+
+@handles(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+def handle_describe_share_group_offsets(context: RequestContext, request: Any) -> Any:
+    coordinator = coordinator_of(context)
+    manager = context.broker.share_partitions
+    replicas = context.broker.replica_manager
+    groups = []
+    for wanted in request.groups:
+        group_id = wanted.group_id
+        error = ErrorCode.NONE
+        if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif coordinator is None or manager is None:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif owner_error := coordinator.ownership_error(group_id):
+            error = owner_error
+        elif coordinator.share_group(group_id) is None:
+            error = ErrorCode.GROUP_ID_NOT_FOUND
+        if error:
+            groups.append(
+                OFFSETS.DescribeShareGroupOffsetsResponseGroup(
+                    group_id=group_id, topics=[], error_code=error, error_message=error.message
+                )
+            )
+            continue
+        held = manager.of_group(group_id)
+        asked: dict[str, list[int]] = {}
+        if wanted.topics is None:
+            for tp in sorted(held):
+                asked.setdefault(tp.topic, []).append(tp.partition)
+        else:
+            for t in wanted.topics:
+                asked.setdefault(t.topic_name, []).extend(t.partitions)
+        topics = []
+        for name, partitions in asked.items():
+            info = replicas.catalog.get(name)
+            denied = not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+            entries = []
+            for index in partitions:
+                code = (
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    if denied
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    if info is None
+                    else ErrorCode.NONE
+                )
+                sp = None if code else held.get(TopicPartition(name, index))
+                partition = None if code else replicas.get_partition(name, index)
+                start, lag, epoch = -1, -1, -1
+                if sp is not None:
+                    start = sp.start_offset
+                    if partition is not None:
+                        lag = sp.lag(partition.log.high_watermark)
+                        epoch = partition.leader_epoch
+                entries.append(
+                    OFFSETS.DescribeShareGroupOffsetsResponsePartition(
+                        partition_index=index,
+                        start_offset=start,
+                        leader_epoch=epoch,
+                        lag=lag,
+                        error_code=code,
+                        error_message=code.message if code else None,
+                    )
+                )
+            topics.append(
+                OFFSETS.DescribeShareGroupOffsetsResponseTopic(
+                    topic_name=name,
+                    topic_id=info.topic_id if info is not None else ZERO_UUID,
+                    partitions=entries,
+                )
+            )
+        groups.append(
+            OFFSETS.DescribeShareGroupOffsetsResponseGroup(
+                group_id=group_id, topics=topics, error_code=ErrorCode.NONE
+            )
+        )
+    return OFFSETS(groups=groups)

@@ -1,0 +1,94 @@
+"""KIP-932 share groups in the coordinator, on a manual clock: joining, member epochs, the
+simple assignment (every member subscribed to a topic gets all its partitions), leaving,
+session expiry releasing a member's share-partition records, the errors Kafka answers, and
+share groups beside classic and consumer groups in ListGroups and DeleteGroups."""
+
+from __future__ import annotations
+
+import pytest
+
+from josefk.broker.group.share import ShareHeartbeatRequest, ShareHeartbeatResult
+from josefk.broker.partition import TopicPartition
+from josefk.broker.share.manager import SharePartitionManager
+from josefk.protocol.errors import ErrorCode
+from tests.broker.test_consumer_group_coordinator import Env, make_env
+
+SESSION_MS = 45_000
+
+
+@pytest.fixture
+def env() -> Env:
+    e = make_env()
+    e.topics.add("t", 3)
+    return e
+
+
+def beat(
+    env: Env, member: str, epoch: int, topics: tuple[str, ...] | None = None, group: str = "g"
+) -> ShareHeartbeatResult:
+    return env.coordinator.share_group_heartbeat(
+        ShareHeartbeatRequest(group, member, epoch, subscribed_topic_names=topics)
+    )
+
+
+def test_members_join_and_each_gets_every_partition(env: Env) -> None:
+    t = env.topics.add("t", 3)
+    a = beat(env, "a", 0, ("t",))
+    assert a.error is ErrorCode.NONE and a.member_epoch == 1
+    assert a.assignment == {t: frozenset({0, 1, 2})}
+    b = beat(env, "b", 0, ("t",))
+    assert b.member_epoch == 2 and b.assignment == {t: frozenset({0, 1, 2})}
+    # a catches up with the group epoch; its assignment did not change, so none is sent.
+    again = beat(env, "a", 1)
+    assert again.member_epoch == 2 and again.assignment is None
+
+
+def test_epochs_are_checked(env: Env) -> None:
+    beat(env, "a", 0, ("t",))
+    assert beat(env, "a", 7).error is ErrorCode.FENCED_MEMBER_EPOCH
+    assert beat(env, "zz", 1).error is ErrorCode.UNKNOWN_MEMBER_ID
+    assert beat(env, "", 0, ("t",)).error is ErrorCode.INVALID_REQUEST
+    assert beat(env, "n", 0).error is ErrorCode.INVALID_REQUEST  # no subscription at join
+
+
+def test_topic_growth_and_subscription_change_reassign(env: Env) -> None:
+    t = env.topics.add("t", 3)
+    beat(env, "a", 0, ("t",))
+    env.topics.add("t", 5)
+    grown = beat(env, "a", 1)
+    assert grown.member_epoch == 2 and grown.assignment == {t: frozenset(range(5))}
+    u = env.topics.add("u", 1)
+    changed = beat(env, "a", 2, ("u",))
+    assert changed.assignment == {u: frozenset({0})}
+
+
+async def test_leave_and_session_expiry_release_records(env: Env) -> None:
+    manager = SharePartitionManager(env.clock)
+    env.coordinator.share.on_member_gone.append(manager.member_gone)
+    tp = TopicPartition("t", 0)
+    sp = manager.share_partition("g", tp, 0)
+    beat(env, "a", 0, ("t",))
+    beat(env, "b", 0, ("t",))
+    sp.acquire("a", 0, 9, max_records=5, now_ms=0)
+    sp.acquire("b", 0, 9, max_records=5, now_ms=0)
+    assert beat(env, "a", -1).member_epoch == -1
+    assert sp.acquired_by("a") == 0 and sp.next_fetch_offset() == 0
+    await env.advance(SESSION_MS)
+    group = env.coordinator.share_group("g")
+    assert group is not None and group.members == {}
+    assert sp.acquired_by("b") == 0
+
+
+def test_share_group_ids_do_not_mix_with_other_group_types(env: Env) -> None:
+    beat(env, "a", 0, ("t",))
+    listing = {g.group_id: g.group_type for g in env.coordinator.list_groups()}
+    assert listing == {"g": "share"}
+    assert env.coordinator.describe_group("g") is None
+    assert env.coordinator.delete_groups(["g"]) == [ErrorCode.NON_EMPTY_GROUP]
+    manager = SharePartitionManager(env.clock)
+    env.coordinator.share.on_group_deleted.append(manager.drop_group)
+    manager.share_partition("g", TopicPartition("t", 0), 0)
+    beat(env, "a", -1)
+    assert env.coordinator.delete_groups(["g"]) == [ErrorCode.NONE]
+    assert env.coordinator.share_group("g") is None
+    assert manager.of_group("g") == {}
