@@ -63,7 +63,9 @@ async def produce(bootstrap: str, stop: asyncio.Event) -> None:
                          "amount": round(random.uniform(5, 200), 2), "currency": "EUR"}  # fmt: skip
                 await producer.send("orders", json.dumps(order).encode(), f"c-{n % 500}".encode())
                 if n % 4 == 0:
-                    await producer.send("payments", json.dumps({"order_id": n, "ok": True}).encode())
+                    await producer.send(
+                        "payments", json.dumps({"order_id": n, "ok": True}).encode()
+                    )
             await asyncio.sleep(0.1)
     finally:
         await producer.close()

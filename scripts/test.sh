@@ -63,5 +63,6 @@ fi
 "$python" -m pip install -q -e ".[test]"
 
 "$python" -m ruff check josefk tests bench
+"$python" -m ruff format --check josefk tests bench examples scripts
 "$python" -m mypy
 exec "$python" -m pytest "$@"

@@ -47,9 +47,7 @@ PROCESS_HELPERS: Final = frozenset(
     }
 )
 # Calls that start a process a test then talks to.
-LONG_LIVED_STARTS: Final = frozenset(
-    {"Popen", "create_subprocess_exec", "create_subprocess_shell"}
-)
+LONG_LIVED_STARTS: Final = frozenset({"Popen", "create_subprocess_exec", "create_subprocess_shell"})
 TESTS: Final = Path(__file__).resolve().parent
 
 

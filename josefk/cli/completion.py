@@ -60,7 +60,9 @@ def _bootstrap(ctx: click.Context) -> str:
     return os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
 
 
-def _ask(ctx: click.Context, question: Callable[[Any], Coroutine[Any, Any, list[str]]]) -> list[str]:
+def _ask(
+    ctx: click.Context, question: Callable[[Any], Coroutine[Any, Any, list[str]]]
+) -> list[str]:
     from josefk.client import AIOAdmin
 
     async def go() -> list[str]:

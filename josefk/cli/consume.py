@@ -328,8 +328,7 @@ def consume(
         )
         if count is not None and consumed < count:
             click.echo(
-                f"josefk: {consumed} of {count} records before {idle_timeout:g}s without a "
-                "record",
+                f"josefk: {consumed} of {count} records before {idle_timeout:g}s without a record",
                 err=True,
             )
         return
@@ -530,6 +529,7 @@ async def _consume_shared(
         await consumer.close()
     return consumed
 
+
 async def _stop_offsets(
     consumer: AIOConsumer,
     stop_at: dict[TopicPartition, int],
@@ -550,6 +550,7 @@ async def _stop_offsets(
     for tp in new:
         end = ends.get(tp, 0)
         stop_at[tp] = min(end, limits.get(tp, end))
+
 
 async def _finish(consumer: AIOConsumer, group: str | None, timeout_s: float) -> None:
     async def commit_and_leave() -> None:

@@ -211,7 +211,9 @@ def dev_cluster(
         )
     ports = [base_port + broker_id - 1 for broker_id in range(1, brokers + 1)]
     if ports[-1] > 65535:
-        raise click.BadParameter(f"broker {brokers} would listen on {ports[-1]}", param_hint="--base-port")
+        raise click.BadParameter(
+            f"broker {brokers} would listen on {ports[-1]}", param_hint="--base-port"
+        )
     taken = [port for port in ports if _port_in_use(port)]
     if taken:
         raise click.ClickException(
@@ -400,9 +402,7 @@ def _start_console(bootstrap: list[str], port: int, root: Path) -> subprocess.Po
             sys.executable, "-m", "josefk", "console",
             "--bootstrap", ",".join(bootstrap), "--listen", f"127.0.0.1:{port}",
         ]  # fmt: skip
-        return subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log, start_new_session=True
-        )
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
 
 
 def _restart(member: _Broker) -> None:
@@ -413,9 +413,7 @@ def _restart(member: _Broker) -> None:
     click.echo(f"starting broker {member.broker_id}", err=True)
     member.start()
     if member.wait_ready():
-        click.echo(
-            f"broker {member.broker_id} is back on 127.0.0.1:{member.port}", err=True
-        )
+        click.echo(f"broker {member.broker_id} is back on 127.0.0.1:{member.port}", err=True)
     else:
         click.echo(member.failure(), err=True)
 

@@ -182,7 +182,9 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
 @click.option("--all-groups", is_flag=True, help="Describe every group the brokers know.")
 @bootstrap_option
 @json_option
-def describe(names: tuple[str, ...], all_groups: bool, bootstrap: str | None, as_json: bool) -> None:
+def describe(
+    names: tuple[str, ...], all_groups: bool, bootstrap: str | None, as_json: bool
+) -> None:
     """Show each GROUP's state, coordinator, members and assignments, and for every
     partition its committed offset, log end offset and lag."""
     if bool(names) == all_groups:
@@ -277,9 +279,7 @@ def describe(names: tuple[str, ...], all_groups: bool, bootstrap: str | None, as
 @groups.command("reset-offsets", short_help="Move a group's committed offsets.")
 @click.argument("group", shell_complete=complete_groups)
 @click.option("-t", "--topic", "topics", multiple=True, help="Topic to reset (repeatable).")
-@click.option(
-    "--all-topics", is_flag=True, help="Every topic the group has committed offsets for."
-)
+@click.option("--all-topics", is_flag=True, help="Every topic the group has committed offsets for.")
 @click.option(
     "--to",
     "target",
@@ -289,9 +289,7 @@ def describe(names: tuple[str, ...], all_groups: bool, bootstrap: str | None, as
 @click.option(
     "--shift-by", type=int, metavar="N", help="Move each committed offset by N (negative: back)."
 )
-@click.option(
-    "--to-current", is_flag=True, help="To the committed offsets (kept within the log)."
-)
+@click.option("--to-current", is_flag=True, help="To the committed offsets (kept within the log).")
 @click.option(
     "--by-duration",
     metavar="DURATION",
@@ -306,7 +304,9 @@ def describe(names: tuple[str, ...], all_groups: bool, bootstrap: str | None, as
     help="Only this partition (repeatable).",
 )
 @click.option(
-    "--execute", is_flag=True, help="Commit the new offsets (without it: a preview, as Kafka's tool)."
+    "--execute",
+    is_flag=True,
+    help="Commit the new offsets (without it: a preview, as Kafka's tool).",
 )
 @click.option("--dry-run", is_flag=True, help="Preview only (the default; kept for scripts).")
 @bootstrap_option
@@ -442,9 +442,7 @@ async def _target_offsets(
         return min(max(offset, low), high)
 
     if spec is None:
-        return {
-            tp: within(tp, committed.get(tp, bounds(tp)[0]) + shift_by) for tp in tps
-        }
+        return {tp: within(tp, committed.get(tp, bounds(tp)[0]) + shift_by) for tp in tps}
     if spec.kind == "timestamp":
         found = await admin.list_offsets({tp: spec.value for tp in tps})
         return {

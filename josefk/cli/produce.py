@@ -45,9 +45,7 @@ COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 _READ_CHUNK = 1 << 16
 
 
-async def read_lines(
-    stream: IO[bytes], delimiter: bytes | None = b"\n"
-) -> AsyncIterator[bytes]:
+async def read_lines(stream: IO[bytes], delimiter: bytes | None = b"\n") -> AsyncIterator[bytes]:
     """The lines of ``stream`` without their line ends (a ``\\r`` before a newline goes too),
     or its records split at ``delimiter``; ``delimiter`` None: the whole stream is one.
 

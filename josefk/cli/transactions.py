@@ -370,8 +370,7 @@ def abort(
     explicit = (producer_id, producer_epoch, coordinator_epoch)
     if (start_offset is None) == (None in explicit):
         raise click.UsageError(
-            "give --start-offset, or all of --producer-id, --producer-epoch and "
-            "--coordinator-epoch"
+            "give --start-offset, or all of --producer-id, --producer-epoch and --coordinator-epoch"
         )
     server = resolve_bootstrap(bootstrap)
 
@@ -380,7 +379,9 @@ def abort(
             tp = TopicPartition(topic, partition)
             if start_offset is not None:
                 open_ones = await _open_transactions(admin, topic, (partition,))
-                matches = [s for _, s in open_ones if s.current_transaction_start_offset == start_offset]
+                matches = [
+                    s for _, s in open_ones if s.current_transaction_start_offset == start_offset
+                ]
                 if not matches:
                     starts = sorted(s.current_transaction_start_offset for _, s in open_ones)
                     raise CliError(
@@ -413,6 +414,4 @@ def abort(
     if as_json:
         print_json(outcome)
     else:
-        note(
-            f"aborted producer {outcome['producer_id']}'s transaction on {topic}:{partition}"
-        )
+        note(f"aborted producer {outcome['producer_id']}'s transaction on {topic}:{partition}")

@@ -155,9 +155,7 @@ class AIOShareConsumer:
             member_epoch=-1 if leaving else member.epoch,
             subscribed_topic_names=self._topics if member.epoch == 0 else None,
         )
-        response = await self._client.request(
-            coordinator, ApiKey.SHARE_GROUP_HEARTBEAT, request
-        )
+        response = await self._client.request(coordinator, ApiKey.SHARE_GROUP_HEARTBEAT, request)
         if leaving:
             return
         code = ErrorCode(response.error_code)

@@ -372,9 +372,7 @@ class CompiledMessage:
                     # An explicit alias, so that ``ProduceRequest.PartitionProduceData`` is a
                     # type in annotations too. mypy warns that a dataclass would take an
                     # annotated name for a field; at run time it is a plain class attribute.
-                    out.append(
-                        f"{inner}{alias}: TypeAlias = {path(target)}  # type: ignore[misc]"
-                    )
+                    out.append(f"{inner}{alias}: TypeAlias = {path(target)}  # type: ignore[misc]")
             for f in info.fields:
                 child_name = None
                 if f.is_struct:

@@ -22,9 +22,7 @@ def complete(broker: BrokerProcess | None, words: str) -> list[str]:
     """What bash completion offers for the command line ``words`` (cursor at its end)."""
     env = env_for(broker.bootstrap if broker is not None else "127.0.0.1:1")
     parts = words.split(" ")
-    env.update(
-        _JOSEFK_COMPLETE="bash_complete", COMP_WORDS=words, COMP_CWORD=str(len(parts) - 1)
-    )
+    env.update(_JOSEFK_COMPLETE="bash_complete", COMP_WORDS=words, COMP_CWORD=str(len(parts) - 1))
     done = subprocess.run(
         command(), env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S
     )

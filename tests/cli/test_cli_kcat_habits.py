@@ -61,9 +61,7 @@ def test_several_topics_and_a_regex(cli_broker: BrokerProcess) -> None:
 
 def test_format_strings_and_tombstones(cli_broker: BrokerProcess) -> None:
     josefk(cli_broker, "topics", "create", "fmt", "--partitions", "1")
-    josefk(
-        cli_broker, "produce", "fmt", "-k", ":", "-H", "src=cli", "-Z", stdin="alice:1\nbob:\n"
-    )
+    josefk(cli_broker, "produce", "fmt", "-k", ":", "-H", "src=cli", "-Z", stdin="alice:1\nbob:\n")
     shown = josefk(
         cli_broker, "consume", "fmt", "--no-follow", "--format", "%t [%p] @%o: %k=%s %h|%S"
     )

@@ -32,9 +32,10 @@ def test_find_hanging_skips_live_transactions_and_abort_ends_one(
             "--max-transaction-timeout", "0", "--json",
         ).json()  # fmt: skip
         assert hanging == []
-        assert "no hanging transactions" in josefk(
-            cli_broker, "transactions", "find-hanging", "-t", "t-hang"
-        ).stderr
+        assert (
+            "no hanging transactions"
+            in josefk(cli_broker, "transactions", "find-hanging", "-t", "t-hang").stderr
+        )
 
         refused = josefk(
             cli_broker, "transactions", "abort", "-t", "t-hang", "-p", "0",

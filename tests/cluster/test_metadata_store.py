@@ -124,9 +124,7 @@ async def test_a_broker_takes_back_the_id_its_own_dead_run_still_holds(
         assert await store.try_become_controller(3, dead) is not None
 
         stranger = await store.open_session()
-        other_run = BrokerRegistration(
-            3, mine.endpoints, incarnation="h:/elsewhere/b3:id-2"
-        )
+        other_run = BrokerRegistration(3, mine.endpoints, incarnation="h:/elsewhere/b3:id-2")
         with pytest.raises(BrokerIdInUseError, match="expires within"):
             await store.register_broker(other_run, stranger)
         await stranger.close()

@@ -611,7 +611,9 @@ class GroupCoordinator(ShardPart):
             else GroupListing(g.group_id, g.protocol_type or "", g.state.value)
             for g in self._groups.values()
             if not g.is_dead
-        ] + [GroupListing(g.group_id, "share", g.state, "share") for g in self.share_groups.values()]
+        ] + [
+            GroupListing(g.group_id, "share", g.state, "share") for g in self.share_groups.values()
+        ]
 
     def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
         errors = []

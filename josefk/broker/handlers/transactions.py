@@ -121,7 +121,9 @@ def _partition_known(context: RequestContext, tp: TopicPartition) -> bool:
 # -- AddPartitionsToTxn -------------------------------------------------------------------
 
 
-def _topic_results(results: dict[TopicPartition, ErrorCode]) -> list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]:
+def _topic_results(
+    results: dict[TopicPartition, ErrorCode],
+) -> list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]:
     by_topic: dict[str, list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]] = {}
     for tp, error in results.items():
         by_topic.setdefault(tp.topic, []).append(
