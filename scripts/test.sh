@@ -11,8 +11,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # integration tests drive), etcd-server (the cluster tests start real etcd processes), a C
 # compiler and Python headers (josefk's optional C decoder, whose tests must not skip), a
 # Java runtime (PySpark's local mode), iproute2 (network namespaces for the partition test),
-# openssl (test certificates), chromium with its driver (the web console's browser tests) and
-# debootstrap (the container tests' base image).
+# openssl (test certificates), prometheus (the dashboards' test), chromium with its driver (the
+# web console's browser tests) and debootstrap (the container tests' base image).
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
@@ -27,11 +27,11 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # openssl: the TLS tests and the security benchmark make their CA and certificates with it,
 # as the README tells users to.
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
-# debootstrap, where a Docker engine is present: tests/docker build the image on a local
-# Debian base (scripts/build-base-image.sh), since no image can be pulled on these machines.
 # chromium and chromium-driver: the web console's tests drive a real headless browser.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+# debootstrap, where a Docker engine is present: tests/docker build the image on a local
+# Debian base (scripts/build-base-image.sh), since no image can be pulled on these machines.
 if command -v docker >/dev/null 2>&1; then
     command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 fi
