@@ -140,6 +140,8 @@ class Broker:
         self._dir_locks: list[LogDirLock] = []
         # Listening sockets bound at the start of ``start`` and not yet handed to the server.
         self._prebound: dict[str, socket.socket] = {}
+        # The metrics port, held from the start of ``start`` until the exporter binds it.
+        self._metrics_hold: socket.socket | None = None
         self.cluster: ClusterNode | None = None
         self._credentials: EtcdCredentialStore | None = None
         # Parts that take dynamic broker configs (KIP-226) without a restart.
@@ -167,6 +169,15 @@ class Broker:
                     f"cannot listen on {listener}: {exc.strerror or exc}"
                     " (choose another address with --listen HOST:PORT or listeners=...)"
                 ) from None
+        if config.metrics_enable and config.metrics_port:
+            # Held, not served, until the exporter starts at the end: a port in use fails
+            # the start here too, before a log dir is touched.
+            try:
+                self._metrics_hold = bind_listener_socket(
+                    config.metrics_host or "0.0.0.0", config.metrics_port, 1
+                )
+            except OSError as exc:
+                raise StartupError(_metrics_port_error(config, exc)) from None
         for log_dir in log_dirs:
             try:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -450,19 +461,21 @@ class Broker:
             exporter = MetricsExporter(
                 self.metrics.registry, host=config.metrics_host, port=config.metrics_port
             )
+            self._release_metrics_hold()
             try:
                 await exporter.start()
             except OSError as exc:
-                raise StartupError(
-                    f"cannot serve metrics on {config.metrics_host}:{config.metrics_port}: "
-                    f"{os.strerror(exc.errno) if exc.errno else exc} (choose another port with --metrics-port or "
-                    "josefk.metrics.port, 0 for any free one)"
-                ) from None
+                raise StartupError(_metrics_port_error(config, exc)) from None
             self._exporter = exporter
         # Everything a request may need is in place: the endpoints, the metadata and, in a
         # cluster, the membership, the ACLs as of the join and a producer id block.
         self._server.start_accepting()
         return self.endpoints
+
+    def _release_metrics_hold(self) -> None:
+        hold, self._metrics_hold = self._metrics_hold, None
+        if hold is not None:
+            hold.close()
 
     async def _load_dynamic_config(self, first_log_dir: Path) -> DynamicBrokerConfig:
         """KIP-226: this broker's stored dynamic overrides (the first log dir's file, or
@@ -805,6 +818,7 @@ class Broker:
         for sock in self._prebound.values():
             sock.close()
         self._prebound.clear()
+        self._release_metrics_hold()
         for lock in self._dir_locks:
             lock.release()
         self._dir_locks.clear()
@@ -997,3 +1011,11 @@ def run_broker(config: BrokerConfig) -> None:
     except StartupError as exc:
         logger.error("%s", exc)
         sys.exit(1)
+
+
+def _metrics_port_error(config: BrokerConfig, exc: OSError) -> str:
+    return (
+        f"cannot serve metrics on {config.metrics_host}:{config.metrics_port}: "
+        f"{os.strerror(exc.errno) if exc.errno else exc} (choose another port with "
+        "--metrics-port or josefk.metrics.port, 0 for any free one)"
+    )
