@@ -31,7 +31,9 @@ def compose(images: None) -> Iterator[Compose]:
     NOTES.append(f"compose tool: {compose.tool}")
     compose("down", "-v", "--remove-orphans", check=False)
     try:
-        compose.up(["etcd", *BROKERS])
+        # The console's health check asks its own /api/overview, which it serves once it
+        # has sampled the brokers.
+        compose.up(["etcd", *BROKERS, "console"])
         yield compose
     finally:
         compose("down", "-v", "--remove-orphans", check=False)
