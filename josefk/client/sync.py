@@ -88,6 +88,9 @@ class Producer:
     def __init__(self, **settings: Any) -> None:
         self._thread = _LoopThread("josefk-producer")
         self._queueing: set[asyncio.Future[Any]] = set()
+        # The last record sent through ``AIOProducer.send`` (its topic had no metadata yet):
+        # the next such record waits for it, so records keep the order they were sent in.
+        self._last_queued: asyncio.Future[Any] | None = None
         try:
             self._producer = self._thread.run(_make(AIOProducer, **settings))
         except BaseException:
@@ -98,6 +101,18 @@ class Producer:
         future = await queued
         result: RecordMetadata = await future
         return result
+
+    async def _send_after(
+        self,
+        previous: asyncio.Future[Any] | None,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        kwargs: dict[str, Any],
+    ) -> asyncio.Future[RecordMetadata]:
+        if previous is not None and not previous.done():
+            await asyncio.wait({previous})  # its turn, not its outcome
+        return await self._producer.send(topic, value, key, **kwargs)
 
     async def _queued(self) -> None:
         """Wait until every record sent so far is queued in the producer: a record whose
@@ -117,15 +132,20 @@ class Producer:
         """On the loop: queue the record at once when possible, else through ``send``."""
         if not result.set_running_or_notify_cancel():
             return
-        try:
-            future: asyncio.Future[RecordMetadata] | None = self._producer.send_nowait(
-                topic, value, key, **kwargs
-            )
-        except BaseException as exc:  # noqa: BLE001  handed to the caller's future, which raises it
-            result.set_exception(exc)
-            return
+        future: asyncio.Future[RecordMetadata] | None = None
+        # While an earlier record still waits for its topic's metadata, this one must not be
+        # appended ahead of it: it waits its turn behind it.
+        if not self._queueing:
+            try:
+                future = self._producer.send_nowait(topic, value, key, **kwargs)
+            except BaseException as exc:  # noqa: BLE001  handed to the caller's future, which raises it
+                result.set_exception(exc)
+                return
         if future is None:
-            queued = asyncio.ensure_future(self._producer.send(topic, value, key, **kwargs))
+            queued = asyncio.ensure_future(
+                self._send_after(self._last_queued, topic, value, key, kwargs)
+            )
+            self._last_queued = queued
             self._queueing.add(queued)
             queued.add_done_callback(self._queueing.discard)
             future = asyncio.ensure_future(self._delivered(queued))

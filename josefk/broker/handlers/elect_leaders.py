@@ -86,7 +86,10 @@ async def handle_elect_leaders(
         return _answer(version, {}, ErrorCode.NOT_CONTROLLER)
     if election not in (PREFERRED, UNCLEAN):
         return _answer(version, {}, ErrorCode.INVALID_REQUEST)
-    view = node.watcher.view
+    # Decided on etcd as it is now, not on this broker's watched view: an election this
+    # controller wrote a moment ago may not have come back through its watch yet, and a
+    # second request would elect again (NONE) instead of ELECTION_NOT_NEEDED.
+    view = await controller.store.snapshot()
     live = set(view.brokers)
     results: dict[tuple[str, int], ErrorCode] = {}
     to_elect: list[tuple[str, int]] = []
