@@ -33,6 +33,7 @@ import collections
 import logging
 import random
 import ssl
+import struct
 import time
 from collections.abc import Callable
 from typing import Any, Final, cast
@@ -49,11 +50,14 @@ from josefk.client.errors import (
 from josefk.client.sasl import ScramClient, plain_token
 from josefk.client.security import PLAINTEXT, ClientSecurity
 from josefk.protocol import ApiKey, FrameReceiver, ProtocolDecodeError, RequestHeader
+from josefk.protocol import headers as protocol_headers
 from josefk.protocol.api import (
     api_versions_ranges,
     decode_response,
     encode_request,
+    request_message,
 )
+from josefk.protocol.compiler import split_parts
 from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import (
     ApiVersionsRequest,
@@ -66,6 +70,7 @@ log = logging.getLogger("josefk.client")
 CLIENT_SOFTWARE_NAME: Final = "josefk-python"
 CLIENT_SOFTWARE_VERSION: Final = "0.1.0"
 _INT32_MAX: Final = 0x7FFFFFFF
+_FRAME_SIZE: Final = struct.Struct(">i")
 
 # Versions this client knows how to fill and read. An API absent here is used up to the
 # highest version the codec declares. Capped where a newer version changes semantics the
@@ -98,6 +103,24 @@ class _Pending:
         self.api_key = api_key
         self.version = version
         self.future = future
+
+
+def encode_request_parts(header: RequestHeader, body: Any) -> list[Any]:
+    """A request frame as buffers to write in order: size prefix, header and fields
+    encoded, each ``records`` value of ``body`` the caller's own object (not copied)."""
+    message = request_message(header.request_api_key)
+    out = bytearray(4)
+    protocol_headers.encode_request_header(
+        out,
+        header,
+        protocol_headers.request_header_version(header.request_api_key, header.request_api_version),
+    )
+    external = message.encode_parts_into(out, body, header.request_api_version)
+    size = len(out) - 4
+    for _position, records in external:
+        size += len(records)
+    _FRAME_SIZE.pack_into(out, 0, size)
+    return split_parts(out, external)
 
 
 class BrokerConnection(asyncio.BufferedProtocol):
@@ -454,13 +477,23 @@ class BrokerConnection(asyncio.BufferedProtocol):
             correlation_id=correlation_id,
             client_id=self.client_id,
         )
-        frame = encode_request(header, body)
+        parts: list[Any] | None = None
+        frame = b""
+        if api_key == ApiKey.PRODUCE:
+            # The record batches (a megabyte a request for a busy producer) go to the
+            # transport as they are, beside the encoded fields: never copied into a frame
+            # (uvloop writes the list with one writev).
+            parts = encode_request_parts(header, body)
+        else:
+            frame = encode_request(header, body)
         assert self._transport is not None
         if expect_response:
             self._pending.append(_Pending(correlation_id, api_key, version, future))
+        if parts is None:
             self._transport.write(frame)
         else:
-            self._transport.write(frame)
+            self._transport.writelines(parts)
+        if not expect_response:
             future.set_result(None)
         return future
 
