@@ -171,3 +171,45 @@ def test_run_until_complete_takes_a_handle() -> None:
         assert loop.run_until_complete(DeliveryFuture(batch, 0)).offset == 100
     finally:
         loop.close()
+
+
+async def test_callbacks_without_futures_run_in_order_after_the_batch() -> None:
+    batch, handles = _batch()
+    seen: list[tuple[int, bool]] = []
+    for handle in reversed(handles):
+        handle.add_done_callback(lambda f: seen.append((f.result().offset, f.done())))
+    assert not batch.waiting  # no asyncio future was made for a callback
+    batch.complete(20, -1)
+    assert seen == []  # called through the loop, as asyncio calls a future's callbacks
+    await asyncio.sleep(0)
+    assert seen == [(22, True), (21, True), (20, True)]
+
+
+async def test_a_failing_callback_is_reported_and_the_others_still_run() -> None:
+    batch, handles = _batch(2)
+    reported: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+    seen: list[DeliveryFuture] = []
+
+    def boom(_future: DeliveryFuture) -> None:
+        raise RuntimeError("boom")
+
+    handles[0].add_done_callback(boom)
+    handles[1].add_done_callback(seen.append)
+    batch.fail(KafkaTimeoutError("expired"))
+    await asyncio.sleep(0)
+    assert seen == [handles[1]]
+    assert isinstance(reported[0]["exception"], RuntimeError)
+
+
+async def test_cancel_runs_the_callbacks_of_that_record_only() -> None:
+    batch, handles = _batch(2)
+    seen: list[tuple[DeliveryFuture, bool]] = []
+    for handle in handles:
+        handle.add_done_callback(lambda f: seen.append((f, f.cancelled())))
+    handles[0].cancel()
+    await asyncio.sleep(0)
+    assert seen == [(handles[0], True)]
+    batch.complete(0, -1)
+    await asyncio.sleep(0)
+    assert seen == [(handles[0], True), (handles[1], False)]

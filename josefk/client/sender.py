@@ -1,0 +1,435 @@
+"""The producer's sender: closed batches to Produce requests, responses to delivered or
+retried batches.
+
+Owns ``Sender`` (as Kafka's Sender) and ``SenderMetrics``. One task drains the
+accumulator's ready queues whenever it is woken: the closed batches are grouped by partition
+leader into one Produce request per broker, up to ``max_in_flight_requests_per_connection``
+requests per broker (pipelined on one connection, as librdkafka's max.in.flight) and one in
+flight per partition, so records of a partition stay in order across retries. All queued
+batches of a partition go in one request (up to ``max_request_size``): while a request is
+in flight the next one fills up. The record bytes are handed to the connection as they are
+(never copied into the frame).
+
+A response resolves each batch once. Retriable errors (NOT_LEADER_OR_FOLLOWER, lost
+connections, timeouts...) refresh the metadata and put the batches back at the head of their
+partition with KIP-580's backoff, until ``delivery_timeout_ms``; a partition whose leader
+changed is retried at once on the new one (KIP-951). Other errors fail the batches with the
+typed KafkaError. What idempotence and transactions make of an error (an epoch bump, an
+abortable transaction) is the producer's business: the sender tells it through the
+``ProducerHooks`` it was given.
+
+Imports josefk.protocol and josefk.client (cluster, errors, accumulator, transactions, types);
+never josefk.client.producer (the hooks are a Protocol), josefk.storage or josefk.broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from josefk.client.accumulator import ProducerBatch, RecordAccumulator
+from josefk.client.cluster import METADATA_ERRORS, KafkaClient
+from josefk.client.errors import (
+    AbortableTransactionError,
+    FatalTransactionError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    error_for,
+)
+from josefk.client.transactions import FATAL_CODES, TransactionManager, TransactionState
+from josefk.client.types import TopicPartition
+from josefk.protocol import ApiKey
+from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import ProduceRequest, ProduceResponse
+
+log = logging.getLogger("josefk.client.producer")
+
+SEQUENCE_ERRORS: Final = frozenset(
+    {
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+    }
+)
+
+
+def retry_backoff_s(attempts: int, base_ms: int, max_ms: int) -> float:
+    """KIP-580's exponential backoff before retry number ``attempts`` (1 for the first):
+    ``base_ms`` doubled per attempt, never above ``max_ms`` (nor below ``base_ms``)."""
+    return float(min(base_ms * 2 ** (attempts - 1), max(max_ms, base_ms))) / 1000
+
+
+class ProducerHooks(Protocol):
+    """What the sender asks of its producer about idempotence and transactions."""
+
+    @property
+    def idempotent(self) -> bool: ...
+
+    @property
+    def resetting(self) -> bool:
+        """An epoch bump is renumbering the queued batches: send nothing."""
+        ...
+
+    def sequence_gap(self, error: KafkaError) -> None:
+        """A batch with sequence numbers will never be written."""
+
+    def request_reset(self) -> None:
+        """The broker refuses this producer's sequences: bump the epoch."""
+
+    def transaction_failed(self, error: KafkaError) -> None:
+        """A record of the transaction failed (or may have)."""
+
+    def fail_transaction_queue(self, error: KafkaError) -> None:
+        """Fail the records queued in a doomed transaction."""
+
+
+@dataclass
+class SenderMetrics:
+    """Counters of the Produce requests this producer sent, for tools that compare them
+    with the broker's own (``josefk perf produce``): requests answered, the record-batch
+    bytes and records they carried, and ``on_request`` (when set) called with each
+    answered request's seconds from being written to its response being read."""
+
+    requests: int = 0
+    request_bytes: int = 0
+    records: int = 0
+    on_request: Callable[[float], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SenderConfig:
+    acks: int
+    transactional_id: str | None
+    request_timeout_ms: int
+    max_request_size: int
+    max_in_flight: int
+    retries: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+
+
+class Sender:
+    """Drains ``accumulator`` into Produce requests through ``client``; see the module."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        accumulator: RecordAccumulator,
+        config: SenderConfig,
+        hooks: ProducerHooks,
+        txn: TransactionManager | None,
+    ) -> None:
+        self._client = client
+        self._accumulator = accumulator
+        self.config = config
+        self.acks = config.acks
+        self._hooks = hooks
+        self._txn = txn
+        self.metrics = SenderMetrics()
+        self._busy_partitions: set[TopicPartition] = set()
+        self._retry_after: dict[TopicPartition, float] = {}
+        # The leader each backed-off partition failed on.
+        self._retry_leader: dict[TopicPartition, int | None] = {}
+        self._node_in_flight: dict[int, int] = collections.defaultdict(int)
+        self.wakeup = asyncio.Event()
+        # Set whenever a request finishes: for waiters on "nothing in flight".
+        self.in_flight_done = asyncio.Event()
+        self.adding_partitions: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ life cycle
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.ensure_future(self._run())
+
+    def stop(self) -> None:
+        """Cancel the sender task and every request task of its."""
+        if self._task is not None:
+            self._task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+
+    @property
+    def in_flight(self) -> bool:
+        return any(self._node_in_flight.values())
+
+    async def wait_idle(self) -> None:
+        """Until no Produce request (and no AddPartitionsToTxn) is in flight."""
+        while self.in_flight or self.adding_partitions is not None:
+            if self.adding_partitions is not None:
+                await asyncio.shield(self.adding_partitions)
+                continue
+            await self.in_flight_done.wait()
+            self.in_flight_done.clear()
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _run(self) -> None:
+        while True:
+            await self.wakeup.wait()
+            self.wakeup.clear()
+            try:
+                await self._drain()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the sender must survive anything a drain meets
+                log.exception("producer sender failed a drain; retrying")
+                self._wake_later(self.config.retry_backoff_ms / 1000)
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _wake_later(self, delay_s: float) -> None:
+        assert self._loop is not None
+        self._loop.call_later(delay_s, self.wakeup.set)
+
+    async def _drain(self) -> None:
+        now = time.monotonic()
+        if self._client.metadata_stale:
+            # Old metadata (metadata_max_age_ms) or marked stale after an error: refresh in
+            # the background and drain again when it is in.
+            self.spawn(self._refresh_then_wake())
+        if self._hooks.resetting:
+            return  # sequences are being renumbered; the reset wakes the sender when done
+        txn = self._txn
+        if txn is not None and txn.state in (
+            TransactionState.ABORTABLE_ERROR,
+            TransactionState.FATAL_ERROR,
+        ):
+            # As Kafka's sender: nothing more of a doomed transaction goes out.
+            assert txn.error is not None
+            error: KafkaError = (
+                FatalTransactionError(cause=txn.error)
+                if txn.state is TransactionState.FATAL_ERROR
+                else AbortableTransactionError(cause=txn.error)
+            )
+            self._accumulator.close_all()
+            self._hooks.fail_transaction_queue(error)
+            return
+        need_partitions = False
+        by_node: dict[int, dict[TopicPartition, list[ProducerBatch]]] = {}
+        need_metadata = False
+        metadata = self._client.metadata
+        accumulator = self._accumulator
+        max_in_flight = self.config.max_in_flight
+        max_request_size = self.config.max_request_size
+        for tp, queue in accumulator.ready.items():
+            if not queue or tp in self._busy_partitions:
+                continue
+            if txn is not None and not txn.is_added(tp):
+                need_partitions = True  # AddPartitionsToTxn must come first
+                continue
+            not_before = self._retry_after.get(tp)
+            if not_before is not None:
+                if not_before > now:
+                    continue
+                del self._retry_after[tp]
+                self._retry_leader.pop(tp, None)
+            while queue and queue[0].deadline <= now:
+                expired = queue.popleft()
+                timeout = KafkaTimeoutError(
+                    "delivery_timeout_ms expired", topic=tp.topic, partition=tp.partition
+                )
+                self._hooks.sequence_gap(timeout)
+                expired.fail(timeout)
+                accumulator.batch_done(expired)
+            if not queue:
+                continue
+            leader = metadata.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                need_metadata = True
+                continue
+            if self._node_in_flight[leader] >= max_in_flight:
+                continue
+            taken = [queue.popleft()]
+            total = taken[0].size
+            while queue and total + queue[0].size <= max_request_size:
+                total += queue[0].size
+                taken.append(queue.popleft())
+            by_node.setdefault(leader, {})[tp] = taken
+        for node_id, batches in by_node.items():
+            self._node_in_flight[node_id] += 1
+            self._busy_partitions.update(batches)
+            self.spawn(self._produce(node_id, batches))
+        if need_metadata:
+            self._client.invalidate()
+            self.spawn(self._refresh_then_wake())
+        if need_partitions and self.adding_partitions is None:
+            self.adding_partitions = asyncio.ensure_future(self._add_partitions())
+
+    async def _add_partitions(self) -> None:
+        assert self._txn is not None
+        try:
+            await self._txn.add_pending_partitions()
+        except Exception as exc:  # a bug must not leave the records waiting forever
+            log.exception("AddPartitionsToTxn failed")
+            self._txn.abortable(KafkaError(f"AddPartitionsToTxn failed: {exc!r}"))
+        finally:
+            self.adding_partitions = None
+            self.wakeup.set()
+
+    async def _refresh_then_wake(self) -> None:
+        try:
+            metadata = await self._client.refresh_metadata()
+        except KafkaError as exc:
+            log.debug("metadata refresh failed: %s", exc)
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        else:
+            # A partition whose leader changed since its failure is retried at once on the
+            # new leader (KIP-951): the backoff was for the old one.
+            for tp, failed_on in list(self._retry_leader.items()):
+                leader = metadata.leader_for(tp.topic, tp.partition)
+                if leader is not None and leader != failed_on:
+                    self._retry_after.pop(tp, None)
+                    del self._retry_leader[tp]
+        self.wakeup.set()
+
+    # ------------------------------------------------------------------ requests
+
+    def _produce_request(self, batches: dict[TopicPartition, list[ProducerBatch]]) -> Any:
+        req = ProduceRequest
+        topics: dict[str, list[Any]] = {}
+        for tp, taken in batches.items():
+            data: bytes | bytearray = (
+                taken[0].data if len(taken) == 1 else b"".join(b.data for b in taken)
+            )
+            topics.setdefault(tp.topic, []).append(
+                req.TopicProduceData.PartitionProduceData(index=tp.partition, records=data)
+            )
+        return req(
+            transactional_id=self.config.transactional_id,
+            acks=self.acks,
+            timeout_ms=self.config.request_timeout_ms,
+            topic_data=[
+                req.TopicProduceData(name=name, partition_data=parts)
+                for name, parts in topics.items()
+            ],
+        )
+
+    async def _produce(
+        self, node_id: int, batches: dict[TopicPartition, list[ProducerBatch]]
+    ) -> None:
+        accumulator = self._accumulator
+        try:
+            body = self._produce_request(batches)
+            started = time.perf_counter()
+            try:
+                response: ProduceResponse | None = await self._client.request(
+                    node_id, ApiKey.PRODUCE, body, expect_response=self.acks != 0
+                )
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                for tp, taken in batches.items():
+                    self._retry_or_fail(tp, taken, exc)
+                return
+            except KafkaError as exc:
+                for taken in batches.values():
+                    for batch in taken:
+                        batch.fail(exc)
+                        accumulator.batch_done(batch)
+                if self._txn is not None:
+                    self._hooks.transaction_failed(exc)
+                return
+            self._count(batches, time.perf_counter() - started)
+            if response is None:  # acks=0: nothing comes back
+                for taken in batches.values():
+                    for batch in taken:
+                        batch.complete(-1, -1)
+                        accumulator.batch_done(batch)
+                return
+            answered: set[TopicPartition] = set()
+            for topic in response.responses:
+                for part in topic.partition_responses:
+                    tp = TopicPartition(topic.name, part.index)
+                    taken_or_none = batches.get(tp)
+                    if taken_or_none is None:
+                        continue
+                    answered.add(tp)
+                    self._handle_partition(tp, taken_or_none, part)
+            for tp, taken in batches.items():
+                if tp not in answered:
+                    self._retry_or_fail(
+                        tp, taken, KafkaConnectionError("partition missing from produce response")
+                    )
+        finally:
+            self._node_in_flight[node_id] -= 1
+            self._busy_partitions.difference_update(batches)
+            self.in_flight_done.set()
+            self.wakeup.set()
+
+    def _count(self, batches: dict[TopicPartition, list[ProducerBatch]], seconds: float) -> None:
+        metrics = self.metrics
+        metrics.requests += 1
+        for taken in batches.values():
+            for batch in taken:
+                metrics.request_bytes += batch.size
+                metrics.records += batch.record_count
+        if metrics.on_request is not None:
+            metrics.on_request(seconds)
+
+    def _handle_partition(self, tp: TopicPartition, taken: list[ProducerBatch], part: Any) -> None:
+        accumulator = self._accumulator
+        code = part.error_code
+        if code == 0 or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+            base = part.base_offset if code == 0 else -1
+            for batch in taken:
+                batch.complete(base, part.log_append_time_ms)
+                if base >= 0:
+                    base += batch.record_count
+                accumulator.batch_done(batch)
+            return
+        error = error_for(code, part.error_message, topic=tp.topic, partition=tp.partition)
+        if self._txn is not None and (code in FATAL_CODES or code in SEQUENCE_ERRORS):
+            # Fenced (a newer epoch exists) ends the producer; a sequence the broker will not
+            # take ends the transaction: renumbering inside it could reorder its records.
+            for batch in taken:
+                batch.fail(error)
+                accumulator.batch_done(batch)
+            self._hooks.transaction_failed(error)
+            return
+        if code in SEQUENCE_ERRORS and self._hooks.idempotent:
+            # The broker lost or rejects this producer's state: bump the epoch, renumber,
+            # and send these batches again first.
+            log.info("%s: %s; bumping the producer epoch", tp, error)
+            accumulator.requeue(tp, taken)
+            self._hooks.request_reset()
+            return
+        if code in METADATA_ERRORS:
+            self._client.invalidate()
+        self._retry_or_fail(tp, taken, error)
+
+    def _retry_or_fail(
+        self, tp: TopicPartition, taken: list[ProducerBatch], error: KafkaError
+    ) -> None:
+        now = time.monotonic()
+        accumulator = self._accumulator
+        retry: list[ProducerBatch] = []
+        for batch in taken:
+            batch.attempts += 1
+            if error.retriable and batch.attempts <= self.config.retries and batch.deadline > now:
+                retry.append(batch)
+            else:
+                batch.fail(error)
+                accumulator.batch_done(batch)
+                self._hooks.sequence_gap(error)
+        if retry:
+            log.debug("retrying %d batches of %s after %s", len(retry), tp, error)
+            accumulator.requeue(tp, retry)
+            self._client.invalidate()
+            backoff = retry_backoff_s(
+                retry[0].attempts, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
+            )
+            self._retry_after[tp] = now + backoff
+            self._retry_leader[tp] = self._client.metadata.leader_for(tp.topic, tp.partition)
+            self.spawn(self._refresh_then_wake())
+            self._wake_later(backoff)
