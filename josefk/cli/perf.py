@@ -5,9 +5,16 @@ Owns the load loops and their report: records/s, MB/s and, for produce, the late
 record from ``send`` to its acknowledgement (p50/p95/p99/max), with a live rich progress bar
 on stderr; produce takes a rate cap (``--throughput``) and values from a file
 (``--payload-file``), consume reads as a group member (``--group``), and end-to-end times
-each record from send to a consumer's receipt. For the project's recorded benchmarks see bench/; this verb is for a person
-sizing up a running broker. A missing topic is created for ``perf produce`` (broker
-defaults or ``--partitions``).
+each record from send to a consumer's receipt. For the project's recorded benchmarks see
+bench/; this verb is for a person sizing up a running broker. A missing topic is created for
+``perf produce`` (broker defaults or ``--partitions``).
+
+``perf produce`` also reports what can be checked against the broker: the records that landed
+in the topic's log (log end offsets before and after, ListOffsets), the Produce requests the
+producer sent with their latency from write to response, and with ``--broker-metrics URL``
+the broker's own counters over the run, read from its Prometheus endpoint (records and bytes
+in, Produce requests and their TotalTimeMs). It runs on uvloop when installed, as the broker
+does. Imports josefk.client and josefk.cli helpers only (urllib for the metrics scrape).
 """
 
 from __future__ import annotations
@@ -17,9 +24,12 @@ import functools
 import math
 import os
 import random
+import re
 import time
-from dataclasses import dataclass
-from typing import Any
+import urllib.request
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import click
 from rich.progress import (
@@ -50,6 +60,7 @@ from josefk.client.errors import KafkaError, UnknownTopicOrPartitionError
 
 _PROGRESS_EVERY = 1_000
 _MB = 1_000_000
+T = TypeVar("T")
 
 
 @click.group("perf", short_help="Measure produce and consume throughput and latency.")
@@ -79,12 +90,24 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[max(0, min(len(sorted_values), rank) - 1)]
 
 
+def _latency_summary(values_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(values_ms)
+    return {
+        "p50": round(percentile(ordered, 0.50), 3),
+        "p95": round(percentile(ordered, 0.95), 3),
+        "p99": round(percentile(ordered, 0.99), 3),
+        "max": round(ordered[-1], 3),
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class PerfResult:
     records: int
     bytes: int
     seconds: float
     latencies_ms: list[float]
+    # produce only: what to check against the broker (see perf produce --help)
+    checks: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         seconds = max(self.seconds, 1e-9)
@@ -96,13 +119,8 @@ class PerfResult:
             "mb_per_second": round(self.bytes / seconds / _MB, 3),
         }
         if self.latencies_ms:
-            ordered = sorted(self.latencies_ms)
-            out["latency_ms"] = {
-                "p50": round(percentile(ordered, 0.50), 3),
-                "p95": round(percentile(ordered, 0.95), 3),
-                "p99": round(percentile(ordered, 0.99), 3),
-                "max": round(ordered[-1], 3),
-            }
+            out["latency_ms"] = _latency_summary(self.latencies_ms)
+        out.update(self.checks)
         return out
 
 
@@ -128,7 +146,97 @@ def _report(
                 f"p50 {lat['p50']}  p95 {lat['p95']}  p99 {lat['p99']}  max {lat['max']}",
             )
         )
+    if "requests" in data:
+        req = data["requests"]
+        line = f"{req['count']} Produce, {human_bytes(req['bytes'])} of batches"
+        if "latency_ms" in req:
+            lat = req["latency_ms"]
+            line += f"; ms mean {req['mean_ms']}  p50 {lat['p50']}  p99 {lat['p99']}"
+        pairs.append(("requests", line))
+    if "landed" in data:
+        pairs.append(("landed in log", f"{data['landed']} records (log end offsets)"))
+    if "broker" in data:
+        b = data["broker"]
+        pairs.append(
+            (
+                "broker saw",
+                f"{b['messages_in']} records, {human_bytes(b['bytes_in'])} "
+                f"({b['mb_per_second']:.2f} MB/s), {b['produce_requests']} Produce, "
+                f"TotalTimeMs mean {b['total_time_ms_mean']}"
+                + (
+                    f"  p50 {b['total_time_ms_p50']}  p99 {b['total_time_ms_p99']}"
+                    if "total_time_ms_p50" in b
+                    else ""
+                ),
+            )
+        )
     print_fields(pairs)
+
+
+def _run_fast(coro: Coroutine[Any, Any, T], *, bootstrap: str) -> T:
+    """``run`` on uvloop when it is installed (as the broker runs): the client's own cost
+    is part of what perf measures, and a user's production loop is likely uvloop too."""
+    try:
+        import uvloop
+    except ImportError:
+        return run(coro, bootstrap=bootstrap)
+    previous = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    try:
+        return run(coro, bootstrap=bootstrap)
+    finally:
+        asyncio.set_event_loop_policy(previous)
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
+
+
+def scrape_metrics(url: str) -> dict[tuple[str, str], float]:
+    """The samples of a Prometheus text endpoint: (name, labels text) -> value."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    samples: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match:
+            samples[(match.group(1), match.group(2) or "")] = float(match.group(3))
+    return samples
+
+
+def broker_view(
+    before: dict[tuple[str, str], float],
+    after: dict[tuple[str, str], float],
+    topic: str,
+    seconds: float,
+) -> dict[str, Any]:
+    """What the broker's metrics say happened between two scrapes, for ``topic``'s records
+    and for Produce requests (all topics: the run's own when nothing else produces)."""
+
+    def delta(name: str, labels: str) -> float:
+        return after.get((name, labels), 0.0) - before.get((name, labels), 0.0)
+
+    topic_label = '{topic="' + topic + '"}'
+    produce = '{request="Produce"}'
+    count = delta("kafka_network_requestmetrics_totaltimems_count", produce)
+    total = delta("kafka_network_requestmetrics_totaltimems_sum", produce)
+    bytes_in = delta("kafka_server_brokertopicmetrics_bytesin_total", topic_label)
+    view: dict[str, Any] = {
+        "messages_in": int(delta("kafka_server_brokertopicmetrics_messagesin_total", topic_label)),
+        "bytes_in": int(bytes_in),
+        "mb_per_second": round(bytes_in / max(seconds, 1e-9) / _MB, 3),
+        "produce_requests": int(count),
+        "total_time_ms_mean": round(total / count, 3) if count else 0.0,
+    }
+    for quantile, key in (("0.5", "total_time_ms_p50"), ("0.99", "total_time_ms_p99")):
+        value = after.get(
+            (
+                "kafka_network_requestmetrics_totaltimems",
+                '{request="Produce",quantile="' + quantile + '"}',
+            )
+        )
+        if value is not None:
+            view[key] = round(value, 3)
+    return view
 
 
 @perf.command("produce", short_help="Produce N records of a given size; rate and latency.")
@@ -159,6 +267,13 @@ def _report(
     help="Values are this file's lines, picked at random (as kafka-producer-perf-test.sh); "
     "--size is then ignored.",
 )
+@click.option(
+    "--broker-metrics",
+    metavar="URL",
+    help="The broker's Prometheus endpoint (josefk serve --metrics-port; e.g. "
+    "http://127.0.0.1:9404/metrics): read before and after the run, and the broker's view "
+    "reported beside the producer's.",
+)
 @bootstrap_option
 @json_option
 def perf_produce(
@@ -172,11 +287,41 @@ def perf_produce(
     partitions: int | None,
     throughput: float | None,
     payload_file: str | None,
+    broker_metrics: str | None,
     bootstrap: str | None,
     as_json: bool,
 ) -> None:
     """Produce --count records of --size random bytes to TOPIC and report records/s, MB/s
-    and the send-to-acknowledgement latency percentiles."""
+    and the send-to-acknowledgement latency percentiles.
+
+    \b
+    What is measured:
+    - seconds: from the first send to the end of the final flush (every record acked);
+      MB/s counts values only (no keys, no batch overhead).
+    - latency: per record, from send() to its acknowledgement (the delivery callback).
+      It includes the wait in the producer's buffer: when records are offered faster than
+      the broker takes them (no --throughput), most of it is queueing, as in
+      kafka-producer-perf-test.sh. Cap the rate below the maximum to see the request
+      latency alone.
+    - requests: the Produce requests the producer sent, their bytes of record batches,
+      and each one's time from being written to its response being read.
+    - landed in log: the records the topic's log end offsets grew by (ListOffsets before
+      and after): must equal the records sent, unless others produce to the topic.
+
+    \b
+    Checking against the broker:
+    - --broker-metrics URL reads the broker's Prometheus endpoint before and after and
+      prints the broker's view: records and bytes in for TOPIC
+      (kafka_server_brokertopicmetrics_messagesin_total / bytesin_total; bytes in counts
+      whole batches, so it exceeds the value bytes by the record and batch overhead), the
+      Produce requests it answered and their TotalTimeMs (kafka_network_requestmetrics_
+      totaltimems: mean over the run, p50/p99 over the broker's latest 1028 requests).
+      The producer's request latency is the broker's TotalTimeMs plus the network and the
+      client's own event loop; the broker's request count and the producer's agree when
+      nothing else produces meanwhile.
+    - Without it, scrape the same series yourself (curl URL | grep -E
+      'messagesin|bytesin|totaltimems.*Produce') before and after a run.
+    """
     server = resolve_bootstrap(bootstrap)
     # One random value for all records: compression ratios stay honest (random bytes) and
     # generating data is kept out of the measurement.
@@ -211,11 +356,22 @@ def perf_produce(
                 linger_ms=linger_ms,
                 allow_auto_create_topics=False,
             ) as producer:
-                await producer.partitions_for(topic)
+                partition_ids = await producer.partitions_for(topic)
+                tps = [TopicPartition(topic, p) for p in partition_ids]
+                async with admin_for(server) as admin:
+                    before_offsets = await _log_end_offsets(admin, tps)
+                before_metrics = scrape_metrics(broker_metrics) if broker_metrics else None
                 record_latency = latencies.append
                 errors: list[BaseException] = []
+                request_ms: list[float] = []
+                metrics = producer.request_metrics
+                metrics.on_request = lambda seconds: request_ms.append(seconds * 1000.0)
+                requests_before = (metrics.requests, metrics.request_bytes)
 
                 def done(sent_at: float, future: asyncio.Future[RecordMetadata]) -> None:
+                    # The producer runs a batch's callbacks together, right after its
+                    # response: clock() here is the acknowledgement's time, give or take
+                    # the callbacks before this one (well under a millisecond a batch).
                     error = future.exception()
                     if error is not None:
                         errors.append(error)
@@ -225,6 +381,8 @@ def perf_produce(
                     if len(latencies) % _PROGRESS_EVERY == 0:
                         progress.update(task, completed=len(latencies))
 
+                send_nowait = producer.send_nowait
+                partial = functools.partial
                 started = clock()
                 sent_bytes = 0
                 for n in range(count):
@@ -235,31 +393,61 @@ def perf_produce(
                             await asyncio.sleep(ahead)
                     record_value = pick(payloads) if payloads else value
                     sent_bytes += len(record_value)
-                    future = await producer.send(topic, record_value)
-                    # No future is kept: a long run must not hold one object per record.
-                    future.add_done_callback(functools.partial(done, clock()))
+                    sent_at = clock()
+                    # send() without its coroutine when the record can be queued at once.
+                    future = send_nowait(topic, record_value)
+                    if future is None:
+                        future = await producer.send(topic, record_value)
+                    # No future is kept (a long run must not hold one object per record),
+                    # and a callback makes none: the batch holds it.
+                    future.add_done_callback(partial(done, sent_at))
                     if n % _PROGRESS_EVERY == 0:
-                        # Let the sender and the callbacks run: send() only yields when the
-                        # producer's buffer is full.
+                        # Let the sender and the callbacks run: sending only yields when
+                        # the producer's buffer is full.
                         await asyncio.sleep(0)
                 await producer.flush()
                 elapsed = clock() - started
+                # A batch schedules its callbacks before it counts as delivered, so they
+                # have run by the time flush() returns; one more turn of the loop for luck.
+                await asyncio.sleep(0)
                 progress.update(task, completed=len(latencies))
+                metrics.on_request = None
+                after_metrics = scrape_metrics(broker_metrics) if broker_metrics else None
+                async with admin_for(server) as admin:
+                    after_offsets = await _log_end_offsets(admin, tps)
         if errors:
             first = errors[0]
             raise CliError(
                 f"{len(errors)} of {count} records not delivered: "
                 + (describe_error(first) if isinstance(first, KafkaError) else str(first))
             )
-        return PerfResult(count, sent_bytes, elapsed, latencies)
+        requests: dict[str, Any] = {
+            "count": metrics.requests - requests_before[0],
+            "bytes": metrics.request_bytes - requests_before[1],
+        }
+        if request_ms:
+            requests["mean_ms"] = round(sum(request_ms) / len(request_ms), 3)
+            requests["latency_ms"] = _latency_summary(request_ms)
+        checks: dict[str, Any] = {
+            "requests": requests,
+            "landed": sum(after_offsets.values()) - sum(before_offsets.values()),
+        }
+        if before_metrics is not None and after_metrics is not None:
+            checks["broker"] = broker_view(before_metrics, after_metrics, topic, elapsed)
+        return PerfResult(count, sent_bytes, elapsed, latencies, checks)
 
-    result = run(go(), bootstrap=server)
+    result = _run_fast(go(), bootstrap=server)
     extra: dict[str, Any] = {"size": size, "acks": acks, "compression": compression}
     if throughput is not None:
         extra["throughput_cap"] = throughput
     if payload_file is not None:
         extra["payload_file"] = payload_file
     _report("produce", topic, result, as_json, extra)
+
+
+async def _log_end_offsets(admin: Any, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    found = await admin.list_offsets({tp: admin.LATEST for tp in tps})
+    return {tp: (o.offset if o is not None else 0) for tp, o in found.items()}
 
 
 @perf.command("consume", short_help="Read N records from the beginning; rate.")
