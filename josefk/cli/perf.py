@@ -20,7 +20,7 @@ does. Imports josefk.client and josefk.cli helpers only (urllib for the metrics 
 from __future__ import annotations
 
 import asyncio
-import functools
+import collections
 import math
 import os
 import random
@@ -55,10 +55,12 @@ from josefk.cli.common import (
 from josefk.cli.completion import complete_topics
 from josefk.cli.output import human_bytes, note, print_fields, print_json, stderr_console
 from josefk.cli.produce import COMPRESSIONS
-from josefk.client import AIOConsumer, AIOProducer, RecordMetadata, TopicPartition
+from josefk.client import AIOConsumer, AIOProducer, TopicPartition
+from josefk.client.accumulator import DeliveryFuture
 from josefk.client.errors import KafkaError, UnknownTopicOrPartitionError
 
 _PROGRESS_EVERY = 1_000
+_YIELD_EVERY = 100  # records; about half a millisecond of sending at 1 KiB
 _MB = 1_000_000
 T = TypeVar("T")
 
@@ -189,53 +191,56 @@ def _run_fast(coro: Coroutine[Any, Any, T], *, bootstrap: str) -> T:
 
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def scrape_metrics(url: str) -> dict[tuple[str, str], float]:
-    """The samples of a Prometheus text endpoint: (name, labels text) -> value."""
+def scrape_metrics(url: str) -> Samples:
+    """The samples of a Prometheus text endpoint: (name, labels) -> value."""
     with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    samples: dict[tuple[str, str], float] = {}
+        return parse_metrics(response.read().decode())
+
+
+def parse_metrics(text: str) -> Samples:
+    """Prometheus text exposition: (name, labels) -> value; comments skipped."""
+    samples: Samples = {}
     for line in text.splitlines():
         match = _SAMPLE.match(line)
         if match:
-            samples[(match.group(1), match.group(2) or "")] = float(match.group(3))
+            labels = frozenset(_LABEL.findall(match.group(2) or ""))
+            samples[(match.group(1), labels)] = float(match.group(3))
     return samples
 
 
-def broker_view(
-    before: dict[tuple[str, str], float],
-    after: dict[tuple[str, str], float],
-    topic: str,
-    seconds: float,
-) -> dict[str, Any]:
+def broker_view(before: Samples, after: Samples, topic: str, seconds: float) -> dict[str, Any]:
     """What the broker's metrics say happened between two scrapes, for ``topic``'s records
     and for Produce requests (all topics: the run's own when nothing else produces)."""
 
-    def delta(name: str, labels: str) -> float:
-        return after.get((name, labels), 0.0) - before.get((name, labels), 0.0)
+    def delta(name: str, **labels: str) -> float:
+        key = (name, frozenset(labels.items()))
+        return after.get(key, 0.0) - before.get(key, 0.0)
 
-    topic_label = '{topic="' + topic + '"}'
-    produce = '{request="Produce"}'
-    count = delta("kafka_network_requestmetrics_totaltimems_count", produce)
-    total = delta("kafka_network_requestmetrics_totaltimems_sum", produce)
-    bytes_in = delta("kafka_server_brokertopicmetrics_bytesin_total", topic_label)
+    count = delta("kafka_network_requestmetrics_totaltimems_count", request="Produce")
+    total = delta("kafka_network_requestmetrics_totaltimems_sum", request="Produce")
+    bytes_in = delta("kafka_server_brokertopicmetrics_bytesin_total", topic=topic)
     view: dict[str, Any] = {
-        "messages_in": int(delta("kafka_server_brokertopicmetrics_messagesin_total", topic_label)),
+        "messages_in": int(delta("kafka_server_brokertopicmetrics_messagesin_total", topic=topic)),
         "bytes_in": int(bytes_in),
         "mb_per_second": round(bytes_in / max(seconds, 1e-9) / _MB, 3),
         "produce_requests": int(count),
         "total_time_ms_mean": round(total / count, 3) if count else 0.0,
     }
-    for quantile, key in (("0.5", "total_time_ms_p50"), ("0.99", "total_time_ms_p99")):
-        value = after.get(
-            (
-                "kafka_network_requestmetrics_totaltimems",
-                '{request="Produce",quantile="' + quantile + '"}',
-            )
-        )
-        if value is not None:
-            view[key] = round(value, 3)
+    for (name, labels), value in after.items():
+        if name != "kafka_network_requestmetrics_totaltimems":
+            continue
+        found = dict(labels)
+        if found.get("request") != "Produce":
+            continue
+        quantile = float(found.get("quantile", "nan"))
+        if quantile == 0.5:
+            view["total_time_ms_p50"] = round(value, 3)
+        elif quantile == 0.99:
+            view["total_time_ms_p99"] = round(value, 3)
     return view
 
 
@@ -298,8 +303,8 @@ def perf_produce(
     What is measured:
     - seconds: from the first send to the end of the final flush (every record acked);
       MB/s counts values only (no keys, no batch overhead).
-    - latency: per record, from send() to its acknowledgement (the delivery callback).
-      It includes the wait in the producer's buffer: when records are offered faster than
+    - latency: per record, from send() to its acknowledgement (DeliveryFuture.latency():
+      taken when the producer handles the response, before any callback). It includes the wait in the producer's buffer: when records are offered faster than
       the broker takes them (no --throughput), most of it is queueing, as in
       kafka-producer-perf-test.sh. Cap the rate below the maximum to see the request
       latency alone.
@@ -361,28 +366,29 @@ def perf_produce(
                 async with admin_for(server) as admin:
                     before_offsets = await _log_end_offsets(admin, tps)
                 before_metrics = scrape_metrics(broker_metrics) if broker_metrics else None
-                record_latency = latencies.append
                 errors: list[BaseException] = []
                 request_ms: list[float] = []
                 metrics = producer.request_metrics
                 metrics.on_request = lambda seconds: request_ms.append(seconds * 1000.0)
                 requests_before = (metrics.requests, metrics.request_bytes)
+                # Records not yet acknowledged, oldest first. Each one's latency (send to
+                # acknowledgement, taken by the producer when the response is handled) is
+                # read once it is done: no callback and no future per record.
+                pending: collections.deque[DeliveryFuture] = collections.deque()
+                record_latency = latencies.append
 
-                def done(sent_at: float, future: asyncio.Future[RecordMetadata]) -> None:
-                    # The producer runs a batch's callbacks together, right after its
-                    # response: clock() here is the acknowledgement's time, give or take
-                    # the callbacks before this one (well under a millisecond a batch).
-                    error = future.exception()
-                    if error is not None:
-                        errors.append(error)
-                        return
-                    record_latency((clock() - sent_at) * 1000.0)
-                    # Acknowledgements drive the bar, so it moves during the final flush.
-                    if len(latencies) % _PROGRESS_EVERY == 0:
-                        progress.update(task, completed=len(latencies))
+                def collect() -> None:
+                    while pending and pending[0].done():
+                        future = pending.popleft()
+                        error = future.exception()
+                        if error is not None:
+                            errors.append(error)
+                        else:
+                            record_latency((future.latency() or 0.0) * 1000.0)
+                    progress.update(task, completed=len(latencies))
 
                 send_nowait = producer.send_nowait
-                partial = functools.partial
+                keep = pending.append
                 started = clock()
                 sent_bytes = 0
                 for n in range(count):
@@ -393,24 +399,21 @@ def perf_produce(
                             await asyncio.sleep(ahead)
                     record_value = pick(payloads) if payloads else value
                     sent_bytes += len(record_value)
-                    sent_at = clock()
                     # send() without its coroutine when the record can be queued at once.
                     future = send_nowait(topic, record_value)
                     if future is None:
                         future = await producer.send(topic, record_value)
-                    # No future is kept (a long run must not hold one object per record),
-                    # and a callback makes none: the batch holds it.
-                    future.add_done_callback(partial(done, sent_at))
-                    if n % _PROGRESS_EVERY == 0:
-                        # Let the sender and the callbacks run: sending only yields when
-                        # the producer's buffer is full.
+                    keep(future)
+                    if n % _YIELD_EVERY == 0:
+                        # Let the sender and the responses in: sending only yields when the
+                        # producer's buffer is full, and a response waiting for the loop
+                        # would count in every latency.
                         await asyncio.sleep(0)
+                        if n % _PROGRESS_EVERY == 0:
+                            collect()
                 await producer.flush()
                 elapsed = clock() - started
-                # A batch schedules its callbacks before it counts as delivered, so they
-                # have run by the time flush() returns; one more turn of the loop for luck.
-                await asyncio.sleep(0)
-                progress.update(task, completed=len(latencies))
+                collect()
                 metrics.on_request = None
                 after_metrics = scrape_metrics(broker_metrics) if broker_metrics else None
                 async with admin_for(server) as admin:

@@ -42,6 +42,7 @@ from josefk.records.batch import CRC_OFFSET, PRODUCER_ID_OFFSET
 _PRODUCER_FIELDS: Final = struct.Struct(">qhi")
 _CRC: Final = struct.Struct(">I")
 INT32_MAX: Final = 0x7FFFFFFF
+_perf_counter = time.perf_counter
 
 Callbacks = list[tuple["DeliveryFuture", Callable[["DeliveryFuture"], object], Context | None]]
 
@@ -84,8 +85,10 @@ class ProducerBatch:
         "create_future",
         "data",
         "deadline",
+        "done_at",
         "outcome",
         "record_count",
+        "sent_at",
         "size",
         "timestamps",
         "tp",
@@ -104,6 +107,9 @@ class ProducerBatch:
         self.builder: BatchBuilder | None = builder
         self.create_future = create_future
         self.timestamps: list[int] = []
+        # perf_counter() of each record's send and of the batch's outcome: latency().
+        self.sent_at: list[float] = []
+        self.done_at = 0.0
         self.waiting: dict[int, asyncio.Future[RecordMetadata]] = {}
         self.callbacks: Callbacks = []
         self.outcome: tuple[int, int] | BaseException | None = None
@@ -180,6 +186,7 @@ class ProducerBatch:
         if self.outcome is not None:
             return
         self.outcome = (base_offset, log_append_time)
+        self.done_at = _perf_counter()
         self.data = b""  # the records' handles keep the batch, not its bytes
         for index, future in self.waiting.items():
             if not future.done():
@@ -201,6 +208,7 @@ class ProducerBatch:
         if self.outcome is not None:
             return
         self.outcome = error
+        self.done_at = _perf_counter()
         self.data = b""
         for future in self.waiting.values():
             if not future.done():
@@ -250,6 +258,15 @@ class DeliveryFuture(_FutureInterface):
     def _made(self) -> asyncio.Future[RecordMetadata] | None:
         waiting = self._batch.waiting
         return waiting.get(self._index) if waiting else None
+
+    def latency(self) -> float | None:
+        """Seconds from ``send`` to this record's acknowledgement (or failure), as
+        librdkafka's ``Message.latency()``; None until then. Taken when the response is
+        handled, before any callback runs, so callbacks and awaiting add nothing to it."""
+        batch = self._batch
+        if batch.outcome is None:
+            return None
+        return batch.done_at - batch.sent_at[self._index]
 
     def done(self) -> bool:
         future = self._made()
@@ -432,6 +449,7 @@ class RecordAccumulator:
         # An open batch always has its builder.
         batch.builder.append(key, value, headers, timestamp_ms)  # type: ignore[union-attr]
         batch.timestamps.append(timestamp_ms)
+        batch.sent_at.append(_perf_counter())
         batch.record_count = index + 1
         batch.buffered += size
         self.buffered_bytes += size

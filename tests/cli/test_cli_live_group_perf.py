@@ -100,6 +100,11 @@ def test_perf_produce_and_consume_report_rates_and_latency(cli_broker: BrokerPro
     assert produced["records_per_second"] > 0 and produced["mb_per_second"] > 0
     lat = produced["latency_ms"]
     assert 0 <= lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"]
+    # What the broker's log got, and the requests that carried it.
+    assert produced["landed"] == 2000
+    requests = produced["requests"]
+    assert requests["count"] >= 1 and requests["bytes"] > 0
+    assert 0 <= requests["latency_ms"]["p50"] <= requests["latency_ms"]["max"]
 
     consumed = josefk(cli_broker, "perf", "consume", "t-perf", "-n", "2000", "--json").json()
     assert consumed["records"] == 2000 and consumed["bytes"] == 2000 * 64

@@ -10,7 +10,9 @@ import pytest
 from cli_helpers import (
     BrokerProcess,
     cli_broker_fixture,  # noqa: F401  (the cli_broker fixture)
+    free_port,
     josefk,
+    stop_broker,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -58,3 +60,32 @@ def test_group_consumer_and_end_to_end(cli_broker: BrokerProcess) -> None:
     assert e2e["kind"] == "end-to-end" and e2e["records"] == 20
     latency = e2e["latency_ms"]
     assert 0 < latency["p50"] <= latency["p99"] <= latency["max"]
+
+
+def test_perf_produce_agrees_with_the_broker_metrics(tmp_path: Path) -> None:
+    """--broker-metrics reads the broker's Prometheus endpoint before and after: the records
+    and Produce requests it counted are the ones perf sent (nothing else produces here)."""
+    broker = BrokerProcess(
+        tmp_path / "data", tmp_path / "broker.stderr.log", metrics_port=free_port()
+    )
+    try:
+        broker.start()
+        josefk(broker, "topics", "create", "perf-metrics", "--partitions", "2")
+        url = f"http://127.0.0.1:{broker.metrics_port}/metrics"
+        out = josefk(
+            broker,
+            "perf", "produce", "perf-metrics", "-n", "3000", "-s", "200", "--acks", "1",
+            "--broker-metrics", url, "--json",
+        ).json()  # fmt: skip
+        seen = out["broker"]
+        assert out["landed"] == 3000 == seen["messages_in"]
+        assert seen["produce_requests"] == out["requests"]["count"] >= 1
+        # The broker counts whole batches: the values plus record and batch overhead.
+        assert seen["bytes_in"] == out["requests"]["bytes"] > 3000 * 200
+        assert seen["total_time_ms_mean"] >= 0
+        table = josefk(
+            broker, "perf", "produce", "perf-metrics", "-n", "100", "--broker-metrics", url
+        ).stdout
+        assert "broker saw" in table and "landed in log" in table
+    finally:
+        stop_broker(broker)

@@ -25,6 +25,7 @@ def _batch(records: int = 3) -> tuple[_Batch, list[DeliveryFuture]]:
     handles = []
     for i in range(records):
         batch.timestamps.append(1000 + i)
+        batch.sent_at.append(float(i))
         batch.record_count += 1
         handles.append(DeliveryFuture(batch, i))
     return batch, handles
@@ -213,3 +214,12 @@ async def test_cancel_runs_the_callbacks_of_that_record_only() -> None:
     batch.complete(0, -1)
     await asyncio.sleep(0)
     assert seen == [(handles[0], True), (handles[1], False)]
+
+
+async def test_latency_is_from_send_to_the_batch_outcome() -> None:
+    batch, handles = _batch(2)
+    assert handles[0].latency() is None
+    batch.complete(0, -1)
+    assert batch.done_at > 0
+    assert handles[0].latency() == batch.done_at - 0.0
+    assert handles[1].latency() == batch.done_at - 1.0
