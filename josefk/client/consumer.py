@@ -1,23 +1,20 @@
-"""The asyncio consumer: assign/seek or group subscription, pipelined fetching, commits.
+"""The asyncio consumer: assign/seek or group subscription, positions, polling, commits.
 
-Owns ``ConsumerConfig`` and ``AIOConsumer``.
+Owns ``ConsumerConfig`` and ``AIOConsumer``; the fetching itself is the ``Fetcher``'s
+(fetcher.py: Fetch requests in flight, buffered chunks, decoding into records).
 
 Positions. Each assigned partition has a *position* (the offset of the next record handed to
 the user) and a *fetch offset* (the next offset to ask the broker for; ahead of the position
 while fetched records wait in the buffer). A partition without a position is resolved before
 fetching: from the group's committed offset when there is one, else by ``auto_offset_reset``
-(earliest / latest through ListOffsets). ``seek`` sets both offsets and drops whatever was
-buffered or in flight for the partition (a per-partition seek generation tells a late fetch
-response that its records are stale).
+(earliest / latest through ListOffsets); the fetcher asks for it (``_resolve_positions``).
+``seek`` sets both offsets and drops whatever was buffered or in flight for the partition (a
+per-partition seek generation tells a late fetch response that its records are stale).
 
-Fetch pipelining. One fetcher task sends one Fetch request per leader broker for every
-partition that has fewer than two fetched chunks waiting, so while the user works through one
-chunk the next is already in flight or buffered. A chunk's records are decoded batch by
-batch into ``ConsumerRecord`` tuples (decode.py) by the poll that first reaches it, so the
-next fetch is already on its way; control batches are skipped. A fetch names its partitions
-in assignment order and the broker reads them in that order until ``fetch_max_bytes`` is used
-up, so a partition that returned records moves to the back of the order (as Kafka's consumer
-does): partitions that always have more than the limit waiting cannot starve the others.
+Fetch pipelining (fetcher.py). One Fetch request per leader broker for every partition that
+has fewer than two fetched chunks waiting, so while the user works through one chunk the
+next is already in flight or buffered; a chunk is decoded by the poll that first reaches it;
+a partition that returned records moves to the back of the fetch order.
 
 Errors: OFFSET_OUT_OF_RANGE resets the position by ``auto_offset_reset`` (or raises
 OffsetOutOfRangeError from the next poll when it is "none"); leader errors refresh metadata
@@ -38,24 +35,21 @@ Control batches (transaction markers) are never returned under either level, but
 position moves past them, so it may run ahead of the last record returned, as in Kafka.
 ``group_metadata()`` gives a transactional producer what send_offsets_to_transaction needs.
 
-Imports josefk.protocol, josefk.records and josefk.client modules; never josefk.storage or
-josefk.broker.
+Imports josefk.protocol, josefk.records and josefk.client modules (fetcher, group,
+subscription...); never josefk.storage or josefk.broker, and the fetcher never imports it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
-from josefk.client.cluster import METADATA_ERRORS, ClientConfig, KafkaClient
+from josefk.client.cluster import ClientConfig, KafkaClient
 from josefk.client.consumer_group import ConsumerGroupMember
-from josefk.client.decode import decode_records, next_fetch_offset
 from josefk.client.errors import (
     IllegalStateError,
     KafkaConnectionError,
@@ -64,6 +58,9 @@ from josefk.client.errors import (
     OffsetOutOfRangeError,
     error_for,
 )
+from josefk.client.fetcher import EARLIEST_TIMESTAMP as EARLIEST_TIMESTAMP
+from josefk.client.fetcher import LATEST_TIMESTAMP as LATEST_TIMESTAMP
+from josefk.client.fetcher import Fetcher, FetcherConfig
 from josefk.client.group import GroupCoordinator
 from josefk.client.subscription import (
     ConsumerRebalanceListener as ConsumerRebalanceListener,
@@ -78,21 +75,14 @@ from josefk.client.types import (
 from josefk.protocol import ApiKey
 from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import (
-    FetchRequest,
-    FetchResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
 )
-from josefk.records import CorruptRecordError
 
 if TYPE_CHECKING:
     from josefk.client.assignors import Assignor
 
 log = logging.getLogger("josefk.client.consumer")
-
-EARLIEST_TIMESTAMP: Final = -2
-LATEST_TIMESTAMP: Final = -1
-_MAX_PENDING_CHUNKS: Final = 2
 
 
 @dataclass(kw_only=True)
@@ -125,63 +115,6 @@ class ConsumerConfig(ClientConfig):
     exclude_internal_topics: bool = True
 
 
-class _Chunk:
-    """One partition's record data from one fetch response, consumed from ``index`` on.
-
-    Decoded on first use (``records`` None until then), in the user's poll rather than when
-    the response arrives, so the next fetch is on its way while this one is decoded.
-    """
-
-    __slots__ = (
-        "aborted",
-        "check_crcs",
-        "data",
-        "fetch_offset",
-        "generation",
-        "index",
-        "next_offset",
-        "records",
-        "tp",
-    )
-
-    def __init__(
-        self,
-        tp: TopicPartition,
-        data: Any,
-        fetch_offset: int,
-        generation: int,
-        aborted: list[tuple[int, int]] | None = None,
-        check_crcs: bool = False,
-        next_offset: int = -1,
-    ) -> None:
-        self.tp = tp
-        # Past the chunk's last batch, control batches included: where the position goes
-        # once every record is taken (so it moves past transaction markers, as in Kafka).
-        self.next_offset = next_offset
-        self.check_crcs = check_crcs
-        self.data = data
-        self.aborted = aborted
-        self.fetch_offset = fetch_offset
-        self.records: list[ConsumerRecord] | None = None
-        self.index = 0
-        self.generation = generation
-
-    def decoded(self) -> list[ConsumerRecord]:
-        records = self.records
-        if records is None:
-            records, _ = decode_records(
-                self.tp.topic,
-                self.tp.partition,
-                self.data,
-                self.fetch_offset,
-                aborted_transactions=self.aborted,
-                check_crcs=self.check_crcs,
-            )
-            self.records = records
-            self.data = None
-        return records
-
-
 class AIOConsumer:
     """An asyncio Kafka consumer.
 
@@ -210,16 +143,22 @@ class AIOConsumer:
         self.config = config
         self._client = KafkaClient(config)
         self._subscriptions = SubscriptionState(config.rebalance_listener, self._assignment_changed)
-        self._chunks: collections.deque[_Chunk] = collections.deque()
-        self._pending_chunks: dict[TopicPartition, int] = collections.defaultdict(int)
-        self._in_flight_nodes: set[int] = set()
-        self._in_flight_tps: set[TopicPartition] = set()
-        self._data_ready = asyncio.Event()
-        self._fetch_wakeup = asyncio.Event()
-        self._errors: list[KafkaError] = []
-        self._fetcher: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._isolation = 1 if config.isolation_level == "read_committed" else 0
+        self._fetcher = Fetcher(
+            self._client,
+            self._subscriptions,
+            FetcherConfig(
+                fetch_min_bytes=config.fetch_min_bytes,
+                fetch_max_wait_ms=config.fetch_max_wait_ms,
+                fetch_max_bytes=config.fetch_max_bytes,
+                max_partition_fetch_bytes=config.max_partition_fetch_bytes,
+                isolation=1 if config.isolation_level == "read_committed" else 0,
+                check_crcs=config.check_crcs,
+                auto_offset_reset=config.auto_offset_reset,
+                retry_backoff_ms=config.retry_backoff_ms,
+                request_timeout_ms=config.request_timeout_ms,
+            ),
+            self._resolve_positions,
+        )
         self._subscription: list[str] = list(topics)
         self._coordinator: GroupCoordinator | ConsumerGroupMember | None = None
         self._started = False
@@ -232,7 +171,7 @@ class AIOConsumer:
             return
         await self._client.start()
         self._started = True
-        self._fetcher = asyncio.ensure_future(self._run_fetcher())
+        self._fetcher.start()
         if self.config.group_id is not None:
             if self.config.group_protocol == "consumer":
                 self._coordinator = ConsumerGroupMember(
@@ -260,10 +199,7 @@ class AIOConsumer:
             if self._coordinator is not None:
                 await self._coordinator.close()
         finally:
-            if self._fetcher is not None:
-                self._fetcher.cancel()
-            for task in list(self._tasks):
-                task.cancel()
+            self._fetcher.stop()
             await self._client.close()
 
     async def __aenter__(self) -> AIOConsumer:
@@ -351,11 +287,7 @@ class AIOConsumer:
         """The assignment changed (here or in the group): fetch for the new partitions and
         forget what was buffered for the dropped ones."""
         self._client.add_topics({tp.topic for tp in assigned})
-        if dropped:
-            self._chunks = collections.deque(c for c in self._chunks if c.tp not in dropped)
-            for tp in dropped:
-                self._pending_chunks.pop(tp, None)
-        self._fetch_wakeup.set()
+        self._fetcher.drop(dropped)
 
     def _state(self, tp: TopicPartition) -> PartitionState:
         state = self._assignment.get(tp)
@@ -377,14 +309,7 @@ class AIOConsumer:
         offset: int | None,
         reset: int | None = None,
     ) -> None:
-        state.position = offset
-        state.fetch_offset = offset
-        state.reset = reset
-        state.generation += 1
-        if self._pending_chunks.get(tp):
-            self._chunks = collections.deque(c for c in self._chunks if c.tp != tp)
-            self._pending_chunks[tp] = 0
-        self._fetch_wakeup.set()
+        self._fetcher.set_position(tp, state, offset, reset)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         for tp in partitions or tuple(self._assignment):
@@ -425,7 +350,7 @@ class AIOConsumer:
     def resume(self, *partitions: TopicPartition) -> None:
         for tp in partitions:
             self._state(TopicPartition(*tp)).paused = False
-        self._fetch_wakeup.set()
+        self._fetcher.wakeup.set()
 
     def highwater(self, tp: TopicPartition) -> int:
         """The partition's high watermark from the last fetch response (-1 if none yet)."""
@@ -437,7 +362,9 @@ class AIOConsumer:
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """ListOffsets for each partition (timestamp -2 earliest, -1 latest, else by time)."""
-        return await list_offsets(self._client, timestamps, isolation_level=self._isolation)
+        return await list_offsets(
+            self._client, timestamps, isolation_level=self._fetcher.config.isolation
+        )
 
     async def beginning_offsets(
         self, partitions: Iterable[TopicPartition]
@@ -499,7 +426,7 @@ class AIOConsumer:
             elif self.config.auto_offset_reset == "latest":
                 wanted[tp] = LATEST_TIMESTAMP
             else:
-                self._errors.append(
+                self._fetcher.errors.append(
                     OffsetOutOfRangeError(
                         "no committed offset and auto_offset_reset=none",
                         topic=tp.topic,
@@ -514,293 +441,7 @@ class AIOConsumer:
             if state is not None and hit is not None:
                 self._set_position(tp, state, hit.offset)
 
-    # ------------------------------------------------------------------ fetching
-
-    async def _run_fetcher(self) -> None:
-        while True:
-            await self._fetch_wakeup.wait()
-            self._fetch_wakeup.clear()
-            try:
-                await self._fetch_round()
-            except asyncio.CancelledError:
-                raise
-            except KafkaError as exc:
-                log.debug("fetch round failed: %s", exc)
-                self._wake_fetcher_later()
-            except Exception:
-                log.exception("fetch round failed")
-                self._wake_fetcher_later()
-
-    def _wake_fetcher_later(self) -> None:
-        asyncio.get_running_loop().call_later(
-            self.config.retry_backoff_ms / 1000, self._fetch_wakeup.set
-        )
-
-    async def _fetch_round(self) -> None:
-        unresolved = [
-            tp for tp, s in self._assignment.items() if s.position is None and not s.paused
-        ]
-        if unresolved:
-            await self._resolve_positions(unresolved)
-        if self._client.metadata_stale:
-            # Stale after a leader error or a lost connection, or simply old.
-            try:
-                await self._client.refresh_metadata()
-            except KafkaError as exc:
-                log.debug("metadata refresh failed: %s", exc)
-                self._wake_fetcher_later()
-                return
-        metadata = self._client.metadata
-        by_node: dict[int, list[tuple[TopicPartition, int, int]]] = {}
-        need_metadata = False
-        for tp, state in self._assignment.items():
-            if (
-                state.paused
-                or state.fetch_offset is None
-                or tp in self._in_flight_tps
-                or self._pending_chunks.get(tp, 0) >= _MAX_PENDING_CHUNKS
-            ):
-                continue
-            leader = metadata.leader_for(tp.topic, tp.partition)
-            if leader is None:
-                need_metadata = True
-                continue
-            if leader in self._in_flight_nodes:
-                continue
-            by_node.setdefault(leader, []).append((tp, state.fetch_offset, state.generation))
-        for node_id, parts in by_node.items():
-            self._in_flight_nodes.add(node_id)
-            self._in_flight_tps.update(tp for tp, _, _ in parts)
-            task = asyncio.ensure_future(self._fetch(node_id, parts))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        if need_metadata:
-            self._client.invalidate()
-            try:
-                await self._client.refresh_metadata()
-            except KafkaError as exc:
-                log.debug("metadata refresh failed: %s", exc)
-            self._wake_fetcher_later()
-
-    def _fetch_request(self, version: int, parts: Sequence[tuple[TopicPartition, int, int]]) -> Any:
-        req = FetchRequest
-        metadata = self._client.metadata
-        topics = []
-        # One entry per run of a topic's partitions in the order of ``parts`` (groupby joins
-        # neighbours only): gathering a topic's partitions together would undo the rotation.
-        for name, run in groupby(parts, key=lambda part: part[0].topic):
-            partitions = [
-                req.FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=-1,
-                    fetch_offset=offset,
-                    last_fetched_epoch=-1,
-                    log_start_offset=-1,
-                    partition_max_bytes=self.config.max_partition_fetch_bytes,
-                )
-                for tp, offset, _ in run
-            ]
-            info = metadata.topics.get(name)
-            topic_id = info.topic_id if info is not None else None
-            kwargs: dict[str, Any] = {"topic": name, "partitions": partitions}
-            if topic_id is not None:
-                kwargs["topic_id"] = topic_id
-            topics.append(req.FetchTopic(**kwargs))
-        return req(
-            replica_id=-1,
-            max_wait_ms=self.config.fetch_max_wait_ms,
-            min_bytes=self.config.fetch_min_bytes,
-            max_bytes=self.config.fetch_max_bytes,
-            isolation_level=self._isolation,
-            session_id=0,
-            session_epoch=-1,
-            topics=topics,
-        )
-
-    async def _fetch(self, node_id: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
-        try:
-            conn = await self._client.connection(node_id)
-            version = conn.version_for(ApiKey.FETCH)
-            metadata = self._client.metadata
-            if version >= 13 and any(
-                (info := metadata.topics.get(tp.topic)) is None or info.topic_id is None
-                for tp, _, _ in parts
-            ):
-                version = 12
-            body = self._fetch_request(version, parts)
-            timeout_s = self.config.request_timeout_ms / 1000 + self.config.fetch_max_wait_ms / 1000
-            response: FetchResponse = await conn.request(
-                ApiKey.FETCH, body, version=version, timeout_s=timeout_s
-            )
-            self._handle_fetch_response(version, parts, response)
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
-            log.debug("fetch from node %d failed: %s", node_id, exc)
-            self._client.invalidate()
-            self._wake_fetcher_later()
-        except KafkaError as exc:
-            self._errors.append(exc)
-            self._data_ready.set()
-        finally:
-            self._in_flight_nodes.discard(node_id)
-            self._in_flight_tps.difference_update(tp for tp, _, _ in parts)
-            self._fetch_wakeup.set()
-
-    def _handle_fetch_response(
-        self, version: int, parts: list[tuple[TopicPartition, int, int]], response: Any
-    ) -> None:
-        if response.error_code:
-            raise error_for(response.error_code)
-        sent = {tp: (offset, generation) for tp, offset, generation in parts}
-        names_by_id = self._client.metadata.topic_names_by_id
-        got_data = False
-        refresh = False
-        for topic in response.responses:
-            name = topic.topic if version < 13 else names_by_id.get(topic.topic_id, "")
-            for part in topic.partitions:
-                tp = TopicPartition(name, part.partition_index)
-                request = sent.get(tp)
-                state = self._assignment.get(tp)
-                if request is None or state is None:
-                    continue
-                offset, generation = request
-                if state.generation != generation or state.fetch_offset != offset:
-                    continue  # the user sought elsewhere while this fetch was in flight
-                code = part.error_code
-                if code:
-                    if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                        if self.config.auto_offset_reset == "none":
-                            self._errors.append(
-                                OffsetOutOfRangeError(
-                                    topic=tp.topic, partition=tp.partition, offset=offset
-                                )
-                            )
-                            got_data = True
-                        else:
-                            reset = (
-                                EARLIEST_TIMESTAMP
-                                if self.config.auto_offset_reset == "earliest"
-                                else LATEST_TIMESTAMP
-                            )
-                            log.info(
-                                "offset %d out of range for %s: resetting to %s",
-                                offset,
-                                tp,
-                                self.config.auto_offset_reset,
-                            )
-                            self._set_position(tp, state, None, reset)
-                    elif code in METADATA_ERRORS or ErrorCode(code).retriable:
-                        refresh = True
-                    else:
-                        self._errors.append(error_for(code, topic=tp.topic, partition=tp.partition))
-                        got_data = True
-                    continue
-                state.high_watermark = part.high_watermark
-                state.log_start_offset = part.log_start_offset
-                next_offset, has_records = next_fetch_offset(part.records, offset)
-                state.fetch_offset = next_offset
-                if not has_records and next_offset > offset:
-                    # Only control batches (transaction markers) or aborted data: nothing
-                    # to return, but the position moves past them, after any chunk before.
-                    if self._pending_chunks.get(tp, 0) == 0:
-                        if state.position is not None and state.position < next_offset:
-                            state.position = next_offset
-                    else:
-                        empty = _Chunk(tp, None, offset, generation, next_offset=next_offset)
-                        empty.records = []
-                        self._chunks.append(empty)
-                        self._pending_chunks[tp] += 1
-                if has_records:
-                    aborted = None
-                    if self._isolation and part.aborted_transactions:
-                        aborted = [
-                            (a.producer_id, a.first_offset) for a in part.aborted_transactions
-                        ]
-                    self._chunks.append(
-                        _Chunk(
-                            tp,
-                            part.records,
-                            offset,
-                            generation,
-                            aborted,
-                            self.config.check_crcs,
-                            next_offset,
-                        )
-                    )
-                    self._pending_chunks[tp] += 1
-                    got_data = True
-                    # To the back of the fetch order: the next fetch asks for the others first.
-                    del self._assignment[tp]
-                    self._assignment[tp] = state
-        if refresh:
-            self._client.invalidate()
-            self._wake_fetcher_later()
-        if got_data:
-            self._data_ready.set()
-
     # ------------------------------------------------------------------ polling
-
-    def _raise_pending_error(self) -> None:
-        if self._errors:
-            error = self._errors.pop(0)
-            raise error
-
-    def _take(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
-        remaining = max_records
-        chunks = self._chunks
-        while chunks and remaining > 0:
-            chunk = chunks[0]
-            state = self._assignment.get(chunk.tp)
-            if state is None or state.generation != chunk.generation or state.position is None:
-                chunks.popleft()
-                self._pending_chunks[chunk.tp] = max(0, self._pending_chunks[chunk.tp] - 1)
-                continue
-            if state.paused:
-                chunks.rotate(-1)
-                if all(
-                    self._assignment.get(c.tp) is not None and self._assignment[c.tp].paused
-                    for c in chunks
-                ):
-                    break
-                continue
-            try:
-                records = chunk.decoded()
-            except CorruptRecordError as exc:
-                chunks.popleft()
-                self._pending_chunks[chunk.tp] = max(0, self._pending_chunks[chunk.tp] - 1)
-                raise KafkaError(
-                    f"corrupt records in {chunk.tp} after offset {chunk.fetch_offset}: {exc}",
-                    topic=chunk.tp.topic,
-                    partition=chunk.tp.partition,
-                ) from exc
-            start = chunk.index
-            position = state.position
-            # Skip records before the position (a compressed batch starts earlier).
-            while start < len(records) and records[start].offset < position:
-                start += 1
-            end = min(len(records), start + remaining)
-            if end > start:
-                taken = records[start:end]
-                existing = out.get(chunk.tp)
-                if existing is None:
-                    out[chunk.tp] = taken
-                else:
-                    existing.extend(taken)
-                remaining -= end - start
-                state.position = records[end - 1].offset + 1
-            chunk.index = end
-            if end >= len(records):
-                if chunk.next_offset > state.position:
-                    state.position = chunk.next_offset
-                chunks.popleft()
-                self._pending_chunks[chunk.tp] = max(0, self._pending_chunks[chunk.tp] - 1)
-                self._fetch_wakeup.set()
-        if not chunks or not out:
-            # Nothing left, or only chunks of paused partitions: wait for new data.
-            self._data_ready.clear()
-        if self._coordinator is not None:
-            self._coordinator.polled()
-        return out
 
     async def getmany(
         self, *, timeout_ms: int = 0, max_records: int | None = None
@@ -808,26 +449,33 @@ class AIOConsumer:
         """Fetched records by partition, at most ``max_records`` (default
         ``max_poll_records``); waits up to ``timeout_ms`` when none are buffered."""
         self._check_open()
-        self._raise_pending_error()
+        fetcher = self._fetcher
+        fetcher.raise_pending_error()
         limit = max_records or self.config.max_poll_records
         got = self._take(limit)
         if got or timeout_ms <= 0:
             return got
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            self._fetch_wakeup.set()
+            fetcher.wakeup.set()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return {}
             try:
                 async with asyncio.timeout(remaining):
-                    await self._data_ready.wait()
+                    await fetcher.data_ready.wait()
             except TimeoutError:
                 return {}
-            self._raise_pending_error()
+            fetcher.raise_pending_error()
             got = self._take(limit)
             if got:
                 return got
+
+    def _take(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        out = self._fetcher.take(max_records)
+        if self._coordinator is not None:
+            self._coordinator.polled()
+        return out
 
     async def getone(self, *, timeout_ms: int | None = None) -> ConsumerRecord:
         """The next record; waits for it (up to ``timeout_ms`` if given, then
