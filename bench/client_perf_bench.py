@@ -13,8 +13,9 @@ the parent measures:
 * the broker's CPU seconds (utime+stime from /proc/<pid>/stat) over the child's run, per GB;
 * the records that landed (the partition's log end offset), which must be the count sent.
 
-``josefk perf`` also runs ``josefk perf produce --json`` of this tree as a client: its own
-MB/s and p50/p99 beside what the broker's log got.
+``josefk perf`` also runs ``josefk perf produce --json --broker-metrics URL`` of this tree as a
+client: its own MB/s, record and request latencies beside what the broker's log got and what
+its Prometheus endpoint counted (records and bytes in, Produce requests, TotalTimeMs).
 
 Producers: linger 5 ms, ~1 MB batches (librdkafka's default batch.size; josefk gets the
 same), no compression, no idempotence for librdkafka (josefk's default under acks=all is
@@ -35,7 +36,10 @@ import asyncio
 import json
 import os
 import platform
+import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -62,7 +66,7 @@ class Run:
     broker_cpu: float
     landed: int
     round_index: int
-    latency: dict[str, float] | None = None
+    perf: dict[str, Any] | None = None  # josefk perf produce's own JSON report
 
     @property
     def gb(self) -> float:
@@ -159,6 +163,46 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class Broker:
+    """``josefk serve`` of this tree on free ports, its Prometheus endpoint known (for the
+    ``josefk perf`` client's --broker-metrics)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.metrics_port = probe.getsockname()[1]
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "josefk",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+                str(data_dir),
+                "--metrics-port",
+                str(self.metrics_port),
+                "--log-level",
+                "warning",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        match = re.search(r"listening on \w+://([^:]+):(\d+)", line)
+        if not match:
+            raise RuntimeError(f"broker did not start: {line!r}")
+        self.bootstrap = f"{match.group(1)}:{match.group(2)}"
+        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=120)
+
+
 def make_baseline(ref: str) -> Path:
     """A detached worktree of ``ref`` with its C extension, importable by PYTHONPATH."""
     path = Path(tempfile.mkdtemp(prefix="josefk-baseline-"))
@@ -224,7 +268,7 @@ def admin(bootstrap: str, topic: str, *, create: bool = False) -> int:
 
 
 def child_command(
-    client: str, tree: Path, bootstrap: str, topic: str, acks: str, count: int
+    client: str, tree: Path, broker: Broker, topic: str, acks: str, count: int
 ) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of one producer process."""
     env = dict(os.environ, PYTHONPATH=str(tree))
@@ -247,20 +291,32 @@ def child_command(
             "--linger-ms",
             str(LINGER_MS),
             "--bootstrap",
-            bootstrap,
+            broker.bootstrap,
+            "--broker-metrics",
+            broker.metrics_url,
             "--json",
         ]
     else:
         kind = "confluent" if client == "confluent-kafka" else "josefk"
-        cmd = [sys.executable, __file__, "--child", kind, bootstrap, topic, acks, str(count)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            kind,
+            broker.bootstrap,
+            topic,
+            acks,
+            str(count),
+        ]
     return cmd, env
 
 
 def measure(
-    broker_pid: int, client: str, tree: Path, bootstrap: str, topic: str, acks: str, count: int
+    broker: Broker, client: str, tree: Path, topic: str, acks: str, count: int
 ) -> tuple[dict[str, Any], float]:
     """Run one producer process; its JSON result and the broker CPU spent meanwhile."""
-    cmd, env = child_command(client, tree, bootstrap, topic, acks, count)
+    cmd, env = child_command(client, tree, broker, topic, acks, count)
+    broker_pid = broker.process.pid
     before = cpu_seconds(broker_pid)
     done = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, timeout=900)
     broker_cpu = cpu_seconds(broker_pid) - before
@@ -281,9 +337,6 @@ def main() -> None:
     parser.add_argument("--baseline-ref", default="d487483")
     parser.add_argument("--no-perf", action="store_true", help="skip the josefk perf client")
     args = parser.parse_args()
-    sys.path.insert(0, str(BENCH))
-    from serve_process import ServeProcess
-
     count = int(args.mb * 1e6 / SIZE)
     baseline = make_baseline(args.baseline_ref)
     trees = {
@@ -294,10 +347,9 @@ def main() -> None:
     if not args.no_perf:
         trees["josefk perf"] = ROOT
     data_dir = Path(tempfile.mkdtemp(prefix="josefk-client-perf-bench-"))
-    broker = ServeProcess(data_dir)
+    broker = Broker(data_dir)
     runs: list[Run] = []
     try:
-        pid = broker.process.pid
         clients = list(trees)
         for round_index in range(args.rounds):
             shift = round_index % len(clients)
@@ -306,25 +358,21 @@ def main() -> None:
                 for client in order:
                     topic = f"perf-{client.replace(' ', '-')}-{acks}-{round_index}"
                     admin(broker.bootstrap, topic, create=True)
-                    result, broker_cpu = measure(
-                        pid, client, trees[client], broker.bootstrap, topic, acks, count
-                    )
+                    result, broker_cpu = measure(broker, client, trees[client], topic, acks, count)
                     landed = admin(broker.bootstrap, topic)
                     if client == "josefk perf":
-                        seconds = result["seconds"]
-                        cpu = float("nan")
-                        latency = result.get("latency_ms")
+                        seconds, cpu, perf = result["seconds"], float("nan"), result
                     else:
-                        seconds, cpu, latency = result["seconds"], result["cpu"], None
+                        seconds, cpu, perf = result["seconds"], result["cpu"], None
                     run = Run(
-                        client, acks, count, seconds, cpu, broker_cpu, landed, round_index, latency
+                        client, acks, count, seconds, cpu, broker_cpu, landed, round_index, perf
                     )
                     runs.append(run)
                     print(
                         f"round {round_index + 1} acks={acks:3} {client:22} "
                         f"{run.mb_per_s:7.1f} MB/s  client {cpu / run.gb:5.2f} CPU s/GB  "
                         f"broker {broker_cpu / run.gb:5.2f} CPU s/GB  landed {landed}"
-                        + (f"  perf {json.dumps(latency)}" if latency else ""),
+                        + (f"\n    perf {json.dumps(perf)}" if perf else ""),
                         flush=True,
                     )
                     if landed != count:
@@ -349,8 +397,8 @@ def markdown(runs: list[Run], args: argparse.Namespace, count: int) -> str:
         f"{platform.python_version()}: {count:,} records of 1 KiB per run to one partition, "
         f"fastest of {args.rounds} rounds.",
         "",
-        "| acks | producer | MB/s | vs librdkafka | client CPU s/GB | broker CPU s/GB | p50 / p99 ms |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| acks | producer | MB/s | vs librdkafka | client CPU s/GB | broker CPU s/GB |",
+        "|---|---|---:|---:|---:|---:|",
     ]
     for acks in args.acks.split(","):
         ref = best.get(("confluent-kafka", acks))
@@ -359,10 +407,34 @@ def markdown(runs: list[Run], args: argparse.Namespace, count: int) -> str:
                 continue
             ratio = f"{run.mb_per_s / ref.mb_per_s:.2f}x" if ref else ""
             cpu = "" if run.client_cpu != run.client_cpu else f"{run.client_cpu / run.gb:.2f}"
-            lat = f"{run.latency['p50']} / {run.latency['p99']}" if run.latency else ""
             lines.append(
                 f"| {acks} | {client} | {run.mb_per_s:.1f} | {ratio} | {cpu} | "
-                f"{run.broker_cpu / run.gb:.2f} | {lat} |"
+                f"{run.broker_cpu / run.gb:.2f} |"
+            )
+    perf_runs = [r for r in runs if r.perf]
+    if perf_runs:
+        lines += [
+            "",
+            "`josefk perf produce` beside the broker's view of the same run (every round):",
+            "",
+            "| acks | round | perf MB/s | broker MB/s | landed | record p50 / p99 ms | "
+            "request p50 / p99 ms | broker TotalTimeMs mean / p50 / p99 | requests perf / "
+            "broker |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for run in perf_runs:
+            perf = run.perf or {}
+            lat = perf.get("latency_ms", {})
+            req = perf.get("requests", {})
+            rlat = req.get("latency_ms", {})
+            broker = perf.get("broker", {})
+            lines.append(
+                f"| {run.acks} | {run.round_index + 1} | {perf.get('mb_per_second', 0):.1f} | "
+                f"{broker.get('mb_per_second', 0):.1f} | {run.landed:,} | "
+                f"{lat.get('p50')} / {lat.get('p99')} | {rlat.get('p50')} / {rlat.get('p99')} | "
+                f"{broker.get('total_time_ms_mean')} / {broker.get('total_time_ms_p50')} / "
+                f"{broker.get('total_time_ms_p99')} | {req.get('count')} / "
+                f"{broker.get('produce_requests')} |"
             )
     return "\n".join(lines) + "\n"
 
