@@ -303,11 +303,12 @@ def perf_produce(
     What is measured:
     - seconds: from the first send to the end of the final flush (every record acked);
       MB/s counts values only (no keys, no batch overhead).
-    - latency: per record, from send() to its acknowledgement (DeliveryFuture.latency():
-      taken when the producer handles the response, before any callback). It includes the wait in the producer's buffer: when records are offered faster than
-      the broker takes them (no --throughput), most of it is queueing, as in
-      kafka-producer-perf-test.sh. Cap the rate below the maximum to see the request
-      latency alone.
+    - latency: per record, from send() to its acknowledgement (DeliveryFuture.latency(),
+      taken when the producer handles the response, before any callback). It includes
+      the wait in the producer's buffer: when records are offered faster than the broker
+      takes them (no --throughput), most of it is queueing, as in
+      kafka-producer-perf-test.sh. Cap the rate below the maximum to see the linger and
+      the request latency alone.
     - requests: the Produce requests the producer sent, their bytes of record batches,
       and each one's time from being written to its response being read.
     - landed in log: the records the topic's log end offsets grew by (ListOffsets before
@@ -318,7 +319,8 @@ def perf_produce(
     - --broker-metrics URL reads the broker's Prometheus endpoint before and after and
       prints the broker's view: records and bytes in for TOPIC
       (kafka_server_brokertopicmetrics_messagesin_total / bytesin_total; bytes in counts
-      whole batches, so it exceeds the value bytes by the record and batch overhead), the
+      whole batches, so it exceeds the value bytes by the record and batch overhead, and
+      its MB/s is over perf's own seconds; it equals the requests' bytes above), the
       Produce requests it answered and their TotalTimeMs (kafka_network_requestmetrics_
       totaltimems: mean over the run, p50/p99 over the broker's latest 1028 requests).
       The producer's request latency is the broker's TotalTimeMs plus the network and the
