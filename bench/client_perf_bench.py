@@ -213,8 +213,17 @@ def make_baseline(ref: str) -> Path:
         check=True,
         capture_output=True,
     )
-    # The C extensions, as setup.py builds them: copied when the source is this tree's,
-    # compiled otherwise (setup.py itself would read the baseline's pyproject metadata).
+    try:
+        _build_extensions(path)
+    except BaseException:
+        drop_baseline(path)
+        raise
+    return path
+
+
+def _build_extensions(path: Path) -> None:
+    """The C extensions, as setup.py builds them: copied when the source is this tree's,
+    compiled otherwise (setup.py itself would read the baseline's pyproject metadata)."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     for package, name in (("protocol", "_cdecode"), ("records", "_crecords")):
         source = path / "josefk" / package / f"{name}.c"
@@ -238,7 +247,6 @@ def make_baseline(ref: str) -> Path:
             ],
             check=True,
         )
-    return path
 
 
 def drop_baseline(path: Path) -> None:
