@@ -214,10 +214,15 @@ def producer(cluster: Cluster, acks: str, **extra: Any) -> Producer:
     return Producer(conf)
 
 
-def throughput(cluster: Cluster, topic: str, acks: str, megabytes: int) -> tuple[float, float]:
+def throughput(
+    cluster: Cluster, topic: str, acks: str, megabytes: int
+) -> tuple[float, float, float]:
+    """(MB/s, the brokers' CPU s/GB, this client process's CPU s/GB: librdkafka's threads
+    and the Python loop that feeds it, which share the two cores with the brokers)."""
     p = producer(cluster, acks)
     count = megabytes * 1024
     failures: list[Any] = []
+    client0 = sum(os.times()[:2])
     cpu0, t0 = cluster.cpu_seconds(), time.perf_counter()
     for i in range(count):
         while True:
@@ -233,8 +238,9 @@ def throughput(cluster: Cluster, topic: str, acks: str, megabytes: int) -> tuple
     cpu = cluster.cpu_seconds() - cpu0
     if failures:
         sys.exit(f"{len(failures)} records failed: {failures[:3]}")
+    client = sum(os.times()[:2]) - client0
     gigabytes = count * 1024 / 1e9
-    return megabytes * 1.048576 / elapsed, cpu / gigabytes
+    return megabytes * 1.048576 / elapsed, cpu / gigabytes, client / gigabytes
 
 
 def latency(
@@ -422,7 +428,7 @@ def run(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> None:
             if warm_gb < 0:
                 warm_gb = len(trees) * args.rounds * args.mb * 4 / 1024 + 1
             warm_memory(Path(tmp), warm_gb)
-            results: dict[tuple[int, str], list[tuple[float, float]]] = {
+            results: dict[tuple[int, str], list[tuple[float, float, float]]] = {
                 (i, c[0]): [] for i in range(len(trees)) for c in configs
             }
             # Rounds alternate between the configurations and the trees, so that none gets
@@ -436,7 +442,8 @@ def run(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> None:
                         results[index, name].append(result)
                         print(
                             f"round {round_} {trees[index][0]} {name}: {result[0]:.1f} MB/s, "
-                            f"{result[1]:.2f} broker CPU s/GB, load {os.getloadavg()[0]:.1f}",
+                            f"{result[1]:.2f} broker CPU s/GB, client CPU {result[2]:.2f} s/GB, "
+                            f"load {os.getloadavg()[0]:.1f}",
                             file=sys.stderr,
                             flush=True,
                         )
