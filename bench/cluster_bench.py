@@ -8,9 +8,9 @@ same cores), then measures with confluent-kafka (librdkafka), 1 KiB records:
    brokers' own CPU seconds per GB moved (the sum over the three processes, read from
    /proc); first the machine's memory is warmed (``--warm-gb`` written and deleted: see
    ``warm_memory``);
-2. latency: p50/p99 of the delivery latency librdkafka measures per record, at a fixed rate
-   (``--rate-mb`` MB/s) for ``--latency-s`` seconds, both configurations, each after a sync
-   and a ``--settle-s`` pause;
+2. latency: p50/p99 of the delivery latency librdkafka measures per record, at half of the
+   best RF=3 throughput of this tree (or ``--rate-mb`` MB/s) for ``--latency-s`` seconds,
+   both configurations, each after a sync and a ``--settle-s`` pause;
 3. failover: an acks=all producer sends a record every millisecond to one partition; its
    leader is SIGKILLed; the time from the kill to the first acknowledged record sent after it,
    and to the first Metadata answer (from a surviving broker, asked every 10 ms) that names
@@ -18,9 +18,14 @@ same cores), then measures with confluent-kafka (librdkafka), 1 KiB records:
    ``--fast-session-ms``; with the latter also with librdkafka's periodic metadata refresh
    at ``--client-refresh-ms`` (see ``failover``) and with josefk's own producer.
 
+With ``--baseline-ref REF`` the throughput and latency measurements run on two clusters side
+by side, this tree's and REF's (checked out in a temporary ``git worktree``), rounds
+alternating between them; ``--skip-failover`` leaves out part 3.
+
 Prints a table; ``--quick`` for a smoke run. Loopback only, bounded in time.
 
     .venv/bin/python bench/cluster_bench.py --rounds 3
+    .venv/bin/python bench/cluster_bench.py --rounds 3 --baseline-ref d487483 --skip-failover
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from serve_process import baseline_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = b"x" * 1024
@@ -58,8 +64,12 @@ def free_port() -> int:
 
 
 class Cluster:
-    def __init__(self, base: Path, session_ms: int, settings: Sequence[str] = ()) -> None:
+    def __init__(
+        self, base: Path, session_ms: int, settings: Sequence[str] = (), root: Path = ROOT
+    ) -> None:
+        """``root``: the source tree whose josefk the brokers run (a baseline's worktree)."""
         self.base = base
+        self.root = root
         self.session_ms = session_ms
         self.settings = list(settings)
         self.etcd: subprocess.Popen[bytes] | None = None
@@ -101,7 +111,7 @@ class Cluster:
 
     def start_broker(self, broker_id: int) -> None:
         port = self.ports.setdefault(broker_id, free_port())
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONPATH=str(self.root))
         log = (self.base / f"broker{broker_id}.log").open("ab")
         process = subprocess.Popen(
             [sys.executable, "-m", "josefk", "serve",
@@ -111,7 +121,7 @@ class Cluster:
              "--set", f"josefk.etcd.endpoints={self.endpoint}",
              "--set", f"josefk.etcd.session.timeout.ms={self.session_ms}",
              *[arg for setting in self.settings for arg in ("--set", setting)]],
-            stdout=subprocess.PIPE, stderr=log, env=env,
+            stdout=subprocess.PIPE, stderr=log, env=env, cwd=self.root,
         )  # fmt: skip
         assert process.stdout is not None
         line = process.stdout.readline().decode()
@@ -204,10 +214,15 @@ def producer(cluster: Cluster, acks: str, **extra: Any) -> Producer:
     return Producer(conf)
 
 
-def throughput(cluster: Cluster, topic: str, acks: str, megabytes: int) -> tuple[float, float]:
+def throughput(
+    cluster: Cluster, topic: str, acks: str, megabytes: int
+) -> tuple[float, float, float]:
+    """(MB/s, the brokers' CPU s/GB, this client process's CPU s/GB: librdkafka's threads
+    and the Python loop that feeds it, which share the two cores with the brokers)."""
     p = producer(cluster, acks)
     count = megabytes * 1024
     failures: list[Any] = []
+    client0 = sum(os.times()[:2])
     cpu0, t0 = cluster.cpu_seconds(), time.perf_counter()
     for i in range(count):
         while True:
@@ -223,8 +238,9 @@ def throughput(cluster: Cluster, topic: str, acks: str, megabytes: int) -> tuple
     cpu = cluster.cpu_seconds() - cpu0
     if failures:
         sys.exit(f"{len(failures)} records failed: {failures[:3]}")
+    client = sum(os.times()[:2]) - client0
     gigabytes = count * 1024 / 1e9
-    return megabytes * 1.048576 / elapsed, cpu / gigabytes
+    return megabytes * 1.048576 / elapsed, cpu / gigabytes, client / gigabytes
 
 
 def latency(
@@ -243,7 +259,13 @@ def latency(
     while (now := time.perf_counter() - start) < seconds:
         due = int(now * 1000 * per_ms)
         while sent < due:
-            p.produce(topic, RECORD, on_delivery=done)
+            try:
+                p.produce(topic, RECORD, on_delivery=done)
+            except BufferError:
+                # The brokers fall behind this rate: the wait for room is part of the
+                # latency of the records queued behind it.
+                p.poll(0.001)
+                continue
             sent += 1
         p.poll(0.001)
     p.flush(60)
@@ -355,7 +377,12 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--mb", type=int, default=256)
-    parser.add_argument("--rate-mb", type=float, default=20.0)
+    parser.add_argument(
+        "--rate-mb",
+        type=float,
+        default=0.0,
+        help="the latency run's load (default: half of this tree's best RF=3 MB/s)",
+    )
     parser.add_argument("--latency-s", type=float, default=10.0)
     parser.add_argument("--fast-session-ms", type=int, default=2000)
     parser.add_argument("--settle-s", type=float, default=10.0)
@@ -367,6 +394,12 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
+        "--baseline-ref",
+        default="",
+        help="also run this git ref (a temporary worktree) on its own cluster, rounds alternating",
+    )
+    parser.add_argument("--skip-failover", action="store_true")
+    parser.add_argument(
         "--warm-gb",
         type=float,
         default=-1,
@@ -375,39 +408,69 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.mb, args.latency_s, args.settle_s = 1, 32, 3.0, 0.0
+    with contextlib.ExitStack() as stack:
+        trees = [("this tree", ROOT)]
+        if args.baseline_ref:
+            trees.append((args.baseline_ref, stack.enter_context(baseline_tree(args.baseline_ref))))
+        run(args, trees)
+
+
+def run(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> None:
+    configs = (("rf1", 1, "1", 1), ("rf3", 3, "all", 2))
     with tempfile.TemporaryDirectory(prefix="josefk-cluster-bench-") as tmp:
-        cluster = Cluster(Path(tmp) / "default", 6000)
-        (Path(tmp) / "default").mkdir()
-        cluster.start()
+        clusters = []
         try:
-            configs = (("rf1", 1, "1", 1), ("rf3", 3, "all", 2))
+            for index, (_, root) in enumerate(trees):
+                (Path(tmp) / f"default{index}").mkdir()
+                clusters.append(Cluster(Path(tmp) / f"default{index}", 6000, root=root).start())
             # Every replica writes its copy: RF=1 writes each MB once, RF=3 three times.
-            warm_gb = args.warm_gb if args.warm_gb >= 0 else args.rounds * args.mb * 4 / 1024 + 1
+            warm_gb = args.warm_gb
+            if warm_gb < 0:
+                warm_gb = len(trees) * args.rounds * args.mb * 4 / 1024 + 1
             warm_memory(Path(tmp), warm_gb)
-            results: dict[str, list[tuple[float, float]]] = {c[0]: [] for c in configs}
-            # Rounds alternate between the configurations, so that neither gets the quieter
-            # machine (writeback of earlier rounds, page cache state) to itself.
+            results: dict[tuple[int, str], list[tuple[float, float, float]]] = {
+                (i, c[0]): [] for i in range(len(trees)) for c in configs
+            }
+            # Rounds alternate between the configurations and the trees, so that none gets
+            # the quieter machine (writeback of earlier rounds, page cache state) to itself.
             for round_ in range(args.rounds):
-                for name, rf, acks, min_isr in configs:
-                    topic = f"{name}-{round_}"
-                    cluster.create(topic, 3, rf, min_isr)
-                    results[name].append(throughput(cluster, topic, acks, args.mb))
+                for index, cluster in enumerate(clusters):
+                    for name, rf, acks, min_isr in configs:
+                        topic = f"{name}-{round_}"
+                        cluster.create(topic, 3, rf, min_isr)
+                        result = throughput(cluster, topic, acks, args.mb)
+                        results[index, name].append(result)
+                        print(
+                            f"round {round_} {trees[index][0]} {name}: {result[0]:.1f} MB/s, "
+                            f"{result[1]:.2f} broker CPU s/GB, client CPU {result[2]:.2f} s/GB, "
+                            f"load {os.getloadavg()[0]:.1f}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+            # The latency load: --rate-mb, or half of this tree's best RF=3 throughput (the
+            # same rate for the baseline, so that both carry the same load).
+            rate = args.rate_mb or max(results[0, "rf3"])[0] / 2
             rows = []
-            for name, rf, acks, min_isr in configs:
-                best = max(results[name])
-                cluster.create(f"{name}-latency", 3, rf, min_isr)
-                # As bench/broker_bench.py: let the throughput rounds' writeback finish first,
-                # or this VM's I/O aftermath (slow vCPU wake-ups) sets the tail.
-                os.sync()
-                time.sleep(args.settle_s)
-                p50, p99 = latency(cluster, f"{name}-latency", acks, args.rate_mb, args.latency_s)
-                rows.append(
-                    (name, acks, best[0], best[1], p50, p99, [round(r[0]) for r in results[name]])
-                )
+            for index, cluster in enumerate(clusters):
+                for name, rf, acks, min_isr in configs:
+                    best = max(results[index, name])
+                    cluster.create(f"{name}-latency", 3, rf, min_isr)
+                    # As bench/broker_bench.py: let the throughput rounds' writeback finish
+                    # first, or this VM's I/O aftermath (slow vCPU wake-ups) sets the tail.
+                    os.sync()
+                    time.sleep(args.settle_s)
+                    p50, p99 = latency(cluster, f"{name}-latency", acks, rate, args.latency_s)
+                    rounds = [round(r[0]) for r in results[index, name]]
+                    rows.append((trees[index][0], name, acks, best[0], best[1], p50, p99, rounds))
+            if args.skip_failover:
+                print_rows(rows, rate)
+                return
+            cluster = clusters[0]
             cluster.create("failover", 1, 3, 2)
             default_failover = failover(cluster, "failover")
         finally:
-            cluster.stop()
+            for each in clusters:
+                each.stop()
         fast = Cluster(Path(tmp) / "fast", args.fast_session_ms)
         (Path(tmp) / "fast").mkdir()
         fast.start()
@@ -424,12 +487,7 @@ def main() -> None:
             fast_josefk = failover_josefk(fast, "failover-josefk")
         finally:
             fast.stop()
-    print(
-        f"{'config':8} {'acks':5} {'MB/s':>8} {'broker CPU s/GB':>16} {'p50 ms':>8} {'p99 ms':>8}  rounds (MB/s)"
-    )
-    for name, acks, mbs, cpu, p50, p99, rounds in rows:
-        print(f"{name:8} {acks:5} {mbs:8.1f} {cpu:16.1f} {p50:8.2f} {p99:8.2f}  {rounds}")
-    print(f"RF=3 throughput is {rows[1][2] / rows[0][2] * 100:.0f}% of RF=1")
+    print_rows(rows, rate)
     for label, (acked, named) in (
         ("the default session timeout (6000 ms)", default_failover),
         (f"josefk.etcd.session.timeout.ms={args.fast_session_ms}", fast_failover),
@@ -447,6 +505,22 @@ def main() -> None:
         f"failover with josefk.etcd.session.timeout.ms={args.fast_session_ms} and josefk's own "
         f"producer: {fast_josefk:.2f} s from SIGKILL to the first acks=all ack"
     )
+
+
+def print_rows(rows: list[tuple[Any, ...]], rate: float) -> None:
+    print(
+        f"{'code':12} {'config':6} {'acks':4} {'MB/s':>7} {'CPU s/GB':>9} "
+        f"{'p50 ms':>7} {'p99 ms':>7}  rounds (MB/s); latency at {rate:.1f} MB/s"
+    )
+    for code, name, acks, mbs, cpu, p50, p99, rounds in rows:
+        print(
+            f"{code[:12]:12} {name:6} {acks:4} {mbs:7.1f} {cpu:9.2f} {p50:7.2f} {p99:7.2f}  {rounds}"
+        )
+    for index in range(0, len(rows), 2):
+        print(
+            f"{rows[index][0]}: RF=3 throughput is {rows[index + 1][3] / rows[index][3] * 100:.0f}% "
+            f"of RF=1 (best rounds)"
+        )
 
 
 if __name__ == "__main__":

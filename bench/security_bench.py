@@ -15,6 +15,11 @@ SASL_SSL with SCRAM), test certificates made with the openssl command line
 
     python bench/security_bench.py            # prints a Markdown table
     python bench/security_bench.py --quick    # smaller counts
+    python bench/security_bench.py --rounds 3 --baseline-ref d487483   # beside a baseline
+
+With ``--baseline-ref REF`` a second broker runs REF's code (a temporary ``git worktree``)
+and the throughput rounds alternate between the two; each figure is the median of the
+rounds, and each listener's CPU per GB is also given as a multiple of PLAINTEXT's.
 
 Not a test: nothing here asserts. The clients run on the same cores as the broker.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import hmac
 import itertools
@@ -45,6 +51,7 @@ from serve_process import (
     ROOT,
     THROUGHPUT_PRODUCER,
     ServeProcess,
+    baseline_tree,
     cpu_seconds,
     fetch_all,
     produce_all,
@@ -61,7 +68,7 @@ from josefk.protocol.headers import RequestHeader
 USER, PASSWORD = "bench", "bench-secret"
 
 
-def start_broker(data: Path, pki: Pki) -> tuple[ServeProcess, dict[str, str]]:
+def start_broker(data: Path, pki: Pki, root: Path = ROOT) -> tuple[ServeProcess, dict[str, str]]:
     data.mkdir(parents=True)
     store = CredentialStore.load(data)
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
@@ -75,6 +82,7 @@ def start_broker(data: Path, pki: Pki) -> tuple[ServeProcess, dict[str, str]]:
             f"ssl.truststore.location={pki.ca}",
             "listener.name.ssl.ssl.client.auth=required",
         ],
+        root=root,
     )
     bootstraps = {"PLAINTEXT": broker.bootstrap}
     assert broker.process.stdout is not None
@@ -216,58 +224,107 @@ def connector(bootstrap: str, pki: Pki, kind: str) -> Callable[[], None]:
     return connect
 
 
+def throughput_round(
+    broker: ServeProcess,
+    bootstraps: dict[str, str],
+    pki: Pki,
+    count: int,
+    size: int,
+    suffix: str,
+) -> list[tuple[str, float, float, float, float]]:
+    """Produce then fetch ``count`` messages on each listener, each on a topic of its own:
+    (listener, produce MB/s, broker CPU s/GB, fetch MB/s, broker CPU s/GB) per listener."""
+    pid = broker.process.pid
+    admin = AdminClient({"bootstrap.servers": bootstraps["PLAINTEXT"]})
+    rows = []
+    for listener in ("PLAINTEXT", "SSL", "SASL_SSL"):
+        topic = f"bench-{listener.lower()}{suffix}"
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        auth = client_settings(listener, pki)
+        gigabytes = count * size / 1e9
+        cpu0 = cpu_seconds(pid)
+        produce_s = produce(bootstraps[listener], topic, count, size, auth)
+        cpu1 = cpu_seconds(pid)
+        fetch_s = fetch(bootstraps[listener], topic, count + 1, auth)
+        cpu2 = cpu_seconds(pid)
+        rows.append(
+            (
+                listener,
+                gigabytes * 1000 / produce_s,
+                (cpu1 - cpu0) / gigabytes,
+                gigabytes * 1000 / fetch_s,
+                (cpu2 - cpu1) / gigabytes,
+            )
+        )
+        print(f"{suffix} {listener}: {rows[-1][1:]}", file=sys.stderr, flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller counts, a smoke run")
     parser.add_argument("--messages", type=int, default=0, help="1 KiB messages per listener")
     parser.add_argument("--connections", type=int, default=0, help="connections per kind")
+    parser.add_argument("--rounds", type=int, default=1, help="throughput rounds per broker")
+    parser.add_argument(
+        "--baseline-ref",
+        default="",
+        help="also run this git ref's broker (a temporary worktree), rounds alternating",
+    )
     args = parser.parse_args()
     count = args.messages or (20_000 if args.quick else 300_000)
     connections = args.connections or (50 if args.quick else 500)
     size = 1024
-    with tempfile.TemporaryDirectory(prefix="josefk-security-bench-") as scratch:
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="josefk-security-bench-"))
+        trees = [("this tree", ROOT)]
+        if args.baseline_ref:
+            trees.append((args.baseline_ref, stack.enter_context(baseline_tree(args.baseline_ref))))
         pki = make_pki(Path(scratch, "pki"))
-        broker, bootstraps = start_broker(Path(scratch, "data"), pki)
+        brokers = []
         try:
-            pid = broker.process.pid
-            admin = AdminClient({"bootstrap.servers": bootstraps["PLAINTEXT"]})
-            rows = []
-            for listener in ("PLAINTEXT", "SSL", "SASL_SSL"):
-                topic = f"bench-{listener.lower()}"
-                admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-                auth = client_settings(listener, pki)
-                gigabytes = count * size / 1e9
-                cpu0 = cpu_seconds(pid)
-                produce_s = produce(bootstraps[listener], topic, count, size, auth)
-                cpu1 = cpu_seconds(pid)
-                fetch_s = fetch(bootstraps[listener], topic, count + 1, auth)
-                cpu2 = cpu_seconds(pid)
-                rows.append(
-                    (
-                        listener,
-                        gigabytes * 1000 / produce_s,
-                        (cpu1 - cpu0) / gigabytes,
-                        gigabytes * 1000 / fetch_s,
-                        (cpu2 - cpu1) / gigabytes,
+            for index, (_, root) in enumerate(trees):
+                brokers.append(start_broker(Path(scratch, f"data{index}"), pki, root))
+            results: dict[int, list[list[tuple[str, float, float, float, float]]]] = {
+                index: [] for index in range(len(trees))
+            }
+            for round_ in range(args.rounds):
+                for index, (broker, bootstraps) in enumerate(brokers):
+                    results[index].append(
+                        throughput_round(broker, bootstraps, pki, count, size, f"-{index}-{round_}")
                     )
-                )
             setups = []
+            bootstraps = brokers[0][1]
             for kind in ("PLAINTEXT", "SSL", "SCRAM-SHA-256", "SCRAM-SHA-512"):
                 listener = "SASL_SSL" if kind.startswith("SCRAM") else kind
                 setups.append(
                     (kind, *setup_times(connector(bootstraps[listener], pki, kind), connections))
                 )
         finally:
-            broker.stop()
+            for broker, _ in brokers:
+                broker.stop()
     print(
-        f"{count:,} messages of {size} B per listener, acks=1; broker CPU s/GB = its utime+stime\n"
+        f"{count:,} messages of {size} B per listener, acks=1; broker CPU s/GB = its utime+stime; "
+        f"median of {args.rounds} round(s)\n"
     )
-    print("| listener | produce MB/s | broker CPU s/GB | fetch MB/s | broker CPU s/GB |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for listener, produce_mbs, produce_cpu, fetch_mbs, fetch_cpu in rows:
-        print(
-            f"| {listener} | {produce_mbs:,.1f} | {produce_cpu:.2f} | {fetch_mbs:,.1f} | {fetch_cpu:.2f} |"
-        )
+    print(
+        "| code | listener | produce MB/s | broker CPU s/GB | x PLAINTEXT "
+        "| fetch MB/s | broker CPU s/GB | x PLAINTEXT |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for index, (code, _) in enumerate(trees):
+        rounds = results[index]
+        medians = {
+            listener: [statistics.median(r[i][column] for r in rounds) for column in range(1, 5)]
+            for i, listener in enumerate(("PLAINTEXT", "SSL", "SASL_SSL"))
+        }
+        plain = medians["PLAINTEXT"]
+        for listener, (produce_mbs, produce_cpu, fetch_mbs, fetch_cpu) in medians.items():
+            print(
+                f"| {code} | {listener} | {produce_mbs:,.1f} | {produce_cpu:.2f} "
+                f"| {produce_cpu / plain[1]:.2f} | {fetch_mbs:,.1f} | {fetch_cpu:.2f} "
+                f"| {fetch_cpu / plain[3]:.2f} |"
+            )
     print(f"\nConnection set-up to the first answer, {connections} connections each:\n")
     print("| connection | p50 ms | p99 ms |")
     print("| --- | ---: | ---: |")

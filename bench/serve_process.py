@@ -7,13 +7,18 @@ The benchmarks import it as a sibling module (they run as scripts from bench/).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 class ServeProcess:
     """Waits for the broker's one ready line on stdout, then knows its bootstrap address."""
 
-    def __init__(self, data_dir: Path, settings: Sequence[str] = ()) -> None:
+    def __init__(self, data_dir: Path, settings: Sequence[str] = (), root: Path = ROOT) -> None:
         """``settings``: ``key=value`` broker settings (``--set``). ``ready_s`` is the time
-        from starting the process to its ready line (the broker's start-up)."""
+        from starting the process to its ready line (the broker's start-up). ``root``: the
+        source tree whose josefk runs (a baseline's worktree, see ``baseline_tree``)."""
         started = time.perf_counter()
         self.process = subprocess.Popen(
             [
@@ -45,7 +51,8 @@ class ServeProcess:
             ],
             stdout=subprocess.PIPE,
             text=True,
-            cwd=ROOT,
+            cwd=root,
+            env=dict(os.environ, PYTHONPATH=str(root)),
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
@@ -58,6 +65,50 @@ class ServeProcess:
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(timeout=120)
+
+
+@contextlib.contextmanager
+def baseline_tree(ref: str) -> Iterator[Path]:
+    """``ref`` checked out in a temporary detached ``git worktree`` with its C extensions
+    built in place (compiled directly with this Python's compiler settings: ``setup.py``
+    would need a setuptools that reads the tree's pyproject), removed afterwards. Benchmarks
+    run the baseline from it beside the current tree in the same run."""
+    where = Path(tempfile.mkdtemp(prefix="josefk-baseline-"))
+    tree = where / "tree"
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", str(tree), ref],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        config = sysconfig.get_config_vars()
+        suffix = config["EXT_SUFFIX"]
+        for source in sorted(tree.glob("josefk/**/_c*.c")):
+            subprocess.run(
+                [
+                    *shlex.split(config["CC"]),
+                    *shlex.split(config["CFLAGS"]),
+                    *shlex.split(config["CCSHARED"]),
+                    f"-I{sysconfig.get_paths()['include']}",
+                    str(source),
+                    *shlex.split(config["LDSHARED"])[1:],
+                    "-o",
+                    str(source.with_suffix("")) + suffix,
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+        yield tree
+    finally:
+        subprocess.run(
+            ["git", "worktree", "remove", "--force", str(tree)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        shutil.rmtree(where, ignore_errors=True)
 
 
 # confluent-kafka producer settings for throughput: big batches after 5 ms, no idempotence.

@@ -100,11 +100,13 @@ class TlsConnection(Connection):
         self.info.principal = principal
         self._established = True
         self._tls.handshake_ended(True)
+        cipher = self._ssl.cipher()
         logger.debug(
-            "TLS from %s on %s: %s, %s",
+            "TLS from %s on %s: %s, %s, %s",
             self.info.peer,
             self.info.listener_name,
             self._ssl.version(),
+            cipher[0] if cipher else "no cipher",
             principal or "principal from SASL",
         )
         await super()._read_frames()
