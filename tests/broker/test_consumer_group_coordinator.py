@@ -338,17 +338,18 @@ async def test_classic_and_consumer_groups_convert_when_empty(env: Env) -> None:
     assert env.coordinator.group("g") is None and env.coordinator.consumer_group("g")
     [(_, _, committed)] = env.coordinator.fetch_offsets("g", [("t", 1)])
     assert committed is not None and committed.offset == 7
-    # A classic member cannot join while the consumer group has members...
-    refused = await join(env, group="g")  # type: ignore[arg-type]
+    # A member of another protocol type cannot join while the consumer group has members
+    # (a classic consumer can: test_group_migration.py)...
+    refused = await join(env, group="g", protocol_type="connect")  # type: ignore[arg-type]
     assert refused.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     a.heartbeat(epoch=-1)
     # ...and turns it back into a classic group once it is empty.
-    joined = join(env, group="g")  # type: ignore[arg-type]
+    joined = join(env, group="g", protocol_type="connect")  # type: ignore[arg-type]
     first = await joined
     assert first.error in (ErrorCode.MEMBER_ID_REQUIRED, ErrorCode.NONE)
     assert env.coordinator.consumer_group("g") is None and env.coordinator.group("g")
-    # A non-empty classic group is no consumer group.
-    second = join(env, first.member_id, group="g")  # type: ignore[arg-type]
+    # A non-empty classic group of another protocol type is no consumer group.
+    second = join(env, first.member_id, group="g", protocol_type="connect")  # type: ignore[arg-type]
     await asyncio.sleep(0)
     assert Member(env, "b").heartbeat().error == ErrorCode.GROUP_ID_NOT_FOUND
     env.coordinator.stop()

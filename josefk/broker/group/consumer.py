@@ -59,6 +59,7 @@ from josefk.broker.group.assignors import UnknownAssignorError, assign
 from josefk.broker.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerMember,
     MemberState,
@@ -148,6 +149,8 @@ class ConsumerGroupManager(ShardPart):
         self._topics = topics
         self.group_configs = group_configs
         self._new_member_id = new_member_id
+        # Called after a member is removed (the coordinator's online downgrade check).
+        self.on_member_removed: Callable[[ConsumerGroup, ConsumerMember], None] | None = None
 
     # -- topics -----------------------------------------------------------------------------
 
@@ -484,6 +487,8 @@ class ConsumerGroupManager(ShardPart):
             group.target = {}
             group.assignment_epoch = group.group_epoch
         self._persist(group, (member.member_id,))
+        if self.on_member_removed is not None:
+            self.on_member_removed(group, member)
 
     def _session_timeout_ms(self, group_id: str) -> int:
         """The group's consumer.session.timeout.ms, else the broker's."""
@@ -506,8 +511,14 @@ class ConsumerGroupManager(ShardPart):
         member.session_task = self._scheduler.schedule(
             f"consumer-group-session-{group.group_id}",
             lambda: self._on_session_timeout(group, member),
-            delay_ms=self._session_timeout_ms(group.group_id),
+            delay_ms=self._member_session_timeout_ms(group, member),
         )
+
+    def _member_session_timeout_ms(self, group: ConsumerGroup, member: ConsumerMember) -> int:
+        """A classic member keeps the session timeout of its JoinGroup."""
+        if member.classic is not None:
+            return member.classic.session_timeout_ms
+        return self._session_timeout_ms(group.group_id)
 
     def _on_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         member.session_task = None
@@ -517,7 +528,7 @@ class ConsumerGroupManager(ShardPart):
             "group %s: member %s missed its session timeout of %d ms",
             group.group_id,
             member.member_id,
-            self._session_timeout_ms(group.group_id),
+            self._member_session_timeout_ms(group, member),
         )
         self.remove_member(group, member)
 
@@ -585,6 +596,8 @@ class ConsumerGroupManager(ShardPart):
                             m.subscribed_topic_regex,
                             m.rebalance_timeout_ms,
                             m.server_assignor,
+                            m.classic.session_timeout_ms if m.classic is not None else None,
+                            m.classic.protocols if m.classic is not None else (),
                         )
                     ),
                 )
@@ -652,6 +665,10 @@ class ConsumerGroupManager(ShardPart):
                 subscribed_topic_regex=metadata.subscribed_topic_regex,
                 server_assignor=metadata.server_assignor,
             )
+            if metadata.classic_session_timeout_ms is not None:
+                member.classic = ClassicMemberMetadata(
+                    metadata.classic_session_timeout_ms, metadata.classic_protocols
+                )
             if current is not None:
                 member.member_epoch = current.member_epoch
                 member.previous_member_epoch = current.previous_member_epoch
@@ -702,6 +719,12 @@ class ConsumerGroupManager(ShardPart):
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:
+            # A classic member of a consumer group commits with the generation its JoinGroup
+            # gave it (its member epoch), with any OffsetCommit version, as in Kafka.
+            if member_epoch != member.member_epoch and not (transactional and member_epoch < 0):
+                return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.NONE
         if not transactional and api_version is not None and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
