@@ -213,7 +213,7 @@ async def test_upgrade_policy_keeps_a_mixed_group_when_the_consumer_member_leave
 
 
 async def test_a_restart_keeps_the_classic_members_of_a_consumer_group(env: Env) -> None:
-    a, b = await classic_group(env)
+    a, _ = await classic_group(env)
     c = Member(env, "c")
     c.heartbeat()
     await a.join()
