@@ -121,9 +121,7 @@ async def test_a_consumer_member_upgrades_a_classic_group_with_members(env: Env)
     commit = env.coordinator.commit_offsets
     entry = [OffsetCommitEntry("t", min(a.partitions), 5)]
     assert commit("g", a.generation, a.member_id, None, entry, api_version=8) == [ErrorCode.NONE]
-    assert commit("g", a.generation - 1, a.member_id, None, entry) == [
-        ErrorCode.ILLEGAL_GENERATION
-    ]
+    assert commit("g", a.generation - 1, a.member_id, None, entry) == [ErrorCode.ILLEGAL_GENERATION]
 
 
 async def test_the_last_consumer_member_leaving_downgrades_the_group(env: Env) -> None:

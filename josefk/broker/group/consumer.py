@@ -149,8 +149,9 @@ class ConsumerGroupManager(ShardPart):
         self._topics = topics
         self.group_configs = group_configs
         self._new_member_id = new_member_id
-        # Called after a member is removed (the coordinator's online downgrade check).
-        self.on_member_removed: Callable[[ConsumerGroup, ConsumerMember], None] | None = None
+        # Asked before a member is removed: the online downgrade (``migration.py``), which
+        # answers True when it turned the group into a classic group without the member.
+        self.downgrade: Callable[[ConsumerGroup, ConsumerMember], bool] | None = None
 
     # -- topics -----------------------------------------------------------------------------
 
@@ -478,6 +479,8 @@ class ConsumerGroupManager(ShardPart):
         """The member is gone (left, expired, fenced): its partitions are free and the
         others get a new target."""
         self._cancel_timers(member)
+        if self.downgrade is not None and self.downgrade(group, member):
+            return  # the group became a classic group without it
         group.remove_member(member.member_id)
         group.group_epoch += 1
         group.subscription_metadata = self._subscription_metadata(group)
@@ -487,8 +490,6 @@ class ConsumerGroupManager(ShardPart):
             group.target = {}
             group.assignment_epoch = group.group_epoch
         self._persist(group, (member.member_id,))
-        if self.on_member_removed is not None:
-            self.on_member_removed(group, member)
 
     def _session_timeout_ms(self, group_id: str) -> int:
         """The group's consumer.session.timeout.ms, else the broker's."""

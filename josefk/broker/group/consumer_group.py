@@ -139,6 +139,9 @@ class ConsumerGroup(GroupOffsets):
         # The subscribed topics as of the group epoch: name -> (topic id, partitions).
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
         self.assignor_name = ""
+        # Member ids handed to classic members with MEMBER_ID_REQUIRED (KIP-394) that have
+        # not joined with them yet (memory only, as a classic group's pending members).
+        self.pending_classic_ids: set[str] = set()
 
     def __repr__(self) -> str:
         return (

@@ -25,11 +25,12 @@ As Kafka 4.x does, per ``group.consumer.migration.policy`` (``disabled``, ``upgr
   partitions it waits for are not released yet), so it rejoins. A new classic member joins
   too, except under ``disabled`` (INCONSISTENT_GROUP_PROTOCOL, as Kafka since KAFKA-20640);
   members already in the group may rejoin under every policy.
-- Downgrade: when the last consumer-protocol member leaves (leave heartbeat, session or
-  revocation timeout) and classic members remain, the group becomes a classic group at the
-  group epoch where the policy allows a downgrade, and starts a rebalance at once (its
-  members hear REBALANCE_IN_PROGRESS, or ILLEGAL_GENERATION where their epoch lagged, and
-  rejoin under the classic protocol).
+- Downgrade: when the last consumer-protocol member leaves (leave heartbeat, LeaveGroup,
+  session or revocation timeout) and classic members remain, the group becomes a classic
+  group without it, at the group epoch (not bumped for the leave: members reconciled to it
+  may still commit with their generation), where the policy allows a downgrade, and starts a
+  rebalance at once (its members hear REBALANCE_IN_PROGRESS, or ILLEGAL_GENERATION where
+  their epoch lagged, and rejoin under the classic protocol).
 
 Concurrency: event loop thread only; nothing awaits.
 
@@ -93,7 +94,7 @@ class MigrationManager(ShardPart):
         super().__init__(shard)
         self._classic = classic
         self._consumer = consumer
-        consumer.on_member_removed = self.maybe_downgrade
+        consumer.downgrade = self.maybe_downgrade
 
     @property
     def _policy(self) -> str:
@@ -173,24 +174,28 @@ class MigrationManager(ShardPart):
 
     # -- downgrade --------------------------------------------------------------------------
 
-    def maybe_downgrade(self, group: ConsumerGroup, removed: ConsumerMember) -> None:
-        """After ``removed`` left: the last consumer-protocol member gone and only classic
-        members left, the group becomes a classic group (where the policy allows)."""
+    def maybe_downgrade(self, group: ConsumerGroup, leaving: ConsumerMember) -> bool:
+        """``leaving`` is about to be removed: if it is the last consumer-protocol member and
+        classic members remain, the group becomes a classic group without it (where the
+        policy allows) at the group epoch, so that members reconciled to it may still commit
+        with their generation until they rejoin; True if so."""
+        others = [m for m in group.members.values() if m is not leaving]
         if (
-            removed.classic is not None
-            or not group.members
-            or any(m.classic is None for m in group.members.values())
+            leaving.classic is not None
+            or group.members.get(leaving.member_id) is not leaving
+            or not others
+            or any(m.classic is None for m in others)
             or self._policy not in DOWNGRADE_POLICIES
-            or len(group.members) > self.config.max_group_size
+            or len(others) > self.config.max_group_size
             or self._groups.get(group.group_id) is not group
         ):
-            return
+            return False
         gid = group.group_id
         names = self._consumer.topic_names()
         now = self._clock.milliseconds()
         new = GroupMetadata(gid, now_ms=now)
         new.generation_id = group.group_epoch
-        for m in group.members.values():
+        for m in others:
             assert m.classic is not None
             member = MemberMetadata(
                 member_id=m.member_id,
@@ -205,7 +210,7 @@ class MigrationManager(ShardPart):
             member.assignment = encode_assignment(_by_name(m.assigned, names))
             new.add_member(member)
         if not new.candidate_protocols():
-            return  # no protocol every member supports: stay a consumer group
+            return False  # no protocol every member supports: stay a consumer group
         new.protocol_name = new.select_protocol()
         new.state = GroupState.STABLE
         _move_offsets(group, new)
@@ -223,10 +228,13 @@ class MigrationManager(ShardPart):
             self._classic._reset_heartbeat(new, member)
         self._classic._prepare_rebalance(new)
         logger.info(
-            "group %s: downgraded from a consumer group to a classic group with %d members",
+            "group %s: downgraded from a consumer group to a classic group with %d members "
+            "as member %s leaves",
             gid,
             len(new.members),
+            leaving.member_id,
         )
+        return True
 
     # -- classic members of a consumer group -------------------------------------------------
 
@@ -248,7 +256,7 @@ class MigrationManager(ShardPart):
                 return JoinResult(ErrorCode.FENCED_INSTANCE_ID, request.member_id)
         elif request.member_id:
             existing = group.members.get(request.member_id)
-            if existing is None:
+            if existing is None and request.member_id not in group.pending_classic_ids:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
         names = [name for name, _ in request.protocols]
         common = set(names)
@@ -272,9 +280,13 @@ class MigrationManager(ShardPart):
             if len(group.members) >= self.config.consumer_max_size:
                 return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, request.member_id)
             new_id = f"{instance_id or request.client_id}-{uuid.uuid4()}"
-            if instance_id is None and request.require_known_member_id:
+            if instance_id is None and request.require_known_member_id and not request.member_id:
                 # KIP-394, as for a classic group: the member learns its id first.
+                if len(group.pending_classic_ids) >= 1024:
+                    group.pending_classic_ids.clear()  # ids never used: forget the oldest
+                group.pending_classic_ids.add(new_id)
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_id)
+            group.pending_classic_ids.discard(request.member_id)
             member = ConsumerMember(member_id=request.member_id or new_id, instance_id=instance_id)
             group.add_member(member)
             bumped = True
