@@ -564,3 +564,42 @@ def test_transactional_commits_of_a_consumer_group(env: Env) -> None:
     assert txn("g", 7, 0, a.epoch, "a", None, entry) == [ErrorCode.NONE]
     assert txn("g", 7, 0, a.epoch + 1, "a", None, entry) == [ErrorCode.STALE_MEMBER_EPOCH]
     assert txn("g", 7, 0, a.epoch, "zz", None, entry) == [ErrorCode.UNKNOWN_MEMBER_ID]
+
+
+def test_a_join_to_a_hundred_member_group_writes_only_what_changed() -> None:
+    """Kafka writes, on a rebalance, the group epoch, the target epoch and the records of the
+    members whose target or state changed, not every member's (which made each join cost a
+    write per member: quadratic for a group filling up)."""
+    env = make_env()
+    env.topics.add("t", 200)
+    members = [Member(env, f"m{i}") for i in range(100)]
+    for m in members:
+        assert m.heartbeat().error == ErrorCode.NONE
+    for _ in range(3):  # everybody revokes, then gets what was released
+        for m in members:
+            m.heartbeat()
+    group = env.coordinator.consumer_group("g")
+    assert group is not None and group.state is ConsumerGroupState.STABLE
+    written: list[tuple[bytes, bytes | None]] = []
+    store_append = env.store.append
+
+    def counting_append(partition: int, records: list, now_ms: int) -> object:  # type: ignore[type-arg]
+        written.extend(records)
+        return store_append(partition, records, now_ms)
+
+    env.store.append = counting_append  # type: ignore[method-assign]
+    before = {m.member_id: dict(group.target[m.member_id]) for m in members}
+    newcomer = Member(env, "new")
+    assert newcomer.heartbeat().error == ErrorCode.NONE
+    changed = sum(1 for m in members if group.target[m.member_id] != before[m.member_id])
+    assert 0 < changed < 10
+    # Group epoch, the newcomer's three records, the changed targets, the target epoch.
+    assert len(written) == 1 + 3 + changed + 1
+    written.clear()
+    # A heartbeat that changes nothing writes nothing; one that revokes writes its own.
+    untouched = next(m for m in members if group.target[m.member_id] == before[m.member_id])
+    untouched.heartbeat()
+    assert len(written) == 1  # its current assignment at the new epoch
+    written.clear()
+    untouched.heartbeat()
+    assert written == []

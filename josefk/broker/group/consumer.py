@@ -226,7 +226,7 @@ class ConsumerGroupManager(ShardPart):
         self._reset_session(group, member)
         changed = before != (member.member_epoch, member.assigned)
         if bumped or changed:
-            self._persist(group, ())
+            self._persist(group, (), None if bumped else (member.member_id,))
         include = request.owned is not None or request.member_epoch == 0 or changed
         return HeartbeatResult(
             ErrorCode.NONE,
@@ -574,76 +574,89 @@ class ConsumerGroupManager(ShardPart):
 
     # -- persistence ------------------------------------------------------------------------
 
-    def _persist(self, group: ConsumerGroup, gone: Iterable[str]) -> None:
-        """Write the group's records (Kafka's record types 3, 5-8, ``consumer_records``) as
-        one batch: its epoch, each member's metadata, target and current assignment, the
-        target's epoch, and tombstones for the members in ``gone``. Compaction keeps the
-        last record of each key, so the log holds the group as it is now."""
+    def _persist(
+        self, group: ConsumerGroup, gone: Iterable[str], members: Iterable[str] | None = None
+    ) -> None:
+        """Write the group's records (Kafka's record types 3, 5-8, ``consumer_records``) that
+        changed since last written, as one batch: its epoch, each member's metadata, target
+        and current assignment, the target's epoch, and tombstones for the members in
+        ``gone``. ``members`` limits the members looked at (a heartbeat that moved only its
+        own member). As Kafka, a rebalance writes the records of the members whose target or
+        state changed, not every member's: ``group.written`` remembers the value last
+        written under each key. Compaction keeps the last record of each key, so the log
+        holds the group as it is now."""
         gid = group.group_id
-        records: list[KeyValue] = [
-            (encode_key(ConsumerKey(CONSUMER_GROUP_METADATA, gid)), encode_epoch(group.group_epoch))
-        ]
-        for member_id, m in group.members.items():
-            records.append(
-                (
-                    encode_key(ConsumerKey(CONSUMER_GROUP_MEMBER_METADATA, gid, member_id)),
-                    encode_member_metadata(
-                        MemberMetadataValue(
-                            m.instance_id,
-                            m.rack_id,
-                            m.client_id,
-                            m.client_host,
-                            m.subscribed_topic_names,
-                            m.subscribed_topic_regex,
-                            m.rebalance_timeout_ms,
-                            m.server_assignor,
-                            m.classic.session_timeout_ms if m.classic is not None else None,
-                            m.classic.protocols if m.classic is not None else (),
-                        )
-                    ),
-                )
-            )
-            records.append(
-                (
-                    encode_key(
-                        ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, member_id)
-                    ),
-                    encode_target_member(group.target.get(member_id, {})),
-                )
-            )
-            records.append(
-                (
-                    encode_key(
-                        ConsumerKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, member_id)
-                    ),
-                    encode_current_assignment(
-                        CurrentAssignmentValue(
-                            m.member_epoch,
-                            m.previous_member_epoch,
-                            m.state.value,
-                            m.assigned,
-                            m.pending_revocation,
-                        )
-                    ),
-                )
-            )
-        records.append(
-            (
-                encode_key(ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid)),
-                encode_epoch(group.assignment_epoch),
-            )
-        )
+        written = group.written
+        records: list[KeyValue] = []
+        for key, value in self._records(group, members):
+            if written.get(key) != value:
+                records.append((key, value))
         for member_id in gone:
-            for kind in (
-                CONSUMER_GROUP_MEMBER_METADATA,
-                CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
-                CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
-            ):
-                records.append((encode_key(ConsumerKey(kind, gid, member_id)), None))
+            for key in _member_keys(gid, member_id):
+                records.append((key, None))
+        if not records:
+            return
         try:
             self._store.append(self.partition_for(gid), records, self._clock.milliseconds())
         except StoreAppendError as exc:
             logger.warning("group %s: storing the consumer group failed: %s", gid, exc)
+            return
+        for key, stored in records:
+            if stored is None:
+                written.pop(key, None)
+            else:
+                written[key] = stored
+
+    def _records(
+        self, group: ConsumerGroup, members: Iterable[str] | None = None
+    ) -> Iterable[tuple[bytes, bytes]]:
+        """The group's records as they are now (of ``members`` only, if given)."""
+        gid = group.group_id
+        yield (
+            encode_key(ConsumerKey(CONSUMER_GROUP_METADATA, gid)),
+            encode_epoch(group.group_epoch),
+        )
+        for member_id in group.members if members is None else members:
+            m = group.members.get(member_id)
+            if m is None:
+                continue
+            yield (
+                encode_key(ConsumerKey(CONSUMER_GROUP_MEMBER_METADATA, gid, member_id)),
+                encode_member_metadata(
+                    MemberMetadataValue(
+                        m.instance_id,
+                        m.rack_id,
+                        m.client_id,
+                        m.client_host,
+                        m.subscribed_topic_names,
+                        m.subscribed_topic_regex,
+                        m.rebalance_timeout_ms,
+                        m.server_assignor,
+                        m.classic.session_timeout_ms if m.classic is not None else None,
+                        m.classic.protocols if m.classic is not None else (),
+                    )
+                ),
+            )
+            yield (
+                encode_key(ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, member_id)),
+                encode_target_member(group.target.get(member_id, {})),
+            )
+            yield (
+                encode_key(ConsumerKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, member_id)),
+                encode_current_assignment(
+                    CurrentAssignmentValue(
+                        m.member_epoch,
+                        m.previous_member_epoch,
+                        m.state.value,
+                        m.assigned,
+                        m.pending_revocation,
+                    )
+                ),
+            )
+        yield (
+            encode_key(ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid)),
+            encode_epoch(group.assignment_epoch),
+        )
 
     def restore(self, group_id: str, loaded: LoadedConsumerGroup) -> ConsumerGroup:
         """A consumer group as its records left it: members with their epochs and
@@ -690,6 +703,9 @@ class ConsumerGroupManager(ShardPart):
             group.group_epoch += 1
             self._compute_target(group)
         group.assignor_name = self._assignor_for(group) if group.members else ""
+        # What the log holds now, as far as a later write must know; a target computed
+        # again here differs from it and is written with the next change.
+        group.written = dict(loaded.written)
         self._groups[group_id] = group
         self.restart_sessions(group)
         return group
@@ -744,6 +760,18 @@ class ConsumerGroupManager(ShardPart):
         if member_epoch != member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
+
+
+def _member_keys(group_id: str, member_id: str) -> list[bytes]:
+    """The keys of a member's records (metadata, target, current assignment)."""
+    return [
+        encode_key(ConsumerKey(kind, group_id, member_id))
+        for kind in (
+            CONSUMER_GROUP_MEMBER_METADATA,
+            CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+            CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+        )
+    ]
 
 
 def _is_subset(owned: Mapping[uuid.UUID, frozenset[int]], assigned: TopicPartitions) -> bool:

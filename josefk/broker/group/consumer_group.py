@@ -142,6 +142,8 @@ class ConsumerGroup(GroupOffsets):
         # Member ids handed to classic members with MEMBER_ID_REQUIRED (KIP-394) that have
         # not joined with them yet (memory only, as a classic group's pending members).
         self.pending_classic_ids: set[str] = set()
+        # Record key -> the value last written for it (the manager writes only changes).
+        self.written: dict[bytes, bytes] = {}
 
     def __repr__(self) -> str:
         return (
