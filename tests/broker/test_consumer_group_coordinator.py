@@ -17,7 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from josefk.broker.catalog import TopicInfo
-from josefk.broker.group.consumer import HeartbeatRequest, HeartbeatResult
+from josefk.broker.group.consumer import (
+    REGEX_REFRESH_INTERVAL_MS,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
 from josefk.broker.group.consumer_group import ConsumerGroupState
 from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator, OffsetCommitEntry
 from josefk.broker.group.store import MemoryOffsetsStore
@@ -279,9 +283,19 @@ async def test_regex_subscription_picks_up_a_new_topic_and_added_partitions(env:
     a = Member(env, "a", topics=None, regex="orders-.*")
     env.topics.add("orders-eu", 2)
     a.heartbeat()
-    assert a.partitions() == {0, 1}
+    assert a.partitions() == set()  # the regex is resolved after the heartbeat...
+    await env.advance(0)
+    a.heartbeat()
+    assert a.partitions() == {0, 1}  # ...and its topics come with the next epoch
     new_id = env.topics.add("orders-us", 3)
     env.topics.add("other", 3)
+    a.heartbeat()
+    await env.advance(0)
+    a.heartbeat()
+    assert set(a.owned) == {env.topics.infos["orders-eu"].topic_id}  # resolved recently
+    await env.advance(REGEX_REFRESH_INTERVAL_MS)
+    a.heartbeat()
+    await env.advance(0)
     a.heartbeat()
     assert set(a.owned) == {env.topics.infos["orders-eu"].topic_id, new_id}
     env.topics.add("orders-us", 5)
@@ -494,22 +508,27 @@ def test_metrics_count_groups_by_type_and_consumer_groups_by_state(env: Env) -> 
 
 
 @pytest.mark.timeout(30)
-def test_a_backtracking_regex_cannot_stall_the_coordinator(env: Env) -> None:
+async def test_a_backtracking_regex_cannot_stall_the_coordinator(env: Env) -> None:
     """``(a+)+b`` against a 249-character topic name: a backtracking engine (Python's re)
     takes longer than the universe's age; RE2 answers at once."""
     env.topics.add("a" * 249, 1)
     member = Member(env, "a", topics=None, regex="(a+)+b")
     assert member.heartbeat().error == ErrorCode.NONE
+    await env.advance(0)
+    assert member.heartbeat().error == ErrorCode.NONE
     assert member.partitions() == set()
 
 
-def test_regex_syntax_is_re2s(env: Env) -> None:
+async def test_regex_syntax_is_re2s(env: Env) -> None:
     env.topics.add("Orders-eu", 1)
     env.topics.add("ordres", 1)
     unicode = Member(env, "u", group="g1", topics=None, regex=r"\pL+-\pL+")
-    assert unicode.heartbeat().error == ErrorCode.NONE and unicode.partitions() == {0}
     folded = Member(env, "f", group="g2", topics=None, regex="(?i)orders-.*")
-    assert folded.heartbeat().error == ErrorCode.NONE and folded.partitions() == {0}
+    for member in (unicode, folded):
+        assert member.heartbeat().error == ErrorCode.NONE
+    await env.advance(0)
+    for member in (unicode, folded):
+        assert member.heartbeat().error == ErrorCode.NONE and member.partitions() == {0}
     for refused in ("(?=orders).*", r"(o)\1rders", "t("):
         bad = Member(env, "b", group="g3", topics=None, regex=refused)
         assert bad.heartbeat().error == ErrorCode.INVALID_REGULAR_EXPRESSION, refused
@@ -603,3 +622,26 @@ def test_a_join_to_a_hundred_member_group_writes_only_what_changed() -> None:
     written.clear()
     untouched.heartbeat()
     assert written == []
+
+
+async def test_a_name_and_a_regex_are_assigned_in_two_epochs(env: Env) -> None:
+    """What librdkafka's 0045 (do_test_resubscribe_with_regex) checks of a KIP-848 broker: a
+    subscription to a regex and a topic name gets the named topic in one heartbeat and the
+    regex's topics in a later one, after the coordinator resolved the regex."""
+    env.topics.add("topic_regex1", 4)
+    env.topics.add("topic_regex2", 4)
+    a = Member(env, "a", topics=("t",), regex="^.*topic_regex.*")
+    assert a.heartbeat().error == ErrorCode.NONE
+    assert set(a.owned) == {env.topics.infos["t"].topic_id}
+    await env.advance(0)
+    a.heartbeat()
+    assert set(a.owned) == {
+        env.topics.infos[n].topic_id for n in ("t", "topic_regex1", "topic_regex2")
+    }
+    # Unsubscribed (a leave), then the regex alone: its topics in the next epoch.
+    a.heartbeat(epoch=-1)
+    b = Member(env, "b", topics=(), regex="^.*topic_regex.*")
+    b.heartbeat()
+    await env.advance(0)
+    b.heartbeat()
+    assert len(b.partitions()) == 4 and len(b.owned) == 2

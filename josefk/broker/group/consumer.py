@@ -19,7 +19,12 @@ A heartbeat, as Kafka's coordinator handles it:
    from the fields that are not null; the subscribed topics are resolved against the
    broker's topics (``TopicsView``); a new member, a changed subscription, a leaving member or
    a subscribed topic that appeared, vanished or grew bumps the group epoch and the target
-   assignment is computed at once by the group's assignor (the one most members ask for in
+   assignment is computed at once by the group's assignor. Regexes are the exception, as in
+   Kafka: a heartbeat only schedules their resolution (a new regex at once, a change of the
+   topics once the last resolution is ``REGEX_REFRESH_INTERVAL_MS`` old), which runs after it
+   on the shard's scheduler and bumps the epoch if what they match changed; so a member
+   subscribing to a name and a regex gets the named topic first and the matched ones in a
+   later epoch (librdkafka's test 0045 expects this). A load resolves them at once (the one most members ask for in
    ``group.remote.assignor`` among ``group.consumer.assignors``, else the first of those).
 4. The member reconciles towards its target (``consumer_group.reconcile``) and the answer
    carries its epoch and, when it changed or was asked for, its assignment.
@@ -51,7 +56,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 import re2
 
@@ -88,6 +93,10 @@ from josefk.broker.group.store import KeyValue, StoreAppendError
 from josefk.protocol.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
+
+# How old the resolution of a group's regexes must be before a change of the topics makes
+# the coordinator resolve them again (a new regex is resolved at once).
+REGEX_REFRESH_INTERVAL_MS: Final = 10_000
 
 
 class TopicInfoView(Protocol):
@@ -163,26 +172,97 @@ class ConsumerGroupManager(ShardPart):
     def topic_names(self) -> dict[uuid.UUID, str]:
         return {topic_id: name for name, (topic_id, _, _) in self._all_topics().items()}
 
+    @staticmethod
     def _resolve(
-        self, member: ConsumerMember, topics: Mapping[str, tuple[uuid.UUID, int, bool]]
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        topics: Mapping[str, tuple[uuid.UUID, int, bool]],
     ) -> set[str]:
+        """The existing topics ``member`` subscribes to: its topic names, and what its regex
+        matched when the group's regexes were last resolved."""
         names = {n for n in member.subscribed_topic_names if n in topics}
         if member.subscribed_topic_regex is not None:
-            pattern = _compile(member.subscribed_topic_regex)
-            if pattern is not None:
-                names.update(
-                    n
-                    for n, (_, _, internal) in topics.items()
-                    if not internal and pattern.fullmatch(n)
-                )
+            matched = group.resolved_regexes.get(member.subscribed_topic_regex, frozenset())
+            names.update(n for n in matched if n in topics)
         return names
 
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
         topics = self._all_topics()
         wanted: set[str] = set()
         for member in group.members.values():
-            wanted |= self._resolve(member, topics)
+            wanted |= self._resolve(group, member, topics)
         return {n: (topics[n][0], topics[n][1]) for n in sorted(wanted)}
+
+    # -- regular expressions ----------------------------------------------------------------
+
+    def _regexes(self, group: ConsumerGroup) -> set[str]:
+        return {
+            m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex
+        }
+
+    def _resolve_regexes(
+        self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int, bool]]
+    ) -> dict[str, frozenset[str]]:
+        resolved = {}
+        for regex in self._regexes(group):
+            pattern = _compile(regex)
+            resolved[regex] = frozenset(
+                n
+                for n, (_, _, internal) in topics.items()
+                if not internal and pattern is not None and pattern.fullmatch(n)
+            )
+        group.regex_resolved_ms = self._clock.monotonic_ms()
+        group.regex_topics = frozenset(n for n, (_, _, internal) in topics.items() if not internal)
+        return resolved
+
+    def _maybe_refresh_regexes(
+        self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int, bool]]
+    ) -> None:
+        """Schedule the resolution of the group's regexes when a member brought a new one,
+        or when the topics changed and the last resolution is ``REGEX_REFRESH_INTERVAL_MS``
+        old. The heartbeat does not wait for it: the topics a regex matches come with a
+        later epoch (as in Kafka, whose clients' tests expect a subscription to a regex and
+        a topic name to be assigned the named topic first)."""
+        if group.regex_task is not None or self._stopped:
+            return
+        regexes = self._regexes(group)
+        if not regexes:
+            group.resolved_regexes = {}
+            return
+        due = bool(regexes - group.resolved_regexes.keys())
+        if not due and group.regex_resolved_ms is not None:
+            age = self._clock.monotonic_ms() - group.regex_resolved_ms
+            if age >= REGEX_REFRESH_INTERVAL_MS:
+                names = frozenset(n for n, (_, _, internal) in topics.items() if not internal)
+                due = names != group.regex_topics
+        if due:
+            group.regex_task = self._scheduler.schedule(
+                f"consumer-group-regex-{group.group_id}",
+                lambda: self._refresh_regexes(group),
+                delay_ms=0,
+            )
+
+    def _refresh_regexes(self, group: ConsumerGroup) -> None:
+        """Resolve the group's regexes against the topics now; if what they match changed,
+        the group epoch goes up and the target is computed again."""
+        group.regex_task = None
+        if self._stopped or self._groups.get(group.group_id) is not group:
+            return
+        resolved = self._resolve_regexes(group, self._all_topics())
+        if resolved == group.resolved_regexes:
+            return
+        group.resolved_regexes = resolved
+        logger.info(
+            "group %s: regular expressions resolved: %s",
+            group.group_id,
+            {r: sorted(ns) for r, ns in resolved.items()},
+        )
+        if not group.members:
+            return
+        group.subscription_metadata = self._subscription_metadata(group)
+        group.group_epoch += 1
+        self._compute_target(group)
+        self._persist(group, ())
 
     # -- heartbeat --------------------------------------------------------------------------
 
@@ -214,6 +294,7 @@ class ConsumerGroupManager(ShardPart):
         before = (member.member_epoch, dict(member.assigned))
         if self._update_subscription(member, request):
             bumped = True
+        self._maybe_refresh_regexes(group, self._all_topics())
         metadata = self._subscription_metadata(group)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
@@ -396,7 +477,7 @@ class ConsumerGroupManager(ShardPart):
         """The target assignment for the group epoch (its assignment epoch)."""
         topics = {n: (tid, count, False) for n, (tid, count) in group.subscription_metadata.items()}
         subscriptions = {
-            member_id: frozenset(topics[n][0] for n in self._resolve(member, topics))
+            member_id: frozenset(topics[n][0] for n in self._resolve(group, member, topics))
             for member_id, member in group.members.items()
         }
         counts = {tid: count for tid, count in group.subscription_metadata.values()}
@@ -564,6 +645,9 @@ class ConsumerGroupManager(ShardPart):
 
     def release(self, group: ConsumerGroup) -> None:
         """Stop the group's timers (unload, shutdown)."""
+        if group.regex_task is not None:
+            group.regex_task.cancel()
+            group.regex_task = None
         for member in group.members.values():
             self._cancel_timers(member)
 
@@ -696,6 +780,8 @@ class ConsumerGroupManager(ShardPart):
             group.add_member(member)
             group.take(member)
             group.target[member_id] = dict(loaded.targets.get(member_id, {}))
+        # A load is no heartbeat: the regexes are resolved here, at once.
+        group.resolved_regexes = self._resolve_regexes(group, self._all_topics())
         group.subscription_metadata = self._subscription_metadata(group)
         covered = {(t, p) for a in group.target.values() for t, ps in a.items() for p in ps}
         wanted = {(t, p) for t, count in group.subscription_metadata.values() for p in range(count)}

@@ -144,6 +144,13 @@ class ConsumerGroup(GroupOffsets):
         self.pending_classic_ids: set[str] = set()
         # Record key -> the value last written for it (the manager writes only changes).
         self.written: dict[bytes, bytes] = {}
+        # The members' regular expressions as last resolved (regex -> the topic names it
+        # matched), when (monotonic ms) and against which topic names; the pending
+        # resolution task. Resolved off the heartbeat path, as Kafka does (consumer.py).
+        self.resolved_regexes: dict[str, frozenset[str]] = {}
+        self.regex_resolved_ms: int | None = None
+        self.regex_topics: frozenset[str] = frozenset()
+        self.regex_task: Any = None
 
     def __repr__(self) -> str:
         return (
