@@ -130,6 +130,8 @@ class ConsumerMemberDescription:
     # (topic id, topic name, partitions)
     assignment: list[tuple[uuid.UUID, str, list[int]]]
     target_assignment: list[tuple[uuid.UUID, str, list[int]]]
+    # A classic member of the group (online migration, ``migration.py``).
+    uses_classic_protocol: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,6 +385,7 @@ class GroupCoordinator(ShardPart):
                     subscribed_topic_regex=m.subscribed_topic_regex,
                     assignment=describe_assignment(m.assigned, names),
                     target_assignment=describe_assignment(group.target.get(m.member_id, {}), names),
+                    uses_classic_protocol=m.uses_classic_protocol,
                 )
                 for m in group.members.values()
             ),
