@@ -104,6 +104,13 @@ async def test_a_consumer_member_upgrades_a_classic_group_with_members(env: Env)
     assert group is not None and env.coordinator.group("g") is None
     assert set(group.members) == {a.member_id, b.member_id, "c"}
     assert group.members[a.member_id].member_epoch == generation
+    described = env.coordinator.describe_consumer_group("g")
+    assert described is not None
+    assert {m.member_id: m.uses_classic_protocol for m in described.members} == {
+        a.member_id: True,
+        b.member_id: True,
+        "c": False,
+    }
     # The newcomer gets nothing the classic members still hold.
     assert c.partitions() == set()
     # The classic members hear that their assignment changed, and rejoin.

@@ -186,8 +186,13 @@ class ConsumerGroupManager(ShardPart):
             names.update(n for n in matched if n in topics)
         return names
 
-    def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
-        topics = self._all_topics()
+    def _subscription_metadata(
+        self,
+        group: ConsumerGroup,
+        topics: Mapping[str, tuple[uuid.UUID, int, bool]] | None = None,
+    ) -> dict[str, tuple[uuid.UUID, int]]:
+        if topics is None:
+            topics = self._all_topics()
         wanted: set[str] = set()
         for member in group.members.values():
             wanted |= self._resolve(group, member, topics)
@@ -294,8 +299,9 @@ class ConsumerGroupManager(ShardPart):
         before = (member.member_epoch, dict(member.assigned))
         if self._update_subscription(member, request):
             bumped = True
-        self._maybe_refresh_regexes(group, self._all_topics())
-        metadata = self._subscription_metadata(group)
+        topics = self._all_topics()
+        self._maybe_refresh_regexes(group, topics)
+        metadata = self._subscription_metadata(group, topics)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
             bumped = True
