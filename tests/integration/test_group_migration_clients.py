@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 from broker_process import BrokerProcess
-from client_helpers import ck_admin
-from confluent_kafka import ConsumerGroupType
+from client_helpers import ck_admin, commit_record
+from confluent_kafka import ConsumerGroupType, KafkaError, KafkaException
 from raw_client import RawClient
 from test_consumer_groups import SETTINGS, TIMEOUT_S, Member, new_topic, produce, shares
 
@@ -35,6 +35,36 @@ CLASSIC: dict[str, Any] = {
     "heartbeat.interval.ms": 300,
     "session.timeout.ms": 6000,
 }
+
+
+class MixedMember(Member):
+    """A member whose per-record commit is sent again when it raced its own rejoin.
+
+    A classic member commits with the generation its last JoinGroup gave it; a cooperative
+    member keeps consuming while it rejoins, so a commit sent just before the JoinGroup's
+    answer arrives after it and is ILLEGAL_GENERATION (Kafka answers the same). The partition
+    is still the member's (it gives partitions up only from poll), so the commit is sent
+    again with the new generation, as an application would."""
+
+    def poll(self, *, commit: bool = False) -> None:
+        message = self.consumer.poll(0.05)
+        if message is None or message.error():
+            return
+        self.records.append((message.topic(), message.partition(), message.offset()))
+        if not commit:
+            return
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            try:
+                commit_record(self.consumer, message)
+                return
+            except KafkaException as exc:
+                code = exc.args[0].code()
+                if code not in RACED or time.monotonic() > deadline:
+                    raise
+
+
+RACED = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS})
 
 
 def _broker(tmp_path_factory: pytest.TempPathFactory, *settings: str) -> Iterator[BrokerProcess]:
@@ -92,8 +122,8 @@ def roll(
     total = 120
     topic = new_topic(broker.bootstrap, prefix, total)
     group = f"g-{uuid.uuid4().hex[:8]}"
-    members = [Member(broker.bootstrap, group, [topic], **start) for _ in range(3)]
-    gone: list[Member] = []
+    members = [MixedMember(broker.bootstrap, group, [topic], **start) for _ in range(3)]
+    gone: list[Member] = []  # closed ones
 
     def consumed() -> int:
         return sum(len(m.records) for m in (*members, *gone))
@@ -104,7 +134,7 @@ def roll(
             leaving = members.pop(0)
             leaving.close()
             gone.append(leaving)
-            members.append(Member(broker.bootstrap, group, [topic], **end))
+            members.append(MixedMember(broker.bootstrap, group, [topic], **end))
             produce(broker.bootstrap, topic, 60)
             total += 60
             # Nobody stuck: each member holds partitions, each partition one member.
@@ -122,6 +152,14 @@ def roll(
 
 def test_a_rolling_upgrade_from_classic_to_consumer(broker: BrokerProcess) -> None:
     kind, _ = roll(broker, "migrate-up", CLASSIC, {})
+    assert kind == ConsumerGroupType.CONSUMER
+
+
+def test_a_rolling_upgrade_from_cooperative_classic_members(broker: BrokerProcess) -> None:
+    """Cooperative classic members list what they own when they rejoin: they keep consuming
+    what they keep while the consumer-protocol members come."""
+    cooperative = {**CLASSIC, "partition.assignment.strategy": "cooperative-sticky"}
+    kind, _ = roll(broker, "migrate-coop", cooperative, {})
     assert kind == ConsumerGroupType.CONSUMER
 
 
