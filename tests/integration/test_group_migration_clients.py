@@ -117,8 +117,9 @@ def group_type(bootstrap: str, group: str) -> Any:
 def roll(
     broker: BrokerProcess, prefix: str, start: dict[str, Any], end: dict[str, Any]
 ) -> tuple[str, list[Member]]:
-    """Three members of protocol ``start`` replaced one at a time by members of ``end``,
-    consuming with per-record commits while more records come; every record once."""
+    """Three members of protocol ``start`` replaced one at a time by members of ``end``
+    (four members for a while at the first step), consuming with per-record commits while
+    more records come; every record once."""
     total = 120
     topic = new_topic(broker.bootstrap, prefix, total)
     group = f"g-{uuid.uuid4().hex[:8]}"
@@ -130,11 +131,17 @@ def roll(
 
     try:
         pump_all(members, lambda: shares(members) and consumed() >= 30)
-        for _ in range(3):
+        for step in range(3):
+            # The first newcomer comes while every old member is there (the group converts
+            # with three members); then old members go before new ones come.
+            if step == 0:
+                members.append(MixedMember(broker.bootstrap, group, [topic], **end))
+                pump_all(members, lambda: shares(members))
             leaving = members.pop(0)
             leaving.close()
             gone.append(leaving)
-            members.append(MixedMember(broker.bootstrap, group, [topic], **end))
+            if step > 0:
+                members.append(MixedMember(broker.bootstrap, group, [topic], **end))
             produce(broker.bootstrap, topic, 60)
             total += 60
             # Nobody stuck: each member holds partitions, each partition one member.

@@ -331,7 +331,7 @@ class MigrationManager(ShardPart):
         reconcile(group, member, owned)
         self._consumer._after_reconcile(group, member)
         self._consumer._reset_session(group, member)
-        self._consumer._persist(group, ())
+        self._consumer._persist(group, (), None if bumped else (member.member_id,))
         return JoinResult(
             ErrorCode.NONE,
             member.member_id,
