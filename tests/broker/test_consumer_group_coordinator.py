@@ -17,7 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from josefk.broker.catalog import TopicInfo
-from josefk.broker.group.consumer import HeartbeatRequest, HeartbeatResult
+from josefk.broker.group.consumer import (
+    REGEX_REFRESH_INTERVAL_MS,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
 from josefk.broker.group.consumer_group import ConsumerGroupState
 from josefk.broker.group.coordinator import GroupConfig, GroupCoordinator, OffsetCommitEntry
 from josefk.broker.group.store import MemoryOffsetsStore
@@ -279,9 +283,19 @@ async def test_regex_subscription_picks_up_a_new_topic_and_added_partitions(env:
     a = Member(env, "a", topics=None, regex="orders-.*")
     env.topics.add("orders-eu", 2)
     a.heartbeat()
-    assert a.partitions() == {0, 1}
+    assert a.partitions() == set()  # the regex is resolved after the heartbeat...
+    await env.advance(0)
+    a.heartbeat()
+    assert a.partitions() == {0, 1}  # ...and its topics come with the next epoch
     new_id = env.topics.add("orders-us", 3)
     env.topics.add("other", 3)
+    a.heartbeat()
+    await env.advance(0)
+    a.heartbeat()
+    assert set(a.owned) == {env.topics.infos["orders-eu"].topic_id}  # resolved recently
+    await env.advance(REGEX_REFRESH_INTERVAL_MS)
+    a.heartbeat()
+    await env.advance(0)
     a.heartbeat()
     assert set(a.owned) == {env.topics.infos["orders-eu"].topic_id, new_id}
     env.topics.add("orders-us", 5)
@@ -338,17 +352,18 @@ async def test_classic_and_consumer_groups_convert_when_empty(env: Env) -> None:
     assert env.coordinator.group("g") is None and env.coordinator.consumer_group("g")
     [(_, _, committed)] = env.coordinator.fetch_offsets("g", [("t", 1)])
     assert committed is not None and committed.offset == 7
-    # A classic member cannot join while the consumer group has members...
-    refused = await join(env, group="g")  # type: ignore[arg-type]
+    # A member of another protocol type cannot join while the consumer group has members
+    # (a classic consumer can: test_group_migration.py)...
+    refused = await join(env, group="g", protocol_type="connect")  # type: ignore[arg-type]
     assert refused.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     a.heartbeat(epoch=-1)
     # ...and turns it back into a classic group once it is empty.
-    joined = join(env, group="g")  # type: ignore[arg-type]
+    joined = join(env, group="g", protocol_type="connect")  # type: ignore[arg-type]
     first = await joined
     assert first.error in (ErrorCode.MEMBER_ID_REQUIRED, ErrorCode.NONE)
     assert env.coordinator.consumer_group("g") is None and env.coordinator.group("g")
-    # A non-empty classic group is no consumer group.
-    second = join(env, first.member_id, group="g")  # type: ignore[arg-type]
+    # A non-empty classic group of another protocol type is no consumer group.
+    second = join(env, first.member_id, group="g", protocol_type="connect")  # type: ignore[arg-type]
     await asyncio.sleep(0)
     assert Member(env, "b").heartbeat().error == ErrorCode.GROUP_ID_NOT_FOUND
     env.coordinator.stop()
@@ -493,22 +508,27 @@ def test_metrics_count_groups_by_type_and_consumer_groups_by_state(env: Env) -> 
 
 
 @pytest.mark.timeout(30)
-def test_a_backtracking_regex_cannot_stall_the_coordinator(env: Env) -> None:
+async def test_a_backtracking_regex_cannot_stall_the_coordinator(env: Env) -> None:
     """``(a+)+b`` against a 249-character topic name: a backtracking engine (Python's re)
     takes longer than the universe's age; RE2 answers at once."""
     env.topics.add("a" * 249, 1)
     member = Member(env, "a", topics=None, regex="(a+)+b")
     assert member.heartbeat().error == ErrorCode.NONE
+    await env.advance(0)
+    assert member.heartbeat().error == ErrorCode.NONE
     assert member.partitions() == set()
 
 
-def test_regex_syntax_is_re2s(env: Env) -> None:
+async def test_regex_syntax_is_re2s(env: Env) -> None:
     env.topics.add("Orders-eu", 1)
     env.topics.add("ordres", 1)
     unicode = Member(env, "u", group="g1", topics=None, regex=r"\pL+-\pL+")
-    assert unicode.heartbeat().error == ErrorCode.NONE and unicode.partitions() == {0}
     folded = Member(env, "f", group="g2", topics=None, regex="(?i)orders-.*")
-    assert folded.heartbeat().error == ErrorCode.NONE and folded.partitions() == {0}
+    for member in (unicode, folded):
+        assert member.heartbeat().error == ErrorCode.NONE
+    await env.advance(0)
+    for member in (unicode, folded):
+        assert member.heartbeat().error == ErrorCode.NONE and member.partitions() == {0}
     for refused in ("(?=orders).*", r"(o)\1rders", "t("):
         bad = Member(env, "b", group="g3", topics=None, regex=refused)
         assert bad.heartbeat().error == ErrorCode.INVALID_REGULAR_EXPRESSION, refused
@@ -563,3 +583,65 @@ def test_transactional_commits_of_a_consumer_group(env: Env) -> None:
     assert txn("g", 7, 0, a.epoch, "a", None, entry) == [ErrorCode.NONE]
     assert txn("g", 7, 0, a.epoch + 1, "a", None, entry) == [ErrorCode.STALE_MEMBER_EPOCH]
     assert txn("g", 7, 0, a.epoch, "zz", None, entry) == [ErrorCode.UNKNOWN_MEMBER_ID]
+
+
+def test_a_join_to_a_hundred_member_group_writes_only_what_changed() -> None:
+    """Kafka writes, on a rebalance, the group epoch, the target epoch and the records of the
+    members whose target or state changed, not every member's (which made each join cost a
+    write per member: quadratic for a group filling up)."""
+    env = make_env()
+    env.topics.add("t", 200)
+    members = [Member(env, f"m{i}") for i in range(100)]
+    for m in members:
+        assert m.heartbeat().error == ErrorCode.NONE
+    for _ in range(3):  # everybody revokes, then gets what was released
+        for m in members:
+            m.heartbeat()
+    group = env.coordinator.consumer_group("g")
+    assert group is not None and group.state is ConsumerGroupState.STABLE
+    written: list[tuple[bytes, bytes | None]] = []
+    store_append = env.store.append
+
+    def counting_append(partition: int, records: list, now_ms: int) -> object:  # type: ignore[type-arg]
+        written.extend(records)
+        return store_append(partition, records, now_ms)
+
+    env.store.append = counting_append  # type: ignore[method-assign]
+    before = {m.member_id: dict(group.target[m.member_id]) for m in members}
+    newcomer = Member(env, "new")
+    assert newcomer.heartbeat().error == ErrorCode.NONE
+    changed = sum(1 for m in members if group.target[m.member_id] != before[m.member_id])
+    assert 0 < changed < 10
+    # Group epoch, the newcomer's three records, the changed targets, the target epoch.
+    assert len(written) == 1 + 3 + changed + 1
+    written.clear()
+    # A heartbeat that changes nothing writes nothing; one that revokes writes its own.
+    untouched = next(m for m in members if group.target[m.member_id] == before[m.member_id])
+    untouched.heartbeat()
+    assert len(written) == 1  # its current assignment at the new epoch
+    written.clear()
+    untouched.heartbeat()
+    assert written == []
+
+
+async def test_a_name_and_a_regex_are_assigned_in_two_epochs(env: Env) -> None:
+    """What librdkafka's 0045 (do_test_resubscribe_with_regex) checks of a KIP-848 broker: a
+    subscription to a regex and a topic name gets the named topic in one heartbeat and the
+    regex's topics in a later one, after the coordinator resolved the regex."""
+    env.topics.add("topic_regex1", 4)
+    env.topics.add("topic_regex2", 4)
+    a = Member(env, "a", topics=("t",), regex="^.*topic_regex.*")
+    assert a.heartbeat().error == ErrorCode.NONE
+    assert set(a.owned) == {env.topics.infos["t"].topic_id}
+    await env.advance(0)
+    a.heartbeat()
+    assert set(a.owned) == {
+        env.topics.infos[n].topic_id for n in ("t", "topic_regex1", "topic_regex2")
+    }
+    # Unsubscribed (a leave), then the regex alone: its topics in the next epoch.
+    a.heartbeat(epoch=-1)
+    b = Member(env, "b", topics=(), regex="^.*topic_regex.*")
+    b.heartbeat()
+    await env.advance(0)
+    b.heartbeat()
+    assert len(b.partitions()) == 4 and len(b.owned) == 2

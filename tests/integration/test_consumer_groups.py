@@ -288,6 +288,36 @@ def test_a_regex_subscription_picks_up_a_topic_created_afterwards(broker: Broker
         member.close()
 
 
+def test_a_name_and_a_regex_are_assigned_in_two_epochs(broker: BrokerProcess) -> None:
+    """What librdkafka's own test 0045 (do_test_resubscribe_with_regex) checks of a KIP-848
+    broker: subscribed to a regex and a topic name at once, the member is assigned the named
+    topic first and the regex's topics in a later epoch, once the coordinator resolved it."""
+    prefix = unique_topic("kip848rn")
+    regex1, regex2, named = f"{prefix}-regex1", f"{prefix}-regex2", f"{prefix}-a"
+    for topic, count in ((regex1, 4), (regex2, 4), (named, 2)):
+        ck_create_topic(broker.bootstrap, topic, partitions=count)
+    assigned: list[set[str]] = []
+    consumer = Consumer(
+        ck_config(
+            broker.bootstrap,
+            **{"group.id": f"g-{uuid.uuid4().hex[:8]}", "group.protocol": "consumer"},
+        )
+    )
+    try:
+        consumer.subscribe(
+            [f"^{prefix}-regex.*", named],
+            on_assign=lambda c, parts: assigned.append({tp.topic for tp in parts}),
+        )
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline and len(consumer.assignment()) < 10:
+            consumer.poll(0.05)
+        assert len(consumer.assignment()) == 10
+        assert assigned[0] == {named}
+        assert set().union(*assigned[1:]) == {regex1, regex2}
+    finally:
+        consumer.close()
+
+
 def test_a_commit_at_a_stale_member_epoch_is_refused(broker: BrokerProcess) -> None:
     topic = new_topic(broker.bootstrap, "kip848-stale")
     group = f"g-{uuid.uuid4().hex[:8]}"

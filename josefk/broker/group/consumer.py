@@ -19,7 +19,12 @@ A heartbeat, as Kafka's coordinator handles it:
    from the fields that are not null; the subscribed topics are resolved against the
    broker's topics (``TopicsView``); a new member, a changed subscription, a leaving member or
    a subscribed topic that appeared, vanished or grew bumps the group epoch and the target
-   assignment is computed at once by the group's assignor (the one most members ask for in
+   assignment is computed at once by the group's assignor. Regexes are the exception, as in
+   Kafka: a heartbeat only schedules their resolution (a new regex at once, a change of the
+   topics once the last resolution is ``REGEX_REFRESH_INTERVAL_MS`` old), which runs after it
+   on the shard's scheduler and bumps the epoch if what they match changed; so a member
+   subscribing to a name and a regex gets the named topic first and the matched ones in a
+   later epoch (librdkafka's test 0045 expects this). A load resolves them at once (the one most members ask for in
    ``group.remote.assignor`` among ``group.consumer.assignors``, else the first of those).
 4. The member reconciles towards its target (``consumer_group.reconcile``) and the answer
    carries its epoch and, when it changed or was asked for, its assignment.
@@ -51,7 +56,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 import re2
 
@@ -59,6 +64,7 @@ from josefk.broker.group.assignors import UnknownAssignorError, assign
 from josefk.broker.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerMember,
     MemberState,
@@ -87,6 +93,10 @@ from josefk.broker.group.store import KeyValue, StoreAppendError
 from josefk.protocol.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
+
+# How old the resolution of a group's regexes must be before a change of the topics makes
+# the coordinator resolve them again (a new regex is resolved at once).
+REGEX_REFRESH_INTERVAL_MS: Final = 10_000
 
 
 class TopicInfoView(Protocol):
@@ -148,6 +158,9 @@ class ConsumerGroupManager(ShardPart):
         self._topics = topics
         self.group_configs = group_configs
         self._new_member_id = new_member_id
+        # Asked before a member is removed: the online downgrade (``migration.py``), which
+        # answers True when it turned the group into a classic group without the member.
+        self.downgrade: Callable[[ConsumerGroup, ConsumerMember], bool] | None = None
 
     # -- topics -----------------------------------------------------------------------------
 
@@ -159,26 +172,102 @@ class ConsumerGroupManager(ShardPart):
     def topic_names(self) -> dict[uuid.UUID, str]:
         return {topic_id: name for name, (topic_id, _, _) in self._all_topics().items()}
 
+    @staticmethod
     def _resolve(
-        self, member: ConsumerMember, topics: Mapping[str, tuple[uuid.UUID, int, bool]]
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        topics: Mapping[str, tuple[uuid.UUID, int, bool]],
     ) -> set[str]:
+        """The existing topics ``member`` subscribes to: its topic names, and what its regex
+        matched when the group's regexes were last resolved."""
         names = {n for n in member.subscribed_topic_names if n in topics}
         if member.subscribed_topic_regex is not None:
-            pattern = _compile(member.subscribed_topic_regex)
-            if pattern is not None:
-                names.update(
-                    n
-                    for n, (_, _, internal) in topics.items()
-                    if not internal and pattern.fullmatch(n)
-                )
+            matched = group.resolved_regexes.get(member.subscribed_topic_regex, frozenset())
+            names.update(n for n in matched if n in topics)
         return names
 
-    def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
-        topics = self._all_topics()
+    def _subscription_metadata(
+        self,
+        group: ConsumerGroup,
+        topics: Mapping[str, tuple[uuid.UUID, int, bool]] | None = None,
+    ) -> dict[str, tuple[uuid.UUID, int]]:
+        if topics is None:
+            topics = self._all_topics()
         wanted: set[str] = set()
         for member in group.members.values():
-            wanted |= self._resolve(member, topics)
+            wanted |= self._resolve(group, member, topics)
         return {n: (topics[n][0], topics[n][1]) for n in sorted(wanted)}
+
+    # -- regular expressions ----------------------------------------------------------------
+
+    def _regexes(self, group: ConsumerGroup) -> set[str]:
+        return {
+            m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex
+        }
+
+    def _resolve_regexes(
+        self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int, bool]]
+    ) -> dict[str, frozenset[str]]:
+        resolved = {}
+        for regex in self._regexes(group):
+            pattern = _compile(regex)
+            resolved[regex] = frozenset(
+                n
+                for n, (_, _, internal) in topics.items()
+                if not internal and pattern is not None and pattern.fullmatch(n)
+            )
+        group.regex_resolved_ms = self._clock.monotonic_ms()
+        group.regex_topics = frozenset(n for n, (_, _, internal) in topics.items() if not internal)
+        return resolved
+
+    def _maybe_refresh_regexes(
+        self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int, bool]]
+    ) -> None:
+        """Schedule the resolution of the group's regexes when a member brought a new one,
+        or when the topics changed and the last resolution is ``REGEX_REFRESH_INTERVAL_MS``
+        old. The heartbeat does not wait for it: the topics a regex matches come with a
+        later epoch (as in Kafka, whose clients' tests expect a subscription to a regex and
+        a topic name to be assigned the named topic first)."""
+        if group.regex_task is not None or self._stopped:
+            return
+        regexes = self._regexes(group)
+        if not regexes:
+            group.resolved_regexes = {}
+            return
+        due = bool(regexes - group.resolved_regexes.keys())
+        if not due and group.regex_resolved_ms is not None:
+            age = self._clock.monotonic_ms() - group.regex_resolved_ms
+            if age >= REGEX_REFRESH_INTERVAL_MS:
+                names = frozenset(n for n, (_, _, internal) in topics.items() if not internal)
+                due = names != group.regex_topics
+        if due:
+            group.regex_task = self._scheduler.schedule(
+                f"consumer-group-regex-{group.group_id}",
+                lambda: self._refresh_regexes(group),
+                delay_ms=0,
+            )
+
+    def _refresh_regexes(self, group: ConsumerGroup) -> None:
+        """Resolve the group's regexes against the topics now; if what they match changed,
+        the group epoch goes up and the target is computed again."""
+        group.regex_task = None
+        if self._stopped or self._groups.get(group.group_id) is not group:
+            return
+        resolved = self._resolve_regexes(group, self._all_topics())
+        if resolved == group.resolved_regexes:
+            return
+        group.resolved_regexes = resolved
+        logger.info(
+            "group %s: regular expressions resolved: %s",
+            group.group_id,
+            {r: sorted(ns) for r, ns in resolved.items()},
+        )
+        if not group.members:
+            return
+        group.subscription_metadata = self._subscription_metadata(group)
+        group.group_epoch += 1
+        self._compute_target(group)
+        self._persist(group, ())
 
     # -- heartbeat --------------------------------------------------------------------------
 
@@ -210,7 +299,9 @@ class ConsumerGroupManager(ShardPart):
         before = (member.member_epoch, dict(member.assigned))
         if self._update_subscription(member, request):
             bumped = True
-        metadata = self._subscription_metadata(group)
+        topics = self._all_topics()
+        self._maybe_refresh_regexes(group, topics)
+        metadata = self._subscription_metadata(group, topics)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
             bumped = True
@@ -222,7 +313,7 @@ class ConsumerGroupManager(ShardPart):
         self._reset_session(group, member)
         changed = before != (member.member_epoch, member.assigned)
         if bumped or changed:
-            self._persist(group, ())
+            self._persist(group, (), None if bumped else (member.member_id,))
         include = request.owned is not None or request.member_epoch == 0 or changed
         return HeartbeatResult(
             ErrorCode.NONE,
@@ -392,7 +483,7 @@ class ConsumerGroupManager(ShardPart):
         """The target assignment for the group epoch (its assignment epoch)."""
         topics = {n: (tid, count, False) for n, (tid, count) in group.subscription_metadata.items()}
         subscriptions = {
-            member_id: frozenset(topics[n][0] for n in self._resolve(member, topics))
+            member_id: frozenset(topics[n][0] for n in self._resolve(group, member, topics))
             for member_id, member in group.members.items()
         }
         counts = {tid: count for tid, count in group.subscription_metadata.values()}
@@ -475,6 +566,8 @@ class ConsumerGroupManager(ShardPart):
         """The member is gone (left, expired, fenced): its partitions are free and the
         others get a new target."""
         self._cancel_timers(member)
+        if self.downgrade is not None and self.downgrade(group, member):
+            return  # the group became a classic group without it
         group.remove_member(member.member_id)
         group.group_epoch += 1
         group.subscription_metadata = self._subscription_metadata(group)
@@ -506,8 +599,14 @@ class ConsumerGroupManager(ShardPart):
         member.session_task = self._scheduler.schedule(
             f"consumer-group-session-{group.group_id}",
             lambda: self._on_session_timeout(group, member),
-            delay_ms=self._session_timeout_ms(group.group_id),
+            delay_ms=self._member_session_timeout_ms(group, member),
         )
+
+    def _member_session_timeout_ms(self, group: ConsumerGroup, member: ConsumerMember) -> int:
+        """A classic member keeps the session timeout of its JoinGroup."""
+        if member.classic is not None:
+            return member.classic.session_timeout_ms
+        return self._session_timeout_ms(group.group_id)
 
     def _on_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         member.session_task = None
@@ -517,7 +616,7 @@ class ConsumerGroupManager(ShardPart):
             "group %s: member %s missed its session timeout of %d ms",
             group.group_id,
             member.member_id,
-            self._session_timeout_ms(group.group_id),
+            self._member_session_timeout_ms(group, member),
         )
         self.remove_member(group, member)
 
@@ -552,6 +651,9 @@ class ConsumerGroupManager(ShardPart):
 
     def release(self, group: ConsumerGroup) -> None:
         """Stop the group's timers (unload, shutdown)."""
+        if group.regex_task is not None:
+            group.regex_task.cancel()
+            group.regex_task = None
         for member in group.members.values():
             self._cancel_timers(member)
 
@@ -562,74 +664,89 @@ class ConsumerGroupManager(ShardPart):
 
     # -- persistence ------------------------------------------------------------------------
 
-    def _persist(self, group: ConsumerGroup, gone: Iterable[str]) -> None:
-        """Write the group's records (Kafka's record types 3, 5-8, ``consumer_records``) as
-        one batch: its epoch, each member's metadata, target and current assignment, the
-        target's epoch, and tombstones for the members in ``gone``. Compaction keeps the
-        last record of each key, so the log holds the group as it is now."""
+    def _persist(
+        self, group: ConsumerGroup, gone: Iterable[str], members: Iterable[str] | None = None
+    ) -> None:
+        """Write the group's records (Kafka's record types 3, 5-8, ``consumer_records``) that
+        changed since last written, as one batch: its epoch, each member's metadata, target
+        and current assignment, the target's epoch, and tombstones for the members in
+        ``gone``. ``members`` limits the members looked at (a heartbeat that moved only its
+        own member). As Kafka, a rebalance writes the records of the members whose target or
+        state changed, not every member's: ``group.written`` remembers the value last
+        written under each key. Compaction keeps the last record of each key, so the log
+        holds the group as it is now."""
         gid = group.group_id
-        records: list[KeyValue] = [
-            (encode_key(ConsumerKey(CONSUMER_GROUP_METADATA, gid)), encode_epoch(group.group_epoch))
-        ]
-        for member_id, m in group.members.items():
-            records.append(
-                (
-                    encode_key(ConsumerKey(CONSUMER_GROUP_MEMBER_METADATA, gid, member_id)),
-                    encode_member_metadata(
-                        MemberMetadataValue(
-                            m.instance_id,
-                            m.rack_id,
-                            m.client_id,
-                            m.client_host,
-                            m.subscribed_topic_names,
-                            m.subscribed_topic_regex,
-                            m.rebalance_timeout_ms,
-                            m.server_assignor,
-                        )
-                    ),
-                )
-            )
-            records.append(
-                (
-                    encode_key(
-                        ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, member_id)
-                    ),
-                    encode_target_member(group.target.get(member_id, {})),
-                )
-            )
-            records.append(
-                (
-                    encode_key(
-                        ConsumerKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, member_id)
-                    ),
-                    encode_current_assignment(
-                        CurrentAssignmentValue(
-                            m.member_epoch,
-                            m.previous_member_epoch,
-                            m.state.value,
-                            m.assigned,
-                            m.pending_revocation,
-                        )
-                    ),
-                )
-            )
-        records.append(
-            (
-                encode_key(ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid)),
-                encode_epoch(group.assignment_epoch),
-            )
-        )
+        written = group.written
+        records: list[KeyValue] = []
+        for key, value in self._records(group, members):
+            if written.get(key) != value:
+                records.append((key, value))
         for member_id in gone:
-            for kind in (
-                CONSUMER_GROUP_MEMBER_METADATA,
-                CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
-                CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
-            ):
-                records.append((encode_key(ConsumerKey(kind, gid, member_id)), None))
+            for key in _member_keys(gid, member_id):
+                records.append((key, None))
+        if not records:
+            return
         try:
             self._store.append(self.partition_for(gid), records, self._clock.milliseconds())
         except StoreAppendError as exc:
             logger.warning("group %s: storing the consumer group failed: %s", gid, exc)
+            return
+        for key, stored in records:
+            if stored is None:
+                written.pop(key, None)
+            else:
+                written[key] = stored
+
+    def _records(
+        self, group: ConsumerGroup, members: Iterable[str] | None = None
+    ) -> Iterable[tuple[bytes, bytes]]:
+        """The group's records as they are now (of ``members`` only, if given)."""
+        gid = group.group_id
+        yield (
+            encode_key(ConsumerKey(CONSUMER_GROUP_METADATA, gid)),
+            encode_epoch(group.group_epoch),
+        )
+        for member_id in group.members if members is None else members:
+            m = group.members.get(member_id)
+            if m is None:
+                continue
+            yield (
+                encode_key(ConsumerKey(CONSUMER_GROUP_MEMBER_METADATA, gid, member_id)),
+                encode_member_metadata(
+                    MemberMetadataValue(
+                        m.instance_id,
+                        m.rack_id,
+                        m.client_id,
+                        m.client_host,
+                        m.subscribed_topic_names,
+                        m.subscribed_topic_regex,
+                        m.rebalance_timeout_ms,
+                        m.server_assignor,
+                        m.classic.session_timeout_ms if m.classic is not None else None,
+                        m.classic.protocols if m.classic is not None else (),
+                    )
+                ),
+            )
+            yield (
+                encode_key(ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, member_id)),
+                encode_target_member(group.target.get(member_id, {})),
+            )
+            yield (
+                encode_key(ConsumerKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, member_id)),
+                encode_current_assignment(
+                    CurrentAssignmentValue(
+                        m.member_epoch,
+                        m.previous_member_epoch,
+                        m.state.value,
+                        m.assigned,
+                        m.pending_revocation,
+                    )
+                ),
+            )
+        yield (
+            encode_key(ConsumerKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid)),
+            encode_epoch(group.assignment_epoch),
+        )
 
     def restore(self, group_id: str, loaded: LoadedConsumerGroup) -> ConsumerGroup:
         """A consumer group as its records left it: members with their epochs and
@@ -652,6 +769,10 @@ class ConsumerGroupManager(ShardPart):
                 subscribed_topic_regex=metadata.subscribed_topic_regex,
                 server_assignor=metadata.server_assignor,
             )
+            if metadata.classic_session_timeout_ms is not None:
+                member.classic = ClassicMemberMetadata(
+                    metadata.classic_session_timeout_ms, metadata.classic_protocols
+                )
             if current is not None:
                 member.member_epoch = current.member_epoch
                 member.previous_member_epoch = current.previous_member_epoch
@@ -665,6 +786,8 @@ class ConsumerGroupManager(ShardPart):
             group.add_member(member)
             group.take(member)
             group.target[member_id] = dict(loaded.targets.get(member_id, {}))
+        # A load is no heartbeat: the regexes are resolved here, at once.
+        group.resolved_regexes = self._resolve_regexes(group, self._all_topics())
         group.subscription_metadata = self._subscription_metadata(group)
         covered = {(t, p) for a in group.target.values() for t, ps in a.items() for p in ps}
         wanted = {(t, p) for t, count in group.subscription_metadata.values() for p in range(count)}
@@ -672,6 +795,9 @@ class ConsumerGroupManager(ShardPart):
             group.group_epoch += 1
             self._compute_target(group)
         group.assignor_name = self._assignor_for(group) if group.members else ""
+        # What the log holds now, as far as a later write must know; a target computed
+        # again here differs from it and is written with the next change.
+        group.written = dict(loaded.written)
         self._groups[group_id] = group
         self.restart_sessions(group)
         return group
@@ -702,6 +828,12 @@ class ConsumerGroupManager(ShardPart):
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:
+            # A classic member of a consumer group commits with the generation its JoinGroup
+            # gave it (its member epoch), with any OffsetCommit version, as in Kafka.
+            if member_epoch != member.member_epoch and not (transactional and member_epoch < 0):
+                return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.NONE
         if not transactional and api_version is not None and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
@@ -720,6 +852,18 @@ class ConsumerGroupManager(ShardPart):
         if member_epoch != member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
+
+
+def _member_keys(group_id: str, member_id: str) -> list[bytes]:
+    """The keys of a member's records (metadata, target, current assignment)."""
+    return [
+        encode_key(ConsumerKey(kind, group_id, member_id))
+        for kind in (
+            CONSUMER_GROUP_MEMBER_METADATA,
+            CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+            CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+        )
+    ]
 
 
 def _is_subset(owned: Mapping[uuid.UUID, frozenset[int]], assigned: TopicPartitions) -> bool:

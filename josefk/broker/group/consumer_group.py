@@ -51,6 +51,19 @@ LEAVE_GROUP_MEMBER_EPOCH: Final = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH: Final = -2
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member that speaks the classic protocol inside a consumer group (online
+    migration, ``migration.py``) sent with its last JoinGroup."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.protocols)
+
+
 class ConsumerGroupState(enum.Enum):
     EMPTY = "Empty"
     ASSIGNING = "Assigning"
@@ -83,9 +96,23 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: TopicPartitions = field(default_factory=dict)
     pending_revocation: TopicPartitions = field(default_factory=dict)
+    # Set for a classic-protocol member of a consumer group (online migration).
+    classic: ClassicMemberMetadata | None = None
     # Timers of the manager: the session deadline and the revocation (rebalance) timeout.
     session_task: Any = None
     revocation_task: Any = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
+
+    def is_reconciled(self, group: ConsumerGroup) -> bool:
+        """At the group's assignment epoch, holding exactly its target."""
+        return (
+            self.state is MemberState.STABLE
+            and self.member_epoch == group.assignment_epoch
+            and self.assigned == group.target.get(self.member_id, {})
+        )
 
     def owned(self) -> set[tuple[uuid.UUID, int]]:
         """Every partition this member may still be consuming."""
@@ -112,6 +139,18 @@ class ConsumerGroup(GroupOffsets):
         # The subscribed topics as of the group epoch: name -> (topic id, partitions).
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
         self.assignor_name = ""
+        # Member ids handed to classic members with MEMBER_ID_REQUIRED (KIP-394) that have
+        # not joined with them yet (memory only, as a classic group's pending members).
+        self.pending_classic_ids: set[str] = set()
+        # Record key -> the value last written for it (the manager writes only changes).
+        self.written: dict[bytes, bytes] = {}
+        # The members' regular expressions as last resolved (regex -> the topic names it
+        # matched), when (monotonic ms) and against which topic names; the pending
+        # resolution task. Resolved off the heartbeat path, as Kafka does (consumer.py).
+        self.resolved_regexes: dict[str, frozenset[str]] = {}
+        self.regex_resolved_ms: int | None = None
+        self.regex_topics: frozenset[str] = frozenset()
+        self.regex_task: Any = None
 
     def __repr__(self) -> str:
         return (

@@ -15,7 +15,11 @@ Record types (key fields -> value fields)::
                                                           subscribed_topic_names []string,
                                                           subscribed_topic_regex string?,
                                                           rebalance_timeout_ms int32,
-                                                          server_assignor string?
+                                                          server_assignor string?,
+                                                          tag 0: classic_member_metadata
+                                                          {session_timeout_ms int32,
+                                                           supported_protocols
+                                                           [name string, metadata bytes]}?
     6 ConsumerGroupTargetAssignmentMetadata group          -> assignment_epoch int32
     7 ConsumerGroupTargetAssignmentMember  group, member   -> topic_partitions
                                                           [topic_id uuid, partitions []int32]
@@ -74,6 +78,10 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    # A member that uses the classic protocol in a consumer group (online migration): its
+    # JoinGroup session timeout and protocols; None for a consumer-protocol member.
+    classic_session_timeout_ms: int | None = None
+    classic_protocols: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +172,18 @@ class _Writer:
                 self.int32(p)
             self.uvarint(0)  # the topic's tagged fields
 
-    def done(self) -> bytes:
-        self.uvarint(0)  # the value's tagged fields
+    def bytes_(self, value: bytes) -> None:
+        self.uvarint(len(value) + 1)
+        self.out += value
+
+    def done(self, tagged: dict[int, bytes] | None = None) -> bytes:
+        """End the value with its tagged fields (tag -> the field's encoded bytes)."""
+        tagged = tagged or {}
+        self.uvarint(len(tagged))
+        for tag, raw in sorted(tagged.items()):
+            self.uvarint(tag)
+            self.uvarint(len(raw))
+            self.out += raw
         return bytes(self.out)
 
 
@@ -214,10 +232,24 @@ class _Reader:
         self.pos = end
         return value
 
-    def tagged(self) -> None:
+    def tagged(self) -> dict[int, bytes]:
+        """The tagged fields here, by tag (their raw bytes)."""
+        found = {}
         for _ in range(self.uvarint()):
-            self.uvarint()
-            self.pos += self.uvarint()
+            tag = self.uvarint()
+            size = self.uvarint()
+            found[tag] = self.data[self.pos : self.pos + size]
+            self.pos += size
+        return found
+
+    def bytes_(self) -> bytes:
+        length = self.uvarint()
+        end = self.pos + max(length - 1, 0)
+        if end > len(self.data):
+            raise ConsumerRecordError("a consumer group value ends early")
+        value = self.data[self.pos : end]
+        self.pos = end
+        return value
 
     def topic_partitions(self) -> dict[uuid.UUID, frozenset[int]]:
         found: dict[uuid.UUID, frozenset[int]] = {}
@@ -253,7 +285,18 @@ def encode_member_metadata(value: MemberMetadataValue) -> bytes:
     writer.string(value.subscribed_topic_regex)
     writer.int32(value.rebalance_timeout_ms)
     writer.string(value.server_assignor)
-    return writer.done()
+    if value.classic_session_timeout_ms is None:
+        return writer.done()
+    classic = _Writer()
+    del classic.out[:]  # a nested struct has no version of its own
+    classic.int32(value.classic_session_timeout_ms)
+    classic.uvarint(len(value.classic_protocols) + 1)
+    for name, metadata in value.classic_protocols:
+        classic.string(name)
+        classic.bytes_(metadata)
+        classic.uvarint(0)
+    classic.uvarint(0)
+    return writer.done({0: bytes(classic.out)})
 
 
 def decode_member_metadata(raw: bytes | memoryview) -> MemberMetadataValue:
@@ -266,8 +309,29 @@ def decode_member_metadata(raw: bytes | memoryview) -> MemberMetadataValue:
     regex = reader.string()
     rebalance_timeout_ms = reader.int32()
     assignor = reader.string()
+    session_timeout_ms = None
+    protocols: list[tuple[str, bytes]] = []
+    classic = reader.tagged().get(0) if reader.pos < len(reader.data) else None
+    if classic:
+        nested = _Reader.__new__(_Reader)  # a nested struct has no version of its own
+        nested.data = classic
+        nested.pos = 0
+        session_timeout_ms = nested.int32()
+        for _ in range(max(nested.uvarint() - 1, 0)):
+            name = nested.string() or ""
+            protocols.append((name, nested.bytes_()))
+            nested.tagged()
     return MemberMetadataValue(
-        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor
+        instance_id,
+        rack_id,
+        client_id,
+        client_host,
+        names,
+        regex,
+        rebalance_timeout_ms,
+        assignor,
+        session_timeout_ms,
+        tuple(protocols),
     )
 
 

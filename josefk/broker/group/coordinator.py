@@ -50,6 +50,7 @@ from josefk.broker.group.group import GroupMetadata, GroupState, JoinResult, Syn
 from josefk.broker.group.group_configs import GroupConfigs
 from josefk.broker.group.group_offsets import CommittedOffset
 from josefk.broker.group.loader import read_groups
+from josefk.broker.group.migration import MigrationManager
 from josefk.broker.group.offsets import InFlightCommit, OffsetCommitEntry, OffsetManager
 from josefk.broker.group.shard import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
@@ -129,6 +130,8 @@ class ConsumerMemberDescription:
     # (topic id, topic name, partitions)
     assignment: list[tuple[uuid.UUID, str, list[int]]]
     target_assignment: list[tuple[uuid.UUID, str, list[int]]]
+    # A classic member of the group (online migration, ``migration.py``).
+    uses_classic_protocol: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +165,7 @@ class GroupCoordinator(ShardPart):
         self._consumer = ConsumerGroupManager(
             shard, topics, new_member_id=_new_member_id, group_configs=group_configs
         )
+        self._migration = MigrationManager(shard, self._classic, self._consumer)
         # Per-group configs (GROUP config resources); None where they are not stored.
         self.group_configs = group_configs
         self._offsets = OffsetManager(shard)
@@ -311,7 +315,7 @@ class GroupCoordinator(ShardPart):
     def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
         """ConsumerGroupHeartbeat. An empty classic group becomes a consumer group on its
         first heartbeat (keeping its offsets) where ``group.consumer.migration.policy``
-        allows an upgrade."""
+        allows an upgrade; one with members is upgraded online (``migration.py``)."""
         if error := self.ownership_error(request.group_id):
             return HeartbeatResult(error)
         if request.group_id in self.share_groups:
@@ -328,6 +332,10 @@ class GroupCoordinator(ShardPart):
             and self.config.consumer_migration_policy in ("bidirectional", "upgrade")
         ):
             self._convert(classic, ConsumerGroup(classic.group_id))
+        elif classic is not None and request.member_epoch == 0 and not classic.is_empty:
+            error, message = self._migration.upgrade(classic)
+            if error:
+                return HeartbeatResult(error, message)
         return self._consumer.heartbeat(request)
 
     def _convert(
@@ -377,6 +385,7 @@ class GroupCoordinator(ShardPart):
                     subscribed_topic_regex=m.subscribed_topic_regex,
                     assignment=describe_assignment(m.assigned, names),
                     target_assignment=describe_assignment(group.target.get(m.member_id, {}), names),
+                    uses_classic_protocol=m.uses_classic_protocol,
                 )
                 for m in group.members.values()
             ),
@@ -417,7 +426,7 @@ class GroupCoordinator(ShardPart):
     def join_group(self, request: JoinRequest) -> asyncio.Future[JoinResult]:
         """JoinGroup. An empty consumer group becomes a classic group on a classic member's
         join where ``group.consumer.migration.policy`` allows a downgrade; a consumer group
-        with members answers INCONSISTENT_GROUP_PROTOCOL (no online migration here)."""
+        with members takes the member as a classic member (``migration.py``)."""
         if request.group_id in self.share_groups and not self.ownership_error(request.group_id):
             refused: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
             refused.set_result(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id))
@@ -431,6 +440,10 @@ class GroupCoordinator(ShardPart):
                 self._convert(
                     consumer, GroupMetadata(consumer.group_id, now_ms=self._clock.milliseconds())
                 )
+            elif not consumer.is_empty:
+                joined: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+                joined.set_result(self._migration.join(consumer, request))
+                return joined
             else:
                 future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
                 future.set_result(
@@ -450,6 +463,20 @@ class GroupCoordinator(ShardPart):
         protocol_type: str | None = None,
         protocol_name: str | None = None,
     ) -> asyncio.Future[SyncResult]:
+        consumer = self._consumer_group(group_id)
+        if consumer is not None and not self.ownership_error(group_id):
+            synced: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+            synced.set_result(
+                self._migration.sync(
+                    consumer,
+                    generation_id,
+                    member_id,
+                    group_instance_id,
+                    protocol_type=protocol_type,
+                    protocol_name=protocol_name,
+                )
+            )
+            return synced
         return self._classic.sync_group(
             group_id,
             generation_id,
@@ -463,6 +490,9 @@ class GroupCoordinator(ShardPart):
     def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
+        consumer = self._consumer_group(group_id)
+        if consumer is not None and not self.ownership_error(group_id):
+            return self._migration.heartbeat(consumer, generation_id, member_id, group_instance_id)
         return self._classic.heartbeat(group_id, generation_id, member_id, group_instance_id)
 
     def leave_group(
@@ -470,6 +500,9 @@ class GroupCoordinator(ShardPart):
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         """Remove members given as (member id, instance id); the top-level error and one
         error per member."""
+        consumer = self._consumer_group(group_id)
+        if consumer is not None and not self.ownership_error(group_id):
+            return self._migration.leave(consumer, members)
         return self._classic.leave_group(group_id, members)
 
     # -- offsets --------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from josefk.broker.group.consumer_records import (
     decode_epoch,
     decode_member_metadata,
     decode_target_member,
+    encode_key,
     record_type,
 )
 from josefk.broker.group.consumer_records import decode_key as decode_consumer_key
@@ -76,9 +77,15 @@ class LoadedConsumerGroup:
     members: dict[str, MemberMetadataValue] = field(default_factory=dict)
     targets: dict[str, dict[uuid.UUID, frozenset[int]]] = field(default_factory=dict)
     current: dict[str, CurrentAssignmentValue] = field(default_factory=dict)
+    # The live value of each key, as read (the coordinator writes only what differs).
+    written: dict[bytes, bytes] = field(default_factory=dict)
 
     def apply(self, key: ConsumerKey, value: bytes | None) -> None:
         kind, member = key.record_type, key.member or ""
+        if value is None:
+            self.written.pop(encode_key(key), None)
+        else:
+            self.written[encode_key(key)] = bytes(value)
         if kind == CONSUMER_GROUP_METADATA:
             self.epoch = None if value is None else decode_epoch(value)
         elif kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:

@@ -8,8 +8,12 @@ GROUP_ID_NOT_FOUND, as Kafka does.
 
 Version notes: ConsumerGroupHeartbeat v1 (KIP-1082) has the client generate its member id
 (an empty one is INVALID_REQUEST) and adds SubscribedTopicRegex; v0 lets the coordinator
-make the id. ConsumerGroupDescribe v1 adds the member type (KIP-1099): 1, a member of the
-consumer protocol (josefk has no classic members in consumer groups).
+make the id. ConsumerGroupDescribe v1 adds the member type (KIP-1099): 1 for a member of the
+consumer protocol, 0 for a classic member a consumer group holds during an online migration.
+
+``group_lookup_error`` is the per-group error chain every group API of the KIP-848 family
+answers before it looks at the group (authorization, no coordinator, an empty group id, a
+group another broker coordinates); the share group handlers repeat it today and may use it.
 
 In a cluster the heartbeat is answered once the group's records in ``__consumer_offsets``
 are replicated (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR when they are not).
@@ -24,32 +28,66 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Final
 
 from josefk.broker.context import RequestContext
 from josefk.broker.group.consumer import HeartbeatRequest
+from josefk.broker.group.coordinator import ConsumerMemberDescription, GroupCoordinator
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.groups import (
     client_host,
     coordinator_of,
-    may_read_group,
     wait_replicated,
 )
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 
-HEARTBEAT: Final = response_class(ApiKey.CONSUMER_GROUP_HEARTBEAT)
-DESCRIBE: Final = response_class(ApiKey.CONSUMER_GROUP_DESCRIBE)
+HEARTBEAT: Final = ConsumerGroupHeartbeatResponse
+DESCRIBE: Final = ConsumerGroupDescribeResponse
 
+CLASSIC_MEMBER_TYPE: Final = 0
 CONSUMER_MEMBER_TYPE: Final = 1
+NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
+
+
+def group_lookup_error(
+    context: RequestContext,
+    coordinator: GroupCoordinator | None,
+    group_id: str,
+    operation: AclOperation,
+    *,
+    check_id: bool = True,
+) -> ErrorCode:
+    """What a group API answers for ``group_id`` before it looks the group up:
+    GROUP_AUTHORIZATION_FAILED without ``operation`` on the group, COORDINATOR_NOT_AVAILABLE
+    without a coordinator, INVALID_GROUP_ID for an empty id (when ``check_id``),
+    NOT_COORDINATOR for a group another broker coordinates; NONE to go on."""
+    if not context.authorize(operation, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if check_id and not group_id:
+        return ErrorCode.INVALID_GROUP_ID
+    return coordinator.ownership_error(group_id)
 
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT)
-async def handle_consumer_group_heartbeat(context: RequestContext, request: Any) -> Any:
+async def handle_consumer_group_heartbeat(
+    context: RequestContext, request: ConsumerGroupHeartbeatRequest
+) -> ConsumerGroupHeartbeatResponse:
     coordinator = coordinator_of(context)
-    if not may_read_group(context, request.group_id):
-        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    # The coordinator answers an empty group id (INVALID_REQUEST) and ownership itself.
+    error = group_lookup_error(
+        context, coordinator, request.group_id, AclOperation.READ, check_id=False
+    )
+    if error is ErrorCode.GROUP_AUTHORIZATION_FAILED:
         return HEARTBEAT(error_code=error, error_message=error.message)
     if coordinator is None:
         return HEARTBEAT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -111,7 +149,9 @@ async def handle_consumer_group_heartbeat(context: RequestContext, request: Any)
     )
 
 
-def _assignment(parts: Iterable[tuple[uuid.UUID, str, list[int]]]) -> Any:
+def _assignment(
+    parts: Iterable[tuple[uuid.UUID, str, list[int]]],
+) -> ConsumerGroupDescribeResponse.Assignment:
     return DESCRIBE.Assignment(
         topic_partitions=[
             DESCRIBE.TopicPartitions(topic_id=topic_id, topic_name=name, partitions=partitions)
@@ -120,42 +160,50 @@ def _assignment(parts: Iterable[tuple[uuid.UUID, str, list[int]]]) -> Any:
     )
 
 
+def _member(m: ConsumerMemberDescription) -> ConsumerGroupDescribeResponse.Member:
+    return DESCRIBE.Member(
+        member_id=m.member_id,
+        instance_id=m.instance_id,
+        rack_id=m.rack_id,
+        member_epoch=m.member_epoch,
+        client_id=m.client_id,
+        client_host=m.client_host,
+        subscribed_topic_names=list(m.subscribed_topic_names),
+        subscribed_topic_regex=m.subscribed_topic_regex,
+        assignment=_assignment(m.assignment),
+        target_assignment=_assignment(m.target_assignment),
+        member_type=CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE,
+    )
+
+
+def _not_described(group_id: str, error: ErrorCode) -> ConsumerGroupDescribeResponse.DescribedGroup:
+    message = f"Group {group_id} not found." if error is ErrorCode.GROUP_ID_NOT_FOUND else None
+    return DESCRIBE.DescribedGroup(
+        error_code=error,
+        error_message=message or error.message,
+        group_id=group_id,
+        group_state="",
+        group_epoch=-1,
+        assignment_epoch=-1,
+        assignor_name="",
+        members=[],
+    )
+
+
 @handles(ApiKey.CONSUMER_GROUP_DESCRIBE)
-def handle_consumer_group_describe(context: RequestContext, request: Any) -> Any:
+def handle_consumer_group_describe(
+    context: RequestContext, request: ConsumerGroupDescribeRequest
+) -> ConsumerGroupDescribeResponse:
     coordinator = coordinator_of(context)
     with_operations = bool(request.include_authorized_operations)
     described = []
     for group_id in request.group_ids:
-        error = ErrorCode.NONE
+        error = group_lookup_error(context, coordinator, group_id, AclOperation.DESCRIBE)
         description = None
-        if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
-        elif coordinator is None:
-            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif not group_id:
-            error = ErrorCode.INVALID_GROUP_ID
-        elif owner_error := coordinator.ownership_error(group_id):
-            error = owner_error
-        else:
+        if not error and coordinator is not None:
             description = coordinator.describe_consumer_group(group_id)
-            if description is None:
-                error = ErrorCode.GROUP_ID_NOT_FOUND
         if description is None:
-            message = (
-                f"Group {group_id} not found." if error is ErrorCode.GROUP_ID_NOT_FOUND else None
-            )
-            described.append(
-                DESCRIBE.DescribedGroup(
-                    error_code=error,
-                    error_message=message or error.message,
-                    group_id=group_id,
-                    group_state="",
-                    group_epoch=-1,
-                    assignment_epoch=-1,
-                    assignor_name="",
-                    members=[],
-                )
-            )
+            described.append(_not_described(group_id, error or ErrorCode.GROUP_ID_NOT_FOUND))
             continue
         described.append(
             DESCRIBE.DescribedGroup(
@@ -165,26 +213,11 @@ def handle_consumer_group_describe(context: RequestContext, request: Any) -> Any
                 group_epoch=description.group_epoch,
                 assignment_epoch=description.assignment_epoch,
                 assignor_name=description.assignor_name,
-                members=[
-                    DESCRIBE.Member(
-                        member_id=m.member_id,
-                        instance_id=m.instance_id,
-                        rack_id=m.rack_id,
-                        member_epoch=m.member_epoch,
-                        client_id=m.client_id,
-                        client_host=m.client_host,
-                        subscribed_topic_names=list(m.subscribed_topic_names),
-                        subscribed_topic_regex=m.subscribed_topic_regex,
-                        assignment=_assignment(m.assignment),
-                        target_assignment=_assignment(m.target_assignment),
-                        member_type=CONSUMER_MEMBER_TYPE,
-                    )
-                    for m in description.members
-                ],
+                members=[_member(m) for m in description.members],
                 authorized_operations=(
                     context.authorized_operations(ResourceType.GROUP, group_id)
                     if with_operations
-                    else -(2**31)
+                    else NO_AUTHORIZED_OPERATIONS
                 ),
             )
         )
