@@ -176,12 +176,13 @@ def _recv_exactly(sock: socket.socket, count: int) -> bytes:
 def create_topics(bootstrap: str, case: Case) -> float:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # A slow creation (the baseline's) must not hit librdkafka's 60 s socket timeout.
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
     started = time.perf_counter()
     futures = admin.create_topics(
         [NewTopic(name, case.per_topic, 1) for name in case.topic_names()],
-        operation_timeout=300,
-        request_timeout=300,
+        operation_timeout=900,
+        request_timeout=900,
     )
     for future in futures.values():
         future.result(timeout=600)
