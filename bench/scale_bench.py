@@ -244,6 +244,7 @@ def run_case(root: Path, build: str, case: Case, args: argparse.Namespace) -> Re
     f = result.figures
     work = Path(tempfile.mkdtemp(prefix="scale-", dir=args.tmp))
     data, log = work / "data", work / "broker.log"
+    broker: Broker | None = None
     try:
         broker = Broker(root, data, log)
         f["create_s"] = create_topics(broker.bootstrap, case)
@@ -283,6 +284,8 @@ def run_case(root: Path, build: str, case: Case, args: argparse.Namespace) -> Re
         f["start_kill_s"] = broker.ready_s
         broker.stop()
     finally:
+        if broker is not None and broker.process.poll() is None:
+            broker.kill()  # a failed case leaves no broker behind
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     return result

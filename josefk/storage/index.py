@@ -240,8 +240,18 @@ class AbstractIndex:
         self._after_entries_changed()
         _BUDGET.opened(self)
 
+    def park(self) -> None:
+        """Unmap, keeping the entry count, to be mapped again on the next use (its file
+        untouched: an active segment's index stays preallocated). Nothing if not mapped."""
+        if not self._opened:
+            return
+        self._unmap()
+        self._opened = False
+        self._parked = True
+        _BUDGET.closed(self)
+
     def _park(self) -> None:
-        """Unmap, keeping the entry count, to be mapped again on the next use."""
+        # The bound's eviction (the bound already forgot this index).
         if not self._opened:
             return
         self._unmap()

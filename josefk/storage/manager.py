@@ -245,25 +245,29 @@ class LogManager:
 
         limit = asyncio.Semaphore(max(1, self._config.recovery_threads_per_data_dir))
 
+        def load_one(tp: TopicPartition, path: Path, config: LogConfig) -> Log:
+            log = Log.load(
+                path,
+                config,
+                log_start_offset=start_offsets.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                had_clean_shutdown=clean,
+                clock=self._clock,
+                jitter=self._jitter,
+                scheduler=self._scheduler,
+                executor=self._executor,
+                on_io_error=self._handle_log_dir_failure,
+                producer_id_expiration_ms=self._config.producer_id_expiration_ms,
+            )
+            # Loaded in a worker thread, where the bound on index maps does not act: the
+            # loop gets the log with no index mapped (each maps on first use).
+            log.park_index_maps()
+            return log
+
         async def load(tp: TopicPartition, path: Path) -> Log:
             config = self._config_for(tp.topic)
             async with limit:
-                return await loop.run_in_executor(
-                    self._executor,
-                    lambda: Log.load(
-                        path,
-                        config,
-                        log_start_offset=start_offsets.get(tp, 0),
-                        recovery_point=recovery_points.get(tp, 0),
-                        had_clean_shutdown=clean,
-                        clock=self._clock,
-                        jitter=self._jitter,
-                        scheduler=self._scheduler,
-                        executor=self._executor,
-                        on_io_error=self._handle_log_dir_failure,
-                        producer_id_expiration_ms=self._config.producer_id_expiration_ms,
-                    ),
-                )
+                return await loop.run_in_executor(self._executor, load_one, tp, path, config)
 
         logs = await asyncio.gather(*(load(tp, path) for tp, path in to_load))
         for (tp, _), log in zip(to_load, logs, strict=True):

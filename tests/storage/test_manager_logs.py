@@ -372,6 +372,8 @@ async def test_unclean_restart_recovers_only_from_the_checkpointed_recovery_poin
         assert log is not None
         assert log.log_end_offset == (30 if tp in tps[:5] else 24)
         assert log.num_segments >= 3
-        for segment in log.log_segments()[:-1]:
+        # No index mapped at all, the active segment's included (loaded in a worker
+        # thread, where the bound on maps does not act): each maps on first use.
+        for segment in log.log_segments():
             assert not segment.offset_index.is_open and not segment.time_index.is_open
         assert [b.next_offset for b in read_all(log)][-1] == log.log_end_offset
