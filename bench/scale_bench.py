@@ -12,8 +12,9 @@ For each case (a partition count laid out as one topic, or as topics of 10 parti
 - produce throughput, 1 KiB records from librdkafka (confluent-kafka, acks=1): first to a
   1-partition topic, then round robin over every partition of the case, same record count;
   the ratio spread/single and the broker's CPU seconds per GB of each;
-- start-up: SIGTERM, then the time from exec to the broker's ready line (clean shutdown);
-  then SIGKILL (after more records, so the logs have unflushed tails) and the same time again.
+- start-up: SIGTERM (its time printed), then the time from exec to the broker's ready line
+  (clean shutdown) and the broker's CPU seconds by then (imports included); then SIGKILL
+  (after more records, so the logs have unflushed tails) and the same figures again.
 
 ``--baseline-ref REF`` checks REF out in a temporary ``git worktree`` (the built C extension
 copied in) and runs the same cases from it in the same invocation, for the cases with at least
@@ -110,6 +111,9 @@ class Broker:
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         self.ready_s = time.perf_counter() - started
+        # The CPU the start-up took (imports included): steadier than the wall time when
+        # the machine is shared.
+        self.ready_cpu_s = cpu_seconds(self.process.pid) if self.process.poll() is None else 0.0
         if "listening on" not in line:
             raise RuntimeError(f"broker did not start: {line!r} (see {log})")
         address = line.split("://", 1)[1].split()[0].rstrip(",")
@@ -275,6 +279,7 @@ def run_case(root: Path, build: str, case: Case, args: argparse.Namespace) -> Re
         f["stop_s"] = broker.stop()
         broker = Broker(root, data, log)
         f["start_clean_s"] = broker.ready_s
+        f["start_clean_cpu_s"] = broker.ready_cpu_s
         f["rss_restart_mb"] = broker.rss_mb()
         f["fds_restart"] = broker.fds()
         # Unflushed tails in every partition, then a crash.
@@ -282,6 +287,7 @@ def run_case(root: Path, build: str, case: Case, args: argparse.Namespace) -> Re
         broker.kill()
         broker = Broker(root, data, log)
         f["start_kill_s"] = broker.ready_s
+        f["start_kill_cpu_s"] = broker.ready_cpu_s
         broker.stop()
     finally:
         if broker is not None and broker.process.poll() is None:
@@ -327,8 +333,11 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("spread_ratio", "spread/1-partition", "{:.2f}"),
     ("spread_cpu_gb", "spread CPU s/GB", "{:.1f}"),
     ("rss_loaded_mb", "RSS after produce MB", "{:.0f}"),
+    ("stop_s", "SIGTERM stop s", "{:.1f}"),
     ("start_clean_s", "start-up clean s", "{:.1f}"),
+    ("start_clean_cpu_s", "(CPU s)", "{:.1f}"),
     ("start_kill_s", "start-up after SIGKILL s", "{:.1f}"),
+    ("start_kill_cpu_s", "(CPU s)", "{:.1f}"),
     ("rss_restart_mb", "RSS after restart MB", "{:.0f}"),
 ]
 
@@ -351,7 +360,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer cases, shorter idle")
     parser.add_argument("--baseline-ref", help="a commit to measure beside this tree")
-    parser.add_argument("--baseline-min", type=int, default=10_000)
+    parser.add_argument(
+        "--baseline-min", type=int, default=10_000, help="baseline only from this many partitions"
+    )
+    parser.add_argument(
+        "--baseline-only-one-topic",
+        action="store_true",
+        help="baseline only for the one-topic layout (saves time: the baseline is slow)",
+    )
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--cases", help="e.g. 100:100,10000:10 (partitions:per-topic)")
@@ -382,7 +398,13 @@ def main() -> None:
             builds.append((f"baseline {args.baseline_ref}", baseline))
         for case in cases:
             for build, root in builds:
-                if root is None or (root != ROOT and case.partitions < args.baseline_min):
+                if root is None or (
+                    root != ROOT
+                    and (
+                        case.partitions < args.baseline_min
+                        or (args.baseline_only_one_topic and case.topics > 1)
+                    )
+                ):
                     continue
                 print(f"# {build}: {case.label}", file=sys.stderr, flush=True)
                 try:
