@@ -225,6 +225,7 @@ def produce(
 
     n = len(targets)
     cpu_before = broker.cpu()
+    client_before = time.process_time()
     started = time.perf_counter()
     for i in range(count):
         topic, partition = targets[i % n]
@@ -237,9 +238,16 @@ def produce(
     remaining = producer.flush(300)
     seconds = time.perf_counter() - started
     cpu = broker.cpu() - cpu_before
+    client = time.process_time() - client_before
     if remaining or errors:
         raise RuntimeError(f"{remaining} records undelivered, {errors} errors")
     gigabytes = count * len(RECORD) / 1e9
+    print(
+        f"#   {n} partitions: {seconds:.1f} s, broker CPU {cpu:.1f} s, "
+        f"client (librdkafka) CPU {client:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     return count * len(RECORD) / 1e6 / seconds, cpu / gigabytes
 
 
@@ -331,6 +339,7 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("single_mbs", "1-partition MB/s", "{:.0f}"),
     ("spread_mbs", "spread MB/s", "{:.0f}"),
     ("spread_ratio", "spread/1-partition", "{:.2f}"),
+    ("single_cpu_gb", "1-partition CPU s/GB", "{:.1f}"),
     ("spread_cpu_gb", "spread CPU s/GB", "{:.1f}"),
     ("rss_loaded_mb", "RSS after produce MB", "{:.0f}"),
     ("stop_s", "SIGTERM stop s", "{:.1f}"),
