@@ -15,7 +15,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Container, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from pathlib import Path
+from typing import Final, Protocol, TypeVar
 
 from josefk.broker.catalog import TopicCatalog, TopicInfo, write_partition_metadata
 from josefk.broker.errors import TopicExistsError as TopicExistsError
@@ -39,6 +40,9 @@ from josefk.util.clock import Clock
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
+
+# Partitions a creation prepares at once (their files fsynced side by side in the executor).
+_CREATION_WINDOW: Final = 32
 
 
 class _Awaiting(Protocol):
@@ -317,22 +321,39 @@ class ReplicaManager:
     async def _open_partitions_off_loop(self, info: TopicInfo, indexes: range) -> None:
         config = self.log_config_for(info.name)
         topic_id = info.topic_id
-        for index in indexes:
-            tp = TopicPartition(info.name, index)
-            # An empty log is a mkdir and empty files; partition.metadata is fsynced twice
-            # (file and directory): that part, most of a partition's cost, leaves the loop.
-            log = self._logs.get_or_create_log(tp, config)
-            self._partitions[tp] = Partition(
-                tp, log, local_broker_id=self.broker_id, clock=self._clock
+
+        def write_metadata(directory: Path) -> None:
+            write_partition_metadata(directory, topic_id)
+
+        # Partitions in windows: each partition's fsyncs (partition.metadata and the leader
+        # epoch checkpoint, file and directory) run side by side in the executor, where the
+        # filesystem's journal commits them together; one at a time, 10,000 partitions
+        # took minutes.
+        for start in range(indexes.start, indexes.stop, _CREATION_WINDOW):
+            window = range(start, min(start + _CREATION_WINDOW, indexes.stop))
+            made = []
+            for index in window:
+                tp = TopicPartition(info.name, index)
+                # An empty log is a mkdir and empty files; its fsyncs leave the loop.
+                log = self._logs.get_or_create_log(tp, config)
+                log.leader_epoch_cache.defer_saves()
+                self._partitions[tp] = Partition(
+                    tp, log, local_broker_id=self.broker_id, clock=self._clock
+                )
+                made.append((tp, log))
+            results = await asyncio.gather(
+                *(self._logs.prepare_log_off_loop(log, write_metadata) for _, log in made),
+                return_exceptions=True,
             )
-            await self._logs.prepare_log_off_loop(
-                log, lambda directory: write_partition_metadata(directory, topic_id)
-            )
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
             if not self._still_exists(info):
                 # Deleted while being created: what was made before the deletion went with
-                # it; this one goes now, and no more are made.
-                if self._partitions.pop(tp, None) is not None:
-                    self._logs.delete_log(tp)
+                # it; this window's go now, and no more are made.
+                for tp, _ in made:
+                    if self._partitions.pop(tp, None) is not None:
+                        self._logs.delete_log(tp)
                 logger.info("topic %s was deleted while its partitions were created", info.name)
                 return
 

@@ -23,6 +23,7 @@ import functools
 import gc
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -93,6 +94,7 @@ from josefk.metrics.collectors import (
 )
 from josefk.metrics.exporter import MetricsExporter
 from josefk.storage.dir_lock import LogDirLock, LogDirLockedError
+from josefk.storage.index import set_index_map_limit
 from josefk.storage.log_cleaner import CleanerConfig
 from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.storage.offsets import TxnMarker
@@ -100,6 +102,31 @@ from josefk.util.clock import Clock, SystemClock
 from josefk.util.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
+
+# At most this share of the open file limit goes to index maps (each Python mmap holds a
+# descriptor); the rest is for the .log files (one per segment), sockets and the like.
+_INDEX_MAP_SHARE = 4
+_MAX_SOFT_NOFILE = 1 << 20
+
+
+def _bound_file_descriptors() -> None:
+    """Raise the soft open file limit to the hard one (as a JVM does for Kafka), and bound
+    the index maps to a share of it, so that a broker with 10,000 partitions (10,000 open
+    .log files, two indexes each) runs under the default limits. Logged at info."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = _MAX_SOFT_NOFILE if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            logger.info("raised the open file limit (RLIMIT_NOFILE) from %d to %d", soft, wanted)
+            soft = wanted
+        except (ValueError, OSError) as exc:
+            logger.warning("could not raise the open file limit from %d: %s", soft, exc)
+    limit = _MAX_SOFT_NOFILE if soft == resource.RLIM_INFINITY else soft
+    maps = max(64, limit // _INDEX_MAP_SHARE)
+    set_index_map_limit(maps)
+    logger.info("open file limit %d: at most %d index maps held at once", limit, maps)
+
 
 SHUTDOWN_DEADLINE_S = 10.0
 # Young-generation threshold once start-up is done (CPython's default is 700).
@@ -124,8 +151,11 @@ class Broker:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.broker_id = config.node_id
         self.endpoints: list[BrokerEndpoint] = []
+        # Blocking file work; mostly fsyncs, which the filesystem commits together when they
+        # come side by side (creating or closing thousands of partitions), so more threads
+        # than cores pay.
         self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max(2, config.num_recovery_threads_per_data_dir), thread_name_prefix="io"
+            max_workers=max(8, config.num_recovery_threads_per_data_dir), thread_name_prefix="io"
         )
         self._scheduler = Scheduler(self.clock)
         self._background: list[asyncio.Task[None]] = []
@@ -225,6 +255,7 @@ class Broker:
 
         default_log_config = config.default_log_config()
         catalog = TopicCatalog.load(log_dirs[0])
+        _bound_file_descriptors()
         self.log_manager = LogManager(
             LogManagerConfig(
                 log_dirs=tuple(log_dirs),

@@ -57,12 +57,16 @@ __all__ = [
 class LeaderEpochCache:
     """``(epoch, start_offset)`` entries of one partition, kept in its checkpoint file."""
 
-    __slots__ = ("_epochs", "_offsets", "path")
+    __slots__ = ("_deferred", "_dirty", "_epochs", "_offsets", "path")
 
     def __init__(self, path: Path, entries: list[tuple[int, int]] | None = None) -> None:
         self.path = path
         self._epochs: list[int] = []
         self._offsets: list[int] = []
+        # While deferred, changes are kept and marked dirty instead of written: a partition
+        # being created writes its first entry with its other files, in the executor.
+        self._deferred = False
+        self._dirty = False
         for epoch, offset in entries or ():
             self._epochs.append(epoch)
             self._offsets.append(offset)
@@ -173,11 +177,46 @@ class LeaderEpochCache:
             self._offsets.clear()
             self._save()
 
-    def _save(self) -> None:
+    # -- deferred saving (a partition being created) ----------------------------------------
+
+    def defer_saves(self) -> None:
+        """From now on, keep changes in memory only until ``end_deferral``; the caller writes
+        them with ``take_pending`` and ``write_text`` off the loop meanwhile."""
+        self._deferred = True
+
+    def take_pending(self) -> str | None:
+        """The checkpoint's text if a change was deferred since the last call (it is then
+        no longer pending), else None. On the loop."""
+        if not self._dirty:
+            return None
+        self._dirty = False
+        return self._text()
+
+    def write_text(self, text: str) -> None:
+        """Write (and fsync) ``text`` from ``take_pending``. Blocking: for the executor."""
+        self._write(text)
+
+    def end_deferral(self) -> None:
+        """Save at once again; a change deferred since ``take_pending`` is written now."""
+        self._deferred = False
+        if self._dirty:
+            self._dirty = False
+            self._save()
+
+    def _text(self) -> str:
         lines = [str(_VERSION), str(len(self._epochs))]
         lines += [f"{e} {o}" for e, o in zip(self._epochs, self._offsets, strict=True)]
+        return "\n".join(lines) + "\n"
+
+    def _save(self) -> None:
+        if self._deferred:
+            self._dirty = True
+            return
+        self._write(self._text())
+
+    def _write(self, text: str) -> None:
         try:
-            write_atomically(self.path, "\n".join(lines) + "\n")
+            write_atomically(self.path, text)
         except OSError as exc:
             raise KafkaStorageError(
                 f"cannot write leader epoch checkpoint: {exc.strerror or exc}", path=self.path

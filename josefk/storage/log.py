@@ -1170,6 +1170,15 @@ class Log:
                 released += 1
         return released
 
+    def park_index_maps(self) -> None:
+        """Unmap every index this log holds mapped, the active segment's included (entry
+        counts kept; each maps again on first use). Start-up loads logs in worker threads,
+        where the process's bound on index maps does not act; a log handed to the loop
+        holding none keeps a broker of 10,000 partitions within its file descriptors."""
+        for segment in self._segments.values():
+            segment.offset_index.park()
+            segment.time_index.park()
+
     def _release_inactive_indexes(self, segments: Sequence[LogSegment]) -> None:
         """Unmap the (flushed) indexes of segments that are no longer active.
 

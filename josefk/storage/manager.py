@@ -245,25 +245,29 @@ class LogManager:
 
         limit = asyncio.Semaphore(max(1, self._config.recovery_threads_per_data_dir))
 
+        def load_one(tp: TopicPartition, path: Path, config: LogConfig) -> Log:
+            log = Log.load(
+                path,
+                config,
+                log_start_offset=start_offsets.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                had_clean_shutdown=clean,
+                clock=self._clock,
+                jitter=self._jitter,
+                scheduler=self._scheduler,
+                executor=self._executor,
+                on_io_error=self._handle_log_dir_failure,
+                producer_id_expiration_ms=self._config.producer_id_expiration_ms,
+            )
+            # Loaded in a worker thread, where the bound on index maps does not act: the
+            # loop gets the log with no index mapped (each maps on first use).
+            log.park_index_maps()
+            return log
+
         async def load(tp: TopicPartition, path: Path) -> Log:
             config = self._config_for(tp.topic)
             async with limit:
-                return await loop.run_in_executor(
-                    self._executor,
-                    lambda: Log.load(
-                        path,
-                        config,
-                        log_start_offset=start_offsets.get(tp, 0),
-                        recovery_point=recovery_points.get(tp, 0),
-                        had_clean_shutdown=clean,
-                        clock=self._clock,
-                        jitter=self._jitter,
-                        scheduler=self._scheduler,
-                        executor=self._executor,
-                        on_io_error=self._handle_log_dir_failure,
-                        producer_id_expiration_ms=self._config.producer_id_expiration_ms,
-                    ),
-                )
+                return await loop.run_in_executor(self._executor, load_one, tp, path, config)
 
         logs = await asyncio.gather(*(load(tp, path) for tp, path in to_load))
         for (tp, _), log in zip(to_load, logs, strict=True):
@@ -327,11 +331,17 @@ class LogManager:
         live = self.live_log_dirs
         if not live:
             raise KafkaStorageError("no live log dir to create the log in")
-        counts = {d: 0 for d in live}
-        for log in self.all_logs():
-            if log.dir.parent in counts:
-                counts[log.dir.parent] += 1
-        log_dir = min(live, key=lambda d: (counts[d], live.index(d)))
+        if len(live) == 1:
+            # One dir: no count needed (counting walks every log, which made creating N
+            # partitions cost N squared Path operations).
+            log_dir = live[0]
+        else:
+            counts = {d: 0 for d in live}
+            for log in self._logs.values():
+                parent = log.dir.parent
+                if parent in counts and not log.is_offline:
+                    counts[parent] += 1
+            log_dir = min(live, key=lambda d: (counts[d], live.index(d)))
         path = log_dir / topic_partition.dir_name
         is_new = not os.path.lexists(path)
         created: Log | None = None
@@ -402,15 +412,30 @@ class LogManager:
         """Run ``prepare`` on a log just made by ``get_or_create_log`` in the executor (the
         caller's files there, e.g. ``partition.metadata``, written and fsynced without holding
         the loop); its I/O error is judged as ``get_or_create_log`` judges ``prepare``'s (a
-        path error raises LogCreationError, anything else takes the log dir offline)."""
+        path error raises LogCreationError, anything else takes the log dir offline).
+
+        A leader epoch entry the caller deferred (``LeaderEpochCache.defer_saves``, done
+        while the partition became leader) is written in the same executor call, and the
+        cache saves at once again afterwards."""
         loop = asyncio.get_running_loop()
+        cache = log.leader_epoch_cache
+        pending = cache.take_pending()
+
+        def work(directory: Path) -> None:
+            prepare(directory)
+            if pending is not None:
+                cache.write_text(pending)
+
         try:
-            await loop.run_in_executor(self._executor, prepare, log.dir)
-        except OSError as exc:
+            await loop.run_in_executor(self._executor, work, log.dir)
+        except (OSError, KafkaStorageError) as exc:
             topic_partition = log.topic_partition
             if self._logs.get(topic_partition) is not log:
                 return  # deleted meanwhile: its directory went, and the files with it
             raise self._creation_failed(topic_partition, log.dir, exc, created=None) from exc
+        finally:
+            if self._logs.get(log.topic_partition) is log and not log.is_offline:
+                cache.end_deferral()
 
     def remove_new_log(self, topic_partition: TopicPartition) -> None:
         """Remove a log created moments ago that holds nothing yet (a topic creation rolled

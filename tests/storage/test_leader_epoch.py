@@ -142,3 +142,28 @@ def test_the_log_keeps_its_epochs_through_appends_truncation_and_restarts(tmp_pa
     leader.close()
     (tmp_path / "leader" / "t-0" / LEADER_EPOCH_CHECKPOINT).write_text("0\n3\n0 0\n2 5\n3 40\n")
     assert open_log(tmp_path / "leader" / "t-0").leader_epoch_cache.entries() == [(0, 0), (2, 5)]
+
+
+# -- deferred saving (a partition being created writes its checkpoint off the loop) ------------
+
+
+def test_deferred_changes_are_written_by_the_caller_then_saving_is_immediate_again(
+    tmp_path: Path,
+) -> None:
+    cache = LeaderEpochCache(tmp_path / LEADER_EPOCH_CHECKPOINT)
+    cache.defer_saves()
+    assert cache.take_pending() is None
+    cache.assign(0, 0)
+    assert not cache.path.exists()  # kept in memory while deferred
+    pending = cache.take_pending()
+    assert pending == "0\n1\n0 0\n"
+    assert cache.take_pending() is None
+    cache.write_text(pending)
+    assert cache.path.read_text() == "0\n1\n0 0\n"
+    # A change after the text was taken is written when the deferral ends.
+    cache.assign(1, 5)
+    assert cache.path.read_text() == "0\n1\n0 0\n"
+    cache.end_deferral()
+    assert cache.path.read_text() == "0\n2\n0 0\n1 5\n"
+    cache.assign(2, 9)
+    assert LeaderEpochCache.load(tmp_path).entries() == [(0, 0), (1, 5), (2, 9)]

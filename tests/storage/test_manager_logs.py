@@ -334,3 +334,46 @@ async def test_retention_pass_releases_index_maps_of_old_segments(tmp_path: Path
     await broker.manager.cleanup_logs()
     assert not any(s.time_index.is_open or s.offset_index.is_open for s in old)
     assert log.active_segment.offset_index.is_open
+
+
+async def test_unclean_restart_recovers_only_from_the_checkpointed_recovery_point(
+    tmp_path: Path, recover_calls: list[int]
+) -> None:
+    # Many partitions with several segments each, flushed (which moves each recovery point
+    # to the log end) and checkpointed, then more appends and a crash: start-up recovers
+    # only each log's segments past its checkpointed recovery point, and maps no index of a
+    # segment that is not active (they open on first use).
+    broker = Broker([tmp_path / "a"])
+    await broker.manager.startup()
+    tps = [TopicPartition("many", p) for p in range(20)]
+    for tp in tps:
+        append(broker.manager, tp, batches=12)
+    for log in broker.manager.all_logs():
+        log.flush()
+    await broker.manager.checkpoint_recovery_points()
+    checkpointed = OffsetCheckpointFile(tmp_path / "a" / "recovery-point-offset-checkpoint").read()
+    assert checkpointed == {tp: 24 for tp in tps}
+    for tp in tps[:5]:
+        append(broker.manager, tp, batches=3)  # past the recovery point, then the crash
+    expected: list[int] = []
+    for tp in tps:
+        log = broker.manager.get_log(tp)
+        assert log is not None
+        bases = [s.base_offset for s in log.log_segments()]
+        # As Kafka: from the segment holding the recovery point (24) on.
+        holding = max(b for b in bases if b <= 24)
+        expected += [b for b in bases if b >= holding]
+    assert len(expected) < sum(len(broker.manager.get_log(tp).log_segments()) for tp in tps) / 2  # type: ignore[union-attr]
+    await broker.restart(clean=False)
+    assert broker.manager.had_clean_shutdown == {tmp_path / "a": False}
+    assert sorted(recover_calls) == sorted(expected)
+    for tp in tps:
+        log = broker.manager.get_log(tp)
+        assert log is not None
+        assert log.log_end_offset == (30 if tp in tps[:5] else 24)
+        assert log.num_segments >= 3
+        # No index mapped at all, the active segment's included (loaded in a worker
+        # thread, where the bound on maps does not act): each maps on first use.
+        for segment in log.log_segments():
+            assert not segment.offset_index.is_open and not segment.time_index.is_open
+        assert [b.next_offset for b in read_all(log)][-1] == log.log_end_offset
