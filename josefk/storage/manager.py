@@ -647,11 +647,13 @@ class LogManager:
         self._tasks.clear()
         await self.cleaner.shutdown()
         loop = asyncio.get_running_loop()
-        for log in self.all_logs():
-            with contextlib.suppress(KafkaStorageError):
-                await log.flush_async()
+        logs = self.all_logs()
+        # Side by side, not one after another: at thousands of partitions the fsyncs of a
+        # sequential shutdown took most of a minute; the executor bounds how many run at once.
+        await asyncio.gather(*(_flush_quietly(log) for log in logs))
         await self.checkpoint_all()
-        for log in self.all_logs():
+        await asyncio.gather(*(log.snapshot_for_shutdown() for log in logs))
+        for log in logs:
             with contextlib.suppress(KafkaStorageError):
                 log.close()
         self._shut_down = True
@@ -666,6 +668,12 @@ class LogManager:
         for log in logs if logs is not None else list(self._logs.values()):
             if log.is_offline:
                 log.close_handlers()
+
+
+async def _flush_quietly(log: Log) -> None:
+    # A log whose dir failed is already offline; shutdown goes on with the others.
+    with contextlib.suppress(KafkaStorageError):
+        await log.flush_async()
 
 
 # Errors of one path or of the process, not of the disk: creating a log that fails with one of

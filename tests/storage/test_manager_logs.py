@@ -377,3 +377,18 @@ async def test_unclean_restart_recovers_only_from_the_checkpointed_recovery_poin
         for segment in log.log_segments():
             assert not segment.offset_index.is_open and not segment.time_index.is_open
         assert [b.next_offset for b in read_all(log)][-1] == log.log_end_offset
+
+
+async def test_shutdown_leaves_every_log_a_producer_snapshot_at_its_end(tmp_path: Path) -> None:
+    # The snapshots are written side by side in the executor before the logs close; each log
+    # must still get one at its own log end offset, so the next start replays nothing.
+    broker = Broker([tmp_path / "a"])
+    await broker.manager.startup()
+    tps = [TopicPartition("t", p) for p in range(5)]
+    for tp in tps:
+        append(broker.manager, tp)
+    ends = {tp: broker.manager.get_or_create_log(tp).log_end_offset for tp in tps}
+    await broker.manager.shutdown()
+    for tp in tps:
+        log_dir = tmp_path / "a" / f"{tp.topic}-{tp.partition}"
+        assert sorted(p.name for p in log_dir.glob("*.snapshot"))[-1] == f"{ends[tp]:020d}.snapshot"
