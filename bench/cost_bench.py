@@ -31,6 +31,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -40,9 +41,16 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from serve_process import ROOT, THROUGHPUT_PRODUCER, cpu_seconds, produce_all
+from serve_process import ROOT, THROUGHPUT_PRODUCER, produce_all
 
 PARTITIONS_MANY = 64
+
+
+def user_system_seconds(pid: int) -> tuple[float, float]:
+    """A process's user and system CPU seconds so far (utime, stime of proc(5))."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 @dataclass
@@ -51,6 +59,7 @@ class Cost:
     nbytes: int
     seconds: float
     cpu_s: float
+    user_s: float = 0.0
 
     @property
     def mb_per_s(self) -> float:
@@ -59,6 +68,16 @@ class Cost:
     @property
     def cpu_per_gb(self) -> float:
         return self.cpu_s / (self.nbytes / 1e9)
+
+    @property
+    def user_per_gb(self) -> float:
+        return self.user_s / (self.nbytes / 1e9)
+
+
+def _spent(before: tuple[float, float], after: tuple[float, float]) -> tuple[float, float]:
+    """(total, user) CPU seconds between two ``Broker.cpu`` readings."""
+    user = after[0] - before[0]
+    return user + after[1] - before[1], user
 
 
 class Broker:
@@ -97,8 +116,9 @@ class Broker:
         self.data_dir = data_dir
         self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
 
-    def cpu(self) -> float:
-        return cpu_seconds(self.process.pid)
+    def cpu(self) -> tuple[float, float]:
+        """User and system CPU seconds so far."""
+        return user_system_seconds(self.process.pid)
 
     def stop(self) -> None:
         self.process.terminate()
@@ -144,11 +164,11 @@ def produce(broker: Broker, name: str, nbytes: int, size: int, acks: str) -> Cos
     cpu_before, started = broker.cpu(), time.perf_counter()
     produce_all(producer, name, value, count)
     producer.flush(300)
-    seconds, cpu = time.perf_counter() - started, broker.cpu() - cpu_before
+    seconds, (cpu, user) = time.perf_counter() - started, _spent(cpu_before, broker.cpu())
     del producer
     if errors:
         raise RuntimeError(f"{errors} messages were not delivered")
-    return Cost(f"produce {size} B acks={acks}", count * size, seconds, cpu)
+    return Cost(f"produce {size} B acks={acks}", count * size, seconds, cpu, user)
 
 
 def consume(broker: Broker, name: str, count: int, size: int, partitions: int) -> Cost:
@@ -177,16 +197,17 @@ def consume(broker: Broker, name: str, count: int, size: int, partitions: int) -
     ]
     cpu_before, started = broker.cpu(), time.perf_counter()
     subprocess.run(command, stdout=subprocess.DEVNULL, check=True)
-    seconds, cpu = time.perf_counter() - started, broker.cpu() - cpu_before
+    seconds, (cpu, user) = time.perf_counter() - started, _spent(cpu_before, broker.cpu())
     what = "1 partition" if partitions == 1 else f"{partitions} partitions"
-    return Cost(f"consume {size} B, {what}", count * size, seconds, cpu)
+    return Cost(f"consume {size} B, {what}", count * size, seconds, cpu, user)
 
 
-def _child_cpu(pid: int) -> float:
+def _child_cpu(pid: int) -> tuple[float, float]:
+    """(total, user) CPU seconds of a child once it has exited."""
     _, status, usage = os.wait4(pid, 0)
     if status != 0:
         raise RuntimeError(f"child exited with {status}")
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime + usage.ru_stime, usage.ru_utime
 
 
 _RECEIVE_AND_WRITE = """
@@ -204,10 +225,18 @@ os.close(fd)
 """
 
 
+def _tcp_pair() -> tuple[socket.socket, socket.socket]:
+    """Two ends of a TCP connection on loopback, as between a client and the broker."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        ours = socket.create_connection(server.getsockname())
+        theirs, _ = server.accept()
+    return ours, theirs
+
+
 def floor_receive_write(path: Path, nbytes: int) -> Cost:
-    """A Python process receiving ``nbytes`` from a socket and ``os.write``-ing them to a
-    file: its CPU is the floor of a broker that stores what it receives."""
-    ours, theirs = socket.socketpair()
+    """A Python process receiving ``nbytes`` from a TCP socket and ``os.write``-ing them to
+    a file: its CPU is the floor of a broker that stores what it receives."""
+    ours, theirs = _tcp_pair()
     chunk = os.urandom(1 << 20)
     started = time.perf_counter()
     child = subprocess.Popen(
@@ -220,11 +249,11 @@ def floor_receive_write(path: Path, nbytes: int) -> Cost:
         ours.sendall(chunk)
         sent += len(chunk)
     ours.close()
-    cpu = _child_cpu(child.pid)
+    cpu, user = _child_cpu(child.pid)
     child.returncode = 0
     seconds = time.perf_counter() - started
     path.unlink()
-    return Cost("floor: recv_into + os.write (Python)", sent, seconds, cpu)
+    return Cost("floor: recv_into + os.write (Python)", sent, seconds, cpu, user)
 
 
 _SENDFILE = """
@@ -242,12 +271,12 @@ sock.close()
 
 def floor_sendfile(path: Path, nbytes: int) -> Cost:
     """``sendfile`` of a file in the page cache to a socket, 10 MiB per call: the floor of
-    a fetch (the reader here just drains the socket)."""
+    a fetch (the reader here just drains the TCP socket)."""
     chunk = os.urandom(1 << 20)
     with open(path, "wb") as out:
         for _ in range(nbytes >> 20):
             out.write(chunk)
-    ours, theirs = socket.socketpair()
+    ours, theirs = _tcp_pair()
     started = time.perf_counter()
     child = subprocess.Popen(
         [sys.executable, "-c", _SENDFILE, str(theirs.fileno()), str(path)],
@@ -259,15 +288,16 @@ def floor_sendfile(path: Path, nbytes: int) -> Cost:
     while n := ours.recv_into(buf):
         got += n
     ours.close()
-    cpu = _child_cpu(child.pid)
+    cpu, user = _child_cpu(child.pid)
     child.returncode = 0
     seconds = time.perf_counter() - started
     path.unlink()
-    return Cost("floor: sendfile", got, seconds, cpu)
+    return Cost("floor: sendfile", got, seconds, cpu, user)
 
 
 def baseline_tree(ref: str, where: Path) -> Path:
-    """``ref`` checked out in a temporary git worktree, its C extension built in place."""
+    """``ref`` checked out in a temporary git worktree, its C extensions built in place
+    (compiled directly: an older pyproject.toml may not pass today's setuptools checks)."""
     tree = where / "baseline"
     subprocess.run(
         ["git", "worktree", "add", "--detach", str(tree), ref],
@@ -275,13 +305,12 @@ def baseline_tree(ref: str, where: Path) -> Path:
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    subprocess.run(
-        [sys.executable, "setup.py", "build_ext", "--inplace"],
-        cwd=tree,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    include = sysconfig.get_paths()["include"]
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    for source in sorted(tree.glob("josefk/*/_c*.c")):
+        target = source.with_name(source.stem + suffix)
+        command = ["cc", "-O3", "-fPIC", "-shared", f"-I{include}", str(source), "-o", str(target)]
+        subprocess.run(command, check=True)
     return tree
 
 
@@ -293,7 +322,7 @@ def measure(tree: Path, data_dir: Path, nbytes: int, sizes: list[int], tag: str)
         results.append(cost)
         print(
             f"[{tag}] {cost.name}: {cost.mb_per_s:,.1f} MB/s, "
-            f"broker CPU {cost.cpu_per_gb:.3f} s/GB",
+            f"broker CPU {cost.cpu_per_gb:.3f} s/GB (user {cost.user_per_gb:.3f})",
             flush=True,
         )
 
@@ -345,7 +374,10 @@ def main() -> None:
             for floor in (floor_receive_write, floor_sendfile):
                 cost = floor(where / "floor", nbytes)
                 floors.setdefault(cost.name, []).append(cost)
-                print(f"{cost.name}: {cost.mb_per_s:,.1f} MB/s, CPU {cost.cpu_per_gb:.3f} s/GB")
+                print(
+                    f"{cost.name}: {cost.mb_per_s:,.1f} MB/s, CPU {cost.cpu_per_gb:.3f} s/GB "
+                    f"(user {cost.user_per_gb:.3f})"
+                )
         print(
             f"\n{args.gb:g} GB per measurement, {args.rounds} rounds, median broker CPU s/GB "
             "(MB/s)\n"
@@ -362,12 +394,18 @@ def main() -> None:
                     continue
                 mid = runs[len(runs) // 2]
                 each = " / ".join(f"{c.cpu_per_gb:.2f}" for c in runs)
-                cells.append(f"{mid.cpu_per_gb:.2f} ({mid.mb_per_s:,.0f} MB/s; {each})")
+                cells.append(
+                    f"{mid.cpu_per_gb:.2f}, user {mid.user_per_gb:.2f} "
+                    f"({mid.mb_per_s:,.0f} MB/s; {each})"
+                )
             print(f"| {name} | " + " | ".join(cells) + " |")
         for name, runs in floors.items():
             runs.sort(key=lambda c: c.cpu_per_gb)
             mid = runs[len(runs) // 2]
-            print(f"| {name} | {mid.cpu_per_gb:.2f} ({mid.mb_per_s:,.0f} MB/s) |")
+            print(
+                f"| {name} | {mid.cpu_per_gb:.2f}, user {mid.user_per_gb:.2f} "
+                f"({mid.mb_per_s:,.0f} MB/s) |"
+            )
     finally:
         if "base" in trees:
             subprocess.run(
