@@ -35,7 +35,7 @@ import sysconfig
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,7 +83,7 @@ def _spent(before: tuple[float, float], after: tuple[float, float]) -> tuple[flo
 class Broker:
     """``josefk serve`` from the source tree ``tree`` (its package first on sys.path)."""
 
-    def __init__(self, tree: Path, data_dir: Path) -> None:
+    def __init__(self, tree: Path, data_dir: Path, settings: Sequence[str] = ()) -> None:
         import re
 
         env = dict(os.environ, PYTHONPATH=str(tree))
@@ -101,6 +101,7 @@ class Broker:
                 "0",
                 "--log-level",
                 "warning",
+                *(arg for setting in settings for arg in ("--set", setting)),
             ],
             stdout=subprocess.PIPE,
             text=True,
