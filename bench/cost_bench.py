@@ -380,8 +380,8 @@ def main() -> None:
                     f"(user {cost.user_per_gb:.3f})"
                 )
         print(
-            f"\n{args.gb:g} GB per measurement, {args.rounds} rounds, median broker CPU s/GB "
-            "(MB/s)\n"
+            f"\n{args.gb:g} GB per measurement, {args.rounds} rounds: median broker CPU s/GB "
+            "(the lower one of an even count), its user part and MB/s; then every round's\n"
         )
         tags = list(trees)
         print("| measurement | " + " | ".join(tags) + " |")
@@ -393,7 +393,7 @@ def main() -> None:
                 if not runs:
                     cells.append("-")
                     continue
-                mid = runs[len(runs) // 2]
+                mid = runs[(len(runs) - 1) // 2]
                 each = " / ".join(f"{c.cpu_per_gb:.2f}" for c in runs)
                 cells.append(
                     f"{mid.cpu_per_gb:.2f}, user {mid.user_per_gb:.2f} "
@@ -402,7 +402,7 @@ def main() -> None:
             print(f"| {name} | " + " | ".join(cells) + " |")
         for name, runs in floors.items():
             runs.sort(key=lambda c: c.cpu_per_gb)
-            mid = runs[len(runs) // 2]
+            mid = runs[(len(runs) - 1) // 2]
             print(
                 f"| {name} | {mid.cpu_per_gb:.2f}, user {mid.user_per_gb:.2f} "
                 f"({mid.mb_per_s:,.0f} MB/s) |"
