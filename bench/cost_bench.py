@@ -203,6 +203,73 @@ def consume(broker: Broker, name: str, count: int, size: int, partitions: int) -
     return Cost(f"consume {size} B, {what}", count * size, seconds, cpu, user)
 
 
+def produce_frames(broker: Broker, name: str, nbytes: int, size: int) -> Cost:
+    """Pipelined Produce requests (v9, acks=1) of one ~1 MB batch of ``size``-byte records
+    each, built once and sent over one socket with up to 8 unanswered: what the broker costs
+    per GB when every request is as large as librdkafka's ``batch.size`` allows, whatever
+    the client's own speed (a Python producer of 100 B records on these cores sends
+    100-300 KB requests, and the broker's cost per request then dominates)."""
+    from storage_bench import template_batch
+
+    from josefk.protocol.api import ApiKey, encode_request, request_class
+    from josefk.protocol.headers import RequestHeader
+
+    batch = bytes(template_batch(1_000_000, size))
+    request = request_class(ApiKey.PRODUCE)
+    topic_data = request.TopicProduceData
+    partition = topic_data.PartitionProduceData(index=0, records=batch)
+    body = request(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[topic_data(name=name, partition_data=[partition])],
+    )
+    header = RequestHeader(
+        request_api_key=ApiKey.PRODUCE,
+        request_api_version=9,
+        correlation_id=1,
+        client_id="cost-bench",
+    )
+    frame = encode_request(header, body)
+    count = max(1, nbytes // len(batch))
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as sock:
+        answered = 0
+
+        def read_answers() -> None:
+            nonlocal answered
+            pending = b""
+            while answered < count + 1:
+                data = sock.recv(1 << 16)
+                if not data:
+                    return
+                pending += data
+                while len(pending) >= 4:
+                    length = int.from_bytes(pending[:4], "big")
+                    if len(pending) < 4 + length:
+                        break
+                    pending = pending[4 + length :]
+                    answered += 1
+
+        reader = threading.Thread(target=read_answers, name="answers")
+        reader.start()
+        sock.sendall(frame)  # warm-up: the topic's first segment, the codecs
+        while answered < 1 and reader.is_alive():
+            time.sleep(0.001)
+        cpu_before, started = broker.cpu(), time.perf_counter()
+        for sent in range(count):
+            sock.sendall(frame)
+            while sent - (answered - 1) >= 8 and reader.is_alive():
+                time.sleep(0.0002)  # at most 8 requests in flight, as librdkafka's default 5
+        reader.join(timeout=300)
+        seconds, (cpu, user) = time.perf_counter() - started, _spent(cpu_before, broker.cpu())
+    if answered < count + 1:
+        raise RuntimeError(f"{count + 1 - answered} produce requests were not answered")
+    return Cost(
+        f"produce {size} B, 1 MB requests (raw frames)", count * len(batch), seconds, cpu, user
+    )
+
+
 def _child_cpu(pid: int) -> tuple[float, float]:
     """(total, user) CPU seconds of a child once it has exited."""
     _, status, usage = os.wait4(pid, 0)
@@ -315,7 +382,9 @@ def baseline_tree(ref: str, where: Path) -> Path:
     return tree
 
 
-def measure(tree: Path, data_dir: Path, nbytes: int, sizes: list[int], tag: str) -> list[Cost]:
+def measure(
+    tree: Path, data_dir: Path, nbytes: int, sizes: list[int], tag: str, *, raw_only: bool
+) -> list[Cost]:
     broker = Broker(tree, data_dir)
     results: list[Cost] = []
 
@@ -328,6 +397,11 @@ def measure(tree: Path, data_dir: Path, nbytes: int, sizes: list[int], tag: str)
         )
 
     try:
+        for size in sizes:
+            with topic(broker, f"cost-raw-{size}", 1) as name:
+                report(produce_frames(broker, name, nbytes, size))
+        if raw_only:
+            return results
         for size in sizes:
             for acks in ("1", "all"):
                 with topic(broker, f"cost-{size}-{acks}", 1) as name:
@@ -350,6 +424,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sizes", default="1024,100", help="record sizes, comma-separated")
     parser.add_argument("--baseline-ref", help="git ref to measure alongside, e.g. main")
+    parser.add_argument(
+        "--raw-only", action="store_true", help="only the pipelined 1 MB requests, no librdkafka"
+    )
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
@@ -369,7 +446,7 @@ def main() -> None:
                 order.reverse()
             for tag, tree in order:
                 data_dir = where / f"data-{tag}-{n}"
-                for cost in measure(tree, data_dir, nbytes, sizes, tag):
+                for cost in measure(tree, data_dir, nbytes, sizes, tag, raw_only=args.raw_only):
                     results[tag].setdefault(cost.name, []).append(cost)
                 shutil.rmtree(data_dir, ignore_errors=True)
             for floor in (floor_receive_write, floor_sendfile):
