@@ -30,9 +30,9 @@ Defaults are Kafka 4.0's, with josefk's deliberate differences:
 - ``socket.send.buffer.bytes`` and ``socket.receive.buffer.bytes`` default to -1 (the
   operating system's buffers, which Linux grows with the connection's traffic) instead of
   Kafka's 102400: a fixed 100 KiB buffer turns off that autotuning, so a 1 MB produce request
-  arrived in ~7 receives and a fetch left in ~100 KiB ``sendfile`` calls, each a wake-up;
-  the broker spent ~30% more CPU per GB produced and ~50% more per GB fetched
-  (docs/benchmarks.md, "Cost per byte");
+  arrived in ~8 receives and a fetch left in ~100 KiB ``sendfile`` calls, each a wake-up;
+  the broker spent 30-50% more CPU per GB produced, and per GB fetched with many partitions
+  per fetch (docs/benchmarks.md, "Cost per byte");
 - josefk's own settings carry a ``josefk.`` prefix (``josefk.metrics.port`` = 9404, ...).
 
 Every key is declared once: a field of ``BrokerConfig`` carries its name, default, type,
