@@ -29,10 +29,9 @@ Defaults are Kafka 4.0's, with josefk's deliberate differences:
   one per-listener key family josefk reads: ``listener_property``);
 - ``socket.send.buffer.bytes`` and ``socket.receive.buffer.bytes`` default to -1 (the
   operating system's buffers, which Linux grows with the connection's traffic) instead of
-  Kafka's 102400: a fixed 100 KiB buffer turns off that autotuning, so a 1 MB produce request
-  arrived in ~8 receives and a fetch left in ~100 KiB ``sendfile`` calls, each a wake-up;
-  the broker spent 30-50% more CPU per GB produced, and per GB fetched with many partitions
-  per fetch (docs/benchmarks.md, "Cost per byte");
+  Kafka's 102400: a fixed 100 KiB receive buffer turns off that autotuning, so a 1 MB
+  produce request arrived in ~8 receives through a ~100 KiB TCP window, and the broker spent
+  ~50% more CPU per GB produced (docs/benchmarks.md, "Cost per byte");
 - josefk's own settings carry a ``josefk.`` prefix (``josefk.metrics.port`` = 9404, ...).
 
 Every key is declared once: a field of ``BrokerConfig`` carries its name, default, type,
