@@ -40,8 +40,9 @@ from josefk.protocol.framing import frame_buffer
 
 logger = logging.getLogger(__name__)
 
-# Ciphertext received at once: several TLS records (16 KiB at most each), about what the
-# socket's receive buffer (socket.receive.buffer.bytes, 100 KiB) holds.
+# Ciphertext received at once: several TLS records (16 KiB at most each), about what
+# Kafka's 100 KiB socket.receive.buffer.bytes holds (the OS's buffer, josefk's default,
+# may hold more: the next receive takes the rest).
 _CIPHER_CHUNK = 128 * 1024
 # A connection's first ciphertext buffer: one whole TLS record and its header.
 _SMALL_CIPHER_CHUNK = 17 * 1024

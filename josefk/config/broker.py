@@ -27,6 +27,11 @@ Defaults are Kafka 4.0's, with josefk's deliberate differences:
   GSSAPI, does not exist here); the broker's own credentials for it come from
   ``listener.name.<listener>.<mechanism>.sasl.jaas.config``, else ``sasl.jaas.config`` (the
   one per-listener key family josefk reads: ``listener_property``);
+- ``socket.send.buffer.bytes`` and ``socket.receive.buffer.bytes`` default to -1 (the
+  operating system's buffers, which Linux grows with the connection's traffic) instead of
+  Kafka's 102400: a fixed 100 KiB receive buffer turns off that autotuning, so a 1 MB
+  produce request arrived in ~8 receives through a ~100 KiB TCP window, and the broker spent
+  ~50% more CPU per GB produced (docs/benchmarks.md, "Cost per byte");
 - josefk's own settings carry a ``josefk.`` prefix (``josefk.metrics.port`` = 9404, ...).
 
 Every key is declared once: a field of ``BrokerConfig`` carries its name, default, type,
@@ -859,17 +864,19 @@ class BrokerConfig(BaseModel):
     )
     socket_send_buffer_bytes: Int = _key(
         "socket.send.buffer.bytes",
-        102_400,
+        -1,
         ge=-1,
         le=INT_MAX,
-        doc="SO_SNDBUF of client connections; -1 leaves the operating system's value.",
+        doc="SO_SNDBUF of client connections; -1 (the default; Kafka's is 102400) leaves the "
+        "operating system's value, which grows with the traffic.",
     )
     socket_receive_buffer_bytes: Int = _key(
         "socket.receive.buffer.bytes",
-        102_400,
+        -1,
         ge=-1,
         le=INT_MAX,
-        doc="SO_RCVBUF of client connections; -1 leaves the operating system's value.",
+        doc="SO_RCVBUF of client connections; -1 (the default; Kafka's is 102400) leaves the "
+        "operating system's value, which grows with the traffic.",
     )
     socket_listen_backlog_size: Int = _key(
         "socket.listen.backlog.size",

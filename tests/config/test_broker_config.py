@@ -17,8 +17,6 @@ KAFKA_DEFAULTS: dict[str, str] = {
     "delete.topic.enable": "true",
     "message.max.bytes": "1048588",
     "socket.request.max.bytes": "104857600",
-    "socket.send.buffer.bytes": "102400",
-    "socket.receive.buffer.bytes": "102400",
     "connections.max.idle.ms": "600000",
     "queued.max.requests": "500",
     "num.network.threads": "3",
@@ -88,6 +86,9 @@ def test_josefk_defaults() -> None:
     assert config.node_id == 1
     assert config.broker_id == 1
     assert config.metrics_port == 9404
+    # The OS's socket buffers (autotuned) rather than Kafka's fixed 102400: see BrokerConfig.
+    assert config.socket_send_buffer_bytes == -1
+    assert config.socket_receive_buffer_bytes == -1
     assert config.advertised_listeners is None
     assert config.warnings == ()
 
