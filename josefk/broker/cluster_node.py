@@ -28,13 +28,9 @@ import the handlers or the network layer.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable, Collection, Sequence
-
-import aetcd
 
 from josefk.broker.catalog import TopicInfo
 from josefk.broker.metadata_cache import ClusterMetadata
@@ -43,20 +39,24 @@ from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from josefk.broker.replica_manager import ReplicaManager
 from josefk.broker.security.inter_broker import inter_broker_security
 from josefk.client.connection import BrokerConnection
-from josefk.cluster.controller import ClusterController, ControllerFencedError, TopicExistsError
-from josefk.cluster.metadata_store import (
+from josefk.cluster.controller import ClusterController
+from josefk.cluster.errors import (
     BrokerIdInUseError,
+    ControllerFencedError,
+    MetadataStoreError,
+    TopicExistsError,
+)
+from josefk.cluster.metadata_store import BrokerSession, EtcdMetadataStore, parse_endpoints
+from josefk.cluster.values import (
     BrokerRegistration,
-    BrokerSession,
     ControllerClaim,
     EndpointRecord,
-    EtcdMetadataStore,
-    EtcdUnavailableError,
     PartitionState,
     TopicRecord,
-    parse_endpoints,
+    ViewChange,
+    topic_uuid,
 )
-from josefk.cluster.watcher import ClusterWatcher, ViewChange
+from josefk.cluster.watcher import ClusterWatcher
 from josefk.config.broker import BrokerConfig
 from josefk.config.topic import InvalidConfigError
 from josefk.protocol.api import ApiKey
@@ -85,11 +85,6 @@ _CATCH_UP_S = 10.0
 # to bring it (a topic just created through another broker); well under a client's request
 # timeout, and only a topic etcd has is waited for.
 TOPIC_CATCH_UP_S = 5.0
-
-
-def topic_uuid(topic_id: str) -> uuid.UUID:
-    """Kafka's printed topic id (base64-url, no padding) as a UUID."""
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
 
 
 class ClusterNode:
@@ -297,7 +292,7 @@ class ClusterNode:
                 session = await self.store.open_session(ttl_s)
                 registered = await self.store.register_broker(self._registration, session)
                 break
-            except (BrokerIdInUseError, EtcdUnavailableError, aetcd.exceptions.ClientError) as exc:
+            except (BrokerIdInUseError, MetadataStoreError) as exc:
                 if session is not None:
                     with contextlib.suppress(Exception):
                         await session.close()
@@ -758,7 +753,7 @@ class ClusterNode:
                     revision = await self.store.topic_revision(name)
                     if revision is not None:
                         await self.watcher.caught_up(revision)
-        except (TimeoutError, EtcdUnavailableError) as exc:
+        except (TimeoutError, MetadataStoreError) as exc:
             logger.info("metadata view not caught up with etcd for %s: %r", sorted(names), exc)
 
     # -- admin through the controller ----------------------------------------------------------

@@ -28,7 +28,7 @@ from josefk.broker.partition import (
     TopicPartition,
 )
 from josefk.broker.purgatory import OffsetPurgatory, Purgatory
-from josefk.cluster.metadata_store import PartitionState
+from josefk.cluster.values import PartitionState
 from josefk.config.topic import LogConfig
 from josefk.records.compression import DecompressionBudget
 from josefk.records.errors import RecordsError
