@@ -62,6 +62,7 @@ from josefk.config.topic import InvalidConfigError
 from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import CreateTopicsRequest, CreateTopicsResponse
+from josefk.storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ class ClusterNode:
         self._view_changed = asyncio.Event()
         self._shrink_task: asyncio.Task[None] | None = None
         self._auto_creating: dict[str, asyncio.Task[None]] = {}
+        self._reconcile_lock = asyncio.Lock()
 
     # -- start -----------------------------------------------------------------------------
 
@@ -155,7 +157,7 @@ class ClusterNode:
         # A DeleteRecords waits only for followers on registered brokers.
         self.replicas.live_brokers = lambda: self.watcher.view.brokers
         self._broker_configs_changed()
-        self._reconcile()
+        await self._reconcile()
         loop = asyncio.get_running_loop()
         self._shrink_task = loop.create_task(self._isr_shrink_loop())
         self._tasks = [
@@ -302,7 +304,7 @@ class ClusterNode:
         self._session = session
         await self.watcher.caught_up(registered.broker_epoch)
         self.metadata.fenced = False
-        self._reconcile()
+        await self._reconcile()
         logger.info(
             "registered again with etcd (broker epoch %d); roles restored from revision %d",
             registered.broker_epoch,
@@ -344,14 +346,24 @@ class ClusterNode:
             await self._reconcile_wanted.wait()
             self._reconcile_wanted.clear()
             try:
-                self._reconcile()
+                await self._reconcile()
             except Exception:
                 logger.exception("applying the cluster metadata failed")
 
-    def _reconcile(self) -> None:
-        """Make the hosted partitions and their roles match the view."""
+    async def _reconcile(self) -> None:
+        """Make the hosted partitions and their roles match the view. One pass at a time
+        (the lock): partitions new to this broker have their files written off the event
+        loop, so a pass may await, and the view may move meanwhile; a change it missed
+        wakes the next pass."""
+        async with self._reconcile_lock:
+            new = self._reconcile_hosted()
+            await self._host_new_partitions(new)
+
+    def _reconcile_hosted(self) -> list[TopicPartition]:
+        """The part of a pass that never awaits: topics, roles of hosted partitions, and
+        partitions that left this broker. Returns the partitions to host anew."""
         if self.fenced:
-            return  # the view may be stale; _rejoin applies it once caught up
+            return []  # the view may be stale; _rejoin applies it once caught up
         view = self.watcher.view
         catalog = self.replicas.catalog
         for record in view.topics.values():
@@ -360,13 +372,17 @@ class ClusterNode:
             if info.name not in view.topics:
                 self._drop_topic(info.name, info.partitions)
         wanted: set[TopicPartition] = set()
+        new: list[TopicPartition] = []
         for (name, index), versioned in view.partitions.items():
             state = versioned.state
-            if self.broker_id not in state.replicas:
+            if self.broker_id not in state.replicas or not view.names(name, index):
                 continue
             tp = TopicPartition(name, index)
             wanted.add(tp)
-            self._apply(tp, state)
+            if self.replicas.get_partition(name, index) is None:
+                new.append(tp)
+            else:
+                self._apply(tp, state)
         for partition in list(self.replicas.partitions()):
             tp = partition.tp
             if tp in wanted:
@@ -377,6 +393,30 @@ class ClusterNode:
             # The topic is gone, or a reassignment moved this replica away: as Kafka's
             # StopReplica with deletion, the local copy goes.
             self.replicas.remove_partition(tp, delete=True)
+        return new
+
+    async def _host_new_partitions(self, new: list[TopicPartition]) -> None:
+        """Host each partition newly assigned here, its files written in the executor (a
+        topic of thousands of partitions does not hold the loop), each in the role the view
+        gives it when its turn comes."""
+        for tp in new:
+            if self.fenced:
+                return
+            state = self.watcher.view.partition(tp.topic, tp.partition)
+            if (
+                state is None
+                or self.broker_id not in state.replicas
+                or self.replicas.get_partition(tp.topic, tp.partition) is not None
+            ):
+                continue  # gone or moved meanwhile, or hosted by then: the next pass sees it
+            try:
+                partition = await self.replicas.host_partition_off_loop(tp, state)
+            except StorageError as exc:
+                # This replica stays missing (Metadata reports it offline); the others go on.
+                logger.error("cannot host %s: %s", tp, exc)
+                continue
+            if self.replicas.get_partition(tp.topic, tp.partition) is partition:
+                self._took_role(tp, partition, state, before=None, was_leader=False)
 
     def _put_topic(self, record: TopicRecord) -> None:
         """The catalog mirrors the topic's record; changed configs reach its hosted logs
@@ -402,6 +442,19 @@ class ClusterNode:
         was_leader = existing is not None and existing.is_leader
         isr_before = len(existing.isr) if existing is not None and was_leader else None
         partition = self.replicas.apply_partition_state(tp, state)
+        self._took_role(tp, partition, state, before, was_leader, isr_before)
+
+    def _took_role(
+        self,
+        tp: TopicPartition,
+        partition: Partition,
+        state: PartitionState,
+        before: tuple[int, int] | None,
+        was_leader: bool,
+        isr_before: int | None = None,
+    ) -> None:
+        """After ``partition`` took ``state``: tell the leadership listeners, count an ISR
+        change the controller made, and follow the leader (or stop following)."""
         if (
             self.on_isr_changed is not None
             and isr_before is not None

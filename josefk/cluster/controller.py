@@ -189,10 +189,12 @@ class ClusterController:
         if stored is None or stored.partitions != topic.partitions:
             raise InvalidPartitionsError(f"topic {name!r} changed meanwhile; try again")
         grown = TopicRecord(stored.name, stored.topic_id, total, stored.configs)
-        puts = [(topic_key, grown.encode())]
+        puts = []
         for index, replicas in enumerate(replica_lists, start=topic.partitions):
             state = PartitionState(tuple(replicas), replicas[0], 0, tuple(replicas))
             puts.append((self.store.key("partitions", name, index), state.encode()))
+        # The grown record last: readers believe the new partitions once it names them.
+        puts.append((topic_key, grown.encode()))
         if current is None or not await self.store.controller_write(
             self.claim, puts, guards=[tx.mod(topic_key) == current.mod_revision]
         ):

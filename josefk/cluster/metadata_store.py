@@ -78,6 +78,8 @@ from typing import Any, Final, ParamSpec, TypeVar
 
 import aetcd
 import aetcd.exceptions
+from aetcd.transactions import Delete
+from aetcd.utils import prefix_range_end
 
 from josefk.cluster.errors import (
     BrokerIdInUseError,
@@ -122,6 +124,9 @@ __all__ = [
     "etcd_errors_translated",
     "parse_endpoints",
 ]
+
+# Operations per etcd transaction: etcd refuses more than --max-txn-ops (128 by default).
+_MAX_TXN_OPS: Final = 100
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -432,29 +437,50 @@ class EtcdMetadataStore:
         deletes: Sequence[bytes] = (),
         *,
         guards: Sequence[Any] = (),
+        delete_prefixes: Sequence[bytes] = (),
     ) -> bool:
-        """Apply the controller's writes atomically, only while ``claim`` is still the
-        controller. False when fenced (or when one of ``guards`` fails)."""
+        """Apply the controller's writes, only while ``claim`` is still the controller and
+        every one of ``guards`` holds. False when fenced (or a guard fails).
+
+        Atomic when they fit one transaction (etcd refuses more than ``--max-txn-ops``
+        operations, 128 by default). More (a topic of thousands of partitions) are written
+        in order in several transactions, each fenced and guarded alike, deletions first:
+        the caller orders its puts so that the last one is the commit point (a topic's
+        record), which readers require before they believe the others (``ClusterView``
+        ignores partitions their topic record does not name). A failure part way leaves
+        unnamed partition keys, which the next creation of that topic clears."""
         client = self.client
         tx = client.transactions
-        ok, _ = await client.transaction(
-            compare=[tx.value(self.key("controller")) == claim.encode(), *guards],
-            success=[*(tx.put(k, v) for k, v in puts), *(tx.delete(k) for k in deletes)],
-            failure=[],
-        )
-        return bool(ok)
+        compare = [tx.value(self.key("controller")) == claim.encode(), *guards]
+        ops: list[Any] = [tx.delete(k) for k in deletes]
+        ops += [tx.put(k, v) for k, v in puts]
+        batches = [ops[start : start + _MAX_TXN_OPS] for start in range(0, len(ops), _MAX_TXN_OPS)]
+        if delete_prefixes:
+            # A transaction may not both delete a range and put a key inside it: on its own.
+            batches.insert(0, [Delete(p, range_end=prefix_range_end(p)) for p in delete_prefixes])
+        for batch in batches or [[]]:
+            ok, _ = await client.transaction(compare=compare, success=batch, failure=[])
+            if not ok:
+                return False
+        return True
 
     @etcd_errors_translated
     async def create_topic(
         self, claim: ControllerClaim, topic: TopicRecord, states: Sequence[PartitionState]
     ) -> bool:
-        """The controller creates a topic and all its partitions in one transaction; False
-        if fenced or the topic exists."""
+        """The controller creates a topic and its partitions: the partition keys (after
+        clearing any a creation that died part way left), then the topic record, which makes
+        them visible (``controller_write``); one transaction when they fit. False if fenced
+        or the topic exists."""
         tx = self.client.transactions
-        puts = [(self.key("topics", topic.name), topic.encode())]
-        puts += [(self.key("partitions", topic.name, i), s.encode()) for i, s in enumerate(states)]
+        topic_key = self.key("topics", topic.name)
+        puts = [(self.key("partitions", topic.name, i), s.encode()) for i, s in enumerate(states)]
+        puts.append((topic_key, topic.encode()))
         return await self.controller_write(
-            claim, puts, guards=[tx.version(self.key("topics", topic.name)) == 0]
+            claim,
+            puts,
+            guards=[tx.version(topic_key) == 0],
+            delete_prefixes=[self.key("partitions", topic.name, "")],
         )
 
     @etcd_errors_translated
@@ -466,9 +492,13 @@ class EtcdMetadataStore:
 
     @etcd_errors_translated
     async def delete_topic(self, claim: ControllerClaim, name: str, partitions: int) -> bool:
-        deletes = [self.key("topics", name)]
-        deletes += [self.key("partitions", name, i) for i in range(partitions)]
-        return await self.controller_write(claim, deletes=deletes)
+        """The topic record and every partition key of the topic, in one transaction
+        (a range deletion is one operation however many partitions there are)."""
+        return await self.controller_write(
+            claim,
+            deletes=[self.key("topics", name)],
+            delete_prefixes=[self.key("partitions", name, "")],
+        )
 
     @etcd_errors_translated
     async def request_controlled_shutdown(self, broker_id: int, session: BrokerSession) -> None:

@@ -244,8 +244,18 @@ class ClusterView:
         )
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:
+        """The partition's state, if it exists: its topic's record names it. (A topic's
+        partition keys are written before the record that makes them visible when they take
+        more than one etcd transaction; see ``EtcdMetadataStore.controller_write``.)"""
         found = self.partitions.get((topic, partition))
-        return found.state if found is not None else None
+        if found is None or not self.names(topic, partition):
+            return None
+        return found.state
+
+    def names(self, topic: str, partition: int) -> bool:
+        """Whether the topic's record exists and counts ``partition`` among its own."""
+        record = self.topics.get(topic)
+        return record is not None and 0 <= partition < record.partitions
 
 
 @dataclass(frozen=True, slots=True)
