@@ -125,7 +125,10 @@ class ClusterNode:
         self._view_changed = asyncio.Event()
         self._shrink_task: asyncio.Task[None] | None = None
         self._auto_creating: dict[str, asyncio.Task[None]] = {}
-        self._reconcile_lock = asyncio.Lock()
+        # Partitions assigned here and not hosted yet, in the order the view gave them (a
+        # dict as an ordered set), and the task hosting them (``_reconcile_now``).
+        self._to_host: dict[TopicPartition, None] = {}
+        self._hosting: asyncio.Task[None] | None = None
 
     # -- start -----------------------------------------------------------------------------
 
@@ -225,6 +228,8 @@ class ClusterNode:
         ]
 
     async def leave(self) -> None:
+        if self._hosting is not None:
+            self._tasks.append(self._hosting)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -346,18 +351,26 @@ class ClusterNode:
             await self._reconcile_wanted.wait()
             self._reconcile_wanted.clear()
             try:
-                await self._reconcile()
+                self._reconcile_now()
             except Exception:
                 logger.exception("applying the cluster metadata failed")
 
+    def _reconcile_now(self) -> None:
+        """Make the hosted partitions and their roles match the view: at once for topics,
+        roles and partitions that left; partitions new to this broker are queued for the
+        hosting task, which writes their files off the event loop, one after another. The
+        next change of the view is applied at once even while thousands are being made."""
+        for tp in self._reconcile_hosted():
+            self._to_host[tp] = None
+        if self._to_host and (self._hosting is None or self._hosting.done()):
+            self._hosting = asyncio.get_running_loop().create_task(self._host_queued())
+
     async def _reconcile(self) -> None:
-        """Make the hosted partitions and their roles match the view. One pass at a time
-        (the lock): partitions new to this broker have their files written off the event
-        loop, so a pass may await, and the view may move meanwhile; a change it missed
-        wakes the next pass."""
-        async with self._reconcile_lock:
-            new = self._reconcile_hosted()
-            await self._host_new_partitions(new)
+        """``_reconcile_now``, returning once every partition queued is hosted (joining and
+        rejoining: the broker takes its roles before it serves)."""
+        self._reconcile_now()
+        while self._hosting is not None and not self._hosting.done():
+            await asyncio.wait([self._hosting])
 
     def _reconcile_hosted(self) -> list[TopicPartition]:
         """The part of a pass that never awaits: topics, roles of hosted partitions, and
@@ -395,28 +408,38 @@ class ClusterNode:
             self.replicas.remove_partition(tp, delete=True)
         return new
 
-    async def _host_new_partitions(self, new: list[TopicPartition]) -> None:
-        """Host each partition newly assigned here, its files written in the executor (a
-        topic of thousands of partitions does not hold the loop), each in the role the view
-        gives it when its turn comes."""
-        for tp in new:
-            if self.fenced:
-                return
-            state = self.watcher.view.partition(tp.topic, tp.partition)
+    async def _host_queued(self) -> None:
+        """Host each partition queued by ``_reconcile_now``, its files written in the
+        executor (a topic of thousands of partitions does not hold the loop), each in the
+        role the view gives it when its turn comes."""
+        while self._to_host and not self.fenced:
+            tp = next(iter(self._to_host))
+            del self._to_host[tp]
+            view = self.watcher.view
+            state = view.partition(tp.topic, tp.partition)
             if (
                 state is None
                 or self.broker_id not in state.replicas
                 or self.replicas.get_partition(tp.topic, tp.partition) is not None
             ):
-                continue  # gone or moved meanwhile, or hosted by then: the next pass sees it
+                continue  # gone or moved meanwhile, or hosted by then
             try:
                 partition = await self.replicas.host_partition_off_loop(tp, state)
             except StorageError as exc:
                 # This replica stays missing (Metadata reports it offline); the others go on.
                 logger.error("cannot host %s: %s", tp, exc)
                 continue
-            if self.replicas.get_partition(tp.topic, tp.partition) is partition:
-                self._took_role(tp, partition, state, before=None, was_leader=False)
+            except Exception:
+                logger.exception("hosting %s failed", tp)
+                continue
+            if self.replicas.get_partition(tp.topic, tp.partition) is not partition:
+                continue  # removed while its files were written
+            self._took_role(tp, partition, state, before=None, was_leader=False)
+            current = self.watcher.view.partition(tp.topic, tp.partition)
+            if current is not None and current != state and self.broker_id in current.replicas:
+                # The view moved during the await: take the role it gives now (a partition
+                # that left this broker goes at the next reconciliation).
+                self._apply(tp, current)
 
     def _put_topic(self, record: TopicRecord) -> None:
         """The catalog mirrors the topic's record; changed configs reach its hosted logs

@@ -395,8 +395,11 @@ async def _alter_broker(
     except OSError as exc:
         logger.error("cannot store the dynamic broker configs: %s", exc)
         return ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the change: {exc.strerror or exc}"
+    except MetadataStoreError as exc:
+        # etcd away (restarting, cut off): retriable, as for a topic's configs.
+        return ErrorCode.REQUEST_TIMED_OUT, f"the cluster metadata is unreachable: {exc}"
     except Exception as exc:
-        # etcd unreachable, or a bug: this resource fails, the request and broker go on.
+        # A bug: this resource fails, the request and broker go on.
         logger.exception("altering broker configs %r failed", resource.resource_name)
         return ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot change the broker configs: {exc}"
     return ErrorCode.NONE, None
