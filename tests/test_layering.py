@@ -16,6 +16,8 @@ inside ``broker``, handlers reach neither the network layer nor the dispatcher, 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -225,14 +227,6 @@ THIRD_PARTY_HOME = {
 # Parts of a package that another layer may also use: the console reads the brokers' metrics
 # pages with prometheus-client's text parser (a reader; it creates no metric objects).
 THIRD_PARTY_ALSO = {"prometheus_client.parser": "console"}
-# Where the broker still catches the etcd client's own exception type: the cluster package is
-# to translate it (issue 29, section 3); this list may only shrink.
-THIRD_PARTY_KNOWN = {
-    "josefk/broker/cluster_node.py imports aetcd",
-    "josefk/broker/handlers/cluster_topics.py imports aetcd.exceptions",
-    "josefk/broker/handlers/configs.py imports aetcd.exceptions",
-    "josefk/broker/server.py imports aetcd.exceptions",
-}
 
 
 def _third_party_violations() -> set[str]:
@@ -250,7 +244,31 @@ def _third_party_violations() -> set[str]:
 
 
 def test_third_party_packages_stay_in_their_layer() -> None:
-    assert _third_party_violations() - THIRD_PARTY_KNOWN == set()
+    assert _third_party_violations() == set()
+
+
+def test_the_single_node_path_never_loads_the_etcd_client() -> None:
+    """The cluster's value types and errors are pure (josefk.cluster.values, errors): a
+    single-node broker, its handlers and the command line import no etcd client; only a
+    cluster broker does (the cluster node, imported when josefk.etcd.endpoints is set).
+    tests/integration/test_single_node_without_etcd.py checks a running ``josefk serve``."""
+    script = (
+        "import sys\n"
+        "import josefk.broker.server\n"
+        "from josefk.broker.handlers import registered_handlers\n"
+        "registered_handlers()\n"
+        "from josefk.cli.main import _register\n"
+        "_register()\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('aetcd', 'grpc'))\n"
+        "print(loaded)\n"
+        "import josefk.broker.cluster_node\n"
+        "print('aetcd' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.split("\n")
+    assert out[0] == "[]"
+    assert out[1] == "True"  # the check sees the client once a cluster module is imported
 
 
 def test_the_third_party_rule_sees_imports() -> None:

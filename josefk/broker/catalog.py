@@ -7,7 +7,7 @@ log (KRaft); one node needs no consensus, so a small JSON document replaced atom
 Kafka's ``partition.metadata`` file (``version: 0`` / ``topic_id: <base64>``) so that Kafka's
 tools read the topic id where they expect it.
 
-Imports josefk.config.topic only; must not import josefk.protocol or the handlers.
+Imports josefk.config.topic and the broker's error types only; must not import josefk.protocol or the handlers.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from josefk.broker.errors import InvalidTopicNameError
 from josefk.fileio import write_atomically
 
 CATALOG_FILE: Final = "josefk-topics.json"
@@ -49,7 +50,7 @@ def internal_topic_refusal(name: str, action: str) -> str:
     )
 
 
-class InvalidTopicError(ValueError):
+class InvalidTopicError(InvalidTopicNameError, ValueError):
     """A topic name Kafka would refuse (INVALID_TOPIC_EXCEPTION)."""
 
 

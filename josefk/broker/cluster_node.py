@@ -28,13 +28,9 @@ import the handlers or the network layer.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable, Collection, Sequence
-
-import aetcd
 
 from josefk.broker.catalog import TopicInfo
 from josefk.broker.metadata_cache import ClusterMetadata
@@ -43,25 +39,30 @@ from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from josefk.broker.replica_manager import ReplicaManager
 from josefk.broker.security.inter_broker import inter_broker_security
 from josefk.client.connection import BrokerConnection
-from josefk.cluster.controller import ClusterController, ControllerFencedError, TopicExistsError
-from josefk.cluster.metadata_store import (
+from josefk.cluster.controller import ClusterController
+from josefk.cluster.errors import (
     BrokerIdInUseError,
+    ControllerFencedError,
+    MetadataStoreError,
+    TopicExistsError,
+)
+from josefk.cluster.metadata_store import BrokerSession, EtcdMetadataStore, parse_endpoints
+from josefk.cluster.values import (
     BrokerRegistration,
-    BrokerSession,
     ControllerClaim,
     EndpointRecord,
-    EtcdMetadataStore,
-    EtcdUnavailableError,
     PartitionState,
     TopicRecord,
-    parse_endpoints,
+    ViewChange,
+    topic_uuid,
 )
-from josefk.cluster.watcher import ClusterWatcher, ViewChange
+from josefk.cluster.watcher import ClusterWatcher
 from josefk.config.broker import BrokerConfig
 from josefk.config.topic import InvalidConfigError
 from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import CreateTopicsRequest, CreateTopicsResponse
+from josefk.storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +86,6 @@ _CATCH_UP_S = 10.0
 # to bring it (a topic just created through another broker); well under a client's request
 # timeout, and only a topic etcd has is waited for.
 TOPIC_CATCH_UP_S = 5.0
-
-
-def topic_uuid(topic_id: str) -> uuid.UUID:
-    """Kafka's printed topic id (base64-url, no padding) as a UUID."""
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
 
 
 class ClusterNode:
@@ -129,6 +125,10 @@ class ClusterNode:
         self._view_changed = asyncio.Event()
         self._shrink_task: asyncio.Task[None] | None = None
         self._auto_creating: dict[str, asyncio.Task[None]] = {}
+        # Partitions assigned here and not hosted yet, in the order the view gave them (a
+        # dict as an ordered set), and the task hosting them (``_reconcile_now``).
+        self._to_host: dict[TopicPartition, None] = {}
+        self._hosting: asyncio.Task[None] | None = None
 
     # -- start -----------------------------------------------------------------------------
 
@@ -160,7 +160,7 @@ class ClusterNode:
         # A DeleteRecords waits only for followers on registered brokers.
         self.replicas.live_brokers = lambda: self.watcher.view.brokers
         self._broker_configs_changed()
-        self._reconcile()
+        await self._reconcile()
         loop = asyncio.get_running_loop()
         self._shrink_task = loop.create_task(self._isr_shrink_loop())
         self._tasks = [
@@ -228,6 +228,8 @@ class ClusterNode:
         ]
 
     async def leave(self) -> None:
+        if self._hosting is not None:
+            self._tasks.append(self._hosting)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -297,7 +299,7 @@ class ClusterNode:
                 session = await self.store.open_session(ttl_s)
                 registered = await self.store.register_broker(self._registration, session)
                 break
-            except (BrokerIdInUseError, EtcdUnavailableError, aetcd.exceptions.ClientError) as exc:
+            except (BrokerIdInUseError, MetadataStoreError) as exc:
                 if session is not None:
                     with contextlib.suppress(Exception):
                         await session.close()
@@ -307,7 +309,7 @@ class ClusterNode:
         self._session = session
         await self.watcher.caught_up(registered.broker_epoch)
         self.metadata.fenced = False
-        self._reconcile()
+        await self._reconcile()
         logger.info(
             "registered again with etcd (broker epoch %d); roles restored from revision %d",
             registered.broker_epoch,
@@ -349,14 +351,32 @@ class ClusterNode:
             await self._reconcile_wanted.wait()
             self._reconcile_wanted.clear()
             try:
-                self._reconcile()
+                self._reconcile_now()
             except Exception:
                 logger.exception("applying the cluster metadata failed")
 
-    def _reconcile(self) -> None:
-        """Make the hosted partitions and their roles match the view."""
+    def _reconcile_now(self) -> None:
+        """Make the hosted partitions and their roles match the view: at once for topics,
+        roles and partitions that left; partitions new to this broker are queued for the
+        hosting task, which writes their files off the event loop, one after another. The
+        next change of the view is applied at once even while thousands are being made."""
+        for tp in self._reconcile_hosted():
+            self._to_host[tp] = None
+        if self._to_host and (self._hosting is None or self._hosting.done()):
+            self._hosting = asyncio.get_running_loop().create_task(self._host_queued())
+
+    async def _reconcile(self) -> None:
+        """``_reconcile_now``, returning once every partition queued is hosted (joining and
+        rejoining: the broker takes its roles before it serves)."""
+        self._reconcile_now()
+        while self._hosting is not None and not self._hosting.done():
+            await asyncio.wait([self._hosting])
+
+    def _reconcile_hosted(self) -> list[TopicPartition]:
+        """The part of a pass that never awaits: topics, roles of hosted partitions, and
+        partitions that left this broker. Returns the partitions to host anew."""
         if self.fenced:
-            return  # the view may be stale; _rejoin applies it once caught up
+            return []  # the view may be stale; _rejoin applies it once caught up
         view = self.watcher.view
         catalog = self.replicas.catalog
         for record in view.topics.values():
@@ -365,13 +385,17 @@ class ClusterNode:
             if info.name not in view.topics:
                 self._drop_topic(info.name, info.partitions)
         wanted: set[TopicPartition] = set()
+        new: list[TopicPartition] = []
         for (name, index), versioned in view.partitions.items():
             state = versioned.state
-            if self.broker_id not in state.replicas:
+            if self.broker_id not in state.replicas or not view.names(name, index):
                 continue
             tp = TopicPartition(name, index)
             wanted.add(tp)
-            self._apply(tp, state)
+            if self.replicas.get_partition(name, index) is None:
+                new.append(tp)
+            else:
+                self._apply(tp, state)
         for partition in list(self.replicas.partitions()):
             tp = partition.tp
             if tp in wanted:
@@ -382,6 +406,40 @@ class ClusterNode:
             # The topic is gone, or a reassignment moved this replica away: as Kafka's
             # StopReplica with deletion, the local copy goes.
             self.replicas.remove_partition(tp, delete=True)
+        return new
+
+    async def _host_queued(self) -> None:
+        """Host each partition queued by ``_reconcile_now``, its files written in the
+        executor (a topic of thousands of partitions does not hold the loop), each in the
+        role the view gives it when its turn comes."""
+        while self._to_host and not self.fenced:
+            tp = next(iter(self._to_host))
+            del self._to_host[tp]
+            view = self.watcher.view
+            state = view.partition(tp.topic, tp.partition)
+            if (
+                state is None
+                or self.broker_id not in state.replicas
+                or self.replicas.get_partition(tp.topic, tp.partition) is not None
+            ):
+                continue  # gone or moved meanwhile, or hosted by then
+            try:
+                partition = await self.replicas.host_partition_off_loop(tp, state)
+            except StorageError as exc:
+                # This replica stays missing (Metadata reports it offline); the others go on.
+                logger.error("cannot host %s: %s", tp, exc)
+                continue
+            except Exception:
+                logger.exception("hosting %s failed", tp)
+                continue
+            if self.replicas.get_partition(tp.topic, tp.partition) is not partition:
+                continue  # removed while its files were written
+            self._took_role(tp, partition, state, before=None, was_leader=False)
+            current = self.watcher.view.partition(tp.topic, tp.partition)
+            if current is not None and current != state and self.broker_id in current.replicas:
+                # The view moved during the await: take the role it gives now (a partition
+                # that left this broker goes at the next reconciliation).
+                self._apply(tp, current)
 
     def _put_topic(self, record: TopicRecord) -> None:
         """The catalog mirrors the topic's record; changed configs reach its hosted logs
@@ -407,6 +465,19 @@ class ClusterNode:
         was_leader = existing is not None and existing.is_leader
         isr_before = len(existing.isr) if existing is not None and was_leader else None
         partition = self.replicas.apply_partition_state(tp, state)
+        self._took_role(tp, partition, state, before, was_leader, isr_before)
+
+    def _took_role(
+        self,
+        tp: TopicPartition,
+        partition: Partition,
+        state: PartitionState,
+        before: tuple[int, int] | None,
+        was_leader: bool,
+        isr_before: int | None = None,
+    ) -> None:
+        """After ``partition`` took ``state``: tell the leadership listeners, count an ISR
+        change the controller made, and follow the leader (or stop following)."""
         if (
             self.on_isr_changed is not None
             and isr_before is not None
@@ -758,7 +829,7 @@ class ClusterNode:
                     revision = await self.store.topic_revision(name)
                     if revision is not None:
                         await self.watcher.caught_up(revision)
-        except (TimeoutError, EtcdUnavailableError) as exc:
+        except (TimeoutError, MetadataStoreError) as exc:
             logger.info("metadata view not caught up with etcd for %s: %r", sorted(names), exc)
 
     # -- admin through the controller ----------------------------------------------------------

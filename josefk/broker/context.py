@@ -20,6 +20,7 @@ from josefk.protocol.errors import ErrorCode
 from josefk.protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
+    from josefk.broker.cluster_node import ClusterNode
     from josefk.broker.dynamic_config import DynamicBrokerConfig
     from josefk.broker.handlers import HandlerSpec
     from josefk.broker.metadata_cache import MetadataCache
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from josefk.broker.security.acl_store import AclStore
     from josefk.broker.security.authorizer import Authorizer
     from josefk.broker.security.store import CredentialStore
+    from josefk.broker.topic_admin import TopicAdmin
     from josefk.config.broker import BrokerConfig
     from josefk.util.clock import Clock
 
@@ -51,6 +53,9 @@ class BrokerContext:
     replica_manager: ReplicaManager
     clock: Clock
     handlers: dict[int, HandlerSpec]
+    # Topic administration, chosen at start-up: this broker's catalog and logs on a single
+    # node, the controller and etcd in a cluster. Handlers never ask which.
+    topic_admin: TopicAdmin
     endpoints: list[BrokerEndpoint] = field(default_factory=list)
     log_dirs: list[str] = field(default_factory=list)
     metrics: Any = None
@@ -60,8 +65,9 @@ class BrokerContext:
     producer_ids: ProducerIdManager | None = None
     # Brokers, controller and partition leaders as clients are told (single node or etcd).
     metadata: MetadataCache | None = None
-    # The cluster's runtime (etcd, controller, replication); None on the single node.
-    cluster: Any = None
+    # The cluster's runtime (etcd, controller, replication); None on the single node. Only
+    # the cluster's own APIs (ElectLeaders, partition reassignments) reach for it.
+    cluster: ClusterNode | None = None
     # SCRAM credentials (josefk.broker.security.store), loaded from the first log dir.
     credentials: CredentialStore | None = None
     # The ACL authorizer and where its ACLs are kept; both None when authorizer.class.name

@@ -44,7 +44,7 @@ import typing
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from josefk.broker.configs import (
     BrokerConfigLayers,
@@ -57,7 +57,6 @@ from josefk.broker.reconfigurable import (
     ReconfigurableRegistry,
     ReconfigurationError,
 )
-from josefk.cluster.metadata_store import EtcdMetadataStore
 from josefk.config.broker import (
     BROKER_CONFIG_KEYS,
     BROKER_KEYS,
@@ -71,6 +70,10 @@ from josefk.config.definitions import Dynamic
 from josefk.config.topic import BROKER_DEFAULT_KEYS, LogConfig
 from josefk.fileio import write_atomically
 from josefk.storage.log_cleaner import CleanerConfig, LogCleaner
+
+if TYPE_CHECKING:
+    from josefk.cluster.metadata_store import EtcdMetadataStore
+
 
 logger = logging.getLogger(__name__)
 

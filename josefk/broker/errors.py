@@ -81,6 +81,38 @@ class UnknownTopicOrPartitionError(Exception):
     """This broker hosts no such topic or partition."""
 
 
+# -- topic administration (josefk.broker.topic_admin; both implementations raise these) ---------
+
+
+class NotControllerError(Exception):
+    """A cluster's topic changes are the controller's, and this broker is not it (the client
+    refreshes its metadata and asks the controller)."""
+
+
+class InvalidReplicationFactorError(Exception):
+    """A replication factor the brokers cannot hold (below 1, or more than live brokers)."""
+
+
+class InvalidReplicaAssignmentError(Exception):
+    """Explicit replica assignments naming unknown or duplicate brokers, or uneven ones."""
+
+
+class InvalidPartitionsError(Exception):
+    """A partition count that cannot be: not positive, or not more than the topic has."""
+
+
+class InvalidTopicNameError(Exception):
+    """A topic name that cannot be used (illegal, internal, or colliding with another)."""
+
+
+class InvalidRequestError(Exception):
+    """A request whose parts contradict one another."""
+
+
+class MetadataUnavailableError(Exception):
+    """A cluster's metadata store (etcd) did not answer; retriable."""
+
+
 logger = logging.getLogger(__name__)
 
 _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
@@ -89,6 +121,15 @@ _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (NotEnoughReplicasAfterAppendError, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),
     (RequestTimedOutError, ErrorCode.REQUEST_TIMED_OUT),
     (UnknownTopicOrPartitionError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (TopicExistsError, ErrorCode.TOPIC_ALREADY_EXISTS),
+    (NotControllerError, ErrorCode.NOT_CONTROLLER),
+    (InvalidReplicationFactorError, ErrorCode.INVALID_REPLICATION_FACTOR),
+    (InvalidReplicaAssignmentError, ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+    (InvalidPartitionsError, ErrorCode.INVALID_PARTITIONS),
+    (InvalidTopicNameError, ErrorCode.INVALID_TOPIC_EXCEPTION),
+    (InvalidRequestError, ErrorCode.INVALID_REQUEST),
+    # etcd away (restarting, cut off): the client tries again.
+    (MetadataUnavailableError, ErrorCode.REQUEST_TIMED_OUT),
     (FencedLeaderEpochError, ErrorCode.FENCED_LEADER_EPOCH),
     (UnknownLeaderEpochError, ErrorCode.UNKNOWN_LEADER_EPOCH),
     (RecordBatchTooLargeError, ErrorCode.RECORD_LIST_TOO_LARGE),

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from josefk.broker.replica_manager import ReplicaManager
-from josefk.cluster.watcher import ClusterView
+from josefk.cluster.values import ClusterView
 
 __all__ = ["BrokerNode", "ClusterMetadata", "LocalMetadata", "MetadataCache", "PartitionView"]
 

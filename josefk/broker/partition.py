@@ -40,7 +40,7 @@ from josefk.broker.errors import (
     RequestTimedOutError,
     UnknownLeaderEpochError,
 )
-from josefk.cluster.metadata_store import PartitionState
+from josefk.cluster.values import PartitionState
 from josefk.records.compression import DecompressionBudget
 from josefk.storage.log import Log
 from josefk.storage.offsets import (

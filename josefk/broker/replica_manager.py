@@ -29,7 +29,7 @@ from josefk.broker.partition import (
     TopicPartition,
 )
 from josefk.broker.purgatory import OffsetPurgatory, Purgatory
-from josefk.cluster.metadata_store import PartitionState
+from josefk.cluster.values import PartitionState
 from josefk.config.topic import LogConfig
 from josefk.records.compression import DecompressionBudget
 from josefk.records.errors import RecordsError
@@ -484,6 +484,29 @@ class ReplicaManager:
         else:
             partition.make_follower(state)
         self.partition_changed(tp)
+        return partition
+
+    async def host_partition_off_loop(self, tp: TopicPartition, state: PartitionState) -> Partition:
+        """``apply_partition_state`` for a partition this broker does not host yet (a
+        cluster's new topic or partition, or a replica moved here), its files made as
+        ``create_topic_off_loop`` makes them: the log on the loop (a mkdir and empty files),
+        ``partition.metadata`` written and fsynced in the executor, so that a topic of
+        thousands of partitions does not hold the loop. The partition is hosted, in its role,
+        from before the await. Raises StorageError as ``get_or_create_log`` does."""
+        if tp in self._partitions:
+            return self.apply_partition_state(tp, state)
+        info = self.catalog.get(tp.topic)
+        log = self._logs.get_or_create_log(tp, self.log_config_for(tp.topic))
+        partition = Partition(
+            tp, log, local_broker_id=self.broker_id, clock=self._clock, state=state
+        )
+        self._partitions[tp] = partition
+        self.partition_changed(tp)
+        if info is not None:
+            topic_id = info.topic_id
+            await self._logs.prepare_log_off_loop(
+                log, lambda directory: write_partition_metadata(directory, topic_id)
+            )
         return partition
 
     def remove_partition(self, tp: TopicPartition, *, delete: bool) -> None:

@@ -29,11 +29,9 @@ import socket
 import sys
 import time
 from pathlib import Path
-
-import aetcd.exceptions
+from typing import TYPE_CHECKING
 
 from josefk.broker.catalog import TopicCatalog
-from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import BrokerContext, BrokerEndpoint
 from josefk.broker.dispatch import RequestDispatcher
 from josefk.broker.dynamic_config import (
@@ -71,11 +69,11 @@ from josefk.broker.security.tls import TlsConfigError, TlsListener
 from josefk.broker.share.manager import SharePartitionManager
 from josefk.broker.share.state_store import ShareStateStore
 from josefk.broker.tls_connection import TlsConnection
+from josefk.broker.topic_admin import LocalTopicAdmin, TopicAdmin
 from josefk.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from josefk.broker.txn.markers import ClusterMarkerWriter, LocalMarkerWriter, MarkerWriter
 from josefk.broker.txn.store import TRANSACTION_STATE_TOPIC, TopicTxnStore
-from josefk.cluster.credentials import CredentialRecords
-from josefk.cluster.metadata_store import BrokerIdInUseError, EtcdUnavailableError
+from josefk.cluster.errors import BrokerIdInUseError, MetadataStoreError
 from josefk.config.broker import BrokerConfig
 from josefk.config.properties import (
     MetaProperties,
@@ -100,6 +98,9 @@ from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.storage.offsets import TxnMarker
 from josefk.util.clock import Clock, SystemClock
 from josefk.util.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from josefk.broker.cluster_node import ClusterNode
 
 logger = logging.getLogger(__name__)
 
@@ -227,6 +228,10 @@ class Broker:
                 ) from None
         cluster_from_etcd: str | None = None
         if config.cluster_mode:
+            # Imported here: the cluster node brings the etcd client, which a single node
+            # never loads.
+            from josefk.broker.cluster_node import ClusterNode
+
             try:
                 self.cluster = ClusterNode(config, broker_id=self.broker_id)
             except InterBrokerSecurityError as exc:
@@ -235,7 +240,7 @@ class Broker:
                 cluster_from_etcd = await self.cluster.connect(
                     _stored_cluster_id(log_dirs) or generate_uuid()
                 )
-            except EtcdUnavailableError as exc:
+            except MetadataStoreError as exc:
                 raise StartupError(
                     f"cannot reach etcd at {config.etcd_endpoints}: {exc} "
                     "(check josefk.etcd.endpoints)"
@@ -325,6 +330,9 @@ class Broker:
             for log_dir in log_dirs:
                 self.metrics.log_dirs.log_dir_online(str(log_dir))
             self.metrics.watch_cleaner(self._cleaner_stats)
+            # A deleted topic's series go with it (deleted by a client here, or in a cluster
+            # by the controller and then by this broker's watch).
+            replicas.topic_deleted_listeners.append(self.metrics.topics.remove_topic)
         self.group_coordinator = self._start_group_coordinator(replicas)
         producer_ids = await loop.run_in_executor(
             self._executor, ProducerIdManager.load, log_dirs[0]
@@ -358,6 +366,7 @@ class Broker:
             replica_manager=replicas,
             clock=self.clock,
             handlers=registered_handlers(),
+            topic_admin=self._topic_admin(replicas),
             log_dirs=[str(d.absolute()) for d in log_dirs],
             metrics=self.metrics,
             group_coordinator=self.group_coordinator,
@@ -387,7 +396,7 @@ class Broker:
                 cluster_acls = EtcdAclStore(self.cluster.store, context.authorizer)
                 try:
                     await cluster_acls.load()
-                except (EtcdUnavailableError, aetcd.exceptions.ClientError) as exc:
+                except MetadataStoreError as exc:
                     raise StartupError(f"cannot read the ACLs from etcd: {exc}") from None
                 self.cluster.on_acls_changed = cluster_acls.apply_document
                 context.acl_store = cluster_acls
@@ -503,6 +512,16 @@ class Broker:
         self._server.start_accepting()
         return self.endpoints
 
+    def _topic_admin(self, replicas: ReplicaManager) -> TopicAdmin:
+        """The topic administration this broker's handlers use, chosen once: the single
+        node's catalog and logs, or the cluster's controller."""
+        if self.cluster is None:
+            return LocalTopicAdmin(replicas, broker_id=self.broker_id)
+        # A cluster broker only: it imports the cluster node (and so the etcd client).
+        from josefk.broker.cluster_topic_admin import ClusterTopicAdmin
+
+        return ClusterTopicAdmin(self.cluster, replicas)
+
     def _release_metrics_hold(self) -> None:
         hold, self._metrics_hold = self._metrics_hold, None
         if hold is not None:
@@ -546,6 +565,8 @@ class Broker:
         if self.cluster is None:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._executor, CredentialStore.load, log_dir)
+        from josefk.cluster.credentials import CredentialRecords
+
         store = EtcdCredentialStore(CredentialRecords(self.cluster.store))
         await store.start()
         self._credentials = store

@@ -17,7 +17,7 @@ import asyncio
 import hashlib
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -33,13 +33,10 @@ from josefk.cli.common import (
 )
 from josefk.cli.output import note, print_json, print_table
 from josefk.client.errors import KafkaError
-from josefk.cluster.credentials import CredentialRecords
-from josefk.cluster.metadata_store import (
-    DEFAULT_PREFIX,
-    EtcdMetadataStore,
-    EtcdUnavailableError,
-    parse_endpoints,
-)
+from josefk.cluster.values import DEFAULT_PREFIX
+
+if TYPE_CHECKING:
+    from josefk.cluster.credentials import CredentialRecords
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 _DIGESTS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -67,11 +64,17 @@ def etcd_options(f: F) -> F:
 
 
 def _in_etcd(endpoints: str, prefix: str, action: Callable[[CredentialRecords], Awaitable[T]]) -> T:
+    # Imported here: every josefk command (josefk serve included) registers this module,
+    # and only --etcd needs the etcd client.
+    from josefk.cluster.credentials import CredentialRecords
+    from josefk.cluster.errors import MetadataStoreError
+    from josefk.cluster.metadata_store import EtcdMetadataStore, parse_endpoints
+
     async def go() -> T:
         try:
             store = EtcdMetadataStore(parse_endpoints(endpoints), prefix=prefix)
             await store.connect()
-        except (ValueError, EtcdUnavailableError) as exc:
+        except (ValueError, MetadataStoreError) as exc:
             raise CliError(f"cannot reach etcd at {endpoints}: {exc}") from None
         try:
             return await action(CredentialRecords(store))

@@ -12,6 +12,8 @@ Failover, as the controller sees it: a broker's lease expires -> its key leaves
 member in replica order leads with leader epoch + 1 and the dead broker leaves the ISR; for
 every partition it only followed, it leaves the ISR. Brokers see the new states by watch.
 
+Its errors are josefk.cluster.errors' (re-exported here); etcd's own never leave it.
+
 Imports josefk.cluster only.
 """
 
@@ -30,13 +32,15 @@ from josefk.cluster.election import (
     elect_preferred,
     remove_from_isr,
 )
-from josefk.cluster.metadata_store import (
-    ControllerClaim,
-    EtcdMetadataStore,
-    PartitionState,
-    TopicRecord,
-    VersionedPartitionState,
+from josefk.cluster.errors import (
+    ControllerFencedError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    NoReassignmentInProgressError,
+    TopicExistsError,
+    UnknownTopicError,
 )
+from josefk.cluster.metadata_store import EtcdMetadataStore, etcd_errors_translated
 from josefk.cluster.placement import InvalidReplicationFactorError, assign_replicas
 from josefk.cluster.reassignment import (
     ReassignmentError,
@@ -44,6 +48,12 @@ from josefk.cluster.reassignment import (
     complete_reassignment,
     original_replicas,
     start_reassignment,
+)
+from josefk.cluster.values import (
+    ControllerClaim,
+    PartitionState,
+    TopicRecord,
+    VersionedPartitionState,
 )
 
 logger = logging.getLogger(__name__)
@@ -63,30 +73,6 @@ __all__ = [
 # How often one partition's change is decided again after losing a race with its leader's
 # ISR change; each retry reads the fresh state, so two is already unusual.
 _MAX_RETRIES = 20
-
-
-class ControllerFencedError(Exception):
-    """Another broker became controller: this one's writes no longer apply."""
-
-
-class TopicExistsError(Exception):
-    pass
-
-
-class UnknownTopicError(Exception):
-    pass
-
-
-class InvalidReplicaAssignmentError(ValueError):
-    pass
-
-
-class InvalidPartitionsError(ValueError):
-    pass
-
-
-class NoReassignmentInProgressError(Exception):
-    pass
 
 
 Decision = Callable[[PartitionState], PartitionState | None]
@@ -117,6 +103,7 @@ class ClusterController:
 
     # -- topics --------------------------------------------------------------------------
 
+    @etcd_errors_translated
     async def create_topic(
         self,
         name: str,
@@ -126,9 +113,17 @@ class ClusterController:
         live_brokers: Mapping[int, str | None],
         configs: Mapping[str, str] | None = None,
         assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
     ) -> TopicRecord:
         """Create a topic: replicas placed as Kafka places them (or as ``assignments`` say),
-        each partition led by its first replica with the whole replica set in sync."""
+        each partition led by its first replica with the whole replica set in sync.
+
+        Existence is checked first, as Kafka's controller does: an existing topic is
+        TopicExistsError whatever else the request gets wrong (a replication factor the live
+        brokers cannot hold while one is down, say). ``validate_only``: every check made,
+        nothing written (the record returned is the one that would have been)."""
+        if await self.store.topic_revision(name) is not None:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
         if assignments:
             replica_lists = [list(a) for a in assignments]
             self._check_assignments(replica_lists, live_brokers)
@@ -139,13 +134,16 @@ class ClusterController:
                 partitions, replication_factor, live_brokers, rng=self._rng
             )
         topic = TopicRecord(name, _new_topic_id(), len(replica_lists), dict(configs or {}))
+        if validate_only:
+            return topic
         states = [PartitionState(tuple(r), r[0], 0, tuple(r)) for r in replica_lists]
         if not await self.store.create_topic(self.claim, topic, states):
             await self._raise_if_fenced()
-            raise TopicExistsError(f"topic {name!r} already exists")
+            raise TopicExistsError(f"Topic '{name}' already exists.")
         logger.info("created topic %s: %s", name, replica_lists)
         return topic
 
+    @etcd_errors_translated
     async def create_partitions(
         self,
         name: str,
@@ -153,7 +151,11 @@ class ClusterController:
         *,
         live_brokers: Mapping[int, str | None],
         assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
     ) -> TopicRecord:
+        """Grow a topic to ``total`` partitions, placed as at creation (the topic's
+        replication factor) or as ``assignments`` say. ``validate_only``: every check
+        made, nothing written."""
         snapshot = await self.store.snapshot()
         topic = snapshot.topics.get(name)
         if topic is None:
@@ -176,6 +178,8 @@ class ClusterController:
             replica_lists = assign_replicas(
                 new_count, rf, live_brokers, rng=self._rng, first_partition=topic.partitions
             )
+        if validate_only:
+            return TopicRecord(topic.name, topic.topic_id, total, topic.configs)
         tx = self.store.client.transactions
         topic_key = self.store.key("topics", name)
         current = await self.store.client.get(topic_key)
@@ -185,10 +189,12 @@ class ClusterController:
         if stored is None or stored.partitions != topic.partitions:
             raise InvalidPartitionsError(f"topic {name!r} changed meanwhile; try again")
         grown = TopicRecord(stored.name, stored.topic_id, total, stored.configs)
-        puts = [(topic_key, grown.encode())]
+        puts = []
         for index, replicas in enumerate(replica_lists, start=topic.partitions):
             state = PartitionState(tuple(replicas), replicas[0], 0, tuple(replicas))
             puts.append((self.store.key("partitions", name, index), state.encode()))
+        # The grown record last: readers believe the new partitions once it names them.
+        puts.append((topic_key, grown.encode()))
         if current is None or not await self.store.controller_write(
             self.claim, puts, guards=[tx.mod(topic_key) == current.mod_revision]
         ):
@@ -196,6 +202,7 @@ class ClusterController:
             raise InvalidPartitionsError(f"topic {name!r} changed meanwhile; try again")
         return grown
 
+    @etcd_errors_translated
     async def delete_topic(self, name: str) -> None:
         snapshot = await self.store.snapshot()
         topic = snapshot.topics.get(name)
@@ -220,6 +227,7 @@ class ClusterController:
 
     # -- leadership ----------------------------------------------------------------------
 
+    @etcd_errors_translated
     async def on_brokers_changed(self, live: Collection[int]) -> int:
         """Elect new leaders where the leader is gone (or returns to a leaderless partition)
         and drop dead followers from ISRs. Returns the number of partitions changed."""
@@ -235,6 +243,7 @@ class ClusterController:
 
         return await self._apply_to_all(decide)
 
+    @etcd_errors_translated
     async def elect_preferred_leaders(
         self, live: Collection[int], partitions: Collection[tuple[str, int]] | None = None
     ) -> dict[tuple[str, int], bool]:
@@ -250,6 +259,7 @@ class ClusterController:
             for key in keys
         }
 
+    @etcd_errors_translated
     async def elect_unclean_leaders(
         self, live: Collection[int], partitions: Collection[tuple[str, int]]
     ) -> dict[tuple[str, int], bool]:
@@ -266,6 +276,7 @@ class ClusterController:
             for key in partitions
         }
 
+    @etcd_errors_translated
     async def controlled_shutdown(self, broker_id: int, live: Collection[int]) -> int:
         """Move leadership off a broker that is stopping; returns how many partitions it
         still leads (those with no other in-sync replica)."""
@@ -276,6 +287,7 @@ class ClusterController:
 
     # -- reassignment (KIP-455) -----------------------------------------------------------
 
+    @etcd_errors_translated
     async def alter_partition_reassignments(
         self,
         requested: Mapping[tuple[str, int], Sequence[int] | None],
@@ -322,6 +334,7 @@ class ClusterController:
                 results[key] = exc
         return results
 
+    @etcd_errors_translated
     async def complete_reassignments(self, live: Collection[int]) -> int:
         """Finish every reassignment whose target replicas are all in sync."""
         live = set(live)

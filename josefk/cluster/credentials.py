@@ -27,7 +27,8 @@ from urllib.parse import quote, unquote
 
 import aetcd.exceptions
 
-from josefk.cluster.metadata_store import EtcdMetadataStore, EtcdUnavailableError
+from josefk.cluster.errors import EtcdUnavailableError, MetadataStoreError
+from josefk.cluster.metadata_store import EtcdMetadataStore, etcd_errors_translated
 
 logger = logging.getLogger(__name__)
 
@@ -52,15 +53,18 @@ class CredentialRecords:
     def _user_of(self, key: bytes) -> str:
         return unquote(key[len(self._prefix()) :].decode())
 
+    @etcd_errors_translated
     async def load(self) -> tuple[int, dict[str, bytes]]:
         """Every user's record and the etcd revision they were read at."""
         result = await self._store.client.get_prefix(self._prefix())
         users = {self._user_of(kv.key): bytes(kv.value) for kv in result}
         return int(result.header.revision), users
 
+    @etcd_errors_translated
     async def put(self, user: str, value: bytes) -> None:
         await self._store.client.put(self._key(user), value)
 
+    @etcd_errors_translated
     async def delete(self, user: str) -> None:
         await self._store.client.delete(self._key(user))
 
@@ -90,12 +94,10 @@ class CredentialRecords:
                     with contextlib.suppress(Exception):
                         await watch.cancel()
                 raise EtcdUnavailableError("the etcd watch ended")
-            except (aetcd.exceptions.ClientError, EtcdUnavailableError, OSError) as exc:
+            except (aetcd.exceptions.ClientError, MetadataStoreError, OSError) as exc:
                 logger.info("SCRAM credentials watch interrupted (%s); reloading", exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX_S)
-                with contextlib.suppress(
-                    aetcd.exceptions.ClientError, EtcdUnavailableError, OSError
-                ):
+                with contextlib.suppress(MetadataStoreError, OSError):
                     revision, users = await self.load()
                     on_reload(users)

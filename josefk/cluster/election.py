@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 
-from josefk.cluster.metadata_store import PartitionState
+from josefk.cluster.values import PartitionState
 
 __all__ = [
     "elect_after_failure",

@@ -57,26 +57,51 @@ Readers take a ``snapshot`` (every key and the etcd revision it was read at) and
 Time is etcd's: lease TTLs run on the etcd server. Nothing here sleeps except the lease
 keep-alive, which must speak to etcd within each TTL.
 
-Imports the standard library and the etcd client (``aetcd``) only.
+The etcd client's exceptions stay here: every method that speaks to etcd raises
+``MetadataStoreError`` (josefk.cluster.errors) for them (``etcd_errors_translated``).
+
+Imports the standard library, the etcd client (``aetcd``) and josefk.cluster's values and
+errors; the values themselves live in ``values`` so that their users need no etcd client.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Final
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from dataclasses import replace
+from typing import Any, Final, ParamSpec, TypeVar
 
 import aetcd
 import aetcd.exceptions
+from aetcd.transactions import Delete
+from aetcd.utils import prefix_range_end
+
+from josefk.cluster.errors import (
+    BrokerIdInUseError,
+    EtcdUnavailableError,
+    HistoryCompactedError,
+    MetadataStoreError,
+)
+from josefk.cluster.values import (
+    DEFAULT_PREFIX,
+    BrokerRegistration,
+    ControllerClaim,
+    EndpointRecord,
+    MetadataEvent,
+    MetadataSnapshot,
+    PartitionState,
+    TopicRecord,
+    VersionedPartitionState,
+    _encode,
+)
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_PREFIX: Final = "/josefk"
 # Broker lease TTL (seconds): how long a dead broker stays registered. Failover time is
 # bounded below by it.
 DEFAULT_SESSION_TTL_S: Final = 6
@@ -92,187 +117,40 @@ __all__ = [
     "EtcdUnavailableError",
     "MetadataEvent",
     "MetadataSnapshot",
+    "MetadataStoreError",
     "PartitionState",
     "TopicRecord",
+    "VersionedPartitionState",
+    "etcd_errors_translated",
     "parse_endpoints",
 ]
 
+# Operations per etcd transaction: etcd refuses more than --max-txn-ops (128 by default).
+_MAX_TXN_OPS: Final = 100
 
-class EtcdUnavailableError(Exception):
-    """No etcd endpoint answered."""
-
-
-class BrokerIdInUseError(Exception):
-    """Another live broker holds this broker id."""
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
-# -- values ------------------------------------------------------------------------------
+def etcd_errors_translated(
+    call: Callable[_P, Awaitable[_T]],
+) -> Callable[_P, Coroutine[Any, Any, _T]]:
+    """``call`` with the etcd client's exceptions turned into josefk's: a compacted history
+    is ``HistoryCompactedError``, any other failure of the client ``MetadataStoreError``
+    (the client's own exception chained as the cause). Every coroutine of josefk.cluster that
+    speaks to etcd and is called from outside the package wears it, so that no caller ever
+    needs the etcd client's exception types."""
 
+    @functools.wraps(call)
+    async def translated(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return await call(*args, **kwargs)
+        except aetcd.exceptions.RevisionCompactedError as exc:
+            raise HistoryCompactedError(str(exc) or "etcd compacted the history") from exc
+        except aetcd.exceptions.ClientError as exc:
+            raise MetadataStoreError(str(exc) or type(exc).__name__) from exc
 
-@dataclass(frozen=True, slots=True)
-class EndpointRecord:
-    listener: str
-    host: str
-    port: int
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerRegistration:
-    """A live broker. ``broker_epoch`` is the etcd revision that created the registration:
-    it grows with every new registration of any broker, as Kafka's broker epoch does."""
-
-    broker_id: int
-    endpoints: tuple[EndpointRecord, ...]
-    rack: str | None = None
-    broker_epoch: int = -1
-    # Which run of which broker wrote the registration: "host:log-dir:directory.id". Two
-    # live processes cannot share one (the log dir's lock), so a registration that carries
-    # this broker's own incarnation was left by a dead earlier run. None: not known.
-    incarnation: str | None = None
-
-    def encode(self) -> bytes:
-        return _encode(
-            {
-                "broker_id": self.broker_id,
-                "endpoints": [asdict(e) for e in self.endpoints],
-                "rack": self.rack,
-                "incarnation": self.incarnation,
-            }
-        )
-
-    @classmethod
-    def decode(cls, raw: bytes, *, broker_epoch: int) -> BrokerRegistration:
-        data = json.loads(raw)
-        return cls(
-            broker_id=int(data["broker_id"]),
-            endpoints=tuple(EndpointRecord(**e) for e in data["endpoints"]),
-            rack=data.get("rack"),
-            broker_epoch=broker_epoch,
-            incarnation=data.get("incarnation"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerClaim:
-    broker_id: int
-    controller_epoch: int
-
-    def encode(self) -> bytes:
-        return _encode({"broker_id": self.broker_id, "controller_epoch": self.controller_epoch})
-
-    @classmethod
-    def decode(cls, raw: bytes) -> ControllerClaim:
-        data = json.loads(raw)
-        return cls(int(data["broker_id"]), int(data["controller_epoch"]))
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRecord:
-    name: str
-    topic_id: str
-    partitions: int
-    configs: dict[str, str] = field(default_factory=dict)
-
-    def encode(self) -> bytes:
-        return _encode(asdict(self))
-
-    @classmethod
-    def decode(cls, raw: bytes) -> TopicRecord:
-        data = json.loads(raw)
-        return cls(data["name"], data["topic_id"], int(data["partitions"]), dict(data["configs"]))
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionState:
-    """Kafka's partition registration: who holds the replicas, who leads, who is in sync.
-
-    ``leader`` is -1 while no replica can lead. ``leader_epoch`` grows with every leader
-    change; ``partition_epoch`` with every change of any field.
-
-    While a reassignment moves the partition (KIP-455), ``replicas`` is the target replicas
-    followed by the original ones leaving, ``adding_replicas`` the target replicas that were
-    not there before and ``removing_replicas`` the original ones not in the target; both are
-    empty otherwise.
-    """
-
-    replicas: tuple[int, ...]
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    partition_epoch: int = 0
-    adding_replicas: tuple[int, ...] = ()
-    removing_replicas: tuple[int, ...] = ()
-
-    @property
-    def reassigning(self) -> bool:
-        return bool(self.adding_replicas or self.removing_replicas)
-
-    def encode(self) -> bytes:
-        data: dict[str, Any] = {
-            "replicas": list(self.replicas),
-            "leader": self.leader,
-            "leader_epoch": self.leader_epoch,
-            "isr": list(self.isr),
-            "partition_epoch": self.partition_epoch,
-        }
-        if self.reassigning:
-            data["adding_replicas"] = list(self.adding_replicas)
-            data["removing_replicas"] = list(self.removing_replicas)
-        return _encode(data)
-
-    @classmethod
-    def decode(cls, raw: bytes) -> PartitionState:
-        data = json.loads(raw)
-        return cls(
-            replicas=tuple(data["replicas"]),
-            leader=int(data["leader"]),
-            leader_epoch=int(data["leader_epoch"]),
-            isr=tuple(data["isr"]),
-            partition_epoch=int(data["partition_epoch"]),
-            adding_replicas=tuple(data.get("adding_replicas", ())),
-            removing_replicas=tuple(data.get("removing_replicas", ())),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class VersionedPartitionState:
-    """A partition state with the etcd revision of its last write, for ``alter_partition``."""
-
-    state: PartitionState
-    mod_revision: int
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataSnapshot:
-    """Everything under the prefix as of one etcd revision."""
-
-    revision: int
-    cluster_id: str | None
-    brokers: dict[int, BrokerRegistration]
-    controller: ControllerClaim | None
-    topics: dict[str, TopicRecord]
-    partitions: dict[tuple[str, int], VersionedPartitionState]
-    shutting_down: frozenset[int] = frozenset()
-    # The ACL document (P/acls), None when no ACL was ever written.
-    acls: bytes | None = None
-    # Dynamic broker configs by stored name: "<id>" or "<default>".
-    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    # Group configs (KIP-848's GROUP config resources) by group id.
-    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataEvent:
-    """One change under the prefix. ``value`` is None for a deletion (or lease expiry)."""
-
-    key: str
-    value: bytes | None
-    mod_revision: int
-    create_revision: int
-
-
-def _encode(data: dict[str, Any]) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return translated
 
 
 def parse_endpoints(text: str) -> list[tuple[str, int]]:
@@ -428,6 +306,7 @@ class EtcdMetadataStore:
 
     # -- cluster id --------------------------------------------------------------------
 
+    @etcd_errors_translated
     async def ensure_cluster_id(self, candidate: str) -> str:
         """The cluster's id: ``candidate`` if this is the first broker, else the one stored."""
         client = self.client
@@ -442,10 +321,12 @@ class EtcdMetadataStore:
 
     # -- brokers -----------------------------------------------------------------------
 
+    @etcd_errors_translated
     async def open_session(self, ttl_s: int = DEFAULT_SESSION_TTL_S) -> BrokerSession:
         lease = await self.client.lease(ttl_s)
         return BrokerSession(self.client, lease, ttl_s)
 
+    @etcd_errors_translated
     async def register_broker(
         self, registration: BrokerRegistration, session: BrokerSession
     ) -> BrokerRegistration:
@@ -506,6 +387,7 @@ class EtcdMetadataStore:
 
     # -- controller --------------------------------------------------------------------
 
+    @etcd_errors_translated
     async def try_become_controller(
         self, broker_id: int, session: BrokerSession
     ) -> ControllerClaim | None:
@@ -538,6 +420,7 @@ class EtcdMetadataStore:
                 return None
             # The epoch moved under us (another broker won and already resigned): try again.
 
+    @etcd_errors_translated
     async def resign_controller(self, claim: ControllerClaim) -> None:
         client = self.client
         tx = client.transactions
@@ -546,6 +429,7 @@ class EtcdMetadataStore:
             compare=[tx.value(key) == claim.encode()], success=[tx.delete(key)], failure=[]
         )
 
+    @etcd_errors_translated
     async def controller_write(
         self,
         claim: ControllerClaim,
@@ -553,44 +437,70 @@ class EtcdMetadataStore:
         deletes: Sequence[bytes] = (),
         *,
         guards: Sequence[Any] = (),
+        delete_prefixes: Sequence[bytes] = (),
     ) -> bool:
-        """Apply the controller's writes atomically, only while ``claim`` is still the
-        controller. False when fenced (or when one of ``guards`` fails)."""
+        """Apply the controller's writes, only while ``claim`` is still the controller and
+        every one of ``guards`` holds. False when fenced (or a guard fails).
+
+        Atomic when they fit one transaction (etcd refuses more than ``--max-txn-ops``
+        operations, 128 by default). More (a topic of thousands of partitions) are written
+        in order in several transactions, each fenced and guarded alike, deletions first:
+        the caller orders its puts so that the last one is the commit point (a topic's
+        record), which readers require before they believe the others (``ClusterView``
+        ignores partitions their topic record does not name). A failure part way leaves
+        unnamed partition keys, which the next creation of that topic clears."""
         client = self.client
         tx = client.transactions
-        ok, _ = await client.transaction(
-            compare=[tx.value(self.key("controller")) == claim.encode(), *guards],
-            success=[*(tx.put(k, v) for k, v in puts), *(tx.delete(k) for k in deletes)],
-            failure=[],
-        )
-        return bool(ok)
+        compare = [tx.value(self.key("controller")) == claim.encode(), *guards]
+        ops: list[Any] = [tx.delete(k) for k in deletes]
+        ops += [tx.put(k, v) for k, v in puts]
+        batches = [ops[start : start + _MAX_TXN_OPS] for start in range(0, len(ops), _MAX_TXN_OPS)]
+        if delete_prefixes:
+            # A transaction may not both delete a range and put a key inside it: on its own.
+            batches.insert(0, [Delete(p, range_end=prefix_range_end(p)) for p in delete_prefixes])
+        for batch in batches or [[]]:
+            ok, _ = await client.transaction(compare=compare, success=batch, failure=[])
+            if not ok:
+                return False
+        return True
 
+    @etcd_errors_translated
     async def create_topic(
         self, claim: ControllerClaim, topic: TopicRecord, states: Sequence[PartitionState]
     ) -> bool:
-        """The controller creates a topic and all its partitions in one transaction; False
-        if fenced or the topic exists."""
+        """The controller creates a topic and its partitions: the partition keys (after
+        clearing any a creation that died part way left), then the topic record, which makes
+        them visible (``controller_write``); one transaction when they fit. False if fenced
+        or the topic exists."""
         tx = self.client.transactions
-        puts = [(self.key("topics", topic.name), topic.encode())]
-        puts += [(self.key("partitions", topic.name, i), s.encode()) for i, s in enumerate(states)]
+        topic_key = self.key("topics", topic.name)
+        puts = [(self.key("partitions", topic.name, i), s.encode()) for i, s in enumerate(states)]
+        puts.append((topic_key, topic.encode()))
         return await self.controller_write(
-            claim, puts, guards=[tx.version(self.key("topics", topic.name)) == 0]
+            claim,
+            puts,
+            guards=[tx.version(topic_key) == 0],
+            delete_prefixes=[self.key("partitions", topic.name, "")],
         )
 
+    @etcd_errors_translated
     async def topic_revision(self, name: str) -> int | None:
         """The etcd revision of the topic's record as etcd has it now (a CreatePartitions
-        moves it too), None when the topic does not exist. Raises EtcdUnavailableError."""
-        try:
-            found = await self.client.get(self.key("topics", name))
-        except (aetcd.exceptions.ClientError, OSError) as exc:
-            raise EtcdUnavailableError(f"reading topic {name}: {exc}") from exc
+        moves it too), None when the topic does not exist."""
+        found = await self.client.get(self.key("topics", name))
         return None if found is None else int(found.mod_revision)
 
+    @etcd_errors_translated
     async def delete_topic(self, claim: ControllerClaim, name: str, partitions: int) -> bool:
-        deletes = [self.key("topics", name)]
-        deletes += [self.key("partitions", name, i) for i in range(partitions)]
-        return await self.controller_write(claim, deletes=deletes)
+        """The topic record and every partition key of the topic, in one transaction
+        (a range deletion is one operation however many partitions there are)."""
+        return await self.controller_write(
+            claim,
+            deletes=[self.key("topics", name)],
+            delete_prefixes=[self.key("partitions", name, "")],
+        )
 
+    @etcd_errors_translated
     async def request_controlled_shutdown(self, broker_id: int, session: BrokerSession) -> None:
         """Ask the controller to move this broker's leaderships away (Kafka's controlled
         shutdown). The key lives on the broker's lease and goes with it."""
@@ -598,12 +508,14 @@ class EtcdMetadataStore:
 
     # -- partitions --------------------------------------------------------------------
 
+    @etcd_errors_translated
     async def partition_state(self, topic: str, partition: int) -> VersionedPartitionState | None:
         found = await self.client.get(self.key("partitions", topic, partition))
         if found is None:
             return None
         return VersionedPartitionState(PartitionState.decode(found.value), found.mod_revision)
 
+    @etcd_errors_translated
     async def alter_partition(
         self, topic: str, partition: int, expected: VersionedPartitionState, isr: Sequence[int]
     ) -> VersionedPartitionState | None:
@@ -623,6 +535,7 @@ class EtcdMetadataStore:
             return None
         return VersionedPartitionState(new, int(responses[0].response_put.header.revision))
 
+    @etcd_errors_translated
     async def controller_set_partition(
         self,
         claim: ControllerClaim,
@@ -641,6 +554,7 @@ class EtcdMetadataStore:
 
     # -- producer ids ------------------------------------------------------------------
 
+    @etcd_errors_translated
     async def allocate_producer_ids(self, block_size: int) -> range:
         """A block of producer ids no other broker will ever be given."""
         client = self.client
@@ -662,6 +576,7 @@ class EtcdMetadataStore:
 
     # -- ACLs --------------------------------------------------------------------------
 
+    @etcd_errors_translated
     async def read_acls(self) -> tuple[bytes | None, int]:
         """The ACL document and its modification revision (0 when absent)."""
         found = await self.client.get(self.key("acls"))
@@ -669,6 +584,7 @@ class EtcdMetadataStore:
             return None, 0
         return bytes(found.value), int(found.mod_revision)
 
+    @etcd_errors_translated
     async def put_acls(self, data: bytes, expected_mod_revision: int) -> int | None:
         """Replace the ACL document if it is still the one read at ``expected_mod_revision``;
         the etcd revision of the write, None when another write came first."""
@@ -686,6 +602,7 @@ class EtcdMetadataStore:
 
     # -- topic configs -------------------------------------------------------------------
 
+    @etcd_errors_translated
     async def update_topic_configs(
         self, name: str, change: Callable[[dict[str, str]], dict[str, str]]
     ) -> tuple[TopicRecord, int] | None:
@@ -711,6 +628,7 @@ class EtcdMetadataStore:
 
     # -- dynamic broker configs ----------------------------------------------------------
 
+    @etcd_errors_translated
     async def broker_configs(self) -> dict[str, dict[str, str]]:
         """Every stored dynamic broker config set, by stored name (``<id>``/``<default>``)."""
         result = await self.client.get_prefix(self.key("configs", "brokers", ""))
@@ -720,6 +638,7 @@ class EtcdMetadataStore:
             if len(self.split_key(kv.key)) == 3
         }
 
+    @etcd_errors_translated
     async def update_broker_configs(
         self, name: str, change: Callable[[dict[str, str]], dict[str, str]]
     ) -> dict[str, str]:
@@ -727,6 +646,7 @@ class EtcdMetadataStore:
         deletes the key); retried on a concurrent write. ``change`` may raise to refuse."""
         return await self._update_configs(self.key("configs", "brokers", name), change)
 
+    @etcd_errors_translated
     async def update_group_configs(
         self, group_id: str, change: Callable[[dict[str, str]], dict[str, str]]
     ) -> dict[str, str]:
@@ -754,6 +674,7 @@ class EtcdMetadataStore:
 
     # -- reading -----------------------------------------------------------------------
 
+    @etcd_errors_translated
     async def snapshot(self) -> MetadataSnapshot:
         """Every key under the prefix, read at one revision."""
         result = await self.client.get_prefix(self.key(""))
@@ -813,8 +734,13 @@ class EtcdMetadataStore:
     async def watch(
         self, start_revision: int, *, on_started: Callable[[], None] | None = None
     ) -> AsyncIterator[MetadataEvent]:
-        """Every change under the prefix from ``start_revision`` on, in revision order."""
-        watch = await self.client.watch_prefix(self.key(""), start_revision=start_revision)
+        """Every change under the prefix from ``start_revision`` on, in revision order. A
+        broken watch raises MetadataStoreError (HistoryCompactedError when the revisions
+        asked for are compacted away)."""
+        try:
+            watch = await self.client.watch_prefix(self.key(""), start_revision=start_revision)
+        except aetcd.exceptions.ClientError as exc:
+            raise MetadataStoreError(str(exc) or type(exc).__name__) from exc
         if on_started is not None:
             on_started()
         try:
@@ -827,6 +753,10 @@ class EtcdMetadataStore:
                     mod_revision=int(kv.mod_revision),
                     create_revision=int(kv.create_revision),
                 )
+        except aetcd.exceptions.RevisionCompactedError as exc:
+            raise HistoryCompactedError(str(exc) or "etcd compacted the history") from exc
+        except aetcd.exceptions.ClientError as exc:
+            raise MetadataStoreError(str(exc) or type(exc).__name__) from exc
         finally:
             with contextlib.suppress(Exception):
                 await watch.cancel()

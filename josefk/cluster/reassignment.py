@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 
-from josefk.cluster.metadata_store import PartitionState
+from josefk.cluster.values import PartitionState
 
 __all__ = [
     "ReassignmentError",

@@ -10,7 +10,7 @@ reconnects with a capped backoff and resumes the watch after the last revision i
 or, if etcd compacted that history meanwhile, reads a fresh snapshot and reports the
 difference as changes. ``connected`` says which of the two the broker is in.
 
-Imports josefk.cluster.metadata_store only.
+Imports josefk.cluster.metadata_store, values and errors; never the etcd client itself.
 """
 
 from __future__ import annotations
@@ -19,23 +19,23 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-import aetcd.exceptions
-
+from josefk.cluster.errors import EtcdUnavailableError, HistoryCompactedError, MetadataStoreError
 from josefk.cluster.metadata_store import (
-    BrokerRegistration,
-    ControllerClaim,
     EtcdMetadataStore,
-    EtcdUnavailableError,
+    decode_broker_configs,
+    group_of_key,
+)
+from josefk.cluster.values import (
+    BrokerRegistration,
+    ClusterView,
+    ControllerClaim,
     MetadataEvent,
-    MetadataSnapshot,
     PartitionState,
     TopicRecord,
     VersionedPartitionState,
-    decode_broker_configs,
-    group_of_key,
+    ViewChange,
 )
 
 logger = logging.getLogger(__name__)
@@ -44,56 +44,6 @@ __all__ = ["ClusterView", "ClusterWatcher", "ViewChange"]
 
 _BACKOFF_START_S = 0.1
 _BACKOFF_MAX_S = 2.0
-
-
-@dataclass(slots=True)
-class ClusterView:
-    """The metadata as of ``revision``. Mutated only by the watcher, on the event loop."""
-
-    revision: int = 0
-    cluster_id: str | None = None
-    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
-    controller: ControllerClaim | None = None
-    topics: dict[str, TopicRecord] = field(default_factory=dict)
-    partitions: dict[tuple[str, int], VersionedPartitionState] = field(default_factory=dict)
-    # Brokers that asked for a controlled shutdown.
-    shutting_down: set[int] = field(default_factory=set)
-    # The ACL document (P/acls) as stored; the broker's authorizer decodes it.
-    acls: bytes | None = None
-    # Dynamic broker configs by stored name ("<id>", "<default>").
-    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    # Group configs (KIP-848 GROUP resources) by group id; read where they are needed.
-    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, snapshot: MetadataSnapshot) -> ClusterView:
-        return cls(
-            snapshot.revision,
-            snapshot.cluster_id,
-            dict(snapshot.brokers),
-            snapshot.controller,
-            dict(snapshot.topics),
-            dict(snapshot.partitions),
-            set(snapshot.shutting_down),
-            snapshot.acls,
-            {name: dict(configs) for name, configs in snapshot.broker_configs.items()},
-            {name: dict(configs) for name, configs in snapshot.group_configs.items()},
-        )
-
-    def partition(self, topic: str, partition: int) -> PartitionState | None:
-        found = self.partitions.get((topic, partition))
-        return found.state if found is not None else None
-
-
-@dataclass(frozen=True, slots=True)
-class ViewChange:
-    """What changed: ``kind`` is broker, controller, topic, partition, shutdown, acls or
-    broker_config; ``name`` the broker id, topic name, (topic, partition) or stored config
-    name; ``removed`` when the entry went away."""
-
-    kind: str
-    name: object
-    removed: bool = False
 
 
 Listener = Callable[[list[ViewChange]], None]
@@ -135,19 +85,17 @@ class ClusterWatcher:
                     self._advanced.set()
                     self._notify(changes)
                 raise EtcdUnavailableError("the etcd watch ended")
-            except aetcd.exceptions.RevisionCompactedError:
+            except HistoryCompactedError:
                 logger.warning("etcd compacted the history this broker missed: re-reading")
                 await self._resync()
-            except (aetcd.exceptions.ClientError, EtcdUnavailableError, OSError) as exc:
+            except (MetadataStoreError, OSError) as exc:
                 if self.connected.is_set():
                     logger.warning("lost the etcd watch (%s); serving from the last view", exc)
                     self.connected.clear()
                     self.disconnected.set()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX_S)
-                with contextlib.suppress(
-                    aetcd.exceptions.ClientError, EtcdUnavailableError, OSError
-                ):
+                with contextlib.suppress(MetadataStoreError, OSError):
                     await self._resync()
 
     async def _resync(self) -> None:

@@ -2,7 +2,7 @@
 them, and (in a cluster) those of a topic the broker's view has yet to bring in, waited for.
 
 ``existing_partitions`` is what OffsetCommit and TxnOffsetCommit ask before the coordinator;
-here it runs against a stand-in metadata view and cluster node, the real-process side being
+here it runs against a stand-in metadata view and topic admin, the real-process side being
 tests/cluster/test_groups_any_placement.py.
 """
 
@@ -14,6 +14,7 @@ from typing import Any, cast
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers.offsets import existing_partitions
 from josefk.broker.metadata_cache import PartitionView
+from josefk.broker.topic_admin import LocalTopicAdmin
 
 
 class View:
@@ -29,7 +30,7 @@ class View:
 
 
 class CatchingUp:
-    """A cluster node whose view brings ``arriving`` in when it is waited for."""
+    """A cluster's topic admin whose view brings ``arriving`` in when it is waited for."""
 
     def __init__(self, view: View, arriving: dict[str, int]) -> None:
         self.view = view
@@ -43,8 +44,8 @@ class CatchingUp:
                 self.view.counts[name] = self.arriving[name]
 
 
-def context(view: View, cluster: CatchingUp | None) -> RequestContext:
-    broker = SimpleNamespace(metadata=view, cluster=cluster, replica_manager=None)
+def context(view: View, admin: CatchingUp | LocalTopicAdmin) -> RequestContext:
+    broker = SimpleNamespace(metadata=view, topic_admin=admin, replica_manager=None)
     return cast(RequestContext, cast(Any, SimpleNamespace(broker=broker)))
 
 
@@ -74,5 +75,7 @@ async def test_a_partition_past_the_known_count_waits_for_its_topic() -> None:
 
 async def test_the_single_node_does_not_wait() -> None:
     view = View({"orders": 1})
-    known = await existing_partitions(context(view, None), [("orders", 0), ("orders", 5)])
+    # The single node's topic admin: its catalog is the metadata, nothing to wait for.
+    local = LocalTopicAdmin(cast(Any, None), broker_id=1)
+    known = await existing_partitions(context(view, local), [("orders", 0), ("orders", 5)])
     assert known == {("orders", 0)}

@@ -51,6 +51,7 @@ async def test_a_cancelled_answer_cancels_its_handler() -> None:
         cluster_id="c",
         replica_manager=None,  # type: ignore[arg-type]
         clock=None,  # type: ignore[arg-type]
+        topic_admin=None,  # type: ignore[arg-type]
         handlers={ApiKey.FETCH: spec},
     )
     dispatcher = RequestDispatcher(context)

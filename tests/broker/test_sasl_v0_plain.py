@@ -42,6 +42,7 @@ def _dispatcher() -> RequestDispatcher:
         cluster_id="c",
         replica_manager=None,  # type: ignore[arg-type]
         clock=None,  # type: ignore[arg-type]
+        topic_admin=None,  # type: ignore[arg-type]
         handlers={},
     )
     return RequestDispatcher(context)

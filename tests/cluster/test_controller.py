@@ -16,6 +16,7 @@ from josefk.cluster.controller import (
     InvalidReplicationFactorError,
     TopicExistsError,
 )
+from josefk.cluster.errors import MetadataStoreError
 from josefk.cluster.metadata_store import EtcdMetadataStore, parse_endpoints
 
 pytestmark = pytest.mark.timeout(60)
@@ -83,6 +84,54 @@ async def test_topic_lifecycle(etcd: EtcdServer) -> None:
         snapshot = await controller.store.snapshot()
         assert "t" not in snapshot.topics
         assert not [k for k in snapshot.partitions if k[0] == "t"]
+    finally:
+        await controller.store.close()
+
+
+async def test_an_existing_topic_is_named_so_before_placement_is_judged(etcd: EtcdServer) -> None:
+    """Kafka checks existence first: with a broker down, creating an existing topic of
+    replication factor 3 is TOPIC_ALREADY_EXISTS, not INVALID_REPLICATION_FACTOR (issue 28)."""
+    controller = await controller_on(etcd)
+    try:
+        await controller.create_topic("t", partitions=1, replication_factor=3, live_brokers=LIVE)
+        two_live = {1: None, 2: None}
+        for validate_only in (True, False):
+            with pytest.raises(TopicExistsError):
+                await controller.create_topic(
+                    "t",
+                    partitions=1,
+                    replication_factor=3,
+                    live_brokers=two_live,
+                    validate_only=validate_only,
+                )
+        # A new topic with that factor is still refused for the brokers it lacks, and a
+        # validate-only request is judged in full but writes nothing.
+        with pytest.raises(InvalidReplicationFactorError):
+            await controller.create_topic(
+                "u", partitions=1, replication_factor=3, live_brokers=two_live, validate_only=True
+            )
+        checked = await controller.create_topic(
+            "u", partitions=2, replication_factor=2, live_brokers=two_live, validate_only=True
+        )
+        assert checked.partitions == 2
+        assert "u" not in (await controller.store.snapshot()).topics
+    finally:
+        await controller.store.close()
+
+
+async def test_etcd_errors_leave_the_cluster_package_as_josefks_own(etcd: EtcdServer) -> None:
+    """The broker never sees the etcd client's exception types: a store whose etcd is gone
+    raises MetadataStoreError (josefk.cluster.errors) from every operation."""
+    controller = await controller_on(etcd)
+    try:
+        etcd.close()
+        with pytest.raises(MetadataStoreError) as raised:
+            await controller.create_topic(
+                "t", partitions=1, replication_factor=1, live_brokers=LIVE
+            )
+        assert not type(raised.value).__module__.startswith("aetcd")
+        with pytest.raises(MetadataStoreError):
+            await controller.store.snapshot()
     finally:
         await controller.store.close()
 

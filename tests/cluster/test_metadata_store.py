@@ -240,8 +240,9 @@ async def test_watch_from_a_snapshot_misses_nothing(etcd: EtcdServer) -> None:
         assert keys[:4] == [
             ("/josefk/controller", True),
             ("/josefk/controller_epoch", True),
-            ("/josefk/topics/t", True),
+            # The topic record last: it makes its partitions visible.
             ("/josefk/partitions/t/0", True),
+            ("/josefk/topics/t", True),
         ]
         # The lease's keys go together, in one revision, when it is revoked.
         assert sorted(keys[4:]) == [("/josefk/brokers/1", False), ("/josefk/controller", False)]

@@ -32,9 +32,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
-
-import aetcd.exceptions
+from typing import Protocol
 
 from josefk.broker.catalog import internal_topic_refusal, is_internal_topic
 from josefk.broker.configs import (
@@ -53,30 +51,55 @@ from josefk.broker.dynamic_config import (
     InvalidBrokerConfigRequest,
     is_list_key,
 )
+from josefk.broker.errors import MetadataUnavailableError
+from josefk.broker.group.coordinator import GroupCoordinator
 from josefk.broker.group.group_configs import (
     GROUP_CONFIG_KEYS,
     HEARTBEAT_INTERVAL,
     SESSION_TIMEOUT,
     SHARE_GROUP_CONFIG_DEFAULTS,
+    GroupConfigs,
     InvalidGroupConfig,
 )
 from josefk.broker.handlers import handles
-from josefk.cluster.metadata_store import EtcdUnavailableError
+from josefk.cluster.errors import MetadataStoreError
 from josefk.config.definitions import WIRE_TYPES, ConfigKey, Support
 from josefk.config.topic import InvalidConfigError, inert_topic_notes
 from josefk.protocol.acls import AclOperation
 from josefk.protocol.acls import ResourceType as AclResource
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 
-DescribeResponse = response_class(ApiKey.DESCRIBE_CONFIGS)
+DescribeResponse = DescribeConfigsResponse
 DescribeResult = DescribeResponse.DescribeConfigsResult
 DescribeEntry = DescribeResult.DescribeConfigsResourceResult
 DescribeSynonym = DescribeEntry.DescribeConfigsSynonym
-AlterResponse = response_class(ApiKey.ALTER_CONFIGS)
+AlterResponse = AlterConfigsResponse
 AlterResult = AlterResponse.AlterConfigsResourceResponse
-IncrementalResponse = response_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+AlterResource = AlterConfigsRequest.AlterConfigsResource
+IncrementalResponse = IncrementalAlterConfigsResponse
 IncrementalResult = IncrementalResponse.AlterConfigsResourceResponse
+IncrementalResource = IncrementalAlterConfigsRequest.AlterConfigsResource
+IncrementalChange = IncrementalResource.AlterableConfig
+
+
+class _Resource(Protocol):
+    """What every config resource of the three requests names."""
+
+    @property
+    def resource_type(self) -> int: ...
+
+    @property
+    def resource_name(self) -> str: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +119,9 @@ def _documentation(declared: ConfigKey | None) -> str | None:
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS)
-def handle_describe_configs(context: RequestContext, request: Any) -> Any:
+def handle_describe_configs(
+    context: RequestContext, request: DescribeConfigsRequest
+) -> DescribeConfigsResponse:
     broker = context.broker
     replicas = broker.replica_manager
     results = []
@@ -150,7 +175,9 @@ def handle_describe_configs(context: RequestContext, request: Any) -> Any:
     return DescribeResponse(results=results)
 
 
-def _describe_entry(entry: ConfigEntry, include_synonyms: bool, include_documentation: bool) -> Any:
+def _describe_entry(
+    entry: ConfigEntry, include_synonyms: bool, include_documentation: bool
+) -> DescribeConfigsResponse.DescribeConfigsResourceResult:
     """One entry of a DescribeConfigs answer; its type (v3+) and, when asked, documentation
     come from the key's declaration (josefk.config.broker / josefk.config.topic)."""
     declared = entry.declared
@@ -172,7 +199,9 @@ def _describe_entry(entry: ConfigEntry, include_synonyms: bool, include_document
 
 
 @handles(ApiKey.ALTER_CONFIGS)
-async def handle_alter_configs(context: RequestContext, request: Any) -> Any:
+async def handle_alter_configs(
+    context: RequestContext, request: AlterConfigsRequest
+) -> AlterConfigsResponse:
     results = []
     for resource in request.resources:
         message: str | None
@@ -198,7 +227,9 @@ async def handle_alter_configs(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
-async def handle_incremental_alter_configs(context: RequestContext, request: Any) -> Any:
+async def handle_incremental_alter_configs(
+    context: RequestContext, request: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
     results = []
     for resource in request.resources:
         message: str | None
@@ -225,7 +256,9 @@ async def handle_incremental_alter_configs(context: RequestContext, request: Any
     return IncrementalResponse(responses=results)
 
 
-def _denied(context: RequestContext, resource: Any, operation: AclOperation) -> ErrorCode | None:
+def _denied(
+    context: RequestContext, resource: _Resource, operation: AclOperation
+) -> ErrorCode | None:
     if context.broker.authorizer is None:
         return None
     if resource.resource_type == ResourceType.TOPIC:
@@ -253,7 +286,9 @@ def _list_edited(op: int, items: list[str], given: list[str]) -> str:
     return ",".join(items)
 
 
-def _incremental(configs: dict[str, str], current: dict[str, str], change: Any) -> None:
+def _incremental(
+    configs: dict[str, str], current: dict[str, str], change: IncrementalChange
+) -> None:
     name, op = change.name, change.config_operation
     if op == SET:
         if change.value is None:
@@ -272,13 +307,13 @@ def _incremental(configs: dict[str, str], current: dict[str, str], change: Any) 
 TopicEdit = Callable[[dict[str, str]], dict[str, str]]
 
 
-def _replace_topic_configs(resource: Any) -> TopicEdit:
+def _replace_topic_configs(resource: AlterResource) -> TopicEdit:
     """AlterConfigs replaces the whole set of overrides with the given one."""
     configs = {c.name: c.value for c in resource.configs if c.value is not None}
     return lambda _stored: dict(configs)
 
 
-def _incremental_topic_edit(context: RequestContext, resource: Any) -> TopicEdit:
+def _incremental_topic_edit(context: RequestContext, resource: IncrementalResource) -> TopicEdit:
     """IncrementalAlterConfigs of a topic: each change applied to the stored overrides;
     APPEND and SUBTRACT start from the effective value where the topic has no override."""
 
@@ -293,13 +328,12 @@ def _incremental_topic_edit(context: RequestContext, resource: Any) -> TopicEdit
 
 
 async def _alter_topic(
-    context: RequestContext, resource: Any, edit: TopicEdit, validate_only: bool
+    context: RequestContext, resource: _Resource, edit: TopicEdit, validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     """One TOPIC resource of AlterConfigs / IncrementalAlterConfigs: ``edit`` turns the
-    topic's overrides into the new ones. On a single node they go to the catalog and the
-    logs; in a cluster to the topic's record in etcd (``ClusterNode.alter_topic_configs``),
-    which every broker holding a replica applies, this one before answering."""
-    replicas = context.broker.replica_manager
+    topic's overrides into the new ones, which the broker's topic admin stores and applies
+    (a single node's catalog and logs; a cluster's etcd record, which every broker holding a
+    replica applies, this one before answering)."""
     if resource.resource_type != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
     name = resource.resource_name
@@ -308,41 +342,25 @@ async def _alter_topic(
             name, "alter the configs of"
         )
     unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
-    info = replicas.catalog.get(name)
-    if info is None:
+    if name not in context.broker.replica_manager.catalog:
         return unknown
-
-    def checked(stored: dict[str, str]) -> dict[str, str]:
-        configs = edit(stored)
-        replicas.default_log_config.with_overrides(configs)
-        return configs
-
-    cluster = context.broker.cluster
-    if cluster is None and context.broker.config.cluster_mode:
-        # Listening, not yet joined: the local catalog is not the cluster's to change.
-        return ErrorCode.REQUEST_TIMED_OUT, "the broker is joining its cluster; try again"
     try:
-        if cluster is not None:
-            stored = await cluster.alter_topic_configs(name, checked, validate_only=validate_only)
-            if stored is None:
-                return unknown
-        elif validate_only:
-            stored = checked(dict(info.configs))
-        else:
-            stored = edit(dict(info.configs))
-            replicas.alter_topic_configs(name, stored)
-        if not validate_only:
-            for note in inert_topic_notes(stored):
-                logger.info("topic %s: %s", name, note)
+        stored = await context.broker.topic_admin.alter_topic_configs(
+            name, edit, validate_only=validate_only
+        )
     except (InvalidConfigError, _Invalid) as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
-    except (aetcd.exceptions.ClientError, EtcdUnavailableError) as exc:
-        # etcd is away (restarting, cut off): retriable, as the cluster's topic admin answers.
-        return ErrorCode.REQUEST_TIMED_OUT, f"the cluster metadata is unreachable: {exc}"
+    except MetadataUnavailableError as exc:
+        return ErrorCode.REQUEST_TIMED_OUT, str(exc)
     except Exception as exc:
         # A bug: this resource fails, the request and the broker go on.
         logger.exception("altering the configs of topic %r failed", name)
         return ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot change the topic configs: {exc}"
+    if stored is None:
+        return unknown
+    if not validate_only:
+        for note in inert_topic_notes(stored):
+            logger.info("topic %s: %s", name, note)
     return ErrorCode.NONE, None
 
 
@@ -352,7 +370,10 @@ BrokerEdit = Callable[[dict[str, str]], dict[str, str]]
 
 
 async def _alter_broker(
-    context: RequestContext, resource: Any, edit: BrokerEdit, validate_only: bool
+    context: RequestContext,
+    resource: AlterResource | IncrementalResource,
+    edit: BrokerEdit,
+    validate_only: bool,
 ) -> tuple[ErrorCode, str | None]:
     """One BROKER resource of AlterConfigs / IncrementalAlterConfigs: ``edit`` turns the
     stored overrides of the resource into the new ones (and may refuse)."""
@@ -374,30 +395,33 @@ async def _alter_broker(
     except OSError as exc:
         logger.error("cannot store the dynamic broker configs: %s", exc)
         return ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the change: {exc.strerror or exc}"
+    except MetadataStoreError as exc:
+        # etcd away (restarting, cut off): retriable, as for a topic's configs.
+        return ErrorCode.REQUEST_TIMED_OUT, f"the cluster metadata is unreachable: {exc}"
     except Exception as exc:
-        # etcd unreachable, or a bug: this resource fails, the request and broker go on.
+        # A bug: this resource fails, the request and broker go on.
         logger.exception("altering broker configs %r failed", resource.resource_name)
         return ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot change the broker configs: {exc}"
     return ErrorCode.NONE, None
 
 
-def _null_values(resource: Any) -> None:
+def _null_values(resource: AlterResource) -> None:
     nulls = [c.name for c in resource.configs if c.value is None]
     if nulls:
         raise InvalidBrokerConfigRequest("Null value not supported for : " + ", ".join(nulls))
 
 
-def _replace_all(resource: Any) -> BrokerEdit:
+def _replace_all(resource: AlterResource) -> BrokerEdit:
     """AlterConfigs: the given set replaces the stored one."""
 
     def edit(_stored: dict[str, str]) -> dict[str, str]:
         _null_values(resource)
-        return {c.name: c.value for c in resource.configs}
+        return {c.name: c.value for c in resource.configs if c.value is not None}
 
     return edit
 
 
-def _incremental_edit(context: RequestContext, resource: Any) -> BrokerEdit:
+def _incremental_edit(context: RequestContext, resource: IncrementalResource) -> BrokerEdit:
     """IncrementalAlterConfigs: SET and DELETE one override each; APPEND and SUBTRACT work
     on a list key's value as this resource has it (its override, else what the layers
     below give: the cluster default, the static value, Kafka's default), and APPEND adds
@@ -438,8 +462,10 @@ def _incremental_edit(context: RequestContext, resource: Any) -> BrokerEdit:
 # -- GROUP configs (KIP-848 consumer groups) ------------------------------------------------
 
 
-def _group_store(context: RequestContext) -> tuple[Any, Any]:
-    coordinator = context.broker.group_coordinator
+def _group_store(
+    context: RequestContext,
+) -> tuple[GroupCoordinator | None, GroupConfigs | None]:
+    coordinator: GroupCoordinator | None = context.broker.group_coordinator
     store = None if coordinator is None else coordinator.group_configs
     return coordinator, store
 
@@ -475,7 +501,7 @@ def _group_config_entries(
 
 
 async def _alter_group(
-    context: RequestContext, resource: Any, validate_only: bool
+    context: RequestContext, resource: IncrementalResource, validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     """IncrementalAlterConfigs of a GROUP resource: SET and DELETE of the group's overrides,
     checked against the broker's bounds (INVALID_CONFIG), written to the store, applied from
@@ -505,7 +531,8 @@ async def _alter_group(
         return ErrorCode.INVALID_CONFIG, str(exc)
     except OSError as exc:
         return ErrorCode.KAFKA_STORAGE_ERROR, f"group configs not stored: {exc}"
-    except (EtcdUnavailableError, aetcd.exceptions.ClientError) as exc:
+    except MetadataStoreError as exc:
+        # etcd away (restarting, cut off): retriable.
         return ErrorCode.REQUEST_TIMED_OUT, f"group configs not stored: {exc}"
     if not validate_only:
         logger.info("group %s: configs now %s", group_id, new)

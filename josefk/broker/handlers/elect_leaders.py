@@ -7,7 +7,7 @@ ELECTION_NOT_NEEDED when the wanted leader already leads, PREFERRED_LEADER_NOT_A
 the preferred replica is dead or out of sync, ELIGIBLE_LEADERS_NOT_AVAILABLE when an unclean
 election finds no live replica. The single node leads everything it has: nothing to elect.
 
-Imports the cluster node and josefk.cluster's election rules; must not import the network layer.
+Imports josefk.cluster's errors (the cluster node only for its type); must not import the network layer.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
-from josefk.cluster.controller import ControllerFencedError
+from josefk.cluster.errors import ControllerFencedError
 from josefk.protocol.acls import AclOperation
 from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
@@ -69,7 +68,7 @@ async def handle_elect_leaders(
     version = context.api_version
     election = request.election_type if version >= 1 else PREFERRED
     node = context.broker.cluster
-    if not isinstance(node, ClusterNode):
+    if node is None:
         replicas = context.broker.replica_manager
         known = [(p.tp.topic, p.tp.partition) for p in replicas.partitions()]
         return _answer(

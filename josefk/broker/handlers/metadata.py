@@ -25,10 +25,10 @@ from josefk.broker.catalog import (
     is_internal_topic,
     validate_topic_name,
 )
-from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
 from josefk.broker.handlers import handles
+from josefk.broker.topic_admin import NewTopic
 from josefk.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
@@ -124,15 +124,18 @@ def _maybe_auto_create(
         return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if broker.replica_manager.catalog.colliding_topic(name) is not None:
         return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
-    if isinstance(broker.cluster, ClusterNode):
-        # A cluster's topics live in etcd, created by the controller: ask it, and tell the
-        # client to retry, as Kafka's brokers answer while the creation is under way.
-        broker.cluster.auto_create_topic(name)
-        return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
+    config = broker.config
     try:
-        return broker.replica_manager.create_topic(name, broker.config.num_partitions, {})
+        created = broker.topic_admin.auto_create_topic(
+            NewTopic(name, config.num_partitions, config.default_replication_factor)
+        )
     except StorageError as exc:
         return _error_entry(name, error_code_for(exc))
+    if created is None:
+        # Under way elsewhere (a cluster's controller): the client asks again, as Kafka's
+        # brokers answer while the creation is under way.
+        return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
+    return created
 
 
 def _topic_entry(

@@ -5,7 +5,7 @@ UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees it, as Kafka's request ha
 check is against the cluster's metadata, not this broker's replicas (a group's coordinator
 leads its ``__consumer_offsets`` partition, not its topics), and a topic this broker's view
 does not know yet (created a moment ago through another broker) is waited for
-(``ClusterNode.await_topics``) before it is refused. Everything else is the coordinator's. OffsetFetch answers -1 and no error for a partition or group without a
+(``TopicAdmin.await_topics``) before it is refused. Everything else is the coordinator's. OffsetFetch answers -1 and no error for a partition or group without a
 commit, and from v7 with ``require_stable`` UNSTABLE_OFFSET_COMMIT (retriable) for a partition
 whose transactional offset is still pending, or whose commit is still being replicated (a
 cluster: the coordinator shows a commit only once the offsets topic's in-sync replicas hold
@@ -152,8 +152,8 @@ async def existing_partitions(
     # A partition past a known topic's count may come from a CreatePartitions just made: its
     # topic is waited for too.
     missing = {name for name, index in asked if (name, index) not in known}
-    if missing and broker.cluster is not None:
-        await broker.cluster.await_topics(missing)
+    if missing:
+        await broker.topic_admin.await_topics(missing)
         known = {tp for tp in asked if metadata.partition(*tp) is not None}
     return known
 

@@ -8,7 +8,7 @@ answering as soon as the move has started, as Kafka does. List answers from the 
 view of etcd. The single node has one broker and nothing to move: every target other than
 its own id is INVALID_REPLICA_ASSIGNMENT, and nothing is ever in progress.
 
-Imports the cluster node and josefk.cluster's controller errors; must not import the network
+Imports josefk.cluster's errors (the cluster node only for its type); must not import the network
 layer.
 """
 
@@ -16,17 +16,16 @@ from __future__ import annotations
 
 from typing import Final
 
-from josefk.broker.cluster_node import ClusterNode
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
-from josefk.cluster.controller import (
+from josefk.cluster.errors import (
     ControllerFencedError,
     InvalidReplicaAssignmentError,
-    InvalidReplicationFactorError,
     NoReassignmentInProgressError,
-    ReassignmentError,
     UnknownTopicError,
 )
+from josefk.cluster.placement import InvalidReplicationFactorError
+from josefk.cluster.reassignment import ReassignmentError
 from josefk.protocol.acls import AclOperation
 from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
@@ -97,7 +96,7 @@ async def handle_alter_partition_reassignments(
         for p in topic.partitions
     }
     node = context.broker.cluster
-    if not isinstance(node, ClusterNode):
+    if node is None:
         return _alter_answer(request, _single_node(context, requested))
     controller = node.controller
     if controller is None:
@@ -142,7 +141,7 @@ def handle_list_partition_reassignments(
     if not context.authorize_cluster(AclOperation.DESCRIBE):
         return context.refuse_as(LIST, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     node = context.broker.cluster
-    if not isinstance(node, ClusterNode):
+    if node is None:
         return LIST(error_code=ErrorCode.NONE, error_message=None, topics=[])
     if not node.is_controller:
         return LIST(

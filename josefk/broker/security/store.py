@@ -25,11 +25,14 @@ import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from josefk.broker.security.scram import ScramCredential
-from josefk.cluster.credentials import CredentialRecords
 from josefk.fileio import write_atomically
+
+if TYPE_CHECKING:
+    from josefk.cluster.credentials import CredentialRecords
+
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,118 @@
+"""Topic administration in a real cluster (issue 28's last items).
+
+- A broker hosting thousands of new partitions writes their files off the event loop, as the
+  single node does: another client is answered while they are made (before, the watch's
+  reconciliation made every log and fsynced every ``partition.metadata`` on the loop). A
+  topic of more partitions than one etcd transaction holds (etcd's --max-txn-ops, 128 by
+  default) is created at all (before, CreateTopics failed for it).
+- CreateTopics of a topic that exists is TOPIC_ALREADY_EXISTS even while a broker is down
+  (before, the controller judged placement first: INVALID_REPLICATION_FACTOR for a
+  replication factor the live brokers could not hold).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster_process import LocalCluster, wait_for
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewTopic
+from etcd_server import ETCD, SKIP_REASON
+from raw_client import RawClient
+
+from josefk.protocol.api import ApiKey, request_class
+from josefk.protocol.errors import ErrorCode
+
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(ETCD is None, reason=SKIP_REASON),
+]
+
+CreateTopics = request_class(ApiKey.CREATE_TOPICS)
+MANY = 1000
+
+
+def _create(client: RawClient, name: str, partitions: int, *, validate_only: bool) -> Any:
+    return client.call(
+        ApiKey.CREATE_TOPICS,
+        7,
+        topics=[
+            CreateTopics.CreatableTopic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=1,
+                assignments=[],
+                configs=[],
+            )
+        ],
+        timeout_ms=60_000,
+        validate_only=validate_only,
+    ).topics[0]
+
+
+def _metadata_files(data_dir: Path, topic: str) -> int:
+    return sum(1 for p in data_dir.glob(f"{topic}-*/partition.metadata"))
+
+
+def test_other_clients_are_served_while_a_broker_hosts_1000_new_partitions(
+    tmp_path: Path,
+) -> None:
+    with LocalCluster(tmp_path, brokers=1) as cluster:
+        broker = cluster.brokers[1]
+        data_dir = Path(broker.data_dir)
+        admin, other = RawClient(broker.bootstrap), RawClient(broker.bootstrap)
+        try:
+            # The one broker answers topic requests once it holds the controller claim.
+            wait_for(
+                "the broker to be controller",
+                lambda: (
+                    _create(admin, "probe", 1, validate_only=True).error_code
+                    != ErrorCode.NOT_CONTROLLER
+                    or None
+                ),
+            )
+            created = _create(admin, "many", MANY, validate_only=False)
+            assert (created.error_code, created.num_partitions) == (ErrorCode.NONE, MANY)
+            # The broker is making them once the first one's directory exists.
+            wait_for("the first partition", lambda: next(data_dir.glob("many-*"), None))
+            assert other.call(ApiKey.API_VERSIONS, 3, client_software_name="t").error_code == 0
+            # Answered while they are still being made.
+            assert _metadata_files(data_dir, "many") < MANY
+            wait_for(
+                "every partition's files",
+                lambda: _metadata_files(data_dir, "many") == MANY or None,
+                timeout=240,
+            )
+        finally:
+            admin.close()
+            other.close()
+
+
+def _create_error(cluster: LocalCluster, topic: NewTopic) -> int:
+    admin = cluster.admin()  # kept until the answer: a destroyed client fails its futures
+    future = admin.create_topics([topic], operation_timeout=30)[topic.topic]
+    try:
+        future.result(timeout=60)
+    except KafkaException as exc:
+        error: KafkaError = exc.args[0]
+        return int(error.code())
+    return ErrorCode.NONE
+
+
+def test_an_existing_topic_is_already_there_while_a_broker_is_down(tmp_path: Path) -> None:
+    with LocalCluster(tmp_path, brokers=3) as cluster:
+        assert _create_error(cluster, NewTopic("kept", 2, 3)) == ErrorCode.NONE
+        controller = cluster.admin().list_topics(timeout=10).controller_id
+        down = next(b for b in sorted(cluster.brokers) if b != controller)
+        cluster.brokers[down].kill()
+
+        def two_live() -> bool | None:
+            return len(cluster.admin().list_topics(timeout=10).brokers) == 2 or None
+
+        wait_for("the killed broker to leave the metadata", two_live)
+        assert _create_error(cluster, NewTopic("kept", 2, 3)) == ErrorCode.TOPIC_ALREADY_EXISTS
+        # A new topic of that factor is refused for the broker it lacks.
+        refused = _create_error(cluster, NewTopic("new", 1, 3))
+        assert refused == ErrorCode.INVALID_REPLICATION_FACTOR
