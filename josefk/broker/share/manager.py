@@ -11,29 +11,46 @@ A member that leaves its group or misses its session timeout (the coordinator's
 ``on_member_gone``), or closes its share session, releases everything it holds; a waiting
 ShareFetch is woken by a release (``changed``) as it is by an append.
 
-Concurrency: event loop thread only; nothing awaits halfway through a change (the handler
-awaits between calls).
+Durable state: a share partition is made (``load``) from the state its share coordinator
+keeps in ``__share_group_state`` (``SharePersister``: the coordinator itself on this broker,
+or over the inter-broker listener), or, with none kept, its new start offset is written there
+before any record is acquired. ``persist`` writes the whole state (start offset, in-flight
+ranges; an acquired range as available) after acknowledgements and before they are
+answered; releases are written in the background (``persist_later``). Writes of one share
+partition are made one at a time, so a later write never carries older state. A broker that
+stops leading a partition drops its share partitions (``leadership_changed``); a write
+fenced by a newer leader's epoch drops it too.
 
-Imports the share partition, the broker's TopicPartition, the storage layer's FileSlice (to
-read batch headers of what a fetch read) and josefk.util's clock; must not
-import handlers, the codec or the group coordinator (it is told of members going).
+Concurrency: event loop thread only; nothing awaits halfway through a change (the handler
+awaits between calls; a write takes the state as it is when the write begins).
+
+Imports the share partition, the share records and the coordinator's ReadResult, the
+broker's TopicPartition, the storage layer's FileSlice (to read batch headers of what a fetch
+read) and josefk.util's clock; must not import handlers, the codec or the group coordinator
+(it is told of members going).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import struct
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final, Protocol
 
 from josefk.broker.partition import TopicPartition
-from josefk.broker.share.partition import SharePartition
-from josefk.broker.share.state_store import ShareStateStore
+from josefk.broker.share import records
+from josefk.broker.share.coordinator import ReadResult
+from josefk.broker.share.partition import InFlightRange, RecordState, SharePartition
+from josefk.broker.share.records import ShareStateKey, StateBatch
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.file_records import FileSlice
 from josefk.util.clock import Clock
+
+logger = logging.getLogger(__name__)
 
 INITIAL_EPOCH: Final = 0
 FINAL_EPOCH: Final = -1
@@ -52,6 +69,77 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch >= 2**31 - 1 else epoch + 1
 
 
+class SharePersister(Protocol):
+    """Where share partitions' state is kept: the share coordinator (``coordinator.py``),
+    called directly on this broker or over the inter-broker listener (``persister.py``)."""
+
+    async def read(self, key: ShareStateKey, leader_epoch: int) -> ReadResult: ...
+
+    async def write(
+        self,
+        key: ShareStateKey,
+        *,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        batches: Sequence[StateBatch],
+    ) -> ErrorCode: ...
+
+    async def delete(self, key: ShareStateKey) -> ErrorCode: ...
+
+
+@dataclass(slots=True)
+class _Durable:
+    """What the manager knows of one share partition's durable state."""
+
+    key: ShareStateKey
+    leader_epoch: int
+    state_epoch: int = 0
+    # Changes made in memory, and the last of them written (writes are whole states, made
+    # one at a time per share partition, so a write covers every change before it).
+    changes: int = 0
+    written: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+_TO_RECORD: Final = {
+    RecordState.AVAILABLE: records.AVAILABLE,
+    # An acquired record is kept as available: after a crash it is delivered again.
+    RecordState.ACQUIRED: records.AVAILABLE,
+    RecordState.ACKNOWLEDGED: records.ACKNOWLEDGED,
+    RecordState.ARCHIVED: records.ARCHIVED,
+}
+_FROM_RECORD: Final = {
+    records.AVAILABLE: RecordState.AVAILABLE,
+    records.ACKNOWLEDGED: RecordState.ACKNOWLEDGED,
+    records.ARCHIVED: RecordState.ARCHIVED,
+}
+
+
+def state_batches(sp: SharePartition) -> list[StateBatch]:
+    """The share partition's in-flight ranges as ``__share_group_state`` batches."""
+    return [
+        StateBatch(r.first_offset, r.last_offset, _TO_RECORD[r.state], r.delivery_count)
+        for r in sp.ranges
+    ]
+
+
+def in_flight(start_offset: int, batches: Sequence[StateBatch]) -> list[InFlightRange]:
+    """Stored batches as contiguous in-flight ranges from ``start_offset``: offsets no batch
+    names (never delivered) are AVAILABLE."""
+    ranges: list[InFlightRange] = []
+    at = start_offset
+    for b in sorted(batches, key=lambda x: x.first_offset):
+        if b.last_offset < at:
+            continue
+        if b.first_offset > at:
+            ranges.append(InFlightRange(at, b.first_offset - 1, RecordState.AVAILABLE, 0))
+        state = _FROM_RECORD.get(b.delivery_state, RecordState.AVAILABLE)
+        ranges.append(InFlightRange(max(b.first_offset, at), b.last_offset, state, b.delivery_count))
+        at = b.last_offset + 1
+    return ranges
+
+
 class SharePartitionManager:
     """Share partitions and share sessions of one broker. Event loop thread only."""
 
@@ -63,7 +151,7 @@ class SharePartitionManager:
         delivery_count_limit: int = 5,
         max_record_locks: int = 2000,
         max_sessions: int = 2000,
-        store: ShareStateStore | None = None,
+        persister: SharePersister | None = None,
     ) -> None:
         self._clock = clock
         self.record_lock_duration_ms = record_lock_duration_ms
@@ -73,59 +161,163 @@ class SharePartitionManager:
         self.partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._changed = asyncio.Event()
-        self._store = store
-        self._saved = {} if store is None else store.load()
+        self.persister = persister
+        self._durable: dict[tuple[str, TopicPartition], _Durable] = {}
+        self._background: set[asyncio.Task[Any]] = set()
 
     def now_ms(self) -> int:
         return self._clock.monotonic_ms()
 
     # -- share partitions ---------------------------------------------------------------------
 
+    async def load(
+        self,
+        group_id: str,
+        tp: TopicPartition,
+        topic_id: uuid.UUID,
+        *,
+        leader_epoch: int,
+        start: int,
+    ) -> ErrorCode:
+        """Make the share partition unless it is here: its state read from the share
+        coordinator, or (none kept) a new state at ``start`` written there first, so that a
+        restart or a new leader begins where this one did."""
+        key = (group_id, tp)
+        if key in self.partitions:
+            return ErrorCode.NONE
+        if self.persister is None:
+            self.share_partition(group_id, tp, start)
+            return ErrorCode.NONE
+        state_key = ShareStateKey(group_id, topic_id, tp.partition)
+        result = await self.persister.read(state_key, leader_epoch)
+        if key in self.partitions:  # made by another request while this one waited
+            return ErrorCode.NONE
+        if result.error:
+            return result.error
+        durable = _Durable(state_key, leader_epoch)
+        if result.state is not None:
+            sp = self._new_partition(result.state.start_offset)
+            sp.restore(in_flight(result.state.start_offset, result.state.batches))
+            durable.state_epoch = result.state.state_epoch
+        else:
+            sp = self._new_partition(start)
+            error = await self.persister.write(
+                state_key, state_epoch=0, leader_epoch=leader_epoch, start_offset=start, batches=()
+            )
+            if key in self.partitions:
+                return ErrorCode.NONE
+            if error:
+                return error
+        self.partitions[key] = sp
+        self._durable[key] = durable
+        return ErrorCode.NONE
+
+    def _new_partition(self, start: int) -> SharePartition:
+        return SharePartition(
+            start,
+            record_lock_duration_ms=self.record_lock_duration_ms,
+            delivery_count_limit=self.delivery_count_limit,
+            max_record_locks=self.max_record_locks,
+        )
+
     def share_partition(self, group_id: str, tp: TopicPartition, start: int) -> SharePartition:
-        """The share partition, made with start offset ``start`` on first use."""
+        """The share partition, made with start offset ``start`` on first use (without a
+        persister; with one, ``load`` makes it)."""
         key = (group_id, tp)
         sp = self.partitions.get(key)
         if sp is None:
-            saved = self._saved.pop(key, None)
-            sp = SharePartition(
-                start if saved is None else saved[0],
-                record_lock_duration_ms=self.record_lock_duration_ms,
-                delivery_count_limit=self.delivery_count_limit,
-                max_record_locks=self.max_record_locks,
-            )
-            if saved is not None:
-                sp.restore(saved[1])
+            sp = self._new_partition(start)
             self.partitions[key] = sp
         return sp
 
     def existing(self, group_id: str, tp: TopicPartition) -> SharePartition | None:
         return self.partitions.get((group_id, tp))
 
-    def persist(self, group_id: str, tp: TopicPartition) -> None:
-        """Write the share partition's state (after acknowledgements, before the answer)."""
-        sp = self.partitions.get((group_id, tp))
-        if self._store is not None and sp is not None:
-            self._store.save(group_id, tp, sp)
+    def changed(self, group_id: str, tp: TopicPartition) -> None:
+        """The share partition's state changed in memory (to be written)."""
+        durable = self._durable.get((group_id, tp))
+        if durable is not None:
+            durable.changes += 1
+
+    async def persist(self, group_id: str, tp: TopicPartition) -> ErrorCode:
+        """Write the share partition's state to the share coordinator, replicated, unless a
+        write since its last change did (after acknowledgements, before they are answered)."""
+        self.changed(group_id, tp)
+        durable = self._durable.get((group_id, tp))
+        if durable is None or self.persister is None:
+            return ErrorCode.NONE
+        wanted = durable.changes
+        async with durable.lock:
+            if durable.written >= wanted:
+                return ErrorCode.NONE
+            sp = self.partitions.get((group_id, tp))
+            if sp is None:
+                return ErrorCode.NONE
+            covers = durable.changes
+            error = await self.persister.write(
+                durable.key,
+                state_epoch=durable.state_epoch,
+                leader_epoch=durable.leader_epoch,
+                start_offset=sp.start_offset,
+                batches=state_batches(sp),
+            )
+            if error:
+                logger.warning(
+                    "share state of %s %s not written: %s", group_id, tp, error.name
+                )
+                if error is ErrorCode.FENCED_LEADER_EPOCH:
+                    # Another broker leads the partition now: this state is stale.
+                    self._forget((group_id, tp))
+                return error
+            durable.written = max(durable.written, covers)
+            return ErrorCode.NONE
+
+    def persist_later(self, group_id: str, tp: TopicPartition) -> None:
+        """``persist`` in the background (a release nobody waits for)."""
+        self.changed(group_id, tp)
+        if self.persister is None or (group_id, tp) not in self._durable:
+            return
+        task = asyncio.ensure_future(self.persist(group_id, tp))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _forget(self, key: tuple[str, TopicPartition]) -> None:
+        self.partitions.pop(key, None)
+        self._durable.pop(key, None)
+
+    def _delete_later(self, key: tuple[str, TopicPartition]) -> None:
+        durable = self._durable.get(key)
+        self._forget(key)
+        if durable is not None and self.persister is not None:
+            task = asyncio.ensure_future(self.persister.delete(durable.key))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def leadership_changed(self, tp: TopicPartition, leads: bool) -> None:
+        """This broker stopped (or started) leading ``tp``: its share partitions here are
+        dropped, and made again from the share coordinator's state when it leads again."""
+        if leads:
+            return
+        for key in [k for k in self.partitions if k[1] == tp]:
+            self._forget(key)
+        self._notify()
 
     def of_group(self, group_id: str) -> dict[TopicPartition, SharePartition]:
         return {tp: sp for (g, tp), sp in self.partitions.items() if g == group_id}
 
     def drop_group(self, group_id: str) -> None:
-        """The group was deleted: its share partitions and their saved state go."""
+        """The group was deleted: its share partitions and their state go."""
         for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
-            if self._store is not None:
-                self._store.delete(*key)
-        for key in [k for k in self._saved if k[0] == group_id]:
-            del self._saved[key]
-            if self._store is not None:
-                self._store.delete(*key)
+            self._delete_later(key)
 
     def drop_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[1].topic == topic]:
-            del self.partitions[key]
-            if self._store is not None:
-                self._store.delete(*key)
+            self._delete_later(key)
+
+    async def close(self) -> None:
+        """Let the background writes end (the broker stops)."""
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=5)
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -164,6 +356,7 @@ class SharePartitionManager:
         session.partitions.pop(tp, None)
         sp = self.partitions.get((session.group_id, tp))
         if sp is not None and sp.release_member(session.member_id):
+            self.persist_later(session.group_id, tp)
             self._notify()
 
     # -- members ------------------------------------------------------------------------------
@@ -171,12 +364,12 @@ class SharePartitionManager:
     def release_member(self, group_id: str, member_id: str) -> int:
         """Release every record ``member_id`` holds in ``group_id`` (it left or expired)."""
         released = 0
-        for (g, tp), sp in self.partitions.items():
+        for (g, tp), sp in list(self.partitions.items()):
             if g == group_id:
                 count = sp.release_member(member_id)
                 if count:
                     released += count
-                    self.persist(g, tp)
+                    self.persist_later(g, tp)
         if released:
             self._notify()
         return released
