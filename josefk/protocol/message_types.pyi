@@ -2879,6 +2879,140 @@ class ShareAcknowledgeResponse:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReadShareGroupStateRequest:
+    """ReadShareGroupState request (API key 84), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class ReadStateData:
+        """ReadShareGroupStateRequest.ReadStateData."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class PartitionData:
+            """ReadShareGroupStateRequest.ReadStateData.PartitionData."""
+
+            partition: int = ...  # versions 0+
+            leader_epoch: int = ...  # versions 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[PartitionData] = ...  # versions 0+
+
+    PartitionData: TypeAlias = ReadStateData.PartitionData  # type: ignore[misc]
+    group_id: str = ...  # versions 0+
+    topics: list[ReadStateData] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadShareGroupStateResponse:
+    """ReadShareGroupState response (API key 84), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class ReadStateResult:
+        """ReadShareGroupStateResponse.ReadStateResult."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class PartitionResult:
+            """ReadShareGroupStateResponse.ReadStateResult.PartitionResult."""
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class StateBatch:
+                """ReadShareGroupStateResponse.ReadStateResult.PartitionResult.StateBatch."""
+
+                first_offset: int = ...  # versions 0+
+                last_offset: int = ...  # versions 0+
+                delivery_state: int = ...  # versions 0+
+                delivery_count: int = ...  # versions 0+
+
+            partition: int = ...  # versions 0+
+            error_code: int = ...  # versions 0+
+            error_message: str | None = ...  # versions 0+, nullable 0+
+            state_epoch: int = ...  # versions 0+
+            start_offset: int = ...  # versions 0+
+            state_batches: list[StateBatch] = ...  # versions 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[PartitionResult] = ...  # versions 0+
+
+    PartitionResult: TypeAlias = ReadStateResult.PartitionResult  # type: ignore[misc]
+    StateBatch: TypeAlias = ReadStateResult.PartitionResult.StateBatch  # type: ignore[misc]
+    results: list[ReadStateResult] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteShareGroupStateRequest:
+    """WriteShareGroupState request (API key 85), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class WriteStateData:
+        """WriteShareGroupStateRequest.WriteStateData."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class PartitionData:
+            """WriteShareGroupStateRequest.WriteStateData.PartitionData."""
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class StateBatch:
+                """WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch."""
+
+                first_offset: int = ...  # versions 0+
+                last_offset: int = ...  # versions 0+
+                delivery_state: int = ...  # versions 0+
+                delivery_count: int = ...  # versions 0+
+
+            partition: int = ...  # versions 0+
+            state_epoch: int = ...  # versions 0+
+            leader_epoch: int = ...  # versions 0+
+            start_offset: int = ...  # versions 0+
+            state_batches: list[StateBatch] = ...  # versions 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[PartitionData] = ...  # versions 0+
+
+    PartitionData: TypeAlias = WriteStateData.PartitionData  # type: ignore[misc]
+    StateBatch: TypeAlias = WriteStateData.PartitionData.StateBatch  # type: ignore[misc]
+    group_id: str = ...  # versions 0+
+    topics: list[WriteStateData] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteShareGroupStateResponse:
+    """WriteShareGroupState response (API key 85), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class WriteStateResult:
+        """WriteShareGroupStateResponse.WriteStateResult."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class PartitionResult:
+            """WriteShareGroupStateResponse.WriteStateResult.PartitionResult."""
+
+            partition: int = ...  # versions 0+
+            error_code: int = ...  # versions 0+
+            error_message: str | None = ...  # versions 0+, nullable 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[PartitionResult] = ...  # versions 0+
+
+    PartitionResult: TypeAlias = WriteStateResult.PartitionResult  # type: ignore[misc]
+    results: list[WriteStateResult] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DescribeShareGroupOffsetsRequest:
     """DescribeShareGroupOffsets request (API key 90), versions 0-1, flexible 0+."""
 

@@ -40,6 +40,8 @@ NOT_SHIPPED = frozenset(
         "ShareFetch",
         "ShareAcknowledge",
         "DescribeShareGroupOffsets",
+        "ReadShareGroupState",
+        "WriteShareGroupState",
     }
 )
 ALL_SPECS = [spec for pair in all_specs() for spec in pair]

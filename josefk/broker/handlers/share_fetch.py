@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -54,6 +55,8 @@ from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.offsets import FetchIsolation
+
+logger = logging.getLogger(__name__)
 
 FETCH: Final = response_class(ApiKey.SHARE_FETCH)
 ACKNOWLEDGE: Final = response_class(ApiKey.SHARE_ACKNOWLEDGE)
@@ -108,7 +111,7 @@ class _Topics:
         return self._allowed[name]
 
 
-def _acknowledge(
+async def _acknowledge(
     manager: SharePartitionManager,
     group_id: str,
     member_id: str,
@@ -116,7 +119,7 @@ def _acknowledge(
     request_topics: Any,
     answers: dict[TopicPartition, _Answer],
 ) -> None:
-    changed = False
+    changed: list[TopicPartition] = []
     for topic in request_topics:
         name = topics.name(topic.topic_id)
         for p in topic.partitions:
@@ -134,12 +137,16 @@ def _acknowledge(
                     error = ErrorCode.INVALID_RECORD_STATE
                 else:
                     error = sp.acknowledge(member_id, _batches(p))
-                    manager.persist(group_id, tp)
-                    changed = True
+                    changed.append(tp)
             answer = answers.setdefault(tp, _Answer(topic.topic_id, p.partition_index))
             answer.ack_error = error
     if changed:
         manager.notify()
+        # Durable before answered: the share coordinator holds the state, replicated.
+        written = await asyncio.gather(*(manager.persist(group_id, tp) for tp in changed))
+        for tp, error in zip(changed, written, strict=True):
+            if error and not answers[tp].ack_error:
+                answers[tp].ack_error = error
 
 
 def _session_error(error: ErrorCode, response: Any) -> Any:
@@ -181,7 +188,7 @@ async def handle_share_fetch(context: RequestContext, request: Any) -> Any:
         error, session = manager.session_for(group_id, member_id, epoch)
     if error or session is None:
         return _session_error(error or ErrorCode.SHARE_SESSION_NOT_FOUND, FETCH)
-    _acknowledge(manager, group_id, member_id, topics, request.topics, answers)
+    await _acknowledge(manager, group_id, member_id, topics, request.topics, answers)
     if epoch == FINAL_EPOCH:
         manager.close_session(group_id, member_id)
         return _fetch_response(context, answers, manager)
@@ -234,6 +241,20 @@ async def _fetch(
             log = partition.log
             visible = log.last_stable_offset if committed else log.high_watermark
             start = log.log_start_offset if reset == "earliest" else log.high_watermark
+            topic_id = topics.topic_id(tp.topic)
+            if manager.existing(group_id, tp) is None and topic_id is not None:
+                error = await manager.load(
+                    group_id,
+                    tp,
+                    topic_id,
+                    leader_epoch=partition.leader_epoch,
+                    start=start,
+                )
+                if error:
+                    # The share coordinator cannot answer yet (loading, moving, fenced):
+                    # nothing is acquired here until it does.
+                    logger.info("share partition %s of %s not loaded: %s", tp, group_id, error.name)
+                    continue
             sp = manager.share_partition(group_id, tp, start)
             sp.reset_start(log.log_start_offset)
             sp.expire_locks(manager.now_ms())
@@ -285,7 +306,7 @@ async def _fetch(
                 skipped = not_deliverable(spans, aborted)
                 if skipped and acquired:
                     acquired = found.withhold(member_id, acquired, skipped)
-                    manager.persist(group_id, tp)
+                    manager.persist_later(group_id, tp)
                 if not acquired:
                     continue
                 acquired_any = True
@@ -355,7 +376,7 @@ def _fetch_response(
 
 
 @handles(ApiKey.SHARE_ACKNOWLEDGE)
-def handle_share_acknowledge(context: RequestContext, request: Any) -> Any:
+async def handle_share_acknowledge(context: RequestContext, request: Any) -> Any:
     manager = _manager(context)
     group_id, member_id = request.group_id, request.member_id
     if not group_id:
@@ -375,7 +396,7 @@ def handle_share_acknowledge(context: RequestContext, request: Any) -> Any:
         return _session_error(error or ErrorCode.SHARE_SESSION_NOT_FOUND, ACKNOWLEDGE)
     topics = _Topics(context)
     answers: dict[TopicPartition, _Answer] = {}
-    _acknowledge(manager, group_id, member_id, topics, request.topics, answers)
+    await _acknowledge(manager, group_id, member_id, topics, request.topics, answers)
     if epoch == FINAL_EPOCH:
         manager.close_session(group_id, member_id)
     by_topic: dict[Any, list[Any]] = {}

@@ -144,7 +144,7 @@ class TopicStateLog:
             info = self._replicas.append_to_leader(
                 target, memoryview(batch), acks=-1, origin=AppendOrigin.COORDINATOR
             )
-        except Exception as exc:  # noqa: BLE001  every refusal becomes an error code
+        except Exception as exc:
             code = error_code_for(exc)
             logger.warning("append to %s-%d failed: %s", SHARE_STATE_TOPIC, partition, exc)
             raise StateLogError(str(exc), error=_coordinator_error(code)) from exc
@@ -218,9 +218,7 @@ class ReadResult:
 class ShareCoordinator:
     """The share-partition states of the ``__share_group_state`` partitions led here."""
 
-    def __init__(
-        self, log: StateLog, clock: Clock, *, updates_per_snapshot: int = 500
-    ) -> None:
+    def __init__(self, log: StateLog, clock: Clock, *, updates_per_snapshot: int = 500) -> None:
         self._log = log
         self._clock = clock
         self.updates_per_snapshot = updates_per_snapshot
@@ -229,6 +227,10 @@ class ShareCoordinator:
         self._owned: set[int] | None = None
 
     # -- ownership ------------------------------------------------------------------------
+
+    @property
+    def partition_count(self) -> int:
+        return self._log.partition_count
 
     def partition_for(self, key: ShareStateKey) -> int:
         return share_state_partition(key, self._log.partition_count)

@@ -135,7 +135,9 @@ def in_flight(start_offset: int, batches: Sequence[StateBatch]) -> list[InFlight
         if b.first_offset > at:
             ranges.append(InFlightRange(at, b.first_offset - 1, RecordState.AVAILABLE, 0))
         state = _FROM_RECORD.get(b.delivery_state, RecordState.AVAILABLE)
-        ranges.append(InFlightRange(max(b.first_offset, at), b.last_offset, state, b.delivery_count))
+        ranges.append(
+            InFlightRange(max(b.first_offset, at), b.last_offset, state, b.delivery_count)
+        )
         at = b.last_offset + 1
     return ranges
 
@@ -262,9 +264,7 @@ class SharePartitionManager:
                 batches=state_batches(sp),
             )
             if error:
-                logger.warning(
-                    "share state of %s %s not written: %s", group_id, tp, error.name
-                )
+                logger.warning("share state of %s %s not written: %s", group_id, tp, error.name)
                 if error is ErrorCode.FENCED_LEADER_EPOCH:
                     # Another broker leads the partition now: this state is stale.
                     self._forget((group_id, tp))
