@@ -58,6 +58,9 @@ from josefk.storage.offsets import FetchIsolation
 
 logger = logging.getLogger(__name__)
 
+# A share partition's first load waits at least this long, even for a fetch that would not.
+_MIN_LOAD_WAIT_S: Final = 1.0
+
 FETCH: Final = response_class(ApiKey.SHARE_FETCH)
 ACKNOWLEDGE: Final = response_class(ApiKey.SHARE_ACKNOWLEDGE)
 
@@ -243,13 +246,21 @@ async def _fetch(
             start = log.log_start_offset if reset == "earliest" else log.high_watermark
             topic_id = topics.topic_id(tp.topic)
             if manager.existing(group_id, tp) is None and topic_id is not None:
-                error = await manager.load(
-                    group_id,
-                    tp,
-                    topic_id,
-                    leader_epoch=partition.leader_epoch,
-                    start=start,
-                )
+                # Bounded by the fetch's wait: the persister retries while a coordinator
+                # moves, and the member asks again on its next fetch.
+                try:
+                    error = await asyncio.wait_for(
+                        manager.load(
+                            group_id,
+                            tp,
+                            topic_id,
+                            leader_epoch=partition.leader_epoch,
+                            start=start,
+                        ),
+                        max(deadline - loop.time(), _MIN_LOAD_WAIT_S),
+                    )
+                except TimeoutError:
+                    error = ErrorCode.COORDINATOR_NOT_AVAILABLE
                 if error:
                     # The share coordinator cannot answer yet (loading, moving, fenced):
                     # nothing is acquired here until it does.
@@ -350,8 +361,11 @@ def _fetch_response(
                 partition_index=answer.partition,
                 error_code=answer.error,
                 acknowledge_error_code=answer.ack_error or ErrorCode.NONE,
+                # This broker for what it answers; unknown (-1) with an error, so that the
+                # client looks the leader up in metadata rather than coming back here.
                 current_leader=FETCH.LeaderIdAndEpoch(
-                    leader_id=context.broker.broker_id, leader_epoch=answer.leader_epoch
+                    leader_id=-1 if answer.error else context.broker.broker_id,
+                    leader_epoch=answer.leader_epoch,
                 ),
                 records=answer.records if answer.acquired else b"",
                 acquired_records=[

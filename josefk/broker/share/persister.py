@@ -64,7 +64,7 @@ class ClusterPersister:
         *,
         broker_id: int,
         timeout_s: float = 30.0,
-        retry_s: float = 60.0,
+        retry_s: float = 20.0,
         security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self._local = local
