@@ -333,7 +333,17 @@ class Broker:
             self.cluster.leadership_listeners.append(share_partitions.leadership_changed)
         self.share_partitions = share_partitions
         self.group_coordinator.share.on_member_gone.append(share_partitions.member_gone)
-        self.group_coordinator.share.on_group_deleted.append(share_partitions.drop_group)
+
+        def share_group_deleted(group_id: str, topics: frozenset[str]) -> None:
+            partitions = [
+                (TopicPartition(name, index), info.topic_id)
+                for name in topics
+                if (info := replicas.catalog.get(name)) is not None
+                for index in range(info.partitions)
+            ]
+            share_partitions.drop_group(group_id, partitions)
+
+        self.group_coordinator.share.on_group_deleted.append(share_group_deleted)
         replicas.topic_deleted_listeners.append(share_partitions.drop_topic)
         context = BrokerContext(
             config=config,

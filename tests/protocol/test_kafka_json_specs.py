@@ -42,6 +42,9 @@ NOT_SHIPPED = frozenset(
         "DescribeShareGroupOffsets",
         "ReadShareGroupState",
         "WriteShareGroupState",
+        "DeleteShareGroupState",
+        "AlterShareGroupOffsets",
+        "DeleteShareGroupOffsets",
     }
 )
 ALL_SPECS = [spec for pair in all_specs() for spec in pair]

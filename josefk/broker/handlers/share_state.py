@@ -1,5 +1,5 @@
-"""ReadShareGroupState (84) and WriteShareGroupState (85), v0: the share coordinator's
-inter-broker APIs (KIP-932).
+"""ReadShareGroupState (84), WriteShareGroupState (85) and DeleteShareGroupState (86), v0: the
+share coordinator's inter-broker APIs (KIP-932).
 
 Behavior: each partition of the request is a call on this broker's ``ShareCoordinator``
 (``read`` / ``write``), answered per partition: NOT_COORDINATOR when this broker does not lead
@@ -144,3 +144,28 @@ async def handle_write_share_group_state(context: RequestContext, request: Any) 
         partitions = await asyncio.gather(*(one(topic.topic_id, p) for p in topic.partitions))
         results.append(WRITE.WriteStateResult(topic_id=topic.topic_id, partitions=list(partitions)))
     return WRITE(results=results)
+
+
+DELETE: Final = response_class(ApiKey.DELETE_SHARE_GROUP_STATE)
+
+
+@handles(ApiKey.DELETE_SHARE_GROUP_STATE)
+async def handle_delete_share_group_state(context: RequestContext, request: Any) -> Any:
+    refused = _refused(context)
+    coordinator = _coordinator(context)
+
+    async def one(topic_id: Any, p: Any) -> Any:
+        error = refused
+        if not refused and coordinator is not None:
+            error = await coordinator.delete(ShareStateKey(request.group_id, topic_id, p.partition))
+        return DELETE.PartitionResult(
+            partition=p.partition, error_code=error, error_message=error.message if error else None
+        )
+
+    results = []
+    for topic in request.topics:
+        partitions = await asyncio.gather(*(one(topic.topic_id, p) for p in topic.partitions))
+        results.append(
+            DELETE.DeleteStateResult(topic_id=topic.topic_id, partitions=list(partitions))
+        )
+    return DELETE(results=results)

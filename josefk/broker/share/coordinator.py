@@ -322,7 +322,7 @@ class ShareCoordinator:
         if state is None or state_epoch > state.state_epoch:
             fresh = ShareState(
                 state_epoch=state_epoch,
-                leader_epoch=leader_epoch,
+                leader_epoch=max(leader_epoch, -1 if state is None else state.leader_epoch),
                 start_offset=max(start_offset, 0),
                 snapshot_epoch=0 if state is None else state.snapshot_epoch + 1,
             )

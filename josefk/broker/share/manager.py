@@ -265,8 +265,9 @@ class SharePartitionManager:
             )
             if error:
                 logger.warning("share state of %s %s not written: %s", group_id, tp, error.name)
-                if error is ErrorCode.FENCED_LEADER_EPOCH:
-                    # Another broker leads the partition now: this state is stale.
+                if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
+                    # Another broker leads the partition now, or the group's offsets were
+                    # reset: this state is stale, the next fetch reads the new one.
                     self._forget((group_id, tp))
                 return error
             durable.written = max(durable.written, covers)
@@ -293,6 +294,44 @@ class SharePartitionManager:
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
+    # -- operators' changes (AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups) --
+
+    async def reset(
+        self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID, start_offset: int
+    ) -> ErrorCode:
+        """A new start offset for an empty group's share partition: a new state (the next
+        state epoch, nothing in flight). A leader holding the old state is fenced by the
+        state epoch at its next write and reads the new state."""
+        self._forget((group_id, tp))
+        if self.persister is None:
+            return ErrorCode.NONE
+        key = ShareStateKey(group_id, topic_id, tp.partition)
+        current = await self.persister.read(key, -1)
+        if current.error:
+            return current.error
+        epoch = 0 if current.state is None else current.state.state_epoch + 1
+        self._forget((group_id, tp))
+        return await self.persister.write(
+            key, state_epoch=epoch, leader_epoch=-1, start_offset=start_offset, batches=()
+        )
+
+    async def delete_state(
+        self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID
+    ) -> ErrorCode:
+        self._forget((group_id, tp))
+        if self.persister is None:
+            return ErrorCode.NONE
+        return await self.persister.delete(ShareStateKey(group_id, topic_id, tp.partition))
+
+    async def read_state(
+        self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID
+    ) -> ReadResult:
+        """The share partition's durable state (for DescribeShareGroupOffsets where this
+        broker does not hold the share partition); it records no leader epoch."""
+        if self.persister is None:
+            return ReadResult(ErrorCode.NONE)
+        return await self.persister.read(ShareStateKey(group_id, topic_id, tp.partition), -1)
+
     def leadership_changed(self, tp: TopicPartition, leads: bool) -> None:
         """This broker stopped (or started) leading ``tp``: its share partitions here are
         dropped, and made again from the share coordinator's state when it leads again."""
@@ -305,10 +344,21 @@ class SharePartitionManager:
     def of_group(self, group_id: str) -> dict[TopicPartition, SharePartition]:
         return {tp: sp for (g, tp), sp in self.partitions.items() if g == group_id}
 
-    def drop_group(self, group_id: str) -> None:
-        """The group was deleted: its share partitions and their state go."""
+    def drop_group(
+        self, group_id: str, partitions: Iterable[tuple[TopicPartition, uuid.UUID]] = ()
+    ) -> None:
+        """The group was deleted: its share partitions here and the state of ``partitions``
+        (those of the topics it read) go."""
         for key in [k for k in self.partitions if k[0] == group_id]:
             self._delete_later(key)
+        if self.persister is None:
+            return
+        for tp, topic_id in partitions:
+            task = asyncio.ensure_future(
+                self.persister.delete(ShareStateKey(group_id, topic_id, tp.partition))
+            )
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     def drop_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[1].topic == topic]:
@@ -348,9 +398,25 @@ class SharePartitionManager:
         return ErrorCode.NONE, session
 
     def close_session(self, group_id: str, member_id: str) -> None:
-        """The member closed its session (epoch -1): what it holds here is released."""
+        """The member closed its session (epoch -1): what it holds here is released. The
+        last session of a group closed, its share partitions here go once written (an empty
+        group's offsets may be reset elsewhere; they are read again on the next fetch)."""
         self.sessions.pop((group_id, member_id), None)
         self.release_member(group_id, member_id)
+        self._maybe_idle(group_id)
+
+    def _maybe_idle(self, group_id: str) -> None:
+        if self.persister is None or any(g == group_id for g, _ in self.sessions):
+            return
+        task = asyncio.ensure_future(self._drop_idle(group_id))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _drop_idle(self, group_id: str) -> None:
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            await self.persist(*key)
+            if not any(g == group_id for g, _ in self.sessions):
+                self._forget(key)
 
     def forget(self, session: ShareSession, tp: TopicPartition) -> None:
         session.partitions.pop(tp, None)
@@ -378,6 +444,7 @@ class SharePartitionManager:
         """The coordinator's listener: the member left the group or was removed."""
         self.sessions.pop((group_id, member_id), None)
         self.release_member(group_id, member_id)
+        self._maybe_idle(group_id)
 
     # -- waiting ------------------------------------------------------------------------------
 

@@ -10,11 +10,10 @@ markers travel). A coordinator moving (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABL
 COORDINATOR_LOAD_IN_PROGRESS, no leader yet, a connection failing) is retried with a short
 backoff until ``retry_s`` passes: a SIGKILLed coordinator's partition gets a new leader within
 the cluster's failover time, and the acknowledgement waiting on the write is answered then.
-Delete is local only (a deleted group's state on another coordinator stays, harmless: a group
-made again under the same id starts from it, as Kafka's state epoch would not).
+DeleteShareGroupState the same way.
 
 Imports the share coordinator and records, the metadata cache, josefk.client's connection
-and josefk.protocol (the two messages); must not import the handlers.
+and josefk.protocol (the three messages); must not import the handlers.
 """
 
 from __future__ import annotations
@@ -32,6 +31,8 @@ from josefk.client.security import PLAINTEXT, ClientSecurity
 from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
     WriteShareGroupStateRequest,
@@ -143,9 +144,42 @@ class ClusterPersister:
         return error  # type: ignore[no-any-return]
 
     async def delete(self, key: ShareStateKey) -> ErrorCode:
-        if self._leader(key) == self._broker_id:
-            return await self._local.delete(key)
-        return ErrorCode.NONE
+        async def attempt(_: int) -> tuple[ErrorCode, None]:
+            leader = self._leader(key)
+            if leader < 0:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+            if leader == self._broker_id:
+                return await self._local.delete(key), None
+            return await self._remote_delete(leader, key), None
+
+        error, _ = await self._retrying(attempt)
+        return error  # type: ignore[no-any-return]
+
+    async def _remote_delete(self, leader: int, key: ShareStateKey) -> ErrorCode:
+        request = DeleteShareGroupStateRequest(
+            group_id=key.group_id,
+            topics=[
+                DeleteShareGroupStateRequest.DeleteStateData(
+                    topic_id=key.topic_id,
+                    partitions=[
+                        DeleteShareGroupStateRequest.PartitionData(partition=key.partition)
+                    ],
+                )
+            ],
+        )
+        try:
+            response: DeleteShareGroupStateResponse | None = await self._request(
+                leader, ApiKey.DELETE_SHARE_GROUP_STATE, request
+            )
+        except Exception as exc:  # noqa: BLE001  any failure: a new connection, a retry
+            self._drop(leader, exc)
+            return ErrorCode.NETWORK_EXCEPTION
+        if response is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        for topic in response.results:
+            for p in topic.partitions:
+                return ErrorCode(p.error_code)
+        return ErrorCode.UNKNOWN_SERVER_ERROR
 
     # -- requests ---------------------------------------------------------------------------
 
