@@ -8,7 +8,9 @@ member once its acquisition lock ends; acknowledged records are not delivered ag
 broker SIGKILL and restart while acquired ones are; transaction markers (and, under
 read_committed, aborted records) are never delivered and do not hold the start offset back;
 ListGroups, ShareGroupDescribe, DescribeShareGroupOffsets and share sessions over the wire;
-josefk's own AIOShareConsumer, ``josefk consume --share-group`` and ``josefk groups``.
+AlterShareGroupOffsets (``josefk groups reset-offsets``, refused while the group has members),
+DeleteShareGroupOffsets and DeleteGroups; josefk's own AIOShareConsumer,
+``josefk consume --share-group`` and ``josefk groups``.
 
 The broker runs with a short heartbeat interval, session timeout and record lock so that
 everything takes seconds; tests poll the clients until the expected state, never sleep.
@@ -514,3 +516,107 @@ def test_transaction_markers_and_aborted_records(broker: BrokerProcess, isolatio
     assert values == expected
     # Every offset is settled, markers included: 7 records and 3 markers.
     assert describe_offsets(broker.bootstrap, group) == [(10, 0)]
+
+
+def _share_offsets(client: RawClient, group: str) -> tuple[int, list[tuple[int, int]]]:
+    """The group's error code and (partition, start offset) of its share state."""
+    request = request_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+    response = client.call(
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        1,
+        groups=[request.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)],
+    )
+    (described,) = response.groups
+    return described.error_code, [
+        (p.partition_index, p.start_offset) for t in described.topics for p in t.partitions
+    ]
+
+
+def test_reset_delete_offsets_and_delete_a_share_group(broker: BrokerProcess) -> None:
+    """AlterShareGroupOffsets through ``josefk groups reset-offsets`` (refused while a member
+    is in the group, as Kafka's rule), then every record delivered again from the new start;
+    DeleteShareGroupOffsets forgets the state; DeleteGroups deletes the empty group."""
+    group = unique_topic("gz")
+    set_earliest(broker.bootstrap, group)
+    topic = new_topic(broker.bootstrap, 6)
+    first = share_consumer(broker.bootstrap, group, topic)
+    got: list[int] = []
+    client = RawClient(broker.bootstrap)
+    try:
+        poll_until([first], lambda: len(got) >= 6, lambda _, m: got.append(m.offset() or 0))
+        first.commit_sync()
+        assert _share_offsets(client, group) == (ErrorCode.NONE, [(0, 6)])
+        # A member in the group: refused (the CLI fails before any change).
+        run_josefk(
+            broker.bootstrap,
+            "groups",
+            "reset-offsets",
+            group,
+            "--topic",
+            topic,
+            "--to",
+            "earliest",
+            "--execute",
+            expect=1,
+        )
+        admin_refused = client.call(
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+            0,
+            group_id=group,
+            topics=[
+                request_class(ApiKey.ALTER_SHARE_GROUP_OFFSETS).AlterShareGroupOffsetsRequestTopic(
+                    topic_name=topic,
+                    partitions=[
+                        request_class(
+                            ApiKey.ALTER_SHARE_GROUP_OFFSETS
+                        ).AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)
+                    ],
+                )
+            ],
+        )
+        assert admin_refused.error_code == ErrorCode.NON_EMPTY_GROUP
+    finally:
+        first.close()
+    # Empty now (the member left on close): the start offset goes back to 0.
+    plan = json.loads(
+        run_josefk(
+            broker.bootstrap,
+            "groups",
+            "reset-offsets",
+            group,
+            "--topic",
+            topic,
+            "--to",
+            "earliest",
+            "--execute",
+            "--json",
+        )
+    )
+    assert [(p["old_offset"], p["new_offset"]) for p in plan["partitions"]] == [(6, 0)]
+    assert _share_offsets(client, group) == (ErrorCode.NONE, [(0, 0)])
+    second = share_consumer(broker.bootstrap, group, topic)
+    again: dict[int, int] = {}
+    try:
+        poll_until(
+            [second],
+            lambda: len(again) >= 6,
+            lambda _, m: again.setdefault(m.offset() or 0, m.delivery_count()),
+        )
+        second.commit_sync()
+    finally:
+        second.close()
+    assert again == dict.fromkeys(range(6), 1)
+
+    delete = request_class(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
+    deleted = client.call(
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        0,
+        group_id=group,
+        topics=[delete.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)],
+    )
+    assert (deleted.error_code, [t.error_code for t in deleted.responses]) == (0, [0])
+    assert _share_offsets(client, group) == (ErrorCode.NONE, [(0, -1)])
+    gone = client.call(ApiKey.DELETE_GROUPS, 2, groups_names=[group])
+    assert [r.error_code for r in gone.results] == [ErrorCode.NONE]
+    assert _share_offsets(client, group)[0] == ErrorCode.GROUP_ID_NOT_FOUND
+    client.close()
