@@ -95,6 +95,7 @@ from josefk.metrics.collectors import (
     PurgatoryStats,
 )
 from josefk.metrics.exporter import MetricsExporter
+from josefk.metrics.share import SharePartitionStats, ShareStats
 from josefk.storage.dir_lock import LogDirLock, LogDirLockedError
 from josefk.storage.log_cleaner import CleanerConfig
 from josefk.storage.manager import LogManager, LogManagerConfig
@@ -332,6 +333,10 @@ class Broker:
         else:
             self.cluster.leadership_listeners.append(share_partitions.leadership_changed)
         self.share_partitions = share_partitions
+        if self.metrics is not None:
+            share_partitions.probe = self.metrics.share
+            self.share_coordinator.probe = self.metrics.share
+            self.metrics.watch_share(functools.partial(self._share_stats, share_partitions))
         self.group_coordinator.share.on_member_gone.append(share_partitions.member_gone)
 
         def share_group_deleted(group_id: str, topics: frozenset[str]) -> None:
@@ -730,6 +735,23 @@ class Broker:
                     coordinator.unload_partition(tp.partition)
 
         self.cluster.leadership_listeners.append(follow_leadership)
+
+    def _share_stats(self, share_partitions: SharePartitionManager) -> ShareStats:
+        groups: dict[str, int] = {}
+        coordinator = self.group_coordinator
+        if coordinator is not None:
+            for group in coordinator.share_groups.values():
+                groups[group.state] = groups.get(group.state, 0) + 1
+        sessions, session_partitions, partitions = share_partitions.stats()
+        return ShareStats(
+            groups_by_state=groups,
+            sessions=sessions,
+            session_partitions=session_partitions,
+            partitions=tuple(
+                SharePartitionStats(group, tp.topic, tp.partition, messages, batches)
+                for group, tp, messages, batches in partitions
+            ),
+        )
 
     def _cleaner_stats(self) -> CleanerStats:
         assert self.log_manager is not None

@@ -24,14 +24,16 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess, run_josefk
+from broker_process import BrokerProcess, free_port, run_josefk
 from client_helpers import ck_admin, ck_config, ck_create_topic, ck_topic_id, unique_topic
 from confluent_kafka import Message, Producer, ShareConsumer
+from prometheus_client.parser import text_string_to_metric_families
 from raw_client import RawClient
 
 from josefk.client.share_consumer import AcknowledgeType, AIOShareConsumer
@@ -53,7 +55,9 @@ pytestmark = pytest.mark.timeout(180)
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     base = tmp_path_factory.mktemp("josefk-kip932")
-    broker = BrokerProcess(base / "data", base / "broker.stderr.log", settings=SETTINGS)
+    broker = BrokerProcess(
+        base / "data", base / "broker.stderr.log", settings=SETTINGS, metrics_port=free_port()
+    )
     try:
         broker.start()
         yield broker
@@ -620,3 +624,56 @@ def test_reset_delete_offsets_and_delete_a_share_group(broker: BrokerProcess) ->
     assert [r.error_code for r in gone.results] == [ErrorCode.NONE]
     assert _share_offsets(client, group)[0] == ErrorCode.GROUP_ID_NOT_FOUND
     client.close()
+
+
+def _scrape(broker: BrokerProcess) -> dict[str, float]:
+    url = f"http://{broker.host}:{broker.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=20) as response:
+        text = response.read().decode()
+    samples: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return samples
+
+
+def test_share_group_metrics(broker: BrokerProcess) -> None:
+    """Kafka's share-group series count what a real ShareConsumer did."""
+    before = _scrape(broker)
+    group = unique_topic("gm")
+    set_earliest(broker.bootstrap, group)
+    topic = new_topic(broker.bootstrap, 4)
+    consumer = share_consumer(
+        broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"}
+    )
+    got: dict[int, int] = {}
+
+    def accept_but_release_zero_once(_: int, message: Message) -> None:
+        offset = message.offset() or 0
+        got[offset] = got.get(offset, 0) + 1
+        once = offset == 0 and got[offset] == 1
+        consumer.acknowledge(message, RELEASE if once else ACCEPT)
+
+    try:
+        poll_until([consumer], lambda: len(got) == 4 and got[0] == 2, accept_but_release_zero_once)
+        consumer.commit_sync()
+        during = _scrape(broker)
+    finally:
+        consumer.close()
+
+    def grew(name: str) -> float:
+        return during.get(name, 0.0) - before.get(name, 0.0)
+
+    acks = "kafka_server_sharegroupmetrics_recordacknowledgements_total"
+    assert grew(acks + '{ackType="Accept"}') == 4
+    assert grew(acks + '{ackType="Release"}') == 1
+    assert grew(f'kafka_server_brokertopicmetrics_totalsharefetchrequests_total{{topic="{topic}"}}')
+    assert grew(
+        f'kafka_server_brokertopicmetrics_totalshareacknowledgementrequests_total{{topic="{topic}"}}'
+    )
+    assert grew("kafka_server_share_coordinator_metrics_write_total") >= 2
+    assert during['kafka_server_group_coordinator_metrics_share_group_count{state="Stable"}'] >= 1
+    assert during["kafka_server_sharesessioncache_sharesessionscount"] >= 1
+    in_flight = f'group="{group}",partition="0",topic="{topic}"'
+    assert during[f"kafka_server_sharepartitionmetrics_inflightmessagecount{{{in_flight}}}"] >= 0

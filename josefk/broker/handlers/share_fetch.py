@@ -123,6 +123,7 @@ async def _acknowledge(
     answers: dict[TopicPartition, _Answer],
 ) -> None:
     changed: list[TopicPartition] = []
+    counted: dict[TopicPartition, dict[int, int]] = {}
     for topic in request_topics:
         name = topics.name(topic.topic_id)
         for p in topic.partitions:
@@ -139,8 +140,10 @@ async def _acknowledge(
                 elif sp is None:
                     error = ErrorCode.INVALID_RECORD_STATE
                 else:
-                    error = sp.acknowledge(member_id, _batches(p))
+                    batches = _batches(p)
+                    error = sp.acknowledge(member_id, batches)
                     changed.append(tp)
+                    counted[tp] = _record_counts(batches)
             answer = answers.setdefault(tp, _Answer(topic.topic_id, p.partition_index))
             answer.ack_error = error
     if changed:
@@ -150,6 +153,27 @@ async def _acknowledge(
         for tp, error in zip(changed, written, strict=True):
             if error and not answers[tp].ack_error:
                 answers[tp].ack_error = error
+    if manager.probe is not None:
+        for tp, answer in answers.items():
+            if answer.ack_error is not None:
+                manager.probe.acknowledged(
+                    tp.topic,
+                    failed=bool(answer.ack_error),
+                    records={} if answer.ack_error else counted.get(tp, {}),
+                )
+
+
+def _record_counts(batches: list[AcknowledgementBatch]) -> dict[int, int]:
+    """Records acknowledged by type (gaps left out) in one partition's batches."""
+    counts: dict[int, int] = {}
+    for b in batches:
+        if len(b.acknowledge_types) == 1:
+            kind = b.acknowledge_types[0]
+            counts[kind] = counts.get(kind, 0) + b.last_offset - b.first_offset + 1
+        else:
+            for kind in b.acknowledge_types:
+                counts[kind] = counts.get(kind, 0) + 1
+    return counts
 
 
 def _session_error(error: ErrorCode, response: Any) -> Any:
@@ -355,6 +379,9 @@ def _fetch_response(
     context: RequestContext, answers: dict[TopicPartition, _Answer], manager: SharePartitionManager
 ) -> Any:
     by_topic: dict[Any, list[Any]] = {}
+    if manager.probe is not None:
+        for tp, answer in answers.items():
+            manager.probe.share_fetch(tp.topic, failed=bool(answer.error))
     for answer in answers.values():
         by_topic.setdefault(answer.topic_id, []).append(
             FETCH.PartitionData(

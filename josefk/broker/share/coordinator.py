@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from josefk.broker.errors import error_code_for
 from josefk.broker.group.offsets_schema import coordinator_partition
@@ -225,6 +225,8 @@ class ShareCoordinator:
         self.states: dict[ShareStateKey, ShareState] = {}
         # None: every partition is coordinated here (one node); else those led here.
         self._owned: set[int] | None = None
+        # The broker's ShareProbe (josefk.metrics.share), when metrics are on.
+        self.probe: Any = None
 
     # -- ownership ------------------------------------------------------------------------
 
@@ -311,6 +313,27 @@ class ShareCoordinator:
     ) -> ErrorCode:
         """WriteShareGroupState: a new state (a snapshot) for a key not known, else an update
         with these batches; answered once the record is replicated."""
+        began = self._clock.monotonic_ms()
+        error = await self._write(
+            key,
+            state_epoch=state_epoch,
+            leader_epoch=leader_epoch,
+            start_offset=start_offset,
+            batches=batches,
+        )
+        if self.probe is not None and not error:
+            self.probe.state_written(self._clock.monotonic_ms() - began)
+        return error
+
+    async def _write(
+        self,
+        key: ShareStateKey,
+        *,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        batches: Sequence[StateBatch],
+    ) -> ErrorCode:
         if not self.owns(key):
             return ErrorCode.NOT_COORDINATOR
         state = self.states.get(key)

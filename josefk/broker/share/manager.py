@@ -166,6 +166,8 @@ class SharePartitionManager:
         self.persister = persister
         self._durable: dict[tuple[str, TopicPartition], _Durable] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        # The broker's ShareProbe (josefk.metrics.share), when metrics are on.
+        self.probe: Any = None
 
     def now_ms(self) -> int:
         return self._clock.monotonic_ms()
@@ -191,6 +193,7 @@ class SharePartitionManager:
             self.share_partition(group_id, tp, start)
             return ErrorCode.NONE
         state_key = ShareStateKey(group_id, topic_id, tp.partition)
+        began = self._clock.monotonic_ms()
         result = await self.persister.read(state_key, leader_epoch)
         if key in self.partitions:  # made by another request while this one waited
             return ErrorCode.NONE
@@ -212,6 +215,8 @@ class SharePartitionManager:
                 return error
         self.partitions[key] = sp
         self._durable[key] = durable
+        if self.probe is not None:
+            self.probe.partition_loaded(self._clock.monotonic_ms() - began)
         return ErrorCode.NONE
 
     def _new_partition(self, start: int) -> SharePartition:
@@ -363,6 +368,19 @@ class SharePartitionManager:
     def drop_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[1].topic == topic]:
             self._delete_later(key)
+
+    def stats(self) -> tuple[int, int, list[tuple[str, TopicPartition, int, int]]]:
+        """Share sessions, the partitions they fetch, and each share partition's (group,
+        partition, offsets in flight, ranges in flight): for the metrics."""
+        session_partitions = sum(len(s.partitions) for s in self.sessions.values())
+        return (
+            len(self.sessions),
+            session_partitions,
+            [
+                (group, tp, sp.end_offset - sp.start_offset, len(sp.ranges))
+                for (group, tp), sp in self.partitions.items()
+            ],
+        )
 
     async def close(self) -> None:
         """Let the background writes end (the broker stops)."""
