@@ -13,7 +13,8 @@ DescribeShareGroupOffsets answers each partition's share-partition start offset 
 group has no share state for it) and, from v1, its lag: from the share partition when this
 broker leads it, else the start offset its share coordinator keeps (lag -1).
 
-Authorization, as Kafka's: READ on the group for the heartbeat, DESCRIBE on the group for
+Authorization, as Kafka's: READ on the group for the heartbeat (and DESCRIBE on every topic
+it subscribes to: TOPIC_AUTHORIZATION_FAILED), DESCRIBE on the group for
 the description and the offsets (GROUP_AUTHORIZATION_FAILED), and DESCRIBE on each topic for
 the offsets (TOPIC_AUTHORIZATION_FAILED).
 
@@ -47,6 +48,17 @@ def handle_share_group_heartbeat(context: RequestContext, request: Any) -> Any:
     if coordinator is None:
         return HEARTBEAT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     names = request.subscribed_topic_names
+    denied = sorted(
+        name
+        for name in names or ()
+        if not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+    )
+    if denied:
+        # As Kafka: a subscription naming a topic the member may not describe is refused.
+        error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return HEARTBEAT(
+            error_code=error, error_message=f"Topic authorization failed for topics {denied}"
+        )
     result = coordinator.share_group_heartbeat(
         ShareHeartbeatRequest(
             group_id=request.group_id,
