@@ -37,6 +37,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from raw_client import RawClient
 
 from josefk.client.share_consumer import AcknowledgeType, AIOShareConsumer
+from josefk.client.sync import Admin as SyncAdmin
+from josefk.client.sync import ShareConsumer as SyncShareConsumer
+from josefk.client.types import TopicPartition as SyncTopicPartition
 from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
 
@@ -677,3 +680,34 @@ def test_share_group_metrics(broker: BrokerProcess) -> None:
     assert during["kafka_server_sharesessioncache_sharesessionscount"] >= 1
     in_flight = f'group="{group}",partition="0",topic="{topic}"'
     assert during[f"kafka_server_sharepartitionmetrics_inflightmessagecount{{{in_flight}}}"] >= 0
+
+
+def test_sync_share_consumer_and_admin(broker: BrokerProcess) -> None:
+    """josefk.client.sync's ShareConsumer: explicit acknowledgements from a plain thread,
+    and the blocking Admin's share offsets."""
+    group = unique_topic("gs")
+    set_earliest(broker.bootstrap, group)
+    topic = new_topic(broker.bootstrap, 5)
+    seen: dict[int, list[int]] = {}
+    with SyncShareConsumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        acknowledgement_mode="explicit",
+    ) as consumer:
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(seen) < 5 or len(seen[4]) < 2:
+            assert time.monotonic() < deadline
+            for r in consumer.poll(500):
+                seen.setdefault(r.offset, []).append(r.delivery_count)
+                again = r.offset == 4 and r.delivery_count == 1
+                consumer.acknowledge(
+                    r, AcknowledgeType.RELEASE if again else AcknowledgeType.ACCEPT
+                )
+            consumer.commit()
+    assert seen == {0: [1], 1: [1], 2: [1], 3: [1], 4: [1, 2]}
+    with SyncAdmin(bootstrap_servers=broker.bootstrap) as admin:
+        tp = SyncTopicPartition(topic, 0)
+        assert admin.list_share_group_offsets(group)[tp][0] == 5
+        admin.alter_share_group_offsets(group, {tp: 2})
+        assert admin.list_share_group_offsets(group)[tp][0] == 2
