@@ -49,6 +49,7 @@ from josefk.broker.share.manager import (
     ShareSession,
     batch_spans,
     not_deliverable,
+    trim_to,
 )
 from josefk.broker.share.partition import AcknowledgementBatch, AcquiredRange
 from josefk.protocol.acls import AclOperation, ResourceType
@@ -320,7 +321,11 @@ async def _fetch(
                     continue
                 if outcome.error is not None or read is None or not read.info.size:
                     continue
-                spans = batch_spans(read.info.records)
+                # The acquisition takes AVAILABLE ranges below the end offset, then new
+                # records: no more than ``budget`` past the end is ever acquired.
+                spans = batch_spans(
+                    read.info.records, max(found.end_offset, fetch.fetch_offset) + budget
+                )
                 if not spans:
                     continue
                 acquired = found.acquire(
@@ -347,7 +352,9 @@ async def _fetch(
                 acquired_any = True
                 budget -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
                 answer = answers.setdefault(tp, _Answer(topics.topic_id(tp.topic), tp.partition))
-                answer.records = read.info.records
+                answer.records = trim_to(
+                    read.info.records, spans, max(a.last_offset for a in acquired)
+                )
                 answer.acquired = acquired
                 answer.leader_epoch = partition.leader_epoch
         remaining = deadline - loop.time()

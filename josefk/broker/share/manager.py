@@ -33,6 +33,7 @@ read) and josefk.util's clock; must not import handlers, the codec or the group 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import struct
@@ -508,12 +509,15 @@ class BatchSpan:
     last_offset: int
     is_control: bool
     producer_id: int
+    # Where the batch ends in what was read (bytes from its start).
+    end: int = 0
 
 
-def batch_spans(records: object) -> list[BatchSpan]:
+def batch_spans(records: object, until_offset: int | None = None) -> list[BatchSpan]:
     """The whole batches in ``records`` (a log FileSlice, or bytes), reading only their
     headers (base offset at 0, length at 8, attributes at 21, last offset delta at 23,
-    producer id at 43)."""
+    producer id at 43); with ``until_offset``, up to the batch that holds it (a share fetch
+    acquires a few records of what may be a read of megabytes)."""
     if isinstance(records, FileSlice):
         fd, position, size = records.fd, records.position, records.size
 
@@ -546,10 +550,27 @@ def batch_spans(records: object) -> list[BatchSpan]:
                 base_offset + delta,
                 bool(attributes & _CONTROL),
                 producer_id if attributes & _TRANSACTIONAL else -1,
+                end,
             )
         )
         at = end
+        if until_offset is not None and base_offset + delta >= until_offset:
+            break
     return spans
+
+
+def trim_to(records: object, spans: list[BatchSpan], last_offset: int) -> object:
+    """``records`` (a FileSlice, or bytes) cut after the batch holding ``last_offset``: a share
+    fetch sends the batches of what it acquired, not the whole read (a read of megabytes for
+    ten acquired records would cost both ends the parsing of every record in it)."""
+    end = next((s.end for s in spans if s.last_offset >= last_offset), None)
+    if end is None:
+        return records
+    if isinstance(records, FileSlice):
+        return dataclasses.replace(records, size=min(end, records.size))
+    if isinstance(records, (bytes, bytearray, memoryview)):
+        return records[:end]
+    return records
 
 
 def not_deliverable(
