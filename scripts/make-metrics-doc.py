@@ -24,6 +24,7 @@ from josefk.metrics import (
     PurgatoryStats,
 )
 from josefk.metrics.collectors import CleanerStats, FetchSessionStats, NetworkStats
+from josefk.metrics.share import SharePartitionStats, ShareStats
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
 
@@ -60,6 +61,9 @@ Where josefk differs from Kafka:
   `kafka_topic_partition_*` from the partition's leader; fetcher lag from the followers;
   election figures from the controller (0 elsewhere). A single broker is its own controller
   (`kafka_controller_kafkacontroller_activecontrollercount` 1) and has no fetcher lag.
+  Share groups (KIP-932): `share_group_count` from the group coordinator; the share fetch,
+  acknowledgement, share session and share partition series from the partition leaders;
+  the `share_coordinator` write series from the leaders of `__share_group_state`.
 
 Process series (`process_*`, `python_*`) come from prometheus-client and are not listed.
 
@@ -122,6 +126,13 @@ def example_metrics() -> BrokerMetrics:
     metrics.watch_network(lambda: NetworkStats(0, 0))
     metrics.watch_event_loop(lambda: 0.0, lambda: 0.0)
     metrics.watch_fetch_sessions(lambda: FetchSessionStats(0, 0, 0))
+    metrics.share.share_fetch("t", failed=True)
+    metrics.share.acknowledged("t", failed=True, records={1: 1})
+    metrics.share.partition_loaded(1.0)
+    metrics.share.state_written(1.0)
+    metrics.watch_share(
+        lambda: ShareStats({"Stable": 1}, 1, 1, (SharePartitionStats("g", "t", 0, 1, 1),))
+    )
     return metrics
 
 

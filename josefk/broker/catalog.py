@@ -27,8 +27,11 @@ CATALOG_FILE: Final = "josefk-topics.json"
 PARTITION_METADATA_FILE: Final = "partition.metadata"
 MAX_TOPIC_NAME_LENGTH: Final = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-# The broker's own topics: every group's committed offsets, and (later) the transaction log.
-INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
+# The broker's own topics: every group's committed offsets, the transaction log, and the share
+# groups' state (KIP-932).
+INTERNAL_TOPICS: Final = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state"}
+)
 
 
 def is_internal_topic(name: str) -> bool:

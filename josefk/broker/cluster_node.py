@@ -71,6 +71,7 @@ __all__ = ["ClusterNode", "LeadershipListener", "topic_uuid"]
 # The committed-offsets topic, which the controller creates (see the module docstring).
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+SHARE_STATE_TOPIC = "__share_group_state"
 
 # Told when this broker starts (True) or stops (False) leading a partition: the group
 # coordinator follows the leadership of __consumer_offsets partitions.
@@ -639,9 +640,9 @@ class ClusterNode:
             logger.exception("controller failed to apply a broker change")
 
     async def _ensure_internal_topics(self, controller: ClusterController) -> None:
-        """Create ``__consumer_offsets`` and ``__transaction_state`` (compacted, Kafka's
-        configs) once enough brokers are alive for each one's replication factor, as Kafka
-        does (until then FindCoordinator answers COORDINATOR_NOT_AVAILABLE). Created early
+        """Create ``__consumer_offsets``, ``__transaction_state`` and ``__share_group_state``
+        (compacted, Kafka's configs) once enough brokers are alive for each one's replication
+        factor, as Kafka does (until then FindCoordinator answers COORDINATOR_NOT_AVAILABLE). Created early
         rather than on the first FindCoordinator, so that no broker has to forward that
         request to the controller."""
         view = self.watcher.view
@@ -660,6 +661,15 @@ class ClusterNode:
                 {
                     "segment.bytes": str(config.transaction_state_log_segment_bytes),
                     "min.insync.replicas": str(config.transaction_state_log_min_isr),
+                },
+            ),
+            (
+                SHARE_STATE_TOPIC,
+                config.share_coordinator_state_topic_num_partitions,
+                config.share_coordinator_state_topic_replication_factor,
+                {
+                    "segment.bytes": str(config.share_coordinator_state_topic_segment_bytes),
+                    "min.insync.replicas": str(config.share_coordinator_state_topic_min_isr),
                 },
             ),
         )

@@ -80,6 +80,8 @@ class BrokerContext:
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     # Share partitions and share sessions (KIP-932, josefk.broker.share.manager).
     share_partitions: Any = None
+    # The share coordinator (__share_group_state, josefk.broker.share.coordinator).
+    share_coordinator: Any = None
 
     def config_layers(self) -> BrokerConfigLayers:
         """The broker's settings by source (static, dynamic), for DescribeConfigs."""

@@ -29,7 +29,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from josefk.broker.catalog import TopicCatalog
 from josefk.broker.context import BrokerContext, BrokerEndpoint
@@ -66,8 +66,10 @@ from josefk.broker.security.inter_broker import InterBrokerSecurityError
 from josefk.broker.security.store import FILE_NAME as CREDENTIALS_FILE_NAME
 from josefk.broker.security.store import CredentialStore, EtcdCredentialStore
 from josefk.broker.security.tls import TlsConfigError, TlsListener
+from josefk.broker.share.coordinator import SHARE_STATE_TOPIC, ShareCoordinator, TopicStateLog
 from josefk.broker.share.manager import SharePartitionManager
-from josefk.broker.share.state_store import ShareStateStore
+from josefk.broker.share.persister import ClusterPersister
+from josefk.broker.share.state_store import migrate_json_state
 from josefk.broker.tls_connection import TlsConnection
 from josefk.broker.topic_admin import LocalTopicAdmin, TopicAdmin
 from josefk.broker.txn.coordinator import TransactionCoordinator, TxnConfig
@@ -91,6 +93,7 @@ from josefk.metrics.collectors import (
     PurgatoryStats,
 )
 from josefk.metrics.exporter import MetricsExporter
+from josefk.metrics.share import SharePartitionStats, ShareStats
 from josefk.storage.dir_lock import LogDirLock, LogDirLockedError
 from josefk.storage.index import set_index_map_limit
 from josefk.storage.log_cleaner import CleanerConfig
@@ -168,6 +171,9 @@ class Broker:
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self._cluster_markers: ClusterMarkerWriter | None = None
+        self.share_coordinator: ShareCoordinator | None = None
+        self.share_partitions: SharePartitionManager | None = None
+        self._share_persister_client: Any = None
         self._dir_locks: list[LogDirLock] = []
         # Listening sockets bound at the start of ``start`` and not yet handed to the server.
         self._prebound: dict[str, socket.socket] = {}
@@ -349,15 +355,38 @@ class Broker:
                 )
             )
         group_config = self.group_coordinator.config
+        self.share_coordinator = self._start_share_coordinator(replicas)
         share_partitions = SharePartitionManager(
             self.clock,
             record_lock_duration_ms=group_config.share_record_lock_duration_ms,
             delivery_count_limit=group_config.share_delivery_count_limit,
             max_record_locks=group_config.share_partition_max_record_locks,
-            store=ShareStateStore(log_dirs[0] / "share-state"),
+            persister=self._share_persister(self.share_coordinator),
         )
+        if self.cluster is None:
+            # The share state of josefk before __share_group_state: read once, then moved.
+            await migrate_json_state(
+                log_dirs[0] / "share-state", self.share_coordinator, replicas.catalog
+            )
+        else:
+            self.cluster.leadership_listeners.append(share_partitions.leadership_changed)
+        self.share_partitions = share_partitions
+        if self.metrics is not None:
+            share_partitions.probe = self.metrics.share
+            self.share_coordinator.probe = self.metrics.share
+            self.metrics.watch_share(functools.partial(self._share_stats, share_partitions))
         self.group_coordinator.share.on_member_gone.append(share_partitions.member_gone)
-        self.group_coordinator.share.on_group_deleted.append(share_partitions.drop_group)
+
+        def share_group_deleted(group_id: str, topics: frozenset[str]) -> None:
+            partitions = [
+                (TopicPartition(name, index), info.topic_id)
+                for name in topics
+                if (info := replicas.catalog.get(name)) is not None
+                for index in range(info.partitions)
+            ]
+            share_partitions.drop_group(group_id, partitions)
+
+        self.group_coordinator.share.on_group_deleted.append(share_group_deleted)
         replicas.topic_deleted_listeners.append(share_partitions.drop_topic)
         context = BrokerContext(
             config=config,
@@ -376,6 +405,7 @@ class Broker:
             dynamic_config=dynamic,
             fetch_sessions=fetch_sessions,
             share_partitions=share_partitions,
+            share_coordinator=self.share_coordinator,
         )
         if config.authorizer_class_name:
             context.authorizer = Authorizer(
@@ -698,8 +728,47 @@ class Broker:
         coordinator.start()
         return coordinator
 
+    def _start_share_coordinator(self, replicas: ReplicaManager) -> ShareCoordinator:
+        """Create ``__share_group_state`` if missing and replay it (single node), or follow
+        its leadership (cluster)."""
+        config = self.config
+        partitions = config.share_coordinator_state_topic_num_partitions
+        if self.cluster is None:
+            log = TopicStateLog.ensure_topic(
+                replicas,
+                partitions=partitions,
+                segment_bytes=config.share_coordinator_state_topic_segment_bytes,
+            )
+        else:
+            log = TopicStateLog(replicas, partitions=partitions)
+        coordinator = ShareCoordinator(
+            log,
+            self.clock,
+            updates_per_snapshot=config.share_coordinator_snapshot_update_records_per_snapshot,
+        )
+        self._load_or_follow(coordinator, SHARE_STATE_TOPIC)
+        return coordinator
+
+    def _share_persister(self, coordinator: ShareCoordinator) -> Any:
+        """Who share partitions write their state to: the coordinator itself on one node;
+        in a cluster the leader of the key's ``__share_group_state`` partition."""
+        if self.cluster is None:
+            return coordinator
+        cluster = self.cluster
+        self._share_persister_client = ClusterPersister(
+            coordinator,
+            lambda: cluster.metadata,
+            cluster.broker_address,
+            broker_id=self.broker_id,
+            timeout_s=self.config.replica_socket_timeout_ms / 1000,
+            security=cluster.inter_broker_security,
+        )
+        return self._share_persister_client
+
     def _load_or_follow(
-        self, coordinator: GroupCoordinator | TransactionCoordinator, topic: str
+        self,
+        coordinator: GroupCoordinator | TransactionCoordinator | ShareCoordinator,
+        topic: str,
     ) -> None:
         """A coordinator of an internal topic's partitions: on one node it loads them all
         now (before any listener opens); in a cluster it loads a partition when this broker
@@ -717,6 +786,23 @@ class Broker:
                     coordinator.unload_partition(tp.partition)
 
         self.cluster.leadership_listeners.append(follow_leadership)
+
+    def _share_stats(self, share_partitions: SharePartitionManager) -> ShareStats:
+        groups: dict[str, int] = {}
+        coordinator = self.group_coordinator
+        if coordinator is not None:
+            for group in coordinator.share_groups.values():
+                groups[group.state] = groups.get(group.state, 0) + 1
+        sessions, session_partitions, partitions = share_partitions.stats()
+        return ShareStats(
+            groups_by_state=groups,
+            sessions=sessions,
+            session_partitions=session_partitions,
+            partitions=tuple(
+                SharePartitionStats(group, tp.topic, tp.partition, messages, batches)
+                for group, tp, messages, batches in partitions
+            ),
+        )
 
     def _cleaner_stats(self) -> CleanerStats:
         assert self.log_manager is not None
@@ -846,6 +932,10 @@ class Broker:
             self.txn_coordinator.stop()
         if self._cluster_markers is not None:
             self._cluster_markers.close()
+        if self.share_partitions is not None:
+            await self.share_partitions.close()
+        if self._share_persister_client is not None:
+            self._share_persister_client.close()
         if self._credentials is not None:
             await self._credentials.close()
         if self.cluster is not None:

@@ -294,12 +294,20 @@ def dev_cluster(
             # The controller creates __consumer_offsets and __transaction_state once this
             # many brokers live; a cluster of one or two would otherwise never coordinate a
             # group or a transaction.
-            for internal in ("offsets.topic", "transaction.state.log"):
+            for internal in (
+                "offsets.topic",
+                "transaction.state.log",
+                "share.coordinator.state.topic",
+            ):
                 if not any(o.startswith(f"{internal}.replication.factor=") for o in overrides):
                     command += ["--set", f"{internal}.replication.factor={min(3, brokers)}"]
-            if not any(o.startswith("transaction.state.log.min.isr=") for o in overrides):
-                # min.insync.replicas of __transaction_state: at most its replica count.
-                command += ["--set", f"transaction.state.log.min.isr={min(2, brokers)}"]
+            for min_isr in (
+                "transaction.state.log.min.isr",
+                "share.coordinator.state.topic.min.isr",
+            ):
+                if not any(o.startswith(f"{min_isr}=") for o in overrides):
+                    # min.insync.replicas of the internal topic: at most its replica count.
+                    command += ["--set", f"{min_isr}={min(2, brokers)}"]
             for item in overrides:
                 command += ["--set", item]
             member = _Broker(

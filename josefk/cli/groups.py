@@ -329,7 +329,8 @@ def reset_offsets(
 
     One target: --to (earliest, latest, an offset, the first record at or after a time),
     --shift-by N, --to-current or --by-duration. Offsets stay within each partition's log
-    start and end. The group must have no members (stop its consumers first).
+    start and end. The group must have no members (stop its consumers first). For a share
+    group the offsets are its share-partition start offsets (AlterShareGroupOffsets).
 
     \b
       josefk groups reset-offsets billing --topic orders --to earliest
@@ -358,7 +359,14 @@ def reset_offsets(
                     f'group "{group}" is {description.state} with {len(description.members)} '
                     "member(s); stop its consumers before resetting its offsets"
                 )
-            committed = await admin.list_group_offsets(group)
+            share = description.group_type == "share"
+            if share:
+                # A share group (KIP-932): its share-partition start offsets, set with
+                # AlterShareGroupOffsets (the group must be empty, as Kafka's rule).
+                starts = await admin.list_share_group_offsets(group)
+                committed = {tp: start for tp, (start, _) in starts.items() if start >= 0}
+            else:
+                committed = await admin.list_group_offsets(group)
             names = sorted({tp.topic for tp in committed}) if all_topics else list(topics)
             if not names:
                 raise CliError(f'group "{group}" has no committed offsets (--all-topics)')
@@ -371,9 +379,14 @@ def reset_offsets(
             ]
             if not tps:
                 raise CliError(f"no partition {list(partitions)} in {names}")
-            old = await admin.list_group_offsets(group, tps)
+            if share:
+                old = {tp: committed[tp] for tp in tps if tp in committed}
+            else:
+                old = await admin.list_group_offsets(group, tps)
             new = await _target_offsets(admin, tps, spec, old, shift_by or 0)
-            if execute:
+            if execute and share:
+                await admin.alter_share_group_offsets(group, new)
+            elif execute:
                 await admin.alter_group_offsets(group, new)
             return description.state, [
                 {

@@ -20,7 +20,8 @@ josefk.broker. The public API:
   transactions (list/describe) and producers (describe).
 * ``errors``: ``KafkaError`` (``.code``, ``.name``, ``.retriable``) and a subclass per Kafka
   error code.
-* ``josefk.client.sync``: blocking ``Producer``, ``Consumer`` and ``Admin`` for scripts.
+* ``josefk.client.sync``: blocking ``Producer``, ``Consumer``, ``ShareConsumer`` and ``Admin``
+  for scripts.
 """
 
 from josefk.client.admin import (

@@ -38,6 +38,8 @@ from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     ConsumerGroupDescribeRequest,
@@ -54,6 +56,8 @@ from josefk.protocol.message_types import (
     DeleteGroupsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeAclsRequest,
@@ -1192,6 +1196,56 @@ class AIOAdmin:
             for p in t.partitions
             if not p.error_code
         }
+
+    async def alter_share_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Set the share-partition start offsets of an empty share group
+        (AlterShareGroupOffsets; NON_EMPTY_GROUP while it has members)."""
+        node_id = await find_coordinator(self._client, group_id)
+        req = AlterShareGroupOffsetsRequest
+        by_topic: dict[str, list[Any]] = {}
+        for tp, offset in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                req.AlterShareGroupOffsetsRequestPartition(
+                    partition_index=tp.partition, start_offset=offset
+                )
+            )
+        response: AlterShareGroupOffsetsResponse = await self._client.request(
+            node_id,
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+            req(
+                group_id=group_id,
+                topics=[
+                    req.AlterShareGroupOffsetsRequestTopic(topic_name=name, partitions=parts)
+                    for name, parts in by_topic.items()
+                ],
+            ),
+        )
+        if response.error_code:
+            raise error_for(response.error_code, response.error_message, group=group_id)
+        for t in response.responses:
+            for p in t.partitions:
+                if p.error_code:
+                    raise error_for(p.error_code, p.error_message, topic=t.topic_name)
+
+    async def delete_share_group_offsets(self, group_id: str, topics: Sequence[str]) -> None:
+        """Forget an empty share group's state for whole topics (DeleteShareGroupOffsets)."""
+        node_id = await find_coordinator(self._client, group_id)
+        req = DeleteShareGroupOffsetsRequest
+        response: DeleteShareGroupOffsetsResponse = await self._client.request(
+            node_id,
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+            req(
+                group_id=group_id,
+                topics=[req.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics],
+            ),
+        )
+        if response.error_code:
+            raise error_for(response.error_code, response.error_message, group=group_id)
+        for t in response.responses:
+            if t.error_code:
+                raise error_for(t.error_code, t.error_message, topic=t.topic_name)
 
     async def _describe_share_group(self, group_id: str) -> GroupDescription | None:
         """ShareGroupDescribe (KIP-932); None when the group is no share group or the broker

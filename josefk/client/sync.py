@@ -1,7 +1,7 @@
 """Blocking facade of josefk's client for scripts and notebooks.
 
-Owns ``Producer``, ``Consumer`` and ``Admin``: each runs its asyncio counterpart
-(``AIOProducer``, ``AIOConsumer``, ``AIOAdmin``) on a private event loop in a daemon thread
+Owns ``Producer``, ``Consumer``, ``ShareConsumer`` and ``Admin``: each runs its asyncio
+counterpart (``AIOProducer``, ``AIOConsumer``, ``AIOShareConsumer``, ``AIOAdmin``) on a private event loop in a daemon thread
 and blocks the calling thread on each call. ``Producer.send`` returns a
 ``concurrent.futures.Future`` of the ``RecordMetadata`` so a script can send many records and
 wait once (``flush``). Works inside a running event loop too (e.g. Jupyter), because the
@@ -34,6 +34,7 @@ from josefk.client.admin import (
 from josefk.client.consumer import AIOConsumer
 from josefk.client.errors import KafkaError
 from josefk.client.producer import AIOProducer, HeadersInput
+from josefk.client.share_consumer import AcknowledgeType, AIOShareConsumer, ShareConsumerRecord
 from josefk.client.types import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -336,6 +337,66 @@ class Consumer:
         self.close()
 
 
+class ShareConsumer:
+    """Blocking share group member (KIP-932):
+    ``ShareConsumer("topic", group_id="g", bootstrap_servers=...)`` takes
+    ``AIOShareConsumer``'s settings (``acknowledgement_mode="explicit"`` to acknowledge each
+    record with a type)."""
+
+    def __init__(self, *topics: str, **settings: Any) -> None:
+        self._thread = _LoopThread("josefk-share-consumer")
+        try:
+            self._consumer = self._thread.run(_make(AIOShareConsumer, **settings))
+        except BaseException:
+            self._thread.stop()
+            raise
+        if topics:
+            self.subscribe(topics)
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        async def call() -> Any:
+            return fn(*args)
+
+        return self._thread.run(call())
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        self._call(self._consumer.subscribe, list(topics))
+
+    def assignment(self) -> list[TopicPartition]:
+        result: list[TopicPartition] = self._call(self._consumer.assignment)
+        return result
+
+    def poll(self, timeout_ms: int = 1_000) -> list[ShareConsumerRecord]:
+        """Records acquired for this member, waiting up to ``timeout_ms`` for some; sends the
+        acknowledgements made since the last poll (implicit mode: accepts the last poll's)."""
+        return self._thread.run(self._consumer.poll(timeout_ms))
+
+    def __iter__(self) -> Iterator[ShareConsumerRecord]:
+        while True:
+            yield from self.poll(1_000)
+
+    def acknowledge(
+        self, record: ShareConsumerRecord, ack_type: AcknowledgeType = AcknowledgeType.ACCEPT
+    ) -> None:
+        self._call(self._consumer.acknowledge, record, ack_type)
+
+    def commit(self) -> None:
+        """Send the pending acknowledgements now and wait for the broker's answer."""
+        self._thread.run(self._consumer.commit())
+
+    def close(self) -> None:
+        try:
+            self._thread.run(self._consumer.close())
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> ShareConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class Admin:
     """Blocking admin client; the methods mirror ``AIOAdmin``'s."""
 
@@ -437,6 +498,17 @@ class Admin:
 
     def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         self._thread.run(self._admin.alter_group_offsets(group_id, offsets))
+
+    def list_share_group_offsets(self, group_id: str) -> dict[TopicPartition, tuple[int, int]]:
+        return self._thread.run(self._admin.list_share_group_offsets(group_id))
+
+    def alter_share_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        self._thread.run(self._admin.alter_share_group_offsets(group_id, offsets))
+
+    def delete_share_group_offsets(self, group_id: str, topics: Sequence[str]) -> None:
+        self._thread.run(self._admin.delete_share_group_offsets(group_id, topics))
 
     def reset_group_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition], *, to: str | int = "earliest"

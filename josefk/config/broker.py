@@ -1636,6 +1636,46 @@ class BrokerConfig(BaseModel):
         doc="The most records of one share partition in flight (acquired or waiting for "
         "redelivery) at once.",
     )
+    # The share coordinator's topic (josefk.broker.share.coordinator): as
+    # __transaction_state, a cluster's controller creates it once this many brokers live.
+    share_coordinator_state_topic_num_partitions: Int = _key(
+        "share.coordinator.state.topic.num.partitions",
+        50,
+        ge=1,
+        le=INT_MAX,
+        doc="Partitions of __share_group_state (fixed once the topic exists).",
+    )
+    share_coordinator_state_topic_replication_factor: Int = _key(
+        "share.coordinator.state.topic.replication.factor",
+        3,
+        ge=1,
+        le=32767,
+        doc=(
+            "Replication factor of __share_group_state; a cluster creates it once this many "
+            "brokers are alive."
+        ),
+    )
+    share_coordinator_state_topic_min_isr: Int = _key(
+        "share.coordinator.state.topic.min.isr",
+        2,
+        ge=1,
+        le=INT_MAX,
+        doc="min.insync.replicas of __share_group_state.",
+    )
+    share_coordinator_state_topic_segment_bytes: Int = _key(
+        "share.coordinator.state.topic.segment.bytes",
+        104_857_600,
+        ge=1,
+        le=INT_MAX,
+        doc="segment.bytes of __share_group_state.",
+    )
+    share_coordinator_snapshot_update_records_per_snapshot: Int = _key(
+        "share.coordinator.snapshot.update.records.per.snapshot",
+        500,
+        ge=0,
+        le=500,
+        doc="ShareUpdate records of one share partition written before a ShareSnapshot.",
+    )
 
     # -- idempotent producer and transactions -----------------------------------------------
     producer_id_expiration_ms: Int = _key(

@@ -75,6 +75,16 @@ kafka_consumergroup_{current_offset_sum,lag_sum}{consumergroup,topic}
 kafka_consumergroup_members{consumergroup}                       GroupCollector
 kafka_coordinator_group_group_rebalances_total{group}            GroupProbe
 kafka_coordinator_group_groupmetadatamanager_offsetcommits_total{group}   GroupProbe
+kafka_server_brokertopicmetrics_{total,failed}share{fetch,acknowledgement}requests_total{topic}
+                                                                 ShareProbe (metrics/share.py)
+kafka_server_sharegroupmetrics_recordacknowledgements_total{ackType}      ShareProbe
+kafka_server_sharegroupmetrics_partitionloadtimems{quantile}     ShareProbe (summary, ms)
+kafka_server_share_coordinator_metrics_write{_total,_latency_avg,_latency_max}
+                                                                 ShareProbe
+kafka_server_group_coordinator_metrics_share_group_count{state}  ShareCollector
+kafka_server_sharesessioncache_{sharesessionscount,sharepartitionscount}  ShareCollector
+kafka_server_sharepartitionmetrics_{inflightmessagecount,inflightbatchcount}{group,topic,partition}
+                                                                 ShareCollector
 ===============================================================  ===========================
 
 The collectors read broker state when ``/metrics`` is scraped, through callbacks the broker

@@ -41,6 +41,7 @@ from josefk.metrics.probes import (
     SocketServerProbe,
     TopicProbe,
 )
+from josefk.metrics.share import ShareCollector, ShareProbe, ShareStats
 
 __all__ = ["BrokerMetrics"]
 
@@ -67,6 +68,7 @@ class BrokerMetrics:
         self.log_dirs = LogDirProbe(self.registry)
         self.groups = GroupProbe(self.registry)
         self.replication = ReplicationProbe(self.registry)
+        self.share = ShareProbe(self.registry)
         self._purgatories = PurgatoryCollector()
         self.registry.register(self._purgatories)
         self._log_collector: PartitionLogCollector | None = None
@@ -118,3 +120,7 @@ class BrokerMetrics:
     def watch_fetch_sessions(self, source: Callable[[], FetchSessionStats]) -> None:
         """Export the fetch session cache's figures read from ``source`` on each scrape."""
         self.registry.register(FetchSessionCollector(source))
+
+    def watch_share(self, source: Callable[[], ShareStats]) -> None:
+        """Export share groups' state (KIP-932) read from ``source`` on each scrape."""
+        self.registry.register(ShareCollector(source))

@@ -2879,6 +2879,193 @@ class ShareAcknowledgeResponse:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReadShareGroupStateRequest:
+    """ReadShareGroupState request (API key 84), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class ReadStateData:
+        """ReadShareGroupStateRequest.ReadStateData."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class PartitionData:
+            """ReadShareGroupStateRequest.ReadStateData.PartitionData."""
+
+            partition: int = ...  # versions 0+
+            leader_epoch: int = ...  # versions 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[PartitionData] = ...  # versions 0+
+
+    PartitionData: TypeAlias = ReadStateData.PartitionData  # type: ignore[misc]
+    group_id: str = ...  # versions 0+
+    topics: list[ReadStateData] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadShareGroupStateResponse:
+    """ReadShareGroupState response (API key 84), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class ReadStateResult:
+        """ReadShareGroupStateResponse.ReadStateResult."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class PartitionResult:
+            """ReadShareGroupStateResponse.ReadStateResult.PartitionResult."""
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class StateBatch:
+                """ReadShareGroupStateResponse.ReadStateResult.PartitionResult.StateBatch."""
+
+                first_offset: int = ...  # versions 0+
+                last_offset: int = ...  # versions 0+
+                delivery_state: int = ...  # versions 0+
+                delivery_count: int = ...  # versions 0+
+
+            partition: int = ...  # versions 0+
+            error_code: int = ...  # versions 0+
+            error_message: str | None = ...  # versions 0+, nullable 0+
+            state_epoch: int = ...  # versions 0+
+            start_offset: int = ...  # versions 0+
+            state_batches: list[StateBatch] = ...  # versions 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[PartitionResult] = ...  # versions 0+
+
+    PartitionResult: TypeAlias = ReadStateResult.PartitionResult  # type: ignore[misc]
+    StateBatch: TypeAlias = ReadStateResult.PartitionResult.StateBatch  # type: ignore[misc]
+    results: list[ReadStateResult] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteShareGroupStateRequest:
+    """WriteShareGroupState request (API key 85), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class WriteStateData:
+        """WriteShareGroupStateRequest.WriteStateData."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class PartitionData:
+            """WriteShareGroupStateRequest.WriteStateData.PartitionData."""
+
+            @dataclass(frozen=True, slots=True, kw_only=True)
+            class StateBatch:
+                """WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch."""
+
+                first_offset: int = ...  # versions 0+
+                last_offset: int = ...  # versions 0+
+                delivery_state: int = ...  # versions 0+
+                delivery_count: int = ...  # versions 0+
+
+            partition: int = ...  # versions 0+
+            state_epoch: int = ...  # versions 0+
+            leader_epoch: int = ...  # versions 0+
+            start_offset: int = ...  # versions 0+
+            state_batches: list[StateBatch] = ...  # versions 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[PartitionData] = ...  # versions 0+
+
+    PartitionData: TypeAlias = WriteStateData.PartitionData  # type: ignore[misc]
+    StateBatch: TypeAlias = WriteStateData.PartitionData.StateBatch  # type: ignore[misc]
+    group_id: str = ...  # versions 0+
+    topics: list[WriteStateData] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteShareGroupStateResponse:
+    """WriteShareGroupState response (API key 85), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class WriteStateResult:
+        """WriteShareGroupStateResponse.WriteStateResult."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class PartitionResult:
+            """WriteShareGroupStateResponse.WriteStateResult.PartitionResult."""
+
+            partition: int = ...  # versions 0+
+            error_code: int = ...  # versions 0+
+            error_message: str | None = ...  # versions 0+, nullable 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[PartitionResult] = ...  # versions 0+
+
+    PartitionResult: TypeAlias = WriteStateResult.PartitionResult  # type: ignore[misc]
+    results: list[WriteStateResult] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteShareGroupStateRequest:
+    """DeleteShareGroupState request (API key 86), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class DeleteStateData:
+        """DeleteShareGroupStateRequest.DeleteStateData."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class PartitionData:
+            """DeleteShareGroupStateRequest.DeleteStateData.PartitionData."""
+
+            partition: int = ...  # versions 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[PartitionData] = ...  # versions 0+
+
+    PartitionData: TypeAlias = DeleteStateData.PartitionData  # type: ignore[misc]
+    group_id: str = ...  # versions 0+
+    topics: list[DeleteStateData] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteShareGroupStateResponse:
+    """DeleteShareGroupState response (API key 86), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class DeleteStateResult:
+        """DeleteShareGroupStateResponse.DeleteStateResult."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class PartitionResult:
+            """DeleteShareGroupStateResponse.DeleteStateResult.PartitionResult."""
+
+            partition: int = ...  # versions 0+
+            error_code: int = ...  # versions 0+
+            error_message: str | None = ...  # versions 0+, nullable 0+
+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[PartitionResult] = ...  # versions 0+
+
+    PartitionResult: TypeAlias = DeleteStateResult.PartitionResult  # type: ignore[misc]
+    results: list[DeleteStateResult] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DescribeShareGroupOffsetsRequest:
     """DescribeShareGroupOffsets request (API key 90), versions 0-1, flexible 0+."""
 
@@ -2944,3 +3131,102 @@ class DescribeShareGroupOffsetsResponse:
     DescribeShareGroupOffsetsResponsePartition: TypeAlias = DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition  # type: ignore[misc]
     throttle_time_ms: int = ...  # versions 0+
     groups: list[DescribeShareGroupOffsetsResponseGroup] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterShareGroupOffsetsRequest:
+    """AlterShareGroupOffsets request (API key 91), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class AlterShareGroupOffsetsRequestTopic:
+        """AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class AlterShareGroupOffsetsRequestPartition:
+            """AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition."""
+
+            partition_index: int = ...  # versions 0+
+            start_offset: int = ...  # versions 0+
+
+        topic_name: str = ...  # versions 0+
+        partitions: list[AlterShareGroupOffsetsRequestPartition] = ...  # versions 0+
+
+    AlterShareGroupOffsetsRequestPartition: TypeAlias = AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition  # type: ignore[misc]
+    group_id: str = ...  # versions 0+
+    topics: list[AlterShareGroupOffsetsRequestTopic] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterShareGroupOffsetsResponse:
+    """AlterShareGroupOffsets response (API key 91), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class AlterShareGroupOffsetsResponseTopic:
+        """AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic."""
+
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class AlterShareGroupOffsetsResponsePartition:
+            """AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition."""
+
+            partition_index: int = ...  # versions 0+
+            error_code: int = ...  # versions 0+
+            error_message: str | None = ...  # versions 0+, nullable 0+
+
+        topic_name: str = ...  # versions 0+
+        topic_id: uuid.UUID = ...  # versions 0+
+        partitions: list[AlterShareGroupOffsetsResponsePartition] = ...  # versions 0+
+
+    AlterShareGroupOffsetsResponsePartition: TypeAlias = AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition  # type: ignore[misc]
+    throttle_time_ms: int = ...  # versions 0+
+    error_code: int = ...  # versions 0+
+    error_message: str | None = ...  # versions 0+, nullable 0+
+    responses: list[AlterShareGroupOffsetsResponseTopic] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteShareGroupOffsetsRequest:
+    """DeleteShareGroupOffsets request (API key 92), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class DeleteShareGroupOffsetsRequestTopic:
+        """DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic."""
+
+        topic_name: str = ...  # versions 0+
+
+    group_id: str = ...  # versions 0+
+    topics: list[DeleteShareGroupOffsetsRequestTopic] = ...  # versions 0+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteShareGroupOffsetsResponse:
+    """DeleteShareGroupOffsets response (API key 92), versions 0, flexible 0+."""
+
+    API_KEY: ClassVar[int]
+    KIND: ClassVar[str]
+    COMPILED: ClassVar[CompiledMessage]
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class DeleteShareGroupOffsetsResponseTopic:
+        """DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic."""
+
+        topic_name: str = ...  # versions 0+
+        topic_id: uuid.UUID = ...  # versions 0+
+        error_code: int = ...  # versions 0+
+        error_message: str | None = ...  # versions 0+, nullable 0+
+
+    throttle_time_ms: int = ...  # versions 0+
+    error_code: int = ...  # versions 0+
+    error_message: str | None = ...  # versions 0+, nullable 0+
+    responses: list[DeleteShareGroupOffsetsResponseTopic] = ...  # versions 0+

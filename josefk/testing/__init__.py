@@ -280,6 +280,8 @@ class JosefkCluster(_TopicHelpers):
                     "offsets.topic.replication.factor": replicas,
                     "transaction.state.log.replication.factor": replicas,
                     "transaction.state.log.min.isr": str(min(2, self._count)),
+                    "share.coordinator.state.topic.replication.factor": replicas,
+                    "share.coordinator.state.topic.min.isr": str(min(2, self._count)),
                     "default.replication.factor": replicas,
                     **self._settings,
                     "broker.id": str(broker_id),

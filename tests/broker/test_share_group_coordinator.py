@@ -86,7 +86,7 @@ def test_share_group_ids_do_not_mix_with_other_group_types(env: Env) -> None:
     assert env.coordinator.describe_group("g") is None
     assert env.coordinator.delete_groups(["g"]) == [ErrorCode.NON_EMPTY_GROUP]
     manager = SharePartitionManager(env.clock)
-    env.coordinator.share.on_group_deleted.append(manager.drop_group)
+    env.coordinator.share.on_group_deleted.append(lambda group, _topics: manager.drop_group(group))
     manager.share_partition("g", TopicPartition("t", 0), 0)
     beat(env, "a", -1)
     assert env.coordinator.delete_groups(["g"]) == [ErrorCode.NONE]

@@ -4,13 +4,10 @@ acknowledgements, delivery counts, the in-flight limit; hypothesis for its invar
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from josefk.broker.partition import TopicPartition
-from josefk.broker.share.manager import SharePartitionManager
 from josefk.broker.share.partition import (
     AcknowledgementBatch,
     AcknowledgeType,
@@ -18,9 +15,7 @@ from josefk.broker.share.partition import (
     RecordState,
     SharePartition,
 )
-from josefk.broker.share.state_store import ShareStateStore
 from josefk.protocol.errors import ErrorCode
-from josefk.util.clock import ManualClock
 
 ACCEPT = AcknowledgeType.ACCEPT
 RELEASE = AcknowledgeType.RELEASE
@@ -212,21 +207,3 @@ def test_no_offset_held_twice_and_settled_never_again(steps: list[tuple[object, 
             assert ranges[0].first_offset == sp.start_offset
             assert ranges[-1].last_offset + 1 == sp.end_offset
         assert sp.end_offset - sp.start_offset <= 20
-
-
-def test_saved_state_keeps_acknowledged_and_frees_acquired(tmp_path: Path) -> None:
-    store = ShareStateStore(tmp_path / "share-state")
-    manager = SharePartitionManager(ManualClock(), store=store)
-    tp = TopicPartition("t", 0)
-    sp = manager.share_partition("g", tp, 0)
-    sp.acquire("a", 0, 9, max_records=500, now_ms=0)
-    sp.acknowledge("a", ack(0, 2, ACCEPT))
-    sp.acknowledge("a", ack(4, 4, REJECT))
-    manager.persist("g", tp)
-    reloaded = SharePartitionManager(ManualClock(), store=ShareStateStore(tmp_path / "share-state"))
-    again = reloaded.share_partition("g", tp, 0)
-    assert again.start_offset == 3
-    assert again.acquire("b", 0, 9, max_records=500, now_ms=0) == [
-        AcquiredRange(3, 3, 2),
-        AcquiredRange(5, 9, 2),
-    ]

@@ -103,8 +103,14 @@ def test_find_coordinator_every_form(client: RawClient, broker: BrokerProcess) -
     # The single node is the transaction coordinator of every transactional id.
     txn = client.call(ApiKey.FIND_COORDINATOR, 2, key="t", key_type=1)
     assert (txn.error_code, txn.port) == (ErrorCode.NONE, port)
-    share = client.call(ApiKey.FIND_COORDINATOR, 6, key_type=2, coordinator_keys=["s"])
-    assert share.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    # A share partition's key (KIP-932): group:topicId:partition; anything else is refused.
+    share = client.call(
+        ApiKey.FIND_COORDINATOR, 6, key_type=2, coordinator_keys=["g:EjRWeBI0VngSNFZ4EjRWeA:0", "s"]
+    )
+    assert [(c.error_code, c.port) for c in share.coordinators] == [
+        (ErrorCode.NONE, port),
+        (ErrorCode.INVALID_REQUEST, -1),
+    ]
     batched = client.call(ApiKey.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=["a", "b"])
     assert [(c.key, c.error_code, c.port) for c in batched.coordinators] == [
         ("a", 0, port),

@@ -8,7 +8,9 @@ member once its acquisition lock ends; acknowledged records are not delivered ag
 broker SIGKILL and restart while acquired ones are; transaction markers (and, under
 read_committed, aborted records) are never delivered and do not hold the start offset back;
 ListGroups, ShareGroupDescribe, DescribeShareGroupOffsets and share sessions over the wire;
-josefk's own AIOShareConsumer, ``josefk consume --share-group`` and ``josefk groups``.
+AlterShareGroupOffsets (``josefk groups reset-offsets``, refused while the group has members),
+DeleteShareGroupOffsets and DeleteGroups; josefk's own AIOShareConsumer,
+``josefk consume --share-group`` and ``josefk groups``.
 
 The broker runs with a short heartbeat interval, session timeout and record lock so that
 everything takes seconds; tests poll the clients until the expected state, never sleep.
@@ -22,17 +24,22 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess, run_josefk
+from broker_process import BrokerProcess, free_port, run_josefk
 from client_helpers import ck_admin, ck_config, ck_create_topic, ck_topic_id, unique_topic
 from confluent_kafka import Message, Producer, ShareConsumer
+from prometheus_client.parser import text_string_to_metric_families
 from raw_client import RawClient
 
 from josefk.client.share_consumer import AcknowledgeType, AIOShareConsumer
+from josefk.client.sync import Admin as SyncAdmin
+from josefk.client.sync import ShareConsumer as SyncShareConsumer
+from josefk.client.types import TopicPartition as SyncTopicPartition
 from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
 
@@ -51,7 +58,9 @@ pytestmark = pytest.mark.timeout(180)
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     base = tmp_path_factory.mktemp("josefk-kip932")
-    broker = BrokerProcess(base / "data", base / "broker.stderr.log", settings=SETTINGS)
+    broker = BrokerProcess(
+        base / "data", base / "broker.stderr.log", settings=SETTINGS, metrics_port=free_port()
+    )
     try:
         broker.start()
         yield broker
@@ -514,3 +523,191 @@ def test_transaction_markers_and_aborted_records(broker: BrokerProcess, isolatio
     assert values == expected
     # Every offset is settled, markers included: 7 records and 3 markers.
     assert describe_offsets(broker.bootstrap, group) == [(10, 0)]
+
+
+def _share_offsets(client: RawClient, group: str) -> tuple[int, list[tuple[int, int]]]:
+    """The group's error code and (partition, start offset) of its share state."""
+    request = request_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+    response = client.call(
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        1,
+        groups=[request.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)],
+    )
+    (described,) = response.groups
+    return described.error_code, [
+        (p.partition_index, p.start_offset) for t in described.topics for p in t.partitions
+    ]
+
+
+def test_reset_delete_offsets_and_delete_a_share_group(broker: BrokerProcess) -> None:
+    """AlterShareGroupOffsets through ``josefk groups reset-offsets`` (refused while a member
+    is in the group, as Kafka's rule), then every record delivered again from the new start;
+    DeleteShareGroupOffsets forgets the state; DeleteGroups deletes the empty group."""
+    group = unique_topic("gz")
+    set_earliest(broker.bootstrap, group)
+    topic = new_topic(broker.bootstrap, 6)
+    first = share_consumer(broker.bootstrap, group, topic)
+    got: list[int] = []
+    client = RawClient(broker.bootstrap)
+    try:
+        poll_until([first], lambda: len(got) >= 6, lambda _, m: got.append(m.offset() or 0))
+        first.commit_sync()
+        assert _share_offsets(client, group) == (ErrorCode.NONE, [(0, 6)])
+        # A member in the group: refused (the CLI fails before any change).
+        run_josefk(
+            broker.bootstrap,
+            "groups",
+            "reset-offsets",
+            group,
+            "--topic",
+            topic,
+            "--to",
+            "earliest",
+            "--execute",
+            expect=1,
+        )
+        admin_refused = client.call(
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+            0,
+            group_id=group,
+            topics=[
+                request_class(ApiKey.ALTER_SHARE_GROUP_OFFSETS).AlterShareGroupOffsetsRequestTopic(
+                    topic_name=topic,
+                    partitions=[
+                        request_class(
+                            ApiKey.ALTER_SHARE_GROUP_OFFSETS
+                        ).AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)
+                    ],
+                )
+            ],
+        )
+        assert admin_refused.error_code == ErrorCode.NON_EMPTY_GROUP
+    finally:
+        first.close()
+    # Empty now (the member left on close): the start offset goes back to 0.
+    plan = json.loads(
+        run_josefk(
+            broker.bootstrap,
+            "groups",
+            "reset-offsets",
+            group,
+            "--topic",
+            topic,
+            "--to",
+            "earliest",
+            "--execute",
+            "--json",
+        )
+    )
+    assert [(p["old_offset"], p["new_offset"]) for p in plan["partitions"]] == [(6, 0)]
+    assert _share_offsets(client, group) == (ErrorCode.NONE, [(0, 0)])
+    second = share_consumer(broker.bootstrap, group, topic)
+    again: dict[int, int] = {}
+    try:
+        poll_until(
+            [second],
+            lambda: len(again) >= 6,
+            lambda _, m: again.setdefault(m.offset() or 0, m.delivery_count()),
+        )
+        second.commit_sync()
+    finally:
+        second.close()
+    assert again == dict.fromkeys(range(6), 1)
+
+    delete = request_class(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
+    deleted = client.call(
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        0,
+        group_id=group,
+        topics=[delete.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)],
+    )
+    assert (deleted.error_code, [t.error_code for t in deleted.responses]) == (0, [0])
+    assert _share_offsets(client, group) == (ErrorCode.NONE, [(0, -1)])
+    gone = client.call(ApiKey.DELETE_GROUPS, 2, groups_names=[group])
+    assert [r.error_code for r in gone.results] == [ErrorCode.NONE]
+    assert _share_offsets(client, group)[0] == ErrorCode.GROUP_ID_NOT_FOUND
+    client.close()
+
+
+def _scrape(broker: BrokerProcess) -> dict[str, float]:
+    url = f"http://{broker.host}:{broker.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=20) as response:
+        text = response.read().decode()
+    samples: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return samples
+
+
+def test_share_group_metrics(broker: BrokerProcess) -> None:
+    """Kafka's share-group series count what a real ShareConsumer did."""
+    before = _scrape(broker)
+    group = unique_topic("gm")
+    set_earliest(broker.bootstrap, group)
+    topic = new_topic(broker.bootstrap, 4)
+    consumer = share_consumer(
+        broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"}
+    )
+    got: dict[int, int] = {}
+
+    def accept_but_release_zero_once(_: int, message: Message) -> None:
+        offset = message.offset() or 0
+        got[offset] = got.get(offset, 0) + 1
+        once = offset == 0 and got[offset] == 1
+        consumer.acknowledge(message, RELEASE if once else ACCEPT)
+
+    try:
+        poll_until([consumer], lambda: len(got) == 4 and got[0] == 2, accept_but_release_zero_once)
+        consumer.commit_sync()
+        during = _scrape(broker)
+    finally:
+        consumer.close()
+
+    def grew(name: str) -> float:
+        return during.get(name, 0.0) - before.get(name, 0.0)
+
+    acks = "kafka_server_sharegroupmetrics_recordacknowledgements_total"
+    assert grew(acks + '{ackType="Accept"}') == 4
+    assert grew(acks + '{ackType="Release"}') == 1
+    assert grew(f'kafka_server_brokertopicmetrics_totalsharefetchrequests_total{{topic="{topic}"}}')
+    assert grew(
+        f'kafka_server_brokertopicmetrics_totalshareacknowledgementrequests_total{{topic="{topic}"}}'
+    )
+    assert grew("kafka_server_share_coordinator_metrics_write_total") >= 2
+    assert during['kafka_server_group_coordinator_metrics_share_group_count{state="Stable"}'] >= 1
+    assert during["kafka_server_sharesessioncache_sharesessionscount"] >= 1
+    in_flight = f'group="{group}",partition="0",topic="{topic}"'
+    assert during[f"kafka_server_sharepartitionmetrics_inflightmessagecount{{{in_flight}}}"] >= 0
+
+
+def test_sync_share_consumer_and_admin(broker: BrokerProcess) -> None:
+    """josefk.client.sync's ShareConsumer: explicit acknowledgements from a plain thread,
+    and the blocking Admin's share offsets."""
+    group = unique_topic("gs")
+    set_earliest(broker.bootstrap, group)
+    topic = new_topic(broker.bootstrap, 5)
+    seen: dict[int, list[int]] = {}
+    with SyncShareConsumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        acknowledgement_mode="explicit",
+    ) as consumer:
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(seen) < 5 or len(seen[4]) < 2:
+            assert time.monotonic() < deadline
+            for r in consumer.poll(500):
+                seen.setdefault(r.offset, []).append(r.delivery_count)
+                again = r.offset == 4 and r.delivery_count == 1
+                consumer.acknowledge(
+                    r, AcknowledgeType.RELEASE if again else AcknowledgeType.ACCEPT
+                )
+            consumer.commit()
+    assert seen == {0: [1], 1: [1], 2: [1], 3: [1], 4: [1, 2]}
+    with SyncAdmin(bootstrap_servers=broker.bootstrap) as admin:
+        tp = SyncTopicPartition(topic, 0)
+        assert admin.list_share_group_offsets(group)[tp][0] == 5
+        admin.alter_share_group_offsets(group, {tp: 2})
+        assert admin.list_share_group_offsets(group)[tp][0] == 2

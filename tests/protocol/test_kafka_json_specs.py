@@ -40,6 +40,11 @@ NOT_SHIPPED = frozenset(
         "ShareFetch",
         "ShareAcknowledge",
         "DescribeShareGroupOffsets",
+        "ReadShareGroupState",
+        "WriteShareGroupState",
+        "DeleteShareGroupState",
+        "AlterShareGroupOffsets",
+        "DeleteShareGroupOffsets",
     }
 )
 ALL_SPECS = [spec for pair in all_specs() for spec in pair]

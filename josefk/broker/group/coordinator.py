@@ -408,6 +408,14 @@ class GroupCoordinator(ShardPart):
     def share_group(self, group_id: str) -> ShareGroup | None:
         return self.share_groups.get(group_id)
 
+    def ensure_share_group(self, group_id: str) -> ShareGroup | None:
+        """The share group, made empty when no group has the id (AlterShareGroupOffsets);
+        None when a classic or consumer group holds it."""
+        other = self._groups.get(group_id)
+        if group_id not in self.share_groups and other is not None and not other.is_dead:
+            return None
+        return self.share.ensure_group(group_id)
+
     def is_consumer_group(self, group_id: str) -> bool:
         return self._consumer_group(group_id) is not None
 

@@ -86,6 +86,9 @@ class ShareGroup:
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
+    # Every topic a member subscribed to (while the coordinator kept the group): whose
+    # share state DeleteGroups deletes.
+    topics: set[str] = field(default_factory=set)
 
     @property
     def state(self) -> str:
@@ -143,8 +146,9 @@ class ShareGroupManager(ShardPart):
         self._group_configs = group_configs
         # Told when a member leaves or is removed: (group id, member id).
         self.on_member_gone: list[Callable[[str, str], None]] = []
-        # Told when an empty share group is deleted: its share partitions' state goes too.
-        self.on_group_deleted: list[Callable[[str], None]] = []
+        # Told when an empty share group is deleted, with the topics it read: its share
+        # partitions' state goes too.
+        self.on_group_deleted: list[Callable[[str, frozenset[str]], None]] = []
 
     def group_config(self, group_id: str, name: str) -> str:
         """A share group's config: set for the group, else Kafka's default."""
@@ -220,6 +224,7 @@ class ShareGroupManager(ShardPart):
             names = tuple(sorted(set(request.subscribed_topic_names)))
             if names != member.subscribed_topic_names:
                 member.subscribed_topic_names = names
+                group.topics.update(names)
                 bump = True
         if self._refresh_assignment(group) or bump:
             group.group_epoch += 1
@@ -294,6 +299,14 @@ class ShareGroupManager(ShardPart):
         )
         self.remove_member(group, member)
 
+    def ensure_group(self, group_id: str) -> ShareGroup:
+        """The share group, made empty when missing (AlterShareGroupOffsets on a new id)."""
+        group = self.share_groups.get(group_id)
+        if group is None:
+            group = ShareGroup(group_id)
+            self.share_groups[group_id] = group
+        return group
+
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.share_groups.get(group_id)
         return group is not None and member_id in group.members
@@ -314,5 +327,5 @@ class ShareGroupManager(ShardPart):
             return ErrorCode.NON_EMPTY_GROUP
         del self.share_groups[group_id]
         for listener in self.on_group_deleted:
-            listener(group_id)
+            listener(group_id, frozenset(group.topics))
         return ErrorCode.NONE

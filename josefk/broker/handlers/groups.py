@@ -29,6 +29,7 @@ from josefk.broker.group.coordinator import GroupCoordinator, JoinRequest
 from josefk.broker.group.group import JoinResult
 from josefk.broker.group.store import OFFSETS_TOPIC
 from josefk.broker.handlers import handles
+from josefk.broker.handlers.share_state import find_share_coordinator
 from josefk.broker.handlers.transactions import find_transaction_coordinator
 from josefk.broker.parking import request_parked
 from josefk.broker.partition import RequestTimedOutError
@@ -65,6 +66,7 @@ DELETE_GROUPS: Final = DeleteGroupsResponse
 
 GROUP_KEY_TYPE: Final = 0
 TRANSACTION_KEY_TYPE: Final = 1
+SHARE_KEY_TYPE: Final = 2
 CLASSIC_GROUP_TYPE: Final = "classic"
 
 
@@ -102,6 +104,11 @@ def handle_find_coordinator(
             if not context.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
                 return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1
             return find_transaction_coordinator(context, key)
+        if key_type == SHARE_KEY_TYPE:
+            # KIP-932: a share partition's coordinator (handlers/share_state.py).
+            if not context.authorize_cluster(AclOperation.CLUSTER_ACTION):
+                return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, "", -1
+            return find_share_coordinator(context, key)
         if key_type == GROUP_KEY_TYPE and not context.authorize(
             AclOperation.DESCRIBE, ResourceType.GROUP, key
         ):

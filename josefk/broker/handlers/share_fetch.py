@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -48,12 +49,18 @@ from josefk.broker.share.manager import (
     ShareSession,
     batch_spans,
     not_deliverable,
+    trim_to,
 )
 from josefk.broker.share.partition import AcknowledgementBatch, AcquiredRange
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
 from josefk.protocol.errors import ErrorCode
 from josefk.storage.offsets import FetchIsolation
+
+logger = logging.getLogger(__name__)
+
+# A share partition's first load waits at least this long, even for a fetch that would not.
+_MIN_LOAD_WAIT_S: Final = 1.0
 
 FETCH: Final = response_class(ApiKey.SHARE_FETCH)
 ACKNOWLEDGE: Final = response_class(ApiKey.SHARE_ACKNOWLEDGE)
@@ -108,7 +115,7 @@ class _Topics:
         return self._allowed[name]
 
 
-def _acknowledge(
+async def _acknowledge(
     manager: SharePartitionManager,
     group_id: str,
     member_id: str,
@@ -116,7 +123,8 @@ def _acknowledge(
     request_topics: Any,
     answers: dict[TopicPartition, _Answer],
 ) -> None:
-    changed = False
+    changed: list[TopicPartition] = []
+    counted: dict[TopicPartition, dict[int, int]] = {}
     for topic in request_topics:
         name = topics.name(topic.topic_id)
         for p in topic.partitions:
@@ -133,13 +141,40 @@ def _acknowledge(
                 elif sp is None:
                     error = ErrorCode.INVALID_RECORD_STATE
                 else:
-                    error = sp.acknowledge(member_id, _batches(p))
-                    manager.persist(group_id, tp)
-                    changed = True
+                    batches = _batches(p)
+                    error = sp.acknowledge(member_id, batches)
+                    changed.append(tp)
+                    counted[tp] = _record_counts(batches)
             answer = answers.setdefault(tp, _Answer(topic.topic_id, p.partition_index))
             answer.ack_error = error
     if changed:
         manager.notify()
+        # Durable before answered: the share coordinator holds the state, replicated.
+        written = await asyncio.gather(*(manager.persist(group_id, tp) for tp in changed))
+        for tp, error in zip(changed, written, strict=True):
+            if error and not answers[tp].ack_error:
+                answers[tp].ack_error = error
+    if manager.probe is not None:
+        for tp, answer in answers.items():
+            if answer.ack_error is not None:
+                manager.probe.acknowledged(
+                    tp.topic,
+                    failed=bool(answer.ack_error),
+                    records={} if answer.ack_error else counted.get(tp, {}),
+                )
+
+
+def _record_counts(batches: list[AcknowledgementBatch]) -> dict[int, int]:
+    """Records acknowledged by type (gaps left out) in one partition's batches."""
+    counts: dict[int, int] = {}
+    for b in batches:
+        if len(b.acknowledge_types) == 1:
+            kind = b.acknowledge_types[0]
+            counts[kind] = counts.get(kind, 0) + b.last_offset - b.first_offset + 1
+        else:
+            for kind in b.acknowledge_types:
+                counts[kind] = counts.get(kind, 0) + 1
+    return counts
 
 
 def _session_error(error: ErrorCode, response: Any) -> Any:
@@ -181,7 +216,7 @@ async def handle_share_fetch(context: RequestContext, request: Any) -> Any:
         error, session = manager.session_for(group_id, member_id, epoch)
     if error or session is None:
         return _session_error(error or ErrorCode.SHARE_SESSION_NOT_FOUND, FETCH)
-    _acknowledge(manager, group_id, member_id, topics, request.topics, answers)
+    await _acknowledge(manager, group_id, member_id, topics, request.topics, answers)
     if epoch == FINAL_EPOCH:
         manager.close_session(group_id, member_id)
         return _fetch_response(context, answers, manager)
@@ -234,6 +269,28 @@ async def _fetch(
             log = partition.log
             visible = log.last_stable_offset if committed else log.high_watermark
             start = log.log_start_offset if reset == "earliest" else log.high_watermark
+            topic_id = topics.topic_id(tp.topic)
+            if manager.existing(group_id, tp) is None and topic_id is not None:
+                # Bounded by the fetch's wait: the persister retries while a coordinator
+                # moves, and the member asks again on its next fetch.
+                try:
+                    error = await asyncio.wait_for(
+                        manager.load(
+                            group_id,
+                            tp,
+                            topic_id,
+                            leader_epoch=partition.leader_epoch,
+                            start=start,
+                        ),
+                        max(deadline - loop.time(), _MIN_LOAD_WAIT_S),
+                    )
+                except TimeoutError:
+                    error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                if error:
+                    # The share coordinator cannot answer yet (loading, moving, fenced):
+                    # nothing is acquired here until it does.
+                    logger.info("share partition %s of %s not loaded: %s", tp, group_id, error.name)
+                    continue
             sp = manager.share_partition(group_id, tp, start)
             sp.reset_start(log.log_start_offset)
             sp.expire_locks(manager.now_ms())
@@ -264,7 +321,11 @@ async def _fetch(
                     continue
                 if outcome.error is not None or read is None or not read.info.size:
                     continue
-                spans = batch_spans(read.info.records)
+                # The acquisition takes AVAILABLE ranges below the end offset, then new
+                # records: no more than ``budget`` past the end is ever acquired.
+                spans = batch_spans(
+                    read.info.records, max(found.end_offset, fetch.fetch_offset) + budget
+                )
                 if not spans:
                     continue
                 acquired = found.acquire(
@@ -285,13 +346,15 @@ async def _fetch(
                 skipped = not_deliverable(spans, aborted)
                 if skipped and acquired:
                     acquired = found.withhold(member_id, acquired, skipped)
-                    manager.persist(group_id, tp)
+                    manager.persist_later(group_id, tp)
                 if not acquired:
                     continue
                 acquired_any = True
                 budget -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
                 answer = answers.setdefault(tp, _Answer(topics.topic_id(tp.topic), tp.partition))
-                answer.records = read.info.records
+                answer.records = trim_to(
+                    read.info.records, spans, max(a.last_offset for a in acquired)
+                )
                 answer.acquired = acquired
                 answer.leader_epoch = partition.leader_epoch
         remaining = deadline - loop.time()
@@ -323,14 +386,20 @@ def _fetch_response(
     context: RequestContext, answers: dict[TopicPartition, _Answer], manager: SharePartitionManager
 ) -> Any:
     by_topic: dict[Any, list[Any]] = {}
+    if manager.probe is not None:
+        for tp, answer in answers.items():
+            manager.probe.share_fetch(tp.topic, failed=bool(answer.error))
     for answer in answers.values():
         by_topic.setdefault(answer.topic_id, []).append(
             FETCH.PartitionData(
                 partition_index=answer.partition,
                 error_code=answer.error,
                 acknowledge_error_code=answer.ack_error or ErrorCode.NONE,
+                # This broker for what it answers; unknown (-1) with an error, so that the
+                # client looks the leader up in metadata rather than coming back here.
                 current_leader=FETCH.LeaderIdAndEpoch(
-                    leader_id=context.broker.broker_id, leader_epoch=answer.leader_epoch
+                    leader_id=-1 if answer.error else context.broker.broker_id,
+                    leader_epoch=answer.leader_epoch,
                 ),
                 records=answer.records if answer.acquired else b"",
                 acquired_records=[
@@ -355,7 +424,7 @@ def _fetch_response(
 
 
 @handles(ApiKey.SHARE_ACKNOWLEDGE)
-def handle_share_acknowledge(context: RequestContext, request: Any) -> Any:
+async def handle_share_acknowledge(context: RequestContext, request: Any) -> Any:
     manager = _manager(context)
     group_id, member_id = request.group_id, request.member_id
     if not group_id:
@@ -375,7 +444,7 @@ def handle_share_acknowledge(context: RequestContext, request: Any) -> Any:
         return _session_error(error or ErrorCode.SHARE_SESSION_NOT_FOUND, ACKNOWLEDGE)
     topics = _Topics(context)
     answers: dict[TopicPartition, _Answer] = {}
-    _acknowledge(manager, group_id, member_id, topics, request.topics, answers)
+    await _acknowledge(manager, group_id, member_id, topics, request.topics, answers)
     if epoch == FINAL_EPOCH:
         manager.close_session(group_id, member_id)
     by_topic: dict[Any, list[Any]] = {}

@@ -10,10 +10,11 @@ Version notes: v1 is what Kafka 4.1 and later serve (v0 was 4.0's early access);
 generates its own id.
 
 DescribeShareGroupOffsets answers each partition's share-partition start offset (-1 when the
-group has no share state for it) and, from v1, its lag, from the share partitions this broker
-leads (in a cluster the coordinator may not lead them: those answer -1).
+group has no share state for it) and, from v1, its lag: from the share partition when this
+broker leads it, else the start offset its share coordinator keeps (lag -1).
 
-Authorization, as Kafka's: READ on the group for the heartbeat, DESCRIBE on the group for
+Authorization, as Kafka's: READ on the group for the heartbeat (and DESCRIBE on every topic
+it subscribes to: TOPIC_AUTHORIZATION_FAILED), DESCRIBE on the group for
 the description and the offsets (GROUP_AUTHORIZATION_FAILED), and DESCRIBE on each topic for
 the offsets (TOPIC_AUTHORIZATION_FAILED).
 
@@ -47,6 +48,17 @@ def handle_share_group_heartbeat(context: RequestContext, request: Any) -> Any:
     if coordinator is None:
         return HEARTBEAT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     names = request.subscribed_topic_names
+    denied = sorted(
+        name
+        for name in names or ()
+        if not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+    )
+    if denied:
+        # As Kafka: a subscription naming a topic the member may not describe is refused.
+        error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return HEARTBEAT(
+            error_code=error, error_message=f"Topic authorization failed for topics {denied}"
+        )
     result = coordinator.share_group_heartbeat(
         ShareHeartbeatRequest(
             group_id=request.group_id,
@@ -163,7 +175,7 @@ OFFSETS: Final = response_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
 
 
 @handles(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
-def handle_describe_share_group_offsets(context: RequestContext, request: Any) -> Any:
+async def handle_describe_share_group_offsets(context: RequestContext, request: Any) -> Any:
     coordinator = coordinator_of(context)
     manager = context.broker.share_partitions
     replicas = context.broker.replica_manager
@@ -187,10 +199,16 @@ def handle_describe_share_group_offsets(context: RequestContext, request: Any) -
             )
             continue
         held = manager.of_group(group_id)
+        group = None if coordinator is None else coordinator.share_group(group_id)
         asked: dict[str, list[int]] = {}
         if wanted.topics is None:
-            for tp in sorted(held):
-                asked.setdefault(tp.topic, []).append(tp.partition)
+            # Every partition with share state: those held here, and those of the topics
+            # the group read (their state is at their share coordinators).
+            names = {tp.topic for tp in held} | (set() if group is None else group.topics)
+            for name in sorted(names):
+                info = replicas.catalog.get(name)
+                if info is not None:
+                    asked[name] = list(range(info.partitions))
         else:
             for t in wanted.topics:
                 asked.setdefault(t.topic_name, []).extend(t.partitions)
@@ -215,6 +233,13 @@ def handle_describe_share_group_offsets(context: RequestContext, request: Any) -
                     if partition is not None:
                         lag = sp.lag(partition.log.high_watermark)
                         epoch = partition.leader_epoch
+                elif not code and info is not None:
+                    # Not held here: the share coordinator's state (start offset only).
+                    read = await manager.read_state(
+                        group_id, TopicPartition(name, index), info.topic_id
+                    )
+                    if read.state is not None:
+                        start = read.state.start_offset
                 entries.append(
                     OFFSETS.DescribeShareGroupOffsetsResponsePartition(
                         partition_index=index,

@@ -1,21 +1,15 @@
-"""Durable share-partition state, a first step: one small file per (group, topic, partition).
+"""The share-partition state files of josefk before ``__share_group_state``: read once.
 
-Owns ``ShareStateStore``. Kafka keeps share state in ``__share_group_state`` through the
-share coordinator (ShareSnapshot and ShareUpdate records); josefk does not build that yet.
-What it keeps instead is enough that an acknowledged record is not delivered again after a
-restart: on every acknowledgement (before it is answered) and every release of a member's
-records, the share partition's start offset and its in-flight ranges (first and last offset,
-state, delivery count) are written to ``<log dir>/share-state/<name>.json`` atomically and
-fsynced. A load turns ACQUIRED ranges into AVAILABLE (their holders are gone: they are
-delivered again, with the delivery counts as last written).
+Owns ``migrate_json_state``. josefk's first share groups wrote each share partition's state to
+``<log dir>/share-state/<sha256>.json``: ``{"group": str, "topic": str, "partition": int,
+"start_offset": int, "ranges": [[first_offset, last_offset, state, delivery_count], ...]}``.
+At the start of a single node, after the share coordinator loaded its topic, each file whose
+share partition has no state in the topic yet is written there as a ShareSnapshot (its topic
+named by id from the catalog; ACQUIRED ranges as available), and the directory is renamed
+``share-state.migrated`` so that it is never read again. A cluster broker does not migrate
+(its files were never replicated: state kept before the cluster is not carried over).
 
-File layout (JSON): ``{"group": str, "topic": str, "partition": int, "start_offset": int,
-"ranges": [[first_offset, last_offset, state, delivery_count], ...]}``; the file name is the
-hex SHA-256 of group, topic and partition (group ids may hold any character).
-
-Not replicated: in a cluster the state stays on the broker that led the partition.
-
-Imports the share partition and josefk.fileio; must not import handlers.
+Imports the share coordinator and records and the catalog; must not import handlers.
 """
 
 from __future__ import annotations
@@ -24,12 +18,54 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from josefk.broker.partition import TopicPartition
+from josefk.broker.share.coordinator import ShareCoordinator
 from josefk.broker.share.partition import InFlightRange, RecordState, SharePartition
+from josefk.broker.share.records import AVAILABLE, ShareStateKey, StateBatch
 from josefk.fileio import write_atomically
 
 logger = logging.getLogger(__name__)
+
+MIGRATED_SUFFIX = ".migrated"
+
+
+async def migrate_json_state(directory: Path, coordinator: ShareCoordinator, catalog: Any) -> int:
+    """Move the state files under ``directory`` into ``__share_group_state``; the count
+    moved. Nothing to do when the directory is absent."""
+    # Once, at start-up before any listener opens: the blocking reads cannot delay a client.
+    if not directory.is_dir():  # noqa: ASYNC240
+        return 0
+    moved = 0
+    for (group_id, tp), (start, ranges) in ShareStateStore(directory).load().items():
+        info = catalog.get(tp.topic)
+        if info is None:
+            continue
+        key = ShareStateKey(group_id, info.topic_id, tp.partition)
+        if key in coordinator.states:
+            continue
+        batches = [
+            StateBatch(
+                r.first_offset,
+                r.last_offset,
+                AVAILABLE if r.state is RecordState.AVAILABLE else int(r.state),
+                r.delivery_count,
+            )
+            for r in ranges
+        ]
+        error = await coordinator.write(
+            key, state_epoch=0, leader_epoch=-1, start_offset=start, batches=batches
+        )
+        if error:
+            logger.warning("share state of %s %s not migrated: %s", group_id, tp, error.name)
+            return moved
+        moved += 1
+    directory.rename(directory.with_name(directory.name + MIGRATED_SUFFIX))  # noqa: ASYNC240
+    logger.info(
+        "moved %d share partition states from %s to the share coordinator", moved, directory
+    )
+    return moved
 
 
 class ShareStateStore:
