@@ -233,7 +233,7 @@ async def handle_share_fetch(context: RequestContext, request: Any) -> Any:
     await _acknowledge(manager, group_id, member_id, topics, request.topics, answers, renew=renew)
     if epoch == FINAL_EPOCH:
         manager.close_session(group_id, member_id)
-        return _fetch_response(context, answers, manager)
+        return _fetch_response(context, answers, manager, group_id)
     for tp in requested:
         session.partitions.setdefault(tp, None)
     for forgotten in request.forgotten_topics_data:
@@ -244,7 +244,7 @@ async def handle_share_fetch(context: RequestContext, request: Any) -> Any:
     if not renew:
         # KIP-1222: a request renewing locks only acknowledges; it acquires nothing more.
         await _fetch(context, manager, session, topics, request, answers)
-    return _fetch_response(context, answers, manager)
+    return _fetch_response(context, answers, manager, group_id)
 
 
 async def _fetch(
@@ -393,7 +393,10 @@ async def _wait_any(*waits: Any) -> None:
 
 
 def _fetch_response(
-    context: RequestContext, answers: dict[TopicPartition, _Answer], manager: SharePartitionManager
+    context: RequestContext,
+    answers: dict[TopicPartition, _Answer],
+    manager: SharePartitionManager,
+    group_id: str,
 ) -> Any:
     by_topic: dict[Any, list[Any]] = {}
     if manager.probe is not None:
@@ -424,7 +427,7 @@ def _fetch_response(
         )
     return FETCH(
         error_code=ErrorCode.NONE,
-        acquisition_lock_timeout_ms=manager.record_lock_duration_ms,
+        acquisition_lock_timeout_ms=manager.lock_duration_ms(group_id),
         responses=[
             FETCH.ShareFetchableTopicResponse(topic_id=topic_id, partitions=partitions)
             for topic_id, partitions in by_topic.items()
@@ -471,7 +474,7 @@ async def handle_share_acknowledge(context: RequestContext, request: Any) -> Any
         )
     return ACKNOWLEDGE(
         error_code=ErrorCode.NONE,
-        acquisition_lock_timeout_ms=manager.record_lock_duration_ms,
+        acquisition_lock_timeout_ms=manager.lock_duration_ms(group_id),
         responses=[
             ACKNOWLEDGE.ShareAcknowledgeTopicResponse(topic_id=topic_id, partitions=partitions)
             for topic_id, partitions in by_topic.items()
