@@ -711,3 +711,116 @@ def test_sync_share_consumer_and_admin(broker: BrokerProcess) -> None:
         assert admin.list_share_group_offsets(group)[tp][0] == 5
         admin.alter_share_group_offsets(group, {tp: 2})
         assert admin.list_share_group_offsets(group)[tp][0] == 2
+
+
+def test_share_fetch_v2_renews_acquisition_locks(broker: BrokerProcess) -> None:
+    """KIP-1222 over the wire (ShareFetch/ShareAcknowledge v2): a member renewing its
+    records keeps them past the lock duration while another member fetches in vain; a
+    renewing ShareFetch acquires nothing; both answer the lock duration; type 4 without
+    is_renew_ack is INVALID_REQUEST."""
+    topic = new_topic(broker.bootstrap, 3)
+    group = unique_topic("gr")
+    set_earliest(broker.bootstrap, group)
+    fetch = request_class(ApiKey.SHARE_FETCH)
+    acknowledge = request_class(ApiKey.SHARE_ACKNOWLEDGE)
+    topic_id = uuid.UUID(
+        bytes=base64.urlsafe_b64decode(ck_topic_id(broker.bootstrap, topic) + "==")
+    )
+    clients = {m: RawClient(broker.bootstrap) for m in ("m1", "m2")}
+    epochs = {"m1": 0, "m2": 0}
+
+    def share_fetch(member: str, wait_ms: int, max_records: int, acks: Any = (), **v2: Any) -> Any:
+        answer = clients[member].call(
+            ApiKey.SHARE_FETCH,
+            2,
+            group_id=group,
+            member_id=member,
+            share_session_epoch=epochs[member],
+            max_wait_ms=wait_ms,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=max_records,
+            batch_size=max_records,
+            topics=[
+                fetch.FetchTopic(
+                    topic_id=topic_id,
+                    partitions=[
+                        fetch.FetchPartition(partition_index=0, acknowledgement_batches=list(acks))
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+            **v2,
+        )
+        assert answer.error_code == ErrorCode.NONE
+        assert answer.acquisition_lock_timeout_ms == LOCK_MS
+        epochs[member] += 1
+        return answer
+
+    def acquired(answer: Any) -> list[tuple[int, int]]:
+        return [
+            (a.first_offset, a.last_offset)
+            for t in answer.responses
+            for p in t.partitions
+            for a in p.acquired_records
+        ]
+
+    def ack_error(answer: Any) -> int:
+        (part,) = answer.responses[0].partitions
+        return int(part.acknowledge_error_code)
+
+    def acknowledge_v2(member: str, types: list[int], renew: bool) -> Any:
+        answer = clients[member].call(
+            ApiKey.SHARE_ACKNOWLEDGE,
+            2,
+            group_id=group,
+            member_id=member,
+            share_session_epoch=epochs[member],
+            is_renew_ack=renew,
+            topics=[
+                acknowledge.AcknowledgeTopic(
+                    topic_id=topic_id,
+                    partitions=[
+                        acknowledge.AcknowledgePartition(
+                            partition_index=0,
+                            acknowledgement_batches=[
+                                acknowledge.AcknowledgementBatch(
+                                    first_offset=0, last_offset=1, acknowledge_types=types
+                                )
+                            ],
+                        )
+                    ],
+                )
+            ],
+        )
+        epochs[member] += 1
+        assert answer.error_code == ErrorCode.NONE
+        assert answer.acquisition_lock_timeout_ms == LOCK_MS
+        return answer
+
+    renew = fetch.AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=[4])
+    try:
+        first = share_fetch("m1", 10_000, 2)
+        assert acquired(first) == [(0, 1)]
+        acquired_at = time.monotonic()
+        # A renewing ShareFetch answers its acknowledgements and acquires nothing, though
+        # offset 2 is available.
+        renewing = share_fetch("m1", 10_000, 2, [renew], is_renew_ack=True)
+        assert acquired(renewing) == [] and ack_error(renewing) == ErrorCode.NONE
+        # Type 4 without is_renew_ack is an unknown type.
+        (part,) = acknowledge_v2("m1", [4], renew=False).responses[0].partitions
+        assert part.error_code == ErrorCode.INVALID_REQUEST
+        # Keep renewing for two lock durations; m2 gets offset 2 (again each time its own
+        # unrenewed lock ends), never 0..1.
+        taken: list[tuple[int, int]] = []
+        while time.monotonic() < acquired_at + 2 * LOCK_MS / 1000:
+            (part,) = acknowledge_v2("m1", [4], renew=True).responses[0].partitions
+            assert part.error_code == ErrorCode.NONE
+            taken += acquired(share_fetch("m2", 300, 10))
+        assert taken and set(taken) == {(2, 2)}
+        # Still m1's: its accept succeeds, and the records are done with.
+        (part,) = acknowledge_v2("m1", [1], renew=False).responses[0].partitions
+        assert part.error_code == ErrorCode.NONE
+    finally:
+        for client in clients.values():
+            client.close()
