@@ -33,6 +33,7 @@ import pytest
 from broker_process import BrokerProcess, free_port, run_josefk
 from client_helpers import ck_admin, ck_config, ck_create_topic, ck_topic_id, unique_topic
 from confluent_kafka import Message, Producer, ShareConsumer
+from confluent_kafka.admin import ConfigResource, ResourceType
 from prometheus_client.parser import text_string_to_metric_families
 from raw_client import RawClient
 
@@ -622,7 +623,9 @@ def test_reset_delete_offsets_and_delete_a_share_group(broker: BrokerProcess) ->
         topics=[delete.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)],
     )
     assert (deleted.error_code, [t.error_code for t in deleted.responses]) == (0, [0])
-    assert _share_offsets(client, group) == (ErrorCode.NONE, [(0, -1)])
+    # As Kafka: the topic leaves the group's share-state topics, so a describe of all of
+    # them no longer lists it (asked by name, it has no start offset).
+    assert _share_offsets(client, group) == (ErrorCode.NONE, [])
     gone = client.call(ApiKey.DELETE_GROUPS, 2, groups_names=[group])
     assert [r.error_code for r in gone.results] == [ErrorCode.NONE]
     assert _share_offsets(client, group)[0] == ErrorCode.GROUP_ID_NOT_FOUND
@@ -824,3 +827,64 @@ def test_share_fetch_v2_renews_acquisition_locks(broker: BrokerProcess) -> None:
     finally:
         for client in clients.values():
             client.close()
+
+
+def test_group_record_lock_duration(broker: BrokerProcess) -> None:
+    """Kafka 4.2's group config share.record.lock.duration.ms: within 15-60 s, described,
+    and the group's lock (the acquisition lock timeout ShareFetch answers)."""
+    topic = new_topic(broker.bootstrap, 1)
+    group = unique_topic("gl")
+    set_earliest(broker.bootstrap, group, share_record_lock_duration_ms="20000")
+    with pytest.raises(AssertionError):
+        set_earliest(broker.bootstrap, group, share_record_lock_duration_ms="1000")
+    fetch = request_class(ApiKey.SHARE_FETCH)
+    topic_id = uuid.UUID(
+        bytes=base64.urlsafe_b64decode(ck_topic_id(broker.bootstrap, topic) + "==")
+    )
+    client = RawClient(broker.bootstrap)
+    try:
+        answer = client.call(
+            ApiKey.SHARE_FETCH,
+            2,
+            group_id=group,
+            member_id="m1",
+            share_session_epoch=0,
+            max_wait_ms=10_000,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=10,
+            batch_size=10,
+            topics=[
+                fetch.FetchTopic(
+                    topic_id=topic_id, partitions=[fetch.FetchPartition(partition_index=0)]
+                )
+            ],
+            forgotten_topics_data=[],
+        )
+        assert answer.error_code == ErrorCode.NONE
+        assert answer.acquisition_lock_timeout_ms == 20_000
+        (part,) = answer.responses[0].partitions
+        assert [(a.first_offset, a.last_offset) for a in part.acquired_records] == [(0, 0)]
+        # Unknown acquire modes (KIP-1206 has 0 and 1) are refused.
+        refused = client.call(
+            ApiKey.SHARE_FETCH,
+            2,
+            group_id=group,
+            member_id="m1",
+            share_session_epoch=1,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=10,
+            batch_size=10,
+            share_acquire_mode=7,
+            topics=[],
+            forgotten_topics_data=[],
+        )
+        assert refused.error_code == ErrorCode.INVALID_REQUEST
+    finally:
+        client.close()
+    admin = ck_admin(broker.bootstrap)
+    resource = ConfigResource(ResourceType.GROUP, group)
+    described = admin.describe_configs([resource])[resource].result(20)
+    assert described["share.record.lock.duration.ms"].value == "20000"
