@@ -376,6 +376,9 @@ class Broker:
             self.share_coordinator.probe = self.metrics.share
             self.metrics.watch_share(functools.partial(self._share_stats, share_partitions))
         self.group_coordinator.share.on_member_gone.append(share_partitions.member_gone)
+        share_partitions.group_lock_duration_ms = (
+            self.group_coordinator.share.record_lock_duration_ms
+        )
 
         def share_group_deleted(group_id: str, topics: frozenset[str]) -> None:
             partitions = [

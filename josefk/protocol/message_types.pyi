@@ -2679,7 +2679,7 @@ class ShareGroupDescribeResponse:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareFetchRequest:
-    """ShareFetch request (API key 78), versions 1, flexible 0+."""
+    """ShareFetch request (API key 78), versions 1-2, flexible 0+."""
 
     API_KEY: ClassVar[int]
     KIND: ClassVar[str]
@@ -2724,13 +2724,15 @@ class ShareFetchRequest:
     max_bytes: int = ...  # versions 0+
     max_records: int = ...  # versions 1+
     batch_size: int = ...  # versions 1+
+    share_acquire_mode: int = ...  # versions 2+
+    is_renew_ack: bool = ...  # versions 2+
     topics: list[FetchTopic] = ...  # versions 0+
     forgotten_topics_data: list[ForgottenTopic] = ...  # versions 0+
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareFetchResponse:
-    """ShareFetch response (API key 78), versions 1, flexible 0+."""
+    """ShareFetch response (API key 78), versions 1-2, flexible 0+."""
 
     API_KEY: ClassVar[int]
     KIND: ClassVar[str]
@@ -2793,7 +2795,7 @@ class ShareFetchResponse:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareAcknowledgeRequest:
-    """ShareAcknowledge request (API key 79), versions 1, flexible 0+."""
+    """ShareAcknowledge request (API key 79), versions 1-2, flexible 0+."""
 
     API_KEY: ClassVar[int]
     KIND: ClassVar[str]
@@ -2826,12 +2828,13 @@ class ShareAcknowledgeRequest:
     group_id: str | None = ...  # versions 0+, nullable 0+
     member_id: str | None = ...  # versions 0+, nullable 0+
     share_session_epoch: int = ...  # versions 0+
+    is_renew_ack: bool = ...  # versions 2+
     topics: list[AcknowledgeTopic] = ...  # versions 0+
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareAcknowledgeResponse:
-    """ShareAcknowledge response (API key 79), versions 1, flexible 0+."""
+    """ShareAcknowledge response (API key 79), versions 1-2, flexible 0+."""
 
     API_KEY: ClassVar[int]
     KIND: ClassVar[str]
@@ -2874,6 +2877,7 @@ class ShareAcknowledgeResponse:
     throttle_time_ms: int = ...  # versions 0+
     error_code: int = ...  # versions 0+
     error_message: str | None = ...  # versions 0+, nullable 0+
+    acquisition_lock_timeout_ms: int = ...  # versions 2+
     responses: list[ShareAcknowledgeTopicResponse] = ...  # versions 0+
     node_endpoints: list[NodeEndpoint] = ...  # versions 0+
 

@@ -89,6 +89,48 @@ def test_lock_expiry_releases_to_another_member() -> None:
     assert sp.acknowledge("a", ack(0, 4, ACCEPT)) is ErrorCode.INVALID_RECORD_STATE
 
 
+def test_renew_restarts_the_lock_of_what_the_member_holds() -> None:
+    """KIP-1222: RENEW keeps the records ACQUIRED by the member, locked anew from now."""
+    renew = AcknowledgeType.RENEW
+    sp = SharePartition(0, record_lock_duration_ms=30_000)
+    sp.acquire("a", 0, 4, max_records=500, now_ms=0)
+    assert sp.acknowledge("a", ack(0, 2, renew), renew=True, now_ms=20_000) is ErrorCode.NONE
+    # At 30 s the lock of 3..4 is over; that of 0..2 runs to 50 s.
+    assert sp.acquire("b", 0, 4, max_records=500, now_ms=30_000) == [AcquiredRange(3, 4, 2)]
+    assert sp.state_of(1) is RecordState.ACQUIRED
+    assert sp.acquire("b", 0, 4, max_records=500, now_ms=49_999) == []
+    assert sp.acknowledge("a", ack(0, 2, ACCEPT)) is ErrorCode.NONE
+    assert sp.start_offset == 3
+
+
+def test_renew_only_with_is_renew_ack_and_only_while_held() -> None:
+    renew = AcknowledgeType.RENEW
+    sp = SharePartition(0, record_lock_duration_ms=30_000)
+    sp.acquire("a", 0, 4, max_records=500, now_ms=0)
+    # Without is_renew_ack (or before v2) type 4 is unknown.
+    assert sp.acknowledge("a", ack(0, 0, renew), now_ms=1) is ErrorCode.INVALID_REQUEST
+    assert sp.acknowledge("b", ack(0, 0, renew), renew=True, now_ms=1) is (
+        ErrorCode.INVALID_RECORD_STATE
+    )
+    # A lock already over cannot be renewed: the records went back to AVAILABLE.
+    assert sp.acknowledge("a", ack(0, 4, renew), renew=True, now_ms=30_000) is (
+        ErrorCode.INVALID_RECORD_STATE
+    )
+    assert sp.state_of(0) is RecordState.AVAILABLE
+    # Renew beside other types, one per offset.
+    sp.acquire("a", 0, 4, max_records=500, now_ms=30_000)
+    types = (ACCEPT, renew, renew, RELEASE, ACCEPT)
+    assert sp.acknowledge("a", ack(0, 4, *types), renew=True, now_ms=40_000) is ErrorCode.NONE
+    assert [sp.state_of(o) for o in range(5)] == [
+        RecordState.ACKNOWLEDGED,
+        RecordState.ACQUIRED,
+        RecordState.ACQUIRED,
+        RecordState.AVAILABLE,
+        RecordState.ACKNOWLEDGED,
+    ]
+    assert sp.next_lock_deadline_ms() == 70_000
+
+
 def test_acknowledging_what_one_does_not_hold_is_invalid_record_state() -> None:
     sp = SharePartition(0)
     sp.acquire("a", 0, 4, max_records=500, now_ms=0)

@@ -33,6 +33,7 @@ import pytest
 from broker_process import BrokerProcess, free_port, run_josefk
 from client_helpers import ck_admin, ck_config, ck_create_topic, ck_topic_id, unique_topic
 from confluent_kafka import Message, Producer, ShareConsumer
+from confluent_kafka.admin import ConfigResource, ResourceType
 from prometheus_client.parser import text_string_to_metric_families
 from raw_client import RawClient
 
@@ -622,7 +623,9 @@ def test_reset_delete_offsets_and_delete_a_share_group(broker: BrokerProcess) ->
         topics=[delete.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)],
     )
     assert (deleted.error_code, [t.error_code for t in deleted.responses]) == (0, [0])
-    assert _share_offsets(client, group) == (ErrorCode.NONE, [(0, -1)])
+    # As Kafka: the topic leaves the group's share-state topics, so a describe of all of
+    # them no longer lists it (asked by name, it has no start offset).
+    assert _share_offsets(client, group) == (ErrorCode.NONE, [])
     gone = client.call(ApiKey.DELETE_GROUPS, 2, groups_names=[group])
     assert [r.error_code for r in gone.results] == [ErrorCode.NONE]
     assert _share_offsets(client, group)[0] == ErrorCode.GROUP_ID_NOT_FOUND
@@ -711,3 +714,177 @@ def test_sync_share_consumer_and_admin(broker: BrokerProcess) -> None:
         assert admin.list_share_group_offsets(group)[tp][0] == 5
         admin.alter_share_group_offsets(group, {tp: 2})
         assert admin.list_share_group_offsets(group)[tp][0] == 2
+
+
+def test_share_fetch_v2_renews_acquisition_locks(broker: BrokerProcess) -> None:
+    """KIP-1222 over the wire (ShareFetch/ShareAcknowledge v2): a member renewing its
+    records keeps them past the lock duration while another member fetches in vain; a
+    renewing ShareFetch acquires nothing; both answer the lock duration; type 4 without
+    is_renew_ack is INVALID_REQUEST."""
+    topic = new_topic(broker.bootstrap, 3)
+    group = unique_topic("gr")
+    set_earliest(broker.bootstrap, group)
+    fetch = request_class(ApiKey.SHARE_FETCH)
+    acknowledge = request_class(ApiKey.SHARE_ACKNOWLEDGE)
+    topic_id = uuid.UUID(
+        bytes=base64.urlsafe_b64decode(ck_topic_id(broker.bootstrap, topic) + "==")
+    )
+    clients = {m: RawClient(broker.bootstrap) for m in ("m1", "m2")}
+    epochs = {"m1": 0, "m2": 0}
+
+    def share_fetch(member: str, wait_ms: int, max_records: int, acks: Any = (), **v2: Any) -> Any:
+        answer = clients[member].call(
+            ApiKey.SHARE_FETCH,
+            2,
+            group_id=group,
+            member_id=member,
+            share_session_epoch=epochs[member],
+            max_wait_ms=wait_ms,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=max_records,
+            batch_size=max_records,
+            topics=[
+                fetch.FetchTopic(
+                    topic_id=topic_id,
+                    partitions=[
+                        fetch.FetchPartition(partition_index=0, acknowledgement_batches=list(acks))
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+            **v2,
+        )
+        assert answer.error_code == ErrorCode.NONE
+        assert answer.acquisition_lock_timeout_ms == LOCK_MS
+        epochs[member] += 1
+        return answer
+
+    def acquired(answer: Any) -> list[tuple[int, int]]:
+        return [
+            (a.first_offset, a.last_offset)
+            for t in answer.responses
+            for p in t.partitions
+            for a in p.acquired_records
+        ]
+
+    def ack_error(answer: Any) -> int:
+        (part,) = answer.responses[0].partitions
+        return int(part.acknowledge_error_code)
+
+    def acknowledge_v2(member: str, types: list[int], renew: bool) -> Any:
+        answer = clients[member].call(
+            ApiKey.SHARE_ACKNOWLEDGE,
+            2,
+            group_id=group,
+            member_id=member,
+            share_session_epoch=epochs[member],
+            is_renew_ack=renew,
+            topics=[
+                acknowledge.AcknowledgeTopic(
+                    topic_id=topic_id,
+                    partitions=[
+                        acknowledge.AcknowledgePartition(
+                            partition_index=0,
+                            acknowledgement_batches=[
+                                acknowledge.AcknowledgementBatch(
+                                    first_offset=0, last_offset=1, acknowledge_types=types
+                                )
+                            ],
+                        )
+                    ],
+                )
+            ],
+        )
+        epochs[member] += 1
+        assert answer.error_code == ErrorCode.NONE
+        assert answer.acquisition_lock_timeout_ms == LOCK_MS
+        return answer
+
+    renew = fetch.AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=[4])
+    try:
+        first = share_fetch("m1", 10_000, 2)
+        assert acquired(first) == [(0, 1)]
+        acquired_at = time.monotonic()
+        # A renewing ShareFetch answers its acknowledgements and acquires nothing, though
+        # offset 2 is available.
+        renewing = share_fetch("m1", 10_000, 2, [renew], is_renew_ack=True)
+        assert acquired(renewing) == [] and ack_error(renewing) == ErrorCode.NONE
+        # Type 4 without is_renew_ack is an unknown type.
+        (part,) = acknowledge_v2("m1", [4], renew=False).responses[0].partitions
+        assert part.error_code == ErrorCode.INVALID_REQUEST
+        # Keep renewing for two lock durations; m2 gets offset 2 (again each time its own
+        # unrenewed lock ends), never 0..1.
+        taken: list[tuple[int, int]] = []
+        while time.monotonic() < acquired_at + 2 * LOCK_MS / 1000:
+            (part,) = acknowledge_v2("m1", [4], renew=True).responses[0].partitions
+            assert part.error_code == ErrorCode.NONE
+            taken += acquired(share_fetch("m2", 300, 10))
+        assert taken and set(taken) == {(2, 2)}
+        # Still m1's: its accept succeeds, and the records are done with.
+        (part,) = acknowledge_v2("m1", [1], renew=False).responses[0].partitions
+        assert part.error_code == ErrorCode.NONE
+    finally:
+        for client in clients.values():
+            client.close()
+
+
+def test_group_record_lock_duration(broker: BrokerProcess) -> None:
+    """Kafka 4.2's group config share.record.lock.duration.ms: within 15-60 s, described,
+    and the group's lock (the acquisition lock timeout ShareFetch answers)."""
+    topic = new_topic(broker.bootstrap, 1)
+    group = unique_topic("gl")
+    set_earliest(broker.bootstrap, group, share_record_lock_duration_ms="20000")
+    with pytest.raises(AssertionError):
+        set_earliest(broker.bootstrap, group, share_record_lock_duration_ms="1000")
+    fetch = request_class(ApiKey.SHARE_FETCH)
+    topic_id = uuid.UUID(
+        bytes=base64.urlsafe_b64decode(ck_topic_id(broker.bootstrap, topic) + "==")
+    )
+    client = RawClient(broker.bootstrap)
+    try:
+        answer = client.call(
+            ApiKey.SHARE_FETCH,
+            2,
+            group_id=group,
+            member_id="m1",
+            share_session_epoch=0,
+            max_wait_ms=10_000,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=10,
+            batch_size=10,
+            topics=[
+                fetch.FetchTopic(
+                    topic_id=topic_id, partitions=[fetch.FetchPartition(partition_index=0)]
+                )
+            ],
+            forgotten_topics_data=[],
+        )
+        assert answer.error_code == ErrorCode.NONE
+        assert answer.acquisition_lock_timeout_ms == 20_000
+        (part,) = answer.responses[0].partitions
+        assert [(a.first_offset, a.last_offset) for a in part.acquired_records] == [(0, 0)]
+        # Unknown acquire modes (KIP-1206 has 0 and 1) are refused.
+        refused = client.call(
+            ApiKey.SHARE_FETCH,
+            2,
+            group_id=group,
+            member_id="m1",
+            share_session_epoch=1,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=10,
+            batch_size=10,
+            share_acquire_mode=7,
+            topics=[],
+            forgotten_topics_data=[],
+        )
+        assert refused.error_code == ErrorCode.INVALID_REQUEST
+    finally:
+        client.close()
+    admin = ck_admin(broker.bootstrap)
+    resource = ConfigResource(ResourceType.GROUP, group)
+    described = admin.describe_configs([resource])[resource].result(20)
+    assert described["share.record.lock.duration.ms"].value == "20000"

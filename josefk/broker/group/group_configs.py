@@ -7,7 +7,10 @@ Owns ``GroupConfigStore``: each group's overrides of ``consumer.session.timeout.
 and read with DescribeConfigs, checked as Kafka checks them (an integer within the broker's
 ``group.consumer.min/max.*`` bounds, INVALID_CONFIG otherwise; an unknown key INVALID_CONFIG);
 and a share group's ``share.auto.offset.reset`` (latest, earliest; Kafka's ``by_duration:``
-is refused) and ``share.isolation.level`` (read_uncommitted, read_committed).
+is refused), ``share.isolation.level`` (read_uncommitted, read_committed) and (Kafka 4.2)
+``share.record.lock.duration.ms`` (the group's acquisition lock, instead of the broker's
+``group.share.record.lock.duration.ms``; within Kafka's default bounds, 15 s to 60 s, the
+values of its ``group.share.min/max.record.lock.duration.ms``).
 
 Where they live: the single node keeps them in ``group-configs.json`` in the first log dir,
 replaced whole and atomically on each change (``josefk.fileio``, ``GroupConfigStore``); a
@@ -40,6 +43,9 @@ HEARTBEAT_INTERVAL: Final = "consumer.heartbeat.interval.ms"
 # KIP-932 share groups' configs, with Kafka's defaults and the values they may take.
 SHARE_AUTO_OFFSET_RESET: Final = "share.auto.offset.reset"
 SHARE_ISOLATION_LEVEL: Final = "share.isolation.level"
+SHARE_RECORD_LOCK_DURATION: Final = "share.record.lock.duration.ms"
+# Kafka's group.share.min/max.record.lock.duration.ms defaults: the bounds of the group's.
+SHARE_RECORD_LOCK_DURATION_BOUNDS: Final = (15_000, 60_000)
 SHARE_GROUP_CONFIG_DEFAULTS: Final[dict[str, str]] = {
     SHARE_AUTO_OFFSET_RESET: "latest",
     SHARE_ISOLATION_LEVEL: "read_uncommitted",
@@ -53,6 +59,7 @@ GROUP_CONFIG_KEYS: Final = (
     SESSION_TIMEOUT,
     SHARE_AUTO_OFFSET_RESET,
     SHARE_ISOLATION_LEVEL,
+    SHARE_RECORD_LOCK_DURATION,
 )
 
 
@@ -68,6 +75,7 @@ class GroupConfigStore:
         # path None: in memory only (unit tests).
         self.path = path
         self._groups = groups
+        self._writing = asyncio.Lock()
 
     @classmethod
     def load(cls, log_dir: str | Path) -> GroupConfigStore:
@@ -142,12 +150,15 @@ class GroupConfigStore:
         *,
         validate_only: bool = False,
     ) -> dict[str, str]:
-        """Check ``change`` (InvalidGroupConfig), then write the file and apply it."""
-        new = self.alter(group_id, change, config)
-        if not validate_only:
-            await asyncio.get_running_loop().run_in_executor(None, self.store(group_id, new))
-            self.apply(group_id, new)
-        return new
+        """Check ``change`` (InvalidGroupConfig), then write the file and apply it. One
+        change at a time: two written at once would share the temporary file (one of them
+        failing) and the later file would lack the earlier change."""
+        async with self._writing:
+            new = self.alter(group_id, change, config)
+            if not validate_only:
+                await asyncio.get_running_loop().run_in_executor(None, self.store(group_id, new))
+                self.apply(group_id, new)
+            return new
 
 
 class EtcdGroupConfigStore:
@@ -207,6 +218,7 @@ def check(overrides: Mapping[str, str], config: GroupConfig) -> None:
             config.consumer_min_heartbeat_interval_ms,
             config.consumer_max_heartbeat_interval_ms,
         ),
+        SHARE_RECORD_LOCK_DURATION: SHARE_RECORD_LOCK_DURATION_BOUNDS,
     }
     for name, value in overrides.items():
         if name in _SHARE_VALUES:

@@ -40,6 +40,7 @@ from josefk.broker.group.group_configs import (
     SHARE_AUTO_OFFSET_RESET,
     SHARE_GROUP_CONFIG_DEFAULTS,
     SHARE_ISOLATION_LEVEL,
+    SHARE_RECORD_LOCK_DURATION,
     GroupConfigs,
 )
 from josefk.broker.group.shard import GroupShard, ShardPart
@@ -154,6 +155,12 @@ class ShareGroupManager(ShardPart):
         """A share group's config: set for the group, else Kafka's default."""
         stored = {} if self._group_configs is None else self._group_configs.overrides(group_id)
         return stored.get(name, SHARE_GROUP_CONFIG_DEFAULTS[name])
+
+    def record_lock_duration_ms(self, group_id: str) -> int | None:
+        """The group's ``share.record.lock.duration.ms`` when set (else the broker's)."""
+        stored = {} if self._group_configs is None else self._group_configs.overrides(group_id)
+        value = stored.get(SHARE_RECORD_LOCK_DURATION)
+        return None if value is None else int(value)
 
     def group(self, group_id: str) -> ShareGroup | None:
         return self.share_groups.get(group_id)

@@ -58,6 +58,7 @@ from josefk.broker.group.group_configs import (
     HEARTBEAT_INTERVAL,
     SESSION_TIMEOUT,
     SHARE_GROUP_CONFIG_DEFAULTS,
+    SHARE_RECORD_LOCK_DURATION,
     GroupConfigs,
     InvalidGroupConfig,
 )
@@ -484,6 +485,7 @@ def _group_config_entries(
     defaults = {
         SESSION_TIMEOUT: str(coordinator.config.consumer_session_timeout_ms),
         HEARTBEAT_INTERVAL: str(coordinator.config.consumer_heartbeat_interval_ms),
+        SHARE_RECORD_LOCK_DURATION: str(coordinator.config.share_record_lock_duration_ms),
         **SHARE_GROUP_CONFIG_DEFAULTS,
     }
     return (

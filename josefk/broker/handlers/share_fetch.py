@@ -1,4 +1,4 @@
-"""ShareFetch (78) and ShareAcknowledge (79), v1: share-group members read and acknowledge.
+"""ShareFetch (78) and ShareAcknowledge (79), v1-v2: share-group members read and acknowledge.
 
 Behavior: the request's share session epoch opens (0), continues (the session's next epoch)
 or closes (-1) the member's share session (``josefk.broker.share.manager``); errors of the
@@ -18,8 +18,15 @@ The first fetch of a (group, partition) makes its share partition, starting at t
 watermark (``share.auto.offset.reset=latest``, the default) or the log start offset
 (``earliest``). ``share.isolation.level=read_committed`` reads up to the last stable offset.
 
-Version notes: v1 only (Kafka 4.1+); ``min_bytes`` is taken as "at least one record";
-``batch_size`` is not used (the whole read is acquired at once).
+Version notes: v1 (Kafka 4.1) and v2 (Kafka 4.2); ``min_bytes`` is taken as "at least one
+record"; ``batch_size`` is not used (the whole read is acquired at once). v2's
+``share_acquire_mode`` (KIP-1206): both modes are served alike, since acquisition never goes
+past ``max_records`` (what record-limit mode asks; batch-optimized mode merely allows more);
+another value is INVALID_REQUEST. v2's ``is_renew_ack`` (KIP-1222): acknowledge type 4
+(renew) is accepted and restarts the acquisition lock of records the member holds, and a
+ShareFetch carrying it acquires nothing (it answers its acknowledgements only); without it
+type 4 is INVALID_REQUEST, as any unknown type. ShareAcknowledge v2 answers the lock
+duration (``group.share.record.lock.duration.ms``) as ShareFetch v1+ does.
 
 Authorization, as Kafka's: READ on the group (GROUP_AUTHORIZATION_FAILED, whole request) and
 READ on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
@@ -58,6 +65,9 @@ from josefk.protocol.errors import ErrorCode
 from josefk.storage.offsets import FetchIsolation
 
 logger = logging.getLogger(__name__)
+
+# KIP-1206's share acquire modes: 0 batch-optimized, 1 record-limit.
+_ACQUIRE_MODES: Final = frozenset({0, 1})
 
 # A share partition's first load waits at least this long, even for a fetch that would not.
 _MIN_LOAD_WAIT_S: Final = 1.0
@@ -122,6 +132,8 @@ async def _acknowledge(
     topics: _Topics,
     request_topics: Any,
     answers: dict[TopicPartition, _Answer],
+    *,
+    renew: bool = False,
 ) -> None:
     changed: list[TopicPartition] = []
     counted: dict[TopicPartition, dict[int, int]] = {}
@@ -142,7 +154,7 @@ async def _acknowledge(
                     error = ErrorCode.INVALID_RECORD_STATE
                 else:
                     batches = _batches(p)
-                    error = sp.acknowledge(member_id, batches)
+                    error = sp.acknowledge(member_id, batches, renew=renew, now_ms=manager.now_ms())
                     changed.append(tp)
                     counted[tp] = _record_counts(batches)
             answer = answers.setdefault(tp, _Answer(topic.topic_id, p.partition_index))
@@ -193,6 +205,8 @@ async def handle_share_fetch(context: RequestContext, request: Any) -> Any:
         return _session_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, FETCH)
     if manager is None:
         return _session_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, FETCH)
+    if getattr(request, "share_acquire_mode", 0) not in _ACQUIRE_MODES:
+        return _session_error(ErrorCode.INVALID_REQUEST, FETCH)
     topics = _Topics(context)
     epoch = request.share_session_epoch
     requested = [
@@ -216,10 +230,11 @@ async def handle_share_fetch(context: RequestContext, request: Any) -> Any:
         error, session = manager.session_for(group_id, member_id, epoch)
     if error or session is None:
         return _session_error(error or ErrorCode.SHARE_SESSION_NOT_FOUND, FETCH)
-    await _acknowledge(manager, group_id, member_id, topics, request.topics, answers)
+    renew = bool(getattr(request, "is_renew_ack", False))
+    await _acknowledge(manager, group_id, member_id, topics, request.topics, answers, renew=renew)
     if epoch == FINAL_EPOCH:
         manager.close_session(group_id, member_id)
-        return _fetch_response(context, answers, manager)
+        return _fetch_response(context, answers, manager, group_id)
     for tp in requested:
         session.partitions.setdefault(tp, None)
     for forgotten in request.forgotten_topics_data:
@@ -227,8 +242,10 @@ async def handle_share_fetch(context: RequestContext, request: Any) -> Any:
         if name is not None:
             for index in forgotten.partitions:
                 manager.forget(session, TopicPartition(name, index))
-    await _fetch(context, manager, session, topics, request, answers)
-    return _fetch_response(context, answers, manager)
+    if not renew:
+        # KIP-1222: a request renewing locks only acknowledges; it acquires nothing more.
+        await _fetch(context, manager, session, topics, request, answers)
+    return _fetch_response(context, answers, manager, group_id)
 
 
 async def _fetch(
@@ -383,7 +400,10 @@ async def _wait_any(*waits: Any) -> None:
 
 
 def _fetch_response(
-    context: RequestContext, answers: dict[TopicPartition, _Answer], manager: SharePartitionManager
+    context: RequestContext,
+    answers: dict[TopicPartition, _Answer],
+    manager: SharePartitionManager,
+    group_id: str,
 ) -> Any:
     by_topic: dict[Any, list[Any]] = {}
     if manager.probe is not None:
@@ -414,7 +434,7 @@ def _fetch_response(
         )
     return FETCH(
         error_code=ErrorCode.NONE,
-        acquisition_lock_timeout_ms=manager.record_lock_duration_ms,
+        acquisition_lock_timeout_ms=manager.lock_duration_ms(group_id),
         responses=[
             FETCH.ShareFetchableTopicResponse(topic_id=topic_id, partitions=partitions)
             for topic_id, partitions in by_topic.items()
@@ -444,7 +464,8 @@ async def handle_share_acknowledge(context: RequestContext, request: Any) -> Any
         return _session_error(error or ErrorCode.SHARE_SESSION_NOT_FOUND, ACKNOWLEDGE)
     topics = _Topics(context)
     answers: dict[TopicPartition, _Answer] = {}
-    await _acknowledge(manager, group_id, member_id, topics, request.topics, answers)
+    renew = bool(getattr(request, "is_renew_ack", False))
+    await _acknowledge(manager, group_id, member_id, topics, request.topics, answers, renew=renew)
     if epoch == FINAL_EPOCH:
         manager.close_session(group_id, member_id)
     by_topic: dict[Any, list[Any]] = {}
@@ -460,6 +481,7 @@ async def handle_share_acknowledge(context: RequestContext, request: Any) -> Any
         )
     return ACKNOWLEDGE(
         error_code=ErrorCode.NONE,
+        acquisition_lock_timeout_ms=manager.lock_duration_ms(group_id),
         responses=[
             ACKNOWLEDGE.ShareAcknowledgeTopicResponse(topic_id=topic_id, partitions=partitions)
             for topic_id, partitions in by_topic.items()

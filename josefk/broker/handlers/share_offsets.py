@@ -66,6 +66,7 @@ def _group_error(
 async def handle_alter_share_group_offsets(context: RequestContext, request: Any) -> Any:
     group_id = request.group_id
     error = _group_error(context, group_id, AclOperation.READ, create=True)
+    coordinator = coordinator_of(context)
     catalog = context.broker.replica_manager.catalog
     manager = context.broker.share_partitions
     topics = []
@@ -89,6 +90,11 @@ async def handle_alter_share_group_offsets(context: RequestContext, request: Any
                         info.topic_id,
                         p.start_offset,
                     )
+                    group = coordinator.share_group(group_id) if coordinator else None
+                    if not code and group is not None:
+                        # The group has share state in this topic now: DescribeShareGroupOffsets
+                        # of all topics lists it, DeleteGroups deletes it.
+                        group.topics.add(info.name)
             return ALTER.AlterShareGroupOffsetsResponsePartition(
                 partition_index=p.partition_index,
                 error_code=code,
@@ -115,6 +121,7 @@ async def handle_alter_share_group_offsets(context: RequestContext, request: Any
 async def handle_delete_share_group_offsets(context: RequestContext, request: Any) -> Any:
     group_id = request.group_id
     error = _group_error(context, group_id, AclOperation.DELETE, create=False)
+    coordinator = coordinator_of(context)
     catalog = context.broker.replica_manager.catalog
     manager = context.broker.share_partitions
     topics = []
@@ -134,6 +141,9 @@ async def handle_delete_share_group_offsets(context: RequestContext, request: An
                     )
                 )
                 code = next((e for e in errors if e), ErrorCode.NONE)
+                group = coordinator.share_group(group_id) if coordinator else None
+                if not code and group is not None:
+                    group.topics.discard(info.name)
         topics.append(
             DELETE.DeleteShareGroupOffsetsResponseTopic(
                 topic_name=topic.topic_name,

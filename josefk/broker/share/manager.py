@@ -38,7 +38,7 @@ import logging
 import os
 import struct
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -169,6 +169,8 @@ class SharePartitionManager:
         self._background: set[asyncio.Task[Any]] = set()
         # The broker's ShareProbe (josefk.metrics.share), when metrics are on.
         self.probe: Any = None
+        # A group's own share.record.lock.duration.ms (None: the broker's), set by the server.
+        self.group_lock_duration_ms: Callable[[str], int | None] = lambda _group: None
 
     def now_ms(self) -> int:
         return self._clock.monotonic_ms()
@@ -236,10 +238,20 @@ class SharePartitionManager:
         if sp is None:
             sp = self._new_partition(start)
             self.partitions[key] = sp
+        sp.record_lock_duration_ms = self.lock_duration_ms(group_id)
         return sp
 
+    def lock_duration_ms(self, group_id: str) -> int:
+        """The acquisition lock of ``group_id``'s records: its group config, else the broker's."""
+        own = self.group_lock_duration_ms(group_id)
+        return self.record_lock_duration_ms if own is None else own
+
     def existing(self, group_id: str, tp: TopicPartition) -> SharePartition | None:
-        return self.partitions.get((group_id, tp))
+        sp = self.partitions.get((group_id, tp))
+        if sp is not None:
+            # The group's config may have changed since: locks taken from now on follow it.
+            sp.record_lock_duration_ms = self.lock_duration_ms(group_id)
+        return sp
 
     def changed(self, group_id: str, tp: TopicPartition) -> None:
         """The share partition's state changed in memory (to be written)."""

@@ -58,6 +58,9 @@ class AcknowledgeType(IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    # KIP-1222 (ShareFetch/ShareAcknowledge v2, only with is_renew_ack): the records stay
+    # ACQUIRED by the member and their acquisition lock starts again.
+    RENEW = 4
 
 
 NO_HOLDER: Final = ""
@@ -259,10 +262,22 @@ class SharePartition:
                 acquired.append(AcquiredRange(low, high, 1))
         return _merge(acquired)
 
-    def acknowledge(self, member_id: str, batches: Iterable[AcknowledgementBatch]) -> ErrorCode:
+    def acknowledge(
+        self,
+        member_id: str,
+        batches: Iterable[AcknowledgementBatch],
+        *,
+        renew: bool = False,
+        now_ms: int = 0,
+    ) -> ErrorCode:
         """Apply a member's acknowledgements. Every offset named must be ACQUIRED by the
         member (else INVALID_RECORD_STATE, and nothing of that batch changes); a type list
-        must have one entry or one per offset (else INVALID_REQUEST)."""
+        must have one entry or one per offset (else INVALID_REQUEST). RENEW is a type only
+        when ``renew`` (the request's is_renew_ack): it restarts the lock at ``now_ms``."""
+        allowed = _ACK_TYPES if renew else _ACK_TYPES_NO_RENEW
+        if renew:
+            # A lock already over cannot be renewed: those records are available again.
+            self.expire_locks(now_ms)
         error = ErrorCode.NONE
         for batch in batches:
             types = batch.acknowledge_types
@@ -270,7 +285,7 @@ class SharePartition:
             if count <= 0 or not types or (len(types) != 1 and len(types) != count):
                 error = ErrorCode.INVALID_REQUEST
                 continue
-            if any(t not in _ACK_TYPES for t in types):
+            if any(t not in allowed for t in types):
                 error = ErrorCode.INVALID_REQUEST
                 continue
             if not self._held_by(member_id, batch.first_offset, batch.last_offset, types):
@@ -280,7 +295,11 @@ class SharePartition:
                 self._split_before(low)
                 self._split_before(high + 1)
                 for piece in self._covering(low, high):
-                    if piece.state is RecordState.ACQUIRED:
+                    if piece.state is not RecordState.ACQUIRED:
+                        continue
+                    if kind == AcknowledgeType.RENEW:
+                        piece.lock_deadline_ms = now_ms + self.record_lock_duration_ms
+                    else:
                         self._settle(piece, AcknowledgeType(kind))
         self._advance_start()
         return error
@@ -404,6 +423,7 @@ class SharePartition:
 
 
 _ACK_TYPES: Final = frozenset(int(t) for t in AcknowledgeType)
+_ACK_TYPES_NO_RENEW: Final = _ACK_TYPES - {int(AcknowledgeType.RENEW)}
 
 
 def _runs(

@@ -4,6 +4,8 @@ It travels in the member's share session like ShareFetch (its epoch advances the
 it cannot open one, and -1 acknowledges and then closes the session). Each batch is a range
 of offsets with one acknowledge type for the range or one per offset (0 gap, 1 accept,
 2 release, 3 reject).
+v2 (Kafka 4.2, KIP-1222) adds is_renew_ack (the batches may carry type 4, renew: extend the
+acquisition lock of records the member holds) and the lock timeout in the response.
 """
 
 from josefk.protocol.schema import array, field, request, response, struct
@@ -11,12 +13,13 @@ from josefk.protocol.schema import array, field, request, response, struct
 REQUEST = request(
     api_key=79,
     name="ShareAcknowledge",
-    valid="1",
+    valid="1-2",
     flexible="0+",
     fields=[
         field("group_id", "string", "0+", nullable="0+", default=None),
         field("member_id", "string", "0+", nullable="0+"),
         field("share_session_epoch", "int32", "0+"),
+        field("is_renew_ack", "bool", "2+"),
         array(
             "topics",
             "AcknowledgeTopic",
@@ -49,12 +52,13 @@ REQUEST = request(
 RESPONSE = response(
     api_key=79,
     name="ShareAcknowledge",
-    valid="1",
+    valid="1-2",
     flexible="0+",
     fields=[
         field("throttle_time_ms", "int32", "0+"),
         field("error_code", "int16", "0+"),
         field("error_message", "string", "0+", nullable="0+", default=None),
+        field("acquisition_lock_timeout_ms", "int32", "2+"),
         array(
             "responses",
             "ShareAcknowledgeTopicResponse",

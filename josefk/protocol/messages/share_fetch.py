@@ -7,6 +7,9 @@ offsets with one acknowledge type for the whole range or one per offset (0 gap, 
 2 release, 3 reject). The response has, per partition, the records and the ranges of them now
 acquired by this member with their delivery counts, and the acquisition lock timeout.
 v1 (Kafka 4.1) adds max_records and batch_size; v0 was the early-access version.
+v2 (Kafka 4.2) adds share_acquire_mode (KIP-1206: 0 batch-optimized, 1 record-limit) and
+is_renew_ack (KIP-1222: the batches may carry the acknowledge type 4, renew, which extends
+the acquisition lock of records the member holds; such a request fetches nothing).
 """
 
 from josefk.protocol.schema import Field, array, field, request, response, struct
@@ -28,7 +31,7 @@ def _acknowledgement_batches(versions: str) -> Field:
 REQUEST = request(
     api_key=78,
     name="ShareFetch",
-    valid="1",
+    valid="1-2",
     flexible="0+",
     fields=[
         field("group_id", "string", "0+", nullable="0+", default=None),
@@ -39,6 +42,8 @@ REQUEST = request(
         field("max_bytes", "int32", "0+", default=0x7FFFFFFF),
         field("max_records", "int32", "1+"),
         field("batch_size", "int32", "1+"),
+        field("share_acquire_mode", "int8", "2+"),
+        field("is_renew_ack", "bool", "2+"),
         array(
             "topics",
             "FetchTopic",
@@ -71,7 +76,7 @@ REQUEST = request(
 RESPONSE = response(
     api_key=78,
     name="ShareFetch",
-    valid="1",
+    valid="1-2",
     flexible="0+",
     fields=[
         field("throttle_time_ms", "int32", "0+"),
