@@ -476,6 +476,65 @@ def test_share_session_epochs(broker: BrokerProcess) -> None:
         client.close()
 
 
+def test_a_sessions_deleted_topic_is_answered_under_its_old_id(broker: BrokerProcess) -> None:
+    """A share session whose topic is deleted: the next fetch of the session (naming no
+    topic) is answered, the partition under the id the member knew with an error, and the
+    broker goes on serving (it once failed to encode that answer and dropped the request)."""
+    topic = new_topic(broker.bootstrap, 2)
+    group = unique_topic("gd")
+    fetch = request_class(ApiKey.SHARE_FETCH)
+    topic_id = uuid.UUID(
+        bytes=base64.urlsafe_b64decode(ck_topic_id(broker.bootstrap, topic) + "==")
+    )
+    client = RawClient(broker.bootstrap)
+
+    def share_fetch(epoch: int, topics: list[Any]) -> Any:
+        return client.call(
+            ApiKey.SHARE_FETCH,
+            1,
+            group_id=group,
+            member_id="m1",
+            share_session_epoch=epoch,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=10,
+            batch_size=10,
+            topics=topics,
+            forgotten_topics_data=[],
+        )
+
+    try:
+        opened = share_fetch(
+            0,
+            [
+                fetch.FetchTopic(
+                    topic_id=topic_id, partitions=[fetch.FetchPartition(partition_index=0)]
+                )
+            ],
+        )
+        assert opened.error_code == ErrorCode.NONE
+        admin = ck_admin(broker.bootstrap)
+        admin.delete_topics([topic])[topic].result(30)
+        epoch, deadline = 1, time.monotonic() + 30
+        while True:
+            answer = share_fetch(epoch, [])
+            epoch += 1
+            assert answer.error_code == ErrorCode.NONE
+            parts = [
+                (r.topic_id, p.partition_index, p.error_code)
+                for r in answer.responses
+                for p in r.partitions
+            ]
+            if parts or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert parts == [(topic_id, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+        assert share_fetch(epoch, []).error_code == ErrorCode.NONE
+    finally:
+        client.close()
+
+
 def describe_offsets(bootstrap: str, group: str) -> list[tuple[int, int]]:
     request = request_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
     client = RawClient(bootstrap)

@@ -237,6 +237,9 @@ async def handle_share_fetch(context: RequestContext, request: Any) -> Any:
         return _fetch_response(context, answers, manager, group_id)
     for tp in requested:
         session.partitions.setdefault(tp, None)
+    for t in request.topics:
+        if (name := topics.name(t.topic_id)) is not None:
+            session.topic_ids[name] = t.topic_id
     for forgotten in request.forgotten_topics_data:
         name = topics.name(forgotten.topic_id)
         if name is not None:
@@ -269,25 +272,29 @@ async def _fetch(
     while True:
         wanted: list[tuple[TopicPartition, Any]] = []
         for tp in list(session.partitions):
+            topic_id = topics.topic_id(tp.topic) or session.topic_ids.get(tp.topic)
+            if topic_id is None:
+                # Neither the catalog nor the session knows an id to answer under.
+                del session.partitions[tp]
+                continue
             if not topics.readable(tp.topic):
-                answers[tp] = _Answer(
-                    topics.topic_id(tp.topic), tp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                )
+                answers[tp] = _Answer(topic_id, tp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 continue
             partition = replicas.get_partition(tp.topic, tp.partition)
+            if partition is None and TopicPartition(f"<{topic_id}>", tp.partition) in answers:
+                continue  # named in this request by an id now unknown: answered already
             if partition is None or not partition.is_leader:
                 error = (
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     if partition is None
                     else ErrorCode.NOT_LEADER_OR_FOLLOWER
                 )
-                answers[tp] = _Answer(topics.topic_id(tp.topic), tp.partition, error)
+                answers[tp] = _Answer(topic_id, tp.partition, error)
                 continue
             log = partition.log
             visible = log.last_stable_offset if committed else log.high_watermark
             start = log.log_start_offset if reset == "earliest" else log.high_watermark
-            topic_id = topics.topic_id(tp.topic)
-            if manager.existing(group_id, tp) is None and topic_id is not None:
+            if manager.existing(group_id, tp) is None:
                 # Bounded by the fetch's wait: the persister retries while a coordinator
                 # moves, and the member asks again on its next fetch.
                 try:
@@ -368,7 +375,12 @@ async def _fetch(
                     continue
                 acquired_any = True
                 budget -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
-                answer = answers.setdefault(tp, _Answer(topics.topic_id(tp.topic), tp.partition))
+                answer = answers.setdefault(
+                    tp,
+                    _Answer(
+                        session.topic_ids.get(tp.topic) or topics.topic_id(tp.topic), tp.partition
+                    ),
+                )
                 answer.records = trim_to(
                     read.info.records, spans, max(a.last_offset for a in acquired)
                 )

@@ -64,6 +64,9 @@ class ShareSession:
     # The epoch the member's next request must carry.
     epoch: int = 1
     partitions: dict[TopicPartition, None] = field(default_factory=dict)
+    # The id each topic of the session had when the member named it: a topic deleted since
+    # is still answered under that id (the catalog no longer knows it).
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
 
 
 def next_epoch(epoch: int) -> int:
