@@ -5,6 +5,8 @@ share groups beside classic and consumer groups in ListGroups and DeleteGroups."
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from josefk.broker.group.share import ShareHeartbeatRequest, ShareHeartbeatResult
@@ -31,16 +33,38 @@ def beat(
     )
 
 
-def test_members_join_and_each_gets_every_partition(env: Env) -> None:
+def test_members_split_the_partitions_when_there_are_enough(env: Env) -> None:
     t = env.topics.add("t", 3)
     a = beat(env, "a", 0, ("t",))
     assert a.error is ErrorCode.NONE and a.member_epoch == 1
     assert a.assignment == {t: frozenset({0, 1, 2})}
     b = beat(env, "b", 0, ("t",))
-    assert b.member_epoch == 2 and b.assignment == {t: frozenset({0, 1, 2})}
-    # a catches up with the group epoch; its assignment did not change, so none is sent.
+    assert b.member_epoch == 2 and b.assignment == {t: frozenset({1})}
+    # a catches up with the group epoch and learns that it gave partition 1 to b.
     again = beat(env, "a", 1)
-    assert again.member_epoch == 2 and again.assignment is None
+    assert again.member_epoch == 2 and again.assignment == {t: frozenset({0, 2})}
+    assert beat(env, "a", 2).assignment is None  # nothing changed since
+
+
+def test_more_members_than_partitions_share_each_partition(env: Env) -> None:
+    t = env.topics.add("t", 2)
+    latest: dict[str, Any] = {}
+    epochs: dict[str, int] = {}
+    for member in "abcde":
+        joined = beat(env, member, 0, ("t",))
+        epochs[member], latest[member] = joined.member_epoch, joined.assignment
+    for member in "abcde":
+        answer = beat(env, member, epochs[member])
+        if answer.assignment is not None:
+            latest[member] = answer.assignment
+    # Every member gets one partition, and each partition is shared by several members.
+    assert latest == {
+        "a": {t: frozenset({0})},
+        "b": {t: frozenset({1})},
+        "c": {t: frozenset({0})},
+        "d": {t: frozenset({1})},
+        "e": {t: frozenset({0})},
+    }
 
 
 def test_epochs_are_checked(env: Env) -> None:

@@ -8,9 +8,13 @@ leaves with epoch -1. The group epoch goes up whenever the assignment of the gro
 (a member joins, leaves or changes its subscription; a subscribed topic appears, vanishes or
 grows, as seen on the next heartbeat); each member's epoch then becomes the group's on its
 next heartbeat, which carries its new assignment. Partitions are not owned exclusively in a
-share group, so there is no revocation: the assignment is Kafka's simple assignor in its
-plainest form, every member subscribed to a topic is assigned all of that topic's partitions
-(records are divided among members by acquisition on the partition leader, not here).
+share group, so there is no revocation. The assignment is a simple assignor's, per topic over
+the members subscribed to it (sorted by member id): with no more members than partitions each
+partition goes to one member, round robin, so that members split the partitions as in a
+consumer group; with more members than partitions every member gets one partition and each
+partition is shared by several members, whose records are then divided by acquisition on the
+partition leader. (librdkafka's share tests rely on the split: with two members on four
+partitions each gets two.)
 
 Errors as Kafka's: INVALID_REQUEST for an empty member id or a join without subscription,
 UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH for any epoch but the member's, GROUP_ID_NOT_FOUND for a
@@ -172,14 +176,29 @@ class ShareGroupManager(ShardPart):
             t.name: (t.topic_id, t.partitions) for t in self._topics.topics() if not t.is_internal
         }
 
-    def _assignment_of(
-        self, member: ShareMember, topics: Mapping[str, tuple[uuid.UUID, int]]
-    ) -> TopicPartitions:
-        return {
-            topics[name][0]: frozenset(range(topics[name][1]))
-            for name in member.subscribed_topic_names
-            if name in topics
-        }
+    @staticmethod
+    def _assignments(
+        group: ShareGroup, topics: Mapping[str, tuple[uuid.UUID, int]]
+    ) -> dict[str, TopicPartitions]:
+        """Every member's assignment (see the module docstring for the rule)."""
+        result: dict[str, TopicPartitions] = {member_id: {} for member_id in group.members}
+        subscribers: dict[str, list[str]] = {}
+        for member_id in sorted(group.members):
+            for name in group.members[member_id].subscribed_topic_names:
+                if name in topics:
+                    subscribers.setdefault(name, []).append(member_id)
+        for name, members in subscribers.items():
+            topic_id, count = topics[name]
+            if count <= 0:
+                continue
+            if len(members) <= count:
+                picks = [(members[p % len(members)], p) for p in range(count)]
+            else:
+                picks = [(member_id, i % count) for i, member_id in enumerate(members)]
+            for member_id, partition in picks:
+                owned = result[member_id].get(topic_id, frozenset())
+                result[member_id][topic_id] = owned | {partition}
+        return result
 
     def topic_names(self) -> dict[uuid.UUID, str]:
         return {topic_id: name for name, (topic_id, _) in self._topic_partitions().items()}
@@ -251,10 +270,10 @@ class ShareGroupManager(ShardPart):
     def _refresh_assignment(self, group: ShareGroup) -> bool:
         """Recompute every member's assignment from the catalog; whether one changed (a
         topic appeared, grew or vanished, or a subscription changed)."""
-        topics = self._topic_partitions()
+        targets = self._assignments(group, self._topic_partitions())
         bumped = False
         for member in group.members.values():
-            target = self._assignment_of(member, topics)
+            target = targets[member.member_id]
             if target != member.assignment:
                 member.assignment = target
                 bumped = True
