@@ -1621,6 +1621,22 @@ class BrokerConfig(BaseModel):
         doc="How long a share group member holds the records it acquired before they are "
         "released for redelivery.",
     )
+    group_share_min_record_lock_duration_ms: Int = _key(
+        "group.share.min.record.lock.duration.ms",
+        15000,
+        ge=1000,
+        le=3_600_000,
+        doc="The shortest acquisition lock a share group may set (the group config "
+        "share.record.lock.duration.ms).",
+    )
+    group_share_max_record_lock_duration_ms: Int = _key(
+        "group.share.max.record.lock.duration.ms",
+        60000,
+        ge=1000,
+        le=3_600_000,
+        doc="The longest acquisition lock a share group may set (the group config "
+        "share.record.lock.duration.ms).",
+    )
     group_share_delivery_count_limit: Int = _key(
         "group.share.delivery.count.limit",
         5,

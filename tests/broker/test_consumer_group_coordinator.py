@@ -645,3 +645,20 @@ async def test_a_name_and_a_regex_are_assigned_in_two_epochs(env: Env) -> None:
     await env.advance(0)
     b.heartbeat()
     assert len(b.partitions()) == 4 and len(b.owned) == 2
+
+
+def test_a_share_groups_lock_duration_is_bounded_by_the_broker_config() -> None:
+    # Kafka's group.share.min/max.record.lock.duration.ms bound the group config
+    # share.record.lock.duration.ms (15-60 s by default; test clusters lower the minimum).
+    from josefk.broker.group.group_configs import GroupConfigStore, InvalidGroupConfig
+    from josefk.config.broker import BrokerConfig
+
+    lock = "share.record.lock.duration.ms"
+    default = GroupConfig.from_broker_config(BrokerConfig())
+    with pytest.raises(InvalidGroupConfig):
+        GroupConfigStore(None, {}).alter("g", lambda c: {**c, lock: "3000"}, default)
+    lowered = GroupConfig.from_broker_config(
+        BrokerConfig.model_validate({"group.share.min.record.lock.duration.ms": 1000})
+    )
+    altered = GroupConfigStore(None, {}).alter("g", lambda c: {**c, lock: "3000"}, lowered)
+    assert altered[lock] == "3000"

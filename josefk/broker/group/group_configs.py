@@ -44,8 +44,6 @@ HEARTBEAT_INTERVAL: Final = "consumer.heartbeat.interval.ms"
 SHARE_AUTO_OFFSET_RESET: Final = "share.auto.offset.reset"
 SHARE_ISOLATION_LEVEL: Final = "share.isolation.level"
 SHARE_RECORD_LOCK_DURATION: Final = "share.record.lock.duration.ms"
-# Kafka's group.share.min/max.record.lock.duration.ms defaults: the bounds of the group's.
-SHARE_RECORD_LOCK_DURATION_BOUNDS: Final = (15_000, 60_000)
 SHARE_GROUP_CONFIG_DEFAULTS: Final[dict[str, str]] = {
     SHARE_AUTO_OFFSET_RESET: "latest",
     SHARE_ISOLATION_LEVEL: "read_uncommitted",
@@ -218,7 +216,10 @@ def check(overrides: Mapping[str, str], config: GroupConfig) -> None:
             config.consumer_min_heartbeat_interval_ms,
             config.consumer_max_heartbeat_interval_ms,
         ),
-        SHARE_RECORD_LOCK_DURATION: SHARE_RECORD_LOCK_DURATION_BOUNDS,
+        SHARE_RECORD_LOCK_DURATION: (
+            config.share_min_record_lock_duration_ms,
+            config.share_max_record_lock_duration_ms,
+        ),
     }
     for name, value in overrides.items():
         if name in _SHARE_VALUES:

@@ -62,6 +62,8 @@ class GroupConfig:
     share_session_timeout_ms: int = 45000
     share_max_size: int = 200
     share_record_lock_duration_ms: int = 30000
+    share_min_record_lock_duration_ms: int = 15000
+    share_max_record_lock_duration_ms: int = 60000
     share_delivery_count_limit: int = 5
     share_partition_max_record_locks: int = 2000
 
@@ -109,6 +111,12 @@ class GroupConfig:
             share_max_size=int(getattr(config, "group_share_max_size", 200)),
             share_record_lock_duration_ms=int(
                 getattr(config, "group_share_record_lock_duration_ms", 30000)
+            ),
+            share_min_record_lock_duration_ms=int(
+                getattr(config, "group_share_min_record_lock_duration_ms", 15000)
+            ),
+            share_max_record_lock_duration_ms=int(
+                getattr(config, "group_share_max_record_lock_duration_ms", 60000)
             ),
             share_delivery_count_limit=int(getattr(config, "group_share_delivery_count_limit", 5)),
             share_partition_max_record_locks=int(
