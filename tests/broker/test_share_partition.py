@@ -89,6 +89,17 @@ def test_lock_expiry_releases_to_another_member() -> None:
     assert sp.acknowledge("a", ack(0, 4, ACCEPT)) is ErrorCode.INVALID_RECORD_STATE
 
 
+def test_an_acknowledgement_after_the_lock_is_over_is_refused_and_redelivered() -> None:
+    # No fetch came between the lock's end and the late acknowledgement (the member's own next
+    # poll carries it): the records are still released and delivered again, count 2.
+    sp = SharePartition(0, record_lock_duration_ms=3_000)
+    assert sp.acquire("a", 0, 4, max_records=500, now_ms=1000) == [AcquiredRange(0, 4, 1)]
+    assert sp.acknowledge("a", ack(0, 4, ACCEPT), now_ms=5000) is ErrorCode.INVALID_RECORD_STATE
+    assert sp.acquire("a", 0, 4, max_records=500, now_ms=5000) == [AcquiredRange(0, 4, 2)]
+    # Within the lock an acknowledgement is taken.
+    assert sp.acknowledge("a", ack(0, 4, ACCEPT), now_ms=7000) is ErrorCode.NONE
+
+
 def test_renew_restarts_the_lock_of_what_the_member_holds() -> None:
     """KIP-1222: RENEW keeps the records ACQUIRED by the member, locked anew from now."""
     renew = AcknowledgeType.RENEW

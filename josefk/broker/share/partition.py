@@ -271,13 +271,15 @@ class SharePartition:
         now_ms: int = 0,
     ) -> ErrorCode:
         """Apply a member's acknowledgements. Every offset named must be ACQUIRED by the
-        member (else INVALID_RECORD_STATE, and nothing of that batch changes); a type list
+        member with its lock not over at ``now_ms`` (else INVALID_RECORD_STATE, and nothing of
+        that batch changes); a type list
         must have one entry or one per offset (else INVALID_REQUEST). RENEW is a type only
         when ``renew`` (the request's is_renew_ack): it restarts the lock at ``now_ms``."""
         allowed = _ACK_TYPES if renew else _ACK_TYPES_NO_RENEW
-        if renew:
-            # A lock already over cannot be renewed: those records are available again.
-            self.expire_locks(now_ms)
+        # A lock already over ended the member's hold: those records are available again (to be
+        # delivered once more), so a late acknowledgement or renewal of them is refused, as
+        # Kafka's lock timer would have released them before it arrived.
+        self.expire_locks(now_ms)
         error = ErrorCode.NONE
         for batch in batches:
             types = batch.acknowledge_types
