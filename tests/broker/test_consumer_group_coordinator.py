@@ -647,6 +647,26 @@ async def test_a_name_and_a_regex_are_assigned_in_two_epochs(env: Env) -> None:
     assert len(b.partitions()) == 4 and len(b.owned) == 2
 
 
+async def test_a_regex_no_member_subscribes_to_any_more_is_resolved_afresh(env: Env) -> None:
+    """librdkafka's 0045 goes on: after the regex alone, it unsubscribes and subscribes to the
+    same regex and a topic name, and expects the named topic alone first. The group must not
+    answer from what the regex matched while a member still had it."""
+    env.topics.add("topic_regex1", 4)
+    env.topics.add("topic_regex2", 4)
+    b = Member(env, "b", topics=(), regex="^.*topic_regex.*")
+    b.heartbeat()
+    await env.advance(0)
+    b.heartbeat()
+    assert len(b.owned) == 2
+    b.heartbeat(epoch=-1)
+    c = Member(env, "c", topics=("t",), regex="^.*topic_regex.*")
+    assert c.heartbeat().error == ErrorCode.NONE
+    assert set(c.owned) == {env.topics.infos["t"].topic_id}
+    await env.advance(0)
+    c.heartbeat()
+    assert len(c.owned) == 3
+
+
 def test_a_share_groups_lock_duration_is_bounded_by_the_broker_config() -> None:
     # Kafka's group.share.min/max.record.lock.duration.ms bound the group config
     # share.record.lock.duration.ms (15-60 s by default; test clusters lower the minimum).

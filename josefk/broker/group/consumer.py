@@ -228,11 +228,11 @@ class ConsumerGroupManager(ShardPart):
         old. The heartbeat does not wait for it: the topics a regex matches come with a
         later epoch (as in Kafka, whose clients' tests expect a subscription to a regex and
         a topic name to be assigned the named topic first)."""
+        self._forget_unsubscribed_regexes(group)
         if group.regex_task is not None or self._stopped:
             return
         regexes = self._regexes(group)
         if not regexes:
-            group.resolved_regexes = {}
             return
         due = bool(regexes - group.resolved_regexes.keys())
         if not due and group.regex_resolved_ms is not None:
@@ -246,6 +246,19 @@ class ConsumerGroupManager(ShardPart):
                 lambda: self._refresh_regexes(group),
                 delay_ms=0,
             )
+
+    def _forget_unsubscribed_regexes(self, group: ConsumerGroup) -> None:
+        """Drop what a regex matched once no member subscribes to it: a member subscribing to
+        it again later is resolved afresh, after its heartbeat, as a new regex (librdkafka's
+        0045 unsubscribes from a regex, then subscribes to it with a topic name, and expects the
+        named topic first)."""
+        regexes = self._regexes(group)
+        if group.resolved_regexes.keys() - regexes:
+            group.resolved_regexes = {
+                regex: matched
+                for regex, matched in group.resolved_regexes.items()
+                if regex in regexes
+            }
 
     def _refresh_regexes(self, group: ConsumerGroup) -> None:
         """Resolve the group's regexes against the topics now; if what they match changed,
@@ -569,6 +582,7 @@ class ConsumerGroupManager(ShardPart):
         if self.downgrade is not None and self.downgrade(group, member):
             return  # the group became a classic group without it
         group.remove_member(member.member_id)
+        self._forget_unsubscribed_regexes(group)
         group.group_epoch += 1
         group.subscription_metadata = self._subscription_metadata(group)
         if group.members:
