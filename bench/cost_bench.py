@@ -41,7 +41,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from serve_process import ROOT, THROUGHPUT_PRODUCER, produce_all
+from serve_process import ROOT, THROUGHPUT_PRODUCER, ServeProcess, produce_all
 
 PARTITIONS_MANY = 64
 
@@ -80,50 +80,17 @@ def _spent(before: tuple[float, float], after: tuple[float, float]) -> tuple[flo
     return user + after[1] - before[1], user
 
 
-class Broker:
+class Broker(ServeProcess):
     """``josefk serve`` from the source tree ``tree`` (its package first on sys.path)."""
 
     def __init__(self, tree: Path, data_dir: Path, settings: Sequence[str] = ()) -> None:
-        import re
-
-        env = dict(os.environ, PYTHONPATH=str(tree))
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "josefk",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--data-dir",
-                str(data_dir),
-                "--metrics-port",
-                "0",
-                "--log-level",
-                "warning",
-                *(arg for setting in settings for arg in ("--set", setting)),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=tree,
-            env=env,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        match = re.search(r"listening on \w+://([^:]+):(\d+)", line)
-        if not match:
-            raise RuntimeError(f"broker did not start: {line!r}")
-        self.bootstrap = f"{match.group(1)}:{match.group(2)}"
+        super().__init__(data_dir, settings, root=tree)
         self.data_dir = data_dir
         self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
 
     def cpu(self) -> tuple[float, float]:
         """User and system CPU seconds so far."""
         return user_system_seconds(self.process.pid)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=120)
 
 
 @contextlib.contextmanager
