@@ -330,8 +330,10 @@ class AbstractIndex:
         a segment that becomes active again (``reset``, after truncation). Returns whether the
         length changed. The entry count never exceeds the new capacity.
         """
-        self._ensure_open()
         rounded = round_down_to_exact_multiple(new_size, self.ENTRY_SIZE)
+        if self._parked and rounded >= self._entries * self.ENTRY_SIZE:
+            return self._resize_parked(rounded)
+        self._ensure_open()
         if rounded == self._length:
             return False
         self._unmap()
@@ -349,6 +351,62 @@ class AbstractIndex:
         if self._entries > self._max_entries:
             self._entries = self._max_entries
         self._after_entries_changed()
+        return True
+
+    def rewrite(self, data: bytes) -> None:
+        """Replace the file's content with ``data`` (whole entries, in order), trimmed to
+        them, and leave the index parked: unmapped, its entries counted, mapped on its next
+        use. Recovery rebuilds an index this way, without mapping the file a crash left
+        behind (reading the last slot of a preallocated file, a hole, faults a page in)."""
+        size = self.ENTRY_SIZE
+        if len(data) % size:
+            raise ValueError(f"{len(data)} bytes are not whole {self.KIND} entries")
+        self.close_handler()
+        path = self._path
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                written = 0
+                while written < len(data):
+                    written += os.pwrite(fd, data[written:], written)
+                os.ftruncate(fd, len(data))
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise _io_error(e, f"cannot write {self.KIND} file: {e}", path=path) from e
+        entries = len(data) // size
+        self._length = len(data)
+        self._entries = entries
+        self._max_entries = entries
+        self._set_last_entry(data[-size:] if entries else None)
+        self._parked = True
+
+    def _set_last_entry(self, raw: bytes | None) -> None:
+        """Hook: cache the last entry from its bytes (None: no entry), as
+        ``_after_entries_changed`` does from the map."""
+
+    def _resize_parked(self, rounded: int) -> bool:
+        """``resize`` of a parked index that keeps all its entries: the file's length
+        changes and the index stays unmapped (loading gives the active segment's indexes
+        their room back this way, then hands them over unmapped)."""
+        if rounded == self._length:
+            return False
+        used = self._entries * self.ENTRY_SIZE
+        try:
+            fd = os.open(self._path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, rounded)
+                if rounded > used >= self._length:
+                    # The slot the next entry goes to, written as the zeros it reads as:
+                    # the first write fault through a map on a hole costs milliseconds
+                    # (see ``_open``).
+                    os.pwrite(fd, bytes(self.ENTRY_SIZE), used)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise _io_error(e, f"cannot resize {self.KIND} file: {e}", path=self._path) from e
+        self._length = rounded
+        self._max_entries = rounded // self.ENTRY_SIZE
         return True
 
     def trim_to_valid_size(self) -> None:
@@ -566,12 +624,22 @@ class OffsetIndex(AbstractIndex):
     ) -> None:
         super().__init__(path, base_offset, max_index_size, writable=writable)
         self._last_offset = base_offset
+        # The last entry's position (0 with no entry): with ``_last_offset``, the last entry
+        # without the map (a parked index answers ``last_entry`` from these).
+        self._last_position = 0
 
     _KEY_FIELD = (_INT32, 0, True)
     _VALUE_FIELD = (_INT32, 4, False)
 
     def _after_entries_changed(self) -> None:
-        self._last_offset = self._last_entry().offset
+        self._last_offset, self._last_position = self._last_entry()
+
+    def _set_last_entry(self, raw: bytes | None) -> None:
+        if raw is None:
+            self._last_offset, self._last_position = self.base_offset, 0
+        else:
+            relative, position = _INT32_PAIR.unpack(raw)
+            self._last_offset, self._last_position = self.base_offset + relative, position
 
     def _last_entry(self) -> OffsetPosition:
         if self._entries == 0 or self._mmap is None:
@@ -582,12 +650,16 @@ class OffsetIndex(AbstractIndex):
     @property
     def last_offset(self) -> int:
         """The offset of the last entry, or the base offset when there is none."""
-        self._ensure_open()
+        if not self._parked:
+            self._ensure_open()
         return self._last_offset
 
     def last_entry(self) -> OffsetPosition:
-        self._ensure_open()
-        return self._last_entry()
+        """The last entry, or (base_offset, 0) when there is none; a parked index answers
+        without mapping its file."""
+        if not self._parked:
+            self._ensure_open()
+        return OffsetPosition(self._last_offset, self._last_position)
 
     def peek_last_entry(self) -> OffsetPosition | None:
         """The last entry as the file holds it, without mapping it; None when there is none."""
@@ -642,6 +714,7 @@ class OffsetIndex(AbstractIndex):
         _INT32_PAIR.pack_into(buffer, self._entries * 8, relative, position)
         self._entries += 1
         self._last_offset = offset
+        self._last_position = position
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
@@ -714,6 +787,13 @@ class TimeIndex(AbstractIndex):
             self._last = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         else:
             timestamp, relative = _TIME_ENTRY.unpack_from(self._mmap, (self._entries - 1) * 12)
+            self._last = TimestampOffset(timestamp, self.base_offset + relative)
+
+    def _set_last_entry(self, raw: bytes | None) -> None:
+        if raw is None:
+            self._last = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        else:
+            timestamp, relative = _TIME_ENTRY.unpack(raw)
             self._last = TimestampOffset(timestamp, self.base_offset + relative)
 
     def is_full(self) -> bool:
