@@ -324,3 +324,40 @@ def test_lookups_across_warm_and_cold_sections(tmp_path: Path) -> None:
         expected = OffsetPosition(offsets[i], i * 10) if i >= 0 else OffsetPosition(1000, 0)
         assert index.lookup(target) == expected
     index.close()
+
+
+def test_rewrite_leaves_the_index_parked_with_its_entries_and_resizing_keeps_it_unmapped(
+    tmp_path: Path,
+) -> None:
+    """``rewrite`` (recovery's way of writing a rebuilt index) trims the file to the entries
+    given, whatever it held, and leaves it unmapped; a parked index grows and shrinks without
+    being mapped and answers its last entry from memory; mapped again, it reads the same."""
+    path = tmp_path / "00000000000000000100.index"
+    path.write_bytes(b"\xff" * 4096)  # a crash's leftovers
+    index = OffsetIndex(path, 100, max_index_size=1024)
+    entries = b"".join(
+        struct.pack(">ii", relative, position)
+        for relative, position in [(1, 0), (5, 100), (9, 250)]
+    )
+    index.rewrite(entries)
+    assert path.read_bytes() == entries
+    assert not index.is_open
+    assert index.last_entry() == OffsetPosition(109, 250)
+    assert index.last_offset == 109
+    assert index.resize(1024)
+    assert not index.is_open
+    assert path.stat().st_size == 1024
+    assert path.read_bytes()[: len(entries)] == entries
+    assert index.last_entry() == OffsetPosition(109, 250)
+    assert index.entries == 3 and index.max_entries == 128  # maps it again
+    assert index.is_open
+    assert index.lookup(106) == OffsetPosition(105, 100)
+    index.append(120, 400)
+    assert index.last_entry() == OffsetPosition(120, 400)
+    index.close()
+    assert path.stat().st_size == 32
+    empty = TimeIndex(tmp_path / "00000000000000000100.timeindex", 100, max_index_size=1200)
+    empty.rewrite(b"")
+    assert empty.last_entry() == TimestampOffset(-1, 100)
+    with pytest.raises(ValueError):
+        empty.rewrite(b"\x00" * 5)
