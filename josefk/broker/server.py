@@ -315,7 +315,7 @@ class Broker:
         )
         if self.cluster is None:
             self._adopt_unknown_logs(catalog)
-            replicas.load()
+            await replicas.load_off_loop()
         else:
             # The cluster's topics (__consumer_offsets among them) come from etcd once joined.
             replicas.load(only=())

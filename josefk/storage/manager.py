@@ -104,6 +104,9 @@ class LogManagerConfig:
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
 
+# Logs loaded per executor call at start-up (``_load_log_dir``).
+_LOAD_BATCH: Final = 32
+
 # A period this long means "never": Kafka's Long.MAX defaults for the flush scheduler.
 _NEVER: Final = 1 << 62
 
@@ -264,12 +267,18 @@ class LogManager:
             log.park_index_maps()
             return log
 
-        async def load(tp: TopicPartition, path: Path) -> Log:
-            config = self._config_for(tp.topic)
-            async with limit:
-                return await loop.run_in_executor(self._executor, load_one, tp, path, config)
+        def load_many(batch: list[tuple[TopicPartition, Path, LogConfig]]) -> list[Log]:
+            return [load_one(tp, path, config) for tp, path, config in batch]
 
-        logs = await asyncio.gather(*(load(tp, path) for tp, path in to_load))
+        async def load(batch: list[tuple[TopicPartition, Path]]) -> list[Log]:
+            work = [(tp, path, self._config_for(tp.topic)) for tp, path in batch]
+            async with limit:
+                return await loop.run_in_executor(self._executor, load_many, work)
+
+        # A few dozen logs per executor call, not one: at 10,000 partitions the loop's
+        # share (a task, a future and a wake-up per call) was a second of CPU.
+        batches = [to_load[i : i + _LOAD_BATCH] for i in range(0, len(to_load), _LOAD_BATCH)]
+        logs = [log for loaded in await asyncio.gather(*map(load, batches)) for log in loaded]
         for (tp, _), log in zip(to_load, logs, strict=True):
             hw = high_watermarks.get(tp)
             if hw is not None:
@@ -436,6 +445,31 @@ class LogManager:
         finally:
             if self._logs.get(log.topic_partition) is log and not log.is_offline:
                 cache.end_deferral()
+
+    async def write_deferred_leader_epochs(self, logs: Sequence[Log]) -> list[BaseException | None]:
+        """Write, in the executor and side by side, the leader epoch checkpoints of
+        ``logs`` whose saves were deferred (``LeaderEpochCache.defer_saves``), then let each
+        cache save at once again. Returns each log's write error (None: written or nothing
+        to write); the caller decides what a failed partition becomes."""
+        loop = asyncio.get_running_loop()
+        pending = [(log, log.leader_epoch_cache.take_pending()) for log in logs]
+
+        async def write(log: Log, text: str | None) -> BaseException | None:
+            if text is None:
+                return None
+            try:
+                await loop.run_in_executor(self._executor, log.leader_epoch_cache.write_text, text)
+            except (OSError, StorageError) as exc:
+                return exc
+            return None
+
+        try:
+            return list(await asyncio.gather(*(write(log, text) for log, text in pending)))
+        finally:
+            for log in logs:
+                if not log.is_offline:
+                    with contextlib.suppress(StorageError):
+                        log.leader_epoch_cache.end_deferral()
 
     def remove_new_log(self, topic_partition: TopicPartition) -> None:
         """Remove a log created moments ago that holds nothing yet (a topic creation rolled

@@ -89,3 +89,31 @@ def test_many_partitions_start_up_without_mapping_indexes(broker_factory: Broker
     assert end_offsets(broker.bootstrap, topic) == [2 * PER_PARTITION] * PARTITIONS
     metadata = ck_admin(broker.bootstrap).list_topics(topic, timeout=CLIENT_TIMEOUT_S)
     assert len(metadata.topics[topic].partitions) == PARTITIONS
+
+
+def test_empty_partitions_keep_their_leader_epoch_across_restarts(
+    broker_factory: BrokerFactory,
+) -> None:
+    """An empty log's epoch entry (epoch 0 at offset 0) is removed by the load's truncation
+    and assigned again when the partition becomes leader; start-up writes those checkpoints
+    side by side in the executor, and each still names the epoch after a clean restart and
+    after a SIGKILL."""
+    broker = broker_factory()
+    topic = "empty"
+    ck_create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    data = Path(broker.data_dir)
+
+    def checkpoints() -> set[str]:
+        return {
+            (data / f"{topic}-{p}" / "leader-epoch-checkpoint").read_text()
+            for p in range(PARTITIONS)
+        }
+
+    assert checkpoints() == {"0\n1\n0 0\n"}
+    broker.restart()
+    assert checkpoints() == {"0\n1\n0 0\n"}
+    broker.kill()
+    broker.start()
+    assert checkpoints() == {"0\n1\n0 0\n"}
+    metadata = ck_admin(broker.bootstrap).list_topics(topic, timeout=CLIENT_TIMEOUT_S)
+    assert all(p.leader >= 0 for p in metadata.topics[topic].partitions.values())
