@@ -62,8 +62,8 @@ def load_segments(
     """Clean up, open and recover the segments of ``path`` (created if missing).
 
     Returns the segments by base offset (at least one: an empty log gets a segment at
-    ``log_start_offset``) and the base offsets of the segments recovered, whose
-    ``.txnindex`` the producer-state rebuild must write back. Leftovers of interrupted
+    ``log_start_offset``) and the base offsets of the segments recovered that hold a
+    transaction marker, whose ``.txnindex`` the producer-state rebuild must write back. Leftovers of interrupted
     operations are handled as Kafka does (``remove_temp_files_and_complete_swaps``). Unless
     the log dir had a clean shutdown, every segment from the one holding ``recovery_point``
     onwards is recovered (batches validated, indexes rebuilt); the first segment found with
@@ -171,7 +171,13 @@ def load_segments(
         )
         bases = [log_start_offset]
     segments[bases[-1]].resize_indexes(config.segment_index_bytes)
-    return [segments[b] for b in bases], needs_recovery.intersection(segments)
+    # Only a recovered segment holding a transaction marker can get .txnindex entries back:
+    # without one, the producer-state replay that writes them (a second replay of the log,
+    # from an older snapshot) would write nothing.
+    txn_indexes_to_rebuild = {
+        b for b in needs_recovery.intersection(segments) if segments[b].recovered_control_batches
+    }
+    return [segments[b] for b in bases], txn_indexes_to_rebuild
 
 
 def rebuild_producer_state(

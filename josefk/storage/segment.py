@@ -35,6 +35,7 @@ from typing import Final
 
 from josefk.records.batch import (
     COMPRESSION_MASK,
+    CONTROL_BIT,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -284,6 +285,9 @@ class LogSegment:
         # The largest batch max timestamp and the last offset of its batch; loaded lazily
         # from the time index so that opening a segment reads nothing.
         self._max_timestamp_and_offset_so_far = _UNKNOWN
+        # Whether the last ``recover`` found a control batch (a transaction marker): only
+        # then can the rebuild of its .txnindex write anything.
+        self.recovered_control_batches = False
 
     @classmethod
     def open(
@@ -725,6 +729,7 @@ class LogSegment:
         last_index_entry = 0
         max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
         self._max_timestamp_and_offset_so_far = TimestampOffset(NO_TIMESTAMP, -1)
+        control_batches = False
         try:
             next_offset = self.base_offset
             for position, batch in self.log.batches_from(
@@ -762,6 +767,8 @@ class LogSegment:
                     )
                 self._ensure_offset_in_range(last_offset)
                 next_offset = last_offset + 1
+                if attributes & CONTROL_BIT:
+                    control_batches = True
                 if max_ts > max_timestamp:
                     max_timestamp, offset_of_max_timestamp = max_ts, last_offset
                 if valid_bytes - last_index_entry > self.index_interval_bytes:
@@ -793,6 +800,7 @@ class LogSegment:
             pass  # the valid prefix ends here; everything after it is cut below
         truncated = self.log.size_in_bytes() - valid_bytes
         self.log.truncate_to(valid_bytes)
+        self.recovered_control_batches = control_batches
         self._max_timestamp_and_offset_so_far = TimestampOffset(
             max_timestamp, offset_of_max_timestamp
         )
