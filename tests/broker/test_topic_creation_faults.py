@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,10 @@ import pytest
 import josefk.broker.catalog as catalog_module
 import josefk.broker.replica_manager as replica_manager_module
 from josefk.broker.catalog import CATALOG_FILE
+from josefk.broker.partition import Partition
 from josefk.broker.replica_manager import ReplicaManager
 from josefk.broker.server import Broker
+from josefk.broker.topic_admin import LocalTopicAdmin
 from josefk.config.broker import BrokerConfig
 from josefk.storage.errors import KafkaStorageError, LogCreationError, LogNameRefusedError
 
@@ -32,11 +35,32 @@ def config_for(data: Path) -> BrokerConfig:
     )
 
 
-async def started(data: Path) -> tuple[Broker, ReplicaManager]:
+class Topics:
+    """The broker's replicas and, to create and grow topics, its single-node topic admin."""
+
+    def __init__(self, broker: Broker) -> None:
+        assert broker.replica_manager is not None and broker.local_topics is not None
+        self.replicas: ReplicaManager = broker.replica_manager
+        self.admin: LocalTopicAdmin = broker.local_topics
+        self.catalog = self.replicas.catalog
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
+        self.admin.create_topic_now(name, partitions, configs)
+
+    async def create_partitions(self, name: str, total: int) -> None:
+        await self.admin.create_partitions(name, total, assignments=None, validate_only=False)
+
+    def partitions(self) -> Iterator[Partition]:
+        return self.replicas.partitions()
+
+    def get_partition(self, topic: str, index: int) -> Partition | None:
+        return self.replicas.get_partition(topic, index)
+
+
+async def started(data: Path) -> tuple[Broker, Topics]:
     broker = Broker(config_for(data))
     await broker.start()
-    assert broker.replica_manager is not None
-    return broker, broker.replica_manager
+    return broker, Topics(broker)
 
 
 def on_disk(data: Path) -> dict[str, int]:
@@ -93,7 +117,7 @@ async def test_a_path_fault_while_adding_partitions_keeps_the_old_count(
         replicas.create_topic("t", 2, {})
         fail_partition(monkeypatch, "t", 3, errno.EEXIST)
         with pytest.raises(LogCreationError):
-            replicas.create_partitions("t", 5)
+            await replicas.create_partitions("t", 5)
         info = replicas.catalog.get("t")
         assert info is not None and info.partitions == 2 and on_disk(tmp_path)["t"] == 2
         assert dirs_of(tmp_path, "t") == ["t-0", "t-1"]
