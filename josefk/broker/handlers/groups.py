@@ -87,6 +87,27 @@ def may_read_group(context: RequestContext, group_id: str) -> bool:
     return context.authorize(AclOperation.READ, ResourceType.GROUP, group_id)
 
 
+def group_lookup_error(
+    context: RequestContext,
+    coordinator: GroupCoordinator | None,
+    group_id: str,
+    operation: AclOperation,
+    *,
+    check_id: bool = True,
+) -> ErrorCode:
+    """What a group API answers for ``group_id`` before it looks the group up:
+    GROUP_AUTHORIZATION_FAILED without ``operation`` on the group, COORDINATOR_NOT_AVAILABLE
+    without a coordinator, INVALID_GROUP_ID for an empty id (when ``check_id``),
+    NOT_COORDINATOR for a group another broker coordinates; NONE to go on."""
+    if not context.authorize(operation, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if check_id and not group_id:
+        return ErrorCode.INVALID_GROUP_ID
+    return coordinator.ownership_error(group_id)
+
+
 # -- FindCoordinator ----------------------------------------------------------------------
 
 
