@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from josefk.broker.configs import BrokerConfigLayers
+from josefk.broker.coordinator_placement import UNPLACED, CoordinatorPlacement
 from josefk.broker.error_responses import error_response
 from josefk.broker.fetch_session import FetchSessionCache
 from josefk.broker.network import ConnectionInfo
@@ -65,8 +66,13 @@ class BrokerContext:
     producer_ids: ProducerIdManager | None = None
     # Brokers, controller and partition leaders as clients are told (single node or etcd).
     metadata: MetadataCache | None = None
+    # Which broker coordinates a group, transactional id or share partition (chosen with the
+    # metadata at start-up: this broker on a single node, the leader of the key's partition
+    # in a cluster). Handlers never ask which.
+    coordinator_placement: CoordinatorPlacement = UNPLACED
     # The cluster's runtime (etcd, controller, replication); None on the single node. Only
-    # the cluster's own APIs (ElectLeaders, partition reassignments) reach for it.
+    # the cluster's own APIs (ElectLeaders, partition reassignments) reach for it; no
+    # handler asks whether it is None to decide anything else.
     cluster: ClusterNode | None = None
     # SCRAM credentials (josefk.broker.security.store), loaded from the first log dir.
     credentials: CredentialStore | None = None

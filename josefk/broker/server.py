@@ -33,6 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 from josefk.broker.catalog import TopicCatalog
 from josefk.broker.context import BrokerContext, BrokerEndpoint
+from josefk.broker.coordinator_placement import (
+    ClusterCoordinatorPlacement,
+    LocalCoordinatorPlacement,
+)
 from josefk.broker.dispatch import RequestDispatcher
 from josefk.broker.dynamic_config import (
     DEFAULT_ENTITY,
@@ -489,6 +493,9 @@ class Broker:
                 lambda name: _host_port(context.endpoint_for(name)),
                 rack=config.broker_rack,
             )
+            context.coordinator_placement = LocalCoordinatorPlacement(
+                self.broker_id, lambda name: _host_port(context.endpoint_for(name))
+            )
             if self.metrics is not None:
                 # A single node is its own controller (Metadata names it): the usual
                 # "active controllers != 1" alert must stay quiet on a healthy one. Its
@@ -523,6 +530,7 @@ class Broker:
                     "or give this one its own broker.id and data dir)"
                 ) from None
             context.metadata = self.cluster.metadata
+            context.coordinator_placement = ClusterCoordinatorPlacement(self.cluster.metadata)
             context.cluster = self.cluster
             if isinstance(context.acl_store, EtcdAclStore):
                 # The watch goes on from the snapshot join read; ignored if not newer.

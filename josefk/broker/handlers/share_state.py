@@ -67,15 +67,11 @@ def find_share_coordinator(context: RequestContext, key: str) -> tuple[ErrorCode
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    broker = context.broker
-    listener = context.connection.listener_name
-    if broker.cluster is None or broker.metadata is None:
-        endpoint = broker.endpoint_for(listener)
-        return ErrorCode.NONE, broker.broker_id, endpoint.host, endpoint.port
-    partition = coordinator_partition(key, coordinator.partition_count)
-    view = broker.metadata.partition(SHARE_STATE_TOPIC, partition)
-    nodes = {node.broker_id: node for node in broker.metadata.brokers(listener)}
-    node = None if view is None else nodes.get(view.leader)
+    node = context.broker.coordinator_placement.coordinator(
+        SHARE_STATE_TOPIC,
+        coordinator_partition(key, coordinator.partition_count),
+        context.connection.listener_name,
+    )
     if node is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     return ErrorCode.NONE, node.broker_id, node.host, node.port
