@@ -107,7 +107,7 @@ async def commit_offsets(
     if not offsets:
         return
     req = OffsetCommitRequest
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[OffsetCommitRequest.OffsetCommitRequestPartition]] = {}
     for tp, offset in offsets.items():
         by_topic.setdefault(tp.topic, []).append(
             req.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
@@ -153,7 +153,7 @@ async def fetch_committed_offsets(
     for tp in partitions or ():
         by_topic.setdefault(tp.topic, []).append(tp.partition)
 
-    def build(version: int) -> Any:
+    def build(version: int) -> OffsetFetchRequest:
         if version >= 8:
             topics = (
                 None
@@ -290,7 +290,9 @@ class GroupCoordinator:
     def _coordinator_dead(self) -> None:
         self._coordinator = None
 
-    async def _request(self, api_key: int, body: Any, *, timeout_s: float | None = None) -> Any:
+    async def _request(
+        self, api_key: int, body: object, *, timeout_s: float | None = None
+    ) -> Any:  # the response of ``api_key``: callers annotate the variable they assign it to
         node_id = await self._ensure_coordinator()
         try:
             return await self._client.request(node_id, api_key, body, timeout_s=timeout_s)
@@ -425,7 +427,7 @@ class GroupCoordinator:
         self._joined.set()
         await self._subscriptions.partitions_assigned(mine)
 
-    async def _join(self) -> Any:
+    async def _join(self) -> JoinGroupResponse:
         req = JoinGroupRequest
         rebalance_timeout = self.config.rebalance_timeout_ms or self.config.max_poll_interval_ms
         for _ in range(3):
@@ -462,7 +464,9 @@ class GroupCoordinator:
             return response
         raise error_for(_MEMBER_ID_REQUIRED, group=self.group_id)
 
-    async def _assign_as_leader(self, response: Any) -> list[Any]:
+    async def _assign_as_leader(
+        self, response: JoinGroupResponse
+    ) -> list[SyncGroupRequest.SyncGroupRequestAssignment]:
         req = SyncGroupRequest
         subscriptions: dict[str, list[str]] = {}
         for member in response.members:
@@ -490,9 +494,9 @@ class GroupCoordinator:
             for m, parts in plan.items()
         ]
 
-    async def _sync(self, join_response: Any) -> Assignment:
+    async def _sync(self, join_response: JoinGroupResponse) -> Assignment:
         req = SyncGroupRequest
-        assignments: list[Any] = []
+        assignments: list[SyncGroupRequest.SyncGroupRequestAssignment] = []
         if join_response.leader == join_response.member_id:
             assignments = await self._assign_as_leader(join_response)
         body = req(
@@ -524,7 +528,7 @@ class GroupCoordinator:
         req = LeaveGroupRequest
         member_id = self.member_id
 
-        def build(version: int) -> Any:
+        def build(version: int) -> LeaveGroupRequest:
             if version >= 3:
                 return req(
                     group_id=self.group_id,
