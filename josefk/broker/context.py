@@ -23,6 +23,7 @@ from josefk.protocol.headers import RequestHeader
 if TYPE_CHECKING:
     from josefk.broker.cluster_node import ClusterNode
     from josefk.broker.dynamic_config import DynamicBrokerConfig
+    from josefk.broker.group.coordinator import GroupCoordinator
     from josefk.broker.handlers import HandlerSpec
     from josefk.broker.metadata_cache import MetadataCache
     from josefk.broker.producer_ids import ProducerIdManager
@@ -30,7 +31,10 @@ if TYPE_CHECKING:
     from josefk.broker.security.acl_store import AclStore
     from josefk.broker.security.authorizer import Authorizer
     from josefk.broker.security.store import CredentialStore
+    from josefk.broker.share.coordinator import ShareCoordinator
+    from josefk.broker.share.manager import SharePartitionManager
     from josefk.broker.topic_admin import TopicAdmin
+    from josefk.broker.txn.coordinator import TransactionCoordinator
     from josefk.config.broker import BrokerConfig
     from josefk.util.clock import Clock
 
@@ -60,9 +64,9 @@ class BrokerContext:
     endpoints: list[BrokerEndpoint] = field(default_factory=list)
     log_dirs: list[str] = field(default_factory=list)
     metrics: Any = None
-    group_coordinator: Any = None
+    group_coordinator: GroupCoordinator | None = None
     # The TransactionCoordinator (josefk.broker.txn); None until start-up made it.
-    txn_coordinator: Any = None
+    txn_coordinator: TransactionCoordinator | None = None
     producer_ids: ProducerIdManager | None = None
     # Brokers, controller and partition leaders as clients are told (single node or etcd).
     metadata: MetadataCache | None = None
@@ -85,9 +89,9 @@ class BrokerContext:
     # Incremental fetch sessions (KIP-227), sized by max.incremental.fetch.session.cache.slots.
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     # Share partitions and share sessions (KIP-932, josefk.broker.share.manager).
-    share_partitions: Any = None
+    share_partitions: SharePartitionManager | None = None
     # The share coordinator (__share_group_state, josefk.broker.share.coordinator).
-    share_coordinator: Any = None
+    share_coordinator: ShareCoordinator | None = None
 
     def config_layers(self) -> BrokerConfigLayers:
         """The broker's settings by source (static, dynamic), for DescribeConfigs."""

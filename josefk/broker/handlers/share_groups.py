@@ -200,7 +200,7 @@ async def handle_describe_share_group_offsets(
         )
         if not error and coordinator is not None and coordinator.share_group(group_id) is None:
             error = ErrorCode.GROUP_ID_NOT_FOUND
-        if error:
+        if error or manager is None:
             groups.append(
                 OFFSETS.DescribeShareGroupOffsetsResponseGroup(
                     group_id=group_id, topics=[], error_code=error, error_message=error.message

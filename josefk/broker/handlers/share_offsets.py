@@ -89,7 +89,8 @@ async def handle_alter_share_group_offsets(
             readable: bool = readable,
         ) -> AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition:
             code = error
-            if not code:
+            # (Without a manager _group_error answered COORDINATOR_NOT_AVAILABLE.)
+            if not code and manager is not None:
                 if not readable:
                     code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif info is None or not 0 <= p.partition_index < info.partitions:
@@ -143,7 +144,8 @@ async def handle_delete_share_group_offsets(
     for topic in request.topics:
         info = catalog.get(topic.topic_name)
         code = error
-        if not code:
+        # (Without a manager _group_error answered COORDINATOR_NOT_AVAILABLE.)
+        if not code and manager is not None:
             if not context.authorize(AclOperation.READ, ResourceType.TOPIC, topic.topic_name):
                 code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif info is None:
