@@ -27,7 +27,6 @@ imports this module), josefk.storage or josefk.broker.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from josefk.client.assignors import DEFAULT_ASSIGNORS, Assignor
 from josefk.client.cluster import KafkaClient
@@ -179,7 +178,7 @@ class GroupCoordinator(GroupMembership):
         self._joined.set()
         await self._subscriptions.partitions_assigned(mine)
 
-    async def _join(self) -> Any:
+    async def _join(self) -> JoinGroupResponse:
         req = JoinGroupRequest
         rebalance_timeout = self.config.rebalance_timeout_ms or self.config.max_poll_interval_ms
         for _ in range(3):
@@ -216,7 +215,9 @@ class GroupCoordinator(GroupMembership):
             return response
         raise error_for(_MEMBER_ID_REQUIRED, group=self.group_id)
 
-    async def _assign_as_leader(self, response: Any) -> list[Any]:
+    async def _assign_as_leader(
+        self, response: JoinGroupResponse
+    ) -> list[SyncGroupRequest.SyncGroupRequestAssignment]:
         req = SyncGroupRequest
         subscriptions: dict[str, list[str]] = {}
         for member in response.members:
@@ -244,9 +245,9 @@ class GroupCoordinator(GroupMembership):
             for m, parts in plan.items()
         ]
 
-    async def _sync(self, join_response: Any) -> Assignment:
+    async def _sync(self, join_response: JoinGroupResponse) -> Assignment:
         req = SyncGroupRequest
-        assignments: list[Any] = []
+        assignments: list[SyncGroupRequest.SyncGroupRequestAssignment] = []
         if join_response.leader == join_response.member_id:
             assignments = await self._assign_as_leader(join_response)
         body = req(
@@ -280,7 +281,7 @@ class GroupCoordinator(GroupMembership):
         req = LeaveGroupRequest
         member_id = self.member_id
 
-        def build(version: int) -> Any:
+        def build(version: int) -> LeaveGroupRequest:
             if version >= 3:
                 return req(
                     group_id=self.group_id,

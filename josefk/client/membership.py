@@ -147,7 +147,9 @@ class GroupMembership:
     def _coordinator_dead(self) -> None:
         self._coordinator = None
 
-    async def _request(self, api_key: int, body: Any, *, timeout_s: float | None = None) -> Any:
+    async def _request(
+        self, api_key: int, body: object, *, timeout_s: float | None = None
+    ) -> Any:  # the response of ``api_key``: callers annotate the variable they assign it to
         node_id = await self._ensure_coordinator()
         try:
             return await self._client.request(node_id, api_key, body, timeout_s=timeout_s)

@@ -9,7 +9,6 @@ a group member module, josefk.storage or josefk.broker.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from josefk.client.cluster import KafkaClient
 from josefk.client.errors import error_for
@@ -38,7 +37,7 @@ async def commit_offsets(
     if not offsets:
         return
     req = OffsetCommitRequest
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[OffsetCommitRequest.OffsetCommitRequestPartition]] = {}
     for tp, offset in offsets.items():
         by_topic.setdefault(tp.topic, []).append(
             req.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
@@ -84,7 +83,7 @@ async def fetch_committed_offsets(
     for tp in partitions or ():
         by_topic.setdefault(tp.topic, []).append(tp.partition)
 
-    def build(version: int) -> Any:
+    def build(version: int) -> OffsetFetchRequest:
         if version >= 8:
             topics = (
                 None
