@@ -235,46 +235,52 @@ class RecordBatch:
             return False
         return True
 
-    def ensure_valid(self) -> None:
-        """Check what a reader of the log relies on: size, magic and CRC.
+    def ensure_valid(self) -> BatchHeader:
+        """Check what a reader of the log relies on: size, magic and CRC; returns the header
+        (one unpack serves the checks and the caller).
 
         Raises CorruptRecordError naming the first thing that is wrong.
         """
-        size = len(self.buffer)
+        buffer = self.buffer
+        size = len(buffer)
         if size < HEADER_SIZE:
             raise CorruptRecordError(f"batch of {size} bytes is shorter than a v2 header")
-        batch_length = self.batch_length
+        header = BatchHeader(*HEADER_STRUCT.unpack_from(buffer, 0))
+        batch_length = header.batch_length
         if batch_length + LOG_OVERHEAD != size:
             raise CorruptRecordError(
                 f"batch_length {batch_length} does not match the {size} bytes of the batch"
             )
-        if self.magic != MAGIC:
+        if header.magic != MAGIC:
             raise CorruptRecordError(f"magic {self.magic} is not supported, only v2")
-        stored, computed = self.crc, self.compute_crc()
+        stored, computed = header.crc, int(crc32c(buffer[ATTRIBUTES_OFFSET:]))
         if stored != computed:
             raise CorruptRecordError(
-                f"CRC mismatch at base offset {self.base_offset}: "
+                f"CRC mismatch at base offset {header.base_offset}: "
                 f"stored {stored:#010x}, computed {computed:#010x}"
             )
-        attributes = self.attributes
+        attributes = header.attributes
         if attributes & COMPRESSION_MASK > Compression.ZSTD:
             raise CorruptRecordError(f"unknown compression codec {attributes & 7}")
+        return header
 
-    def ensure_valid_from_producer(self) -> None:
-        """``ensure_valid`` plus the rules Kafka applies to batches a producer sends.
+    def ensure_valid_from_producer(self) -> BatchHeader:
+        """``ensure_valid`` plus the rules Kafka applies to batches a producer sends; returns
+        the header.
 
         A producer's batch numbers its records 0..count-1, so the count must be
         last_offset_delta + 1 (a compacted batch may have gaps, which is why the log's own
         reader does not ask this).
         """
-        self.ensure_valid()
-        count = self.record_count
+        header = self.ensure_valid()
+        count = header.record_count
         if count <= 0:
             raise InvalidRecordError(f"batch claims {count} records")
-        if self.last_offset_delta != count - 1:
+        if header.last_offset_delta != count - 1:
             raise InvalidRecordError(
-                f"record count {count} disagrees with last offset delta {self.last_offset_delta}"
+                f"record count {count} disagrees with last offset delta {header.last_offset_delta}"
             )
+        return header
 
     # -- in-place rewrite of broker-owned fields ------------------------------------------
 

@@ -297,14 +297,22 @@ class AbstractIndex:
             path = self._path = Path(path)
         return path
 
+    def _ensure_counted(self) -> None:
+        # The counts without the map: a parked index keeps them (its file is untouched
+        # while parked), so only a never-opened one must be opened to learn them. The append
+        # path asks for them on every append (``is_full``); with more active segments than
+        # the map bound, mapping for that unparked one index and parked another per append.
+        if not self._opened and not self._parked:
+            self._open()
+
     @property
     def entries(self) -> int:
-        self._ensure_open()
+        self._ensure_counted()
         return self._entries
 
     @property
     def max_entries(self) -> int:
-        self._ensure_open()
+        self._ensure_counted()
         return self._max_entries
 
     @property
@@ -318,7 +326,7 @@ class AbstractIndex:
         return self.entries * self.ENTRY_SIZE
 
     def is_full(self) -> bool:
-        self._ensure_open()
+        self._ensure_counted()
         return self._entries >= self._max_entries
 
     # -- resizing ---------------------------------------------------------------------------
@@ -717,7 +725,7 @@ class TimeIndex(AbstractIndex):
             self._last = TimestampOffset(timestamp, self.base_offset + relative)
 
     def is_full(self) -> bool:
-        self._ensure_open()
+        self._ensure_counted()
         return self._entries >= self._max_entries - 1
 
     def last_entry(self) -> TimestampOffset:
