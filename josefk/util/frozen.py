@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
+
+_T = TypeVar("_T")
 
 
 def mutable_twin(cls: Any) -> Any:
@@ -34,7 +36,7 @@ def mutable_twin(cls: Any) -> Any:
     return twin
 
 
-def fast_constructor(cls: Any) -> Callable[..., Any]:
+def fast_constructor(cls: type[_T]) -> Callable[..., _T]:
     """A keyword-only constructor for the frozen, slotted dataclass ``cls`` that builds
     through its mutable twin: the same instance as ``cls(...)`` with the same defaults
     (factories called per instance), without the frozen ``__init__``'s
@@ -45,7 +47,7 @@ def fast_constructor(cls: Any) -> Callable[..., Any]:
     twin = mutable_twin(cls)
     ns: dict[str, Any] = {"_Twin": twin, "_cls": cls, "_MISSING": dataclasses.MISSING}
     params, body = [], ["    o = _Twin()"]
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(cast(Any, cls)):
         if f.default is not dataclasses.MISSING:
             ns[f"_d_{f.name}"] = f.default
             params.append(f"{f.name}=_d_{f.name}")
@@ -59,6 +61,6 @@ def fast_constructor(cls: Any) -> Callable[..., Any]:
             body.append(f"    o.{f.name} = {f.name}")
     body += ["    o.__class__ = _cls", "    return o"]
     exec(f"def make(*, {', '.join(params)}):\n" + "\n".join(body), ns)
-    make: Callable[..., Any] = ns["make"]
+    make: Callable[..., _T] = ns["make"]
     make.__qualname__ = f"fast_constructor({cls.__qualname__})"
     return make
