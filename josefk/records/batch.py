@@ -78,6 +78,8 @@ HEADER_STRUCT: Final = struct.Struct(">qiibIhiqqqhii")
 _LENGTH_PREFIX = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+# base_offset, batch_length, partition_leader_epoch: the first 16 bytes of a header.
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 _PRODUCER = struct.Struct(">qh")
@@ -287,6 +289,17 @@ class RecordBatch:
     def set_base_offset(self, base_offset: int) -> None:
         """Assign the batch's offsets; base_offset is outside the CRC, so nothing else changes."""
         _INT64.pack_into(self.buffer, BASE_OFFSET_OFFSET, base_offset)
+
+    def set_base_offset_and_epoch(self, base_offset: int, epoch: int) -> None:
+        """``set_base_offset`` and ``set_partition_leader_epoch`` in one write (batch_length,
+        between them, written back as it is): the leader does both to every batch."""
+        _OFFSET_LENGTH_EPOCH.pack_into(
+            self.buffer,
+            BASE_OFFSET_OFFSET,
+            base_offset,
+            _INT32.unpack_from(self.buffer, BATCH_LENGTH_OFFSET)[0],
+            epoch,
+        )
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
         _INT32.pack_into(self.buffer, PARTITION_LEADER_EPOCH_OFFSET, epoch)

@@ -192,6 +192,8 @@ class Log:
         self._scheduler = scheduler
         self._executor = executor
         self._on_io_error = on_io_error
+        # The guard of every produce append (stateless, so one serves them all).
+        self._appending_guard = _IoGuard(self, "appending")
         self._segments: dict[int, LogSegment] = {s.base_offset: s for s in segments}
         self._base_offsets: list[int] = sorted(self._segments)
         self._closed = False
@@ -606,7 +608,8 @@ class Log:
         view = records if isinstance(records, memoryview) else memoryview(records)
         if view.readonly:
             raise ValueError("append_as_leader needs a writable buffer to assign offsets in")
-        with self._io("appending"):
+        self._check_usable()
+        with self._appending_guard:
             config = self._config
             now = self._clock.milliseconds()
             log_append_time = config.log_append_time
@@ -861,7 +864,8 @@ class Log:
             records=view,
         )
         self._update_log_end_offset(last_offset + 1)
-        if self.unflushed_messages >= self._config.flush_messages:
+        # unflushed_messages, inline: every append asks.
+        if last_offset + 1 - self._recovery_point >= self._config.flush_messages:
             self.flush()
 
     # -- roll -----------------------------------------------------------------------------------------

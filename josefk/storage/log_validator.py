@@ -159,8 +159,7 @@ class ValidatedRecords:
         for batch, header in zip(batches, self.headers, strict=True):
             if has_producer_id:
                 base_offsets.append(next_offset)
-            batch.set_base_offset(next_offset)
-            batch.set_partition_leader_epoch(leader_epoch)
+            batch.set_base_offset_and_epoch(next_offset, leader_epoch)
             if log_append_time:
                 batch.set_log_append_time(now)
             last = next_offset + header.last_offset_delta
