@@ -169,12 +169,14 @@ class Broker:
 
 
 def measure(
-    broker: Broker | Attached, frame: bytes, count: int, window: int
+    broker: Broker | Attached, frame: bytes, count: int, window: int, *, warm_up: bool = True
 ) -> tuple[float, float]:
-    """(broker CPU seconds, wall seconds) for ``count`` sends of ``frame``."""
+    """(broker CPU seconds, wall seconds) for ``count`` sends of ``frame``, after one
+    unmeasured send on the same connection unless not ``warm_up``."""
     with socket.create_connection(broker.address) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        send(sock, frame, 1, 1)  # warm-up: connection set-up, first-append work
+        if warm_up:
+            send(sock, frame, 1, 1)  # connection set-up
         cpu_before = broker.cpu()
         started = time.perf_counter()
         send(sock, frame, count, window)
@@ -232,6 +234,7 @@ def main() -> None:
     )
     with trees(None if args.attach else args.baseline_ref) as roots:
         brokers: list[Broker | Attached] = []
+        first: dict[str, float] = {}
         try:
             for build, root in roots:
                 broker = (
@@ -242,9 +245,16 @@ def main() -> None:
                 brokers.append(broker)
                 if not args.attach:
                     create_topic(broker.bootstrap, args.partitions)
-                # Every partition gets its first append (index files, first write) before
-                # the measured rounds.
-                measure(broker, spread_frame, 1, 1)
+                # Every partition gets its first append (its index files created and
+                # mapped) before the measured rounds; measured apart.
+                first_cpu, _ = measure(broker, spread_frame, 1, 1, warm_up=False)
+                first[broker.build] = first_cpu / args.partitions * 1e6
+                print(
+                    f"# {broker.build}: first request, first append to every partition: "
+                    f"{first_cpu:.2f} CPU s",
+                    file=sys.stderr,
+                    flush=True,
+                )
             spread: dict[str, list[float]] = {b.build: [] for b in brokers}
             single: dict[str, list[float]] = {b.build: [] for b in brokers}
             for round_ in range(args.rounds):
@@ -265,15 +275,18 @@ def main() -> None:
             for broker in brokers:
                 broker.stop()
     print(
-        "| build | partitions | records per batch | broker CPU µs per partition batch (spread) "
-        "| broker CPU µs per same records to one partition | spread / one partition |"
+        "| build | partitions | records per batch | broker CPU µs per partition batch (spread; "
+        "rounds) | first append to a partition, µs | broker CPU µs per same records to one "
+        "partition | spread / one partition |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for build in spread:
         s = statistics.median(spread[build])
         o = statistics.median(single[build])
+        rounds = ", ".join(f"{r:.1f}" for r in spread[build])
         print(
-            f"| {build} | {args.partitions:,} | {args.records} | {s:.1f} | {o:.1f} | {s / o:.1f}x |"
+            f"| {build} | {args.partitions:,} | {args.records} | {s:.1f} ({rounds}) "
+            f"| {first.get(build, float('nan')):.0f} | {o:.1f} | {s / o:.1f}x |"
         )
 
 

@@ -30,7 +30,8 @@ Maps are bounded process-wide (``set_index_map_limit``): Python's mmap keeps a d
 descriptor per map, so 10,000 active segments would hold 20,000 descriptors for their two
 indexes besides the 10,000 of their .log files. Past the limit, the index mapped longest ago
 is *parked*: unmapped without trimming, its entry count kept, and mapped again on its next
-use (an open, an fstat and an mmap; nothing is read). Only the thread that set the limit (the
+read or write of entries (an open, an fstat and an mmap; nothing is read); its counts
+(``entries``, ``is_full``, which every append asks) are answered without mapping it. Only the thread that set the limit (the
 broker's event loop) parks indexes, and only indexes it opened itself, so an index in use by
 a worker thread (the cleaner's output, a flush) is never unmapped under it.
 
