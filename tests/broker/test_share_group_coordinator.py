@@ -116,3 +116,35 @@ def test_share_group_ids_do_not_mix_with_other_group_types(env: Env) -> None:
     assert env.coordinator.delete_groups(["g"]) == [ErrorCode.NONE]
     assert env.coordinator.share_group("g") is None
     assert manager.of_group("g") == {}
+
+
+def test_metrics_count_share_groups_by_protocol(env: Env) -> None:
+    """Kafka's group-count has a protocol="share" series; a share group's members and epoch
+    are in the per-group series, not in kafka_exporter's consumer-group ones."""
+    from josefk.metrics.collectors import GroupCollector
+
+    beat(env, "a", 0, ("t",))
+    beat(env, "b", 0, ("t",), group="idle")
+    beat(env, "b", 1, group="idle")
+    beat(env, "b", -1, group="idle")
+    families = {
+        f.name: {tuple(sorted(s.labels.items())): s.value for s in f.samples}
+        for f in GroupCollector(lambda: env.coordinator.group_stats(lambda t, p: None)).collect()
+    }
+    counts = families["kafka_server_group_coordinator_metrics_group_count"]
+    assert counts[(("protocol", "share"),)] == 2
+    assert counts[(("protocol", "classic"),)] == 0 and counts[(("protocol", "consumer"),)] == 0
+    assert families["kafka_coordinator_group_group_members"] == {
+        (("group", "g"),): 1,
+        (("group", "idle"),): 0,
+    }
+    assert families["kafka_coordinator_group_group_generation"][(("group", "g"),)] == 1
+    states = families["kafka_coordinator_group_group_state"]
+    assert states[(("group", "idle"), ("state", "Empty"))] == 1
+    assert states[(("group", "g"), ("state", "Stable"))] == 1
+    assert (
+        "kafka_consumergroup_members" not in families or not families["kafka_consumergroup_members"]
+    )
+    # Share groups are not counted among classic groups' states.
+    assert sum(families["kafka_coordinator_group_groupmetadatamanager_numgroups"].values()) == 0
+

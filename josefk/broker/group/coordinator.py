@@ -691,7 +691,8 @@ class GroupCoordinator(ShardPart):
     # -- metrics --------------------------------------------------------------------------
 
     def group_stats(self, high_watermark: Callable[[str, int], int | None]) -> list[GroupStats]:
-        """Members, state, generation and per-partition committed offset and lag."""
+        """Members, state, generation and per-partition committed offset and lag; share groups
+        with their group epoch as the generation (they commit no offsets)."""
         stats = []
         for group in self._groups.values():
             offsets = []
@@ -711,6 +712,16 @@ class GroupCoordinator(ShardPart):
                     ),
                     offsets=tuple(offsets),
                     group_type=_group_type(group),
+                )
+            )
+        for share_group in self.share_groups.values():
+            stats.append(
+                GroupStats(
+                    group=share_group.group_id,
+                    state=share_group.state,
+                    members=len(share_group.members),
+                    generation=share_group.group_epoch,
+                    group_type="share",
                 )
             )
         return stats
