@@ -5,7 +5,8 @@ explicit mode RELEASE redelivers with the delivery count one higher, REJECT neve
 redelivers, and a record released at each of its five deliveries is archived; implicit mode
 accepts what a poll returned on the next poll; a SIGKILLed member's records go to another
 member once its acquisition lock ends; acknowledged records are not delivered again after a
-broker SIGKILL and restart while acquired ones are; transaction markers (and, under
+broker SIGKILL and restart while acquired ones are, and the group's members carry on with
+their epochs and assignments (its records in __consumer_offsets); transaction markers (and, under
 read_committed, aborted records) are never delivered and do not hold the start offset back;
 ListGroups, ShareGroupDescribe, DescribeShareGroupOffsets and share sessions over the wire;
 AlterShareGroupOffsets (``josefk groups reset-offsets``, refused while the group has members),
@@ -321,6 +322,61 @@ def test_acknowledged_records_survive_a_restart(tmp_path: Any) -> None:
         finally:
             second.close()
         assert sorted(again) == [5, 6, 7, 8, 9]
+    finally:
+        broker.close()
+
+
+def _heartbeat(client: RawClient, group: str, member: str, epoch: int, **more: Any) -> Any:
+    return client.call(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        1,
+        group_id=group,
+        member_id=member,
+        member_epoch=epoch,
+        rack_id=None,
+        **{"subscribed_topic_names": None, **more},
+    )
+
+
+def test_share_group_membership_survives_a_restart(tmp_path: Any) -> None:
+    """The group's records in __consumer_offsets: after a SIGKILL and restart the members
+    carry on with their epochs (no UNKNOWN_MEMBER_ID, no FENCED_MEMBER_EPOCH), get their
+    assignment again, and ShareGroupDescribe shows the group epoch and both members."""
+    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.stderr.log", settings=SETTINGS)
+    try:
+        broker.start()
+        group = unique_topic("gm")
+        topic = unique_topic("share")
+        ck_create_topic(broker.bootstrap, topic, partitions=2)
+        client = RawClient(broker.bootstrap)
+        a, b = str(uuid.uuid4()), str(uuid.uuid4())
+        try:
+            assert _heartbeat(client, group, a, 0, subscribed_topic_names=[topic]).member_epoch == 1
+            joined = _heartbeat(client, group, b, 0, subscribed_topic_names=[topic])
+            assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 2)
+            before = _heartbeat(client, group, a, 1)
+            assert before.member_epoch == 2
+            assigned = {p for t in before.assignment.topic_partitions for p in t.partitions}
+        finally:
+            client.close()
+        broker.kill()
+        broker.restart()
+        client = RawClient(broker.bootstrap)
+        try:
+            after = _heartbeat(client, group, a, 2)
+            assert (after.error_code, after.member_epoch) == (ErrorCode.NONE, 2)
+            assert {p for t in after.assignment.topic_partitions for p in t.partitions} == assigned
+            assert _heartbeat(client, group, b, 2).error_code == ErrorCode.NONE
+            described = client.call(
+                ApiKey.SHARE_GROUP_DESCRIBE,
+                1,
+                group_ids=[group],
+                include_authorized_operations=False,
+            ).groups[0]
+            assert (described.error_code, described.group_epoch) == (ErrorCode.NONE, 2)
+            assert sorted(m.member_id for m in described.members) == sorted([a, b])
+        finally:
+            client.close()
     finally:
         broker.close()
 

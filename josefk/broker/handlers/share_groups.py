@@ -28,7 +28,12 @@ from typing import Any, Final
 from josefk.broker.context import RequestContext
 from josefk.broker.group.share import SIMPLE_ASSIGNOR, ShareHeartbeatRequest
 from josefk.broker.handlers import handles
-from josefk.broker.handlers.groups import client_host, coordinator_of, may_read_group
+from josefk.broker.handlers.groups import (
+    client_host,
+    coordinator_of,
+    may_read_group,
+    wait_replicated,
+)
 from josefk.broker.partition import TopicPartition
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey, response_class
@@ -40,7 +45,7 @@ DESCRIBE: Final = response_class(ApiKey.SHARE_GROUP_DESCRIBE)
 
 
 @handles(ApiKey.SHARE_GROUP_HEARTBEAT)
-def handle_share_group_heartbeat(context: RequestContext, request: Any) -> Any:
+async def handle_share_group_heartbeat(context: RequestContext, request: Any) -> Any:
     coordinator = coordinator_of(context)
     if not may_read_group(context, request.group_id):
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -70,6 +75,15 @@ def handle_share_group_heartbeat(context: RequestContext, request: Any) -> Any:
             client_host=client_host(context),
         )
     )
+    # The group's records are answered for once the offsets topic's replicas hold them.
+    replication_error = await wait_replicated(context, coordinator)
+    if replication_error is not None and not result.error:
+        error = (
+            ErrorCode.NOT_COORDINATOR
+            if coordinator.ownership_error(request.group_id)
+            else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        )
+        return HEARTBEAT(error_code=error, error_message=str(replication_error))
     if result.error:
         return HEARTBEAT(
             error_code=result.error,
