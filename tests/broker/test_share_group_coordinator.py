@@ -105,6 +105,23 @@ async def test_leave_and_session_expiry_release_records(env: Env) -> None:
     assert sp.acquired_by("b") == 0
 
 
+def test_a_member_that_leaves_with_a_session_open_keeps_it_until_it_closes(env: Env) -> None:
+    """librdkafka's close sends the leave and the closing ShareAcknowledge side by side: the
+    share session and what it holds outlive the leave, so the last acknowledgements land."""
+    manager = SharePartitionManager(env.clock)
+    env.coordinator.share.on_member_gone.append(manager.member_gone)
+    tp = TopicPartition("t", 0)
+    sp = manager.share_partition("g", tp, 0)
+    beat(env, "a", 0, ("t",))
+    manager.open_session("g", "a", [tp])
+    sp.acquire("a", 0, 9, max_records=5, now_ms=0)
+    beat(env, "a", -1)
+    assert sp.acquired_by("a") == 5
+    assert manager.session_for("g", "a", -1)[0] is ErrorCode.NONE
+    manager.close_session("g", "a")
+    assert sp.acquired_by("a") == 0
+
+
 def test_share_group_ids_do_not_mix_with_other_group_types(env: Env) -> None:
     beat(env, "a", 0, ("t",))
     listing = {g.group_id: g.group_type for g in env.coordinator.list_groups()}

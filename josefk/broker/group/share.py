@@ -193,8 +193,9 @@ class ShareGroupManager(ShardPart):
         # Group configs (GROUP config resources, group_configs.py); a group may have them
         # before it has members. None: every group has the defaults.
         self._group_configs = group_configs
-        # Told when a member leaves or is removed: (group id, member id).
-        self.on_member_gone: list[Callable[[str, str], None]] = []
+        # Told when a member leaves or is removed: (group id, member id, whether it left
+        # with epoch -1 rather than missing its session timeout).
+        self.on_member_gone: list[Callable[[str, str, bool], None]] = []
         # Told when an empty share group is deleted, with the topics it read: its share
         # partitions' state goes too.
         self.on_group_deleted: list[Callable[[str, frozenset[str]], None]] = []
@@ -337,10 +338,10 @@ class ShareGroupManager(ShardPart):
                 ErrorCode.UNKNOWN_MEMBER_ID,
                 f"Member {request.member_id} is not a member of group {request.group_id}.",
             )
-        self.remove_member(group, member)
+        self.remove_member(group, member, left=True)
         return ShareHeartbeatResult(member_id=request.member_id, member_epoch=LEAVE_EPOCH)
 
-    def remove_member(self, group: ShareGroup, member: ShareMember) -> None:
+    def remove_member(self, group: ShareGroup, member: ShareMember, *, left: bool = False) -> None:
         if member.session_task is not None:
             member.session_task.cancel()
             member.session_task = None
@@ -351,7 +352,7 @@ class ShareGroupManager(ShardPart):
         group.assignment_epoch = group.group_epoch
         self._persist(group, gone=(member.member_id,))
         for listener in self.on_member_gone:
-            listener(group.group_id, member.member_id)
+            listener(group.group_id, member.member_id, left)
 
     def _reset_session(self, group: ShareGroup, member: ShareMember) -> None:
         if self._stopped:
