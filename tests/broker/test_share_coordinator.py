@@ -251,3 +251,18 @@ async def test_the_cluster_persister_sends_to_a_remote_coordinator_and_reconnect
     assert await persister.delete(KEY) is ErrorCode.FENCED_LEADER_EPOCH
     answers.append(_answer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     assert (await persister.read(KEY, 0)).error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_the_lag_of_a_kept_state_counts_what_is_not_done_with() -> None:
+    state = records.ShareState(
+        start_offset=3,
+        batches=[
+            StateBatch(0, 2, records.ACKNOWLEDGED, 1),  # below the start: not counted twice
+            StateBatch(3, 4, records.ACKNOWLEDGED, 1),
+            StateBatch(5, 5, records.AVAILABLE, 2),
+            StateBatch(6, 9, records.ARCHIVED, 5),
+        ],
+    )
+    assert state.lag(10) == 1  # offset 5
+    assert state.lag(7) == 1  # 3..6, of which 3, 4 and 6 are settled
+    assert state.lag(3) == 0

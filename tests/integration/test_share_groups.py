@@ -147,15 +147,23 @@ def raw_share_fetch(
     max_wait_ms: int = 0,
     max_records: int = 10,
     acks: Sequence[Any] = (),
+    partitions: Sequence[int] = (0,),
+    max_bytes: int = 1 << 20,
     **more: Any,
 ) -> Any:
-    """One ShareFetch over a raw connection: partition 0 of ``topic_id`` (no topic when
-    None) with ``acks`` (acknowledgement batches), ``more`` as further request fields."""
+    """One ShareFetch over a raw connection: ``partitions`` of ``topic_id`` (no topic when
+    None), the first with ``acks`` (acknowledgement batches), ``more`` as further request
+    fields."""
     fetch = request_class(ApiKey.SHARE_FETCH)
     topics = []
     if topic_id is not None:
-        partition = fetch.FetchPartition(partition_index=0, acknowledgement_batches=list(acks))
-        topics = [fetch.FetchTopic(topic_id=topic_id, partitions=[partition])]
+        wanted = [
+            fetch.FetchPartition(
+                partition_index=p, acknowledgement_batches=list(acks) if i == 0 else []
+            )
+            for i, p in enumerate(partitions)
+        ]
+        topics = [fetch.FetchTopic(topic_id=topic_id, partitions=wanted)]
     return client.call(
         ApiKey.SHARE_FETCH,
         version,
@@ -164,7 +172,7 @@ def raw_share_fetch(
         share_session_epoch=epoch,
         max_wait_ms=max_wait_ms,
         min_bytes=1,
-        max_bytes=1 << 20,
+        max_bytes=max_bytes,
         max_records=max_records,
         batch_size=max_records,
         topics=topics,
@@ -549,6 +557,43 @@ def test_share_session_epochs(broker: BrokerProcess) -> None:
         assert part.acknowledge_error_code == ErrorCode.INVALID_RECORD_STATE
         assert share_fetch(-1).error_code == ErrorCode.NONE
         assert share_fetch(5).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    finally:
+        client.close()
+
+
+def test_a_new_sessions_first_fetch_answers_what_is_ready(broker: BrokerProcess) -> None:
+    """As Kafka, whose share partitions initialize asynchronously: the first fetch of two
+    new share partitions answers the first with records, the next fetch the other; a fetch
+    with max_bytes 0 acquires nothing."""
+    topic = unique_topic("share")
+    ck_create_topic(broker.bootstrap, topic, partitions=2)
+    producer = Producer(ck_config(broker.bootstrap))
+    for partition in (0, 1):
+        for i in range(3):
+            producer.produce(topic, value=f"v{i}".encode(), partition=partition)
+    assert producer.flush(20) == 0
+    group = unique_topic("gf")
+    set_earliest(broker.bootstrap, group)
+    topic_id = topic_id_of(broker.bootstrap, topic)
+    client = RawClient(broker.bootstrap)
+
+    def acquired(answer: Any) -> dict[int, list[tuple[int, int]]]:
+        assert answer.error_code == ErrorCode.NONE
+        return {
+            p.partition_index: [(a.first_offset, a.last_offset) for a in p.acquired_records]
+            for t in answer.responses
+            for p in t.partitions
+            if p.acquired_records
+        }
+
+    try:
+        both = (0, 1)
+        nothing = raw_share_fetch(client, group, "m1", 0, topic_id, partitions=both, max_bytes=0)
+        assert acquired(nothing) == {}
+        first = raw_share_fetch(client, group, "m1", 1, topic_id, partitions=both)
+        assert acquired(first) == {0: [(0, 2)]}
+        second = raw_share_fetch(client, group, "m1", 2, topic_id, partitions=both)
+        assert acquired(second) == {1: [(0, 2)]}
     finally:
         client.close()
 

@@ -11,7 +11,8 @@ generates its own id.
 
 DescribeShareGroupOffsets answers each partition's share-partition start offset (-1 when the
 group has no share state for it) and, from v1, its lag: from the share partition when this
-broker leads it, else the start offset its share coordinator keeps (lag -1).
+broker holds it, else from the state its share coordinator keeps (start offset and settled
+batches against the high watermark; -1 where this broker has no replica of the partition).
 
 Authorization, as Kafka's: READ on the group for the heartbeat (and DESCRIBE on every topic
 it subscribes to: TOPIC_AUTHORIZATION_FAILED), DESCRIBE on the group for
@@ -248,12 +249,15 @@ async def handle_describe_share_group_offsets(context: RequestContext, request: 
                         lag = sp.lag(partition.log.high_watermark)
                         epoch = partition.leader_epoch
                 elif not code and info is not None:
-                    # Not held here: the share coordinator's state (start offset only).
+                    # Not held here (no session reads it now): the share coordinator's
+                    # state, and the lag it implies where this broker has the log.
                     read = await manager.read_state(
                         group_id, TopicPartition(name, index), info.topic_id
                     )
                     if read.state is not None:
                         start = read.state.start_offset
+                        if partition is not None:
+                            lag = read.state.lag(partition.log.high_watermark)
                 entries.append(
                     OFFSETS.DescribeShareGroupOffsetsResponsePartition(
                         partition_index=index,
