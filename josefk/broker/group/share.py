@@ -297,14 +297,15 @@ class ShareGroupManager(ShardPart):
                 member.subscribed_topic_names = names
                 group.topics.update(names)
                 bump = True
-        rebalanced = self._refresh_assignment(group) or bump
+        topics = self._topic_partitions()
+        rebalanced = self._refresh_assignment(group, topics) or bump
         if rebalanced:
             group.group_epoch += 1
         group.assignment_epoch = group.group_epoch
         if member.member_epoch != group.group_epoch:
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = group.group_epoch
-        self._note_initialized(group)
+        self._note_initialized(group, topics)
         # A rebalance may change every member's target; otherwise only this member moved.
         self._persist(group, members=None if rebalanced else (member.member_id,))
         self._reset_session(group, member)
@@ -318,10 +319,12 @@ class ShareGroupManager(ShardPart):
             assignment=dict(member.assignment) if changed else None,
         )
 
-    def _refresh_assignment(self, group: ShareGroup) -> bool:
+    def _refresh_assignment(
+        self, group: ShareGroup, topics: Mapping[str, tuple[uuid.UUID, int]] | None = None
+    ) -> bool:
         """Recompute every member's assignment from the catalog; whether one changed (a
         topic appeared, grew or vanished, or a subscription changed)."""
-        targets = self._assignments(group, self._topic_partitions())
+        targets = self._assignments(group, self._topic_partitions() if topics is None else topics)
         bumped = False
         for member in group.members.values():
             target = targets[member.member_id]
@@ -422,10 +425,11 @@ class ShareGroupManager(ShardPart):
 
     # -- share state of topics ----------------------------------------------------------------
 
-    def _note_initialized(self, group: ShareGroup) -> None:
+    def _note_initialized(
+        self, group: ShareGroup, topics: Mapping[str, tuple[uuid.UUID, int]]
+    ) -> None:
         """The partitions of the topics the members subscribe to have share state from now
         on (josefk's share partitions start from share.auto.offset.reset on first fetch)."""
-        topics = self._topic_partitions()
         for name in {n for m in group.members.values() for n in m.subscribed_topic_names}:
             found = topics.get(name)
             if found is None or found[1] <= 0:
