@@ -169,8 +169,8 @@ class GroupCoordinator(ShardPart):
         # Per-group configs (GROUP config resources); None where they are not stored.
         self.group_configs = group_configs
         self._offsets = OffsetManager(shard)
-        # Share groups (KIP-932) are kept apart from the groups with offsets: they have none
-        # in __consumer_offsets and live in memory (group/share.py).
+        # Share groups (KIP-932) are kept apart from the groups with offsets: they commit
+        # none; their membership records are in __consumer_offsets (group/share.py).
         self.share_groups: dict[str, ShareGroup] = {}
         self.share = ShareGroupManager(
             shard,
@@ -236,6 +236,7 @@ class GroupCoordinator(ShardPart):
             del self._groups[group.group_id]
             if self._probe is not None:
                 self._probe.remove_group(group.group_id)
+        self.share.unload(partition)
         self._report_pending()
         logger.info("unloaded the groups of %s-%d", "__consumer_offsets", partition)
 
@@ -250,6 +251,9 @@ class GroupCoordinator(ShardPart):
         now = self._clock.milliseconds()
         loaded = read_groups(self._store, partitions)
         for group_id, found in loaded.items():
+            if found.share is not None:
+                self.share.restore(group_id, found.share)
+                continue
             if found.consumer is not None:
                 consumer = self._consumer.restore(group_id, found.consumer)
                 consumer.offsets = found.offsets
@@ -691,7 +695,8 @@ class GroupCoordinator(ShardPart):
     # -- metrics --------------------------------------------------------------------------
 
     def group_stats(self, high_watermark: Callable[[str, int], int | None]) -> list[GroupStats]:
-        """Members, state, generation and per-partition committed offset and lag."""
+        """Members, state, generation and per-partition committed offset and lag; share groups
+        with their group epoch as the generation (they commit no offsets)."""
         stats = []
         for group in self._groups.values():
             offsets = []
@@ -711,6 +716,16 @@ class GroupCoordinator(ShardPart):
                     ),
                     offsets=tuple(offsets),
                     group_type=_group_type(group),
+                )
+            )
+        for share_group in self.share_groups.values():
+            stats.append(
+                GroupStats(
+                    group=share_group.group_id,
+                    state=share_group.state,
+                    members=len(share_group.members),
+                    generation=share_group.group_epoch,
+                    group_type="share",
                 )
             )
         return stats

@@ -17,6 +17,11 @@ A partition answers when it has records, an error or acknowledgements.
 The first fetch of a (group, partition) makes its share partition, starting at the high
 watermark (``share.auto.offset.reset=latest``, the default) or the log start offset
 (``earliest``). ``share.isolation.level=read_committed`` reads up to the last stable offset.
+A share partition not made yet is not made while another partition of the fetch already has
+records to acquire: the fetch answers with what is ready and the next one makes it (Kafka
+initializes share partitions asynchronously and answers with those already initialized, so
+a new session's first fetch of two partitions returns one; librdkafka's 0179 relies on it).
+A ShareFetch with ``max_bytes`` 0 acquires nothing (Kafka answers it without records).
 
 Version notes: v1 (Kafka 4.1) and v2 (Kafka 4.2); ``min_bytes`` is taken as "at least one
 record"; ``batch_size`` is not used (the whole read is acquired at once). v2's
@@ -289,6 +294,9 @@ async def _fetch(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
     budget = request.max_records if request.max_records > 0 else 500
+    # Until a pass acquires nothing, partitions without a share partition yet wait while
+    # another has records (see the module docstring).
+    defer_loads = True
     while True:
         wanted: list[tuple[TopicPartition, Partition, uuid.UUID]] = []
         for tp in list(session.partitions):
@@ -315,6 +323,8 @@ async def _fetch(
             visible = log.last_stable_offset if committed else log.high_watermark
             start = log.log_start_offset if reset == "earliest" else log.high_watermark
             if manager.existing(group_id, tp) is None:
+                if defer_loads and wanted:
+                    continue
                 # Bounded by the fetch's wait: the persister retries while a coordinator
                 # moves, and the member asks again on its next fetch.
                 try:
@@ -341,7 +351,7 @@ async def _fetch(
             if sp.acquirable(visible):
                 wanted.append((tp, partition, topic_id))
         acquired_any = False
-        if wanted:
+        if wanted and request.max_bytes > 0:
             fetches = [
                 FetchPartition(
                     tp,
@@ -412,6 +422,7 @@ async def _fetch(
         remaining = deadline - loop.time()
         if acquired_any or remaining <= 0 or not session.partitions:
             return
+        defer_loads = False
         lock = manager.next_lock_deadline_ms((group_id, tp) for tp in session.partitions)
         if lock is not None:
             remaining = min(remaining, max(lock - manager.now_ms(), 0) / 1000 + 0.001)

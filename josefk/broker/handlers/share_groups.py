@@ -11,7 +11,8 @@ generates its own id.
 
 DescribeShareGroupOffsets answers each partition's share-partition start offset (-1 when the
 group has no share state for it) and, from v1, its lag: from the share partition when this
-broker leads it, else the start offset its share coordinator keeps (lag -1).
+broker holds it, else from the state its share coordinator keeps (start offset and settled
+batches against the high watermark; -1 where this broker has no replica of the partition).
 
 Authorization, as Kafka's: READ on the group for the heartbeat (and DESCRIBE on every topic
 it subscribes to: TOPIC_AUTHORIZATION_FAILED), DESCRIBE on the group for
@@ -28,7 +29,12 @@ from typing import Final
 from josefk.broker.context import RequestContext
 from josefk.broker.group.share import SIMPLE_ASSIGNOR, ShareHeartbeatRequest
 from josefk.broker.handlers import handles
-from josefk.broker.handlers.groups import client_host, coordinator_of, group_lookup_error
+from josefk.broker.handlers.groups import (
+    client_host,
+    coordinator_of,
+    group_lookup_error,
+    wait_replicated,
+)
 from josefk.broker.partition import TopicPartition
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey
@@ -50,7 +56,7 @@ NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 
 
 @handles(ApiKey.SHARE_GROUP_HEARTBEAT)
-def handle_share_group_heartbeat(
+async def handle_share_group_heartbeat(
     context: RequestContext, request: ShareGroupHeartbeatRequest
 ) -> ShareGroupHeartbeatResponse:
     coordinator = coordinator_of(context)
@@ -85,6 +91,15 @@ def handle_share_group_heartbeat(
             client_host=client_host(context),
         )
     )
+    # The group's records are answered for once the offsets topic's replicas hold them.
+    replication_error = await wait_replicated(context, coordinator)
+    if replication_error is not None and not result.error:
+        error = (
+            ErrorCode.NOT_COORDINATOR
+            if coordinator.ownership_error(request.group_id)
+            else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        )
+        return HEARTBEAT(error_code=error, error_message=str(replication_error))
     if result.error:
         return HEARTBEAT(
             error_code=result.error,
@@ -243,12 +258,15 @@ async def handle_describe_share_group_offsets(
                         lag = sp.lag(partition.log.high_watermark)
                         epoch = partition.leader_epoch
                 elif not code and info is not None:
-                    # Not held here: the share coordinator's state (start offset only).
+                    # Not held here (no session reads it now): the share coordinator's
+                    # state, and the lag it implies where this broker has the log.
                     read = await manager.read_state(
                         group_id, TopicPartition(name, index), info.topic_id
                     )
                     if read.state is not None:
                         start = read.state.start_offset
+                        if partition is not None:
+                            lag = read.state.lag(partition.log.high_watermark)
                 entries.append(
                     OFFSETS.DescribeShareGroupOffsetsResponsePartition(
                         partition_index=index,

@@ -104,11 +104,13 @@ async def handle_alter_share_group_offsets(
                         info.topic_id,
                         p.start_offset,
                     )
-                    group = coordinator.share_group(group_id) if coordinator else None
-                    if not code and group is not None:
+                    if not code and coordinator is not None:
                         # The group has share state in this topic now: DescribeShareGroupOffsets
-                        # of all topics lists it, DeleteGroups deletes it.
-                        group.topics.add(info.name)
+                        # of all topics lists it, DeleteGroups deletes it (also after a
+                        # restart: ShareGroupStatePartitionMetadata).
+                        coordinator.share.topic_initialized(
+                            group_id, info.topic_id, info.name, p.partition_index
+                        )
             return ALTER.AlterShareGroupOffsetsResponsePartition(
                 partition_index=p.partition_index,
                 error_code=code,
@@ -158,9 +160,8 @@ async def handle_delete_share_group_offsets(
                     )
                 )
                 code = next((e for e in errors if e), ErrorCode.NONE)
-                group = coordinator.share_group(group_id) if coordinator else None
-                if not code and group is not None:
-                    group.topics.discard(info.name)
+                if not code and coordinator is not None:
+                    coordinator.share.topic_deleted(group_id, info.topic_id, info.name)
         topics.append(
             DELETE.DeleteShareGroupOffsetsResponseTopic(
                 topic_name=topic.topic_name,

@@ -7,9 +7,12 @@ ShareFetch for it with its start offset from the group's ``share.auto.offset.res
 ``ShareSession`` per (group, member): the partitions it fetches and its epoch (0 opens,
 -1 closes, otherwise the next epoch; INVALID_SHARE_SESSION_EPOCH / SHARE_SESSION_NOT_FOUND).
 
-A member that leaves its group or misses its session timeout (the coordinator's
-``on_member_gone``), or closes its share session, releases everything it holds; a waiting
-ShareFetch is woken by a release (``changed``) as it is by an append.
+A member that misses its session timeout (the coordinator's ``on_member_gone``), or closes
+its share session, releases everything it holds; one that leaves its group does too, unless
+it still has a share session here: then its session stays until the member closes it (epoch
+-1, with its last acknowledgements; librdkafka sends the leave and the closing
+ShareAcknowledge side by side, and Kafka's share sessions do not depend on membership). A
+waiting ShareFetch is woken by a release (``changed``) as it is by an append.
 
 Durable state: a share partition is made (``load``) from the state its share coordinator
 keeps in ``__share_group_state`` (``SharePersister``: the coordinator itself on this broker,
@@ -484,8 +487,12 @@ class SharePartitionManager:
             self._notify()
         return released
 
-    def member_gone(self, group_id: str, member_id: str) -> None:
-        """The coordinator's listener: the member left the group or was removed."""
+    def member_gone(self, group_id: str, member_id: str, left: bool = False) -> None:
+        """The coordinator's listener: the member left the group (``left``) or was removed.
+        A member that left with a share session still open closes it itself; what it holds
+        stays acquired until then (or until the locks end)."""
+        if left and (group_id, member_id) in self.sessions:
+            return
         self.sessions.pop((group_id, member_id), None)
         self.release_member(group_id, member_id)
         self._maybe_idle(group_id)
