@@ -333,7 +333,7 @@ def test_a_commit_at_a_stale_member_epoch_is_refused(broker: BrokerProcess) -> N
                 member_epoch=epoch,
                 rebalance_timeout_ms=30000 if epoch == 0 else -1,
                 subscribed_topic_names=[topic] if epoch == 0 else None,
-                topic_partitions=owned,
+                topic_partitions=[] if epoch == 0 else owned,
             )
 
         def commit(epoch: int) -> int:
@@ -366,6 +366,52 @@ def test_a_commit_at_a_stale_member_epoch_is_refused(broker: BrokerProcess) -> N
         assert told.member_epoch > old_epoch
         assert commit(old_epoch) == ErrorCode.STALE_MEMBER_EPOCH
         assert commit(told.member_epoch) == ErrorCode.NONE
+    finally:
+        client.close()
+
+
+def test_describe_groups_answers_a_consumer_group_as_a_missing_group(broker: BrokerProcess) -> None:
+    """Kafka's DescribeGroups describes classic groups only: a consumer group is Dead without
+    an error before v6, GROUP_ID_NOT_FOUND "not a classic group" from v6 (a group nobody
+    holds: "not found"), with no authorized operations; ConsumerGroupDescribe shows it."""
+    topic = new_topic(broker.bootstrap, "kip848-describe")
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    client = RawClient(broker.bootstrap)
+    try:
+        joined = client.call(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            1,
+            group_id=group,
+            member_id="m1",
+            member_epoch=0,
+            rebalance_timeout_ms=30000,
+            subscribed_topic_names=[topic],
+            topic_partitions=[],
+        )
+        assert joined.error_code == ErrorCode.NONE
+        v5 = client.call(
+            ApiKey.DESCRIBE_GROUPS, 5, groups=[group], include_authorized_operations=True
+        )
+        [old] = v5.groups
+        assert (old.error_code, old.group_state, old.members) == (0, "Dead", [])
+        v6 = client.call(
+            ApiKey.DESCRIBE_GROUPS,
+            6,
+            groups=[group, "kip848-nobody"],
+            include_authorized_operations=True,
+        )
+        held, nobody = v6.groups
+        assert (held.error_code, held.group_state) == (ErrorCode.GROUP_ID_NOT_FOUND, "Dead")
+        assert held.error_message == f"Group {group} is not a classic group."
+        assert held.authorized_operations == -(2**31) and held.members == []
+        assert nobody.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert nobody.error_message == "Group kip848-nobody not found."
+        described = client.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, group_ids=[group])
+        assert described.groups[0].error_code == ErrorCode.NONE
+        assert [m.member_id for m in described.groups[0].members] == ["m1"]
+        client.call(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, group_id=group, member_id="m1", member_epoch=-1
+        )
     finally:
         client.close()
 
@@ -571,6 +617,7 @@ def test_group_configs_are_set_described_applied_and_kept_across_a_restart(
             member_epoch=0,
             rebalance_timeout_ms=30000,
             subscribed_topic_names=[topic],
+            topic_partitions=[],
         )
         assert joined.error_code == ErrorCode.NONE and joined.heartbeat_interval_ms == 700
     finally:
