@@ -350,6 +350,45 @@ def test_subscription_changes_with_a_leave_and_rejoin_between_get_the_whole_new_
     assert stale.error == ErrorCode.UNKNOWN_MEMBER_ID
 
 
+def test_a_member_still_revoking_that_drops_a_topic_is_told_to_revoke_it_at_once(
+    env: Env,
+) -> None:
+    u = env.topics.add("u", 2)
+    t = env.topics.infos["t"].topic_id
+    a = Member(env, "a", topics=("t", "u"))
+    a.heartbeat()
+    assert set(a.owned) == {t, u} and a.epoch == 1
+    b = Member(env, "b", topics=("t",))  # b takes a share of t only: a keeps u
+    b.heartbeat()
+    a.heartbeat(full=False)  # told what to keep; revoking the rest, not acknowledged yet
+    group = env.coordinator.consumer_group("g")
+    assert group is not None
+    member = group.members["a"]
+    assert member.pending_revocation and a.epoch == 1 and member.assigned[u] == {0, 1}
+    kept_t = member.assigned.get(t, frozenset())
+    # a drops u while it still revokes: u's partitions are to be revoked now, same epoch.
+    a.topics = ("t",)
+    # librdkafka's heartbeat with a new subscription: the names, no owned list.
+    result = env.coordinator.consumer_group_heartbeat(
+        HeartbeatRequest(group_id="g", member_id="a", member_epoch=1, subscribed_topic_names=("t",))
+    )
+    assert result.error == ErrorCode.NONE and result.member_epoch == 1
+    assert result.assignment is not None and u not in result.assignment
+    assert result.assignment.get(t, frozenset()) == kept_t
+    assert member.pending_revocation.get(u)
+    # It acknowledges (owns only what it keeps of t): next epoch, and b gets the rest.
+    a.owned = dict(result.assignment)
+    a.heartbeat()
+    assert a.epoch == group.assignment_epoch and u not in a.owned
+    for _ in range(2):
+        b.heartbeat()
+        a.heartbeat()
+    owned = {(tid, p) for m in (a, b) for tid, ps in m.owned.items() for p in ps}
+    assert disjoint([a, b]) and u not in a.owned
+    assert owned == {(t, p) for p in range(6)}
+    assert group.state is ConsumerGroupState.STABLE
+
+
 def test_static_member_leaves_temporarily_and_its_instance_takes_its_partitions_back(
     env: Env,
 ) -> None:

@@ -70,6 +70,7 @@ from josefk.broker.group.consumer_group import (
     MemberState,
     TopicPartitions,
     reconcile,
+    revoke_unsubscribed,
 )
 from josefk.broker.group.consumer_records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
@@ -329,7 +330,8 @@ class ConsumerGroupManager(ShardPart):
                 del self._groups[request.group_id]
             return HeartbeatResult(error, message)
         before = (member.member_epoch, dict(member.assigned))
-        if self._update_subscription(member, request):
+        subscription_changed = self._update_subscription(member, request)
+        if subscription_changed:
             bumped = True
         topics = self._all_topics()
         self._maybe_refresh_regexes(group, topics)
@@ -340,6 +342,9 @@ class ConsumerGroupManager(ShardPart):
         if bumped:
             group.group_epoch += 1
             self._compute_target(group)
+        if subscription_changed:
+            subscribed = self._resolve(group, member, topics)
+            revoke_unsubscribed(member, frozenset(topics[n][0] for n in subscribed), request.owned)
         reconcile(group, member, request.owned)
         self._after_reconcile(group, member)
         self._reset_session(group, member)
