@@ -318,6 +318,48 @@ def test_a_name_and_a_regex_are_assigned_in_two_epochs(broker: BrokerProcess) ->
         consumer.close()
 
 
+def test_sliding_subscriptions_with_unsubscribes_between_are_assigned_whole(
+    broker: BrokerProcess,
+) -> None:
+    """librdkafka's test 0045_subscribe_many_updates, each step awaited: one consumer moves
+    its subscription over a sliding window of topics and unsubscribes every third step (it
+    leaves with epoch -1 and rejoins with epoch 0 under the same member id); after each step
+    it holds exactly its window's partitions, nothing after an unsubscribe. (0045 itself does
+    not wait between steps; librdkafka 2.15/2.16 can then stall when the unsubscribe lands
+    while the client still revokes a dropped topic, a client race, see issue 30's note.)"""
+    prefix = unique_topic("kip848-slide")
+    topics = [f"{prefix}-{i}" for i in range(8)]
+    for topic in topics:
+        ck_create_topic(broker.bootstrap, topic, partitions=2)
+    consumer = Consumer(
+        ck_config(
+            broker.bootstrap,
+            **{"group.id": f"g-{uuid.uuid4().hex[:8]}", "group.protocol": "consumer"},
+        )
+    )
+
+    def settle(expected: set[tuple[str, int]]) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        held: set[tuple[str, int]] = set()
+        while time.monotonic() < deadline:
+            consumer.poll(0.05)
+            held = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+            if held == expected:
+                return
+        raise AssertionError(f"held {sorted(held)}, expected {sorted(expected)}")
+
+    try:
+        for step in range(len(topics) - 2):
+            window = topics[step : step + 3]
+            consumer.subscribe(window)
+            settle({(t, p) for t in window for p in range(2)})
+            if step % 3 == 2:
+                consumer.unsubscribe()
+                settle(set())
+    finally:
+        consumer.close()
+
+
 def test_a_commit_at_a_stale_member_epoch_is_refused(broker: BrokerProcess) -> None:
     topic = new_topic(broker.bootstrap, "kip848-stale")
     group = f"g-{uuid.uuid4().hex[:8]}"
