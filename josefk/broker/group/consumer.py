@@ -369,7 +369,10 @@ class ConsumerGroupManager(ShardPart):
             return ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid."
         if request.member_epoch == 0:
             if request.rebalance_timeout_ms == -1:
-                return ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided."
+                return (
+                    ErrorCode.INVALID_REQUEST,
+                    "RebalanceTimeoutMs must be provided in first request.",
+                )
             # Present and empty, as Kafka checks: a join without the field is refused too.
             if request.owned is None or request.owned:
                 return ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
