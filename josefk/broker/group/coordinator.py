@@ -625,8 +625,11 @@ class GroupCoordinator(ShardPart):
     # -- describe, list, delete -----------------------------------------------------------
 
     def describe_group(self, group_id: str) -> GroupDescription | None:
-        """A classic group's description (a consumer group is no classic group: None, as
-        Kafka's DescribeGroups answers GROUP_ID_NOT_FOUND / Dead for it)."""
+        """A classic group's description; None for any other group. Kafka's DescribeGroups
+        describes classic groups only: a consumer group, also one that holds classic members
+        during an online migration, and a share group are answered as a missing group is
+        (Dead; GROUP_ID_NOT_FOUND from v6, ``describe_group_miss`` says why); their members
+        are seen with ConsumerGroupDescribe / ShareGroupDescribe."""
         group = self._classic_group(group_id)
         if group is None:
             return None
@@ -648,6 +651,14 @@ class GroupCoordinator(ShardPart):
                 for m in group.members.values()
             ),
         )
+
+    def describe_group_miss(self, group_id: str) -> str:
+        """The message of DescribeGroups' GROUP_ID_NOT_FOUND for a group it does not
+        describe, Kafka's words: another type of group holds the id, or none does."""
+        group = self._groups.get(group_id)
+        if (group is not None and not group.is_dead) or group_id in self.share_groups:
+            return f"Group {group_id} is not a classic group."
+        return f"Group {group_id} not found."
 
     def list_groups(self) -> list[GroupListing]:
         return [

@@ -383,16 +383,21 @@ def handle_describe_groups(
             error = ErrorCode.GROUP_ID_NOT_FOUND
         else:
             error = ErrorCode.NONE
+        # Kafka fills in the authorized operations only of the groups answered without error.
         operations = (
             context.authorized_operations(ResourceType.GROUP, group_id)
-            if with_operations
+            if with_operations and not error
             else -(2**31)
         )
         if description is None:
+            if error is ErrorCode.GROUP_ID_NOT_FOUND and coordinator is not None:
+                message: str | None = coordinator.describe_group_miss(group_id)
+            else:
+                message = error.message if error else None
             described.append(
                 DESCRIBE_GROUPS.DescribedGroup(
                     error_code=error,
-                    error_message=error.message if error else None,
+                    error_message=message,
                     group_id=group_id,
                     group_state="Dead",
                     protocol_type="",
