@@ -285,7 +285,7 @@ def produce_while_cleaning(base: Path, log_mb: int) -> dict[str, float]:
 
 async def commit_many(bootstrap: str, commits: int, groups: int) -> float:
     from josefk.client.cluster import KafkaClient
-    from josefk.client.group import commit_offsets
+    from josefk.client.offsets import commit_offsets
     from josefk.client.types import TopicPartition
 
     client = KafkaClient(bootstrap_servers=bootstrap)

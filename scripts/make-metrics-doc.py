@@ -61,9 +61,11 @@ Where josefk differs from Kafka:
   `kafka_topic_partition_*` from the partition's leader; fetcher lag from the followers;
   election figures from the controller (0 elsewhere). A single broker is its own controller
   (`kafka_controller_kafkacontroller_activecontrollercount` 1) and has no fetcher lag.
-  Share groups (KIP-932): `share_group_count` from the group coordinator; the share fetch,
-  acknowledgement, share session and share partition series from the partition leaders;
-  the `share_coordinator` write series from the leaders of `__share_group_state`.
+  Share groups (KIP-932): `share_group_count` and `group_count{protocol="share"}` from the
+  group coordinator (which also lists each share group in the per-group members, generation
+  (its group epoch) and state series, not in kafka_exporter's consumer-group ones); the share
+  fetch, acknowledgement, share session and share partition series from the partition
+  leaders; the `share_coordinator` write series from the leaders of `__share_group_state`.
 
 Process series (`process_*`, `python_*`) come from prometheus-client and are not listed.
 

@@ -7,7 +7,8 @@ log (KRaft); one node needs no consensus, so a small JSON document replaced atom
 Kafka's ``partition.metadata`` file (``version: 0`` / ``topic_id: <base64>``) so that Kafka's
 tools read the topic id where they expect it.
 
-Imports josefk.config.topic and the broker's error types only; must not import josefk.protocol or the handlers.
+Imports the broker's and josefk.storage's error types only; must not import josefk.protocol
+or the handlers.
 """
 
 from __future__ import annotations
@@ -16,12 +17,16 @@ import base64
 import json
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from josefk.broker.errors import InvalidTopicNameError
 from josefk.fileio import write_atomically
+from josefk.storage.errors import KafkaStorageError
+
+_T = TypeVar("_T")
 
 CATALOG_FILE: Final = "josefk-topics.json"
 PARTITION_METADATA_FILE: Final = "partition.metadata"
@@ -230,6 +235,17 @@ class TopicCatalog:
     @property
     def path(self) -> Path:
         return self._path
+
+
+def change_catalog(catalog: TopicCatalog, change: Callable[[], _T]) -> _T:
+    """Run ``change``, a change of ``catalog``; its OSError (the first log dir failing) is
+    KafkaStorageError, the error a client's request is answered with."""
+    try:
+        return change()
+    except OSError as exc:
+        raise KafkaStorageError(
+            f"cannot write the topic catalog: {exc.strerror or exc}", path=catalog.path
+        ) from exc
 
 
 def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:

@@ -32,7 +32,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Collection, Sequence
 
-from josefk.broker.catalog import TopicInfo
+from josefk.broker.catalog import TopicInfo, change_catalog
 from josefk.broker.metadata_cache import ClusterMetadata
 from josefk.broker.partition import Partition, TopicPartition
 from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
@@ -507,8 +507,11 @@ class ClusterNode:
     def _drop_topic(self, name: str, partitions: int) -> None:
         for index in range(partitions):
             self._unfollow(TopicPartition(name, index))
-        if self.replicas.catalog.get(name) is not None:
-            self.replicas.delete_topic(name)
+        # The catalog mirrors etcd: the entry goes, then the logs (as on a single node).
+        catalog = self.replicas.catalog
+        info = change_catalog(catalog, lambda: catalog.delete(name))
+        if info is not None:
+            self.replicas.remove_topic(name, info.partitions)
 
     def _follows(self, tp: TopicPartition, leader: int) -> bool:
         fetcher = self._fetchers.get(leader)

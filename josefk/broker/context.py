@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from josefk.broker.configs import BrokerConfigLayers
+from josefk.broker.coordinator_placement import UNPLACED, CoordinatorPlacement
 from josefk.broker.error_responses import error_response
 from josefk.broker.fetch_session import FetchSessionCache
 from josefk.broker.network import ConnectionInfo
@@ -22,6 +23,7 @@ from josefk.protocol.headers import RequestHeader
 if TYPE_CHECKING:
     from josefk.broker.cluster_node import ClusterNode
     from josefk.broker.dynamic_config import DynamicBrokerConfig
+    from josefk.broker.group.coordinator import GroupCoordinator
     from josefk.broker.handlers import HandlerSpec
     from josefk.broker.metadata_cache import MetadataCache
     from josefk.broker.producer_ids import ProducerIdManager
@@ -29,7 +31,10 @@ if TYPE_CHECKING:
     from josefk.broker.security.acl_store import AclStore
     from josefk.broker.security.authorizer import Authorizer
     from josefk.broker.security.store import CredentialStore
+    from josefk.broker.share.coordinator import ShareCoordinator
+    from josefk.broker.share.manager import SharePartitionManager
     from josefk.broker.topic_admin import TopicAdmin
+    from josefk.broker.txn.coordinator import TransactionCoordinator
     from josefk.config.broker import BrokerConfig
     from josefk.util.clock import Clock
 
@@ -59,14 +64,19 @@ class BrokerContext:
     endpoints: list[BrokerEndpoint] = field(default_factory=list)
     log_dirs: list[str] = field(default_factory=list)
     metrics: Any = None
-    group_coordinator: Any = None
+    group_coordinator: GroupCoordinator | None = None
     # The TransactionCoordinator (josefk.broker.txn); None until start-up made it.
-    txn_coordinator: Any = None
+    txn_coordinator: TransactionCoordinator | None = None
     producer_ids: ProducerIdManager | None = None
     # Brokers, controller and partition leaders as clients are told (single node or etcd).
     metadata: MetadataCache | None = None
+    # Which broker coordinates a group, transactional id or share partition (chosen with the
+    # metadata at start-up: this broker on a single node, the leader of the key's partition
+    # in a cluster). Handlers never ask which.
+    coordinator_placement: CoordinatorPlacement = UNPLACED
     # The cluster's runtime (etcd, controller, replication); None on the single node. Only
-    # the cluster's own APIs (ElectLeaders, partition reassignments) reach for it.
+    # the cluster's own APIs (ElectLeaders, partition reassignments) reach for it; no
+    # handler asks whether it is None to decide anything else.
     cluster: ClusterNode | None = None
     # SCRAM credentials (josefk.broker.security.store), loaded from the first log dir.
     credentials: CredentialStore | None = None
@@ -79,9 +89,9 @@ class BrokerContext:
     # Incremental fetch sessions (KIP-227), sized by max.incremental.fetch.session.cache.slots.
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     # Share partitions and share sessions (KIP-932, josefk.broker.share.manager).
-    share_partitions: Any = None
+    share_partitions: SharePartitionManager | None = None
     # The share coordinator (__share_group_state, josefk.broker.share.coordinator).
-    share_coordinator: Any = None
+    share_coordinator: ShareCoordinator | None = None
 
     def config_layers(self) -> BrokerConfigLayers:
         """The broker's settings by source (static, dynamic), for DescribeConfigs."""

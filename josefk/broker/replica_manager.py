@@ -1,9 +1,13 @@
-"""The replica manager: every partition this broker hosts, and topic lifecycle on top of them.
+"""The replica manager: every partition this broker hosts, and the data path through them.
 
 Owns the map of ``Partition`` objects, the purgatories (fetches, acks=all produces, and
-DeleteRecords waiting for the low watermark), and the operations that create, grow,
-reconfigure and delete topics (catalog + logs together). Handlers call it with whole
-requests' worth of partitions; it never sees protocol classes.
+DeleteRecords waiting for the low watermark), and the apply side of topic changes: host
+partitions (their logs made), give them a role, apply configs to hosted logs, stop hosting
+and delete them. Deciding those changes is not its part, as Kafka keeps its ReplicaManager to
+applying them: the topic catalog is written by the single node's topic admin
+(josefk.broker.topic_admin: create, grow, reconfigure, delete, all or nothing) or, in a
+cluster, mirrored from etcd by the cluster node. Handlers call it with whole requests' worth
+of partitions; it never sees protocol classes.
 
 Imports josefk.storage, josefk.config and the broker's catalog/partition/purgatory; must not
 import josefk.protocol or the handlers.
@@ -13,13 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Container, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
 from josefk.broker.catalog import TopicCatalog, TopicInfo, write_partition_metadata
-from josefk.broker.errors import TopicExistsError as TopicExistsError
 from josefk.broker.errors import UnknownTopicOrPartitionError as UnknownTopicOrPartitionError
 from josefk.broker.partition import (
     NotLeaderOrFollowerError,
@@ -33,13 +36,12 @@ from josefk.cluster.values import PartitionState
 from josefk.config.topic import LogConfig
 from josefk.records.compression import DecompressionBudget
 from josefk.records.errors import RecordsError
-from josefk.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
+from josefk.storage.errors import OffsetOutOfRangeError, StorageError
 from josefk.storage.manager import LogManager
 from josefk.storage.offsets import AppendOrigin, FetchIsolation, LogAppendInfo, TxnMarker
 from josefk.util.clock import Clock
 
 logger = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
 # Partitions a creation prepares at once (their files fsynced side by side in the executor).
 _CREATION_WINDOW: Final = 32
@@ -163,8 +165,9 @@ IsrProposer = Callable[[Partition, list[int]], None]
 
 
 class ReplicaManager:
-    """All partitions of this broker. Runs on the event loop thread; no method awaits, so a
-    topic is never seen half created or half deleted."""
+    """All partitions of this broker. Runs on the event loop thread; only the waits (fetch,
+    acks=all, the low watermark) and ``*_off_loop`` methods await, each saying what may
+    change meanwhile."""
 
     def __init__(
         self,
@@ -249,11 +252,6 @@ class ReplicaManager:
                 self._partitions.pop(tp, None)
                 logger.error("partition %s is unavailable: %s", tp, failure)
 
-    def _open_partitions(self, info: TopicInfo, indexes: range) -> None:
-        config = self.log_config_for(info.name)
-        for index in indexes:
-            self._open_partition(info, index, config)
-
     def _open_partition(
         self, info: TopicInfo, index: int, config: LogConfig, *, defer_epoch_saves: bool = False
     ) -> None:
@@ -287,77 +285,27 @@ class ReplicaManager:
     def default_log_config(self) -> LogConfig:
         return self._default_log_config
 
-    # -- topic lifecycle ------------------------------------------------------------------
+    # -- hosting and removing partitions (the apply side of topic changes) ----------------
+    #
+    # The topic's catalog entry is its caller's: on a single node the topic admin
+    # (josefk.broker.topic_admin) writes it and calls these; in a cluster the cluster node
+    # mirrors etcd into it. These only make, reconfigure and remove the logs and Partitions.
 
-    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
-        """Create a topic and its logs, all or nothing. Configs are validated first
-        (InvalidConfigError).
+    def host_partitions(self, info: TopicInfo, indexes: range) -> None:
+        """Host the partitions ``indexes`` of ``info``, their logs created if missing, on the
+        loop. Raises StorageError (LogCreationError, KafkaStorageError) at the first that
+        cannot be made; the ones made before stay hosted (``remove_new_partitions`` undoes)."""
+        config = self.log_config_for(info.name)
+        for index in indexes:
+            self._open_partition(info, index, config)
 
-        The order makes a crash at any point end complete or gone at the next start: the
-        catalog entry is written first, with the partition count (the intent), then one log
-        per partition; start-up opens every partition the catalog names and creates the
-        missing ones. A failure part way removes the logs made so far and only then the
-        entry, so a crash during that removal leaves the entry, which start-up completes.
-        Partition directories without an entry (which start-up adopts as a topic of as many
-        partitions as it finds) never come out of a creation.
-
-        Raises LogCreationError (one path cannot be used: nothing is left behind, the log
-        dir stays online) or KafkaStorageError (the catalog could not be written, or a disk
-        failed: its log dir is offline; the logs in it cannot be removed, so the topic stays
-        and the next start completes it).
-        """
-        if name in self.catalog:
-            raise TopicExistsError(f"topic {name!r} already exists")
-        self._default_log_config.with_overrides(configs)
-        info = self._change_catalog(lambda: self.catalog.create(name, partitions, dict(configs)))
-        try:
-            self._open_partitions(info, range(partitions))
-        except StorageError as exc:
-            if self._remove_new_partitions(info, range(partitions)):
-                self._change_catalog(lambda: self.catalog.delete(name))
-            logger.error("could not create topic %s: %s", name, exc)
-            raise
-        logger.info("created topic %s with %d partitions", name, partitions)
-        return info
-
-    async def create_topic_off_loop(
-        self, name: str, partitions: int, configs: Mapping[str, str]
-    ) -> TopicInfo:
-        """``create_topic`` for a client's request: the same order, errors and all-or-nothing,
-        but each partition's files are written and fsynced in the executor, so creating
-        thousands of partitions does not hold the loop (other clients are served meanwhile).
-        The catalog entry comes first, so a concurrent creation of the same name is refused;
-        a deletion of the topic meanwhile stops the creation (the logs made are deleted)."""
-        if name in self.catalog:
-            raise TopicExistsError(f"topic {name!r} already exists")
-        self._default_log_config.with_overrides(configs)
-        info = self._change_catalog(lambda: self.catalog.create(name, partitions, dict(configs)))
-        try:
-            await self._open_partitions_off_loop(info, range(partitions))
-        except StorageError as exc:
-            if self._still_exists(info) and self._remove_new_partitions(info, range(partitions)):
-                self._change_catalog(lambda: self.catalog.delete(name))
-            logger.error("could not create topic %s: %s", name, exc)
-            raise
-        logger.info("created topic %s with %d partitions", name, partitions)
-        return info
-
-    async def create_partitions_off_loop(self, name: str, total: int) -> None:
-        """``create_partitions`` with each new partition's files written in the executor."""
-        info = self.catalog.get(name)
-        if info is None:
-            raise KeyError(name)
-        old = info.partitions
-        self._change_catalog(lambda: self.catalog.set_partitions(name, total))
-        try:
-            await self._open_partitions_off_loop(info, range(old, total))
-        except StorageError as exc:
-            if self._still_exists(info) and self._remove_new_partitions(info, range(old, total)):
-                self._change_catalog(lambda: self.catalog.set_partitions(name, old))
-            logger.error("could not add partitions to %s: %s", name, exc)
-            raise
-
-    async def _open_partitions_off_loop(self, info: TopicInfo, indexes: range) -> None:
+    async def host_partitions_off_loop(
+        self, info: TopicInfo, indexes: range, *, wanted: Callable[[], bool]
+    ) -> None:
+        """``host_partitions`` with each partition's files written and fsynced in the
+        executor, so hosting thousands of partitions does not hold the loop. After each
+        window of partitions ``wanted()`` says whether the topic is still wanted (not deleted
+        meanwhile): if not, that window's partitions are removed again and no more are made."""
         config = self.log_config_for(info.name)
         topic_id = info.topic_id
 
@@ -387,7 +335,7 @@ class ReplicaManager:
             for result in results:
                 if isinstance(result, BaseException):
                     raise result
-            if not self._still_exists(info):
+            if not wanted():
                 # Deleted while being created: what was made before the deletion went with
                 # it; this window's go now, and no more are made.
                 for tp, _ in made:
@@ -396,30 +344,8 @@ class ReplicaManager:
                 logger.info("topic %s was deleted while its partitions were created", info.name)
                 return
 
-    def _still_exists(self, info: TopicInfo) -> bool:
-        """Whether the catalog still names this topic (not deleted, nor deleted and made
-        again) after an await."""
-        current = self.catalog.get(info.name)
-        return current is not None and current.topic_id == info.topic_id
-
-    def create_partitions(self, name: str, total: int) -> None:
-        """Grow a topic to ``total`` partitions, all or nothing, in the order (and with the
-        errors) of ``create_topic``: the count in the catalog first, then the logs."""
-        info = self.catalog.get(name)
-        if info is None:
-            raise KeyError(name)
-        old = info.partitions
-        self._change_catalog(lambda: self.catalog.set_partitions(name, total))
-        try:
-            self._open_partitions(info, range(old, total))
-        except StorageError as exc:
-            if self._remove_new_partitions(info, range(old, total)):
-                self._change_catalog(lambda: self.catalog.set_partitions(name, old))
-            logger.error("could not add partitions to %s: %s", name, exc)
-            raise
-
-    def _remove_new_partitions(self, info: TopicInfo, indexes: range) -> bool:
-        """Undo a creation that failed part way: remove the partitions of ``indexes`` made so
+    def remove_new_partitions(self, info: TopicInfo, indexes: range) -> bool:
+        """Undo a hosting that failed part way: remove the partitions of ``indexes`` made so
         far. False (and nothing removed) when one of them is in an offline log dir: its
         directory cannot be removed, so the catalog must keep naming it."""
         made = [
@@ -444,15 +370,6 @@ class ReplicaManager:
                 return False
         return True
 
-    def _change_catalog(self, change: Callable[[], _T]) -> _T:
-        """A catalog change; its OSError (the first log dir failing) is KafkaStorageError."""
-        try:
-            return change()
-        except OSError as exc:
-            raise KafkaStorageError(
-                f"cannot write the topic catalog: {exc.strerror or exc}", path=self.catalog.path
-            ) from exc
-
     def update_default_log_config(self, defaults: LogConfig) -> None:
         """The broker's topic defaults changed (a dynamic broker config, KIP-226): every
         hosted log takes them under its topic's own overrides, from its next append, roll
@@ -461,30 +378,21 @@ class ReplicaManager:
         for partition in self._partitions.values():
             partition.log.update_config(self.log_config_for(partition.tp.topic))
 
-    def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        """Replace the topic's overrides (validated first) and apply them to its logs."""
-        config = self._default_log_config.with_overrides(configs)
-        self._change_catalog(lambda: self.catalog.set_configs(name, dict(configs)))
-        for partition in self._partitions.values():
-            if partition.tp.topic == name:
-                partition.log.update_config(config)
-
     def topic_configs_changed(self, name: str) -> None:
-        """The catalog holds new overrides for ``name`` (in a cluster, from etcd): the
-        topic's hosted logs take them, as ``alter_topic_configs`` does on a single node."""
+        """The catalog holds new overrides for ``name`` (written by the single node's topic
+        admin, or in a cluster mirrored from etcd): the topic's hosted logs take them."""
         config = self.log_config_for(name)
         for partition in self._partitions.values():
             if partition.tp.topic == name:
                 partition.log.update_config(config)
 
-    def delete_topic(self, name: str) -> None:
-        info = self._change_catalog(lambda: self.catalog.delete(name))
-        if info is None:
-            raise KeyError(name)
-        # Every partition is deleted even if one fails (its error is raised after): one
-        # partition's file trouble must not leave the others behind, adopted at restart.
+    def remove_topic(self, name: str, partitions: int) -> None:
+        """Stop hosting partitions ``0 .. partitions - 1`` of ``name``, a topic gone from the
+        catalog, and delete their logs; then tell ``topic_deleted_listeners``. Every partition
+        is deleted even if one fails (its StorageError is raised after): one partition's file
+        trouble must not leave the others behind, adopted at restart."""
         failed: StorageError | None = None
-        for index in range(info.partitions):
+        for index in range(partitions):
             tp = TopicPartition(name, index)
             self._partitions.pop(tp, None)
             try:
@@ -528,7 +436,7 @@ class ReplicaManager:
     async def host_partition_off_loop(self, tp: TopicPartition, state: PartitionState) -> Partition:
         """``apply_partition_state`` for a partition this broker does not host yet (a
         cluster's new topic or partition, or a replica moved here), its files made as
-        ``create_topic_off_loop`` makes them: the log on the loop (a mkdir and empty files),
+        ``host_partitions_off_loop`` makes them: the log on the loop (a mkdir and empty files),
         ``partition.metadata`` written and fsynced in the executor, so that a topic of
         thousands of partitions does not hold the loop. The partition is hosted, in its role,
         from before the await. Raises StorageError as ``get_or_create_log`` does."""

@@ -33,6 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 from josefk.broker.catalog import TopicCatalog
 from josefk.broker.context import BrokerContext, BrokerEndpoint
+from josefk.broker.coordinator_placement import (
+    ClusterCoordinatorPlacement,
+    LocalCoordinatorPlacement,
+)
 from josefk.broker.dispatch import RequestDispatcher
 from josefk.broker.dynamic_config import (
     DEFAULT_ENTITY,
@@ -167,6 +171,10 @@ class Broker:
         self._server: SocketServer | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
+        # Topic administration as the handlers use it; on a single node also the local one,
+        # whose synchronous creation makes the internal topics at start-up.
+        self.topic_admin: TopicAdmin | None = None
+        self.local_topics: LocalTopicAdmin | None = None
         self.metrics: BrokerMetrics | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
@@ -320,6 +328,7 @@ class Broker:
             # The cluster's topics (__consumer_offsets among them) come from etcd once joined.
             replicas.load(only=())
         self.replica_manager = replicas
+        topic_admin = self.topic_admin = self._topic_admin(replicas)
         dynamic.log_defaults_listeners.append(replicas.update_default_log_config)
 
         if config.metrics_enable:
@@ -400,7 +409,7 @@ class Broker:
             replica_manager=replicas,
             clock=self.clock,
             handlers=registered_handlers(),
-            topic_admin=self._topic_admin(replicas),
+            topic_admin=topic_admin,
             log_dirs=[str(d.absolute()) for d in log_dirs],
             metrics=self.metrics,
             group_coordinator=self.group_coordinator,
@@ -486,6 +495,9 @@ class Broker:
                 lambda name: _host_port(context.endpoint_for(name)),
                 rack=config.broker_rack,
             )
+            context.coordinator_placement = LocalCoordinatorPlacement(
+                self.broker_id, lambda name: _host_port(context.endpoint_for(name))
+            )
             if self.metrics is not None:
                 # A single node is its own controller (Metadata names it): the usual
                 # "active controllers != 1" alert must stay quiet on a healthy one. Its
@@ -520,6 +532,7 @@ class Broker:
                     "or give this one its own broker.id and data dir)"
                 ) from None
             context.metadata = self.cluster.metadata
+            context.coordinator_placement = ClusterCoordinatorPlacement(self.cluster.metadata)
             context.cluster = self.cluster
             if isinstance(context.acl_store, EtcdAclStore):
                 # The watch goes on from the snapshot join read; ignored if not newer.
@@ -551,11 +564,18 @@ class Broker:
         """The topic administration this broker's handlers use, chosen once: the single
         node's catalog and logs, or the cluster's controller."""
         if self.cluster is None:
-            return LocalTopicAdmin(replicas, broker_id=self.broker_id)
+            self.local_topics = LocalTopicAdmin(replicas, broker_id=self.broker_id)
+            return self.local_topics
         # A cluster broker only: it imports the cluster node (and so the etcd client).
         from josefk.broker.cluster_topic_admin import ClusterTopicAdmin
 
         return ClusterTopicAdmin(self.cluster, replicas)
+
+    def _local_topics(self) -> LocalTopicAdmin:
+        """The single node's topic admin (made by ``_topic_admin``), for its internal topics."""
+        if self.local_topics is None:
+            raise RuntimeError("a cluster broker's topics are the controller's")
+        return self.local_topics
 
     def _release_metrics_hold(self) -> None:
         hold, self._metrics_hold = self._metrics_hold, None
@@ -661,6 +681,7 @@ class Broker:
         if self.cluster is None:
             store = TopicOffsetsStore.ensure_topic(
                 replicas,
+                self._local_topics(),
                 partitions=config.offsets_topic_num_partitions,
                 segment_bytes=config.offsets_topic_segment_bytes,
             )
@@ -714,6 +735,7 @@ class Broker:
         if self.cluster is None:
             store = TopicTxnStore.ensure_topic(
                 replicas,
+                self._local_topics(),
                 partitions=config.transaction_state_log_num_partitions,
                 segment_bytes=config.transaction_state_log_segment_bytes,
             )
@@ -749,6 +771,7 @@ class Broker:
         if self.cluster is None:
             log = TopicStateLog.ensure_topic(
                 replicas,
+                self._local_topics(),
                 partitions=partitions,
                 segment_bytes=config.share_coordinator_state_topic_segment_bytes,
             )

@@ -4,9 +4,11 @@ Owns ``TopicAdmin``, what the handlers of CreateTopics, DeleteTopics, CreatePart
 AlterConfigs (topics) and Metadata (auto-creation) call, whichever kind of broker answers:
 the broker picks the implementation once at start-up and the handlers never ask which one
 they have (as Kafka's ``MetadataSupport`` hides ZooKeeper or KRaft). ``LocalTopicAdmin`` is
-the single node's: the topic catalog and the logs of this broker, written off the event loop.
-The cluster's (the controller decides, etcd stores; ``josefk.broker.cluster_topic_admin``)
-is imported only by a cluster broker, so a single node never loads the etcd client.
+the single node's: the topic catalog and the logs of this broker, the flows that change both
+all or nothing (the replica manager only hosts and removes the partitions), client requests'
+partitions written off the event loop. The cluster's (the controller decides, etcd stores;
+``josefk.broker.cluster_topic_admin``) is imported only by a cluster broker, so a single
+node never loads the etcd client.
 
 The handlers check what does not depend on where topics live (the principal's ACLs, the
 name's syntax, duplicate names in one request, null config values); an implementation
@@ -15,15 +17,15 @@ raises josefk.broker.errors' types (``TopicExistsError``, ``NotControllerError``
 ``InvalidReplicationFactorError`` ...) or storage and config errors, which ``error_code_for``
 turns into the answer's error code.
 
-Imports the broker's catalog, errors and replica manager, and josefk.config.topic; must not
-import josefk.protocol, the handlers or josefk.cluster.
+Imports the broker's catalog, errors and replica manager, josefk.config.topic and
+josefk.storage's errors; must not import josefk.protocol, the handlers or josefk.cluster.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -31,6 +33,7 @@ from josefk.broker.catalog import (
     InvalidTopicError,
     TopicCatalog,
     TopicInfo,
+    change_catalog,
     collision_message,
     internal_topic_refusal,
     is_internal_topic,
@@ -44,6 +47,7 @@ from josefk.broker.errors import (
 )
 from josefk.broker.replica_manager import ReplicaManager
 from josefk.config.topic import LogConfig, inert_topic_notes
+from josefk.storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
 
@@ -154,10 +158,23 @@ def log_inert(name: str, configs: dict[str, str]) -> None:
 
 
 class LocalTopicAdmin:
-    """The single node's topics: this broker's catalog and logs. One broker is every
-    replica: a replication factor other than 1 is refused (as Kafka refuses one above the
-    live brokers), and assignments must name this broker. Creation is all or nothing, each
-    partition's files written in the executor (``ReplicaManager.create_topic_off_loop``)."""
+    """The single node's topics: this broker's catalog and logs, changed together and all or
+    nothing (the replica manager hosts and removes the partitions; this decides and writes
+    the catalog). One broker is every replica: a replication factor other than 1 is refused
+    (as Kafka refuses one above the live brokers), and assignments must name this broker.
+
+    The order makes a crash at any point end complete or gone at the next start: the catalog
+    entry is written first, with the partition count (the intent), then one log per
+    partition; start-up opens every partition the catalog names and creates the missing ones.
+    A failure part way removes the logs made so far and only then the entry, so a crash
+    during that removal leaves the entry, which start-up completes. Partition directories
+    without an entry (which start-up adopts as a topic of as many partitions as it finds)
+    never come out of a creation.
+
+    Creations raise LogCreationError (one path cannot be used: nothing is left behind, the
+    log dir stays online) or KafkaStorageError (the catalog could not be written, or a disk
+    failed: its log dir is offline; the logs in it cannot be removed, so the topic stays and
+    the next start completes it)."""
 
     def __init__(self, replicas: ReplicaManager, *, broker_id: int) -> None:
         self._replicas = replicas
@@ -183,9 +200,63 @@ class LocalTopicAdmin:
         check_configs(self._replicas.default_log_config, topic.configs)
         if validate_only:
             return CreatedTopic(None, partitions, 1)
-        info = await self._replicas.create_topic_off_loop(name, partitions, topic.configs)
+        info = await self._create_topic_off_loop(name, partitions, topic.configs)
         log_inert(name, topic.configs)
         return CreatedTopic(info.topic_id, partitions, 1)
+
+    def create_topic_now(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
+        """Create a topic and its logs on the loop, all or nothing, in the order the class
+        docstring gives: the broker's internal topics at start-up, auto-creation (one
+        partition by default, answered synchronously in Metadata). Configs are validated
+        first (InvalidConfigError); TopicExistsError for an existing name."""
+        if name in self._catalog:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        check_configs(self._replicas.default_log_config, dict(configs))
+        catalog = self._catalog
+        info = change_catalog(catalog, lambda: catalog.create(name, partitions, dict(configs)))
+        try:
+            self._replicas.host_partitions(info, range(partitions))
+        except StorageError as exc:
+            if self._replicas.remove_new_partitions(info, range(partitions)):
+                change_catalog(catalog, lambda: catalog.delete(name))
+            logger.error("could not create topic %s: %s", name, exc)
+            raise
+        logger.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    async def _create_topic_off_loop(
+        self, name: str, partitions: int, configs: Mapping[str, str]
+    ) -> TopicInfo:
+        """``create_topic_now`` for a client's request: the same order, errors and
+        all-or-nothing, but each partition's files are written and fsynced in the executor,
+        so creating thousands of partitions does not hold the loop (other clients are served
+        meanwhile). The catalog entry comes first, so a concurrent creation of the same name
+        is refused; a deletion of the topic meanwhile stops the creation (the logs made are
+        deleted)."""
+        if name in self._catalog:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        check_configs(self._replicas.default_log_config, dict(configs))
+        catalog = self._catalog
+        info = change_catalog(catalog, lambda: catalog.create(name, partitions, dict(configs)))
+        try:
+            await self._replicas.host_partitions_off_loop(
+                info, range(partitions), wanted=lambda: self._still_exists(info)
+            )
+        except StorageError as exc:
+            if self._still_exists(info) and self._replicas.remove_new_partitions(
+                info, range(partitions)
+            ):
+                change_catalog(catalog, lambda: catalog.delete(name))
+            logger.error("could not create topic %s: %s", name, exc)
+            raise
+        logger.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    def _still_exists(self, info: TopicInfo) -> bool:
+        """Whether the catalog still names this topic (not deleted, nor deleted and made
+        again) after an await."""
+        current = self._catalog.get(info.name)
+        return current is not None and current.topic_id == info.topic_id
 
     def _check_replication_factor(self, factor: int) -> None:
         if factor <= 0:
@@ -205,9 +276,16 @@ class LocalTopicAdmin:
                 )
 
     async def delete_topic(self, name: str) -> None:
-        if self._catalog.get(name) is None:
+        """The catalog entry goes first, then the logs (``ReplicaManager.remove_topic``): a
+        crash between leaves directories that start-up adopts as a topic again, never an
+        entry naming logs that are gone. A creation of the topic under way stops at its
+        next window of partitions."""
+        catalog = self._catalog
+        if catalog.get(name) is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {name}")
-        self._replicas.delete_topic(name)
+        info = change_catalog(catalog, lambda: catalog.delete(name))
+        assert info is not None  # checked above, and nothing awaited since
+        self._replicas.remove_topic(name, info.partitions)
 
     async def create_partitions(
         self, name: str, total: int, *, assignments: list[list[int]] | None, validate_only: bool
@@ -225,7 +303,27 @@ class LocalTopicAdmin:
                 f"new partitions can only be assigned to broker {self._broker_id}"
             )
         if not validate_only:
-            await self._replicas.create_partitions_off_loop(name, total)
+            await self._grow(info, total)
+
+    async def _grow(self, info: TopicInfo, total: int) -> None:
+        """Grow a topic to ``total`` partitions, all or nothing, in the order (and with the
+        errors) of a creation: the count in the catalog first, then the logs, each
+        partition's files written in the executor."""
+        catalog = self._catalog
+        name = info.name
+        old = info.partitions
+        change_catalog(catalog, lambda: catalog.set_partitions(name, total))
+        try:
+            await self._replicas.host_partitions_off_loop(
+                info, range(old, total), wanted=lambda: self._still_exists(info)
+            )
+        except StorageError as exc:
+            if self._still_exists(info) and self._replicas.remove_new_partitions(
+                info, range(old, total)
+            ):
+                change_catalog(catalog, lambda: catalog.set_partitions(name, old))
+            logger.error("could not add partitions to %s: %s", name, exc)
+            raise
 
     async def alter_topic_configs(
         self, name: str, change: ConfigChange, *, validate_only: bool
@@ -236,13 +334,15 @@ class LocalTopicAdmin:
         configs = change(dict(info.configs))
         check_configs(self._replicas.default_log_config, configs)
         if not validate_only:
-            self._replicas.alter_topic_configs(name, configs)
+            catalog = self._catalog
+            change_catalog(catalog, lambda: catalog.set_configs(name, dict(configs)))
+            self._replicas.topic_configs_changed(name)
         return configs
 
     def auto_create_topic(self, topic: NewTopic) -> TopicInfo | None:
         # On the loop, unlike CreateTopics: Metadata answers synchronously with the topic,
         # and auto-creation makes num.partitions partitions (one by default), not thousands.
-        return self._replicas.create_topic(topic.name, topic.partitions, topic.configs)
+        return self.create_topic_now(topic.name, topic.partitions, topic.configs)
 
     async def await_topics(self, names: Collection[str]) -> None:
         return None  # the catalog is the metadata: nothing to catch up with

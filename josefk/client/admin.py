@@ -1397,7 +1397,7 @@ class AIOAdmin:
         self, group_id: str, partitions: Sequence[TopicPartition] | None = None
     ) -> dict[TopicPartition, int]:
         """The group's committed offsets (all of them when ``partitions`` is None)."""
-        from josefk.client.group import fetch_committed_offsets
+        from josefk.client.offsets import fetch_committed_offsets
 
         node_id = await find_coordinator(self._client, group_id)
         found = await fetch_committed_offsets(self._client, node_id, group_id, partitions)
@@ -1411,7 +1411,7 @@ class AIOAdmin:
         The broker refuses (UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS...) while the group has
         members; stop its consumers first.
         """
-        from josefk.client.group import commit_offsets
+        from josefk.client.offsets import commit_offsets
 
         node_id = await find_coordinator(self._client, group_id)
         await commit_offsets(

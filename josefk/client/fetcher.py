@@ -259,7 +259,9 @@ class Fetcher:
                 log.debug("metadata refresh failed: %s", exc)
             self._wake_later()
 
-    def _fetch_request(self, version: int, parts: Sequence[tuple[TopicPartition, int, int]]) -> Any:
+    def _fetch_request(
+        self, version: int, parts: Sequence[tuple[TopicPartition, int, int]]
+    ) -> FetchRequest:
         req = FetchRequest
         metadata = self._client.metadata
         topics = []
@@ -323,7 +325,7 @@ class Fetcher:
             self.wakeup.set()
 
     def _handle_fetch_response(
-        self, version: int, parts: list[tuple[TopicPartition, int, int]], response: Any
+        self, version: int, parts: list[tuple[TopicPartition, int, int]], response: FetchResponse
     ) -> None:
         if response.error_code:
             raise error_for(response.error_code)

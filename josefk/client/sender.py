@@ -297,9 +297,11 @@ class Sender:
 
     # ------------------------------------------------------------------ requests
 
-    def _produce_request(self, batches: dict[TopicPartition, list[ProducerBatch]]) -> Any:
+    def _produce_request(
+        self, batches: dict[TopicPartition, list[ProducerBatch]]
+    ) -> ProduceRequest:
         req = ProduceRequest
-        topics: dict[str, list[Any]] = {}
+        topics: dict[str, list[ProduceRequest.TopicProduceData.PartitionProduceData]] = {}
         for tp, taken in batches.items():
             data: bytes | bytearray = (
                 taken[0].data if len(taken) == 1 else b"".join(b.data for b in taken)
@@ -377,7 +379,12 @@ class Sender:
         if metrics.on_request is not None:
             metrics.on_request(seconds)
 
-    def _handle_partition(self, tp: TopicPartition, taken: list[ProducerBatch], part: Any) -> None:
+    def _handle_partition(
+        self,
+        tp: TopicPartition,
+        taken: list[ProducerBatch],
+        part: ProduceResponse.TopicProduceResponse.PartitionProduceResponse,
+    ) -> None:
         accumulator = self._accumulator
         code = part.error_code
         if code == 0 or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:

@@ -16,7 +16,7 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from josefk.client.admin import (
     AIOAdmin,
@@ -44,6 +44,7 @@ from josefk.client.types import (
 )
 
 T = TypeVar("T")
+A = TypeVar("A", AIOProducer, AIOConsumer, AIOShareConsumer, AIOAdmin)
 
 
 class _LoopThread:
@@ -83,20 +84,52 @@ async def _make(cls: type[T], *args: Any, **settings: Any) -> T:
     return obj
 
 
-class Producer:
+class _Blocking(Generic[A]):
+    """One async client object on its own loop thread, closed with the facade; each public
+    class below is one of these."""
+
+    def __init__(self, thread_name: str, cls: type[A], *args: Any, **settings: Any) -> None:
+        self._thread = _LoopThread(thread_name)
+        try:
+            self._async: A = self._thread.run(_make(cls, *args, **settings))
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        """Run a plain (not async) method of the client object on its loop."""
+
+        async def call() -> Any:
+            return fn(*args)
+
+        return self._thread.run(call())
+
+    async def _close(self) -> None:
+        await self._async.close()
+
+    def close(self) -> None:
+        try:
+            self._thread.run(self._close())
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Producer(_Blocking[AIOProducer]):
     """Blocking producer: ``Producer(bootstrap_servers=...)`` takes ProducerConfig's settings."""
 
     def __init__(self, **settings: Any) -> None:
-        self._thread = _LoopThread("josefk-producer")
         self._queueing: set[asyncio.Future[Any]] = set()
         # The last record sent through ``AIOProducer.send`` (its topic had no metadata yet):
         # the next such record waits for it, so records keep the order they were sent in.
         self._last_queued: asyncio.Future[Any] | None = None
-        try:
-            self._producer = self._thread.run(_make(AIOProducer, **settings))
-        except BaseException:
-            self._thread.stop()
-            raise
+        super().__init__("josefk-producer", AIOProducer, **settings)
+        self._producer = self._async
 
     async def _delivered(self, queued: asyncio.Future[Any]) -> RecordMetadata:
         future = await queued
@@ -241,29 +274,13 @@ class Producer:
         finally:
             self._thread.stop()
 
-    def __enter__(self) -> Producer:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class Consumer:
+class Consumer(_Blocking[AIOConsumer]):
     """Blocking consumer: ``Consumer("topic", group_id="g", bootstrap_servers=...)``."""
 
     def __init__(self, *topics: str, **settings: Any) -> None:
-        self._thread = _LoopThread("josefk-consumer")
-        try:
-            self._consumer = self._thread.run(_make(AIOConsumer, *topics, **settings))
-        except BaseException:
-            self._thread.stop()
-            raise
-
-    def _call(self, fn: Any, *args: Any) -> Any:
-        async def call() -> Any:
-            return fn(*args)
-
-        return self._thread.run(call())
+        super().__init__("josefk-consumer", AIOConsumer, *topics, **settings)
+        self._consumer = self._async
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         self._call(self._consumer.assign, list(partitions))
@@ -324,40 +341,18 @@ class Consumer:
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return self._thread.run(self._consumer.offsets_for_times(timestamps))
 
-    def close(self) -> None:
-        try:
-            self._thread.run(self._consumer.close())
-        finally:
-            self._thread.stop()
 
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class ShareConsumer:
+class ShareConsumer(_Blocking[AIOShareConsumer]):
     """Blocking share group member (KIP-932):
     ``ShareConsumer("topic", group_id="g", bootstrap_servers=...)`` takes
     ``AIOShareConsumer``'s settings (``acknowledgement_mode="explicit"`` to acknowledge each
     record with a type)."""
 
     def __init__(self, *topics: str, **settings: Any) -> None:
-        self._thread = _LoopThread("josefk-share-consumer")
-        try:
-            self._consumer = self._thread.run(_make(AIOShareConsumer, **settings))
-        except BaseException:
-            self._thread.stop()
-            raise
+        super().__init__("josefk-share-consumer", AIOShareConsumer, **settings)
+        self._consumer = self._async
         if topics:
             self.subscribe(topics)
-
-    def _call(self, fn: Any, *args: Any) -> Any:
-        async def call() -> Any:
-            return fn(*args)
-
-        return self._thread.run(call())
 
     def subscribe(self, topics: Iterable[str]) -> None:
         self._call(self._consumer.subscribe, list(topics))
@@ -384,29 +379,13 @@ class ShareConsumer:
         """Send the pending acknowledgements now and wait for the broker's answer."""
         self._thread.run(self._consumer.commit())
 
-    def close(self) -> None:
-        try:
-            self._thread.run(self._consumer.close())
-        finally:
-            self._thread.stop()
 
-    def __enter__(self) -> ShareConsumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class Admin:
+class Admin(_Blocking[AIOAdmin]):
     """Blocking admin client; the methods mirror ``AIOAdmin``'s."""
 
     def __init__(self, **settings: Any) -> None:
-        self._thread = _LoopThread("josefk-admin")
-        try:
-            self._admin = self._thread.run(_make(AIOAdmin, **settings))
-        except BaseException:
-            self._thread.stop()
-            raise
+        super().__init__("josefk-admin", AIOAdmin, **settings)
+        self._admin = self._async
 
     def describe_cluster(self) -> ClusterDescription:
         return self._thread.run(self._admin.describe_cluster())
@@ -514,15 +493,3 @@ class Admin:
         self, group_id: str, partitions: Sequence[TopicPartition], *, to: str | int = "earliest"
     ) -> dict[TopicPartition, int]:
         return self._thread.run(self._admin.reset_group_offsets(group_id, partitions, to=to))
-
-    def close(self) -> None:
-        try:
-            self._thread.run(self._admin.close())
-        finally:
-            self._thread.stop()
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

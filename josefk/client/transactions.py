@@ -28,7 +28,7 @@ import asyncio
 import enum
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 from josefk.client.cluster import (
     COORDINATOR_GROUP,
@@ -50,13 +50,22 @@ from josefk.protocol import ApiKey
 from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import (
     AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
     AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
     EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
+    InitProducerIdResponse,
     TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 
 log = logging.getLogger("josefk.client.transactions")
+
+# The response a coordinator request's check reads, and what the check returns.
+_Response = TypeVar("_Response")
+_Checked = TypeVar("_Checked")
 
 
 class TransactionState(enum.Enum):
@@ -264,7 +273,7 @@ class TransactionManager:
     async def _init_producer_id(self, producer_id: int, producer_epoch: int) -> None:
         req = InitProducerIdRequest
 
-        def build(version: int) -> Any:
+        def build(version: int) -> InitProducerIdRequest:
             return req(
                 transactional_id=self.transactional_id,
                 transaction_timeout_ms=self.transaction_timeout_ms,
@@ -272,7 +281,7 @@ class TransactionManager:
                 producer_epoch=producer_epoch if version >= 3 else -1,
             )
 
-        def check(response: Any) -> Any:
+        def check(response: InitProducerIdResponse) -> InitProducerIdResponse:
             self._check_code(response.error_code, "InitProducerId")
             return response
 
@@ -316,7 +325,7 @@ class TransactionManager:
         for tp in sorted(adding):
             by_topic.setdefault(tp.topic, []).append(tp.partition)
 
-        def build(version: int) -> Any:
+        def build(version: int) -> AddPartitionsToTxnRequest:
             topics = [
                 req.AddPartitionsToTxnTopic(name=name, partitions=parts)
                 for name, parts in by_topic.items()
@@ -328,7 +337,7 @@ class TransactionManager:
                 v3_and_below_topics=topics,
             )
 
-        def check(response: Any) -> None:
+        def check(response: AddPartitionsToTxnResponse) -> None:
             first: KafkaError | None = None
             retry_code = 0
             for topic in response.results_by_topic_v3_and_below:
@@ -368,7 +377,7 @@ class TransactionManager:
         group_id = group_metadata.group_id
         add_req = AddOffsetsToTxnRequest
 
-        def build_add(version: int) -> Any:
+        def build_add(version: int) -> AddOffsetsToTxnRequest:
             return add_req(
                 transactional_id=self.transactional_id,
                 producer_id=self.producer_id,
@@ -376,7 +385,7 @@ class TransactionManager:
                 group_id=group_id,
             )
 
-        def check_add(response: Any) -> None:
+        def check_add(response: AddOffsetsToTxnResponse) -> None:
             self._check_code(response.error_code, "AddOffsetsToTxn")
 
         await self._step(self._with_coordinator(ApiKey.ADD_OFFSETS_TO_TXN, build_add, check_add))
@@ -387,7 +396,7 @@ class TransactionManager:
         self, offsets: Mapping[TopicPartition, int], group_metadata: ConsumerGroupMetadata
     ) -> None:
         req = TxnOffsetCommitRequest
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]] = {}
         for tp, offset in sorted(offsets.items()):
             by_topic.setdefault(tp.topic, []).append(
                 req.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
@@ -398,7 +407,7 @@ class TransactionManager:
                 )
             )
 
-        def build(version: int) -> Any:
+        def build(version: int) -> TxnOffsetCommitRequest:
             return req(
                 transactional_id=self.transactional_id,
                 group_id=group_metadata.group_id,
@@ -413,7 +422,7 @@ class TransactionManager:
                 ],
             )
 
-        def check(response: Any) -> None:
+        def check(response: TxnOffsetCommitResponse) -> None:
             for topic in response.topics:
                 for part in topic.partitions:
                     if part.error_code:
@@ -468,7 +477,7 @@ class TransactionManager:
         if self.started_on_coordinator:
             req = EndTxnRequest
 
-            def build(version: int) -> Any:
+            def build(version: int) -> EndTxnRequest:
                 return req(
                     transactional_id=self.transactional_id,
                     producer_id=self.producer_id,
@@ -476,7 +485,7 @@ class TransactionManager:
                     committed=commit,
                 )
 
-            def check(response: Any) -> None:
+            def check(response: EndTxnResponse) -> None:
                 self._check_code(response.error_code, "EndTxn")
 
             try:
@@ -517,12 +526,12 @@ class TransactionManager:
     async def _with_coordinator(
         self,
         api_key: int,
-        build: Callable[[int], Any],
-        check: Callable[[Any], Any],
+        build: Callable[[int], object],
+        check: Callable[[_Response], _Checked],
         *,
         key: str | None = None,
         key_type: int = COORDINATOR_TRANSACTION,
-    ) -> Any:
+    ) -> _Checked:
         """Send to the coordinator of ``key`` (the transactional id by default) until the
         answer is final or ``max_block_ms`` has passed; return ``check(response)``."""
         deadline = self.clock() + self.max_block_ms / 1000

@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 __all__ = [
     "CONSUMER_GROUP_STATES",
     "GROUP_STATES",
+    "SHARE_GROUP_STATES",
     "CleanerCollector",
     "CleanerStats",
     "EventLoopCollector",
@@ -45,6 +46,8 @@ _log = logging.getLogger(__name__)
 
 GROUP_STATES: Final = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 CONSUMER_GROUP_STATES: Final = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
+# Kafka's share-group states (KIP-932).
+SHARE_GROUP_STATES: Final = ("Empty", "Stable", "Dead")
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +286,8 @@ class GroupStats:
     members: int
     generation: int = 0
     offsets: Sequence[GroupPartitionStats] = field(default_factory=tuple)
-    # "classic", or "consumer" for a KIP-848 group (whose generation is its group epoch).
+    # "classic", "consumer" for a KIP-848 group or "share" for a KIP-932 one (the generation
+    # of either is its group epoch; a share group has no committed offsets).
     group_type: str = "classic"
 
 
@@ -293,12 +297,14 @@ class GroupCollector(Collector):
     - ``kafka_coordinator_group_groupmetadatamanager_numgroups{state}``: classic groups per
       state
     - ``kafka_server_group_coordinator_metrics_group_count{protocol}``: groups per type
-      (``classic``, ``consumer``), Kafka 4's group-count
+      (``classic``, ``consumer``, ``share``), Kafka 4's group-count
     - ``kafka_server_group_coordinator_metrics_consumer_group_count{state}``: KIP-848
       consumer groups per state, Kafka 4's consumer-group-count
     - ``kafka_coordinator_group_group_members{group}``, ``..._group_generation{group}``
     - ``kafka_coordinator_group_group_state{group,state}``: 1 for the group's state, 0 for
       the others (a state set)
+
+    (for share groups too: their per-state count is ShareCollector's share_group_count)
     - ``kafka_coordinator_group_group_committedoffset{group,topic,partition}``
     - ``kafka_coordinator_group_group_lag{group,topic,partition}``: high watermark minus the
       committed offset, where the coordinator knows the HW
@@ -308,7 +314,8 @@ class GroupCollector(Collector):
     ``kafka_consumergroup_current_offset_sum{consumergroup,topic}``,
     ``kafka_consumergroup_lag{consumergroup,topic,partition}``,
     ``kafka_consumergroup_lag_sum{consumergroup,topic}`` (over the partitions whose lag is
-    known) and ``kafka_consumergroup_members{consumergroup}``.
+    known) and ``kafka_consumergroup_members{consumergroup}`` (consumer groups only: a share
+    group is not one).
     """
 
     def __init__(self, source: Callable[[], Iterable[GroupStats]]) -> None:
@@ -376,17 +383,20 @@ class GroupCollector(Collector):
         )
         per_state = dict.fromkeys(GROUP_STATES, 0)
         per_consumer_state = dict.fromkeys(CONSUMER_GROUP_STATES, 0)
-        per_type = {"classic": 0, "consumer": 0}
+        per_type = {"classic": 0, "consumer": 0, "share": 0}
         for entry in groups:
             per_type[entry.group_type] = per_type.get(entry.group_type, 0) + 1
-            states = GROUP_STATES
+            states: tuple[str, ...] = GROUP_STATES
             if entry.group_type == "consumer":
                 states = CONSUMER_GROUP_STATES
                 per_consumer_state[entry.state] = per_consumer_state.get(entry.state, 0) + 1
+            elif entry.group_type == "share":
+                states = SHARE_GROUP_STATES
             else:
                 per_state[entry.state] = per_state.get(entry.state, 0) + 1
             members.add_metric([entry.group], entry.members)
-            exporter_members.add_metric([entry.group], entry.members)
+            if entry.group_type != "share":
+                exporter_members.add_metric([entry.group], entry.members)
             offset_sums: dict[str, int] = {}
             lag_sums: dict[str, int] = {}
             generation.add_metric([entry.group], entry.generation)

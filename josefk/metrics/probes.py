@@ -295,6 +295,18 @@ class TopicProbe:
         series.messages_in.inc(messages)
         series.bytes_in.inc(nbytes)
 
+    def produced_partitions(
+        self, topic: str, *, partitions: int, messages: int, nbytes: int
+    ) -> None:
+        """``partitions`` partitions of a Produce request were appended, holding ``messages``
+        records of ``nbytes`` in all: ``produced`` for each, counted at once (a request
+        spread over thousands of partitions would otherwise pay three counter increments
+        per partition)."""
+        series = self._for(topic)
+        series.produce_requests.inc(partitions)
+        series.messages_in.inc(messages)
+        series.bytes_in.inc(nbytes)
+
     def produce_failed(self, topic: str, *, rejected_bytes: int = 0) -> None:
         """One partition of a Produce request failed; ``rejected_bytes`` were refused."""
         series = self._for(topic)

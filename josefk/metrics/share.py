@@ -41,6 +41,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from josefk.metrics.collectors import SHARE_GROUP_STATES
 from josefk.metrics.probes import _SummaryCollector
 
 _log = logging.getLogger(__name__)
@@ -48,7 +49,6 @@ _log = logging.getLogger(__name__)
 __all__ = ["ShareCollector", "SharePartitionStats", "ShareProbe", "ShareStats"]
 
 ACK_TYPE_NAMES: Final = {1: "Accept", 2: "Release", 3: "Reject"}
-SHARE_GROUP_STATES: Final = ("Empty", "Stable", "Dead")
 _LATENCY_WINDOW: Final = 1028
 
 

@@ -74,6 +74,8 @@ from josefk.protocol.errors import (
     UnsupportedVersion,
 )
 from josefk.protocol.schema import MISSING, Field, MessageSpec
+from josefk.util.frozen import fast_constructor as fast_constructor
+from josefk.util.frozen import mutable_twin as _builder_class
 
 Decoder = Callable[[memoryview, int], tuple[Any, int]]
 
@@ -526,28 +528,6 @@ class CompiledMessage:
         out = bytearray()
         external = self.encode_parts_into(out, obj, version)
         return split_parts(out, external)
-
-
-def _builder_class(cls: Any) -> Any:
-    """A private mutable twin of the frozen, slotted dataclass ``cls``, for decoders.
-
-    Same ``__slots__`` in the same order on the same base, so the two classes have identical
-    instance layouts and CPython allows ``obj.__class__ = cls`` on a twin instance. A decoder
-    builds each struct as a twin with plain attribute stores (which CPython specialises to
-    direct slot writes), then turns it into ``cls``: the result is an ordinary instance of
-    ``cls`` (``type()``, equality, hashing, pickling and frozen-ness unchanged) for about a
-    third of the cost of one slot-descriptor ``__set__`` call per field.
-    """
-    twin = type(
-        f"_{cls.__name__}Builder",
-        (),
-        {"__slots__": cls.__slots__, "__module__": cls.__module__},
-    )
-    twin.__qualname__ = f"{cls.__qualname__}.<builder>"
-    # Fail now, at class build time, if a future dataclasses changes the layout.
-    probe = twin()
-    probe.__class__ = cls
-    return twin
 
 
 def split_parts(out: bytearray, external: list[tuple[int, Any]]) -> list[Any]:

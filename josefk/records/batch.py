@@ -78,6 +78,8 @@ HEADER_STRUCT: Final = struct.Struct(">qiibIhiqqqhii")
 _LENGTH_PREFIX = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+# base_offset, batch_length, partition_leader_epoch: the first 16 bytes of a header.
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 _PRODUCER = struct.Struct(">qh")
@@ -235,52 +237,69 @@ class RecordBatch:
             return False
         return True
 
-    def ensure_valid(self) -> None:
-        """Check what a reader of the log relies on: size, magic and CRC.
+    def ensure_valid(self) -> BatchHeader:
+        """Check what a reader of the log relies on: size, magic and CRC; returns the header
+        (one unpack serves the checks and the caller).
 
         Raises CorruptRecordError naming the first thing that is wrong.
         """
-        size = len(self.buffer)
+        buffer = self.buffer
+        size = len(buffer)
         if size < HEADER_SIZE:
             raise CorruptRecordError(f"batch of {size} bytes is shorter than a v2 header")
-        batch_length = self.batch_length
+        header = BatchHeader(*HEADER_STRUCT.unpack_from(buffer, 0))
+        batch_length = header.batch_length
         if batch_length + LOG_OVERHEAD != size:
             raise CorruptRecordError(
                 f"batch_length {batch_length} does not match the {size} bytes of the batch"
             )
-        if self.magic != MAGIC:
+        if header.magic != MAGIC:
             raise CorruptRecordError(f"magic {self.magic} is not supported, only v2")
-        stored, computed = self.crc, self.compute_crc()
+        stored, computed = header.crc, int(crc32c(buffer[ATTRIBUTES_OFFSET:]))
         if stored != computed:
             raise CorruptRecordError(
-                f"CRC mismatch at base offset {self.base_offset}: "
+                f"CRC mismatch at base offset {header.base_offset}: "
                 f"stored {stored:#010x}, computed {computed:#010x}"
             )
-        attributes = self.attributes
+        attributes = header.attributes
         if attributes & COMPRESSION_MASK > Compression.ZSTD:
             raise CorruptRecordError(f"unknown compression codec {attributes & 7}")
+        return header
 
-    def ensure_valid_from_producer(self) -> None:
-        """``ensure_valid`` plus the rules Kafka applies to batches a producer sends.
+    def ensure_valid_from_producer(self) -> BatchHeader:
+        """``ensure_valid`` plus the rules Kafka applies to batches a producer sends; returns
+        the header.
 
         A producer's batch numbers its records 0..count-1, so the count must be
         last_offset_delta + 1 (a compacted batch may have gaps, which is why the log's own
         reader does not ask this).
         """
-        self.ensure_valid()
-        count = self.record_count
+        header = self.ensure_valid()
+        count = header.record_count
         if count <= 0:
             raise InvalidRecordError(f"batch claims {count} records")
-        if self.last_offset_delta != count - 1:
+        if header.last_offset_delta != count - 1:
             raise InvalidRecordError(
-                f"record count {count} disagrees with last offset delta {self.last_offset_delta}"
+                f"record count {count} disagrees with last offset delta {header.last_offset_delta}"
             )
+        return header
 
     # -- in-place rewrite of broker-owned fields ------------------------------------------
 
     def set_base_offset(self, base_offset: int) -> None:
         """Assign the batch's offsets; base_offset is outside the CRC, so nothing else changes."""
         _INT64.pack_into(self.buffer, BASE_OFFSET_OFFSET, base_offset)
+
+    def set_base_offset_and_epoch(self, base_offset: int, epoch: int) -> None:
+        """``set_base_offset`` and ``set_partition_leader_epoch`` in one write (batch_length,
+        between them, written back as it is): the leader does both to every batch."""
+        _OFFSET_LENGTH_EPOCH.pack_into(
+            self.buffer,
+            BASE_OFFSET_OFFSET,
+            base_offset,
+            _INT32.unpack_from(self.buffer, BATCH_LENGTH_OFFSET)[0],
+            epoch,
+        )
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
         _INT32.pack_into(self.buffer, PARTITION_LEADER_EPOCH_OFFSET, epoch)

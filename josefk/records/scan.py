@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
-from josefk.records.batch import BatchHeader, Compression
+from josefk.records.batch import HEADER_SIZE, BatchHeader, Compression
 from josefk.records.compression import DecompressionBudget, decompress_stream
 from josefk.records.errors import InvalidRecordError
 from josefk.records.varint import INT64_MAX, INT64_MIN, Buffer
@@ -113,6 +113,38 @@ def scan_records(
     return _scan_records_python(
         data, position, count, first_index, base_timestamp, check, final=final
     )
+
+
+def scan_uncompressed_batch(
+    header: BatchHeader, batch: Buffer, check: RecordsCheck
+) -> tuple[int | None, list[int] | None, list[int] | None]:
+    """``scan_batch_records`` for an uncompressed batch given whole (header included):
+    (max_delta, keyless, bad_timestamps), the lists None or empty when no record breaks a
+    rule. The same walk, checks and errors, without the objects: the produce path calls it
+    for every partition's batch."""
+    if _crecords is not None:
+        _, _, max_delta, keyless, bad_timestamps, error = _crecords.scan_records(
+            batch,
+            HEADER_SIZE,
+            header.record_count,
+            0,
+            header.base_timestamp,
+            max(check.ts_low, INT64_MIN),
+            min(check.ts_high, INT64_MAX),
+            check.check_timestamps,
+            check.keys_required,
+            True,
+        )
+        if error is not None:
+            raise InvalidRecordError(
+                f"invalid record in a batch of {header.record_count} records: {error}"
+            )
+        return max_delta, keyless, bad_timestamps
+    step = _scan_records_python(
+        batch, HEADER_SIZE, header.record_count, 0, header.base_timestamp, check, final=True
+    )
+    _raise_on_error(step, header)
+    return step.max_delta, step.keyless, step.bad_timestamps
 
 
 def scan_batch_records(

@@ -30,7 +30,8 @@ Maps are bounded process-wide (``set_index_map_limit``): Python's mmap keeps a d
 descriptor per map, so 10,000 active segments would hold 20,000 descriptors for their two
 indexes besides the 10,000 of their .log files. Past the limit, the index mapped longest ago
 is *parked*: unmapped without trimming, its entry count kept, and mapped again on its next
-use (an open, an fstat and an mmap; nothing is read). Only the thread that set the limit (the
+read or write of entries (an open, an fstat and an mmap; nothing is read); its counts
+(``entries``, ``is_full``, which every append asks) are answered without mapping it. Only the thread that set the limit (the
 broker's event loop) parks indexes, and only indexes it opened itself, so an index in use by
 a worker thread (the cleaner's output, a flush) is never unmapped under it.
 
@@ -297,14 +298,22 @@ class AbstractIndex:
             path = self._path = Path(path)
         return path
 
+    def _ensure_counted(self) -> None:
+        # The counts without the map: a parked index keeps them (its file is untouched
+        # while parked), so only a never-opened one must be opened to learn them. The append
+        # path asks for them on every append (``is_full``); with more active segments than
+        # the map bound, mapping for that unparked one index and parked another per append.
+        if not self._opened and not self._parked:
+            self._open()
+
     @property
     def entries(self) -> int:
-        self._ensure_open()
+        self._ensure_counted()
         return self._entries
 
     @property
     def max_entries(self) -> int:
-        self._ensure_open()
+        self._ensure_counted()
         return self._max_entries
 
     @property
@@ -318,7 +327,7 @@ class AbstractIndex:
         return self.entries * self.ENTRY_SIZE
 
     def is_full(self) -> bool:
-        self._ensure_open()
+        self._ensure_counted()
         return self._entries >= self._max_entries
 
     # -- resizing ---------------------------------------------------------------------------
@@ -797,7 +806,7 @@ class TimeIndex(AbstractIndex):
             self._last = TimestampOffset(timestamp, self.base_offset + relative)
 
     def is_full(self) -> bool:
-        self._ensure_open()
+        self._ensure_counted()
         return self._entries >= self._max_entries - 1
 
     def last_entry(self) -> TimestampOffset:

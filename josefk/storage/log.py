@@ -112,12 +112,12 @@ from josefk.storage.segment import (
     FetchDataInfo,
     LogOffsetMetadata,
     LogSegment,
-    RollParams,
     log_file,
     offset_index_file,
     time_index_file,
 )
 from josefk.util.clock import Clock, JitterSource, SystemClock
+from josefk.util.frozen import fast_constructor
 from josefk.util.scheduler import Scheduler
 
 _log = logging.getLogger(__name__)
@@ -149,6 +149,11 @@ class OffsetsOutOfOrderError(StorageError):
 
 class LogClosedError(StorageError):
     """The log was closed or deleted, or its log dir went offline."""
+
+
+# Every produce append returns one (a request spread over thousands of partitions makes
+# thousands): built without the frozen __init__'s per-field object.__setattr__.
+_new_append_info = fast_constructor(LogAppendInfo)
 
 
 # -- the log ----------------------------------------------------------------------------------
@@ -187,6 +192,8 @@ class Log:
         self._scheduler = scheduler
         self._executor = executor
         self._on_io_error = on_io_error
+        # The guard of every produce append (stateless, so one serves them all).
+        self._appending_guard = _IoGuard(self, "appending")
         self._segments: dict[int, LogSegment] = {s.base_offset: s for s in segments}
         self._base_offsets: list[int] = sorted(self._segments)
         self._closed = False
@@ -601,7 +608,8 @@ class Log:
         view = records if isinstance(records, memoryview) else memoryview(records)
         if view.readonly:
             raise ValueError("append_as_leader needs a writable buffer to assign offsets in")
-        with self._io("appending"):
+        self._check_usable()
+        with self._appending_guard:
             config = self._config
             now = self._clock.milliseconds()
             log_append_time = config.log_append_time
@@ -632,13 +640,14 @@ class Log:
                 assigned.max_timestamp,
                 assigned.offset_of_max_timestamp,
                 batch_count,
+                now,
             )
             if validated.has_producer_id:
                 producer_state.on_leader_append(
                     validated.headers, assigned.base_offsets, now if log_append_time else None
                 )
             self.maybe_assign_epoch_start_offset(leader_epoch, assigned.first_offset)
-            return LogAppendInfo(
+            return _new_append_info(
                 first_offset=assigned.first_offset,
                 last_offset=assigned.last_offset,
                 max_timestamp=assigned.max_timestamp,
@@ -838,6 +847,7 @@ class Log:
         max_timestamp: int,
         offset_of_max_timestamp: int,
         batch_count: int,
+        now: int | None = None,
     ) -> None:
         size = view.nbytes
         if size > self._config.segment_bytes:
@@ -846,7 +856,7 @@ class Log:
                 f"{self._config.segment_bytes}",
                 path=self._dir,
             )
-        segment = self._maybe_roll(size, batch_count, first_offset, last_offset, max_timestamp)
+        segment = self._maybe_roll(size, batch_count, first_offset, last_offset, max_timestamp, now)
         segment.append(
             largest_offset=last_offset,
             largest_timestamp=max_timestamp,
@@ -854,7 +864,8 @@ class Log:
             records=view,
         )
         self._update_log_end_offset(last_offset + 1)
-        if self.unflushed_messages >= self._config.flush_messages:
+        # unflushed_messages, inline: every append asks.
+        if last_offset + 1 - self._recovery_point >= self._config.flush_messages:
             self.flush()
 
     # -- roll -----------------------------------------------------------------------------------------
@@ -866,19 +877,18 @@ class Log:
         first_offset: int,
         last_offset: int,
         max_timestamp: int,
+        now: int | None = None,
     ) -> LogSegment:
         segment = self.active_segment
-        params = RollParams(
-            max_segment_bytes=self._config.segment_bytes,
-            max_segment_ms=self._config.segment_ms,
-            max_timestamp_in_messages=max_timestamp,
-            max_offset_in_messages=last_offset,
-            messages_size=messages_size,
-            now=self._clock.milliseconds(),
-        )
-        if segment.should_roll(params) or not _index_room_for(
-            segment, batch_count, messages_size, self._config.index_interval_bytes
-        ):
+        config = self._config
+        if segment.should_roll_for(
+            config.segment_bytes,
+            config.segment_ms,
+            max_timestamp,
+            last_offset,
+            messages_size,
+            self._clock.milliseconds() if now is None else now,
+        ) or not _index_room_for(segment, batch_count, messages_size, config.index_interval_bytes):
             return self.roll(first_offset)
         return segment
 

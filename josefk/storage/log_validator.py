@@ -49,7 +49,7 @@ from josefk.records.batch import (
 from josefk.records.builder import recompress_batch
 from josefk.records.compression import DecompressionBudget
 from josefk.records.errors import CorruptRecordError, InvalidRecordError
-from josefk.records.scan import RecordsCheck, scan_batch_records
+from josefk.records.scan import RecordsCheck, scan_batch_records, scan_uncompressed_batch
 from josefk.records.varint import INT64_MAX
 from josefk.storage.errors import RecordTooLargeError, StorageError
 from josefk.storage.offsets import TopicPartition
@@ -83,6 +83,9 @@ class RecordError(NamedTuple):
     batch_index: int
     message: str
 
+
+# The codec of each value of the attributes' codec bits that ensure_valid lets through.
+_CODECS: Final = tuple(Compression)
 
 # compression.type -> the codec batches are stored with; "producer" keeps each batch's own.
 TOPIC_CODECS: Final[dict[str, Compression]] = {
@@ -156,8 +159,7 @@ class ValidatedRecords:
         for batch, header in zip(batches, self.headers, strict=True):
             if has_producer_id:
                 base_offsets.append(next_offset)
-            batch.set_base_offset(next_offset)
-            batch.set_partition_leader_epoch(leader_epoch)
+            batch.set_base_offset_and_epoch(next_offset, leader_epoch)
             if log_append_time:
                 batch.set_log_append_time(now)
             last = next_offset + header.last_offset_delta
@@ -214,21 +216,29 @@ def validate_batches(
     rebuilt: dict[int, bytearray] = {}
     keyless: list[int] = []
     bad_timestamps: list[int] = []
+    # Built once per partition's data rather than per batch: the scan's rules differ only
+    # by whether the batch's timestamps are checked (CreateTime).
+    checks = (
+        RecordsCheck(ts_low=ts_low, ts_high=ts_high, keys_required=compacted),
+        RecordsCheck(
+            ts_low=ts_low, ts_high=ts_high, check_timestamps=True, keys_required=compacted
+        ),
+    )
     for index, batch in enumerate(batches):
-        batch.ensure_valid_from_producer()
-        header = batch.header()  # one unpack for every field used below
+        header = batch.ensure_valid_from_producer()  # one unpack for every field used below
+        attributes = header.attributes
         if header.base_offset != 0:
             # As Kafka: offsets are the broker's to assign; a producer sends 0.
             raise InvalidRecordError(
                 f"the base offset of a batch produced to {topic_partition} "
                 f"should be 0, but it is {header.base_offset}"
             )
-        if header.attributes & CONTROL_BIT:
+        if attributes & CONTROL_BIT:
             raise InvalidRecordError(
                 f"a produce to {topic_partition} holds a control batch: only "
                 f"the transaction coordinator writes those"
             )
-        if header.attributes & TRANSACTIONAL_BIT and header.producer_id < 0:
+        if attributes & TRANSACTIONAL_BIT and header.producer_id < 0:
             raise InvalidRecordError(
                 f"a transactional batch to {topic_partition} carries no producer id"
             )
@@ -238,25 +248,20 @@ def validate_batches(
                 f"batch of {size} bytes exceeds max.message.bytes {max_bytes} of {topic_partition}",
                 path=directory,
             )
-        codec = Compression(header.attributes & COMPRESSION_MASK)
-        create_time = not log_append_time and not header.attributes & TIMESTAMP_TYPE_BIT
+        # ensure_valid checked the codec bits name a known codec.
+        codec = _CODECS[attributes & COMPRESSION_MASK]
+        create_time = not log_append_time and not attributes & TIMESTAMP_TYPE_BIT
+        check = checks[validate_timestamps and create_time]
         # One pass over the records, compressed or not: framing, keys, timestamps, max.
-        scan = scan_batch_records(
-            header,
-            batch.records_buffer(),
-            codec,
-            RecordsCheck(
-                ts_low=ts_low,
-                ts_high=ts_high,
-                check_timestamps=validate_timestamps and create_time,
-                keys_required=compacted,
-            ),
-            budget=budget,
-        )
-        if scan.keyless:
-            keyless += (record_count + i for i in scan.keyless)
-        if scan.bad_timestamps:
-            bad_timestamps += (record_count + i for i in scan.bad_timestamps)
+        if codec is Compression.NONE:
+            max_delta, scan_keyless, scan_bad = scan_uncompressed_batch(header, batch.buffer, check)
+        else:
+            scan = scan_batch_records(header, batch.records_buffer(), codec, check, budget=budget)
+            max_delta, scan_keyless, scan_bad = scan.max_delta, scan.keyless, scan.bad_timestamps
+        if scan_keyless:
+            keyless += (record_count + i for i in scan_keyless)
+        if scan_bad:
+            bad_timestamps += (record_count + i for i in scan_bad)
         if target_codec is not None and codec != target_codec:
             new_batch = recompress_batch(
                 batch, target_codec, level=_compression_level(config, target_codec)
@@ -272,12 +277,13 @@ def validate_batches(
             rebuilt[index] = new_batch
             header = RecordBatch(memoryview(new_batch)).header()
         elif create_time:
-            computed = _max_timestamp(header, scan.max_delta)
+            computed = _max_timestamp(header, max_delta)
             if computed != header.max_timestamp:
                 max_timestamp_fixes[index] = computed
                 header.max_timestamp = computed
         record_count += header.record_count
-        has_producer_id = has_producer_id or header.producer_id >= 0
+        if header.producer_id >= 0:
+            has_producer_id = True
         headers.append(header)
     if keyless or bad_timestamps:
         _refuse_records(topic_partition, directory, keyless, bad_timestamps, ts_low, ts_high, now)

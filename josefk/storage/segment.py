@@ -583,17 +583,38 @@ class LogSegment:
         and has been filling longer than ``segment.ms`` minus this segment's jitter; when an
         index is full; or when the append's last offset would not fit a relative int32.
         """
-        reached_roll_ms = (
-            self.time_waited_for_roll(params.now, params.max_timestamp_in_messages)
-            > params.max_segment_ms - self.rolling_jitter_ms
+        return self.should_roll_for(
+            params.max_segment_bytes,
+            params.max_segment_ms,
+            params.max_timestamp_in_messages,
+            params.max_offset_in_messages,
+            params.messages_size,
+            params.now,
         )
-        size = self.size()
+
+    def should_roll_for(
+        self,
+        max_segment_bytes: int,
+        max_segment_ms: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        messages_size: int,
+        now: int,
+    ) -> bool:
+        """``should_roll`` with the parameters given one by one: the append path asks it for
+        every append, and a produce spread over thousands of partitions appends thousands
+        of times per request."""
+        size = self.log.size_in_bytes()
         return (
-            size > params.max_segment_bytes - params.messages_size
-            or (size > 0 and reached_roll_ms)
+            size > max_segment_bytes - messages_size
+            or (
+                size > 0
+                and self.time_waited_for_roll(now, max_timestamp_in_messages)
+                > max_segment_ms - self.rolling_jitter_ms
+            )
             or self.offset_index.is_full()
             or self.time_index.is_full()
-            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+            or not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX
         )
 
     def on_becoming_inactive_segment(self) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replica_helpers import replica_manager
+from replica_helpers import create_topic, replica_manager
 
 from josefk.broker.replica_manager import ReplicaManager
 
@@ -21,7 +21,7 @@ from josefk.broker.replica_manager import ReplicaManager
 async def replicas(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
     """Broker 0."""
     async with replica_manager(tmp_path, 0) as manager:
-        manager.create_topic("t", 1, {"min.insync.replicas": "2"})
+        create_topic(manager, "t", 1, {"min.insync.replicas": "2"})
         yield manager
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "storage"))
 from log_helpers import NOW
 
-from josefk.broker.catalog import TopicCatalog
+from josefk.broker.catalog import TopicCatalog, TopicInfo
 from josefk.broker.replica_manager import ReplicaManager
+from josefk.broker.topic_admin import LocalTopicAdmin
 from josefk.config.topic import LogConfig
 from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.util.clock import ManualClock
@@ -37,3 +38,11 @@ async def replica_manager(log_dir: Path, broker_id: int) -> AsyncIterator[Replic
         )
     finally:
         await logs.shutdown()
+
+
+def create_topic(
+    replicas: ReplicaManager, name: str, partitions: int, configs: dict[str, str] | None = None
+) -> TopicInfo:
+    """Create a topic on ``replicas`` as a single node does (catalog and logs together)."""
+    admin = LocalTopicAdmin(replicas, broker_id=replicas.broker_id)
+    return admin.create_topic_now(name, partitions, configs or {})

@@ -46,11 +46,11 @@ def stored(broker: Broker, topic: str) -> list[RecordBatch]:
 async def test_topic_and_broker_compression_type(tmp_path: Path) -> None:
     broker = await started(tmp_path, **{"compression.type": "gzip"})
     try:
-        replicas = broker.replica_manager
-        assert replicas is not None
-        replicas.create_topic("by-default", 1, {})
-        replicas.create_topic("zstd", 1, {"compression.type": "zstd"})
-        replicas.create_topic("kept", 1, {"compression.type": "producer"})
+        replicas, topics = broker.replica_manager, broker.local_topics
+        assert replicas is not None and topics is not None
+        topics.create_topic_now("by-default", 1, {})
+        topics.create_topic_now("zstd", 1, {"compression.type": "zstd"})
+        topics.create_topic_now("kept", 1, {"compression.type": "producer"})
         for topic in ("by-default", "zstd", "kept"):
             partition = replicas.get_partition(topic, 0)
             assert partition is not None
@@ -71,7 +71,9 @@ async def test_topic_and_broker_compression_type(tmp_path: Path) -> None:
                 (n * 10 + i, f"k{i}".encode()) for n in range(2) for i in range(10)
             ]
         # An altered topic config applies from the next append.
-        replicas.alter_topic_configs("zstd", {"compression.type": "uncompressed"})
+        await topics.alter_topic_configs(
+            "zstd", lambda _: {"compression.type": "uncompressed"}, validate_only=False
+        )
         partition = replicas.get_partition("zstd", 0)
         assert partition is not None
         replicas.append_to_leader(partition, producer_batch(Compression.SNAPPY))

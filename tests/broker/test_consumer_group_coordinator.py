@@ -120,7 +120,7 @@ class Member:
                 subscribed_topic_names=self.topics if joining or full else None,
                 subscribed_topic_regex=self.regex,
                 server_assignor=self.assignor,
-                owned=None if joining or not full else dict(self.owned),
+                owned={} if joining else (dict(self.owned) if full else None),
             )
         )
         self.last = result
@@ -254,6 +254,141 @@ def test_request_validation(env: Env) -> None:
     assert env.coordinator.consumer_group("g") is None
 
 
+def test_a_join_must_carry_an_empty_owned_list_and_a_rebalance_timeout(env: Env) -> None:
+    """Kafka's checks of a (re)join, in its order: the rebalance timeout, then TopicPartitions
+    present and empty (a missing list is refused too), then a subscription."""
+
+    def join(**fields: object) -> HeartbeatResult:
+        request = {
+            "group_id": "g",
+            "member_id": "a",
+            "member_epoch": 0,
+            "rebalance_timeout_ms": REBALANCE_MS,
+            "subscribed_topic_names": ("t",),
+            "owned": {},
+        }
+        request.update(fields)
+        return env.coordinator.consumer_group_heartbeat(HeartbeatRequest(**request))  # type: ignore[arg-type]
+
+    topic_id = env.topics.infos["t"].topic_id
+    for fields, message in [
+        ({"rebalance_timeout_ms": -1, "owned": None}, "RebalanceTimeoutMs must be provided"),
+        ({"owned": None}, "TopicPartitions must be empty when (re-)joining."),
+        ({"owned": {topic_id: frozenset({0})}}, "TopicPartitions must be empty"),
+        ({"subscribed_topic_names": None}, "SubscribedTopicNames or SubscribedTopicRegex"),
+    ]:
+        refused = join(**fields)
+        assert refused.error == ErrorCode.INVALID_REQUEST
+        assert refused.error_message is not None and refused.error_message.startswith(message)
+    assert env.coordinator.consumer_group("g") is None
+    assert join().error == ErrorCode.NONE
+
+
+def test_subscription_changes_with_a_leave_and_rejoin_between_get_the_whole_new_assignment(
+    env: Env,
+) -> None:
+    """librdkafka's test 0045_subscribe_many_updates, as its heartbeats reach the coordinator:
+    one member changes its subscription over a sliding window of topics (a heartbeat with the
+    new names and no owned list), unsubscribes while it still revokes a dropped topic (epoch
+    -1), rejoins at once with the same member id (epoch 0) and a later window. Each answer is
+    Kafka's: the dropped topic is revoked first, the member keeps its epoch until it has let
+    it go, the leave frees everything, and the rejoin is given its whole new window in one
+    epoch, nothing withheld for what the member was revoking before it left. A heartbeat of
+    the old incarnation that arrives after the leave is UNKNOWN_MEMBER_ID."""
+    ids = {f"w{i}": env.topics.add(f"w{i}", 4) for i in range(9)}
+
+    def window(first: int) -> tuple[str, ...]:
+        return tuple(f"w{i}" for i in range(first, first + 5))
+
+    def partitions(assignment: dict[uuid.UUID, frozenset[int]] | None) -> set[tuple[str, int]]:
+        names = {topic_id: name for name, topic_id in ids.items()}
+        return {(names[t], p) for t, ps in (assignment or {}).items() for p in ps}
+
+    def expected(first: int) -> set[tuple[str, int]]:
+        return {(name, p) for name in window(first) for p in range(4)}
+
+    def heartbeat(epoch: int, **fields: object) -> HeartbeatResult:
+        request: dict[str, object] = {"group_id": "g", "member_id": "m", "member_epoch": epoch}
+        request.update(fields)
+        return env.coordinator.consumer_group_heartbeat(HeartbeatRequest(**request))  # type: ignore[arg-type]
+
+    joined = heartbeat(
+        0, rebalance_timeout_ms=REBALANCE_MS, subscribed_topic_names=window(0), owned={}
+    )
+    assert joined.error == ErrorCode.NONE and partitions(joined.assignment) == expected(0)
+    epoch = joined.member_epoch
+    # A new window without an owned list: w0 must be revoked first, w5 waits for it.
+    moved = heartbeat(epoch, subscribed_topic_names=window(1))
+    assert moved.error == ErrorCode.NONE and moved.member_epoch == epoch
+    assert partitions(moved.assignment) == expected(1) - {("w5", p) for p in range(4)}
+    # A heartbeat in flight at the same epoch, still without an owned list: nothing moves.
+    still = heartbeat(epoch)
+    assert still.error == ErrorCode.NONE and still.member_epoch == epoch
+    # The application unsubscribes before the revocation is acknowledged: the member leaves.
+    left = heartbeat(-1)
+    assert (left.error, left.member_epoch) == (ErrorCode.NONE, -1)
+    group = env.coordinator.consumer_group("g")
+    assert group is not None and not group.members and not group.owners
+    # ...and subscribes again at once: the same member id joins with epoch 0.
+    rejoined = heartbeat(
+        0, rebalance_timeout_ms=REBALANCE_MS, subscribed_topic_names=window(3), owned={}
+    )
+    assert rejoined.error == ErrorCode.NONE and rejoined.member_epoch > epoch
+    assert partitions(rejoined.assignment) == expected(3)
+    epoch = rejoined.member_epoch
+    acked = heartbeat(epoch, owned=dict(rejoined.assignment or {}))
+    assert acked.error == ErrorCode.NONE and acked.member_epoch == epoch
+    assert group.state is ConsumerGroupState.STABLE
+    # The same once more from a stable member that acknowledges its revocation.
+    moved = heartbeat(epoch, subscribed_topic_names=window(4))
+    kept = dict(moved.assignment or {})
+    assert partitions(kept) == expected(4) - {("w8", p) for p in range(4)}
+    done = heartbeat(epoch, owned=kept)
+    assert done.member_epoch > epoch and partitions(done.assignment) == expected(4)
+    assert heartbeat(-1).error == ErrorCode.NONE
+    stale = heartbeat(done.member_epoch, owned=kept)
+    assert stale.error == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_member_still_revoking_that_drops_a_topic_is_told_to_revoke_it_at_once(
+    env: Env,
+) -> None:
+    u = env.topics.add("u", 2)
+    t = env.topics.infos["t"].topic_id
+    a = Member(env, "a", topics=("t", "u"))
+    a.heartbeat()
+    assert set(a.owned) == {t, u} and a.epoch == 1
+    b = Member(env, "b", topics=("t",))  # b takes a share of t only: a keeps u
+    b.heartbeat()
+    a.heartbeat(full=False)  # told what to keep; revoking the rest, not acknowledged yet
+    group = env.coordinator.consumer_group("g")
+    assert group is not None
+    member = group.members["a"]
+    assert member.pending_revocation and a.epoch == 1 and member.assigned[u] == {0, 1}
+    kept_t = member.assigned.get(t, frozenset())
+    # a drops u while it still revokes: u's partitions are to be revoked now, same epoch.
+    a.topics = ("t",)
+    # librdkafka's heartbeat with a new subscription: the names, no owned list.
+    result = env.coordinator.consumer_group_heartbeat(
+        HeartbeatRequest(group_id="g", member_id="a", member_epoch=1, subscribed_topic_names=("t",))
+    )
+    assert result.error == ErrorCode.NONE and result.member_epoch == 1
+    assert result.assignment is not None and u not in result.assignment
+    assert result.assignment.get(t, frozenset()) == kept_t
+    assert member.pending_revocation.get(u)
+    # It acknowledges (owns only what it keeps of t): next epoch, and b gets the rest.
+    a.owned = dict(result.assignment)
+    a.heartbeat()
+    assert a.epoch == group.assignment_epoch and u not in a.owned
+    for _ in range(2):
+        b.heartbeat()
+        a.heartbeat()
+    owned = {(tid, p) for m in (a, b) for tid, ps in m.owned.items() for p in ps}
+    assert disjoint([a, b]) and u not in a.owned
+    assert owned == {(t, p) for p in range(6)}
+    assert group.state is ConsumerGroupState.STABLE
+
+
 def test_static_member_leaves_temporarily_and_its_instance_takes_its_partitions_back(
     env: Env,
 ) -> None:
@@ -376,6 +511,8 @@ def test_list_describe_and_delete_consumer_groups(env: Env) -> None:
     listings = {g.group_id: g for g in env.coordinator.list_groups()}
     assert listings["g"].group_type == "consumer" and listings["g"].state == "Stable"
     assert env.coordinator.describe_group("g") is None  # not a classic group
+    assert env.coordinator.describe_group_miss("g") == "Group g is not a classic group."
+    assert env.coordinator.describe_group_miss("other") == "Group other not found."
     description = env.coordinator.describe_consumer_group("g")
     assert description is not None
     [member] = description.members

@@ -25,7 +25,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "storage"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from log_helpers import producer_batch
+from replica_helpers import create_topic
 
 from josefk.broker.context import RequestContext
 from josefk.broker.fetch_session import FetchSession, FetchSessionCache
@@ -58,7 +60,7 @@ STATE = PartitionState((0, 1), 0, 1, (0, 1), 1)  # broker 0 leads, broker 1 foll
 
 def fill_leader(leader: ReplicaManager) -> None:
     for topic, count in TOPICS.items():
-        leader.create_topic(topic, count, {})
+        create_topic(leader, topic, count)
     for tp in ALL:
         partition = leader.get_partition(tp.topic, tp.partition)
         assert partition is not None
@@ -278,7 +280,7 @@ async def test_a_fetcher_gives_every_partition_its_turn(
         on_high_watermark=lambda tp: None,
     )
     for topic, count in TOPICS.items():
-        follower_replicas.create_topic(topic, count, {})
+        create_topic(follower_replicas, topic, count)
     logs = {}
     for tp in ALL:
         partition = follower_replicas.get_partition(tp.topic, tp.partition)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "storage"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from log_helpers import producer_batch
-from replica_helpers import replica_manager
+from replica_helpers import create_topic, replica_manager
 
 from josefk.broker.context import RequestContext
 from josefk.broker.fetch_session import FetchSessionCache
@@ -108,7 +108,7 @@ def same_answer(got: Any, expected: Any) -> bool:
 
 async def run(directory: Path, operations: list[Any], replica_id: int) -> None:
     async with replica_manager(directory, 0) as replicas:
-        replicas.create_topic(TOPIC, PARTITIONS, {})
+        create_topic(replicas, TOPIC, PARTITIONS)
         broker = SimpleNamespace(
             replica_manager=replicas,
             fetch_sessions=FetchSessionCache(10),

@@ -42,11 +42,11 @@ async def started(data: Path) -> tuple[Broker, GroupCoordinator]:
 async def test_offsets_topic_is_created_compacted_and_reloaded(tmp_path: Path) -> None:
     broker, coordinator = await started(tmp_path)
     try:
-        assert broker.replica_manager is not None
+        assert broker.replica_manager is not None and broker.local_topics is not None
         info = broker.replica_manager.catalog.get(OFFSETS_TOPIC)
         assert info is not None and info.is_internal and info.partitions == 3
         assert info.configs["cleanup.policy"] == "compact"
-        broker.replica_manager.create_topic("t", 2, {})
+        broker.local_topics.create_topic_now("t", 2, {})
         errors = coordinator.commit_offsets(
             "g", -1, "", None, [OffsetCommitEntry("t", 0, 5, 3, "m"), OffsetCommitEntry("t", 1, 8)]
         )

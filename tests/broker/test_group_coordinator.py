@@ -380,13 +380,30 @@ async def test_static_member_rejoins_without_a_rebalance(env: Env) -> None:
     assert errors == [ErrorCode.FENCED_INSTANCE_ID]
 
 
-async def test_static_member_with_new_protocols_rebalances(env: Env) -> None:
+async def test_a_static_member_rebalances_only_when_the_selected_protocol_changes(
+    env: Env,
+) -> None:
+    """Kafka: a static member replaced in a Stable group keeps the generation and its
+    assignment unless its protocols change the protocol the group would select; new
+    subscription metadata under the same protocol is kept for the next rebalance. A leader
+    that cannot skip the assignment (JoinGroup before v9) is answered with the previous leader
+    id, so it syncs as a follower."""
     first = join(env, instance="i-0")
     await env.advance(DELAY_MS)
     member = first.result().member_id
     sync(env, member, 1, {member: b"x"})
-    changed = join(env, instance="i-0", protocols=[("range", subscription("t", "u"))])
-    assert changed.result().generation_id == 2
+    changed = join(env, instance="i-0", protocols=[("range", subscription("t", "u"))]).result()
+    assert (changed.error, changed.generation_id) == (ErrorCode.NONE, 1)
+    assert changed.leader_id == member and changed.members == ()
+    group = env.coordinator.group("g")
+    assert group is not None and group.state is GroupState.STABLE
+    assert group.members[changed.member_id].metadata_for("range") == subscription("t", "u")
+    assert sync(env, changed.member_id, 1, instance="i-0").result().assignment == b"x"
+    # Preferring another protocol it now supports changes the group's selection: rebalance.
+    preferred = [("roundrobin", subscription("t")), ("range", subscription("t"))]
+    other = join(env, instance="i-0", protocols=preferred)
+    await env.advance(0)
+    assert other.result().generation_id == 2 and other.result().protocol_name == "roundrobin"
 
 
 async def test_static_member_leaves_by_instance_id(env: Env) -> None:

@@ -111,6 +111,9 @@ async def test_a_consumer_member_upgrades_a_classic_group_with_members(env: Env)
         b.member_id: True,
         "c": False,
     }
+    # DescribeGroups describes classic groups only: Kafka answers a mixed group as missing.
+    assert env.coordinator.describe_group("g") is None
+    assert env.coordinator.describe_group_miss("g") == "Group g is not a classic group."
     # The newcomer gets nothing the classic members still hold.
     assert c.partitions() == set()
     # The classic members hear that their assignment changed, and rejoin.

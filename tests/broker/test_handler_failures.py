@@ -52,7 +52,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     )
     running = Broker(config)
     await running.start()
-    running.replica_manager.create_topic("t", 1, {})  # type: ignore[union-attr]
+    running.local_topics.create_topic_now("t", 1, {})  # type: ignore[union-attr]
     yield running
     await running.stop(1)
 
@@ -115,7 +115,7 @@ FAMILIES = [
     (
         ApiKey.CREATE_TOPICS,
         create_topics_request,
-        "create_topic_off_loop",
+        "host_partitions_off_loop",
         fail_in_coroutine,
         ErrorCode.UNKNOWN_SERVER_ERROR,
     ),

@@ -1,12 +1,15 @@
 """The share coordinator (KIP-932) on an in-memory ``__share_group_state``: the records'
 bytes, replaying snapshots and updates, fencing, snapshots every N updates, and the share
-partition manager writing through it and reloading from it after a "restart"."""
+partition manager writing through it and reloading from it after a "restart"; the cluster
+persister's routing to the coordinator leading a key and its retries while that moves."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 from josefk.broker.partition import TopicPartition
 from josefk.broker.share import records
@@ -17,6 +20,7 @@ from josefk.broker.share.coordinator import (
 )
 from josefk.broker.share.manager import SharePartitionManager
 from josefk.broker.share.partition import AcknowledgementBatch, AcknowledgeType, AcquiredRange
+from josefk.broker.share.persister import ClusterPersister
 from josefk.broker.share.records import (
     ShareSnapshotValue,
     ShareStateKey,
@@ -24,6 +28,7 @@ from josefk.broker.share.records import (
     StateBatch,
 )
 from josefk.broker.share.state_store import migrate_json_state
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
 from josefk.util.clock import ManualClock
 
@@ -181,3 +186,83 @@ async def test_json_state_files_are_moved_into_the_topic_once(tmp_path: Path) ->
         StateBatch(5, 6, records.AVAILABLE, 2),
     ]
     assert await migrate_json_state(directory, coordinator, _Catalog()) == 0
+
+
+class _Leaders:
+    """A metadata cache whose __share_group_state partitions are led by ``leaders`` in turn
+    (the last one stays)."""
+
+    def __init__(self, *leaders: int) -> None:
+        self.leaders = list(leaders)
+        self.asked = 0
+
+    def partition(self, topic: str, partition: int) -> Any:
+        self.asked += 1
+        leader = self.leaders[0] if len(self.leaders) == 1 else self.leaders.pop(0)
+        return SimpleNamespace(leader=leader)
+
+
+def _answer(error: ErrorCode) -> Any:
+    return SimpleNamespace(
+        results=[SimpleNamespace(partitions=[SimpleNamespace(error_code=int(error))])]
+    )
+
+
+async def test_the_cluster_persister_routes_and_retries_while_the_coordinator_moves() -> None:
+    local = ShareCoordinator(MemoryStateLog(), ManualClock())
+    leaders = _Leaders(-1, 1)  # no leader yet, then this broker
+    persister = ClusterPersister(
+        local, lambda: cast(Any, leaders), lambda _: None, broker_id=1, retry_s=5.0
+    )
+    batches = [StateBatch(0, 4, records.ACKNOWLEDGED, 1)]
+    written = await persister.write(
+        KEY, state_epoch=0, leader_epoch=0, start_offset=5, batches=batches
+    )
+    assert written is ErrorCode.NONE and leaders.asked == 2
+    assert (await persister.read(KEY, 0)).state is not None
+    assert await persister.delete(KEY) is ErrorCode.NONE
+
+
+async def test_the_cluster_persister_sends_to_a_remote_coordinator_and_reconnects() -> None:
+    local = ShareCoordinator(MemoryStateLog(), ManualClock())
+    persister = ClusterPersister(
+        local, lambda: cast(Any, _Leaders(2)), lambda _: None, broker_id=1, retry_s=5.0
+    )
+    sent: list[ApiKey] = []
+    answers: list[Any] = [ConnectionError("reset"), None, _answer(ErrorCode.NONE)]
+
+    async def request(leader: int, api: ApiKey, _request: Any) -> Any:
+        assert leader == 2
+        sent.append(api)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    persister._request = request  # type: ignore[method-assign]
+    # A failed connection, then no address, then the answer: retried through both.
+    assert (
+        await persister.write(KEY, state_epoch=0, leader_epoch=0, start_offset=0, batches=[])
+        is ErrorCode.NONE
+    )
+    assert sent == [ApiKey.WRITE_SHARE_GROUP_STATE] * 3
+    answers.append(_answer(ErrorCode.FENCED_LEADER_EPOCH))
+    # Not a coordinator move: answered at once.
+    assert await persister.delete(KEY) is ErrorCode.FENCED_LEADER_EPOCH
+    answers.append(_answer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    assert (await persister.read(KEY, 0)).error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_the_lag_of_a_kept_state_counts_what_is_not_done_with() -> None:
+    state = records.ShareState(
+        start_offset=3,
+        batches=[
+            StateBatch(0, 2, records.ACKNOWLEDGED, 1),  # below the start: not counted twice
+            StateBatch(3, 4, records.ACKNOWLEDGED, 1),
+            StateBatch(5, 5, records.AVAILABLE, 2),
+            StateBatch(6, 9, records.ARCHIVED, 5),
+        ],
+    )
+    assert state.lag(10) == 1  # offset 5
+    assert state.lag(7) == 1  # 3..6, of which 3, 4 and 6 are settled
+    assert state.lag(3) == 0

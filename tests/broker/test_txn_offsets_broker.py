@@ -41,9 +41,9 @@ def config_for(data: Path) -> BrokerConfig:
 async def started(data: Path) -> tuple[Broker, BrokerConnection]:
     broker = Broker(config_for(data))
     await broker.start()
-    assert broker.replica_manager is not None
+    assert broker.replica_manager is not None and broker.local_topics is not None
     if broker.replica_manager.catalog.get("t") is None:
-        broker.replica_manager.create_topic("t", 2, {})
+        broker.local_topics.create_topic_now("t", 2, {})
     endpoint = broker.endpoints[0]
     connection = await BrokerConnection.open(
         endpoint.host, endpoint.port, node_id=0, client_id="txn-offsets", timeout_s=10
@@ -236,8 +236,8 @@ async def test_replay_after_the_cleaner_compacted_the_offsets_partition(tmp_path
 
     broker, coordinator = await start()
     try:
-        assert broker.replica_manager is not None
-        broker.replica_manager.create_topic("t", 4, {})
+        assert broker.replica_manager is not None and broker.local_topics is not None
+        broker.local_topics.create_topic_now("t", 4, {})
         for round_ in range(20):
             errors = coordinator.commit_offsets(
                 "g", -1, "", None, [OffsetCommitEntry("t", p, round_) for p in range(4)]

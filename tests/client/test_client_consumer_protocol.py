@@ -153,3 +153,41 @@ async def test_members_share_and_a_newcomer_takes_its_share_incrementally(
         for consumer in consumers:
             await consumer.close()
     assert len(seen) == len(set(seen)) == total, "a record was consumed twice"
+
+
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+async def test_assigned_partitions_are_auto_committed_under_either_protocol(
+    broker: BrokerProcess, group_protocol: str
+) -> None:
+    # A consumer that assigns its partitions itself commits with generation -1 whatever its
+    # group protocol; the KIP-848 member once skipped the commit for want of a member epoch.
+    topic = unique_topic("kip848-assign")
+    tp = TopicPartition(topic, 0)
+    async with AIOAdmin(bootstrap_servers=broker.bootstrap) as admin:
+        await admin.create_topic(topic, num_partitions=1)
+    async with AIOProducer(bootstrap_servers=broker.bootstrap) as producer:
+        await asyncio.gather(
+            *[await producer.send(topic, b"%d" % i, partition=0) for i in range(5)]
+        )
+    group = unique_topic("g-assign")
+    consumer = AIOConsumer(
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        group_protocol=group_protocol,
+        auto_offset_reset="earliest",
+        enable_auto_commit=True,
+    )
+    await consumer.start()
+    consumed = 0
+    try:
+        consumer.assign([tp])
+        async with asyncio.timeout(TIMEOUT_S):
+            while consumed < 5:
+                batch = await consumer.getmany(timeout_ms=50)
+                consumed += sum(len(records) for records in batch.values())
+    finally:
+        await consumer.close()
+    async with AIOConsumer(
+        bootstrap_servers=broker.bootstrap, group_id=group, group_protocol=group_protocol
+    ) as reader:
+        assert await reader.committed(tp) == 5

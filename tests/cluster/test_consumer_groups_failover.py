@@ -199,6 +199,7 @@ def test_group_configs_set_through_one_broker_reach_the_coordinator(cluster: Loc
                 member_epoch=0,
                 rebalance_timeout_ms=30000,
                 subscribed_topic_names=[TOPIC],
+                topic_partitions=[],
             )
         finally:
             client.close()

@@ -5,6 +5,8 @@ The share partition lives on the leader of its topic partition; its state lives 
 state partition that the key ``group:topicId:partition`` hashes to. SIGKILL of the leader of
 the share partition, and SIGKILL of the share coordinator: every record is still delivered
 (none lost), and no record whose acknowledgement the broker confirmed is delivered again.
+SIGKILL of the group's coordinator: the new one restores the group from __consumer_offsets and
+its member heartbeats on at its epoch.
 """
 
 from __future__ import annotations
@@ -233,3 +235,58 @@ def test_sigkill_of_the_share_coordinator(cluster: LocalCluster) -> None:
     finally:
         first.close()
     run.check()
+
+
+def group_coordinator(cluster: LocalCluster, group: str) -> int:
+    """The broker FindCoordinator (key type 0) names for the group (-1: none)."""
+    response = _raw(cluster, ApiKey.FIND_COORDINATOR, 6, key_type=0, coordinator_keys=[group])
+    if response is None:
+        return -1
+    found = response.coordinators[0]
+    return int(found.node_id) if found.error_code == 0 else -1
+
+
+def heartbeat(cluster: LocalCluster, broker_id: int, group: str, member: str, **fields: Any) -> Any:
+    client = RawClient(cluster.brokers[broker_id].bootstrap)
+    try:
+        return client.call(
+            ApiKey.SHARE_GROUP_HEARTBEAT,
+            1,
+            group_id=group,
+            member_id=member,
+            rack_id=None,
+            **{"subscribed_topic_names": None, **fields},
+        )
+    finally:
+        client.close()
+
+
+def test_sigkill_of_the_group_coordinator_keeps_the_membership(cluster: LocalCluster) -> None:
+    """The share group's records in __consumer_offsets (replicated before the heartbeat is
+    answered): the new coordinator restores the group, and the member heartbeats on at its
+    epoch and gets its assignment again, as after a coordinator move in Kafka."""
+    topic, group = "queue-members", "share-members"
+    setup_topic(cluster, topic)
+    coordinator = wait_for(
+        "the group coordinator", lambda: (c := group_coordinator(cluster, group)) > 0 and c
+    )
+    joined = heartbeat(
+        cluster, coordinator, group, "m1", member_epoch=0, subscribed_topic_names=[topic]
+    )
+    assert (joined.error_code, joined.member_epoch) == (0, 1)
+    cluster.brokers[coordinator].kill()
+    successor = wait_for(
+        "another group coordinator",
+        lambda: (c := group_coordinator(cluster, group)) not in (coordinator, -1) and c,
+    )
+    # Until the new coordinator has loaded the partition it answers NOT_COORDINATOR or
+    # COORDINATOR_LOAD_IN_PROGRESS; then the member is known, at its epoch.
+    after = wait_for(
+        "the member heartbeating on the new coordinator",
+        lambda: (
+            (h := heartbeat(cluster, successor, group, "m1", member_epoch=1)).error_code in (0, 25)
+            and h
+        ),
+    )
+    assert (after.error_code, after.member_epoch) == (0, 1)  # 25: UNKNOWN_MEMBER_ID
+    assert [p for t in after.assignment.topic_partitions for p in t.partitions] == [0]

@@ -8,10 +8,13 @@
 - CreateTopics of a topic that exists is TOPIC_ALREADY_EXISTS even while a broker is down
   (before, the controller judged placement first: INVALID_REPLICATION_FACTOR for a
   replication factor the live brokers could not hold).
+- DeleteTopics removes the topic from every broker's catalog and log dirs, and the name can
+  be created again.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from confluent_kafka.admin import NewTopic
 from etcd_server import ETCD, SKIP_REASON
 from raw_client import RawClient
 
+from josefk.broker.catalog import CATALOG_FILE
 from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
 
@@ -116,3 +120,44 @@ def test_an_existing_topic_is_already_there_while_a_broker_is_down(tmp_path: Pat
         # A new topic of that factor is refused for the broker it lacks.
         refused = _create_error(cluster, NewTopic("new", 1, 3))
         assert refused == ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+def _live_dirs(data_dir: Path, topic: str) -> list[str]:
+    """The topic's partition directories not (yet) renamed for deletion."""
+    return sorted(
+        p.name for p in data_dir.glob(f"{topic}-*") if p.is_dir() and not p.name.endswith("-delete")
+    )
+
+
+def _in_catalog(data_dir: Path, topic: str) -> bool:
+    document = json.loads((data_dir / CATALOG_FILE).read_text())
+    return any(entry["name"] == topic for entry in document["topics"])
+
+
+def test_a_deleted_topic_leaves_every_replica_and_can_be_made_again(tmp_path: Path) -> None:
+    """DeleteTopics through the controller: every broker, by watch, drops the topic from its
+    catalog and deletes its replicas' logs (ClusterNode._drop_topic, the catalog entry and
+    then ReplicaManager.remove_topic); the name can then be created afresh."""
+    with LocalCluster(tmp_path, brokers=2) as cluster:
+        dirs = [Path(broker.data_dir) for broker in cluster.brokers.values()]
+        assert _create_error(cluster, NewTopic("gone", 2, 2)) == ErrorCode.NONE
+        for data_dir in dirs:
+            wait_for(
+                f"both replicas in {data_dir.name}",
+                lambda d=data_dir: _live_dirs(d, "gone") == ["gone-0", "gone-1"] or None,
+            )
+        admin = cluster.admin()
+        admin.delete_topics(["gone"], operation_timeout=30)["gone"].result(timeout=60)
+        for data_dir in dirs:
+            wait_for(
+                f"the replicas gone from {data_dir.name}",
+                lambda d=data_dir: (
+                    (_live_dirs(d, "gone") == [] and not _in_catalog(d, "gone")) or None
+                ),
+            )
+        assert _create_error(cluster, NewTopic("gone", 1, 2)) == ErrorCode.NONE
+        for data_dir in dirs:
+            wait_for(
+                f"the new topic's replica in {data_dir.name}",
+                lambda d=data_dir: _live_dirs(d, "gone") == ["gone-0"] or None,
+            )

@@ -318,6 +318,48 @@ def test_a_name_and_a_regex_are_assigned_in_two_epochs(broker: BrokerProcess) ->
         consumer.close()
 
 
+def test_sliding_subscriptions_with_unsubscribes_between_are_assigned_whole(
+    broker: BrokerProcess,
+) -> None:
+    """librdkafka's test 0045_subscribe_many_updates, each step awaited: one consumer moves
+    its subscription over a sliding window of topics and unsubscribes every third step (it
+    leaves with epoch -1 and rejoins with epoch 0 under the same member id); after each step
+    it holds exactly its window's partitions, nothing after an unsubscribe. (0045 itself does
+    not wait between steps; librdkafka 2.15/2.16 can then stall when the unsubscribe lands
+    while the client still revokes a dropped topic, a client race, see issue 30's note.)"""
+    prefix = unique_topic("kip848-slide")
+    topics = [f"{prefix}-{i}" for i in range(8)]
+    for topic in topics:
+        ck_create_topic(broker.bootstrap, topic, partitions=2)
+    consumer = Consumer(
+        ck_config(
+            broker.bootstrap,
+            **{"group.id": f"g-{uuid.uuid4().hex[:8]}", "group.protocol": "consumer"},
+        )
+    )
+
+    def settle(expected: set[tuple[str, int]]) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        held: set[tuple[str, int]] = set()
+        while time.monotonic() < deadline:
+            consumer.poll(0.05)
+            held = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+            if held == expected:
+                return
+        raise AssertionError(f"held {sorted(held)}, expected {sorted(expected)}")
+
+    try:
+        for step in range(len(topics) - 2):
+            window = topics[step : step + 3]
+            consumer.subscribe(window)
+            settle({(t, p) for t in window for p in range(2)})
+            if step % 3 == 2:
+                consumer.unsubscribe()
+                settle(set())
+    finally:
+        consumer.close()
+
+
 def test_a_commit_at_a_stale_member_epoch_is_refused(broker: BrokerProcess) -> None:
     topic = new_topic(broker.bootstrap, "kip848-stale")
     group = f"g-{uuid.uuid4().hex[:8]}"
@@ -333,7 +375,7 @@ def test_a_commit_at_a_stale_member_epoch_is_refused(broker: BrokerProcess) -> N
                 member_epoch=epoch,
                 rebalance_timeout_ms=30000 if epoch == 0 else -1,
                 subscribed_topic_names=[topic] if epoch == 0 else None,
-                topic_partitions=owned,
+                topic_partitions=[] if epoch == 0 else owned,
             )
 
         def commit(epoch: int) -> int:
@@ -366,6 +408,52 @@ def test_a_commit_at_a_stale_member_epoch_is_refused(broker: BrokerProcess) -> N
         assert told.member_epoch > old_epoch
         assert commit(old_epoch) == ErrorCode.STALE_MEMBER_EPOCH
         assert commit(told.member_epoch) == ErrorCode.NONE
+    finally:
+        client.close()
+
+
+def test_describe_groups_answers_a_consumer_group_as_a_missing_group(broker: BrokerProcess) -> None:
+    """Kafka's DescribeGroups describes classic groups only: a consumer group is Dead without
+    an error before v6, GROUP_ID_NOT_FOUND "not a classic group" from v6 (a group nobody
+    holds: "not found"), with no authorized operations; ConsumerGroupDescribe shows it."""
+    topic = new_topic(broker.bootstrap, "kip848-describe")
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    client = RawClient(broker.bootstrap)
+    try:
+        joined = client.call(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            1,
+            group_id=group,
+            member_id="m1",
+            member_epoch=0,
+            rebalance_timeout_ms=30000,
+            subscribed_topic_names=[topic],
+            topic_partitions=[],
+        )
+        assert joined.error_code == ErrorCode.NONE
+        v5 = client.call(
+            ApiKey.DESCRIBE_GROUPS, 5, groups=[group], include_authorized_operations=True
+        )
+        [old] = v5.groups
+        assert (old.error_code, old.group_state, old.members) == (0, "Dead", [])
+        v6 = client.call(
+            ApiKey.DESCRIBE_GROUPS,
+            6,
+            groups=[group, "kip848-nobody"],
+            include_authorized_operations=True,
+        )
+        held, nobody = v6.groups
+        assert (held.error_code, held.group_state) == (ErrorCode.GROUP_ID_NOT_FOUND, "Dead")
+        assert held.error_message == f"Group {group} is not a classic group."
+        assert held.authorized_operations == -(2**31) and held.members == []
+        assert nobody.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert nobody.error_message == "Group kip848-nobody not found."
+        described = client.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, group_ids=[group])
+        assert described.groups[0].error_code == ErrorCode.NONE
+        assert [m.member_id for m in described.groups[0].members] == ["m1"]
+        client.call(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, group_id=group, member_id="m1", member_epoch=-1
+        )
     finally:
         client.close()
 
@@ -571,6 +659,7 @@ def test_group_configs_are_set_described_applied_and_kept_across_a_restart(
             member_epoch=0,
             rebalance_timeout_ms=30000,
             subscribed_topic_names=[topic],
+            topic_partitions=[],
         )
         assert joined.error_code == ErrorCode.NONE and joined.heartbeat_interval_ms == 700
     finally:

@@ -5,7 +5,8 @@ explicit mode RELEASE redelivers with the delivery count one higher, REJECT neve
 redelivers, and a record released at each of its five deliveries is archived; implicit mode
 accepts what a poll returned on the next poll; a SIGKILLed member's records go to another
 member once its acquisition lock ends; acknowledged records are not delivered again after a
-broker SIGKILL and restart while acquired ones are; transaction markers (and, under
+broker SIGKILL and restart while acquired ones are, and the group's members carry on with
+their epochs and assignments (its records in __consumer_offsets); transaction markers (and, under
 read_committed, aborted records) are never delivered and do not hold the start offset back;
 ListGroups, ShareGroupDescribe, DescribeShareGroupOffsets and share sessions over the wire;
 AlterShareGroupOffsets (``josefk groups reset-offsets``, refused while the group has members),
@@ -26,7 +27,7 @@ import textwrap
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -129,6 +130,55 @@ def poll_until(
             for message in consumer.poll(0.2):
                 if message.error() is None:
                     on_message(index, message)
+
+
+def topic_id_of(bootstrap: str, topic: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(ck_topic_id(bootstrap, topic) + "=="))
+
+
+def raw_share_fetch(
+    client: RawClient,
+    group: str,
+    member: str,
+    epoch: int,
+    topic_id: uuid.UUID | None,
+    *,
+    version: int = 1,
+    max_wait_ms: int = 0,
+    max_records: int = 10,
+    acks: Sequence[Any] = (),
+    partitions: Sequence[int] = (0,),
+    max_bytes: int = 1 << 20,
+    **more: Any,
+) -> Any:
+    """One ShareFetch over a raw connection: ``partitions`` of ``topic_id`` (no topic when
+    None), the first with ``acks`` (acknowledgement batches), ``more`` as further request
+    fields."""
+    fetch = request_class(ApiKey.SHARE_FETCH)
+    topics = []
+    if topic_id is not None:
+        wanted = [
+            fetch.FetchPartition(
+                partition_index=p, acknowledgement_batches=list(acks) if i == 0 else []
+            )
+            for i, p in enumerate(partitions)
+        ]
+        topics = [fetch.FetchTopic(topic_id=topic_id, partitions=wanted)]
+    return client.call(
+        ApiKey.SHARE_FETCH,
+        version,
+        group_id=group,
+        member_id=member,
+        share_session_epoch=epoch,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=max_bytes,
+        max_records=max_records,
+        batch_size=max_records,
+        topics=topics,
+        forgotten_topics_data=[],
+        **more,
+    )
 
 
 def test_three_members_share_every_record_once(broker: BrokerProcess) -> None:
@@ -325,6 +375,61 @@ def test_acknowledged_records_survive_a_restart(tmp_path: Any) -> None:
         broker.close()
 
 
+def _heartbeat(client: RawClient, group: str, member: str, epoch: int, **more: Any) -> Any:
+    return client.call(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        1,
+        group_id=group,
+        member_id=member,
+        member_epoch=epoch,
+        rack_id=None,
+        **{"subscribed_topic_names": None, **more},
+    )
+
+
+def test_share_group_membership_survives_a_restart(tmp_path: Any) -> None:
+    """The group's records in __consumer_offsets: after a SIGKILL and restart the members
+    carry on with their epochs (no UNKNOWN_MEMBER_ID, no FENCED_MEMBER_EPOCH), get their
+    assignment again, and ShareGroupDescribe shows the group epoch and both members."""
+    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.stderr.log", settings=SETTINGS)
+    try:
+        broker.start()
+        group = unique_topic("gm")
+        topic = unique_topic("share")
+        ck_create_topic(broker.bootstrap, topic, partitions=2)
+        client = RawClient(broker.bootstrap)
+        a, b = str(uuid.uuid4()), str(uuid.uuid4())
+        try:
+            assert _heartbeat(client, group, a, 0, subscribed_topic_names=[topic]).member_epoch == 1
+            joined = _heartbeat(client, group, b, 0, subscribed_topic_names=[topic])
+            assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 2)
+            before = _heartbeat(client, group, a, 1)
+            assert before.member_epoch == 2
+            assigned = {p for t in before.assignment.topic_partitions for p in t.partitions}
+        finally:
+            client.close()
+        broker.kill()
+        broker.restart()
+        client = RawClient(broker.bootstrap)
+        try:
+            after = _heartbeat(client, group, a, 2)
+            assert (after.error_code, after.member_epoch) == (ErrorCode.NONE, 2)
+            assert {p for t in after.assignment.topic_partitions for p in t.partitions} == assigned
+            assert _heartbeat(client, group, b, 2).error_code == ErrorCode.NONE
+            described = client.call(
+                ApiKey.SHARE_GROUP_DESCRIBE,
+                1,
+                group_ids=[group],
+                include_authorized_operations=False,
+            ).groups[0]
+            assert (described.error_code, described.group_epoch) == (ErrorCode.NONE, 2)
+            assert sorted(m.member_id for m in described.members) == sorted([a, b])
+        finally:
+            client.close()
+    finally:
+        broker.close()
+
+
 async def test_josefk_share_consumer(broker: BrokerProcess) -> None:
     group = unique_topic("gj")
     set_earliest(broker.bootstrap, group)
@@ -431,47 +536,64 @@ def test_share_session_epochs(broker: BrokerProcess) -> None:
     topic = new_topic(broker.bootstrap, 0)
     group = unique_topic("gs")
     fetch = request_class(ApiKey.SHARE_FETCH)
-    topic_id = uuid.UUID(
-        bytes=base64.urlsafe_b64decode(ck_topic_id(broker.bootstrap, topic) + "==")
-    )
+    topic_id = topic_id_of(broker.bootstrap, topic)
     client = RawClient(broker.bootstrap)
 
-    def share_fetch(epoch: int, **extra: Any) -> Any:
-        return client.call(
-            ApiKey.SHARE_FETCH,
-            1,
-            group_id=group,
-            member_id="m1",
-            share_session_epoch=epoch,
-            max_wait_ms=0,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            max_records=10,
-            batch_size=10,
-            topics=[
-                fetch.FetchTopic(
-                    topic_id=topic_id,
-                    partitions=[fetch.FetchPartition(partition_index=0, **extra)],
-                )
-            ],
-            forgotten_topics_data=[],
-        )
+    def share_fetch(epoch: int, acks: Sequence[Any] = ()) -> Any:
+        return raw_share_fetch(client, group, "m1", epoch, topic_id, acks=acks)
 
     try:
         assert share_fetch(3).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
         ack = fetch.AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=[1])
-        assert share_fetch(0, acknowledgement_batches=[ack]).error_code == ErrorCode.INVALID_REQUEST
+        assert share_fetch(0, [ack]).error_code == ErrorCode.INVALID_REQUEST
         assert share_fetch(0).error_code == ErrorCode.NONE
         assert share_fetch(1).error_code == ErrorCode.NONE
         assert share_fetch(1).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
         assert share_fetch(2).error_code == ErrorCode.NONE
         # An acknowledgement of a record never acquired.
-        answer = share_fetch(3, acknowledgement_batches=[ack])
+        answer = share_fetch(3, [ack])
         assert answer.error_code == ErrorCode.NONE
         (part,) = answer.responses[0].partitions
         assert part.acknowledge_error_code == ErrorCode.INVALID_RECORD_STATE
         assert share_fetch(-1).error_code == ErrorCode.NONE
         assert share_fetch(5).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    finally:
+        client.close()
+
+
+def test_a_new_sessions_first_fetch_answers_what_is_ready(broker: BrokerProcess) -> None:
+    """As Kafka, whose share partitions initialize asynchronously: the first fetch of two
+    new share partitions answers the first with records, the next fetch the other; a fetch
+    with max_bytes 0 acquires nothing."""
+    topic = unique_topic("share")
+    ck_create_topic(broker.bootstrap, topic, partitions=2)
+    producer = Producer(ck_config(broker.bootstrap))
+    for partition in (0, 1):
+        for i in range(3):
+            producer.produce(topic, value=f"v{i}".encode(), partition=partition)
+    assert producer.flush(20) == 0
+    group = unique_topic("gf")
+    set_earliest(broker.bootstrap, group)
+    topic_id = topic_id_of(broker.bootstrap, topic)
+    client = RawClient(broker.bootstrap)
+
+    def acquired(answer: Any) -> dict[int, list[tuple[int, int]]]:
+        assert answer.error_code == ErrorCode.NONE
+        return {
+            p.partition_index: [(a.first_offset, a.last_offset) for a in p.acquired_records]
+            for t in answer.responses
+            for p in t.partitions
+            if p.acquired_records
+        }
+
+    try:
+        both = (0, 1)
+        nothing = raw_share_fetch(client, group, "m1", 0, topic_id, partitions=both, max_bytes=0)
+        assert acquired(nothing) == {}
+        first = raw_share_fetch(client, group, "m1", 1, topic_id, partitions=both)
+        assert acquired(first) == {0: [(0, 2)]}
+        second = raw_share_fetch(client, group, "m1", 2, topic_id, partitions=both)
+        assert acquired(second) == {1: [(0, 2)]}
     finally:
         client.close()
 
@@ -482,43 +604,20 @@ def test_a_sessions_deleted_topic_is_answered_under_its_old_id(broker: BrokerPro
     broker goes on serving (it once failed to encode that answer and dropped the request)."""
     topic = new_topic(broker.bootstrap, 2)
     group = unique_topic("gd")
-    fetch = request_class(ApiKey.SHARE_FETCH)
-    topic_id = uuid.UUID(
-        bytes=base64.urlsafe_b64decode(ck_topic_id(broker.bootstrap, topic) + "==")
-    )
+    topic_id = topic_id_of(broker.bootstrap, topic)
     client = RawClient(broker.bootstrap)
 
-    def share_fetch(epoch: int, topics: list[Any]) -> Any:
-        return client.call(
-            ApiKey.SHARE_FETCH,
-            1,
-            group_id=group,
-            member_id="m1",
-            share_session_epoch=epoch,
-            max_wait_ms=0,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            max_records=10,
-            batch_size=10,
-            topics=topics,
-            forgotten_topics_data=[],
-        )
+    def share_fetch(epoch: int, topic: uuid.UUID | None) -> Any:
+        return raw_share_fetch(client, group, "m1", epoch, topic)
 
     try:
-        opened = share_fetch(
-            0,
-            [
-                fetch.FetchTopic(
-                    topic_id=topic_id, partitions=[fetch.FetchPartition(partition_index=0)]
-                )
-            ],
-        )
+        opened = share_fetch(0, topic_id)
         assert opened.error_code == ErrorCode.NONE
         admin = ck_admin(broker.bootstrap)
         admin.delete_topics([topic])[topic].result(30)
         epoch, deadline = 1, time.monotonic() + 30
         while True:
-            answer = share_fetch(epoch, [])
+            answer = share_fetch(epoch, None)
             epoch += 1
             assert answer.error_code == ErrorCode.NONE
             parts = [
@@ -530,7 +629,7 @@ def test_a_sessions_deleted_topic_is_answered_under_its_old_id(broker: BrokerPro
                 break
             time.sleep(0.2)
         assert parts == [(topic_id, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
-        assert share_fetch(epoch, []).error_code == ErrorCode.NONE
+        assert share_fetch(epoch, None).error_code == ErrorCode.NONE
     finally:
         client.close()
 
@@ -785,33 +884,21 @@ def test_share_fetch_v2_renews_acquisition_locks(broker: BrokerProcess) -> None:
     set_earliest(broker.bootstrap, group)
     fetch = request_class(ApiKey.SHARE_FETCH)
     acknowledge = request_class(ApiKey.SHARE_ACKNOWLEDGE)
-    topic_id = uuid.UUID(
-        bytes=base64.urlsafe_b64decode(ck_topic_id(broker.bootstrap, topic) + "==")
-    )
+    topic_id = topic_id_of(broker.bootstrap, topic)
     clients = {m: RawClient(broker.bootstrap) for m in ("m1", "m2")}
     epochs = {"m1": 0, "m2": 0}
 
     def share_fetch(member: str, wait_ms: int, max_records: int, acks: Any = (), **v2: Any) -> Any:
-        answer = clients[member].call(
-            ApiKey.SHARE_FETCH,
-            2,
-            group_id=group,
-            member_id=member,
-            share_session_epoch=epochs[member],
+        answer = raw_share_fetch(
+            clients[member],
+            group,
+            member,
+            epochs[member],
+            topic_id,
+            version=2,
             max_wait_ms=wait_ms,
-            min_bytes=1,
-            max_bytes=1 << 20,
             max_records=max_records,
-            batch_size=max_records,
-            topics=[
-                fetch.FetchTopic(
-                    topic_id=topic_id,
-                    partitions=[
-                        fetch.FetchPartition(partition_index=0, acknowledgement_batches=list(acks))
-                    ],
-                )
-            ],
-            forgotten_topics_data=[],
+            acks=acks,
             **v2,
         )
         assert answer.error_code == ErrorCode.NONE
@@ -896,50 +983,16 @@ def test_group_record_lock_duration(broker: BrokerProcess) -> None:
     set_earliest(broker.bootstrap, group, share_record_lock_duration_ms="20000")
     with pytest.raises(AssertionError):
         set_earliest(broker.bootstrap, group, share_record_lock_duration_ms="1000")
-    fetch = request_class(ApiKey.SHARE_FETCH)
-    topic_id = uuid.UUID(
-        bytes=base64.urlsafe_b64decode(ck_topic_id(broker.bootstrap, topic) + "==")
-    )
+    topic_id = topic_id_of(broker.bootstrap, topic)
     client = RawClient(broker.bootstrap)
     try:
-        answer = client.call(
-            ApiKey.SHARE_FETCH,
-            2,
-            group_id=group,
-            member_id="m1",
-            share_session_epoch=0,
-            max_wait_ms=10_000,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            max_records=10,
-            batch_size=10,
-            topics=[
-                fetch.FetchTopic(
-                    topic_id=topic_id, partitions=[fetch.FetchPartition(partition_index=0)]
-                )
-            ],
-            forgotten_topics_data=[],
-        )
+        answer = raw_share_fetch(client, group, "m1", 0, topic_id, version=2, max_wait_ms=10_000)
         assert answer.error_code == ErrorCode.NONE
         assert answer.acquisition_lock_timeout_ms == 20_000
         (part,) = answer.responses[0].partitions
         assert [(a.first_offset, a.last_offset) for a in part.acquired_records] == [(0, 0)]
         # Unknown acquire modes (KIP-1206 has 0 and 1) are refused.
-        refused = client.call(
-            ApiKey.SHARE_FETCH,
-            2,
-            group_id=group,
-            member_id="m1",
-            share_session_epoch=1,
-            max_wait_ms=0,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            max_records=10,
-            batch_size=10,
-            share_acquire_mode=7,
-            topics=[],
-            forgotten_topics_data=[],
-        )
+        refused = raw_share_fetch(client, group, "m1", 1, None, version=2, share_acquire_mode=7)
         assert refused.error_code == ErrorCode.INVALID_REQUEST
     finally:
         client.close()

@@ -45,6 +45,9 @@ def consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
     return values
 
 
+# A pytest process of its own that starts brokers (and etcd where installed): the slow tier's,
+# like every test that starts processes (tests/conftest.py sees only Popen-style starts).
+@pytest.mark.slow
 def test_the_example_runs_on_the_entry_point_fixtures(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JOSEFK_", "PYTEST_"))}
     result = subprocess.run(

@@ -318,36 +318,40 @@ class ClassicGroupManager(ShardPart):
         future: asyncio.Future[JoinResult],
     ) -> None:
         """KIP-345: a static member rejoining with an unknown member id takes over its
-        instance's place; the old id is fenced. A Stable group with unchanged protocols
-        does not rebalance: the member gets the current generation and assignment back."""
+        instance's place; the old id is fenced. As Kafka, a Stable group does not rebalance
+        unless the member's new protocols change the protocol the group would select: the
+        member keeps its assignment (new subscription metadata included; the leader sees it
+        at the next rebalance). A leader that can skip the assignment (JoinGroup v9+) is
+        told so with the members; an older one is answered with the previous leader id, so it
+        acts as a follower and syncs its assignment."""
         old = group.members[old_id]
         self._fail_join(old, ErrorCode.FENCED_INSTANCE_ID)
         self._fail_sync(old, ErrorCode.FENCED_INSTANCE_ID)
         instance_id = request.group_instance_id
         assert instance_id is not None
-        protocols_unchanged = old.matches(request.protocols)
         was_leader = group.is_leader(old_id)
+        current_leader = group.leader_id or ""
         member = group.replace_static_member(instance_id, old_id, new_id)
+        old_protocols = list(member.protocols)
         old_session, old_rebalance = member.session_timeout_ms, member.rebalance_timeout_ms
+        member.protocols = list(request.protocols)
         member.session_timeout_ms = request.session_timeout_ms
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
         member.client_id = request.client_id
         member.client_host = request.client_host
         self._reset_heartbeat(group, member)
-        if (
-            group.is_in(GroupState.STABLE)
-            and protocols_unchanged
-            and (not was_leader or request.supports_skip_assignment)
-        ):
+        if group.is_in(GroupState.STABLE) and group.protocol_name == group.select_protocol():
             try:
                 self.store_group(group)
             except StoreAppendError as exc:
                 # Undo: the old id stays the member's, as Kafka reverts on a failed write.
                 group.replace_static_member(instance_id, new_id, old_id)
+                member.protocols = old_protocols
                 member.session_timeout_ms, member.rebalance_timeout_ms = old_session, old_rebalance
                 future.set_result(JoinResult(exc.error, UNKNOWN_MEMBER_ID))
                 return
-            result = self._join_result(group, member, with_members=was_leader)
+            skip = was_leader and request.supports_skip_assignment
+            result = self._join_result(group, member, with_members=skip)
             if was_leader:
                 result = JoinResult(
                     result.error,
@@ -355,9 +359,9 @@ class ClassicGroupManager(ShardPart):
                     generation_id=result.generation_id,
                     protocol_type=result.protocol_type,
                     protocol_name=result.protocol_name,
-                    leader_id=result.leader_id,
+                    leader_id=result.leader_id if skip else current_leader,
                     members=result.members,
-                    skip_assignment=True,
+                    skip_assignment=skip,
                 )
             future.set_result(result)
             return

@@ -70,6 +70,7 @@ from josefk.broker.group.consumer_group import (
     MemberState,
     TopicPartitions,
     reconcile,
+    revoke_unsubscribed,
 )
 from josefk.broker.group.consumer_records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
@@ -285,6 +286,25 @@ class ConsumerGroupManager(ShardPart):
     # -- heartbeat --------------------------------------------------------------------------
 
     def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        result = self._heartbeat(request)
+        if logger.isEnabledFor(logging.DEBUG):
+            names = self.topic_names()
+            logger.debug(
+                "group %s: heartbeat of %s epoch %d names %s regex %s owned %s -> %s epoch %d "
+                "assignment %s",
+                request.group_id,
+                request.member_id,
+                request.member_epoch,
+                request.subscribed_topic_names,
+                request.subscribed_topic_regex,
+                None if request.owned is None else _named(request.owned, names),
+                result.error.name,
+                result.member_epoch,
+                None if result.assignment is None else _named(result.assignment, names),
+            )
+        return result
+
+    def _heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
         error, message = self._validate(request)
         if error:
             return HeartbeatResult(error, message)
@@ -310,7 +330,8 @@ class ConsumerGroupManager(ShardPart):
                 del self._groups[request.group_id]
             return HeartbeatResult(error, message)
         before = (member.member_epoch, dict(member.assigned))
-        if self._update_subscription(member, request):
+        subscription_changed = self._update_subscription(member, request)
+        if subscription_changed:
             bumped = True
         topics = self._all_topics()
         self._maybe_refresh_regexes(group, topics)
@@ -321,6 +342,9 @@ class ConsumerGroupManager(ShardPart):
         if bumped:
             group.group_epoch += 1
             self._compute_target(group)
+        if subscription_changed:
+            subscribed = self._resolve(group, member, topics)
+            revoke_unsubscribed(member, frozenset(topics[n][0] for n in subscribed), request.owned)
         reconcile(group, member, request.owned)
         self._after_reconcile(group, member)
         self._reset_session(group, member)
@@ -345,14 +369,18 @@ class ConsumerGroupManager(ShardPart):
             return ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid."
         if request.member_epoch == 0:
             if request.rebalance_timeout_ms == -1:
-                return ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided."
+                return (
+                    ErrorCode.INVALID_REQUEST,
+                    "RebalanceTimeoutMs must be provided in first request.",
+                )
+            # Present and empty, as Kafka checks: a join without the field is refused too.
+            if request.owned is None or request.owned:
+                return ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
             if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
                 return (
                     ErrorCode.INVALID_REQUEST,
                     "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
                 )
-            if request.owned:
-                return ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and request.instance_id is None:
             return ErrorCode.INVALID_REQUEST, "InstanceId can't be null."
         if (
@@ -878,6 +906,13 @@ def _member_keys(group_id: str, member_id: str) -> list[bytes]:
             CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
         )
     ]
+
+
+def _named(
+    partitions: Mapping[uuid.UUID, frozenset[int]], names: Mapping[uuid.UUID, str]
+) -> dict[str, list[int]]:
+    """Partitions by topic name (else id), for debug logs."""
+    return {names.get(t, str(t)): sorted(ps) for t, ps in partitions.items()}
 
 
 def _is_subset(owned: Mapping[uuid.UUID, frozenset[int]], assigned: TopicPartitions) -> bool:

@@ -17,6 +17,8 @@ Reconciliation of a member towards its target (never two owners of one partition
 - partitions the target takes away: the member stays at its epoch in UNREVOKED_PARTITIONS
   with the kept ones assigned, until a heartbeat shows it no longer owns them (its
   TopicPartitions list); only then are they released;
+- a member still revoking that drops topics from its subscription is asked at once to
+  revoke their partitions too (``revoke_unsubscribed``);
 - partitions the target gives it: each one as soon as no other member owns it (still
   assigned, or waiting to be revoked); until all have come the member is at the new epoch in
   UNRELEASED_PARTITIONS, then STABLE.
@@ -263,6 +265,30 @@ def owns_any(owned: Mapping[uuid.UUID, frozenset[int]] | None, wanted: TopicPart
     if owned is None:
         return True  # not reported: nothing is known revoked
     return any(owned.get(t, frozenset()) & ps for t, ps in wanted.items())
+
+
+def revoke_unsubscribed(
+    member: ConsumerMember,
+    subscribed: frozenset[uuid.UUID],
+    owned: Mapping[uuid.UUID, frozenset[int]] | None,
+) -> None:
+    """A member still revoking (UNREVOKED_PARTITIONS) changed its subscription: the partitions
+    of topics it no longer subscribes to join those it must revoke at once, as the
+    CurrentAssignmentBuilder of Kafka 4.x does, rather than after the revocation under way
+    (the member keeps its epoch either way). Once it has revoked everything it was asked to, ``reconcile``
+    moves it on towards its target, which holds no unsubscribed topic."""
+    if member.state is not MemberState.UNREVOKED_PARTITIONS or not owns_any(
+        owned, member.pending_revocation
+    ):
+        return  # not revoking (any more): ``reconcile`` computes its next assignment
+    dropped = {t: ps for t, ps in member.assigned.items() if t not in subscribed}
+    if not dropped:
+        return
+    member.assigned = {t: ps for t, ps in member.assigned.items() if t in subscribed}
+    pending = dict(member.pending_revocation)
+    for topic_id, partitions in dropped.items():
+        pending[topic_id] = pending.get(topic_id, frozenset()) | partitions
+    member.pending_revocation = pending
 
 
 def reconcile(

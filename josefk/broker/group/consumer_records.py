@@ -52,6 +52,7 @@ CONSUMER_RECORD_TYPES: Final = frozenset(range(3, 9))
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 _I8 = struct.Struct(">b")
 
 TopicPartitions = Mapping[uuid.UUID, frozenset[int]]
@@ -152,6 +153,9 @@ class _Writer:
     def int32(self, value: int) -> None:
         self.out += _I32.pack(value)
 
+    def int64(self, value: int) -> None:
+        self.out += _I64.pack(value)
+
     def int8(self, value: int) -> None:
         self.out += _I8.pack(value)
 
@@ -218,6 +222,9 @@ class _Reader:
     def int32(self) -> int:
         return self._unpack(_I32)
 
+    def int64(self) -> int:
+        return self._unpack(_I64)
+
     def int8(self) -> int:
         return self._unpack(_I8)
 
@@ -259,6 +266,11 @@ class _Reader:
             found[topic_id] = frozenset(self.int32() for _ in range(max(self.uvarint() - 1, 0)))
             self.tagged()
         return found
+
+
+# The flexible value codec, for the share group records (share_records) that share it.
+ValueWriter = _Writer
+ValueReader = _Reader
 
 
 def encode_epoch(epoch: int) -> bytes:

@@ -169,8 +169,8 @@ class GroupCoordinator(ShardPart):
         # Per-group configs (GROUP config resources); None where they are not stored.
         self.group_configs = group_configs
         self._offsets = OffsetManager(shard)
-        # Share groups (KIP-932) are kept apart from the groups with offsets: they have none
-        # in __consumer_offsets and live in memory (group/share.py).
+        # Share groups (KIP-932) are kept apart from the groups with offsets: they commit
+        # none; their membership records are in __consumer_offsets (group/share.py).
         self.share_groups: dict[str, ShareGroup] = {}
         self.share = ShareGroupManager(
             shard,
@@ -236,6 +236,7 @@ class GroupCoordinator(ShardPart):
             del self._groups[group.group_id]
             if self._probe is not None:
                 self._probe.remove_group(group.group_id)
+        self.share.unload(partition)
         self._report_pending()
         logger.info("unloaded the groups of %s-%d", "__consumer_offsets", partition)
 
@@ -250,6 +251,9 @@ class GroupCoordinator(ShardPart):
         now = self._clock.milliseconds()
         loaded = read_groups(self._store, partitions)
         for group_id, found in loaded.items():
+            if found.share is not None:
+                self.share.restore(group_id, found.share)
+                continue
             if found.consumer is not None:
                 consumer = self._consumer.restore(group_id, found.consumer)
                 consumer.offsets = found.offsets
@@ -621,8 +625,11 @@ class GroupCoordinator(ShardPart):
     # -- describe, list, delete -----------------------------------------------------------
 
     def describe_group(self, group_id: str) -> GroupDescription | None:
-        """A classic group's description (a consumer group is no classic group: None, as
-        Kafka's DescribeGroups answers GROUP_ID_NOT_FOUND / Dead for it)."""
+        """A classic group's description; None for any other group. Kafka's DescribeGroups
+        describes classic groups only: a consumer group, also one that holds classic members
+        during an online migration, and a share group are answered as a missing group is
+        (Dead; GROUP_ID_NOT_FOUND from v6, ``describe_group_miss`` says why); their members
+        are seen with ConsumerGroupDescribe / ShareGroupDescribe."""
         group = self._classic_group(group_id)
         if group is None:
             return None
@@ -644,6 +651,14 @@ class GroupCoordinator(ShardPart):
                 for m in group.members.values()
             ),
         )
+
+    def describe_group_miss(self, group_id: str) -> str:
+        """The message of DescribeGroups' GROUP_ID_NOT_FOUND for a group it does not
+        describe, Kafka's words: another type of group holds the id, or none does."""
+        group = self._groups.get(group_id)
+        if (group is not None and not group.is_dead) or group_id in self.share_groups:
+            return f"Group {group_id} is not a classic group."
+        return f"Group {group_id} not found."
 
     def list_groups(self) -> list[GroupListing]:
         return [
@@ -691,7 +706,8 @@ class GroupCoordinator(ShardPart):
     # -- metrics --------------------------------------------------------------------------
 
     def group_stats(self, high_watermark: Callable[[str, int], int | None]) -> list[GroupStats]:
-        """Members, state, generation and per-partition committed offset and lag."""
+        """Members, state, generation and per-partition committed offset and lag; share groups
+        with their group epoch as the generation (they commit no offsets)."""
         stats = []
         for group in self._groups.values():
             offsets = []
@@ -711,6 +727,16 @@ class GroupCoordinator(ShardPart):
                     ),
                     offsets=tuple(offsets),
                     group_type=_group_type(group),
+                )
+            )
+        for share_group in self.share_groups.values():
+            stats.append(
+                GroupStats(
+                    group=share_group.group_id,
+                    state=share_group.state,
+                    members=len(share_group.members),
+                    generation=share_group.group_epoch,
+                    group_type="share",
                 )
             )
         return stats

@@ -3,7 +3,7 @@
 Owns ``replay`` (a partition's last record per key, with Kafka's handling of transactional
 commits) and ``read_groups`` (those records decoded per group: committed offsets, the
 offsets of transactions still open, the classic group's record, a consumer group's
-records). The coordinator builds its
+records, a share group's records). The coordinator builds its
 groups from what this returns; this module builds no group and keeps no state.
 
 Transactional offset commits are replayed as Kafka's loader does: kept per producer until
@@ -51,6 +51,27 @@ from josefk.broker.group.offsets_schema import (
     decode_key,
     decode_offset_value,
 )
+from josefk.broker.group.share_records import (
+    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    SHARE_GROUP_MEMBER_METADATA,
+    SHARE_GROUP_METADATA,
+    SHARE_GROUP_STATE_PARTITION_METADATA,
+    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+    SHARE_RECORD_TYPES,
+    ShareCurrentAssignment,
+    ShareKey,
+    ShareMemberMetadata,
+    StatePartitionMetadata,
+    decode_group_metadata,
+    decode_state_partition_metadata,
+)
+from josefk.broker.group.share_records import (
+    decode_current_assignment as decode_share_current_assignment,
+)
+from josefk.broker.group.share_records import decode_key as decode_share_key
+from josefk.broker.group.share_records import decode_member_metadata as decode_share_member
+from josefk.broker.group.share_records import encode_key as encode_share_key
 from josefk.broker.group.store import OffsetsStore
 from josefk.records.record import ControlRecordType
 
@@ -108,6 +129,60 @@ class LoadedConsumerGroup:
 
 
 @dataclass(slots=True)
+class LoadedShareGroup:
+    """The records of one KIP-932 share group (``share_records``)."""
+
+    epoch: int | None = None
+    assignment_epoch: int = 0
+    members: dict[str, ShareMemberMetadata] = field(default_factory=dict)
+    targets: dict[str, dict[uuid.UUID, frozenset[int]]] = field(default_factory=dict)
+    current: dict[str, ShareCurrentAssignment] = field(default_factory=dict)
+    state_partitions: StatePartitionMetadata = field(default_factory=StatePartitionMetadata)
+    # The live value of each key, as read (the coordinator writes only what differs).
+    written: dict[bytes, bytes] = field(default_factory=dict)
+
+    def apply(self, key: ShareKey, value: bytes | None) -> None:
+        kind, member = key.record_type, key.member or ""
+        if kind not in (
+            SHARE_GROUP_METADATA,
+            SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+            SHARE_GROUP_MEMBER_METADATA,
+            SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+            SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+            SHARE_GROUP_STATE_PARTITION_METADATA,
+        ):
+            return  # Kafka 4.0's ShareGroupPartitionMetadata: 4.1 no longer has it
+        if value is None:
+            self.written.pop(encode_share_key(key), None)
+        else:
+            self.written[encode_share_key(key)] = bytes(value)
+        if kind == SHARE_GROUP_METADATA:
+            self.epoch = None if value is None else decode_group_metadata(value).epoch
+        elif kind == SHARE_GROUP_TARGET_ASSIGNMENT_METADATA:
+            self.assignment_epoch = 0 if value is None else decode_epoch(value)
+        elif kind == SHARE_GROUP_STATE_PARTITION_METADATA:
+            self.state_partitions = (
+                StatePartitionMetadata()
+                if value is None
+                else decode_state_partition_metadata(value)
+            )
+        elif kind == SHARE_GROUP_MEMBER_METADATA:
+            if value is None:
+                self.members.pop(member, None)
+            else:
+                self.members[member] = decode_share_member(value)
+        elif kind == SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER:
+            if value is None:
+                self.targets.pop(member, None)
+            else:
+                self.targets[member] = decode_target_member(value)
+        elif value is None:
+            self.current.pop(member, None)
+        else:
+            self.current[member] = decode_share_current_assignment(value)
+
+
+@dataclass(slots=True)
 class LoadedGroup:
     """What the log holds of one group."""
 
@@ -115,6 +190,7 @@ class LoadedGroup:
     pending: dict[int, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
     classic: GroupMetadataValue | None = None
     consumer: LoadedConsumerGroup | None = None
+    share: LoadedShareGroup | None = None
 
 
 def read_groups(store: OffsetsStore, partitions: Iterable[int]) -> dict[str, LoadedGroup]:
@@ -124,13 +200,19 @@ def read_groups(store: OffsetsStore, partitions: Iterable[int]) -> dict[str, Loa
     pending: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
     values: dict[str, GroupMetadataValue | None] = {}
     consumer: dict[str, LoadedConsumerGroup] = {}
+    share: dict[str, LoadedShareGroup] = {}
     for partition in partitions:
         latest, open_txns = replay(store, partition)
         for key_bytes, (append_offset, value_bytes) in latest.items():
             try:
-                if record_type(key_bytes) in CONSUMER_RECORD_TYPES:
+                kind = record_type(key_bytes)
+                if kind in CONSUMER_RECORD_TYPES:
                     ckey = decode_consumer_key(key_bytes)
                     consumer.setdefault(ckey.group, LoadedConsumerGroup()).apply(ckey, value_bytes)
+                    continue
+                if kind in SHARE_RECORD_TYPES:
+                    skey = decode_share_key(key_bytes)
+                    share.setdefault(skey.group, LoadedShareGroup()).apply(skey, value_bytes)
                     continue
                 key = decode_key(key_bytes)
                 if isinstance(key, OffsetKey):
@@ -159,16 +241,25 @@ def read_groups(store: OffsetsStore, partitions: Iterable[int]) -> dict[str, Loa
                 by_producer = pending.setdefault(key.group, {})
                 by_producer.setdefault(producer_id, {})[(key.topic, key.partition)] = committed
     found: dict[str, LoadedGroup] = {}
-    for group_id in sorted(set(offsets) | set(values) | set(pending) | set(consumer)):
+    for group_id in sorted(set(offsets) | set(values) | set(pending) | set(consumer) | set(share)):
         value = values.get(group_id)
         group_offsets = offsets.get(group_id, {})
         group_pending = pending.get(group_id, {})
         kip848 = consumer.get(group_id)
         if kip848 is not None and kip848.epoch is None:
             kip848 = None  # tombstoned: the group went (or became a classic group)
-        if value is None and kip848 is None and not group_offsets and not group_pending:
+        kip932 = share.get(group_id)
+        if kip932 is not None and kip932.epoch is None:
+            kip932 = None  # tombstoned: the share group was deleted
+        if (
+            value is None
+            and kip848 is None
+            and kip932 is None
+            and not group_offsets
+            and not group_pending
+        ):
             continue
-        found[group_id] = LoadedGroup(group_offsets, group_pending, value, kip848)
+        found[group_id] = LoadedGroup(group_offsets, group_pending, value, kip848, kip932)
     return found
 
 

@@ -23,8 +23,18 @@ A member silent for ``group.share.session.timeout.ms`` (on the injected clock's 
 removed as if it had left; ``on_member_gone`` tells the share partitions to release what it
 held.
 
-Share groups live in memory: their membership is not written to ``__consumer_offsets``
-(members rejoin after a restart, answered UNKNOWN_MEMBER_ID).
+Persistence, as Kafka 4.1 (``share_records``): every change is written to
+``__consumer_offsets`` as the group's records, only those whose value changed: the group epoch
+(ShareGroupMetadata), each member's subscription (ShareGroupMemberMetadata), target assignment
+(ShareGroupTargetAssignmentMember) and current assignment with its epochs
+(ShareGroupCurrentMemberAssignment), the target's epoch (ShareGroupTargetAssignmentMetadata),
+and which topic partitions have share state (ShareGroupStatePartitionMetadata: josefk writes
+the partitions of the subscribed topics as initialized when the assignment first covers them,
+and those AlterShareGroupOffsets sets; it has no InitializeShareGroupState step, so nothing is
+ever "initializing"). A member that leaves has its three records tombstoned, a deleted group
+its group records. ``restore`` rebuilds a group from them (a broker restart, a coordinator
+move): members keep their epochs and assignments and must heartbeat within a session timeout;
+DeleteGroups still finds the topics whose share state it deletes.
 
 Concurrency: event loop thread only; nothing awaits.
 
@@ -37,9 +47,14 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from josefk.broker.group.consumer import TopicsView
+from josefk.broker.group.consumer_group import MemberState
+from josefk.broker.group.consumer_records import (
+    encode_epoch,
+    encode_target_member,
+)
 from josefk.broker.group.group_configs import (
     SHARE_AUTO_OFFSET_RESET,
     SHARE_GROUP_CONFIG_DEFAULTS,
@@ -48,7 +63,30 @@ from josefk.broker.group.group_configs import (
     GroupConfigs,
 )
 from josefk.broker.group.shard import GroupShard, ShardPart
+from josefk.broker.group.share_records import (
+    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    SHARE_GROUP_MEMBER_METADATA,
+    SHARE_GROUP_METADATA,
+    SHARE_GROUP_STATE_PARTITION_METADATA,
+    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+    ShareCurrentAssignment,
+    ShareGroupMetadataValue,
+    ShareKey,
+    ShareMemberMetadata,
+    StatePartitionMetadata,
+    encode_current_assignment,
+    encode_group_metadata,
+    encode_key,
+    encode_member_metadata,
+    encode_state_partition_metadata,
+)
+from josefk.broker.group.share_records import decode_key as decode_share_key
+from josefk.broker.group.store import KeyValue, StoreAppendError
 from josefk.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from josefk.broker.group.loader import LoadedShareGroup
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +112,7 @@ TopicPartitions = dict[uuid.UUID, frozenset[int]]
 class ShareMember:
     member_id: str
     member_epoch: int = 0
+    previous_member_epoch: int = 0
     rack_id: str | None = None
     client_id: str = ""
     client_host: str = ""
@@ -91,9 +130,14 @@ class ShareGroup:
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
-    # Every topic a member subscribed to (while the coordinator kept the group): whose
-    # share state DeleteGroups deletes.
+    # Every topic a member subscribed to (while the coordinator kept the group) or that has
+    # initialized share state: whose share state DeleteGroups deletes.
     topics: set[str] = field(default_factory=set)
+    # The topic partitions with share state: topic id -> (name, partitions)
+    # (ShareGroupStatePartitionMetadata's initialized topics).
+    initialized: dict[uuid.UUID, tuple[str, frozenset[int]]] = field(default_factory=dict)
+    # The value last written under each of the group's keys in __consumer_offsets.
+    written: dict[bytes, bytes] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -149,8 +193,9 @@ class ShareGroupManager(ShardPart):
         # Group configs (GROUP config resources, group_configs.py); a group may have them
         # before it has members. None: every group has the defaults.
         self._group_configs = group_configs
-        # Told when a member leaves or is removed: (group id, member id).
-        self.on_member_gone: list[Callable[[str, str], None]] = []
+        # Told when a member leaves or is removed: (group id, member id, whether it left
+        # with epoch -1 rather than missing its session timeout).
+        self.on_member_gone: list[Callable[[str, str, bool], None]] = []
         # Told when an empty share group is deleted, with the topics it read: its share
         # partitions' state goes too.
         self.on_group_deleted: list[Callable[[str, frozenset[str]], None]] = []
@@ -252,10 +297,17 @@ class ShareGroupManager(ShardPart):
                 member.subscribed_topic_names = names
                 group.topics.update(names)
                 bump = True
-        if self._refresh_assignment(group) or bump:
+        topics = self._topic_partitions()
+        rebalanced = self._refresh_assignment(group, topics) or bump
+        if rebalanced:
             group.group_epoch += 1
         group.assignment_epoch = group.group_epoch
-        member.member_epoch = group.group_epoch
+        if member.member_epoch != group.group_epoch:
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = group.group_epoch
+        self._note_initialized(group, topics)
+        # A rebalance may change every member's target; otherwise only this member moved.
+        self._persist(group, members=None if rebalanced else (member.member_id,))
         self._reset_session(group, member)
         changed = member.sent is None or member.sent != member.assignment
         if changed:
@@ -267,10 +319,12 @@ class ShareGroupManager(ShardPart):
             assignment=dict(member.assignment) if changed else None,
         )
 
-    def _refresh_assignment(self, group: ShareGroup) -> bool:
+    def _refresh_assignment(
+        self, group: ShareGroup, topics: Mapping[str, tuple[uuid.UUID, int]] | None = None
+    ) -> bool:
         """Recompute every member's assignment from the catalog; whether one changed (a
         topic appeared, grew or vanished, or a subscription changed)."""
-        targets = self._assignments(group, self._topic_partitions())
+        targets = self._assignments(group, self._topic_partitions() if topics is None else topics)
         bumped = False
         for member in group.members.values():
             target = targets[member.member_id]
@@ -287,10 +341,10 @@ class ShareGroupManager(ShardPart):
                 ErrorCode.UNKNOWN_MEMBER_ID,
                 f"Member {request.member_id} is not a member of group {request.group_id}.",
             )
-        self.remove_member(group, member)
+        self.remove_member(group, member, left=True)
         return ShareHeartbeatResult(member_id=request.member_id, member_epoch=LEAVE_EPOCH)
 
-    def remove_member(self, group: ShareGroup, member: ShareMember) -> None:
+    def remove_member(self, group: ShareGroup, member: ShareMember, *, left: bool = False) -> None:
         if member.session_task is not None:
             member.session_task.cancel()
             member.session_task = None
@@ -299,8 +353,9 @@ class ShareGroupManager(ShardPart):
         self._refresh_assignment(group)
         group.group_epoch += 1
         group.assignment_epoch = group.group_epoch
+        self._persist(group, gone=(member.member_id,))
         for listener in self.on_member_gone:
-            listener(group.group_id, member.member_id)
+            listener(group.group_id, member.member_id, left)
 
     def _reset_session(self, group: ShareGroup, member: ShareMember) -> None:
         if self._stopped:
@@ -331,6 +386,7 @@ class ShareGroupManager(ShardPart):
         if group is None:
             group = ShareGroup(group_id)
             self.share_groups[group_id] = group
+            self._persist(group)
         return group
 
     def is_member(self, group_id: str, member_id: str) -> bool:
@@ -351,7 +407,208 @@ class ShareGroupManager(ShardPart):
             return ErrorCode.GROUP_ID_NOT_FOUND
         if not group.is_empty:
             return ErrorCode.NON_EMPTY_GROUP
+        tombstones: list[KeyValue] = [
+            (encode_key(ShareKey(kind, group_id)), None)
+            for kind in (
+                SHARE_GROUP_STATE_PARTITION_METADATA,
+                SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+                SHARE_GROUP_METADATA,
+            )
+        ]
+        tombstones += [(key, None) for key in group.written if not _is_group_key(key)]
+        if not self._append(group_id, tombstones):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         del self.share_groups[group_id]
         for listener in self.on_group_deleted:
             listener(group_id, frozenset(group.topics))
         return ErrorCode.NONE
+
+    # -- share state of topics ----------------------------------------------------------------
+
+    def _note_initialized(
+        self, group: ShareGroup, topics: Mapping[str, tuple[uuid.UUID, int]]
+    ) -> None:
+        """The partitions of the topics the members subscribe to have share state from now
+        on (josefk's share partitions start from share.auto.offset.reset on first fetch)."""
+        for name in {n for m in group.members.values() for n in m.subscribed_topic_names}:
+            found = topics.get(name)
+            if found is None or found[1] <= 0:
+                continue
+            topic_id, count = found
+            _, known = group.initialized.get(topic_id, (name, frozenset()))
+            if len(known) < count or not known >= frozenset(range(count)):
+                group.initialized[topic_id] = (name, known | frozenset(range(count)))
+
+    def topic_initialized(
+        self, group_id: str, topic_id: uuid.UUID, name: str, partition: int
+    ) -> None:
+        """AlterShareGroupOffsets set the share state of ``partition``."""
+        group = self.share_groups.get(group_id)
+        if group is None:
+            return
+        group.topics.add(name)
+        _, known = group.initialized.get(topic_id, (name, frozenset()))
+        group.initialized[topic_id] = (name, known | {partition})
+        self._persist(group, members=())
+
+    def topic_deleted(self, group_id: str, topic_id: uuid.UUID, name: str) -> None:
+        """DeleteShareGroupOffsets deleted the share state of the topic."""
+        group = self.share_groups.get(group_id)
+        if group is None:
+            return
+        group.topics.discard(name)
+        group.initialized.pop(topic_id, None)
+        self._persist(group, members=())
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def _append(self, group_id: str, records: list[KeyValue]) -> bool:
+        try:
+            self._store.append(self.partition_for(group_id), records, self._clock.milliseconds())
+        except StoreAppendError as exc:
+            logger.warning("share group %s: storing the group failed: %s", group_id, exc)
+            return False
+        return True
+
+    def _persist(
+        self,
+        group: ShareGroup,
+        gone: tuple[str, ...] = (),
+        members: tuple[str, ...] | None = None,
+    ) -> None:
+        """Write the group's records that changed since last written, in one batch:
+        tombstones of the members in ``gone`` first, then (as Kafka orders them) member
+        metadata, the group epoch, target assignments and their epoch, current assignments,
+        the initialized topics. ``members`` limits the members looked at (None: all)."""
+        gid = group.group_id
+        records: list[KeyValue] = []
+        for member_id in gone:
+            for kind in (
+                SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                SHARE_GROUP_MEMBER_METADATA,
+            ):
+                records.append((encode_key(ShareKey(kind, gid, member_id)), None))
+        for key, value in self._records(group, members):
+            if group.written.get(key) != value:
+                records.append((key, value))
+        if not records or not self._append(gid, records):
+            return
+        for key, stored in records:
+            if stored is None:
+                group.written.pop(key, None)
+            else:
+                group.written[key] = stored
+
+    def _records(
+        self, group: ShareGroup, members: tuple[str, ...] | None
+    ) -> list[tuple[bytes, bytes]]:
+        gid = group.group_id
+        chosen = [
+            group.members[m]
+            for m in (group.members if members is None else members)
+            if m in group.members
+        ]
+        out = [
+            (
+                encode_key(ShareKey(SHARE_GROUP_MEMBER_METADATA, gid, m.member_id)),
+                encode_member_metadata(
+                    ShareMemberMetadata(
+                        m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names
+                    )
+                ),
+            )
+            for m in chosen
+        ]
+        out.append(
+            (
+                encode_key(ShareKey(SHARE_GROUP_METADATA, gid)),
+                encode_group_metadata(ShareGroupMetadataValue(group.group_epoch)),
+            )
+        )
+        out += [
+            (
+                encode_key(ShareKey(SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, m.member_id)),
+                encode_target_member(m.assignment),
+            )
+            for m in chosen
+        ]
+        out.append(
+            (
+                encode_key(ShareKey(SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, gid)),
+                encode_epoch(group.assignment_epoch),
+            )
+        )
+        out += [
+            (
+                encode_key(ShareKey(SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, m.member_id)),
+                encode_current_assignment(
+                    ShareCurrentAssignment(
+                        m.member_epoch,
+                        m.previous_member_epoch,
+                        MemberState.STABLE.value,
+                        m.assignment,
+                    )
+                ),
+            )
+            for m in chosen
+        ]
+        state_key = encode_key(ShareKey(SHARE_GROUP_STATE_PARTITION_METADATA, gid))
+        if group.initialized or state_key in group.written:
+            # As Kafka: written once a topic has share state, not for a group without any.
+            out.append(
+                (
+                    state_key,
+                    encode_state_partition_metadata(
+                        StatePartitionMetadata(initialized=dict(group.initialized))
+                    ),
+                )
+            )
+        return out
+
+    def restore(self, group_id: str, loaded: LoadedShareGroup) -> ShareGroup:
+        """A share group as its records left it: members with their subscriptions, epochs
+        and assignments (the current assignment, else the target), the group and target
+        epochs, the initialized topics. Every member must heartbeat within a session
+        timeout."""
+        group = ShareGroup(group_id, group_epoch=loaded.epoch or 0)
+        group.assignment_epoch = loaded.assignment_epoch
+        group.initialized = dict(loaded.state_partitions.initialized)
+        group.topics = {name for name, _ in group.initialized.values()}
+        group.written = dict(loaded.written)
+        for member_id, metadata in loaded.members.items():
+            member = ShareMember(
+                member_id,
+                rack_id=metadata.rack_id,
+                client_id=metadata.client_id,
+                client_host=metadata.client_host,
+                subscribed_topic_names=metadata.subscribed_topic_names,
+            )
+            current = loaded.current.get(member_id)
+            if current is not None:
+                member.member_epoch = current.member_epoch
+                member.previous_member_epoch = current.previous_member_epoch
+                member.assignment = dict(current.assigned)
+            else:
+                member.assignment = dict(loaded.targets.get(member_id, {}))
+            group.topics.update(metadata.subscribed_topic_names)
+            group.members[member_id] = member
+        self.share_groups[group_id] = group
+        for member in group.members.values():
+            self._reset_session(group, member)
+        return group
+
+    def unload(self, partition: int) -> None:
+        """This broker no longer coordinates ``partition``: its share groups move to the new
+        coordinator, which restores them from their records."""
+        for group_id in [g for g in self.share_groups if self.partition_for(g) == partition]:
+            group = self.share_groups.pop(group_id)
+            for member in group.members.values():
+                if member.session_task is not None:
+                    member.session_task.cancel()
+                    member.session_task = None
+
+
+def _is_group_key(key: bytes) -> bool:
+    """Whether ``key`` is one of the group's own records (not a member's)."""
+    return decode_share_key(key).member is None

@@ -34,6 +34,7 @@ from typing import Final, Protocol
 
 from josefk.broker.errors import error_code_for
 from josefk.broker.replica_manager import AppendOutcome, ReplicaManager
+from josefk.broker.topic_admin import LocalTopicAdmin
 from josefk.protocol.errors import ErrorCode
 from josefk.records import BatchBuilder, CorruptRecordError
 from josefk.records.record import ControlRecordType, decode_control_type, iter_records
@@ -271,12 +272,16 @@ class TopicOffsetsStore:
 
     @staticmethod
     def ensure_topic(
-        replicas: ReplicaManager, *, partitions: int, segment_bytes: int
+        replicas: ReplicaManager,
+        topics: LocalTopicAdmin,
+        *,
+        partitions: int,
+        segment_bytes: int,
     ) -> TopicOffsetsStore:
         """Create the topic as Kafka does (compacted, internal) unless it exists; an
         existing topic keeps its partition count, which then decides coordinator partitions."""
         if replicas.catalog.get(OFFSETS_TOPIC) is None:
-            replicas.create_topic(
+            topics.create_topic_now(
                 OFFSETS_TOPIC,
                 partitions,
                 {

@@ -11,9 +11,9 @@ Version notes: ConsumerGroupHeartbeat v1 (KIP-1082) has the client generate its 
 make the id. ConsumerGroupDescribe v1 adds the member type (KIP-1099): 1 for a member of the
 consumer protocol, 0 for a classic member a consumer group holds during an online migration.
 
-``group_lookup_error`` is the per-group error chain every group API of the KIP-848 family
-answers before it looks at the group (authorization, no coordinator, an empty group id, a
-group another broker coordinates); the share group handlers repeat it today and may use it.
+The per-group error chain before the group is looked at (authorization, no coordinator, an
+empty group id, a group another broker coordinates) is ``groups.group_lookup_error``, shared
+with the share group handlers.
 
 In a cluster the heartbeat is answered once the group's records in ``__consumer_offsets``
 are replicated (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR when they are not).
@@ -32,11 +32,12 @@ from typing import Final
 
 from josefk.broker.context import RequestContext
 from josefk.broker.group.consumer import HeartbeatRequest
-from josefk.broker.group.coordinator import ConsumerMemberDescription, GroupCoordinator
+from josefk.broker.group.coordinator import ConsumerMemberDescription
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.groups import (
     client_host,
     coordinator_of,
+    group_lookup_error,
     wait_replicated,
 )
 from josefk.protocol.acls import AclOperation, ResourceType
@@ -55,27 +56,6 @@ DESCRIBE: Final = ConsumerGroupDescribeResponse
 CLASSIC_MEMBER_TYPE: Final = 0
 CONSUMER_MEMBER_TYPE: Final = 1
 NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
-
-
-def group_lookup_error(
-    context: RequestContext,
-    coordinator: GroupCoordinator | None,
-    group_id: str,
-    operation: AclOperation,
-    *,
-    check_id: bool = True,
-) -> ErrorCode:
-    """What a group API answers for ``group_id`` before it looks the group up:
-    GROUP_AUTHORIZATION_FAILED without ``operation`` on the group, COORDINATOR_NOT_AVAILABLE
-    without a coordinator, INVALID_GROUP_ID for an empty id (when ``check_id``),
-    NOT_COORDINATOR for a group another broker coordinates; NONE to go on."""
-    if not context.authorize(operation, ResourceType.GROUP, group_id):
-        return ErrorCode.GROUP_AUTHORIZATION_FAILED
-    if coordinator is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if check_id and not group_id:
-        return ErrorCode.INVALID_GROUP_ID
-    return coordinator.ownership_error(group_id)
 
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT)

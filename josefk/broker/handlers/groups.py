@@ -21,7 +21,6 @@ must not import the server or network layer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
 
 from josefk.broker.context import RequestContext
@@ -87,6 +86,27 @@ def may_read_group(context: RequestContext, group_id: str) -> bool:
     return context.authorize(AclOperation.READ, ResourceType.GROUP, group_id)
 
 
+def group_lookup_error(
+    context: RequestContext,
+    coordinator: GroupCoordinator | None,
+    group_id: str,
+    operation: AclOperation,
+    *,
+    check_id: bool = True,
+) -> ErrorCode:
+    """What a group API answers for ``group_id`` before it looks the group up:
+    GROUP_AUTHORIZATION_FAILED without ``operation`` on the group, COORDINATOR_NOT_AVAILABLE
+    without a coordinator, INVALID_GROUP_ID for an empty id (when ``check_id``),
+    NOT_COORDINATOR for a group another broker coordinates; NONE to go on."""
+    if not context.authorize(operation, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if check_id and not group_id:
+        return ErrorCode.INVALID_GROUP_ID
+    return coordinator.ownership_error(group_id)
+
+
 # -- FindCoordinator ----------------------------------------------------------------------
 
 
@@ -94,10 +114,9 @@ def may_read_group(context: RequestContext, group_id: str) -> bool:
 def handle_find_coordinator(
     context: RequestContext, request: FindCoordinatorRequest
 ) -> FindCoordinatorResponse:
-    endpoint = context.broker.endpoint_for(context.connection.listener_name)
-    broker_id, host, port = context.broker.broker_id, endpoint.host, endpoint.port
     coordinator = coordinator_of(context)
-    cluster_leader = _offsets_leader_finder(context)
+    placement = context.broker.coordinator_placement
+    listener = context.connection.listener_name
 
     def answer(key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
         if key_type == TRANSACTION_KEY_TYPE:
@@ -115,9 +134,14 @@ def handle_find_coordinator(
             return ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "", -1
         if key_type != GROUP_KEY_TYPE or coordinator is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        if cluster_leader is not None:
-            return cluster_leader(coordinator.partition_for(key))
-        return ErrorCode.NONE, broker_id, host, port
+        # This broker on a single node; in a cluster the leader of the group's
+        # __consumer_offsets partition, as in Kafka.
+        node = placement.coordinator(OFFSETS_TOPIC, coordinator.partition_for(key), listener)
+        if node is None:
+            # Not created yet (fewer live brokers than offsets.topic.replication.factor),
+            # or the partition has no leader right now: the client retries.
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        return ErrorCode.NONE, node.broker_id, node.host, node.port
 
     key_type = request.key_type
     if key_type not in (0, 1, 2):
@@ -147,29 +171,6 @@ def handle_find_coordinator(
         host=host,
         port=port,
     )
-
-
-def _offsets_leader_finder(
-    context: RequestContext,
-) -> Callable[[int], tuple[ErrorCode, int, str, int]] | None:
-    """In a cluster a group's coordinator is the leader of its ``__consumer_offsets``
-    partition, as in Kafka; None on the single node (which coordinates every group)."""
-    metadata = context.broker.metadata
-    if context.broker.cluster is None or metadata is None:
-        return None
-    listener = context.connection.listener_name
-    nodes = {node.broker_id: node for node in metadata.brokers(listener)}
-
-    def leader_of(partition: int) -> tuple[ErrorCode, int, str, int]:
-        view = metadata.partition(OFFSETS_TOPIC, partition)
-        node = None if view is None else nodes.get(view.leader)
-        if node is None:
-            # Not created yet (fewer live brokers than offsets.topic.replication.factor),
-            # or the partition has no leader right now: the client retries.
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return ErrorCode.NONE, node.broker_id, node.host, node.port
-
-    return leader_of
 
 
 # -- JoinGroup ----------------------------------------------------------------------------
@@ -382,16 +383,21 @@ def handle_describe_groups(
             error = ErrorCode.GROUP_ID_NOT_FOUND
         else:
             error = ErrorCode.NONE
+        # Kafka fills in the authorized operations only of the groups answered without error.
         operations = (
             context.authorized_operations(ResourceType.GROUP, group_id)
-            if with_operations
+            if with_operations and not error
             else -(2**31)
         )
         if description is None:
+            if error is ErrorCode.GROUP_ID_NOT_FOUND and coordinator is not None:
+                message: str | None = coordinator.describe_group_miss(group_id)
+            else:
+                message = error.message if error else None
             described.append(
                 DESCRIBE_GROUPS.DescribedGroup(
                     error_code=error,
-                    error_message=error.message if error else None,
+                    error_message=message,
                     group_id=group_id,
                     group_state="Dead",
                     protocol_type="",

@@ -17,6 +17,11 @@ A partition answers when it has records, an error or acknowledgements.
 The first fetch of a (group, partition) makes its share partition, starting at the high
 watermark (``share.auto.offset.reset=latest``, the default) or the log start offset
 (``earliest``). ``share.isolation.level=read_committed`` reads up to the last stable offset.
+A share partition not made yet is not made while another partition of the fetch already has
+records to acquire: the fetch answers with what is ready and the next one makes it (Kafka
+initializes share partitions asynchronously and answers with those already initialized, so
+a new session's first fetch of two partitions returns one; librdkafka's 0179 relies on it).
+A ShareFetch with ``max_bytes`` 0 acquires nothing (Kafka answers it without records).
 
 Version notes: v1 (Kafka 4.1) and v2 (Kafka 4.2); ``min_bytes`` is taken as "at least one
 record"; ``batch_size`` is not used (the whole read is acquired at once). v2's
@@ -40,14 +45,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final, TypeVar, cast
 
 from josefk.broker.context import RequestContext
 from josefk.broker.group.share import SHARE_AUTO_OFFSET_RESET, SHARE_ISOLATION_LEVEL
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.groups import coordinator_of, may_read_group
-from josefk.broker.partition import TopicPartition
+from josefk.broker.partition import Partition, TopicPartition
 from josefk.broker.replica_manager import FetchPartition
 from josefk.broker.share.manager import (
     FINAL_EPOCH,
@@ -60,8 +67,14 @@ from josefk.broker.share.manager import (
 )
 from josefk.broker.share.partition import AcknowledgementBatch, AcquiredRange
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+)
 from josefk.storage.offsets import FetchIsolation
 
 logger = logging.getLogger(__name__)
@@ -72,19 +85,29 @@ _ACQUIRE_MODES: Final = frozenset({0, 1})
 # A share partition's first load waits at least this long, even for a fetch that would not.
 _MIN_LOAD_WAIT_S: Final = 1.0
 
-FETCH: Final = response_class(ApiKey.SHARE_FETCH)
-ACKNOWLEDGE: Final = response_class(ApiKey.SHARE_ACKNOWLEDGE)
+FETCH: Final = ShareFetchResponse
+ACKNOWLEDGE: Final = ShareAcknowledgeResponse
+
+# Either response, for what both answer alike (a session's error).
+_Response = TypeVar("_Response", ShareFetchResponse, ShareAcknowledgeResponse)
+# The acknowledgements of either request: ShareFetch's topics carry them as ShareAcknowledge's do.
+_AckTopics = (
+    Sequence[ShareFetchRequest.FetchTopic] | Sequence[ShareAcknowledgeRequest.AcknowledgeTopic]
+)
+_AckPartition = ShareFetchRequest.FetchPartition | ShareAcknowledgeRequest.AcknowledgePartition
 
 
 @dataclass(slots=True)
 class _Answer:
     """One partition's part of the response, built up by acknowledgement and fetch."""
 
-    topic_id: Any
+    topic_id: uuid.UUID
     partition: int
     error: ErrorCode = ErrorCode.NONE
     ack_error: ErrorCode | None = None
-    records: Any = None
+    # What the read returned (a file slice sent with sendfile, or bytes), cut to the batches
+    # acquired; None with nothing acquired.
+    records: object = None
     acquired: list[AcquiredRange] = field(default_factory=list)
     leader_epoch: int = -1
 
@@ -94,7 +117,7 @@ def _manager(context: RequestContext) -> SharePartitionManager | None:
     return manager if isinstance(manager, SharePartitionManager) else None
 
 
-def _batches(partition: Any) -> list[AcknowledgementBatch]:
+def _batches(partition: _AckPartition) -> list[AcknowledgementBatch]:
     return [
         AcknowledgementBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
         for b in partition.acknowledgement_batches
@@ -109,11 +132,11 @@ class _Topics:
         self._catalog = context.broker.replica_manager.catalog
         self._allowed: dict[str, bool] = {}
 
-    def name(self, topic_id: Any) -> str | None:
+    def name(self, topic_id: uuid.UUID) -> str | None:
         info = self._catalog.by_id(topic_id)
         return None if info is None else info.name
 
-    def topic_id(self, name: str) -> Any:
+    def topic_id(self, name: str) -> uuid.UUID | None:
         info = self._catalog.get(name)
         return None if info is None else info.topic_id
 
@@ -130,7 +153,7 @@ async def _acknowledge(
     group_id: str,
     member_id: str,
     topics: _Topics,
-    request_topics: Any,
+    request_topics: _AckTopics,
     answers: dict[TopicPartition, _Answer],
     *,
     renew: bool = False,
@@ -189,12 +212,14 @@ def _record_counts(batches: list[AcknowledgementBatch]) -> dict[int, int]:
     return counts
 
 
-def _session_error(error: ErrorCode, response: Any) -> Any:
+def _session_error(error: ErrorCode, response: type[_Response]) -> _Response:
     return response(error_code=error, error_message=error.message)
 
 
 @handles(ApiKey.SHARE_FETCH)
-async def handle_share_fetch(context: RequestContext, request: Any) -> Any:
+async def handle_share_fetch(
+    context: RequestContext, request: ShareFetchRequest
+) -> ShareFetchResponse:
     manager = _manager(context)
     group_id, member_id = request.group_id, request.member_id
     if not group_id:
@@ -256,7 +281,7 @@ async def _fetch(
     manager: SharePartitionManager,
     session: ShareSession,
     topics: _Topics,
-    request: Any,
+    request: ShareFetchRequest,
     answers: dict[TopicPartition, _Answer],
 ) -> None:
     replicas = context.broker.replica_manager
@@ -269,8 +294,11 @@ async def _fetch(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
     budget = request.max_records if request.max_records > 0 else 500
+    # Until a pass acquires nothing, partitions without a share partition yet wait while
+    # another has records (see the module docstring).
+    defer_loads = True
     while True:
-        wanted: list[tuple[TopicPartition, Any]] = []
+        wanted: list[tuple[TopicPartition, Partition, uuid.UUID]] = []
         for tp in list(session.partitions):
             topic_id = topics.topic_id(tp.topic) or session.topic_ids.get(tp.topic)
             if topic_id is None:
@@ -295,6 +323,8 @@ async def _fetch(
             visible = log.last_stable_offset if committed else log.high_watermark
             start = log.log_start_offset if reset == "earliest" else log.high_watermark
             if manager.existing(group_id, tp) is None:
+                if defer_loads and wanted:
+                    continue
                 # Bounded by the fetch's wait: the persister retries while a coordinator
                 # moves, and the member asks again on its next fetch.
                 try:
@@ -319,16 +349,16 @@ async def _fetch(
             sp.reset_start(log.log_start_offset)
             sp.expire_locks(manager.now_ms())
             if sp.acquirable(visible):
-                wanted.append((tp, partition))
+                wanted.append((tp, partition, topic_id))
         acquired_any = False
-        if wanted:
+        if wanted and request.max_bytes > 0:
             fetches = [
                 FetchPartition(
                     tp,
                     fetch_offset=manager.partitions[(group_id, tp)].next_fetch_offset(),
                     max_bytes=request.max_bytes,
                 )
-                for tp, _ in wanted
+                for tp, _, _ in wanted
             ]
             outcomes = await replicas.fetch(
                 fetches,
@@ -338,7 +368,9 @@ async def _fetch(
                 max_bytes=request.max_bytes,
                 isolation=isolation,
             )
-            for (tp, partition), fetch, outcome in zip(wanted, fetches, outcomes, strict=True):
+            for (tp, partition, topic_id), fetch, outcome in zip(
+                wanted, fetches, outcomes, strict=True
+            ):
                 found = manager.partitions.get((group_id, tp))
                 read = outcome.read
                 if found is None or budget <= 0:
@@ -378,7 +410,8 @@ async def _fetch(
                 answer = answers.setdefault(
                     tp,
                     _Answer(
-                        session.topic_ids.get(tp.topic) or topics.topic_id(tp.topic), tp.partition
+                        session.topic_ids.get(tp.topic) or topics.topic_id(tp.topic) or topic_id,
+                        tp.partition,
                     ),
                 )
                 answer.records = trim_to(
@@ -389,6 +422,7 @@ async def _fetch(
         remaining = deadline - loop.time()
         if acquired_any or remaining <= 0 or not session.partitions:
             return
+        defer_loads = False
         lock = manager.next_lock_deadline_ms((group_id, tp) for tp in session.partitions)
         if lock is not None:
             remaining = min(remaining, max(lock - manager.now_ms(), 0) / 1000 + 0.001)
@@ -399,7 +433,7 @@ async def _fetch(
         )
 
 
-async def _wait_any(*waits: Any) -> None:
+async def _wait_any(*waits: Awaitable[object]) -> None:
     tasks = [asyncio.ensure_future(w) for w in waits]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -416,8 +450,8 @@ def _fetch_response(
     answers: dict[TopicPartition, _Answer],
     manager: SharePartitionManager,
     group_id: str,
-) -> Any:
-    by_topic: dict[Any, list[Any]] = {}
+) -> ShareFetchResponse:
+    by_topic: dict[uuid.UUID, list[ShareFetchResponse.PartitionData]] = {}
     if manager.probe is not None:
         for tp, answer in answers.items():
             manager.probe.share_fetch(tp.topic, failed=bool(answer.error))
@@ -433,7 +467,7 @@ def _fetch_response(
                     leader_id=-1 if answer.error else context.broker.broker_id,
                     leader_epoch=answer.leader_epoch,
                 ),
-                records=answer.records if answer.acquired else b"",
+                records=cast("bytes | None", answer.records) if answer.acquired else b"",
                 acquired_records=[
                     FETCH.AcquiredRecords(
                         first_offset=a.first_offset,
@@ -456,7 +490,9 @@ def _fetch_response(
 
 
 @handles(ApiKey.SHARE_ACKNOWLEDGE)
-async def handle_share_acknowledge(context: RequestContext, request: Any) -> Any:
+async def handle_share_acknowledge(
+    context: RequestContext, request: ShareAcknowledgeRequest
+) -> ShareAcknowledgeResponse:
     manager = _manager(context)
     group_id, member_id = request.group_id, request.member_id
     if not group_id:
@@ -480,7 +516,7 @@ async def handle_share_acknowledge(context: RequestContext, request: Any) -> Any
     await _acknowledge(manager, group_id, member_id, topics, request.topics, answers, renew=renew)
     if epoch == FINAL_EPOCH:
         manager.close_session(group_id, member_id)
-    by_topic: dict[Any, list[Any]] = {}
+    by_topic: dict[uuid.UUID, list[ShareAcknowledgeResponse.PartitionData]] = {}
     for answer in answers.values():
         by_topic.setdefault(answer.topic_id, []).append(
             ACKNOWLEDGE.PartitionData(

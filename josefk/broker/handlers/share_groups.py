@@ -11,7 +11,8 @@ generates its own id.
 
 DescribeShareGroupOffsets answers each partition's share-partition start offset (-1 when the
 group has no share state for it) and, from v1, its lag: from the share partition when this
-broker leads it, else the start offset its share coordinator keeps (lag -1).
+broker holds it, else from the state its share coordinator keeps (start offset and settled
+batches against the high watermark; -1 where this broker has no replica of the partition).
 
 Authorization, as Kafka's: READ on the group for the heartbeat (and DESCRIBE on every topic
 it subscribes to: TOPIC_AUTHORIZATION_FAILED), DESCRIBE on the group for
@@ -23,27 +24,47 @@ Imports josefk.protocol and the group package; must not import the server or net
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from josefk.broker.context import RequestContext
 from josefk.broker.group.share import SIMPLE_ASSIGNOR, ShareHeartbeatRequest
 from josefk.broker.handlers import handles
-from josefk.broker.handlers.groups import client_host, coordinator_of, may_read_group
+from josefk.broker.handlers.groups import (
+    client_host,
+    coordinator_of,
+    group_lookup_error,
+    wait_replicated,
+)
 from josefk.broker.partition import TopicPartition
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
 from josefk.protocol.types import ZERO_UUID
 
-HEARTBEAT: Final = response_class(ApiKey.SHARE_GROUP_HEARTBEAT)
-DESCRIBE: Final = response_class(ApiKey.SHARE_GROUP_DESCRIBE)
+HEARTBEAT: Final = ShareGroupHeartbeatResponse
+DESCRIBE: Final = ShareGroupDescribeResponse
+OFFSETS: Final = DescribeShareGroupOffsetsResponse
+NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 
 
 @handles(ApiKey.SHARE_GROUP_HEARTBEAT)
-def handle_share_group_heartbeat(context: RequestContext, request: Any) -> Any:
+async def handle_share_group_heartbeat(
+    context: RequestContext, request: ShareGroupHeartbeatRequest
+) -> ShareGroupHeartbeatResponse:
     coordinator = coordinator_of(context)
-    if not may_read_group(context, request.group_id):
-        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    # The coordinator answers an empty group id and ownership itself.
+    error = group_lookup_error(
+        context, coordinator, request.group_id, AclOperation.READ, check_id=False
+    )
+    if error is ErrorCode.GROUP_AUTHORIZATION_FAILED:
         return HEARTBEAT(error_code=error, error_message=error.message)
     if coordinator is None:
         return HEARTBEAT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -70,6 +91,15 @@ def handle_share_group_heartbeat(context: RequestContext, request: Any) -> Any:
             client_host=client_host(context),
         )
     )
+    # The group's records are answered for once the offsets topic's replicas hold them.
+    replication_error = await wait_replicated(context, coordinator)
+    if replication_error is not None and not result.error:
+        error = (
+            ErrorCode.NOT_COORDINATOR
+            if coordinator.ownership_error(request.group_id)
+            else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        )
+        return HEARTBEAT(error_code=error, error_message=str(replication_error))
     if result.error:
         return HEARTBEAT(
             error_code=result.error,
@@ -95,23 +125,17 @@ def handle_share_group_heartbeat(context: RequestContext, request: Any) -> Any:
 
 
 @handles(ApiKey.SHARE_GROUP_DESCRIBE)
-def handle_share_group_describe(context: RequestContext, request: Any) -> Any:
+def handle_share_group_describe(
+    context: RequestContext, request: ShareGroupDescribeRequest
+) -> ShareGroupDescribeResponse:
     coordinator = coordinator_of(context)
     with_operations = bool(request.include_authorized_operations)
     names = {} if coordinator is None else coordinator.share.topic_names()
     described = []
     for group_id in request.group_ids:
-        error = ErrorCode.NONE
         group = None
-        if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
-        elif coordinator is None:
-            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif not group_id:
-            error = ErrorCode.INVALID_GROUP_ID
-        elif owner_error := coordinator.ownership_error(group_id):
-            error = owner_error
-        else:
+        error = group_lookup_error(context, coordinator, group_id, AclOperation.DESCRIBE)
+        if not error and coordinator is not None:
             group = coordinator.share_group(group_id)
             if group is None:
                 error = ErrorCode.GROUP_ID_NOT_FOUND
@@ -164,34 +188,34 @@ def handle_share_group_describe(context: RequestContext, request: Any) -> Any:
                 authorized_operations=(
                     context.authorized_operations(ResourceType.GROUP, group_id)
                     if with_operations
-                    else -(2**31)
+                    else NO_AUTHORIZED_OPERATIONS
                 ),
             )
         )
     return DESCRIBE(groups=described)
 
 
-OFFSETS: Final = response_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
-
-
 @handles(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
-async def handle_describe_share_group_offsets(context: RequestContext, request: Any) -> Any:
+async def handle_describe_share_group_offsets(
+    context: RequestContext, request: DescribeShareGroupOffsetsRequest
+) -> DescribeShareGroupOffsetsResponse:
     coordinator = coordinator_of(context)
     manager = context.broker.share_partitions
     replicas = context.broker.replica_manager
     groups = []
     for wanted in request.groups:
         group_id = wanted.group_id
-        error = ErrorCode.NONE
-        if not context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
-        elif coordinator is None or manager is None:
-            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif owner_error := coordinator.ownership_error(group_id):
-            error = owner_error
-        elif coordinator.share_group(group_id) is None:
+        # Without a share partition manager there is no coordinator of share groups either.
+        error = group_lookup_error(
+            context,
+            None if manager is None else coordinator,
+            group_id,
+            AclOperation.DESCRIBE,
+            check_id=False,
+        )
+        if not error and coordinator is not None and coordinator.share_group(group_id) is None:
             error = ErrorCode.GROUP_ID_NOT_FOUND
-        if error:
+        if error or manager is None:
             groups.append(
                 OFFSETS.DescribeShareGroupOffsetsResponseGroup(
                     group_id=group_id, topics=[], error_code=error, error_message=error.message
@@ -234,12 +258,15 @@ async def handle_describe_share_group_offsets(context: RequestContext, request: 
                         lag = sp.lag(partition.log.high_watermark)
                         epoch = partition.leader_epoch
                 elif not code and info is not None:
-                    # Not held here: the share coordinator's state (start offset only).
+                    # Not held here (no session reads it now): the share coordinator's
+                    # state, and the lag it implies where this broker has the log.
                     read = await manager.read_state(
                         group_id, TopicPartition(name, index), info.topic_id
                     )
                     if read.state is not None:
                         start = read.state.start_offset
+                        if partition is not None:
+                            lag = read.state.lag(partition.log.high_watermark)
                 entries.append(
                     OFFSETS.DescribeShareGroupOffsetsResponsePartition(
                         partition_index=index,

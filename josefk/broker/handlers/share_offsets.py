@@ -21,20 +21,27 @@ must not import the server or network layer.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+from typing import Final
 
+from josefk.broker.catalog import TopicInfo
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.groups import coordinator_of
 from josefk.broker.partition import TopicPartition
 from josefk.broker.share.manager import SharePartitionManager
 from josefk.protocol.acls import AclOperation, ResourceType
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+)
 from josefk.protocol.types import ZERO_UUID
 
-ALTER: Final = response_class(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
-DELETE: Final = response_class(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
+ALTER: Final = AlterShareGroupOffsetsResponse
+DELETE: Final = DeleteShareGroupOffsetsResponse
 
 
 def _group_error(
@@ -63,7 +70,9 @@ def _group_error(
 
 
 @handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
-async def handle_alter_share_group_offsets(context: RequestContext, request: Any) -> Any:
+async def handle_alter_share_group_offsets(
+    context: RequestContext, request: AlterShareGroupOffsetsRequest
+) -> AlterShareGroupOffsetsResponse:
     group_id = request.group_id
     error = _group_error(context, group_id, AclOperation.READ, create=True)
     coordinator = coordinator_of(context)
@@ -74,9 +83,14 @@ async def handle_alter_share_group_offsets(context: RequestContext, request: Any
         info = catalog.get(topic.topic_name)
         readable = context.authorize(AclOperation.READ, ResourceType.TOPIC, topic.topic_name)
 
-        async def one(p: Any, info: Any = info, readable: bool = readable) -> Any:
+        async def one(
+            p: AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition,
+            info: TopicInfo | None = info,
+            readable: bool = readable,
+        ) -> AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition:
             code = error
-            if not code:
+            # (Without a manager _group_error answered COORDINATOR_NOT_AVAILABLE.)
+            if not code and manager is not None:
                 if not readable:
                     code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif info is None or not 0 <= p.partition_index < info.partitions:
@@ -90,11 +104,13 @@ async def handle_alter_share_group_offsets(context: RequestContext, request: Any
                         info.topic_id,
                         p.start_offset,
                     )
-                    group = coordinator.share_group(group_id) if coordinator else None
-                    if not code and group is not None:
+                    if not code and coordinator is not None:
                         # The group has share state in this topic now: DescribeShareGroupOffsets
-                        # of all topics lists it, DeleteGroups deletes it.
-                        group.topics.add(info.name)
+                        # of all topics lists it, DeleteGroups deletes it (also after a
+                        # restart: ShareGroupStatePartitionMetadata).
+                        coordinator.share.topic_initialized(
+                            group_id, info.topic_id, info.name, p.partition_index
+                        )
             return ALTER.AlterShareGroupOffsetsResponsePartition(
                 partition_index=p.partition_index,
                 error_code=code,
@@ -118,7 +134,9 @@ async def handle_alter_share_group_offsets(context: RequestContext, request: Any
 
 
 @handles(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
-async def handle_delete_share_group_offsets(context: RequestContext, request: Any) -> Any:
+async def handle_delete_share_group_offsets(
+    context: RequestContext, request: DeleteShareGroupOffsetsRequest
+) -> DeleteShareGroupOffsetsResponse:
     group_id = request.group_id
     error = _group_error(context, group_id, AclOperation.DELETE, create=False)
     coordinator = coordinator_of(context)
@@ -128,7 +146,8 @@ async def handle_delete_share_group_offsets(context: RequestContext, request: An
     for topic in request.topics:
         info = catalog.get(topic.topic_name)
         code = error
-        if not code:
+        # (Without a manager _group_error answered COORDINATOR_NOT_AVAILABLE.)
+        if not code and manager is not None:
             if not context.authorize(AclOperation.READ, ResourceType.TOPIC, topic.topic_name):
                 code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif info is None:
@@ -141,9 +160,8 @@ async def handle_delete_share_group_offsets(context: RequestContext, request: An
                     )
                 )
                 code = next((e for e in errors if e), ErrorCode.NONE)
-                group = coordinator.share_group(group_id) if coordinator else None
-                if not code and group is not None:
-                    group.topics.discard(info.name)
+                if not code and coordinator is not None:
+                    coordinator.share.topic_deleted(group_id, info.topic_id, info.name)
         topics.append(
             DELETE.DeleteShareGroupOffsetsResponseTopic(
                 topic_name=topic.topic_name,

@@ -19,7 +19,8 @@ Imports josefk.protocol and the share coordinator; must not import the server or
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+import uuid
+from typing import Final
 
 from josefk.broker.context import RequestContext
 from josefk.broker.group.offsets_schema import coordinator_partition
@@ -27,11 +28,20 @@ from josefk.broker.handlers import handles
 from josefk.broker.share.coordinator import SHARE_STATE_TOPIC, ShareCoordinator
 from josefk.broker.share.records import ShareStateKey, StateBatch
 from josefk.protocol.acls import AclOperation
-from josefk.protocol.api import ApiKey, response_class
+from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
 
-READ: Final = response_class(ApiKey.READ_SHARE_GROUP_STATE)
-WRITE: Final = response_class(ApiKey.WRITE_SHARE_GROUP_STATE)
+READ: Final = ReadShareGroupStateResponse
+WRITE: Final = WriteShareGroupStateResponse
+DELETE: Final = DeleteShareGroupStateResponse
 NO_STATE_OFFSET: Final = -1
 
 
@@ -57,26 +67,26 @@ def find_share_coordinator(context: RequestContext, key: str) -> tuple[ErrorCode
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    broker = context.broker
-    listener = context.connection.listener_name
-    if broker.cluster is None or broker.metadata is None:
-        endpoint = broker.endpoint_for(listener)
-        return ErrorCode.NONE, broker.broker_id, endpoint.host, endpoint.port
-    partition = coordinator_partition(key, coordinator.partition_count)
-    view = broker.metadata.partition(SHARE_STATE_TOPIC, partition)
-    nodes = {node.broker_id: node for node in broker.metadata.brokers(listener)}
-    node = None if view is None else nodes.get(view.leader)
+    node = context.broker.coordinator_placement.coordinator(
+        SHARE_STATE_TOPIC,
+        coordinator_partition(key, coordinator.partition_count),
+        context.connection.listener_name,
+    )
     if node is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     return ErrorCode.NONE, node.broker_id, node.host, node.port
 
 
 @handles(ApiKey.READ_SHARE_GROUP_STATE)
-async def handle_read_share_group_state(context: RequestContext, request: Any) -> Any:
+async def handle_read_share_group_state(
+    context: RequestContext, request: ReadShareGroupStateRequest
+) -> ReadShareGroupStateResponse:
     refused = _refused(context)
     coordinator = _coordinator(context)
 
-    async def one(topic_id: Any, p: Any) -> Any:
+    async def one(
+        topic_id: uuid.UUID, p: ReadShareGroupStateRequest.PartitionData
+    ) -> ReadShareGroupStateResponse.PartitionResult:
         if refused or coordinator is None:
             return READ.PartitionResult(
                 partition=p.partition,
@@ -116,11 +126,15 @@ async def handle_read_share_group_state(context: RequestContext, request: Any) -
 
 
 @handles(ApiKey.WRITE_SHARE_GROUP_STATE)
-async def handle_write_share_group_state(context: RequestContext, request: Any) -> Any:
+async def handle_write_share_group_state(
+    context: RequestContext, request: WriteShareGroupStateRequest
+) -> WriteShareGroupStateResponse:
     refused = _refused(context)
     coordinator = _coordinator(context)
 
-    async def one(topic_id: Any, p: Any) -> Any:
+    async def one(
+        topic_id: uuid.UUID, p: WriteShareGroupStateRequest.PartitionData
+    ) -> WriteShareGroupStateResponse.PartitionResult:
         error = refused
         if not refused and coordinator is not None:
             error = await coordinator.write(
@@ -146,15 +160,16 @@ async def handle_write_share_group_state(context: RequestContext, request: Any) 
     return WRITE(results=results)
 
 
-DELETE: Final = response_class(ApiKey.DELETE_SHARE_GROUP_STATE)
-
-
 @handles(ApiKey.DELETE_SHARE_GROUP_STATE)
-async def handle_delete_share_group_state(context: RequestContext, request: Any) -> Any:
+async def handle_delete_share_group_state(
+    context: RequestContext, request: DeleteShareGroupStateRequest
+) -> DeleteShareGroupStateResponse:
     refused = _refused(context)
     coordinator = _coordinator(context)
 
-    async def one(topic_id: Any, p: Any) -> Any:
+    async def one(
+        topic_id: uuid.UUID, p: DeleteShareGroupStateRequest.PartitionData
+    ) -> DeleteShareGroupStateResponse.PartitionResult:
         error = refused
         if not refused and coordinator is not None:
             error = await coordinator.delete(ShareStateKey(request.group_id, topic_id, p.partition))

@@ -88,16 +88,11 @@ def find_transaction_coordinator(
     coordinator = txn_coordinator_of(context)
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    broker = context.broker
-    listener = context.connection.listener_name
-    if broker.cluster is None or broker.metadata is None:
-        endpoint = broker.endpoint_for(listener)
-        return ErrorCode.NONE, broker.broker_id, endpoint.host, endpoint.port
-    view = broker.metadata.partition(
-        TRANSACTION_STATE_TOPIC, coordinator.partition_for(transactional_id)
+    node = context.broker.coordinator_placement.coordinator(
+        TRANSACTION_STATE_TOPIC,
+        coordinator.partition_for(transactional_id),
+        context.connection.listener_name,
     )
-    nodes = {node.broker_id: node for node in broker.metadata.brokers(listener)}
-    node = None if view is None else nodes.get(view.leader)
     if node is None:
         # Not created yet, or no leader right now: the client retries.
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1

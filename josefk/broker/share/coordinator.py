@@ -55,6 +55,7 @@ from josefk.broker.share.records import (
     encode_snapshot,
     encode_update,
 )
+from josefk.broker.topic_admin import LocalTopicAdmin
 from josefk.protocol.errors import ErrorCode
 from josefk.records.record import iter_records
 from josefk.storage.offsets import AppendOrigin
@@ -113,11 +114,15 @@ class TopicStateLog:
 
     @staticmethod
     def ensure_topic(
-        replicas: ReplicaManager, *, partitions: int, segment_bytes: int
+        replicas: ReplicaManager,
+        topics: LocalTopicAdmin,
+        *,
+        partitions: int,
+        segment_bytes: int,
     ) -> TopicStateLog:
         """Create the topic as Kafka does (compacted, internal) unless it exists."""
         if replicas.catalog.get(SHARE_STATE_TOPIC) is None:
-            replicas.create_topic(
+            topics.create_topic_now(
                 SHARE_STATE_TOPIC,
                 partitions,
                 {

@@ -7,9 +7,12 @@ ShareFetch for it with its start offset from the group's ``share.auto.offset.res
 ``ShareSession`` per (group, member): the partitions it fetches and its epoch (0 opens,
 -1 closes, otherwise the next epoch; INVALID_SHARE_SESSION_EPOCH / SHARE_SESSION_NOT_FOUND).
 
-A member that leaves its group or misses its session timeout (the coordinator's
-``on_member_gone``), or closes its share session, releases everything it holds; a waiting
-ShareFetch is woken by a release (``changed``) as it is by an append.
+A member that misses its session timeout (the coordinator's ``on_member_gone``), or closes
+its share session, releases everything it holds; one that leaves its group does too, unless
+it still has a share session here: then its session stays until the member closes it (epoch
+-1, with its last acknowledgements; librdkafka sends the leave and the closing
+ShareAcknowledge side by side, and Kafka's share sessions do not depend on membership). A
+waiting ShareFetch is woken by a release (``changed``) as it is by an append.
 
 Durable state: a share partition is made (``load``) from the state its share coordinator
 keeps in ``__share_group_state`` (``SharePersister``: the coordinator itself on this broker,
@@ -48,6 +51,16 @@ from josefk.broker.share.coordinator import ReadResult
 from josefk.broker.share.partition import InFlightRange, RecordState, SharePartition
 from josefk.broker.share.records import ShareStateKey, StateBatch
 from josefk.protocol.errors import ErrorCode
+from josefk.records.batch import (
+    BASE_OFFSET_OFFSET,
+    CONTROL_BIT,
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    TRANSACTIONAL_BIT,
+    peek_attributes,
+    peek_producer,
+)
 from josefk.storage.file_records import FileSlice
 from josefk.util.clock import Clock
 
@@ -474,8 +487,12 @@ class SharePartitionManager:
             self._notify()
         return released
 
-    def member_gone(self, group_id: str, member_id: str) -> None:
-        """The coordinator's listener: the member left the group or was removed."""
+    def member_gone(self, group_id: str, member_id: str, left: bool = False) -> None:
+        """The coordinator's listener: the member left the group (``left``) or was removed.
+        A member that left with a share session still open closes it itself; what it holds
+        stays acquired until then (or until the locks end)."""
+        if left and (group_id, member_id) in self.sessions:
+            return
         self.sessions.pop((group_id, member_id), None)
         self.release_member(group_id, member_id)
         self._maybe_idle(group_id)
@@ -510,11 +527,6 @@ class SharePartitionManager:
         return min(deadlines) if deadlines else None
 
 
-_HEADER: Final = 61  # a v2 batch header: the fields below are at fixed positions in it
-_CONTROL: Final = 0x20
-_TRANSACTIONAL: Final = 0x10
-
-
 @dataclass(frozen=True, slots=True)
 class BatchSpan:
     """What a share fetch needs of one batch read: its offsets, whether it is a control batch
@@ -530,41 +542,41 @@ class BatchSpan:
 
 def batch_spans(records: object, until_offset: int | None = None) -> list[BatchSpan]:
     """The whole batches in ``records`` (a log FileSlice, or bytes), reading only their
-    headers (base offset at 0, length at 8, attributes at 21, last offset delta at 23,
-    producer id at 43); with ``until_offset``, up to the batch that holds it (a share fetch
+    headers (records/batch.py's fixed positions: base offset, length, attributes, last
+    offset delta, producer id); with ``until_offset``, up to the batch that holds it (a share fetch
     acquires a few records of what may be a read of megabytes)."""
     if isinstance(records, FileSlice):
         fd, position, size = records.fd, records.position, records.size
 
         def header(at: int) -> bytes:
-            return os.pread(fd, _HEADER, position + at)
+            return os.pread(fd, HEADER_SIZE, position + at)
     elif isinstance(records, (bytes, bytearray, memoryview)):
         view = memoryview(records)
         size = len(view)
 
         def header(at: int) -> bytes:
-            return bytes(view[at : at + _HEADER])
+            return bytes(view[at : at + HEADER_SIZE])
     else:
         return []
     spans = []
     at = 0
-    while at + _HEADER <= size:
+    while at + HEADER_SIZE <= size:
         raw = header(at)
-        if len(raw) < _HEADER:
+        if len(raw) < HEADER_SIZE:
             break
-        base_offset, length = struct.unpack_from(">qi", raw, 0)
-        (attributes,) = struct.unpack_from(">h", raw, 21)
-        (delta,) = struct.unpack_from(">i", raw, 23)
-        (producer_id,) = struct.unpack_from(">q", raw, 43)
-        end = at + 12 + length
+        base_offset, length = struct.unpack_from(">qi", raw, BASE_OFFSET_OFFSET)
+        attributes = peek_attributes(raw)
+        (delta,) = struct.unpack_from(">i", raw, LAST_OFFSET_DELTA_OFFSET)
+        producer_id, _ = peek_producer(raw)
+        end = at + LOG_OVERHEAD + length
         if length <= 0 or end > size:
             break
         spans.append(
             BatchSpan(
                 base_offset,
                 base_offset + delta,
-                bool(attributes & _CONTROL),
-                producer_id if attributes & _TRANSACTIONAL else -1,
+                bool(attributes & CONTROL_BIT),
+                producer_id if attributes & TRANSACTIONAL_BIT else -1,
                 end,
             )
         )

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeVar, cast
 
 from josefk.broker.metadata_cache import MetadataCache
 from josefk.broker.share.coordinator import SHARE_STATE_TOPIC, ReadResult, ShareCoordinator
@@ -50,6 +50,7 @@ _RETRIABLE: Final = frozenset(
         ErrorCode.NETWORK_EXCEPTION,
     }
 )
+_T = TypeVar("_T")
 _BACKOFF_S: Final = 0.1
 _MAX_BACKOFF_S: Final = 1.0
 
@@ -84,34 +85,42 @@ class ClusterPersister:
         view = metadata.partition(SHARE_STATE_TOPIC, self._local.partition_for(key))
         return -1 if view is None else view.leader
 
-    async def _retrying(self, attempt: Callable[[int], Any]) -> Any:
-        """Run ``attempt(leader)`` until it answers something not retriable (or time is up);
-        ``attempt`` returns (error code, answer)."""
+    async def _on_coordinator(
+        self,
+        key: ShareStateKey,
+        local: Callable[[], Awaitable[_T]],
+        remote: Callable[[int], Awaitable[_T]],
+        failed: Callable[[ErrorCode], _T],
+        error_of: Callable[[_T], ErrorCode],
+    ) -> _T:
+        """One operation on the share coordinator leading ``key``'s partition: ``local()``
+        when that is this broker, else ``remote(leader)``; ``failed(code)`` when no broker
+        leads it. Retried with a growing backoff while the answer's error (``error_of``) says
+        the coordinator is moving, until ``retry_s`` passes; then the last answer stands."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._retry_s
         backoff = _BACKOFF_S
         while True:
-            error, answer = await attempt(-1)
-            if error not in _RETRIABLE or loop.time() + backoff > deadline:
-                return error, answer
+            leader = self._leader(key)
+            if leader < 0:
+                answer = failed(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            elif leader == self._broker_id:
+                answer = await local()
+            else:
+                answer = await remote(leader)
+            if error_of(answer) not in _RETRIABLE or loop.time() + backoff > deadline:
+                return answer
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, _MAX_BACKOFF_S)
 
     async def read(self, key: ShareStateKey, leader_epoch: int) -> ReadResult:
-        async def attempt(_: int) -> tuple[ErrorCode, ReadResult]:
-            leader = self._leader(key)
-            if leader < 0:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, ReadResult(
-                    ErrorCode.COORDINATOR_NOT_AVAILABLE
-                )
-            if leader == self._broker_id:
-                result = await self._local.read(key, leader_epoch)
-                return result.error, result
-            result = await self._remote_read(leader, key, leader_epoch)
-            return result.error, result
-
-        _, result = await self._retrying(attempt)
-        return result  # type: ignore[no-any-return]
+        return await self._on_coordinator(
+            key,
+            lambda: self._local.read(key, leader_epoch),
+            lambda leader: self._remote_read(leader, key, leader_epoch),
+            ReadResult,
+            lambda result: result.error,
+        )
 
     async def write(
         self,
@@ -122,38 +131,30 @@ class ClusterPersister:
         start_offset: int,
         batches: Sequence[StateBatch],
     ) -> ErrorCode:
-        async def attempt(_: int) -> tuple[ErrorCode, None]:
-            leader = self._leader(key)
-            if leader < 0:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-            if leader == self._broker_id:
-                error = await self._local.write(
-                    key,
-                    state_epoch=state_epoch,
-                    leader_epoch=leader_epoch,
-                    start_offset=start_offset,
-                    batches=batches,
-                )
-            else:
-                error = await self._remote_write(
-                    leader, key, state_epoch, leader_epoch, start_offset, batches
-                )
-            return error, None
-
-        error, _ = await self._retrying(attempt)
-        return error  # type: ignore[no-any-return]
+        return await self._on_coordinator(
+            key,
+            lambda: self._local.write(
+                key,
+                state_epoch=state_epoch,
+                leader_epoch=leader_epoch,
+                start_offset=start_offset,
+                batches=batches,
+            ),
+            lambda leader: self._remote_write(
+                leader, key, state_epoch, leader_epoch, start_offset, batches
+            ),
+            _same,
+            _same,
+        )
 
     async def delete(self, key: ShareStateKey) -> ErrorCode:
-        async def attempt(_: int) -> tuple[ErrorCode, None]:
-            leader = self._leader(key)
-            if leader < 0:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-            if leader == self._broker_id:
-                return await self._local.delete(key), None
-            return await self._remote_delete(leader, key), None
-
-        error, _ = await self._retrying(attempt)
-        return error  # type: ignore[no-any-return]
+        return await self._on_coordinator(
+            key,
+            lambda: self._local.delete(key),
+            lambda leader: self._remote_delete(leader, key),
+            _same,
+            _same,
+        )
 
     async def _remote_delete(self, leader: int, key: ShareStateKey) -> ErrorCode:
         request = DeleteShareGroupStateRequest(
@@ -167,19 +168,10 @@ class ClusterPersister:
                 )
             ],
         )
-        try:
-            response: DeleteShareGroupStateResponse | None = await self._request(
-                leader, ApiKey.DELETE_SHARE_GROUP_STATE, request
-            )
-        except Exception as exc:  # noqa: BLE001  any failure: a new connection, a retry
-            self._drop(leader, exc)
-            return ErrorCode.NETWORK_EXCEPTION
-        if response is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        for topic in response.results:
-            for p in topic.partitions:
-                return ErrorCode(p.error_code)
-        return ErrorCode.UNKNOWN_SERVER_ERROR
+        response = await self._send(leader, ApiKey.DELETE_SHARE_GROUP_STATE, request)
+        if isinstance(response, ErrorCode):
+            return response
+        return _first_error(cast(DeleteShareGroupStateResponse, response).results)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -205,6 +197,16 @@ class ClusterPersister:
         if stale is not None:
             stale.close()
 
+    async def _send(self, leader: int, api: ApiKey, request: Any) -> Any:
+        """The response, or the error code that stands for a failure to get one: a failed
+        connection (dropped, so the retry opens a new one) or no address for ``leader``."""
+        try:
+            response = await self._request(leader, api, request)
+        except Exception as exc:  # noqa: BLE001  any failure: a new connection, a retry
+            self._drop(leader, exc)
+            return ErrorCode.NETWORK_EXCEPTION
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE if response is None else response
+
     async def _remote_read(self, leader: int, key: ShareStateKey, leader_epoch: int) -> ReadResult:
         request = ReadShareGroupStateRequest(
             group_id=key.group_id,
@@ -219,15 +221,10 @@ class ClusterPersister:
                 )
             ],
         )
-        try:
-            response: ReadShareGroupStateResponse | None = await self._request(
-                leader, ApiKey.READ_SHARE_GROUP_STATE, request
-            )
-        except Exception as exc:  # noqa: BLE001  any failure: a new connection, a retry
-            self._drop(leader, exc)
-            return ReadResult(ErrorCode.NETWORK_EXCEPTION)
-        if response is None:
-            return ReadResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        answer = await self._send(leader, ApiKey.READ_SHARE_GROUP_STATE, request)
+        if isinstance(answer, ErrorCode):
+            return ReadResult(answer)
+        response = cast(ReadShareGroupStateResponse, answer)
         for topic in response.results:
             for p in topic.partitions:
                 error = ErrorCode(p.error_code)
@@ -285,21 +282,24 @@ class ClusterPersister:
                 )
             ],
         )
-        try:
-            response: WriteShareGroupStateResponse | None = await self._request(
-                leader, ApiKey.WRITE_SHARE_GROUP_STATE, request
-            )
-        except Exception as exc:  # noqa: BLE001  any failure: a new connection, a retry
-            self._drop(leader, exc)
-            return ErrorCode.NETWORK_EXCEPTION
-        if response is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        for topic in response.results:
-            for p in topic.partitions:
-                return ErrorCode(p.error_code)
-        return ErrorCode.UNKNOWN_SERVER_ERROR
+        response = await self._send(leader, ApiKey.WRITE_SHARE_GROUP_STATE, request)
+        if isinstance(response, ErrorCode):
+            return response
+        return _first_error(cast(WriteShareGroupStateResponse, response).results)
 
     def close(self) -> None:
         for connection in self._connections.values():
             connection.close()
         self._connections.clear()
+
+
+def _same(code: ErrorCode) -> ErrorCode:
+    return code
+
+
+def _first_error(results: Sequence[Any]) -> ErrorCode:
+    """The error code of the one partition a write or delete response answers for."""
+    for topic in results:
+        for p in topic.partitions:
+            return ErrorCode(p.error_code)
+    return ErrorCode.UNKNOWN_SERVER_ERROR

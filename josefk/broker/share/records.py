@@ -288,6 +288,19 @@ class ShareState:
             create_timestamp=value.create_timestamp,
         )
 
+    def lag(self, high_watermark: int) -> int:
+        """Records up to ``high_watermark`` not yet done with (KIP-1226's lag, as a share
+        partition made from this state would count it): from the start offset on, less those
+        acknowledged or archived in the kept batches."""
+        settled = sum(
+            min(b.last_offset, high_watermark - 1) - max(b.first_offset, self.start_offset) + 1
+            for b in self.batches
+            if b.delivery_state in (ACKNOWLEDGED, ARCHIVED)
+            and b.last_offset >= self.start_offset
+            and b.first_offset < high_watermark
+        )
+        return max(high_watermark - self.start_offset - settled, 0)
+
     def apply_update(self, value: ShareUpdateValue) -> None:
         """Merge an update: a later leader epoch, a start offset that only goes forward
         (-1: unchanged), and its batches overlaid on what is kept for their offsets."""

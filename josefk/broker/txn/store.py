@@ -18,6 +18,7 @@ from typing import Final, Protocol
 
 from josefk.broker.errors import error_code_for
 from josefk.broker.replica_manager import AppendOutcome, ReplicaManager
+from josefk.broker.topic_admin import LocalTopicAdmin
 from josefk.protocol.errors import ErrorCode
 from josefk.records import BatchBuilder
 from josefk.records.record import iter_records
@@ -113,11 +114,15 @@ class TopicTxnStore:
 
     @staticmethod
     def ensure_topic(
-        replicas: ReplicaManager, *, partitions: int, segment_bytes: int
+        replicas: ReplicaManager,
+        topics: LocalTopicAdmin,
+        *,
+        partitions: int,
+        segment_bytes: int,
     ) -> TopicTxnStore:
         """Create the topic as Kafka does (compacted, internal) unless it exists."""
         if replicas.catalog.get(TRANSACTION_STATE_TOPIC) is None:
-            replicas.create_topic(
+            topics.create_topic_now(
                 TRANSACTION_STATE_TOPIC,
                 partitions,
                 {
