@@ -566,6 +566,9 @@ class AIOAdmin:
         for t in response.topics:
             if t.error_code:
                 raise error_for(t.error_code, topic=t.name)
+            if t.name is None:
+                # Null only for a topic asked for by id, which this client never does.
+                continue
             topic_id = t.topic_id if isinstance(t.topic_id, uuid.UUID) and t.topic_id.int else None
             partitions = [
                 PartitionDescription(
