@@ -50,6 +50,7 @@ from josefk.protocol.message_types import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
     MetadataRequest,
+    MetadataResponse,
 )
 
 log = logging.getLogger("josefk.client")
@@ -408,21 +409,22 @@ class KafkaClient:
 
     async def fetch_metadata(
         self, topics: Sequence[str] | None, *, allow_auto_topic_creation: bool = False
-    ) -> Any:
+    ) -> MetadataResponse:
         """One Metadata request (``topics`` None: all topics); returns the raw response."""
         req_cls = MetadataRequest
 
-        def build(version: int) -> Any:
-            wanted: list[Any] | None
+        def build(version: int) -> MetadataRequest:
+            wanted: list[MetadataRequest.MetadataRequestTopic] | None
             if topics is None:
                 wanted = None if version >= 1 else []
             else:
                 wanted = [req_cls.MetadataRequestTopic(name=name) for name in topics]
             return req_cls(topics=wanted, allow_auto_topic_creation=allow_auto_topic_creation)
 
-        return await self.request_any(
+        response: MetadataResponse = await self.request_any(
             ApiKey.METADATA, build, attempts=max(3, len(self._bootstrap) + 1)
         )
+        return response
 
     async def _refresh(self) -> ClusterMetadata:
         topics: list[str] | None = None if self._all_topics else sorted(self._topics_of_interest)
@@ -433,7 +435,7 @@ class KafkaClient:
         self._metadata_time = self.config.clock()
         return self.metadata
 
-    def _apply_metadata(self, response: Any, *, full: bool) -> None:
+    def _apply_metadata(self, response: MetadataResponse, *, full: bool) -> None:
         brokers = {
             b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers
         }
@@ -519,7 +521,7 @@ async def find_coordinator(
     """
     req = FindCoordinatorRequest
 
-    def build(version: int) -> Any:
+    def build(version: int) -> FindCoordinatorRequest:
         if version >= 4:
             return req(key_type=key_type, coordinator_keys=[key])
         return req(key=key, key_type=key_type)

@@ -567,7 +567,7 @@ async def list_offsets(
                 continue
             by_node.setdefault(leader, {})[tp] = ts
         for node_id, wanted in by_node.items():
-            by_topic: dict[str, list[Any]] = {}
+            by_topic: dict[str, list[ListOffsetsRequest.ListOffsetsPartition]] = {}
             for tp, ts in wanted.items():
                 by_topic.setdefault(tp.topic, []).append(
                     req.ListOffsetsTopic.ListOffsetsPartition(

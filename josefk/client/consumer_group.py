@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from typing import Any
 
 from josefk.client.cluster import KafkaClient
 from josefk.client.errors import KafkaError, error_for
@@ -42,6 +41,10 @@ from josefk.client.types import TopicPartition
 from josefk.protocol import ApiKey
 from josefk.protocol.api import request_class
 from josefk.protocol.errors import ErrorCode
+from josefk.protocol.message_types import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 
 log = logging.getLogger("josefk.client.consumer_group")
 
@@ -86,7 +89,7 @@ class ConsumerGroupMember(GroupMembership):
         await self._maybe_auto_commit()
         await self._wait_interval()
 
-    def _owned(self) -> list[Any]:
+    def _owned(self) -> list[ConsumerGroupHeartbeatRequest.TopicPartitions]:
         req = request_class(ApiKey.CONSUMER_GROUP_HEARTBEAT)
         ids = {
             name: info.topic_id
@@ -138,14 +141,18 @@ class ConsumerGroupMember(GroupMembership):
         if response.assignment is not None:
             await self._reconcile(response.assignment)
 
-    async def _reconcile(self, assignment: Any) -> None:
+    async def _reconcile(self, assignment: ConsumerGroupHeartbeatResponse.Assignment) -> None:
+        owned = assignment.topic_partitions
+        # Declared nullable, but brokers send a list inside a non-null assignment; a null
+        # failed here before the type said so, and still does.
+        assert owned is not None
         names = self._client.metadata.topic_names_by_id
-        if any(t.topic_id not in names for t in assignment.topic_partitions):
+        if any(t.topic_id not in names for t in owned):
             await self._client.refresh_metadata()
             names = self._client.metadata.topic_names_by_id
         target = {
             TopicPartition(names[t.topic_id], p)
-            for t in assignment.topic_partitions
+            for t in owned
             if t.topic_id in names
             for p in t.partitions
         }

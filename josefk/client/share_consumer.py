@@ -265,7 +265,7 @@ class AIOShareConsumer:
         self, node: int, parts: list[tuple[uuid.UUID, TopicPartition]], wait_ms: int
     ) -> list[ShareConsumerRecord]:
         session = self._sessions.setdefault(node, _Session())
-        topics: dict[uuid.UUID, list[Any]] = {}
+        topics: dict[uuid.UUID, list[ShareFetchRequest.FetchPartition]] = {}
         for topic_id, tp in parts:
             batches = [] if session.epoch == 0 else self._batches_for(tp)
             topics.setdefault(topic_id, []).append(
@@ -335,7 +335,7 @@ class AIOShareConsumer:
             session = self._sessions.get(node)
             if session is None or session.epoch == 0:
                 continue
-            topics: dict[uuid.UUID, list[Any]] = {}
+            topics: dict[uuid.UUID, list[ShareAcknowledgeRequest.AcknowledgePartition]] = {}
             for topic_id, tp in parts:
                 batches = self._batches_for(tp)
                 if batches:

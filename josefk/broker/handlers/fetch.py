@@ -36,11 +36,12 @@ rotated order).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter
-from typing import Any, cast
+from typing import Protocol, TypeAlias, cast
 
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
@@ -69,6 +70,26 @@ AbortedTransaction = PartitionData.AbortedTransaction
 _READ_COMMITTED = 1
 
 
+class _Partition(Protocol):
+    """What reading a partition takes from it: a requested partition
+    (FetchRequest.FetchPartition) or a session's partition (CachedPartition)."""
+
+    @property
+    def partition(self) -> int: ...
+    @property
+    def fetch_offset(self) -> int: ...
+    @property
+    def partition_max_bytes(self) -> int: ...
+    @property
+    def current_leader_epoch(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+
+
+# (topic name, topic id, its partitions): the name before v13, the id from v13.
+_Topics: TypeAlias = Iterable[tuple[str, uuid.UUID, Iterable[_Partition]]]
+
+
 @dataclass(slots=True)
 class _Wanted:
     """One requested partition: its name and id as the request gave them, and either what
@@ -76,7 +97,7 @@ class _Wanted:
     session, the session's partition."""
 
     topic: str
-    topic_id: Any
+    topic_id: uuid.UUID
     index: int
     fetch: FetchPartition | None
     error: ErrorCode
@@ -98,7 +119,7 @@ async def _read(
     context: RequestContext,
     request: FetchRequest,
     replica_id: int,
-    topics: Iterable[tuple[Any, Any, Iterable[Any]]],
+    topics: _Topics,
     *,
     session: FetchSession | None = None,
     incremental: bool = False,
@@ -182,7 +203,7 @@ def _response(
     wanted: Iterable[_Wanted], answers: Iterable[FetchResponse.PartitionData], *, session_id: int
 ) -> FetchResponse:
     # Keyed by name and id: unknown topic ids all resolve to the name "".
-    by_topic: dict[tuple[str, Any], list[FetchResponse.PartitionData]] = {}
+    by_topic: dict[tuple[str, uuid.UUID], list[FetchResponse.PartitionData]] = {}
     for item, data in zip(wanted, answers, strict=True):
         by_topic.setdefault((item.topic, item.topic_id), []).append(data)
     return Response(
@@ -260,7 +281,9 @@ async def _fetch_in_session(
     return _response(wanted, answers, session_id=session.session_id)
 
 
-def _session_topics(session: FetchSession, by_id: bool) -> list[tuple[Any, Any, list[Any]]]:
+def _session_topics(
+    session: FetchSession, by_id: bool
+) -> list[tuple[str, uuid.UUID, list[CachedPartition]]]:
     """Every partition of the session in the session's order, as ``_read`` takes topics: a
     run of partitions of one topic is one entry, and after rotations a topic may have
     several runs (the answer merges them)."""
@@ -272,7 +295,7 @@ def _session_topics(session: FetchSession, by_id: bool) -> list[tuple[Any, Any, 
 
 def _resolve(
     context: RequestContext,
-    topics: Iterable[tuple[Any, Any, Iterable[Any]]],
+    topics: _Topics,
     replica_id: int,
     *,
     in_session: bool = False,
@@ -305,7 +328,8 @@ def _resolve(
                 )
             denied = denied_by_name[name]
         for p in partitions:
-            cached = p if in_session else None
+            # In a session ``topics`` come from _session_topics: CachedPartitions.
+            cached = cast("CachedPartition", p) if in_session else None
             if info is None and by_id:
                 wanted.append(
                     _Wanted(name, topic_id, p.partition, None, ErrorCode.UNKNOWN_TOPIC_ID, cached)
