@@ -124,6 +124,9 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
                 "topic": tp.topic,
                 "partition": tp.partition,
                 "committed_offset": offset,
+                # The same number under the name share groups give it (kept beside
+                # committed_offset so scripts read every group type alike).
+                **({"start_offset": offset} if description.group_type == "share" else {}),
                 "log_end_offset": log_end,
                 "lag": share_lag[tp]
                 if tp in share_lag
@@ -158,15 +161,16 @@ async def describe_group(admin: AIOAdmin, group: str) -> dict[str, Any]:
                 "assignment": [
                     {"topic": tp.topic, "partition": tp.partition} for tp in sorted(m.assignment)
                 ],
+                **({"member_epoch": m.member_epoch} if consumer else {}),
+                # A share group's member has no target: the broker answers its assignment only.
                 **(
                     {
-                        "member_epoch": m.member_epoch,
                         "target_assignment": [
                             {"topic": tp.topic, "partition": tp.partition}
                             for tp in sorted(m.target_assignment or [])
-                        ],
+                        ]
                     }
-                    if consumer
+                    if description.group_type == "consumer"
                     else {}
                 ),
             }
@@ -206,12 +210,13 @@ def describe(
         if n:
             click.echo()
         consumer = info["type"] == "consumer"
+        share = info["type"] == "share"
         fields: list[tuple[str, Any]] = [
             ("group", info["group"]),
             ("type", info["type"]),
             ("state", info["state"]),
         ]
-        if consumer:
+        if consumer or share:
             fields += [
                 ("assignor", info["protocol"] or "-"),
                 ("epoch", f"{info['group_epoch']} (target {info['assignment_epoch']})"),
@@ -245,6 +250,21 @@ def describe(
                 ],
                 title="Members",
             )
+        elif info["members"] and share:
+            print_table(
+                ["MEMBER", "EPOCH", "CLIENT-ID", "HOST", "ASSIGNMENT"],
+                [
+                    (
+                        m["member_id"],
+                        m["member_epoch"],
+                        m["client_id"],
+                        m["client_host"],
+                        ", ".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"]),
+                    )
+                    for m in info["members"]
+                ],
+                title="Members",
+            )
         elif info["members"]:
             print_table(
                 ["MEMBER", "CLIENT-ID", "HOST", "ASSIGNMENT"],
@@ -260,7 +280,16 @@ def describe(
                 title="Members",
             )
         print_table(
-            ["TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBER"],
+            # A share group commits no offsets: its column is the share-partition start
+            # offset, as Kafka's kafka-share-groups.sh calls it.
+            [
+                "TOPIC",
+                "PARTITION",
+                "START-OFFSET" if share else "COMMITTED",
+                "LOG-END",
+                "LAG",
+                "MEMBER",
+            ],
             [
                 (
                     p["topic"],
@@ -409,7 +438,7 @@ def reset_offsets(
     if not execute:
         note("preview: nothing committed (add --execute to apply)")
     else:
-        note(f"committed {len(plan)} offsets for group {group}")
+        note(f"committed {len(plan)} offset{'' if len(plan) == 1 else 's'} for group {group}")
 
 
 _DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

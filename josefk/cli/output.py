@@ -92,6 +92,7 @@ _NUMERIC_COLUMNS = frozenset(
         "FIRST-OFFSET",
         "LAST-OFFSET",
         "COMMITTED",
+        "START-OFFSET",
         "LOG-END",
         "LAG",
         "ID",

@@ -6,11 +6,15 @@ a real broker.
 from __future__ import annotations
 
 import re
+import subprocess
 from typing import Any
 
 from cli_helpers import (
+    COMMAND_TIMEOUT_S,
     BrokerProcess,
     cli_broker_fixture,  # noqa: F401  (the cli_broker fixture)
+    command,
+    env_for,
     josefk,
 )
 
@@ -154,3 +158,56 @@ def test_reset_offsets_targets_and_describe_all_groups(cli_broker: BrokerProcess
     table = josefk(cli_broker, "groups", "describe", "g-shift").stdout
     assert "coordinator  1 (127.0.0.1:" in table
     josefk(cli_broker, "groups", "describe", expect=2)
+
+
+def test_share_group_describe_and_reset_offsets(cli_broker: BrokerProcess) -> None:
+    """A share group's describe names its members' epochs and the share-partition start
+    offset (not a committed offset), and reset-offsets is refused while a member is active
+    (AlterShareGroupOffsets' rule) and moves the start offset once the group is empty."""
+    josefk(cli_broker, "topics", "create", "t-share", "-p", "1")
+    josefk(cli_broker, "produce", "t-share", stdin="".join(f"r{i}\n" for i in range(4)))
+    josefk(
+        cli_broker, "configs", "alter", "--group", "g-share", "--set",
+        "share.auto.offset.reset=earliest",
+    )  # fmt: skip
+    process = subprocess.Popen(
+        command("consume", "t-share", "--share-group", "g-share"),
+        env=env_for(cli_broker.bootstrap),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "r0"  # a member, consuming
+        info = group_info(cli_broker, "g-share")
+        assert info["type"] == "share" and info["state"] == "Stable"
+        (member,) = info["members"]
+        assert member["member_epoch"] >= 1 and "target_assignment" not in member
+        assert member["assignment"] == [{"topic": "t-share", "partition": 0}]
+        table = josefk(cli_broker, "groups", "describe", "g-share").stdout
+        assert re.search(r"MEMBER +EPOCH +CLIENT-ID", table)
+        assert "START-OFFSET" in table and "COMMITTED" not in table
+        assert re.search(r"assignor +simple\n", table)
+
+        refused = josefk(
+            cli_broker, "groups", "reset-offsets", "g-share", "-t", "t-share", "--to",
+            "earliest", "--execute", expect=1,
+        )  # fmt: skip
+        assert "stop its consumers" in refused.stderr
+    finally:
+        process.terminate()
+        process.communicate(timeout=COMMAND_TIMEOUT_S)
+
+    info = group_info(cli_broker, "g-share")
+    assert info["state"] == "Empty" and info["members"] == []
+    assert [(p["start_offset"], p["lag"]) for p in info["partitions"]] == [(4, 0)]
+    done = josefk(
+        cli_broker, "groups", "reset-offsets", "g-share", "-t", "t-share", "--to", "offset:1",
+        "--execute",
+    )  # fmt: skip
+    assert "committed 1 offset for group g-share" in done.stderr
+    info = group_info(cli_broker, "g-share")
+    assert [(p["start_offset"], p["lag"]) for p in info["partitions"]] == [(1, 3)]
+    again = josefk(cli_broker, "consume", "t-share", "--share-group", "g-share", "-n", "3")
+    assert again.stdout.splitlines() == ["r1", "r2", "r3"]
