@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import uuid
 from collections.abc import Callable
@@ -248,9 +249,23 @@ def change_catalog(catalog: TopicCatalog, change: Callable[[], _T]) -> _T:
         ) from exc
 
 
+def _partition_metadata_text(topic_id: uuid.UUID) -> str:
+    return f"version: 0\ntopic_id: {topic_id_base64(topic_id)}\n"
+
+
+def partition_metadata_is_current(partition_dir: Path, topic_id: uuid.UUID) -> bool:
+    """Whether ``partition.metadata`` already says this topic id (blocking; False when the
+    file is missing or unreadable: writing it then reports the error)."""
+    try:
+        with open(os.path.join(partition_dir, PARTITION_METADATA_FILE), "rb") as file:
+            return file.read() == _partition_metadata_text(topic_id).encode()
+    except OSError:
+        return False
+
+
 def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
     path = partition_dir / PARTITION_METADATA_FILE
-    text = f"version: 0\ntopic_id: {topic_id_base64(topic_id)}\n"
+    text = _partition_metadata_text(topic_id)
     if path.exists() and path.read_text() == text:
         return
     write_atomically(path, text.encode())

@@ -22,7 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
-from josefk.broker.catalog import TopicCatalog, TopicInfo, write_partition_metadata
+from josefk.broker.catalog import (
+    TopicCatalog,
+    TopicInfo,
+    partition_metadata_is_current,
+    write_partition_metadata,
+)
 from josefk.broker.errors import UnknownTopicOrPartitionError as UnknownTopicOrPartitionError
 from josefk.broker.partition import (
     NotLeaderOrFollowerError,
@@ -233,14 +238,27 @@ class ReplicaManager:
         accepting yet); a partition whose checkpoint cannot be written is left out, as
         ``load`` leaves out one it cannot open."""
         deferred: list[TopicPartition] = []
-        for info in self.catalog.topics():
-            if only is not None and info.name not in only:
-                continue
+        topics = [info for info in self.catalog.topics() if only is None or info.name in only]
+        topic_ids = {info.name: info.topic_id for info in topics}
+        # Each loaded log's partition.metadata is read in the executor, side by side; only
+        # one that is missing or stale is written, on the loop as before (at 10,000
+        # partitions reading them on the loop took about a second).
+        current = await self._logs.select_log_dirs(
+            [TopicPartition(info.name, i) for info in topics for i in range(info.partitions)],
+            lambda tp, directory: partition_metadata_is_current(directory, topic_ids[tp.topic]),
+        )
+        for info in topics:
             config = self.log_config_for(info.name)
             for index in range(info.partitions):
                 tp = TopicPartition(info.name, index)
                 try:
-                    self._open_partition(info, index, config, defer_epoch_saves=True)
+                    self._open_partition(
+                        info,
+                        index,
+                        config,
+                        defer_epoch_saves=True,
+                        metadata_current=tp in current,
+                    )
                 except StorageError as exc:
                     logger.error("partition %s-%d is unavailable: %s", info.name, index, exc)
                     continue
@@ -253,12 +271,24 @@ class ReplicaManager:
                 logger.error("partition %s is unavailable: %s", tp, failure)
 
     def _open_partition(
-        self, info: TopicInfo, index: int, config: LogConfig, *, defer_epoch_saves: bool = False
+        self,
+        info: TopicInfo,
+        index: int,
+        config: LogConfig,
+        *,
+        defer_epoch_saves: bool = False,
+        metadata_current: bool = False,
     ) -> None:
+        """``metadata_current``: the log exists and its partition.metadata was just found
+        current (``partition_metadata_is_current``), so it is not checked again."""
         tp = TopicPartition(info.name, index)
         topic_id = info.topic_id
         log = self._logs.get_or_create_log(
-            tp, config, prepare=lambda directory: write_partition_metadata(directory, topic_id)
+            tp,
+            config,
+            prepare=None
+            if metadata_current
+            else lambda directory: write_partition_metadata(directory, topic_id),
         )
         if defer_epoch_saves:
             log.leader_epoch_cache.defer_saves()

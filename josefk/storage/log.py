@@ -253,7 +253,7 @@ class Log:
         jitter = jitter if jitter is not None else JitterSource()
         topic_partition = TopicPartition.from_dir_name(path.name)
         try:
-            segments, recovered = load_segments(
+            segments, recovered, snapshot_names = load_segments(
                 path,
                 config,
                 topic_partition=topic_partition,
@@ -279,6 +279,7 @@ class Log:
                     path,
                     producer_id_expiration_ms=producer_id_expiration_ms,
                     name=str(topic_partition),
+                    file_names=snapshot_names,
                 ),
             )
             log._rebuild_producer_state(rebuild_txn_indexes=recovered)

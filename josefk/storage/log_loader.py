@@ -33,6 +33,7 @@ from josefk.storage.segment import (
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
@@ -58,12 +59,14 @@ def load_segments(
     had_clean_shutdown: bool,
     clock: Clock,
     jitter: JitterSource,
-) -> tuple[list[LogSegment], set[int]]:
+) -> tuple[list[LogSegment], set[int], list[str]]:
     """Clean up, open and recover the segments of ``path`` (created if missing).
 
     Returns the segments by base offset (at least one: an empty log gets a segment at
-    ``log_start_offset``) and the base offsets of the segments recovered that hold a
-    transaction marker, whose ``.txnindex`` the producer-state rebuild must write back. Leftovers of interrupted
+    ``log_start_offset``), the base offsets of the segments recovered that hold a
+    transaction marker, whose ``.txnindex`` the producer-state rebuild must write back,
+    and the names of the producer snapshots as listed after the clean-up, so that the
+    producer state need not list the directory again. Leftovers of interrupted
     operations are handled as Kafka does (``remove_temp_files_and_complete_swaps``). Unless
     the log dir had a clean shutdown, every segment from the one holding ``recovery_point``
     onwards is recovered (batches validated, indexes rebuilt); the first segment found with
@@ -177,7 +180,9 @@ def load_segments(
     txn_indexes_to_rebuild = {
         b for b in needs_recovery.intersection(segments) if segments[b].recovered_control_batches
     }
-    return [segments[b] for b in bases], txn_indexes_to_rebuild
+    # Nothing above creates or removes a snapshot, so the listing still holds for them.
+    snapshots = [n for n in names if n.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX)]
+    return [segments[b] for b in bases], txn_indexes_to_rebuild, snapshots
 
 
 def rebuild_producer_state(

@@ -106,6 +106,8 @@ class LogManagerConfig:
 
 # Logs loaded per executor call at start-up (``_load_log_dir``).
 _LOAD_BATCH: Final = 32
+# Directories per executor call of ``select_log_dirs`` (a read or two each).
+_SELECT_BATCH: Final = 256
 
 # A period this long means "never": Kafka's Long.MAX defaults for the flush scheduler.
 _NEVER: Final = 1 << 62
@@ -223,11 +225,13 @@ class LogManager:
             self._executor, _read_checkpoints, log_dir
         )
         to_load: list[tuple[TopicPartition, Path]] = []
-        # A blocking listing on the loop, once per dir at start-up, before any listener accepts.
-        for entry in sorted(log_dir.iterdir()):  # noqa: ASYNC240
-            if not entry.is_dir():
-                continue
-            name = entry.name
+        # A blocking listing on the loop, once per dir at start-up, before any listener
+        # accepts. Names sorted, not Paths (Path comparison was 0.4 s of the loop at 10,000
+        # partitions); the entry's type comes from the listing, without a stat.
+        with os.scandir(log_dir) as listing:
+            names = sorted(item.name for item in listing if item.is_dir())
+        for name in names:
+            entry = log_dir / name
             if name.endswith(DELETE_DIR_SUFFIX):
                 self._schedule_dir_removal(entry, delay_ms=0)
                 continue
@@ -445,6 +449,38 @@ class LogManager:
         finally:
             if self._logs.get(log.topic_partition) is log and not log.is_offline:
                 cache.end_deferral()
+
+    async def select_log_dirs(
+        self,
+        topic_partitions: Sequence[TopicPartition],
+        predicate: Callable[[TopicPartition, Path], bool],
+    ) -> set[TopicPartition]:
+        """Those of ``topic_partitions`` whose online log's directory passes ``predicate``,
+        run in the executor a few hundred per call, the calls side by side: blocking checks
+        of thousands of partitions' files (start-up's) off the loop. A predicate raising
+        OSError counts as failing; a partition without a log, or offline, is left out."""
+        loop = asyncio.get_running_loop()
+        work = [
+            (tp, log.dir)
+            for tp in topic_partitions
+            if (log := self._logs.get(tp)) is not None and not log.is_offline
+        ]
+
+        def select(batch: list[tuple[TopicPartition, Path]]) -> list[TopicPartition]:
+            chosen = []
+            for tp, directory in batch:
+                try:
+                    if predicate(tp, directory):
+                        chosen.append(tp)
+                except OSError:
+                    pass
+            return chosen
+
+        batches = [work[i : i + _SELECT_BATCH] for i in range(0, len(work), _SELECT_BATCH)]
+        results = await asyncio.gather(
+            *(loop.run_in_executor(self._executor, select, batch) for batch in batches)
+        )
+        return {tp for chosen in results for tp in chosen}
 
     async def write_deferred_leader_epochs(self, logs: Sequence[Log]) -> list[BaseException | None]:
         """Write, in the executor and side by side, the leader epoch checkpoints of

@@ -418,6 +418,17 @@ def read_marker(records: FileRecords, position: int, header: BatchHeader) -> Txn
 # -- the manager --------------------------------------------------------------------------------
 
 
+def snapshot_offsets_in(file_names: Iterable[str]) -> list[int]:
+    """The offsets of the producer snapshots among a directory's file names, ascending."""
+    offsets = []
+    for name in file_names:
+        if name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
+            stem = name[: -len(PRODUCER_SNAPSHOT_FILE_SUFFIX)]
+            if stem.isdigit():
+                offsets.append(int(stem))
+    return sorted(offsets)
+
+
 class ProducerStateManager:
     """The producer state of one partition and its snapshot files in the partition directory.
 
@@ -434,7 +445,10 @@ class ProducerStateManager:
         *,
         producer_id_expiration_ms: int = 86_400_000,
         name: str = "",
+        file_names: Iterable[str] | None = None,
     ) -> None:
+        """``file_names``: the directory's file names when the caller has just listed it
+        (the log's load), to find the snapshots without listing it again."""
         self._dir = directory
         self._name = name or directory.name
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -444,18 +458,14 @@ class ProducerStateManager:
         self._ongoing: dict[int, int] = {}
         # Completed transactions whose marker the high watermark has not passed yet.
         self._unreplicated: list[CompletedTxn] = []
-        self._snapshots: list[int] = self._list_snapshots()
+        self._snapshots: list[int] = (
+            self._list_snapshots() if file_names is None else snapshot_offsets_in(file_names)
+        )
 
     def _list_snapshots(self) -> list[int]:
-        offsets = []
         with contextlib.suppress(FileNotFoundError), os.scandir(self._dir) as entries:
-            for entry in entries:
-                name = entry.name
-                if name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
-                    stem = name[: -len(PRODUCER_SNAPSHOT_FILE_SUFFIX)]
-                    if stem.isdigit():
-                        offsets.append(int(stem))
-        return sorted(offsets)
+            return snapshot_offsets_in(entry.name for entry in entries)
+        return []
 
     # -- accessors ------------------------------------------------------------------------------
 

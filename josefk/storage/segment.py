@@ -651,8 +651,10 @@ class LogSegment:
             raise StorageError("offset index file does not exist", path=self.offset_index.path)
         if time_index_file_newly_created:
             self.time_index.reset()
-        self.offset_index.sanity_check()
-        self.time_index.sanity_check()
+        # Read, not mapped: the load hands the indexes over parked (see
+        # ``AbstractIndex.sanity_check_unmapped``).
+        self.offset_index.sanity_check_unmapped()
+        self.time_index.sanity_check_unmapped()
 
     def check_files_agree(self) -> str | None:
         """Whether the .log and its indexes agree, cheaply; what is wrong, or None.

@@ -117,3 +117,22 @@ def test_empty_partitions_keep_their_leader_epoch_across_restarts(
     assert checkpoints() == {"0\n1\n0 0\n"}
     metadata = ck_admin(broker.bootstrap).list_topics(topic, timeout=CLIENT_TIMEOUT_S)
     assert all(p.leader >= 0 for p in metadata.topics[topic].partitions.values())
+
+
+def test_start_up_rewrites_a_missing_or_stale_partition_metadata(
+    broker_factory: BrokerFactory,
+) -> None:
+    """Start-up reads every partition.metadata in the executor; one that is missing or names
+    another topic id is written again (on the loop, as at creation)."""
+    broker = broker_factory()
+    topic = "meta"
+    ck_create_topic(broker.bootstrap, topic, partitions=3)
+    data = Path(broker.data_dir)
+    files = [data / f"{topic}-{p}" / "partition.metadata" for p in range(3)]
+    written = [f.read_text() for f in files]
+    assert len(set(written)) == 1 and written[0].startswith("version: 0\ntopic_id: ")
+    broker.stop()
+    files[0].unlink()
+    files[1].write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")
+    broker.start()
+    assert [f.read_text() for f in files] == written

@@ -155,6 +155,61 @@ def test_sanity_check(tmp_path: Path) -> None:
     OffsetIndex(path, base_offset=100, max_index_size=1024).sanity_check()
 
 
+@pytest.mark.parametrize(
+    ("content", "corrupt"),
+    [
+        (struct.pack(">ii", 1, 0) + b"\x00\x00\x00", True),  # not whole entries
+        (struct.pack(">iiii", 5, 0, -3, 10), True),  # last offset below the base
+        (struct.pack(">iiii", 5, 0, 4, 10), True),  # offsets go backwards
+        (struct.pack(">iiii", 5, 0, 6, 10), False),
+        (b"", False),
+    ],
+)
+def test_unmapped_sanity_check_judges_as_the_mapped_one_and_leaves_the_index_parked(
+    tmp_path: Path, content: bytes, corrupt: bool
+) -> None:
+    path = tmp_path / "a.index"
+    path.write_bytes(content)
+    mapped = OffsetIndex(path, base_offset=100, max_index_size=1024)
+    unmapped = OffsetIndex(path, base_offset=100, max_index_size=1024)
+    if corrupt:
+        with pytest.raises(CorruptIndexError):
+            mapped.sanity_check()
+        with pytest.raises(CorruptIndexError):
+            unmapped.sanity_check_unmapped()
+        # Left as never opened: recovery opens it as it did after the mapped check.
+        assert not unmapped.is_open
+        mapped.close_handler()
+        return
+    mapped.sanity_check()
+    unmapped.sanity_check_unmapped()
+    assert not unmapped.is_open
+    assert unmapped.entries == mapped.entries == len(content) // 8
+    assert unmapped.last_entry() == mapped.last_entry()
+    mapped.close_handler()
+    # The active segment gets its room back unmapped; appends then map it.
+    unmapped.resize(1024)
+    assert not unmapped.is_open and path.stat().st_size == 1024
+    unmapped.append(107, 20)
+    assert unmapped.is_open and unmapped.entries == len(content) // 8 + 1
+    assert unmapped.lookup(107) == OffsetPosition(107, 20)
+    unmapped.close()
+
+
+def test_unmapped_time_index_sanity_check(tmp_path: Path) -> None:
+    path = tmp_path / "a.timeindex"
+    path.write_bytes(struct.pack(">qiqi", 500, 1, 100, 2))  # last timestamp below the first
+    index = TimeIndex(path, base_offset=0, max_index_size=1200)
+    with pytest.raises(CorruptIndexError):
+        index.sanity_check_unmapped()
+    assert not index.is_open
+    path.write_bytes(struct.pack(">qiqi", 100, 1, 500, 2))
+    index = TimeIndex(path, base_offset=0, max_index_size=1200)
+    index.sanity_check_unmapped()
+    assert not index.is_open and index.entries == 2
+    assert index.last_entry() == TimestampOffset(500, 2)
+
+
 def test_rename_and_delete_work_before_and_after_opening(tmp_path: Path) -> None:
     never_used = OffsetIndex(tmp_path / "a.index", base_offset=0)
     never_used.rename_to(tmp_path / "a.index.deleted")

@@ -373,6 +373,9 @@ def test_intact_segments_pass_the_check_without_mapping_their_indexes(
     for segment in reopened.log_segments()[:-1]:
         assert segment.check_files_agree() is None
         assert not segment.offset_index.is_open and not segment.time_index.is_open
+    # The active segment's indexes are sanity-checked from their bytes: still unmapped.
+    active = reopened.active_segment
+    assert not active.offset_index.is_open and not active.time_index.is_open
 
 
 def test_index_pointing_past_the_log_is_reported(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ load after clean and unclean shutdowns.
 from __future__ import annotations
 
 import logging
+import os
 import struct
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from josefk.storage.producer_state import (
     encode_snapshot,
     in_sequence,
     snapshot_file,
+    snapshot_offsets_in,
 )
 from josefk.util.clock import ManualClock
 from josefk.util.scheduler import InlineExecutor, Scheduler
@@ -288,6 +290,12 @@ def test_roll_and_close_take_snapshots_and_retention_deletes_them(tmp_path: Path
     end = log.log_end_offset
     log.close()
     assert snapshot_file(log.dir, end).exists()
+    # A load finds the snapshots in the loader's listing, as a listing of its own would.
+    listed = snapshot_offsets_in(os.listdir(log.dir))
+    assert end in listed
+    reopened = open_log(tmp_path / "t-0", small_config(retention_ms=1000), clock=clock)
+    assert reopened.producer_state.snapshot_offsets == listed
+    reopened.close()
 
 
 def test_clean_restart_keeps_deduplication(tmp_path: Path) -> None:
