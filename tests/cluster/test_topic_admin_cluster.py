@@ -161,3 +161,30 @@ def test_a_deleted_topic_leaves_every_replica_and_can_be_made_again(tmp_path: Pa
                 f"the new topic's replica in {data_dir.name}",
                 lambda d=data_dir: _live_dirs(d, "gone") == ["gone-0"] or None,
             )
+
+
+def test_a_deleted_topic_on_fewer_brokers_than_the_cluster_leaves_each_replica(
+    tmp_path: Path,
+) -> None:
+    """Replication factor 2 on three brokers: each partition lives on two of them, and the
+    deletion removes exactly what each broker held (placement bugs hide where every broker
+    holds everything)."""
+    with LocalCluster(tmp_path, brokers=3) as cluster:
+        dirs = [Path(broker.data_dir) for broker in cluster.brokers.values()]
+        assert _create_error(cluster, NewTopic("few", 3, 2)) == ErrorCode.NONE
+
+        def placed() -> list[list[str]] | None:
+            held = [_live_dirs(d, "few") for d in dirs]
+            counts = {name: sum(name in h for h in held) for name in ("few-0", "few-1", "few-2")}
+            return held if all(count == 2 for count in counts.values()) else None
+
+        wait_for("two replicas of every partition", placed)
+        admin = cluster.admin()
+        admin.delete_topics(["few"], operation_timeout=30)["few"].result(timeout=60)
+        for data_dir in dirs:
+            wait_for(
+                f"the replicas gone from {data_dir.name}",
+                lambda d=data_dir: (
+                    (_live_dirs(d, "few") == [] and not _in_catalog(d, "few")) or None
+                ),
+            )
