@@ -200,12 +200,13 @@ def _respond(
                 error = error_code_for(current.error)
             else:
                 error = ErrorCode.NONE
-            if error:
-                if topic_metrics is not None:
+            if error or info is None:
+                if error and topic_metrics is not None:
                     records = data.records
                     topic_metrics.produce_failed(
                         name, rejected_bytes=0 if records is None else len(records)
                     )
+                # No error and no info: nothing was appended; offsets answer -1.
                 record_errors, error_message = _record_errors(current, error)
                 partition_responses.append(
                     _new_partition_response(
@@ -216,19 +217,6 @@ def _respond(
                         log_start_offset=-1,
                         record_errors=record_errors,
                         error_message=error_message,
-                    )
-                )
-                continue
-            if info is None:
-                partition_responses.append(
-                    _new_partition_response(
-                        index=index,
-                        error_code=error,
-                        base_offset=-1,
-                        log_append_time_ms=-1,
-                        log_start_offset=-1,
-                        record_errors=[],
-                        error_message=None,
                     )
                 )
                 continue
