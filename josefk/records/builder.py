@@ -2,8 +2,8 @@
 
 Owns writing the header and record layouts that ``records.batch`` and ``records.record``
 read. Imports nothing from josefk but ``records.batch``, ``records.compression``,
-``records.record`` (for the control record formats), ``records.varint`` and
-``records.errors``.
+``records.record`` (for the control record formats), ``records.varint``,
+``records.errors`` and, when built, the C helper ``records._crecords``.
 
 A record appended at the next offset (the producer's case) is written straight into the
 output bytearray by ``_crecords.append_record`` (C, built by setup.py when a compiler is
