@@ -1,6 +1,7 @@
-/* Optional C accelerator for josefk.records: the validator's one pass over a batch's records.
+/* Optional C accelerator for josefk.records: the validator's one pass over a batch's records,
+   and the producer's encoding of one record into a batch.
 
-   Owns one function, scan_records, the C twin of josefk.records.scan._scan_records_python
+   Owns two functions. scan_records is the C twin of josefk.records.scan._scan_records_python
    (the pure-Python fallback; both must give the same results, and a property test holds
    them to it). It walks records laid out as in josefk/records/record.py's docstring,
    checking each one's framing the way Kafka's reader does, and never creates a Python object
@@ -20,6 +21,19 @@
    empty. `error` is None, or a message naming the first record whose framing is wrong: then
    the other fields describe the records before it. With `final`, bytes left after `count`
    records are an error too.
+
+   append_record(out, offset_delta, timestamp_delta, key, value, headers) -> bool
+
+       The C twin of josefk.records.builder._encode_record_python (a property test holds them
+       to the same bytes): appends one record (length varint, attributes 0, timestamp delta
+       varlong, offset delta varint, key, value, headers) to the bytearray `out`, written
+       straight into it (no intermediate bytes object), and returns True. It returns False,
+       leaving `out` as it was, for any record it does not take: keys, values and header
+       values other than None, bytes or bytearray (exact types), headers other than a list or
+       tuple of (str, value) tuples, a header key that is not valid UTF-8 text, deltas outside
+       their fields, a record over INT32_MAX bytes. The caller then encodes it in Python,
+       which raises whatever error the record deserves. The buffer grows by doubling, so a
+       1 MB batch is reallocated a handful of times rather than at every 1/8th.
 
    Imports nothing from Python.
 */
@@ -243,17 +257,188 @@ fail:
     return NULL;
 }
 
+/* ---------------------------------------------------------------- append_record */
+
+static inline Py_ssize_t
+uvarint_size(uint64_t value)
+{
+    Py_ssize_t size = 1;
+    while (value >= 0x80) {
+        value >>= 7;
+        size++;
+    }
+    return size;
+}
+
+static inline char *
+put_uvarint(char *p, uint64_t value)
+{
+    while (value >= 0x80) {
+        *p++ = (char)((value & 0x7F) | 0x80);
+        value >>= 7;
+    }
+    *p++ = (char)value;
+    return p;
+}
+
+/* A key, value or header value: bytes, bytearray (never `out` itself) or None (len -1).
+   Returns 0 for anything else, which the caller leaves to Python. */
+static inline int
+bytes_piece(PyObject *obj, PyObject *out, const char **data, Py_ssize_t *len)
+{
+    if (obj == Py_None) {
+        *data = NULL;
+        *len = -1;
+        return 1;
+    }
+    if (PyBytes_CheckExact(obj)) {
+        *data = PyBytes_AS_STRING(obj);
+        *len = PyBytes_GET_SIZE(obj);
+        return 1;
+    }
+    if (PyByteArray_CheckExact(obj) && obj != out) {
+        *data = PyByteArray_AS_STRING(obj);
+        *len = PyByteArray_GET_SIZE(obj);
+        return 1;
+    }
+    return 0;
+}
+
+/* Bytes of a length-prefixed field of `len` bytes (-1: null, one byte). */
+static inline Py_ssize_t
+field_size(Py_ssize_t len)
+{
+    return len < 0 ? 1 : uvarint_size((uint64_t)len << 1) + len;
+}
+
+static inline char *
+put_field(char *p, const char *data, Py_ssize_t len)
+{
+    if (len < 0) {
+        *p++ = 1; /* zig-zag -1: null */
+        return p;
+    }
+    p = put_uvarint(p, (uint64_t)len << 1);
+    memcpy(p, data, (size_t)len);
+    return p + len;
+}
+
+/* The i-th header of `headers` (a list or tuple) as UTF-8 key and value pieces; 0 if it is
+   not a (str, bytes | bytearray | None) tuple or its key does not encode. */
+static int
+header_pieces(PyObject *headers, Py_ssize_t i, PyObject *out, const char **key,
+              Py_ssize_t *key_len, const char **value, Py_ssize_t *value_len)
+{
+    PyObject *item = PySequence_Fast_GET_ITEM(headers, i);
+    if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2)
+        return 0;
+    PyObject *name = PyTuple_GET_ITEM(item, 0);
+    if (!PyUnicode_CheckExact(name))
+        return 0;
+    *key = PyUnicode_AsUTF8AndSize(name, key_len);
+    if (*key == NULL) {
+        /* Lone surrogates: Python's str.encode raises the error the caller should see. */
+        PyErr_Clear();
+        return 0;
+    }
+    return bytes_piece(PyTuple_GET_ITEM(item, 1), out, value, value_len);
+}
+
+static PyObject *
+append_record(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "append_record takes 6 arguments");
+        return NULL;
+    }
+    PyObject *out = args[0], *headers = args[5];
+    if (!PyByteArray_CheckExact(out)) {
+        PyErr_SetString(PyExc_TypeError, "append_record needs a bytearray");
+        return NULL;
+    }
+    if (!PyLong_Check(args[1]) || !PyLong_Check(args[2]))
+        Py_RETURN_FALSE;
+    int overflow;
+    long long offset_delta = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (overflow || offset_delta < 0 || offset_delta > INT32_MAX) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_FALSE;
+    }
+    long long timestamp_delta = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (overflow) /* outside int64 */
+        Py_RETURN_FALSE;
+    if (timestamp_delta == -1 && PyErr_Occurred())
+        return NULL;
+    const char *key, *value;
+    Py_ssize_t key_len, value_len;
+    if (!bytes_piece(args[3], out, &key, &key_len) || !bytes_piece(args[4], out, &value, &value_len))
+        Py_RETURN_FALSE;
+    if (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers))
+        Py_RETURN_FALSE;
+    Py_ssize_t header_count = PySequence_Fast_GET_SIZE(headers);
+
+    uint64_t zz_timestamp = ((uint64_t)timestamp_delta << 1) ^ (uint64_t)(timestamp_delta >> 63);
+    /* Every term is below 2**31 + 10 and there are at most a handful before a check, so the
+       sums cannot overflow a 64-bit Py_ssize_t. */
+    Py_ssize_t body = 1 + uvarint_size(zz_timestamp) + uvarint_size((uint64_t)offset_delta << 1)
+                      + field_size(key_len) + field_size(value_len)
+                      + uvarint_size((uint64_t)header_count << 1);
+    for (Py_ssize_t i = 0; i < header_count && body <= INT32_MAX; i++) {
+        const char *hkey, *hvalue;
+        Py_ssize_t hkey_len, hvalue_len;
+        if (!header_pieces(headers, i, out, &hkey, &hkey_len, &hvalue, &hvalue_len))
+            Py_RETURN_FALSE;
+        body += field_size(hkey_len) + field_size(hvalue_len);
+    }
+    if (body > INT32_MAX)
+        Py_RETURN_FALSE;
+
+    Py_ssize_t start = PyByteArray_GET_SIZE(out);
+    Py_ssize_t end = start + uvarint_size((uint64_t)body << 1) + body;
+    if (end >= ((PyByteArrayObject *)out)->ob_alloc) {
+        /* Grow to twice the size needed, then set the size back: the second resize only
+           moves the end (a bytearray shrinks in place down to half its allocation). */
+        if (PyByteArray_Resize(out, end * 2) < 0)
+            return NULL;
+    }
+    if (PyByteArray_Resize(out, end) < 0)
+        return NULL;
+    char *p = PyByteArray_AS_STRING(out) + start;
+    p = put_uvarint(p, (uint64_t)body << 1);
+    *p++ = 0; /* record attributes: unused by v2 */
+    p = put_uvarint(p, zz_timestamp);
+    p = put_uvarint(p, (uint64_t)offset_delta << 1);
+    p = put_field(p, key, key_len);
+    p = put_field(p, value, value_len);
+    p = put_uvarint(p, (uint64_t)header_count << 1);
+    for (Py_ssize_t i = 0; i < header_count; i++) {
+        const char *hkey, *hvalue;
+        Py_ssize_t hkey_len, hvalue_len;
+        /* Cannot fail now: the same pieces were taken above, the UTF-8 form is cached. */
+        header_pieces(headers, i, out, &hkey, &hkey_len, &hvalue, &hvalue_len);
+        p = put_field(p, hkey, hkey_len);
+        p = put_field(p, hvalue, hvalue_len);
+    }
+    assert(p == PyByteArray_AS_STRING(out) + end);
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef module_methods[] = {
     {"scan_records", scan_records, METH_VARARGS,
      PyDoc_STR("scan_records(data, position, count, first_index, base_timestamp, ts_low, "
                "ts_high, check_timestamps, keys_required, final) -> (position, scanned, "
                "max_delta, keyless, bad_timestamps, error)")},
+    {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
+     PyDoc_STR("append_record(out, offset_delta, timestamp_delta, key, value, headers) -> bool")},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "_crecords",
-    "The validator's one pass over a batch's records (see josefk.records.scan).", -1,
+    "The validator's one pass over a batch's records (see josefk.records.scan) and the "
+    "producer's encoding of one record (see josefk.records.builder).",
+    -1,
     module_methods, NULL, NULL, NULL, NULL,
 };
 

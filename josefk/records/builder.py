@@ -2,23 +2,28 @@
 
 Owns writing the header and record layouts that ``records.batch`` and ``records.record``
 read. Imports nothing from josefk but ``records.batch``, ``records.compression``,
-``records.record`` (for the control record formats), ``records.varint`` and
-``records.errors``.
+``records.record`` (for the control record formats), ``records.varint``,
+``records.errors`` and, when built, the C helper ``records._crecords``.
 
-A record without headers appended at the next offset (the producer's case) is joined in
-one piece from precomputed varint encodings (``varint.SMALL_UVARINTS``) and added to the
-output bytearray behind its length. Any other record is encoded field by field straight
-into the output: its size is computed first, so the length prefix goes out before the
-fields. Both write the same bytes. An uncompressed batch is built in place behind a
+A record appended at the next offset (the producer's case) is written straight into the
+output bytearray by ``_crecords.append_record`` (C, built by setup.py when a compiler is
+there), one call per record with no intermediate bytes; without the extension, or with
+``JOSEFK_PURE_PYTHON=1``, a record without headers is joined in one piece from precomputed
+varint encodings (``varint.SMALL_UVARINTS``) and added behind its length. Any other record
+(and any the C encoder declines) is encoded field by field by ``_encode_record_python``,
+which checks every field: its size is computed first, so the length prefix goes out before
+the fields. All three write the same bytes. An uncompressed batch is built in place behind a
 reserved 61-byte header; a compressed one compresses its record bytes once in ``build``.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import struct
 import time
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 from crc32c import crc32c
 
@@ -76,6 +81,23 @@ _NO_HEADERS: Final = b"\x00"
 _join = b"".join
 
 
+def _load_append_record() -> Callable[..., bool] | None:
+    """The C record encoder, or None without the extension or with JOSEFK_PURE_PYTHON=1."""
+    if os.environ.get("JOSEFK_PURE_PYTHON") == "1":
+        return None
+    try:
+        module: Any = importlib.import_module("josefk.records._crecords")
+    except ImportError:
+        return None
+    return getattr(module, "append_record", None)
+
+
+# append_record(out, offset_delta, timestamp_delta, key, value, headers) -> bool: True when
+# it appended the record, False (``out`` untouched) for one it leaves to Python.
+_append_record: Final = _load_append_record()
+C_APPEND_AVAILABLE: Final = _append_record is not None
+
+
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -102,6 +124,84 @@ def _put_uvarint(out: bytearray, value: int) -> None:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
+
+
+def _encode_record_python(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: BytesLike | None,
+    value: BytesLike | None,
+    headers: Sequence[HeaderInput],
+) -> None:
+    """Append one record to ``out``: length varint, attributes, timestamp delta, offset
+    delta, key, value, headers (the layout in records/record.py).
+
+    The Python twin of ``_crecords.append_record``, and the path for every record that one
+    declines. Raises ValueError for a number outside its field; ``out`` is only written once
+    every field is checked.
+    """
+    if not 0 <= offset_delta <= INT32_MAX:
+        raise ValueError(f"offset delta {offset_delta} does not fit int32")
+    if not INT64_MIN <= timestamp_delta <= INT64_MAX:
+        raise ValueError(f"timestamp delta {timestamp_delta} does not fit int64")
+
+    # Zig-zag encodings, computed once and used for both the size and the bytes.
+    zz_timestamp = ((timestamp_delta << 1) ^ (timestamp_delta >> 63)) & 0xFFFFFFFFFFFFFFFF
+    zz_offset = offset_delta << 1  # offset_delta >= 0
+    if key is None:
+        key_length = 0
+        zz_key = 1  # zig-zag of -1
+    else:
+        key_length = len(key)
+        zz_key = key_length << 1
+    if value is None:
+        value_length = 0
+        zz_value = 1
+    else:
+        value_length = len(value)
+        zz_value = value_length << 1
+    body = (
+        1
+        + _uvarint_size(zz_timestamp)
+        + _uvarint_size(zz_offset)
+        + _uvarint_size(zz_key)
+        + key_length
+        + _uvarint_size(zz_value)
+        + value_length
+        + _uvarint_size(len(headers) << 1)
+    )
+    encoded_headers: list[tuple[bytes, BytesLike | None]] = []
+    for header_key, header_value in headers:
+        encoded_key = header_key.encode("utf-8")
+        body += _uvarint_size(len(encoded_key) << 1) + len(encoded_key)
+        if header_value is None:
+            body += 1
+        else:
+            body += _uvarint_size(len(header_value) << 1) + len(header_value)
+        encoded_headers.append((encoded_key, header_value))
+    if body > INT32_MAX:
+        raise ValueError(f"record of {body} bytes does not fit a v2 batch")
+
+    _put_uvarint(out, body << 1)
+    out.append(0)  # record attributes: unused
+    _put_uvarint(out, zz_timestamp)
+    _put_uvarint(out, zz_offset)
+    _put_uvarint(out, zz_key)
+    if key is not None:
+        out += key
+    _put_uvarint(out, zz_value)
+    if value is not None:
+        out += value
+    _put_uvarint(out, len(encoded_headers) << 1)
+    for encoded_key, header_value in encoded_headers:
+        _put_uvarint(out, len(encoded_key) << 1)
+        out += encoded_key
+        if header_value is None:
+            out.append(1)
+        else:
+            _put_uvarint(out, len(header_value) << 1)
+            out += header_value
 
 
 class BatchBuilder:
@@ -215,7 +315,29 @@ class BatchBuilder:
         """
         if timestamp is None:
             timestamp = self._clock()
-        if offset is None and value is not None and not headers and not self._closed:
+        if offset is None and _append_record is not None and not self._closed:
+            # The producer's case, in C: one call writes the record into the buffer. A
+            # record it declines (False: odd types, numbers outside their fields) takes the
+            # general path below, which raises what it always raised. A first timestamp is
+            # checked here, since its delta is 0 whatever it is.
+            count = self._record_count
+            if count:
+                delta = timestamp - self._base_timestamp
+            elif INT64_MIN <= timestamp <= INT64_MAX:
+                delta = timestamp - timestamp  # 0, or 0.0 for a float, which C declines
+            else:
+                raise ValueError(f"timestamp {timestamp} does not fit int64")
+            offset_delta = self._last_offset_delta + 1
+            if _append_record(self._buffer, offset_delta, delta, key, value, headers):
+                if count:
+                    if timestamp > self._max_timestamp:
+                        self._max_timestamp = timestamp
+                else:
+                    self._base_timestamp = self._max_timestamp = timestamp
+                self._record_count = count + 1
+                self._last_offset_delta = offset_delta
+                return self._base_offset + offset_delta
+        elif offset is None and value is not None and not headers and not self._closed:
             # The producer's case: next offset, no headers. Every varint is looked up in
             # SMALL_UVARINTS and the record is joined in one piece (about a third of the
             # general path's cost). A number outside the table (IndexError) or an input of
@@ -280,75 +402,19 @@ class BatchBuilder:
                 raise ValueError(
                     f"offset {offset} does not follow {self._base_offset + self._last_offset_delta}"
                 )
-        if offset_delta > INT32_MAX:
-            raise ValueError(f"offset delta {offset_delta} does not fit int32")
-        if self._record_count == 0:
-            self._base_timestamp = timestamp
-            self._max_timestamp = timestamp
+        count = self._record_count
+        _encode_record_python(
+            self._buffer,
+            offset_delta,
+            timestamp - (self._base_timestamp if count else timestamp),
+            key,
+            value,
+            headers,
+        )
+        if count == 0:
+            self._base_timestamp = self._max_timestamp = timestamp
         elif timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
-        timestamp_delta = timestamp - self._base_timestamp
-        if not INT64_MIN <= timestamp_delta <= INT64_MAX:
-            raise ValueError(f"timestamp delta {timestamp_delta} does not fit int64")
-
-        # Zig-zag encodings, computed once and used for both the size and the bytes.
-        zz_timestamp = ((timestamp_delta << 1) ^ (timestamp_delta >> 63)) & 0xFFFFFFFFFFFFFFFF
-        zz_offset = offset_delta << 1  # offset_delta >= 0
-        if key is None:
-            key_length = 0
-            zz_key = 1  # zig-zag of -1
-        else:
-            key_length = len(key)
-            zz_key = key_length << 1
-        if value is None:
-            value_length = 0
-            zz_value = 1
-        else:
-            value_length = len(value)
-            zz_value = value_length << 1
-        body = (
-            1
-            + _uvarint_size(zz_timestamp)
-            + _uvarint_size(zz_offset)
-            + _uvarint_size(zz_key)
-            + key_length
-            + _uvarint_size(zz_value)
-            + value_length
-            + _uvarint_size(len(headers) << 1)
-        )
-        encoded_headers: list[tuple[bytes, BytesLike | None]] = []
-        for header_key, header_value in headers:
-            encoded_key = header_key.encode("utf-8")
-            body += _uvarint_size(len(encoded_key) << 1) + len(encoded_key)
-            if header_value is None:
-                body += 1
-            else:
-                body += _uvarint_size(len(header_value) << 1) + len(header_value)
-            encoded_headers.append((encoded_key, header_value))
-        if body > INT32_MAX:
-            raise ValueError(f"record of {body} bytes does not fit a v2 batch")
-
-        out = self._buffer
-        _put_uvarint(out, body << 1)
-        out.append(0)  # record attributes: unused
-        _put_uvarint(out, zz_timestamp)
-        _put_uvarint(out, zz_offset)
-        _put_uvarint(out, zz_key)
-        if key is not None:
-            out += key
-        _put_uvarint(out, zz_value)
-        if value is not None:
-            out += value
-        _put_uvarint(out, len(encoded_headers) << 1)
-        for encoded_key, header_value in encoded_headers:
-            _put_uvarint(out, len(encoded_key) << 1)
-            out += encoded_key
-            if header_value is None:
-                out.append(1)
-            else:
-                _put_uvarint(out, len(header_value) << 1)
-                out += header_value
-
         self._record_count += 1
         self._last_offset_delta = offset_delta
         return self._base_offset + offset_delta
