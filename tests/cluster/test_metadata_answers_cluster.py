@@ -86,7 +86,14 @@ class Asker:
 
 def partitions(topic: Any) -> list[tuple[int, int, int, list[int], list[int], list[int]]]:
     return [
-        (p.leader_id, p.leader_epoch, p.error_code, p.replica_nodes, p.isr_nodes, p.offline_replicas)
+        (
+            p.leader_id,
+            p.leader_epoch,
+            p.error_code,
+            p.replica_nodes,
+            p.isr_nodes,
+            p.offline_replicas,
+        )
         for p in topic.partitions
     ]
 
