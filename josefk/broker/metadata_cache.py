@@ -71,27 +71,33 @@ class MetadataCache(Protocol):
 
 
 class TopicMemo(Generic[_V]):
-    """What a handler built for each topic from one generation of a ``MetadataCache``,
+    """What a handler built for each topic from one generation of one ``MetadataCache``,
     by topic name, with the ``key`` of what else it was built from (the catalog's topic id
     and partition count). All of it is dropped as soon as the generation moves, so nothing
     built from an older generation is ever returned and names of deleted topics do not pile
     up. Used on the event loop only; nothing here awaits."""
 
     def __init__(self) -> None:
-        self._generation: int | None = None
+        # The source and its generation the values were built from: generations of two
+        # sources are unrelated numbers, so a value is only returned for its own source.
+        self._source: MetadataCache | None = None
+        self._generation = -1
         self._values: dict[str, tuple[Hashable, _V]] = {}
 
-    def get(self, generation: int, name: str, key: Hashable) -> _V | None:
-        if generation != self._generation:
+    def get(self, source: MetadataCache, generation: int, name: str, key: Hashable) -> _V | None:
+        if source is not self._source or generation != self._generation:
             return None
         found = self._values.get(name)
         if found is None or found[0] != key:
             return None
         return found[1]
 
-    def put(self, generation: int, name: str, key: Hashable, value: _V) -> None:
-        if generation != self._generation:
+    def put(
+        self, source: MetadataCache, generation: int, name: str, key: Hashable, value: _V
+    ) -> None:
+        if source is not self._source or generation != self._generation:
             self._values.clear()
+            self._source = source
             self._generation = generation
         self._values[name] = (key, value)
 

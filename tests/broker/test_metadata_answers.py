@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from josefk.broker.metadata_cache import TopicMemo
 from josefk.broker.partition import TopicPartition
 from josefk.broker.server import Broker
 from josefk.broker.topic_admin import LocalTopicAdmin
@@ -164,3 +165,17 @@ async def test_an_entry_answers_each_version_with_its_own_fields(
     assert asked.topic_authorized_operations not in (NOT_REQUESTED, 0)
     plain = (await all_topics(conn, 8))["t"]
     assert plain.topic_authorized_operations == NOT_REQUESTED
+
+
+def test_the_memo_answers_only_for_the_same_source_generation_and_key() -> None:
+    one, other = object(), object()
+    memo: TopicMemo[str] = TopicMemo()
+    memo.put(one, 1, "t", ("id", 1), "entry")  # type: ignore[arg-type]
+    assert memo.get(one, 1, "t", ("id", 1)) == "entry"  # type: ignore[arg-type]
+    assert memo.get(one, 1, "t", ("id", 2)) is None  # type: ignore[arg-type]
+    assert memo.get(other, 1, "t", ("id", 1)) is None  # type: ignore[arg-type]
+    assert memo.get(one, 2, "t", ("id", 1)) is None  # type: ignore[arg-type]
+    memo.put(one, 2, "u", ("id", 1), "later")  # type: ignore[arg-type]
+    # A new generation dropped everything built from the old one.
+    assert memo.get(one, 2, "t", ("id", 1)) is None  # type: ignore[arg-type]
+    assert memo.get(one, 2, "u", ("id", 1)) == "later"  # type: ignore[arg-type]

@@ -107,10 +107,10 @@ def handle_metadata(context: RequestContext, request: MetadataRequest) -> Metada
         for item in wanted:
             if isinstance(item, TopicInfo):
                 key = (item.topic_id, item.partitions)
-                entry = memo.get(generation, item.name, key)
+                entry = memo.get(metadata, generation, item.name, key)
                 if entry is None:
                     entry = _topic_entry(context, item, with_operations=False)
-                    memo.put(generation, item.name, key, entry)
+                    memo.put(metadata, generation, item.name, key, entry)
                 item = entry
             topics.append(item)
     cluster_operations = _NO_OPERATIONS
