@@ -14,6 +14,7 @@ from josefk.broker.configs import BrokerConfigLayers
 from josefk.broker.coordinator_placement import UNPLACED, CoordinatorPlacement
 from josefk.broker.error_responses import error_response
 from josefk.broker.fetch_session import FetchSessionCache
+from josefk.broker.metadata_cache import TopicMemo
 from josefk.broker.network import ConnectionInfo
 from josefk.broker.security.authorizer import SUPPORTED_OPERATIONS, operations_bitfield
 from josefk.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -92,6 +93,10 @@ class BrokerContext:
     share_partitions: SharePartitionManager | None = None
     # The share coordinator (__share_group_state, josefk.broker.share.coordinator).
     share_coordinator: ShareCoordinator | None = None
+    # The Metadata handler's topic entries, kept while the metadata's generation stands
+    # (josefk.broker.metadata_cache.TopicMemo): the protocol objects, typed loosely here as
+    # this module names no response class.
+    metadata_topics: TopicMemo[Any] = field(default_factory=TopicMemo)
 
     def config_layers(self) -> BrokerConfigLayers:
         """The broker's settings by source (static, dynamic), for DescribeConfigs."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass
+from typing import ClassVar
 
 from josefk.broker.errors import (
     FencedLeaderEpochError,
@@ -97,6 +98,12 @@ class ReplicaProgress:
 
 class Partition:
     """Leader or follower state of one partition."""
+
+    # How many times any partition of this process took a new state (leader, epochs,
+    # replicas, ISR): the single node's metadata compares it to know whether a partition it
+    # describes may report something else. Process-wide, so another broker's changes in the
+    # same process (tests) only make that reader look again.
+    state_changes: ClassVar[int] = 0
 
     def __init__(
         self,
@@ -183,6 +190,7 @@ class Partition:
         return changed
 
     def _set_state(self, state: PartitionState) -> None:
+        Partition.state_changes += 1
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch

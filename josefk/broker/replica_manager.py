@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Collection, Container, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from josefk.broker.catalog import (
     TopicCatalog,
@@ -42,6 +42,7 @@ from josefk.config.topic import LogConfig
 from josefk.records.compression import DecompressionBudget
 from josefk.records.errors import RecordsError
 from josefk.storage.errors import OffsetOutOfRangeError, StorageError
+from josefk.storage.log import Log
 from josefk.storage.manager import LogManager
 from josefk.storage.offsets import AppendOrigin, FetchIsolation, LogAppendInfo, TxnMarker
 from josefk.util.clock import Clock
@@ -50,6 +51,46 @@ logger = logging.getLogger(__name__)
 
 # Partitions a creation prepares at once (their files fsynced side by side in the executor).
 _CREATION_WINDOW: Final = 32
+
+
+class _PartitionMap(dict[TopicPartition, Partition]):
+    """The hosted partitions, counting every change of which are hosted (``changes``):
+    every mutating method of dict is overridden, so no way of adding or removing a
+    partition goes uncounted. Reads are dict's own."""
+
+    changes: int = 0
+
+    def __setitem__(self, key: TopicPartition, value: Partition) -> None:
+        self.changes += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: TopicPartition) -> None:
+        self.changes += 1
+        super().__delitem__(key)
+
+    def pop(self, key: TopicPartition, *default: Any) -> Any:
+        self.changes += 1
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[TopicPartition, Partition]:
+        self.changes += 1
+        return super().popitem()
+
+    def setdefault(self, key: TopicPartition, default: Partition) -> Partition:  # type: ignore[override]
+        self.changes += 1
+        return super().setdefault(key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.changes += 1
+        super().update(*args, **kwargs)
+
+    def clear(self) -> None:
+        self.changes += 1
+        super().clear()
+
+    def __ior__(self, other: Any) -> _PartitionMap:  # type: ignore[override,misc]
+        self.changes += 1
+        return super().__ior__(other)  # type: ignore[return-value]
 
 
 class _Awaiting(Protocol):
@@ -188,7 +229,7 @@ class ReplicaManager:
         self.broker_id = broker_id
         self._clock = clock
         self._default_log_config = default_log_config
-        self._partitions: dict[TopicPartition, Partition] = {}
+        self._partitions = _PartitionMap()
         # Fetches wait on a partition (woken by appends) and consumers' fetches also on its
         # high watermark key (woken by its moves): a follower, which reads to the log end,
         # is not woken by the high watermark its own fetches move.
@@ -307,6 +348,14 @@ class ReplicaManager:
 
     def partitions(self) -> Iterator[Partition]:
         return iter(self._partitions.values())
+
+    def state_generation(self) -> int:
+        """A number that changes whenever what ``get_partition`` finds may report something
+        else: a partition hosted or dropped, any partition's new state (leader, epochs,
+        replicas, ISR), any log gone offline. Equal numbers mean nothing of that changed;
+        it may also change when nothing here did (the last two count process-wide). Each
+        term only grows, so their sum changes whenever one does."""
+        return self._partitions.changes + Partition.state_changes + Log.offline_transitions
 
     def log_config_for(self, topic: str) -> LogConfig:
         return topic_log_config(self.catalog, self._default_log_config, topic)

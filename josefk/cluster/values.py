@@ -227,6 +227,10 @@ class ClusterView:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     # Group configs (KIP-848 GROUP resources) by group id; read where they are needed.
     group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Events applied to this view (any key, any kind): a reader that built something from
+    # the view keeps it while this and the view object are the same. Several events share one
+    # etcd revision (a transaction), so ``revision`` alone would not do.
+    changes: int = 0
 
     @classmethod
     def of(cls, snapshot: MetadataSnapshot) -> ClusterView:

@@ -132,6 +132,7 @@ class ClusterWatcher:
 
     def _apply(self, event: MetadataEvent) -> list[ViewChange]:
         view = self.view
+        view.changes += 1
         view.revision = max(view.revision, event.mod_revision)
         parts = self.store.split_key(event.key.encode())
         value = event.value

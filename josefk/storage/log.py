@@ -57,7 +57,7 @@ import signal
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import ClassVar, Final
 
 from josefk.config.topic import LogConfig
 from josefk.records.batch import (
@@ -165,6 +165,12 @@ class Log:
     Build with ``Log.load``. See the module docstring for the offsets' invariants and the
     concurrency contract.
     """
+
+    # How many logs of this process have gone offline, ever: what reports a partition
+    # (the broker's metadata) compares it to know whether any ``is_offline`` may have changed
+    # without asking every log. Process-wide, so another broker's failure in the same process
+    # (tests) only makes such a reader look again.
+    offline_transitions: ClassVar[int] = 0
 
     def __init__(
         self,
@@ -479,15 +485,21 @@ class Log:
         return _IoGuard(self, what)
 
     def _report_io_error(self, error: BaseException) -> None:
-        self._offline = True
+        self._go_offline()
         if self._on_io_error is not None:
             self._on_io_error(self._dir.parent, error)
+
+    def _go_offline(self) -> None:
+        """The one place ``_offline`` becomes True (``offline_transitions`` counts it)."""
+        if not self._offline:
+            self._offline = True
+            Log.offline_transitions += 1
 
     def mark_offline(self) -> None:
         """The log dir failed: every later call raises KafkaStorageError. Closes the fds."""
         if self._offline:
             return
-        self._offline = True
+        self._go_offline()
         for segment in self._segments.values():
             with contextlib.suppress(Exception):
                 segment.close_handlers()

@@ -13,6 +13,12 @@ not; auto-creation needs CREATE on the cluster or on the topic (TOPIC_AUTHORIZAT
 otherwise). KIP-430: the topic's and the cluster's authorized operations are the principal's
 bit fields when the request asks for them (the cluster's only with DESCRIBE on it, else 0),
 Kafka's "not requested" marker otherwise.
+
+An existing topic's entry is built once and reused by later requests (of any version: the
+encoder picks each version's fields) while the metadata's generation and the catalog's topic
+id and partition count stay as they were (``josefk.broker.metadata_cache.TopicMemo``); the
+entries are frozen and shared. Entries with authorized operations depend on the principal
+and are built every time, as are error entries; the DESCRIBE filter runs on every request.
 """
 
 from __future__ import annotations
@@ -83,10 +89,30 @@ def handle_metadata(context: RequestContext, request: MetadataRequest) -> Metada
                 wanted.append(info)
 
     with_operations = version >= 8 and request.include_topic_authorized_operations
-    topics = [
-        _topic_entry(context, item, with_operations) if isinstance(item, TopicInfo) else item
-        for item in wanted
-    ]
+    metadata = broker.metadata
+    assert metadata is not None
+    if with_operations:
+        topics = [
+            _topic_entry(context, item, with_operations=True)
+            if isinstance(item, TopicInfo)
+            else item
+            for item in wanted
+        ]
+    else:
+        # Read after any auto-creation above and with no await until the entries are built,
+        # so an entry is never stored under a generation newer than what it was built from.
+        generation = metadata.generation()
+        memo = broker.metadata_topics
+        topics = []
+        for item in wanted:
+            if isinstance(item, TopicInfo):
+                key = (item.topic_id, item.partitions)
+                entry = memo.get(metadata, generation, item.name, key)
+                if entry is None:
+                    entry = _topic_entry(context, item, with_operations=False)
+                    memo.put(metadata, generation, item.name, key, entry)
+                item = entry
+            topics.append(item)
     cluster_operations = _NO_OPERATIONS
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:
         cluster_operations = (
@@ -94,8 +120,6 @@ def handle_metadata(context: RequestContext, request: MetadataRequest) -> Metada
             if context.authorize_cluster(AclOperation.DESCRIBE)
             else 0
         )
-    metadata = broker.metadata
-    assert metadata is not None
     return Response(
         brokers=[
             BrokerEntry(node_id=node.broker_id, host=node.host, port=node.port, rack=node.rack)
@@ -139,7 +163,7 @@ def _maybe_auto_create(
 
 
 def _topic_entry(
-    context: RequestContext, info: TopicInfo, with_operations: bool
+    context: RequestContext, info: TopicInfo, *, with_operations: bool
 ) -> MetadataResponse.MetadataResponseTopic:
     metadata = context.broker.metadata
     assert metadata is not None
