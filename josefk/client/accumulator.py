@@ -43,6 +43,7 @@ _PRODUCER_FIELDS: Final = struct.Struct(">qhi")
 _CRC: Final = struct.Struct(">I")
 INT32_MAX: Final = 0x7FFFFFFF
 _perf_counter = time.perf_counter
+_new_handle = object.__new__
 
 Callbacks = list[tuple["DeliveryFuture", Callable[["DeliveryFuture"], object], Context | None]]
 
@@ -87,10 +88,12 @@ class ProducerBatch:
         "deadline",
         "done_at",
         "outcome",
+        "partition",
         "record_count",
         "sent_at",
         "size",
         "timestamps",
+        "topic",
         "tp",
         "waiting",
     )
@@ -104,6 +107,9 @@ class ProducerBatch:
         create_future: Callable[[], asyncio.Future[Any]],
     ) -> None:
         self.tp = tp
+        # tp's fields as plain slots: the accumulator compares them per record.
+        self.topic = tp.topic
+        self.partition = tp.partition
         self.builder: BatchBuilder | None = builder
         self.create_future = create_future
         self.timestamps: list[int] = []
@@ -403,6 +409,8 @@ class RecordAccumulator:
         self._on_open = on_open
         self._on_close = on_close
         self.open: dict[TopicPartition, ProducerBatch] = {}
+        # The batch the last record went to (open or not): append's first guess.
+        self._last: ProducerBatch | None = None
         self.ready: dict[TopicPartition, collections.deque[ProducerBatch]] = {}
         self.next_sequence: dict[TopicPartition, int] = collections.defaultdict(int)
         self.producer_id = NO_PRODUCER_ID
@@ -439,12 +447,24 @@ class RecordAccumulator:
         size: int,
     ) -> DeliveryFuture:
         """Add one record (``size``: its estimated bytes) to its partition's open batch."""
-        batch = self.open.get((topic, partition))  # type: ignore[call-overload]
-        if batch is None:
-            batch = self._new_batch(TopicPartition(topic, partition))
-        elif batch.buffered + size > self.batch_size and batch.record_count:
+        # Most producers send to one partition for a while (an explicit partition, the
+        # sticky partitioner): the last record's batch, while still open, is this one's
+        # without building and hashing a (topic, partition) key. An open batch (builder
+        # set) is always its partition's entry in ``open``.
+        batch = self._last
+        if (
+            batch is None
+            or batch.builder is None
+            or batch.partition != partition
+            or batch.topic != topic
+        ):
+            batch = self.open.get((topic, partition))  # type: ignore[call-overload]
+            if batch is None:
+                batch = self._new_batch(TopicPartition(topic, partition))
+            self._last = batch
+        if batch.buffered + size > self.batch_size and batch.record_count:
             self.close_batch(batch)
-            batch = self._new_batch(batch.tp)
+            batch = self._last = self._new_batch(batch.tp)
         index = batch.record_count
         # An open batch always has its builder.
         batch.builder.append(key, value, headers, timestamp_ms)  # type: ignore[union-attr]
@@ -458,7 +478,12 @@ class RecordAccumulator:
         if self.buffered_bytes >= self.buffer_memory:
             self.space.clear()
             self.accepting = False
-        return DeliveryFuture(batch, index)
+        # DeliveryFuture(batch, index) without its __init__'s Python frame: a third of the
+        # handle's cost, per record.
+        handle = _new_handle(DeliveryFuture)
+        handle._batch = batch
+        handle._index = index
+        return handle
 
     def _new_batch(self, tp: TopicPartition) -> ProducerBatch:
         base_sequence = NO_SEQUENCE

@@ -1,0 +1,136 @@
+"""The producer's per-record path: ``send``'s inlined common case queues exactly what
+``send_nowait`` queues, and the accumulator's guess of the open batch (the last record's)
+never puts a record in another partition's batch or in a closed one.
+
+The accumulator tests drive a bare ``RecordAccumulator`` (no broker); the ``send`` tests a
+real ``josefk serve``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from broker_process import BrokerProcess
+from client_helpers import unique_topic
+
+from josefk.client import AIOAdmin, AIOProducer, TopicPartition
+from josefk.client.accumulator import DeliveryFuture, ProducerBatch, RecordAccumulator
+from josefk.client.errors import MessageTooLargeError, UnknownTopicOrPartitionError
+from josefk.records import Compression, RecordBatch, iter_records
+
+
+def _accumulator(batch_size: int = 1000) -> tuple[RecordAccumulator, list[ProducerBatch]]:
+    closed: list[ProducerBatch] = []
+    accumulator = RecordAccumulator(
+        batch_size=batch_size,
+        buffer_memory=1 << 30,
+        linger_ms=60_000,
+        delivery_timeout_ms=120_000,
+        compression=Compression.NONE,
+        compression_level=None,
+        transactional=False,
+        on_open=lambda _tp: None,
+        on_close=closed.append,
+    )
+    accumulator.start(asyncio.get_running_loop())
+    return accumulator, closed
+
+
+def _values(batch: ProducerBatch) -> list[bytes | None]:
+    return [record.value for record in iter_records(RecordBatch(memoryview(batch.data)))]
+
+
+async def test_records_to_interleaved_partitions_land_in_their_own_batches() -> None:
+    accumulator, closed = _accumulator()
+    sent: dict[TopicPartition, list[bytes]] = {}
+    handles: list[tuple[TopicPartition, DeliveryFuture]] = []
+    order = [("a", 0), ("a", 0), ("a", 1), ("b", 0), ("a", 0), ("b", 0), ("a", 1), ("a", 1)]
+    for n, (topic, partition) in enumerate(order * 3):
+        value = b"%d" % n
+        tp = TopicPartition(topic, partition)
+        sent.setdefault(tp, []).append(value)
+        handle = accumulator.append(topic, partition, None, value, (), 1000 + n, 20)
+        assert type(handle) is DeliveryFuture
+        handles.append((tp, handle))
+    assert not closed  # 20 bytes a record: nothing is full
+    accumulator.close_all()
+    by_tp = {batch.tp: batch for batch in closed}
+    assert set(by_tp) == set(sent)
+    for tp, values in sent.items():
+        assert _values(by_tp[tp]) == values
+    for tp, handle in handles:
+        assert handle._batch is by_tp[tp]
+    # Each record's index in its batch is its place among its partition's records.
+    for tp in sent:
+        assert [h._index for t, h in handles if t == tp] == list(range(len(sent[tp])))
+
+
+async def test_a_closed_batch_is_never_appended_to() -> None:
+    accumulator, closed = _accumulator(batch_size=100)
+    first = accumulator.append("a", 0, None, b"1", (), 1, 60)
+    second = accumulator.append("a", 0, None, b"2", (), 2, 60)  # 120 > 100: a new batch
+    assert first._batch is not second._batch and closed == [first._batch]
+    accumulator.close_batch(second._batch)  # as linger_ms or flush would
+    third = accumulator.append("a", 0, None, b"3", (), 3, 10)
+    assert third._batch is not second._batch and third._index == 0
+    other = accumulator.append("a", 1, None, b"x", (), 4, 10)
+    fourth = accumulator.append("a", 0, None, b"4", (), 5, 10)
+    assert fourth._batch is third._batch and other._batch is not third._batch
+    accumulator.close_all()
+    assert [_values(batch) for batch in closed] == [[b"1"], [b"2"], [b"3", b"4"], [b"x"]]
+    assert [batch.tp for batch in closed][-2:] == [("a", 0), ("a", 1)]
+
+
+async def test_send_and_send_nowait_queue_the_same_records(broker: BrokerProcess) -> None:
+    topic = unique_topic("send-path")
+    async with AIOAdmin(bootstrap_servers=broker.bootstrap) as admin:
+        await admin.create_topic(topic, num_partitions=3)
+    cases: list[dict[str, object]] = [
+        {},
+        {"key": b"k1"},
+        {"partition": 2},
+        {"key": b"k2", "timestamp_ms": 1_700_000_000_000},
+        {"headers": {"h": b"v"}},
+        {"headers": [("h", None)], "partition": 1},
+        {"value": None, "key": b"tombstone"},
+    ]
+    async with AIOProducer(bootstrap_servers=broker.bootstrap, linger_ms=1) as producer:
+        await producer.partitions_for(topic)
+        pairs = []
+        for case in cases:
+            kwargs = {"value": b"v", **case}
+            inline = await producer.send(topic, **kwargs)  # type: ignore[arg-type]
+            nowait = producer.send_nowait(topic, **kwargs)  # type: ignore[arg-type]
+            assert nowait is not None
+            pairs.append((inline, nowait))
+        for inline, nowait in pairs:
+            a, b = await inline, await nowait
+            assert (a.topic, a.partition) == (b.topic, b.partition)
+            assert b.offset == a.offset + 1
+        assert pairs[2][0].result().partition == 2
+        assert pairs[3][0].result().timestamp == 1_700_000_000_000
+        assert pairs[5][0].result().partition == 1
+
+
+async def test_send_raises_as_send_nowait_does(broker: BrokerProcess) -> None:
+    topic = unique_topic("send-errors")
+    async with AIOAdmin(bootstrap_servers=broker.bootstrap) as admin:
+        await admin.create_topic(topic, num_partitions=1)
+    async with AIOProducer(
+        bootstrap_servers=broker.bootstrap, max_request_size=2000, max_block_ms=2000
+    ) as producer:
+        await producer.partitions_for(topic)
+        big = b"x" * 2000
+        with pytest.raises(MessageTooLargeError):
+            await producer.send(topic, big)
+        with pytest.raises(MessageTooLargeError):
+            producer.send_nowait(topic, big)
+        with pytest.raises(MessageTooLargeError):
+            await producer.send(topic, b"x", key=big)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            await producer.send(topic, b"x", partition=5)
+        assert producer.send_nowait(topic, b"x", partition=5) is None
+        # Nothing of the refused records was queued.
+        metadata = await (await producer.send(topic, b"ok"))
+        assert metadata.offset == 0
