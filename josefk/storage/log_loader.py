@@ -77,11 +77,12 @@ def load_segments(
     """
     try:
         needs_recovery, names = remove_temp_files_and_complete_swaps(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         if os.path.isdir(path):
             raise
         # Listed first and created only when missing: a mkdir per partition (failing with
-        # EEXIST, then a stat) was a measurable share of a start at 10,000 partitions.
+        # EEXIST, then a stat) was a measurable share of a start at 10,000 partitions. A
+        # file in the way fails in mkdir, with EEXIST, as before.
         path.mkdir(parents=True, exist_ok=True)
         needs_recovery, names = remove_temp_files_and_complete_swaps(path)
     segments: dict[int, LogSegment] = {}
