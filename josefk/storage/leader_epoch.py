@@ -75,9 +75,15 @@ class LeaderEpochCache:
     def load(cls, partition_dir: Path) -> LeaderEpochCache:
         """Read the partition's checkpoint (absent: empty). Entries that break the ordering
         (a file Kafka would refuse too) raise ``CorruptCheckpointError`` with the path."""
-        path = partition_dir / LEADER_EPOCH_CHECKPOINT
+        return cls.load_file(partition_dir / LEADER_EPOCH_CHECKPOINT)
+
+    @classmethod
+    def load_file(cls, path: Path) -> LeaderEpochCache:
+        """``load`` of the checkpoint at ``path`` (a log that already named it)."""
         try:
-            text = path.read_text(encoding="utf-8")
+            # open() rather than Path.read_text: once per partition at start-up.
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
         except FileNotFoundError:
             return cls(path)
         except (OSError, UnicodeDecodeError) as exc:

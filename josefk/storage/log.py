@@ -254,7 +254,8 @@ class Log:
 
         Raises KafkaStorageError (naming the path) on an I/O error.
         """
-        path = Path(directory)
+        # Path(a Path) parses it again; the log manager passes one per partition.
+        path = directory if isinstance(directory, Path) else Path(directory)
         clock = clock if clock is not None else SystemClock()
         jitter = jitter if jitter is not None else JitterSource()
         topic_partition = TopicPartition.from_dir_name(path.name)
@@ -370,7 +371,7 @@ class Log:
     def _load_leader_epochs(self) -> None:
         # The checkpoint may be ahead of a log recovered or truncated after a crash, or
         # behind a log start offset moved by retention: trim it to what the log holds.
-        cache = LeaderEpochCache.load(self._dir)
+        cache = LeaderEpochCache.load_file(self._leader_epochs.path)
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self._log_start_offset)
         self._leader_epochs = cache

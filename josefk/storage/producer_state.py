@@ -753,7 +753,10 @@ class ProducerStateManager:
                 continue
             path = snapshot_file(self._dir, offset)
             try:
-                entries = decode_snapshot(path.read_bytes(), path)
+                # open() rather than Path.read_bytes: once per partition at start-up.
+                with open(path, "rb") as file:
+                    data = file.read()
+                entries = decode_snapshot(data, path)
             except (CorruptSnapshotError, OSError) as exc:
                 _log.warning("%s: skipping producer snapshot %s: %s", self._name, path, exc)
                 self._snapshots.remove(offset)

@@ -157,7 +157,8 @@ def txn_index_file(directory: str | os.PathLike[str], offset: int, suffix: str =
 
 def offset_from_file_name(name: str | os.PathLike[str]) -> int:
     """The base offset a segment file's name starts with (``'…012345.log.deleted' -> 12345``)."""
-    base = Path(name).name
+    # A bare name (as the loader lists them) needs no Path: this runs per segment file.
+    base = os.path.basename(name) if isinstance(name, str) else Path(name).name
     prefix = base.split(".", 1)[0]
     if not prefix.isdigit():
         raise ValueError(f"{base!r} is not named after an offset")

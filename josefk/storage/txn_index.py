@@ -52,7 +52,8 @@ class TransactionIndex:
     """The aborted transactions of one segment, in the order their markers were written."""
 
     def __init__(self, path: str | os.PathLike[str], base_offset: int) -> None:
-        self._path = Path(path)
+        # Made a Path on first use (``path``): start-up opens one index per segment.
+        self._path: str | os.PathLike[str] = path
         self.base_offset = base_offset
         self._entries: list[AbortedTxn] | None = None
         self._fd: int | None = None
@@ -60,7 +61,10 @@ class TransactionIndex:
 
     @property
     def path(self) -> Path:
-        return self._path
+        path = self._path
+        if not isinstance(path, Path):
+            path = self._path = Path(path)
+        return path
 
     @property
     def entries(self) -> list[AbortedTxn]:
@@ -71,12 +75,12 @@ class TransactionIndex:
 
     def _load(self) -> list[AbortedTxn]:
         try:
-            data = self._path.read_bytes()
+            data = self.path.read_bytes()
         except FileNotFoundError:
             return []
         except OSError as exc:
             raise KafkaStorageError(
-                f"cannot read transaction index: {exc}", path=self._path
+                f"cannot read transaction index: {exc}", path=self.path
             ) from exc
         entries = decode_entries(data)
         valid = len(entries) * ENTRY_SIZE
@@ -111,7 +115,7 @@ class TransactionIndex:
             os.write(self._fd, data)
         except OSError as exc:
             raise KafkaStorageError(
-                f"cannot append to transaction index: {exc}", path=self._path
+                f"cannot append to transaction index: {exc}", path=self.path
             ) from exc
         entries.append(txn)
         self._dirty = True
@@ -139,7 +143,7 @@ class TransactionIndex:
             return
         except OSError as exc:
             raise KafkaStorageError(
-                f"cannot truncate transaction index: {exc}", path=self._path
+                f"cannot truncate transaction index: {exc}", path=self.path
             ) from exc
         self._dirty = True
 
@@ -162,7 +166,7 @@ class TransactionIndex:
     def flush(self) -> None:
         if self._dirty and self._fd is not None:
             os.fsync(self._fd)
-        elif self._dirty and self._path.exists():
+        elif self._dirty and self.path.exists():
             fd = os.open(self._path, os.O_RDONLY)
             try:
                 os.fsync(fd)
@@ -192,17 +196,17 @@ class TransactionIndex:
             pass
         except OSError as exc:
             raise KafkaStorageError(
-                f"cannot rename transaction index to {path}: {exc}", path=self._path
+                f"cannot rename transaction index to {path}: {exc}", path=self.path
             ) from exc
         self._path = path
 
     def delete_if_exists(self) -> None:
         self.close_handler()
         try:
-            self._path.unlink(missing_ok=True)
+            self.path.unlink(missing_ok=True)
         except OSError as exc:
             raise KafkaStorageError(
-                f"cannot delete transaction index: {exc}", path=self._path
+                f"cannot delete transaction index: {exc}", path=self.path
             ) from exc
 
     def __repr__(self) -> str:
