@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess, free_port
+from broker_process import BrokerProcess, free_ports
 from sasl_broker import start_sasl_broker, stop_broker
 
 from josefk.client import AIOAdmin, AIOConsumer, AIOProducer
@@ -106,8 +106,9 @@ class Terminated:
 
 @pytest.fixture(scope="module")
 def terminated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Terminated]:
-    targets = {"PLAINTEXT": free_port(), "SASL_PLAINTEXT": free_port()}
-    tls_ports = {name: free_port() for name in targets}
+    plain, sasl_plain, tls_plain, tls_sasl_plain = free_ports(4)
+    targets = {"PLAINTEXT": plain, "SASL_PLAINTEXT": sasl_plain}
+    tls_ports = {"PLAINTEXT": tls_plain, "SASL_PLAINTEXT": tls_sasl_plain}
     base = tmp_path_factory.mktemp("josefk-client-tls")
     listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in targets.items())
     advertised = ",".join(f"{name}://127.0.0.1:{port}" for name, port in tls_ports.items())

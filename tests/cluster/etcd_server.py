@@ -17,7 +17,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from broker_process import free_port
+from broker_process import free_ports
 
 ETCD = shutil.which("etcd")
 SKIP_REASON = "etcd is not installed (Debian package etcd-server; ./scripts/test.sh installs it)"
@@ -38,8 +38,7 @@ class EtcdServer:
         self.host = host
         self.data_dir = data_dir
         self.log_path = log_path
-        self.client_port = free_port()
-        self.peer_port = free_port()
+        self.client_port, self.peer_port = free_ports(2)
         self._process: subprocess.Popen[str] | None = None
         self._log_file = None
 

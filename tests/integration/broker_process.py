@@ -31,6 +31,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` different ports free right now. Two ``free_port`` calls in a row can get the
+    same port back (the first probe is closed before the second binds; seen: an etcd given
+    one port for its client and peer listeners failed with "address already in use"), so
+    every probe stays bound until all are picked."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            probe = stack.enter_context(socket.socket())
+            probe.bind((host, 0))
+            ports.append(int(probe.getsockname()[1]))
+        return ports
+
+
 READY_PATTERN = re.compile(
     r"^josefk: listening on (?P<listener>\w+)://(?P<host>[^:\s]+):(?P<port>\d+)\s*$"
 )

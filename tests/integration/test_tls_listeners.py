@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import SOURCE_DIR, BrokerProcess, free_port, stop_broker
+from broker_process import SOURCE_DIR, BrokerProcess, free_ports, stop_broker
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     assert_delivered,
@@ -65,13 +65,13 @@ class TlsBroker:
 def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
     base = tmp_path_factory.mktemp("josefk-tls")
     pki = make_pki(base / "pki")
-    ssl_port, sasl_ssl_port = free_port(), free_port()
+    ssl_port, sasl_ssl_port, metrics_port = free_ports(3)
     process = start_sasl_broker(
         base,
         listeners="PLAINTEXT://127.0.0.1:0,"
         f"SSL://127.0.0.1:{ssl_port},SASL_SSL://127.0.0.1:{sasl_ssl_port}",
         users=USERS,
-        metrics_port=free_port(),
+        metrics_port=metrics_port,
         settings=[
             f"ssl.keystore.location={pki.server_keystore}",
             f"ssl.truststore.location={pki.ca}",
