@@ -396,9 +396,12 @@ def perf_produce(
                 for n in range(count):
                     if throughput is not None:
                         # Pace to the cap: record n is due n/N seconds after the start.
+                        # A millisecond more: the loop's timers round to milliseconds and
+                        # may fire a little before the time asked for. Due times are from
+                        # the start, so the extra does not add up.
                         ahead = started + n / throughput - clock()
                         if ahead > 0:
-                            await asyncio.sleep(ahead)
+                            await asyncio.sleep(ahead + 0.001)
                     record_value = pick(payloads) if payloads else value
                     sent_bytes += len(record_value)
                     # send() without its coroutine when the record can be queued at once.

@@ -68,8 +68,15 @@ def create(admin: AdminClient, placements: dict[str, list[list[int]]]) -> None:
 
 
 def coordinator(admin: AdminClient, group: str) -> int:
-    (future,) = admin.describe_consumer_groups([group], request_timeout=20).values()
-    return int(future.result(30).coordinator.id)
+    """The group's coordinator, asked again while the answer is a retriable coordinator
+    error: librdkafka's describe hands NOT_COORDINATOR to the caller instead of retrying, and
+    a coordinator named by FindCoordinator may not have taken its offsets partition yet."""
+
+    def describe() -> int:
+        (future,) = admin.describe_consumer_groups([group], request_timeout=20).values()
+        return int(future.result(30).coordinator.id)
+
+    return wait_for(f"the coordinator of {group}", describe)
 
 
 def group_away_from(admin: AdminClient, hosts: set[int], prefix: str) -> str:
