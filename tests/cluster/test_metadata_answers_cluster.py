@@ -8,7 +8,6 @@ metadata source and a catalog mirroring the view, as the cluster node keeps it."
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 from etcd_server import EtcdServer
+from view_recorder import Recorder, store_on
 
 from josefk.broker.catalog import TopicCatalog, TopicInfo
 from josefk.broker.handlers.metadata import handle_metadata
@@ -24,10 +24,8 @@ from josefk.broker.metadata_cache import ClusterMetadata, TopicMemo
 from josefk.cluster.metadata_store import (
     BrokerRegistration,
     EndpointRecord,
-    EtcdMetadataStore,
     PartitionState,
     TopicRecord,
-    parse_endpoints,
 )
 from josefk.cluster.watcher import ClusterWatcher, ViewChange
 from josefk.protocol.message_types import MetadataRequest, MetadataResponse
@@ -35,30 +33,6 @@ from josefk.protocol.message_types import MetadataRequest, MetadataResponse
 pytestmark = pytest.mark.timeout(90)
 
 TOPIC_ID = "9b5a3d2e-1c4f-4a6b-8d7e-0f1a2b3c4d5e"
-
-
-async def store_on(etcd: EtcdServer) -> EtcdMetadataStore:
-    store = EtcdMetadataStore(parse_endpoints(etcd.endpoint), timeout_s=2.0)
-    await store.connect()
-    return store
-
-
-class Recorder:
-    """The watcher's listener: what changed, to wait for a change by watch."""
-
-    def __init__(self) -> None:
-        self.changes: list[ViewChange] = []
-        self._arrived = asyncio.Event()
-
-    def __call__(self, changes: list[ViewChange]) -> None:
-        self.changes.extend(changes)
-        self._arrived.set()
-
-    async def until(self, change: ViewChange, timeout_s: float = 30.0) -> None:
-        async with asyncio.timeout(timeout_s):
-            while change not in self.changes:
-                self._arrived.clear()
-                await self._arrived.wait()
 
 
 class Asker:

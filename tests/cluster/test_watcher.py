@@ -6,40 +6,17 @@ import asyncio
 
 import pytest
 from etcd_server import EtcdServer
+from view_recorder import Recorder, store_on
 
 from josefk.cluster.metadata_store import (
     BrokerRegistration,
     EndpointRecord,
-    EtcdMetadataStore,
     PartitionState,
     TopicRecord,
-    parse_endpoints,
 )
 from josefk.cluster.watcher import ClusterWatcher, ViewChange
 
 pytestmark = pytest.mark.timeout(90)
-
-
-async def store_on(etcd: EtcdServer) -> EtcdMetadataStore:
-    store = EtcdMetadataStore(parse_endpoints(etcd.endpoint), timeout_s=2.0)
-    await store.connect()
-    return store
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.changes: list[ViewChange] = []
-        self._arrived = asyncio.Event()
-
-    def __call__(self, changes: list[ViewChange]) -> None:
-        self.changes.extend(changes)
-        self._arrived.set()
-
-    async def until(self, change: ViewChange, timeout_s: float = 30.0) -> None:
-        async with asyncio.timeout(timeout_s):
-            while change not in self.changes:
-                self._arrived.clear()
-                await self._arrived.wait()
 
 
 async def test_the_view_follows_every_change(etcd: EtcdServer) -> None:
