@@ -154,6 +154,10 @@ def is_awaitable(result: object) -> TypeGuard[Awaitable[Any]]:
     return known
 
 
+# Linux's TCP_CORK (3); other platforms' sockets refuse it and _cork says so.
+_TCP_CORK = getattr(socket, "TCP_CORK", 3)
+
+
 def _size_prefix(response: Response) -> bytes:
     return _SIZE.pack(sum(chunk_size(part) for part in response))
 
@@ -280,6 +284,8 @@ class Connection:
         self._has_room.set()
         self._reading = True
         self._closed = False
+        # Whether TCP_CORK may be set on this socket (see _send); False once refused.
+        self._corkable = True
         # True while the writer waits for work with nothing unsent: then, and only then, the
         # reader may send ready answers itself (_send_ready) without overtaking another.
         self._writer_idle = False
@@ -545,10 +551,8 @@ class Connection:
                     out.append(_size_prefix(response))
                     out.extend(response)  # type: ignore[arg-type]  # _in_memory checked
                 else:
-                    if out:
-                        await self._sock_sendall(out)
-                        out = []
-                    await self._send(response)
+                    await self._send(response, out)
+                    out = []
                 if self.info.close_after_response:
                     # A handler answered last (an awaited failed authentication).
                     break
@@ -560,17 +564,42 @@ class Connection:
         finally:
             self.close()
 
-    async def _send(self, response: Response) -> None:
-        pieces: list[bytes | bytearray | memoryview] = [_size_prefix(response)]
-        for part in response:
-            if isinstance(part, bytes | bytearray | memoryview):
-                pieces.append(part)
-                continue
-            await self._sock_sendall(pieces)
-            pieces = []
-            await self._sendfile(part)
-        if pieces:
-            await self._sock_sendall(pieces)
+    async def _send(
+        self, response: Response, before: list[bytes | bytearray | memoryview] | None = None
+    ) -> None:
+        """Write ``response`` (after the answers ``before`` it, already encoded). A response
+        with file regions is written corked: its size, headers, regions and the few bytes
+        after the last region (a flexible version's tagged fields) leave in full segments and
+        one final push, instead of a small segment before and after every region, each of
+        which would wake the reader (a follower's fetcher, a consumer) for a few bytes."""
+        pieces: list[bytes | bytearray | memoryview] = before if before else []
+        pieces.append(_size_prefix(response))
+        corked = False
+        try:
+            for part in response:
+                if isinstance(part, bytes | bytearray | memoryview):
+                    pieces.append(part)
+                    continue
+                if not corked and self._corkable:
+                    corked = self._cork(True)
+                await self._sock_sendall(pieces)
+                pieces = []
+                await self._sendfile(part)
+            if pieces:
+                await self._sock_sendall(pieces)
+        finally:
+            if corked:
+                self._cork(False)
+
+    def _cork(self, on: bool) -> bool:
+        """TCP_CORK on or off (off pushes what it held back); False, and not tried again,
+        where the socket refuses it (another platform)."""
+        try:
+            self.sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, on)
+        except OSError:
+            self._corkable = False
+            return False
+        return True
 
     async def _sock_sendall(self, pieces: list[bytes | bytearray | memoryview]) -> None:
         if not pieces:
