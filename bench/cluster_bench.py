@@ -21,7 +21,8 @@ same cores), then measures with confluent-kafka (librdkafka), 1 KiB records:
 
 With ``--baseline-ref REF`` the throughput and latency measurements run on two clusters side
 by side, this tree's and REF's (checked out in a temporary ``git worktree``), rounds
-alternating between them; ``--skip-failover`` leaves out part 3.
+alternating between them; ``--skip-failover`` leaves out part 3; ``--latency-curve
+8,16,32,64`` adds p50/p99 at each of those loads.
 
 Prints a table; ``--quick`` for a smoke run. Loopback only, bounded in time.
 
@@ -400,6 +401,11 @@ def main() -> None:
         help="the latency run's load (default: half of this tree's best RF=3 MB/s)",
     )
     parser.add_argument("--latency-s", type=float, default=10.0)
+    parser.add_argument(
+        "--latency-curve",
+        default="",
+        help="comma-separated MB/s: also p50/p99 at each of these loads, every tree and config",
+    )
     parser.add_argument("--fast-session-ms", type=int, default=2000)
     parser.add_argument("--settle-s", type=float, default=10.0)
     parser.add_argument(
@@ -478,6 +484,8 @@ def run(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> None:
                     p50, p99 = latency(cluster, f"{name}-latency", acks, rate, args.latency_s)
                     rounds = [round(r[0]) for r in results[index, name]]
                     rows.append((trees[index][0], name, acks, best[0], best[1], p50, p99, rounds))
+            if args.latency_curve:
+                latency_curve(args, trees, clusters, configs)
             if args.skip_failover:
                 print_rows(rows, rate)
                 return
@@ -521,6 +529,30 @@ def run(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> None:
         f"failover with josefk.etcd.session.timeout.ms={args.fast_session_ms} and josefk's own "
         f"producer: {fast_josefk:.2f} s from SIGKILL to the first acks=all ack"
     )
+
+
+def latency_curve(
+    args: argparse.Namespace,
+    trees: list[tuple[str, Path]],
+    clusters: list[Cluster],
+    configs: Sequence[tuple[str, int, str, int]],
+) -> None:
+    """p50/p99 at each load of ``--latency-curve``, lowest first, on a fresh topic per
+    tree and configuration: where the tail leaves the target, not just one point."""
+    rates = sorted(float(rate) for rate in args.latency_curve.split(","))
+    print(f"{'code':12} {'config':6} {'acks':4} " + " ".join(f"{r:>13g}" for r in rates))
+    for index, cluster in enumerate(clusters):
+        for name, rf, acks, min_isr in configs:
+            topic = f"{name}-curve"
+            cluster.create(topic, 3, rf, min_isr)
+            cells = []
+            for rate in rates:
+                os.sync()
+                time.sleep(args.settle_s)
+                p50, p99 = latency(cluster, topic, acks, rate, args.latency_s)
+                cells.append(f"{p50:6.2f}/{p99:6.2f}")
+            print(f"{trees[index][0][:12]:12} {name:6} {acks:4} " + " ".join(cells), flush=True)
+    print("(p50/p99 ms of librdkafka's delivery latency at each MB/s)")
 
 
 def print_rows(rows: list[tuple[Any, ...]], rate: float) -> None:
