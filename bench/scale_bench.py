@@ -9,8 +9,9 @@ For each case (a partition count laid out as one topic, or as topics of 10 parti
 - RSS (VmRSS) and open file descriptors, idle and after the produce run;
 - Metadata latency for all topics: a raw Metadata v1 request with a null topic list on one
   connection, median of 5 (the response size is printed beside it);
-- produce throughput, 1 KiB records from librdkafka (confluent-kafka, acks=1): first to a
-  1-partition topic, then round robin over every partition of the case, same record count;
+- produce throughput, 1 KiB records from librdkafka (confluent-kafka, acks=1) or, with
+  ``--client josefk``, josefk's own producer: first to a 1-partition topic, then round robin
+  over every partition of the case, same record count;
   the ratio spread/single and the broker's CPU seconds per GB of each;
 - start-up: SIGTERM (its time printed), then the time from exec to the broker's ready line
   (clean shutdown) and the broker's CPU seconds by then (imports included); then SIGKILL
@@ -209,9 +210,17 @@ def create_topics(bootstrap: str, case: Case) -> float:
 
 
 def produce(
-    bootstrap: str, targets: list[tuple[str, int]], count: int, broker: Broker
+    bootstrap: str,
+    targets: list[tuple[str, int]],
+    count: int,
+    broker: Broker,
+    client: str = "librdkafka",
 ) -> tuple[float, float]:
-    """Send ``count`` 1 KiB records round robin over ``targets``: MB/s and broker CPU s/GB."""
+    """Send ``count`` 1 KiB records round robin over ``targets``: MB/s and broker CPU s/GB.
+    ``client``: librdkafka (confluent-kafka) or josefk (this tree's ``AIOProducer`` on
+    uvloop, the same batch size, linger and buffer as ``THROUGHPUT_PRODUCER``)."""
+    if client == "josefk":
+        return produce_josefk(bootstrap, targets, count, broker)
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, **THROUGHPUT_PRODUCER})
@@ -251,6 +260,47 @@ def produce(
     return count * len(RECORD) / 1e6 / seconds, cpu / gigabytes
 
 
+def produce_josefk(
+    bootstrap: str, targets: list[tuple[str, int]], count: int, broker: Broker
+) -> tuple[float, float]:
+    import uvloop
+
+    from josefk.client import AIOProducer
+
+    async def run() -> tuple[float, float, float]:
+        async with AIOProducer(
+            bootstrap_servers=bootstrap,
+            acks=1,
+            linger_ms=THROUGHPUT_PRODUCER["linger.ms"],
+            batch_size=THROUGHPUT_PRODUCER["batch.size"],
+            buffer_memory=THROUGHPUT_PRODUCER["queue.buffering.max.kbytes"] * 1024,
+        ) as producer:
+            await producer.send(targets[0][0], b"", partition=targets[0][1])
+            await producer.flush()  # connected, metadata known
+            cpu_before = broker.cpu()
+            client_before = time.process_time()
+            started = time.perf_counter()
+            n = len(targets)
+            for i in range(count):
+                topic, partition = targets[i % n]
+                await producer.send(topic, RECORD, partition=partition)
+            await producer.flush()
+            return (
+                time.perf_counter() - started,
+                broker.cpu() - cpu_before,
+                time.process_time() - client_before,
+            )
+
+    seconds, cpu, client = uvloop.run(run())
+    print(
+        f"#   {len(targets)} partitions: {seconds:.1f} s, broker CPU {cpu:.1f} s, "
+        f"client (josefk) CPU {client:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return count * len(RECORD) / 1e6 / seconds, cpu / (count * len(RECORD) / 1e9)
+
+
 def run_case(root: Path, build: str, case: Case, args: argparse.Namespace) -> Result:
     result = Result(build, case)
     f = result.figures
@@ -274,13 +324,13 @@ def run_case(root: Path, build: str, case: Case, args: argparse.Namespace) -> Re
         f["metadata_ms"], f["metadata_bytes"] = metadata_all_topics(broker.host, broker.port)
         f["metadata_ms"] *= 1000
         f["single_mbs"], f["single_cpu_gb"] = produce(
-            broker.bootstrap, [("single", 0)], args.records, broker
+            broker.bootstrap, [("single", 0)], args.records, broker, args.client
         )
         del single
         targets = [(t, p) for t in case.topic_names() for p in range(case.per_topic)]
         random.Random(1).shuffle(targets)
         f["spread_mbs"], f["spread_cpu_gb"] = produce(
-            broker.bootstrap, targets, args.records, broker
+            broker.bootstrap, targets, args.records, broker, args.client
         )
         f["spread_ratio"] = f["spread_mbs"] / f["single_mbs"]
         f["rss_loaded_mb"] = broker.rss_mb()
@@ -378,6 +428,12 @@ def main() -> None:
         help="baseline only for the one-topic layout (saves time: the baseline is slow)",
     )
     parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument(
+        "--client",
+        choices=("librdkafka", "josefk"),
+        default="librdkafka",
+        help="the producer of the throughput runs (josefk: this tree's client, for every build)",
+    )
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--cases", help="e.g. 100:100,10000:10 (partitions:per-topic)")
     parser.add_argument("--tmp", default=None, help="where data dirs go")
