@@ -202,6 +202,30 @@ async def test_file_regions_are_sent_with_sendfile(server) -> None:  # type: ign
         writer.close()
 
 
+async def test_a_response_with_file_regions_is_written_corked_and_pushed_at_its_end(
+    server,  # type: ignore[no-untyped-def]
+) -> None:
+    """Headers, two regions and the bytes after the last region (a flexible version's tagged
+    fields) arrive whole and in order, and the connection leaves TCP_CORK off afterwards: a
+    cork left on would hold the next small answer back."""
+    srv, dispatcher, port = server
+    with tempfile.TemporaryFile() as f:
+        payload = bytes(range(256)) * 300
+        f.write(payload)
+        f.flush()
+        head, tail = Region(f, 0, 1000), Region(f, 1000, len(payload) - 1000)
+        dispatcher.dispatch = lambda frame, _info: (  # type: ignore[method-assign]
+            [b"H", head, b"M", tail, b"T"] if bytes(frame) == b"file" else [bytes(frame)]
+        )
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(frame(b"file") + frame(b"after"))
+        assert await read_frame(reader) == b"H" + payload[:1000] + b"M" + payload[1000:] + b"T"
+        assert await read_frame(reader) == b"after"
+        (connection,) = srv.connections
+        assert connection.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK) == 0
+        writer.close()
+
+
 async def test_idle_connections_are_closed() -> None:
     clock = ManualClock()
     srv = SocketServer(EchoDispatcher(), clock=clock, max_request_bytes=1024, max_idle_ms=1000)
