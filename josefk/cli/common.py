@@ -21,11 +21,10 @@ import functools
 import os
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import click
 
-from josefk.client import AIOAdmin, TopicDescription
 from josefk.client.errors import (
     KafkaConnectionError,
     KafkaError,
@@ -34,6 +33,11 @@ from josefk.client.errors import (
 )
 from josefk.client.security import PROPERTY_NAMES, ClientSecurity, security_settings
 from josefk.config.properties import PropertiesSyntaxError, read_properties_file
+
+if TYPE_CHECKING:
+    # The admin client is imported by the verbs that talk to brokers, when they run:
+    # ``josefk serve`` and ``josefk dump-log`` load none of it.
+    from josefk.client.admin import AIOAdmin, TopicDescription
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -266,6 +270,8 @@ CLI_CONNECT_TIMEOUT_MS = 3000
 
 
 def admin_for(bootstrap: str) -> AIOAdmin:
+    from josefk.client.admin import AIOAdmin
+
     return AIOAdmin(
         bootstrap_servers=bootstrap,
         client_id="josefk-cli",

@@ -22,46 +22,101 @@ josefk.broker. The public API:
   error code.
 * ``josefk.client.sync``: blocking ``Producer``, ``Consumer``, ``ShareConsumer`` and ``Admin``
   for scripts.
+
+The names are imported on first use (``__getattr__``): a process that needs only part of the
+package, as the broker needs ``josefk.client.connection`` for its inter-broker calls, does not
+pay for the producer, consumer and admin modules.
 """
 
-from josefk.client.admin import (
-    AIOAdmin,
-    AlterConfigOp,
-    ClusterDescription,
-    ConfigEntry,
-    ConfigSource,
-    ConfigSynonym,
-    GroupDescription,
-    GroupListing,
-    LogDirDescription,
-    NewTopic,
-    PartitionReassignment,
-    ProducerState,
-    ResourceType,
-    TopicDescription,
-    TransactionDescription,
-    TransactionListing,
-)
-from josefk.client.assignors import RangeAssignor, RoundRobinAssignor
-from josefk.client.cluster import ClientConfig, KafkaClient
-from josefk.client.consumer import AIOConsumer, ConsumerConfig
-from josefk.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from josefk.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
-from josefk.client.producer import AIOProducer, ProducerConfig
-from josefk.client.subscription import ConsumerRebalanceListener
-from josefk.client.transactions import (
-    PreparedTransaction,
-    TransactionState,
-    complete_transaction,
-)
-from josefk.client.types import (
-    ConsumerGroupMetadata,
-    ConsumerRecord,
-    OffsetAndTimestamp,
-    RecordMetadata,
-    TopicPartition,
-)
-from josefk.records import Compression, TimestampType
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from josefk.client.admin import (
+        AIOAdmin,
+        AlterConfigOp,
+        ClusterDescription,
+        ConfigEntry,
+        ConfigSource,
+        ConfigSynonym,
+        GroupDescription,
+        GroupListing,
+        LogDirDescription,
+        NewTopic,
+        PartitionReassignment,
+        ProducerState,
+        ResourceType,
+        TopicDescription,
+        TransactionDescription,
+        TransactionListing,
+    )
+    from josefk.client.assignors import RangeAssignor, RoundRobinAssignor
+    from josefk.client.cluster import ClientConfig, KafkaClient
+    from josefk.client.consumer import AIOConsumer, ConsumerConfig
+    from josefk.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+    from josefk.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
+    from josefk.client.producer import AIOProducer, ProducerConfig
+    from josefk.client.subscription import ConsumerRebalanceListener
+    from josefk.client.transactions import (
+        PreparedTransaction,
+        TransactionState,
+        complete_transaction,
+    )
+    from josefk.client.types import (
+        ConsumerGroupMetadata,
+        ConsumerRecord,
+        OffsetAndTimestamp,
+        RecordMetadata,
+        TopicPartition,
+    )
+    from josefk.records import Compression, TimestampType
+
+# Each public name -> the module that defines it.
+_MODULE_OF: dict[str, str] = {
+    "AIOAdmin": "josefk.client.admin",
+    "AIOConsumer": "josefk.client.consumer",
+    "AIOProducer": "josefk.client.producer",
+    "AlterConfigOp": "josefk.client.admin",
+    "ClientConfig": "josefk.client.cluster",
+    "ClusterDescription": "josefk.client.admin",
+    "Compression": "josefk.records",
+    "ConfigEntry": "josefk.client.admin",
+    "ConfigSource": "josefk.client.admin",
+    "ConfigSynonym": "josefk.client.admin",
+    "ConsumerConfig": "josefk.client.consumer",
+    "ConsumerGroupMetadata": "josefk.client.types",
+    "ConsumerRebalanceListener": "josefk.client.subscription",
+    "ConsumerRecord": "josefk.client.types",
+    "DefaultPartitioner": "josefk.client.partitioner",
+    "GroupDescription": "josefk.client.admin",
+    "GroupListing": "josefk.client.admin",
+    "KafkaClient": "josefk.client.cluster",
+    "KafkaConnectionError": "josefk.client.errors",
+    "KafkaError": "josefk.client.errors",
+    "KafkaTimeoutError": "josefk.client.errors",
+    "LogDirDescription": "josefk.client.admin",
+    "NewTopic": "josefk.client.admin",
+    "OffsetAndTimestamp": "josefk.client.types",
+    "PartitionReassignment": "josefk.client.admin",
+    "PreparedTransaction": "josefk.client.transactions",
+    "ProducerConfig": "josefk.client.producer",
+    "ProducerState": "josefk.client.admin",
+    "RangeAssignor": "josefk.client.assignors",
+    "RecordMetadata": "josefk.client.types",
+    "ResourceType": "josefk.client.admin",
+    "RoundRobinAssignor": "josefk.client.assignors",
+    "TimestampType": "josefk.records",
+    "TopicDescription": "josefk.client.admin",
+    "TopicPartition": "josefk.client.types",
+    "TransactionDescription": "josefk.client.admin",
+    "TransactionListing": "josefk.client.admin",
+    "TransactionState": "josefk.client.transactions",
+    "complete_transaction": "josefk.client.transactions",
+    "murmur2": "josefk.client.partitioner",
+    "partition_for_key": "josefk.client.partitioner",
+}
 
 __all__ = [
     "AIOAdmin",
@@ -106,3 +161,16 @@ __all__ = [
     "murmur2",
     "partition_for_key",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next access is a plain module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

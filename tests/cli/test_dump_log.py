@@ -6,6 +6,7 @@ import json
 import struct
 from pathlib import Path
 
+import click
 from click.testing import CliRunner
 
 from josefk.cli.dump_log import dump_log
@@ -134,5 +135,4 @@ def test_other_files_are_ignored_with_a_failure_status(tmp_path: Path) -> None:
 def test_registered_as_a_josefk_subcommand() -> None:
     from josefk.cli import main
 
-    assert ("dump_log", "dump_log") in main._COMMANDS
-    assert dump_log.name == "dump-log"
+    assert main.cli.get_command(click.Context(main.cli), "dump-log") is dump_log
