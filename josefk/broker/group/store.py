@@ -280,16 +280,7 @@ class TopicOffsetsStore:
     ) -> TopicOffsetsStore:
         """Create the topic as Kafka does (compacted, internal) unless it exists; an
         existing topic keeps its partition count, which then decides coordinator partitions."""
-        if replicas.catalog.get(OFFSETS_TOPIC) is None:
-            topics.create_topic_now(
-                OFFSETS_TOPIC,
-                partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(segment_bytes),
-                    "compression.type": "producer",
-                },
-            )
+        topics.ensure_coordinator_topic(OFFSETS_TOPIC, partitions, segment_bytes)
         return TopicOffsetsStore(replicas)
 
     @property

@@ -121,16 +121,7 @@ class TopicStateLog:
         segment_bytes: int,
     ) -> TopicStateLog:
         """Create the topic as Kafka does (compacted, internal) unless it exists."""
-        if replicas.catalog.get(SHARE_STATE_TOPIC) is None:
-            topics.create_topic_now(
-                SHARE_STATE_TOPIC,
-                partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(segment_bytes),
-                    "compression.type": "producer",
-                },
-            )
+        topics.ensure_coordinator_topic(SHARE_STATE_TOPIC, partitions, segment_bytes)
         return TopicStateLog(replicas, partitions=partitions)
 
     @property

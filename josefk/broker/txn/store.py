@@ -121,16 +121,7 @@ class TopicTxnStore:
         segment_bytes: int,
     ) -> TopicTxnStore:
         """Create the topic as Kafka does (compacted, internal) unless it exists."""
-        if replicas.catalog.get(TRANSACTION_STATE_TOPIC) is None:
-            topics.create_topic_now(
-                TRANSACTION_STATE_TOPIC,
-                partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(segment_bytes),
-                    "compression.type": "producer",
-                },
-            )
+        topics.ensure_coordinator_topic(TRANSACTION_STATE_TOPIC, partitions, segment_bytes)
         return TopicTxnStore(replicas, partitions=partitions)
 
     @property
