@@ -224,6 +224,21 @@ class LocalTopicAdmin:
         logger.info("created topic %s with %d partitions", name, partitions)
         return info
 
+    def ensure_coordinator_topic(self, name: str, partitions: int, segment_bytes: int) -> None:
+        """Create a coordinator's internal topic (``__consumer_offsets``,
+        ``__transaction_state``, ``__share_group_state``) at start-up as Kafka does, compacted,
+        unless it exists: an existing topic keeps its own partition count."""
+        if self._catalog.get(name) is None:
+            self.create_topic_now(
+                name,
+                partitions,
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(segment_bytes),
+                    "compression.type": "producer",
+                },
+            )
+
     async def _create_topic_off_loop(
         self, name: str, partitions: int, configs: Mapping[str, str]
     ) -> TopicInfo:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -49,6 +49,13 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: Final = 6
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: Final = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: Final = 8
 CONSUMER_RECORD_TYPES: Final = frozenset(range(3, 9))
+_MEMBER_KEYED: Final = frozenset(
+    {
+        CONSUMER_GROUP_MEMBER_METADATA,
+        CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    }
+)
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -103,15 +110,22 @@ def _string16(out: bytearray, value: str) -> None:
     out += data
 
 
-def encode_key(key: ConsumerKey) -> bytes:
-    out = bytearray(_I16.pack(key.record_type))
-    _string16(out, key.group)
-    if key.member is not None:
-        _string16(out, key.member)
+def encode_group_key(record_type: int, group: str, member: str | None) -> bytes:
+    """A KIP-848 or KIP-932 group record's key: the int16 record type, the group id and, when
+    ``member`` is given, the member id, as int16-length strings."""
+    out = bytearray(_I16.pack(record_type))
+    _string16(out, group)
+    if member is not None:
+        _string16(out, member)
     return bytes(out)
 
 
-def decode_key(raw: bytes | memoryview) -> ConsumerKey:
+def decode_group_key(
+    raw: bytes | memoryview, record_types: Collection[int], member_keyed: Collection[int], kind: str
+) -> tuple[int, str, str | None]:
+    """(record type, group, member) of a key ``encode_group_key`` wrote: one of
+    ``record_types``, with a member id when its type is one of ``member_keyed``. ``kind``
+    names the group type in the errors."""
     data = bytes(raw)
     try:
         (record_type,) = _I16.unpack_from(data, 0)
@@ -119,15 +133,23 @@ def decode_key(raw: bytes | memoryview) -> ConsumerKey:
         group = data[4 : 4 + length].decode()
         pos = 4 + length
         member = None
-        if record_type in (5, 7, 8):
+        if record_type in member_keyed:
             (length,) = _I16.unpack_from(data, pos)
             member = data[pos + 2 : pos + 2 + length].decode()
             pos += 2 + length
     except (struct.error, UnicodeDecodeError) as exc:
-        raise ConsumerRecordError(f"unreadable consumer group key: {exc}") from exc
-    if record_type not in CONSUMER_RECORD_TYPES or pos != len(data):
-        raise ConsumerRecordError(f"not a consumer group key (type {record_type})")
-    return ConsumerKey(record_type, group, member)
+        raise ConsumerRecordError(f"unreadable {kind} group key: {exc}") from exc
+    if record_type not in record_types or pos != len(data):
+        raise ConsumerRecordError(f"not a {kind} group key (type {record_type})")
+    return record_type, group, member
+
+
+def encode_key(key: ConsumerKey) -> bytes:
+    return encode_group_key(key.record_type, key.group, key.member)
+
+
+def decode_key(raw: bytes | memoryview) -> ConsumerKey:
+    return ConsumerKey(*decode_group_key(raw, CONSUMER_RECORD_TYPES, _MEMBER_KEYED, "consumer"))
 
 
 def record_type(raw: bytes | memoryview) -> int:

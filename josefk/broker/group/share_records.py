@@ -36,18 +36,22 @@ metadata hash (Kafka's hash of the subscribed topics, KIP-1101; 0 is what Kafka 
 for "no hash" and makes a Kafka coordinator recompute the assignment): josefk notices topic
 changes by recomputing the assignment on each heartbeat.
 
-Imports consumer_records' value codec only.
+Imports consumer_records' key and value codecs only.
 """
 
 from __future__ import annotations
 
-import struct
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from josefk.broker.group.consumer_records import ConsumerRecordError, ValueReader, ValueWriter
+from josefk.broker.group.consumer_records import (
+    ValueReader,
+    ValueWriter,
+    decode_group_key,
+    encode_group_key,
+)
 
 SHARE_GROUP_PARTITION_METADATA: Final = 9
 SHARE_GROUP_MEMBER_METADATA: Final = 10
@@ -64,8 +68,6 @@ _MEMBER_KEYED: Final = frozenset(
         SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     }
 )
-
-_I16 = struct.Struct(">h")
 
 __all__ = [
     "SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT",
@@ -138,37 +140,13 @@ class StatePartitionMetadata:
 # -- keys ---------------------------------------------------------------------------------
 
 
-def _string16(out: bytearray, value: str) -> None:
-    data = value.encode()
-    out += _I16.pack(len(data))
-    out += data
-
-
 def encode_key(key: ShareKey) -> bytes:
-    out = bytearray(_I16.pack(key.record_type))
-    _string16(out, key.group)
-    if key.record_type in _MEMBER_KEYED:
-        _string16(out, key.member or "")
-    return bytes(out)
+    member = (key.member or "") if key.record_type in _MEMBER_KEYED else None
+    return encode_group_key(key.record_type, key.group, member)
 
 
 def decode_key(raw: bytes | memoryview) -> ShareKey:
-    data = bytes(raw)
-    try:
-        (record_type,) = _I16.unpack_from(data, 0)
-        (length,) = _I16.unpack_from(data, 2)
-        group = data[4 : 4 + length].decode()
-        pos = 4 + length
-        member = None
-        if record_type in _MEMBER_KEYED:
-            (length,) = _I16.unpack_from(data, pos)
-            member = data[pos + 2 : pos + 2 + length].decode()
-            pos += 2 + length
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise ConsumerRecordError(f"unreadable share group key: {exc}") from exc
-    if record_type not in SHARE_RECORD_TYPES or pos != len(data):
-        raise ConsumerRecordError(f"not a share group key (type {record_type})")
-    return ShareKey(record_type, group, member)
+    return ShareKey(*decode_group_key(raw, SHARE_RECORD_TYPES, _MEMBER_KEYED, "share"))
 
 
 # -- values -------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ offset, with each batch's producer id, transactional bit and, for a control batc
 type), ``StoredBatch``, ``TopicOffsetsStore`` (the real one, on the broker's replica manager:
 the topic is created at start-up when missing, with ``cleanup.policy=compact``) and
 ``MemoryOffsetsStore`` (for unit tests; it keeps what was appended, markers included, so a test
-can restart a coordinator on it).
+can restart a coordinator on it). ``build_batch`` and ``keyed_records`` (a partition read back
+as key-value pairs) also serve the transaction and share coordinators' topics.
 
 Transactional offset commits (TxnOffsetCommit) are batches with the producer's id and epoch,
 the transactional bit and no sequence, appended with ``AppendOrigin.COORDINATOR``: the log's
@@ -161,6 +162,24 @@ def build_batch(
     return builder.build()
 
 
+def keyed_records(replicas: ReplicaManager, topic: str, partition: int) -> Iterator[KeyValue]:
+    """Every keyed data record of a coordinator topic's partition hosted here, from its log
+    start offset, in offset order (none when the partition is not hosted): what the
+    transaction and share coordinators replay, which, unlike the group coordinator, write no
+    transactional batches."""
+    target = replicas.get_partition(topic, partition)
+    if target is None:
+        return
+    log = target.log
+    start = log.log_start_offset
+    for batch in log.read_batches_to_end(_LOAD_CHUNK_BYTES):
+        if batch.is_control:
+            continue
+        for record in iter_records(batch):
+            if record.offset >= start and record.key is not None:
+                yield record.key, record.value
+
+
 class MemoryOffsetsStore:
     """An offsets topic in memory; ``batches`` counts appends (one per coordinator write).
 
@@ -280,16 +299,7 @@ class TopicOffsetsStore:
     ) -> TopicOffsetsStore:
         """Create the topic as Kafka does (compacted, internal) unless it exists; an
         existing topic keeps its partition count, which then decides coordinator partitions."""
-        if replicas.catalog.get(OFFSETS_TOPIC) is None:
-            topics.create_topic_now(
-                OFFSETS_TOPIC,
-                partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(segment_bytes),
-                    "compression.type": "producer",
-                },
-            )
+        topics.ensure_coordinator_topic(OFFSETS_TOPIC, partitions, segment_bytes)
         return TopicOffsetsStore(replicas)
 
     @property

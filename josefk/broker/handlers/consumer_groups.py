@@ -13,7 +13,8 @@ consumer protocol, 0 for a classic member a consumer group holds during an onlin
 
 The per-group error chain before the group is looked at (authorization, no coordinator, an
 empty group id, a group another broker coordinates) is ``groups.group_lookup_error``, shared
-with the share group handlers.
+with the share group handlers; so is the heartbeat's answer once the coordinator was called
+(``groups.member_heartbeat_response``).
 
 In a cluster the heartbeat is answered once the group's records in ``__consumer_offsets``
 are replicated (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR when they are not).
@@ -38,7 +39,7 @@ from josefk.broker.handlers.groups import (
     client_host,
     coordinator_of,
     group_lookup_error,
-    wait_replicated,
+    member_heartbeat_response,
 )
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey
@@ -96,36 +97,8 @@ async def handle_consumer_group_heartbeat(
             api_version=context.api_version,
         )
     )
-    # The group's records are answered for once the offsets topic's replicas hold them.
-    replication_error = await wait_replicated(context, coordinator)
-    if replication_error is not None and not result.error:
-        error = (
-            ErrorCode.NOT_COORDINATOR
-            if coordinator.ownership_error(request.group_id)
-            else ErrorCode.COORDINATOR_NOT_AVAILABLE
-        )
-        return HEARTBEAT(error_code=error, error_message=str(replication_error))
-    if result.error:
-        return HEARTBEAT(
-            error_code=result.error,
-            error_message=result.error_message or result.error.message,
-            member_id=result.member_id,
-            member_epoch=result.member_epoch,
-        )
-    assignment = None
-    if result.assignment is not None:
-        assignment = HEARTBEAT.Assignment(
-            topic_partitions=[
-                HEARTBEAT.TopicPartitions(topic_id=topic_id, partitions=sorted(partitions))
-                for topic_id, partitions in sorted(result.assignment.items())
-            ]
-        )
-    return HEARTBEAT(
-        error_code=ErrorCode.NONE,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval_ms=result.heartbeat_interval_ms,
-        assignment=assignment,
+    return await member_heartbeat_response(
+        context, coordinator, request.group_id, result, HEARTBEAT
     )
 
 

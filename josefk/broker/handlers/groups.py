@@ -9,6 +9,8 @@ FindCoordinator for a transactional id (key type 1) is answered by
 COORDINATOR_NOT_AVAILABLE. ``wait_replicated`` is the wait of every handler whose coordinator
 call appended to ``__consumer_offsets`` (SyncGroup here, OffsetCommit and TxnOffsetCommit): in
 a cluster the answer, and what the coordinator shows others, waits for the in-sync replicas.
+``member_heartbeat_response`` is that wait and the answer of the KIP-848 and KIP-932
+heartbeats (consumer_groups, share_groups), whose responses have the same shape.
 
 Authorization, as Kafka's: READ on the group for JoinGroup, SyncGroup, Heartbeat and
 LeaveGroup; DESCRIBE on the group (or transactional id) for FindCoordinator and
@@ -21,11 +23,13 @@ must not import the server or network layer.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, TypeVar
 
 from josefk.broker.context import RequestContext
+from josefk.broker.group.consumer import HeartbeatResult
 from josefk.broker.group.coordinator import GroupCoordinator, JoinRequest
 from josefk.broker.group.group import JoinResult
+from josefk.broker.group.share import ShareHeartbeatResult
 from josefk.broker.group.store import OFFSETS_TOPIC
 from josefk.broker.handlers import handles
 from josefk.broker.handlers.share_state import find_share_coordinator
@@ -36,6 +40,7 @@ from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import (
+    ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
@@ -50,6 +55,7 @@ from josefk.protocol.message_types import (
     LeaveGroupResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ShareGroupHeartbeatResponse,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -259,6 +265,56 @@ async def wait_replicated(
                 append.error = RequestTimedOutError("the wait for the in-sync replicas ended")
         coordinator.appends_settled(appends)
     return next((a.error for a in appends if a.error is not None), None)
+
+
+# The KIP-848 and KIP-932 heartbeats answer in the same shape.
+_MemberHeartbeatResponse = TypeVar(
+    "_MemberHeartbeatResponse", ConsumerGroupHeartbeatResponse, ShareGroupHeartbeatResponse
+)
+
+
+async def member_heartbeat_response(
+    context: RequestContext,
+    coordinator: GroupCoordinator,
+    group_id: str,
+    result: HeartbeatResult | ShareHeartbeatResult,
+    response: type[_MemberHeartbeatResponse],
+) -> _MemberHeartbeatResponse:
+    """The answer to a ConsumerGroupHeartbeat or ShareGroupHeartbeat whose coordinator call
+    returned ``result``: once its records are replicated (``wait_replicated``, so call it
+    right after that coordinator call), the result's error or the member's epoch and, when it
+    changed, its assignment."""
+    # The group's records are answered for once the offsets topic's replicas hold them.
+    replication_error = await wait_replicated(context, coordinator)
+    if replication_error is not None and not result.error:
+        error = (
+            ErrorCode.NOT_COORDINATOR
+            if coordinator.ownership_error(group_id)
+            else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        )
+        return response(error_code=error, error_message=str(replication_error))
+    if result.error:
+        return response(
+            error_code=result.error,
+            error_message=result.error_message or result.error.message,
+            member_id=result.member_id,
+            member_epoch=result.member_epoch,
+        )
+    assignment = None
+    if result.assignment is not None:
+        assignment = response.Assignment(
+            topic_partitions=[
+                response.TopicPartitions(topic_id=topic_id, partitions=sorted(partitions))
+                for topic_id, partitions in sorted(result.assignment.items())
+            ]
+        )
+    return response(
+        error_code=ErrorCode.NONE,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval_ms=result.heartbeat_interval_ms,
+        assignment=assignment,
+    )
 
 
 @handles(ApiKey.SYNC_GROUP)

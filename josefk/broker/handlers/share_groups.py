@@ -33,7 +33,7 @@ from josefk.broker.handlers.groups import (
     client_host,
     coordinator_of,
     group_lookup_error,
-    wait_replicated,
+    member_heartbeat_response,
 )
 from josefk.broker.partition import TopicPartition
 from josefk.protocol.acls import AclOperation, ResourceType
@@ -91,36 +91,8 @@ async def handle_share_group_heartbeat(
             client_host=client_host(context),
         )
     )
-    # The group's records are answered for once the offsets topic's replicas hold them.
-    replication_error = await wait_replicated(context, coordinator)
-    if replication_error is not None and not result.error:
-        error = (
-            ErrorCode.NOT_COORDINATOR
-            if coordinator.ownership_error(request.group_id)
-            else ErrorCode.COORDINATOR_NOT_AVAILABLE
-        )
-        return HEARTBEAT(error_code=error, error_message=str(replication_error))
-    if result.error:
-        return HEARTBEAT(
-            error_code=result.error,
-            error_message=result.error_message or result.error.message,
-            member_id=result.member_id,
-            member_epoch=result.member_epoch,
-        )
-    assignment = None
-    if result.assignment is not None:
-        assignment = HEARTBEAT.Assignment(
-            topic_partitions=[
-                HEARTBEAT.TopicPartitions(topic_id=topic_id, partitions=sorted(partitions))
-                for topic_id, partitions in sorted(result.assignment.items())
-            ]
-        )
-    return HEARTBEAT(
-        error_code=ErrorCode.NONE,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval_ms=result.heartbeat_interval_ms,
-        assignment=assignment,
+    return await member_heartbeat_response(
+        context, coordinator, request.group_id, result, HEARTBEAT
     )
 
 

@@ -24,8 +24,8 @@ a read with a higher leader epoch records it first (a ShareUpdate with no batche
 Concurrency: event loop thread only. Appends of one partition are made in call order; a
 write awaits only its own replication, after its record is in the log and in memory.
 
-Imports the replica manager, josefk.records, the group store's batch builder and the share
-records; must not import handlers or the share partition manager.
+Imports the replica manager, josefk.records, the group store's batch builder and reader and
+the share records; must not import handlers or the share partition manager.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any, Final, Protocol
 
 from josefk.broker.errors import error_code_for
 from josefk.broker.group.offsets_schema import coordinator_partition
-from josefk.broker.group.store import build_batch
+from josefk.broker.group.store import build_batch, keyed_records
 from josefk.broker.replica_manager import AppendOutcome, ReplicaManager
 from josefk.broker.share.records import (
     SHARE_SNAPSHOT,
@@ -57,14 +57,12 @@ from josefk.broker.share.records import (
 )
 from josefk.broker.topic_admin import LocalTopicAdmin
 from josefk.protocol.errors import ErrorCode
-from josefk.records.record import iter_records
 from josefk.storage.offsets import AppendOrigin
 from josefk.util.clock import Clock
 
 logger = logging.getLogger(__name__)
 
 SHARE_STATE_TOPIC: Final = "__share_group_state"
-_LOAD_CHUNK_BYTES: Final = 1 << 20
 
 KeyValue = tuple[bytes, bytes | None]
 
@@ -121,16 +119,7 @@ class TopicStateLog:
         segment_bytes: int,
     ) -> TopicStateLog:
         """Create the topic as Kafka does (compacted, internal) unless it exists."""
-        if replicas.catalog.get(SHARE_STATE_TOPIC) is None:
-            topics.create_topic_now(
-                SHARE_STATE_TOPIC,
-                partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(segment_bytes),
-                    "compression.type": "producer",
-                },
-            )
+        topics.ensure_coordinator_topic(SHARE_STATE_TOPIC, partitions, segment_bytes)
         return TopicStateLog(replicas, partitions=partitions)
 
     @property
@@ -164,17 +153,7 @@ class TopicStateLog:
         return ErrorCode.NONE
 
     def read(self, partition: int) -> Iterator[KeyValue]:
-        target = self._replicas.get_partition(SHARE_STATE_TOPIC, partition)
-        if target is None:
-            return
-        log = target.log
-        start = log.log_start_offset
-        for batch in log.read_batches_to_end(_LOAD_CHUNK_BYTES):
-            if batch.is_control:
-                continue
-            for record in iter_records(batch):
-                if record.offset >= start and record.key is not None:
-                    yield record.key, record.value
+        return keyed_records(self._replicas, SHARE_STATE_TOPIC, partition)
 
 
 def _coordinator_error(code: ErrorCode) -> ErrorCode:

@@ -6,8 +6,8 @@ epoch), ``TopicTxnStore`` (the real one, on the broker's replica manager; on the
 the topic is created at start-up when missing, compacted) and ``MemoryTxnStore`` (unit tests:
 it keeps what was written so a test can restart a coordinator on it, and can fail on demand).
 
-Imports josefk.records, josefk.storage, the replica manager and the broker's error table
-(error codes only); must not import the protocol codec or the handlers.
+Imports josefk.records, josefk.storage, the replica manager, the group store's log reader and
+the broker's error table (error codes only); must not import the protocol codec or the handlers.
 """
 
 from __future__ import annotations
@@ -17,16 +17,15 @@ from collections.abc import Iterator
 from typing import Final, Protocol
 
 from josefk.broker.errors import error_code_for
+from josefk.broker.group.store import keyed_records
 from josefk.broker.replica_manager import AppendOutcome, ReplicaManager
 from josefk.broker.topic_admin import LocalTopicAdmin
 from josefk.protocol.errors import ErrorCode
 from josefk.records import BatchBuilder
-from josefk.records.record import iter_records
 
 logger = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC: Final = "__transaction_state"
-_LOAD_CHUNK_BYTES: Final = 1 << 20
 
 KeyValue = tuple[bytes, bytes | None]
 
@@ -121,16 +120,7 @@ class TopicTxnStore:
         segment_bytes: int,
     ) -> TopicTxnStore:
         """Create the topic as Kafka does (compacted, internal) unless it exists."""
-        if replicas.catalog.get(TRANSACTION_STATE_TOPIC) is None:
-            topics.create_topic_now(
-                TRANSACTION_STATE_TOPIC,
-                partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(segment_bytes),
-                    "compression.type": "producer",
-                },
-            )
+        topics.ensure_coordinator_topic(TRANSACTION_STATE_TOPIC, partitions, segment_bytes)
         return TopicTxnStore(replicas, partitions=partitions)
 
     @property
@@ -167,17 +157,4 @@ class TopicTxnStore:
         return max(target.leader_epoch, 0) if target is not None else 0
 
     def read(self, partition: int) -> Iterator[KeyValue]:
-        target = self._replicas.get_partition(TRANSACTION_STATE_TOPIC, partition)
-        if target is None:
-            return
-        log = target.log
-        start = log.log_start_offset
-        for batch in log.read_batches_to_end(_LOAD_CHUNK_BYTES):
-            if batch.is_control:
-                continue
-            for record in iter_records(batch):
-                if record.offset >= start and record.key is not None:
-                    yield (
-                        bytes(record.key),
-                        (None if record.value is None else bytes(record.value)),
-                    )
+        return keyed_records(self._replicas, TRANSACTION_STATE_TOPIC, partition)
