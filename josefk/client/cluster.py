@@ -123,6 +123,16 @@ class ClientConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StartedRequest:
+    """A request written by ``KafkaClient.start_request``, its answer still to come."""
+
+    conn: BrokerConnection
+    future: asyncio.Future[Any]
+    api_key: int
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerInfo:
     node_id: int
     host: str
@@ -340,6 +350,40 @@ class KafkaClient:
         try:
             return await conn.request(
                 api_key, body, timeout_s=timeout_s, expect_response=expect_response
+            )
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self.invalidate()
+            raise
+
+    def start_request(
+        self,
+        node_id: int,
+        api_key: int,
+        body: BodyOrBuilder,
+        *,
+        timeout_s: float | None = None,
+        expect_response: bool = True,
+    ) -> StartedRequest | None:
+        """Write a request to ``node_id`` now, on its open connection, if it can be written
+        without waiting (``BrokerConnection.start_request``); else None, nothing written,
+        and ``request`` is the way. Await the answer with ``wait_response``. For the
+        producer's sender: its next request goes out in the same turn of the event loop as
+        the answer that frees the partition."""
+        conn = self._connections.get(node_id)
+        if conn is None or conn.closed or self._closed:
+            return None
+        future = conn.start_request(api_key, body, expect_response=expect_response)
+        if future is None:
+            return None
+        if timeout_s is None:
+            timeout_s = self.config.request_timeout_ms / 1000.0
+        return StartedRequest(conn, future, api_key, timeout_s)
+
+    async def wait_response(self, started: StartedRequest) -> Any:
+        """The answer to ``start_request``'s request, failing as ``request`` fails."""
+        try:
+            return await started.conn.wait_response(
+                started.future, started.api_key, started.timeout_s
             )
         except (KafkaConnectionError, KafkaTimeoutError):
             self.invalidate()

@@ -519,6 +519,17 @@ class BrokerConnection(asyncio.BufferedProtocol):
             api_key, body, version=version, timeout_s=timeout_s, expect_response=expect_response
         )
 
+    def start_request(
+        self, api_key: int, body: BodyOrBuilder, *, expect_response: bool = True
+    ) -> asyncio.Future[Any] | None:
+        """Write the request now if ``request`` would write it without waiting (the
+        transport takes writes, no re-authentication due); else None and nothing written.
+        Wait for its answer with ``wait_response``. For callers whose next write should
+        not wait for the event loop's next turn (the producer's sender, on an answer)."""
+        if not self._write_ready.is_set() or self._reauthenticate_at is not None:
+            return None
+        return self.send_nowait(api_key, body, expect_response=expect_response)
+
     async def _send_and_wait(
         self,
         api_key: int,
@@ -531,6 +542,13 @@ class BrokerConnection(asyncio.BufferedProtocol):
         if not self._write_ready.is_set():
             await self._write_ready.wait()
         future = self.send_nowait(api_key, body, version=version, expect_response=expect_response)
+        return await self.wait_response(future, api_key, timeout_s)
+
+    async def wait_response(
+        self, future: asyncio.Future[Any], api_key: int, timeout_s: float
+    ) -> Any:
+        """The answer of a request written by ``send_nowait`` or ``start_request``; one
+        that does not come within ``timeout_s`` closes the connection (KafkaTimeoutError)."""
         if future.done():
             return future.result()
         # A timer rather than asyncio.timeout + shield: this is every request's path (a

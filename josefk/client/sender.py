@@ -10,6 +10,13 @@ batches of a partition go in one request (up to ``max_request_size``): while a r
 in flight the next one fills up. The record bytes are handed to the connection as they are
 (never copied into the frame).
 
+A drain never awaits: a request whose connection is open is written in the drain itself
+(``KafkaClient.start_request``), and the drain runs again as soon as an answer has been
+settled, in the same turn of the event loop. A producer's ``send`` rarely awaits, so the
+task that produces holds the loop for as long as it has room in ``buffer_memory``; an answer
+that made room used to wake the sender only after that task had filled the room again, with
+the connection idle meanwhile (about a quarter of a one-partition producer's wall time).
+
 A response resolves each batch once. Retriable errors (NOT_LEADER_OR_FOLLOWER, lost
 connections, timeouts...) refresh the metadata and put the batches back at the head of their
 partition with KIP-580's backoff, until ``delivery_timeout_ms``; a partition whose leader
@@ -33,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from josefk.client.accumulator import ProducerBatch, RecordAccumulator
-from josefk.client.cluster import METADATA_ERRORS, KafkaClient
+from josefk.client.cluster import METADATA_ERRORS, KafkaClient, StartedRequest
 from josefk.client.errors import (
     AbortableTransactionError,
     FatalTransactionError,
@@ -144,6 +151,7 @@ class Sender:
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = False
 
     # ------------------------------------------------------------------ life cycle
 
@@ -153,6 +161,7 @@ class Sender:
 
     def stop(self) -> None:
         """Cancel the sender task and every request task of its."""
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
         for task in list(self._tasks):
@@ -177,13 +186,14 @@ class Sender:
         while True:
             await self.wakeup.wait()
             self.wakeup.clear()
-            try:
-                await self._drain()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the sender must survive anything a drain meets
-                log.exception("producer sender failed a drain; retrying")
-                self._wake_later(self.config.retry_backoff_ms / 1000)
+            self._drain_safely()
+
+    def _drain_safely(self) -> None:
+        try:
+            self._drain()
+        except Exception:  # the sender must survive anything a drain meets
+            log.exception("producer sender failed a drain; retrying")
+            self._wake_later(self.config.retry_backoff_ms / 1000)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -194,7 +204,11 @@ class Sender:
         assert self._loop is not None
         self._loop.call_later(delay_s, self.wakeup.set)
 
-    async def _drain(self) -> None:
+    def _drain(self) -> None:
+        """Send what is ready, one request per leader with room in flight. Never awaits:
+        a request goes out in this call when its connection takes it (else its task opens
+        or waits for the connection), so the drain run on an answer (``_produce``) has the
+        next request on the wire before the records that answer made room for are built."""
         now = time.monotonic()
         if self._client.metadata_stale:
             # Old metadata (metadata_max_age_ms) or marked stale after an error: refresh in
@@ -261,7 +275,11 @@ class Sender:
         for node_id, batches in by_node.items():
             self._node_in_flight[node_id] += 1
             self._busy_partitions.update(batches)
-            self.spawn(self._produce(node_id, batches))
+            body = self._produce_request(batches)
+            started_request = self._client.start_request(
+                node_id, ApiKey.PRODUCE, body, expect_response=self.acks != 0
+            )
+            self.spawn(self._produce(node_id, batches, body, started_request, time.perf_counter()))
         if need_metadata:
             self._client.invalidate()
             self.spawn(self._refresh_then_wake())
@@ -320,15 +338,24 @@ class Sender:
         )
 
     async def _produce(
-        self, node_id: int, batches: dict[TopicPartition, list[ProducerBatch]]
+        self,
+        node_id: int,
+        batches: dict[TopicPartition, list[ProducerBatch]],
+        body: ProduceRequest,
+        started_request: StartedRequest | None,
+        started: float,
     ) -> None:
+        """Await the answer of ``body`` (already written when ``started_request`` is given,
+        else sent here) and settle its batches; then drain at once."""
         accumulator = self._accumulator
         try:
-            body = self._produce_request(batches)
-            started = time.perf_counter()
             try:
-                response: ProduceResponse | None = await self._client.request(
-                    node_id, ApiKey.PRODUCE, body, expect_response=self.acks != 0
+                response: ProduceResponse | None = await (
+                    self._client.request(
+                        node_id, ApiKey.PRODUCE, body, expect_response=self.acks != 0
+                    )
+                    if started_request is None
+                    else self._client.wait_response(started_request)
                 )
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 for tp, taken in batches.items():
@@ -367,7 +394,8 @@ class Sender:
             self._node_in_flight[node_id] -= 1
             self._busy_partitions.difference_update(batches)
             self.in_flight_done.set()
-            self.wakeup.set()
+            if not self._stopped:
+                self._drain_safely()
 
     def _count(self, batches: dict[TopicPartition, list[ProducerBatch]], seconds: float) -> None:
         metrics = self.metrics

@@ -9,6 +9,7 @@ real ``josefk serve``.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from broker_process import BrokerProcess
@@ -17,6 +18,7 @@ from client_helpers import unique_topic
 from josefk.client import AIOAdmin, AIOProducer, TopicPartition
 from josefk.client.accumulator import DeliveryFuture, ProducerBatch, RecordAccumulator
 from josefk.client.errors import MessageTooLargeError, UnknownTopicOrPartitionError
+from josefk.protocol import ApiKey
 from josefk.records import Compression, RecordBatch, iter_records
 
 
@@ -111,6 +113,52 @@ async def test_send_and_send_nowait_queue_the_same_records(broker: BrokerProcess
         assert pairs[2][0].result().partition == 2
         assert pairs[3][0].result().timestamp == 1_700_000_000_000
         assert pairs[5][0].result().partition == 1
+
+
+async def test_an_answer_puts_the_partitions_next_request_on_the_wire_at_once(
+    broker: BrokerProcess,
+) -> None:
+    """The sender drains in the same turn of the event loop as the answer that frees a
+    partition: when the first batch is reported delivered, the partition's next batch is
+    already written. Left to the sender task's next turn, the drain came after the producing
+    coroutine had built its next megabyte, the connection idle meanwhile (a quarter of a
+    one-partition producer's wall time)."""
+    topic = unique_topic("send-path")
+    async with AIOAdmin(bootstrap_servers=broker.bootstrap) as admin:
+        await admin.create_topic(topic, num_partitions=1)
+    async with AIOProducer(
+        bootstrap_servers=broker.bootstrap, linger_ms=60_000, batch_size=1024, max_request_size=1100
+    ) as producer:
+        await producer.partitions_for(topic)
+        client = producer._client
+        start_request, request = client.start_request, client.request
+        written: list[int] = []  # the Produce requests written, by node
+
+        def spy_start(node_id: int, api_key: int, body: Any, **kwargs: Any) -> Any:
+            started = start_request(node_id, api_key, body, **kwargs)
+            if api_key == ApiKey.PRODUCE and started is not None:
+                written.append(node_id)
+            return started
+
+        def spy_request(node_id: int, api_key: int, body: Any, **kwargs: Any) -> Any:
+            if api_key == ApiKey.PRODUCE:
+                written.append(node_id)
+            return request(node_id, api_key, body, **kwargs)
+
+        client.start_request = spy_start  # type: ignore[method-assign]
+        client.request = spy_request  # type: ignore[method-assign]
+        # 700 bytes a record against batches of 1024: a batch each, and a request each
+        # (max_request_size); one request in flight for the partition at a time.
+        handles = [producer.send_nowait(topic, b"x" * 700, partition=0) for _ in range(3)]
+        written_when_first_delivered: list[int] = []
+        first = handles[0]
+        assert first is not None
+        first.add_done_callback(lambda _h: written_when_first_delivered.append(len(written)))
+        await producer.flush()
+        offsets = [(await h).offset for h in handles if h is not None]
+    assert len(written) == 3  # a request a batch
+    assert written_when_first_delivered == [2]
+    assert offsets == [offsets[0], offsets[0] + 1, offsets[0] + 2]
 
 
 async def test_send_raises_as_send_nowait_does(broker: BrokerProcess) -> None:
