@@ -37,6 +37,7 @@ from josefk.records import (
     RecordBatch,
 )
 from josefk.records.batch import CRC_OFFSET, PRODUCER_ID_OFFSET
+from josefk.records.builder import PyRecordWriter
 
 # Producer id (int64), epoch (int16) and base sequence (int32) sit together in the v2 header.
 _PRODUCER_FIELDS: Final = struct.Struct(">qhi")
@@ -90,9 +91,8 @@ class ProducerBatch:
         "outcome",
         "partition",
         "record_count",
-        "sent_at",
+        "records",
         "size",
-        "timestamps",
         "topic",
         "tp",
         "waiting",
@@ -111,10 +111,12 @@ class ProducerBatch:
         self.topic = tp.topic
         self.partition = tp.partition
         self.builder: BatchBuilder | None = builder
+        # The builder's records, kept once the batch is built (the builder is not): each
+        # record's timestamp and the perf_counter() of its send, for RecordMetadata and
+        # latency() (the builder must be made with keep_times).
+        self.records: PyRecordWriter = builder.records  # or its C twin
         self.create_future = create_future
-        self.timestamps: list[int] = []
-        # perf_counter() of each record's send and of the batch's outcome: latency().
-        self.sent_at: list[float] = []
+        # perf_counter() of the batch's outcome: latency().
         self.done_at = 0.0
         self.waiting: dict[int, asyncio.Future[RecordMetadata]] = {}
         self.callbacks: Callbacks = []
@@ -136,7 +138,7 @@ class ProducerBatch:
             self.tp.topic,
             self.tp.partition,
             base_offset + index if base_offset >= 0 else -1,
-            log_append_time if log_append_time >= 0 else self.timestamps[index],
+            log_append_time if log_append_time >= 0 else self.records.timestamp(index),
         )
 
     def future(self, index: int) -> asyncio.Future[RecordMetadata]:
@@ -193,7 +195,9 @@ class ProducerBatch:
             return
         self.outcome = (base_offset, log_append_time)
         self.done_at = _perf_counter()
-        self.data = b""  # the records' handles keep the batch, not its bytes
+        # The records' handles keep the batch, not its bytes.
+        self.data = b""
+        self.records.release()
         for index, future in self.waiting.items():
             if not future.done():
                 future.set_result(self.metadata(index))
@@ -216,6 +220,7 @@ class ProducerBatch:
         self.outcome = error
         self.done_at = _perf_counter()
         self.data = b""
+        self.records.release()
         for future in self.waiting.values():
             if not future.done():
                 future.set_exception(error)
@@ -272,7 +277,7 @@ class DeliveryFuture(_FutureInterface):
         batch = self._batch
         if batch.outcome is None:
             return None
-        return batch.done_at - batch.sent_at[self._index]
+        return batch.done_at - batch.records.appended_at(self._index)
 
     def done(self) -> bool:
         future = self._made()
@@ -466,10 +471,11 @@ class RecordAccumulator:
             self.close_batch(batch)
             batch = self._last = self._new_batch(batch.tp)
         index = batch.record_count
-        # An open batch always has its builder.
-        batch.builder.append(key, value, headers, timestamp_ms)  # type: ignore[union-attr]
-        batch.timestamps.append(timestamp_ms)
-        batch.sent_at.append(_perf_counter())
+        # One C call encodes the record and keeps its timestamp and send time; the
+        # builder's own append only for a record the writer declines (odd types), and it
+        # raises what such a record deserves. An open batch always has its builder.
+        if batch.records.append(key, value, headers, timestamp_ms) is None:
+            batch.builder.append(key, value, headers, timestamp_ms)  # type: ignore[union-attr]
         batch.record_count = index + 1
         batch.buffered += size
         self.buffered_bytes += size
@@ -496,6 +502,7 @@ class RecordAccumulator:
             is_transactional=self.transactional,
             compression=self.compression,
             compression_level=self.compression_level,
+            keep_times=True,
         )
         self._on_open(tp)
         deadline = time.monotonic() + self.delivery_timeout_s

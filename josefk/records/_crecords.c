@@ -1,9 +1,9 @@
 /* Optional C accelerator for josefk.records: the validator's one pass over a batch's records,
    and the producer's encoding of one record into a batch.
 
-   Owns two functions. scan_records is the C twin of josefk.records.scan._scan_records_python
-   (the pure-Python fallback; both must give the same results, and a property test holds
-   them to it). It walks records laid out as in josefk/records/record.py's docstring,
+   Owns two functions and a type. scan_records is the C twin of
+   josefk.records.scan._scan_records_python (the pure-Python fallback; both must give the
+   same results, and a property test holds them to it). It walks records laid out as in josefk/records/record.py's docstring,
    checking each one's framing the way Kafka's reader does, and never creates a Python object
    per record: only the result tuple and, when records break a rule, lists of their indexes.
 
@@ -35,12 +35,27 @@
        which raises whatever error the record deserves. The buffer grows by doubling, so a
        1 MB batch is reallocated a handful of times rather than at every 1/8th.
 
+   RecordWriter(header_size, *, keep_times=False)
+
+       A batch's record bytes and counts (josefk.records.builder.PyRecordWriter is its Python
+       twin; a property test holds them to the same results). `buffer` is a bytearray that
+       starts with `header_size` zero bytes; `record_count`, `base_timestamp`,
+       `max_timestamp` and `last_offset_delta` are what the batch header needs.
+       append(key, value, headers, timestamp) encodes a record at the next offset as
+       append_record does and returns its offset delta, or None for a record append_record
+       declines or whose timestamp is no int within int64 (or whose delta is not); the
+       caller then encodes it and calls note(offset_delta, timestamp). With `keep_times`
+       each record's timestamp and the CLOCK_MONOTONIC time of its append (the clock of
+       time.perf_counter) are kept in C arrays: timestamp(i), appended_at(i). release()
+       drops the buffer and keeps the rest. The producer's per-record path is this one call.
+
    Imports nothing from Python.
 */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Records are listed by index up to this many per call: enough for any batch a client
    builds, and a bound on the memory a hostile batch of tiny records can cost. */
@@ -344,6 +359,67 @@ header_pieces(PyObject *headers, Py_ssize_t i, PyObject *out, const char **key,
     return bytes_piece(PyTuple_GET_ITEM(item, 1), out, value, value_len);
 }
 
+/* Appends one record to the bytearray `out`: 1 when appended, 0 when declined (`out` as it
+   was; see append_record in the header comment), -1 with an exception set. */
+static int
+encode_record(PyObject *out, long long offset_delta, long long timestamp_delta, PyObject *key_obj,
+              PyObject *value_obj, PyObject *headers)
+{
+    if (offset_delta < 0 || offset_delta > INT32_MAX)
+        return 0;
+    const char *key, *value;
+    Py_ssize_t key_len, value_len;
+    if (!bytes_piece(key_obj, out, &key, &key_len) || !bytes_piece(value_obj, out, &value, &value_len))
+        return 0;
+    if (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers))
+        return 0;
+    Py_ssize_t header_count = PySequence_Fast_GET_SIZE(headers);
+    uint64_t zz_timestamp = ((uint64_t)timestamp_delta << 1) ^ (uint64_t)(timestamp_delta >> 63);
+    /* Every term is below 2**31 + 10 and there are at most a handful before a check, so the
+       sums cannot overflow a 64-bit Py_ssize_t. */
+    Py_ssize_t body = 1 + uvarint_size(zz_timestamp) + uvarint_size((uint64_t)offset_delta << 1)
+                      + field_size(key_len) + field_size(value_len)
+                      + uvarint_size((uint64_t)header_count << 1);
+    for (Py_ssize_t i = 0; i < header_count && body <= INT32_MAX; i++) {
+        const char *hkey, *hvalue;
+        Py_ssize_t hkey_len, hvalue_len;
+        if (!header_pieces(headers, i, out, &hkey, &hkey_len, &hvalue, &hvalue_len))
+            return 0;
+        body += field_size(hkey_len) + field_size(hvalue_len);
+    }
+    if (body > INT32_MAX)
+        return 0;
+
+    Py_ssize_t start = PyByteArray_GET_SIZE(out);
+    Py_ssize_t end = start + uvarint_size((uint64_t)body << 1) + body;
+    if (end >= ((PyByteArrayObject *)out)->ob_alloc) {
+        /* Grow to twice the size needed, then set the size back: the second resize only
+           moves the end (a bytearray shrinks in place down to half its allocation). */
+        if (PyByteArray_Resize(out, end * 2) < 0)
+            return -1;
+    }
+    if (PyByteArray_Resize(out, end) < 0)
+        return -1;
+    char *p = PyByteArray_AS_STRING(out) + start;
+    p = put_uvarint(p, (uint64_t)body << 1);
+    *p++ = 0; /* record attributes: unused by v2 */
+    p = put_uvarint(p, zz_timestamp);
+    p = put_uvarint(p, (uint64_t)offset_delta << 1);
+    p = put_field(p, key, key_len);
+    p = put_field(p, value, value_len);
+    p = put_uvarint(p, (uint64_t)header_count << 1);
+    for (Py_ssize_t i = 0; i < header_count; i++) {
+        const char *hkey, *hvalue;
+        Py_ssize_t hkey_len, hvalue_len;
+        /* Cannot fail now: the same pieces were taken above, the UTF-8 form is cached. */
+        header_pieces(headers, i, out, &hkey, &hkey_len, &hvalue, &hvalue_len);
+        p = put_field(p, hkey, hkey_len);
+        p = put_field(p, hvalue, hvalue_len);
+    }
+    assert(p == PyByteArray_AS_STRING(out) + end);
+    return 1;
+}
+
 static PyObject *
 append_record(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -351,7 +427,7 @@ append_record(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_TypeError, "append_record takes 6 arguments");
         return NULL;
     }
-    PyObject *out = args[0], *headers = args[5];
+    PyObject *out = args[0];
     if (!PyByteArray_CheckExact(out)) {
         PyErr_SetString(PyExc_TypeError, "append_record needs a bytearray");
         return NULL;
@@ -370,59 +446,266 @@ append_record(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs
         Py_RETURN_FALSE;
     if (timestamp_delta == -1 && PyErr_Occurred())
         return NULL;
-    const char *key, *value;
-    Py_ssize_t key_len, value_len;
-    if (!bytes_piece(args[3], out, &key, &key_len) || !bytes_piece(args[4], out, &value, &value_len))
-        Py_RETURN_FALSE;
-    if (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers))
-        Py_RETURN_FALSE;
-    Py_ssize_t header_count = PySequence_Fast_GET_SIZE(headers);
-
-    uint64_t zz_timestamp = ((uint64_t)timestamp_delta << 1) ^ (uint64_t)(timestamp_delta >> 63);
-    /* Every term is below 2**31 + 10 and there are at most a handful before a check, so the
-       sums cannot overflow a 64-bit Py_ssize_t. */
-    Py_ssize_t body = 1 + uvarint_size(zz_timestamp) + uvarint_size((uint64_t)offset_delta << 1)
-                      + field_size(key_len) + field_size(value_len)
-                      + uvarint_size((uint64_t)header_count << 1);
-    for (Py_ssize_t i = 0; i < header_count && body <= INT32_MAX; i++) {
-        const char *hkey, *hvalue;
-        Py_ssize_t hkey_len, hvalue_len;
-        if (!header_pieces(headers, i, out, &hkey, &hkey_len, &hvalue, &hvalue_len))
-            Py_RETURN_FALSE;
-        body += field_size(hkey_len) + field_size(hvalue_len);
-    }
-    if (body > INT32_MAX)
-        Py_RETURN_FALSE;
-
-    Py_ssize_t start = PyByteArray_GET_SIZE(out);
-    Py_ssize_t end = start + uvarint_size((uint64_t)body << 1) + body;
-    if (end >= ((PyByteArrayObject *)out)->ob_alloc) {
-        /* Grow to twice the size needed, then set the size back: the second resize only
-           moves the end (a bytearray shrinks in place down to half its allocation). */
-        if (PyByteArray_Resize(out, end * 2) < 0)
-            return NULL;
-    }
-    if (PyByteArray_Resize(out, end) < 0)
+    int done = encode_record(out, offset_delta, timestamp_delta, args[3], args[4], args[5]);
+    if (done < 0)
         return NULL;
-    char *p = PyByteArray_AS_STRING(out) + start;
-    p = put_uvarint(p, (uint64_t)body << 1);
-    *p++ = 0; /* record attributes: unused by v2 */
-    p = put_uvarint(p, zz_timestamp);
-    p = put_uvarint(p, (uint64_t)offset_delta << 1);
-    p = put_field(p, key, key_len);
-    p = put_field(p, value, value_len);
-    p = put_uvarint(p, (uint64_t)header_count << 1);
-    for (Py_ssize_t i = 0; i < header_count; i++) {
-        const char *hkey, *hvalue;
-        Py_ssize_t hkey_len, hvalue_len;
-        /* Cannot fail now: the same pieces were taken above, the UTF-8 form is cached. */
-        header_pieces(headers, i, out, &hkey, &hkey_len, &hvalue, &hvalue_len);
-        p = put_field(p, hkey, hkey_len);
-        p = put_field(p, hvalue, hvalue_len);
-    }
-    assert(p == PyByteArray_AS_STRING(out) + end);
-    Py_RETURN_TRUE;
+    return PyBool_FromLong(done);
 }
+
+/* ---------------------------------------------------------------- RecordWriter */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *buffer; /* bytearray: the batch header's room, then the records; NULL once released */
+    Py_ssize_t record_count;
+    long long base_timestamp;
+    long long max_timestamp;
+    long long last_offset_delta;
+    int keep_times;
+    Py_ssize_t times_capacity;
+    long long *timestamps; /* each record's timestamp, when keep_times */
+    double *appended_at;   /* CLOCK_MONOTONIC seconds (time.perf_counter's clock) of each append */
+} RecordWriter;
+
+static int
+writer_has_buffer(RecordWriter *self)
+{
+    if (self->buffer == NULL) {
+        PyErr_SetString(PyExc_ValueError, "RecordWriter: the records were released");
+        return 0;
+    }
+    return 1;
+}
+
+/* Counts a record of offset delta `offset_delta` and timestamp `timestamp` just written. */
+static int
+writer_note(RecordWriter *self, long long offset_delta, long long timestamp)
+{
+    if (self->keep_times) {
+        if (self->record_count == self->times_capacity) {
+            Py_ssize_t capacity = self->times_capacity ? self->times_capacity * 2 : 64;
+            long long *timestamps = PyMem_Realloc(self->timestamps, capacity * sizeof(long long));
+            if (timestamps == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            self->timestamps = timestamps;
+            double *appended_at = PyMem_Realloc(self->appended_at, capacity * sizeof(double));
+            if (appended_at == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            self->appended_at = appended_at;
+            self->times_capacity = capacity;
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        self->timestamps[self->record_count] = timestamp;
+        self->appended_at[self->record_count] = (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+    }
+    if (self->record_count == 0)
+        self->base_timestamp = self->max_timestamp = timestamp;
+    else if (timestamp > self->max_timestamp)
+        self->max_timestamp = timestamp;
+    self->record_count++;
+    self->last_offset_delta = offset_delta;
+    return 0;
+}
+
+static PyObject *
+writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"header_size", "keep_times", NULL};
+    Py_ssize_t header_size;
+    int keep_times = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|$p", keywords, &header_size, &keep_times))
+        return NULL;
+    if (header_size < 0) {
+        PyErr_SetString(PyExc_ValueError, "header_size must not be negative");
+        return NULL;
+    }
+    RecordWriter *self = (RecordWriter *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->buffer = PyByteArray_FromStringAndSize(NULL, header_size);
+    if (self->buffer == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    memset(PyByteArray_AS_STRING(self->buffer), 0, (size_t)header_size);
+    self->base_timestamp = self->max_timestamp = -1;
+    self->last_offset_delta = -1;
+    self->keep_times = keep_times;
+    return (PyObject *)self;
+}
+
+static void
+writer_dealloc(RecordWriter *self)
+{
+    Py_XDECREF(self->buffer);
+    PyMem_Free(self->timestamps);
+    PyMem_Free(self->appended_at);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* append(key, value, headers, timestamp) -> offset delta | None */
+static PyObject *
+writer_append(RecordWriter *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "append takes 4 arguments");
+        return NULL;
+    }
+    if (!writer_has_buffer(self))
+        return NULL;
+    PyObject *timestamp_obj = args[3];
+    if (!PyLong_CheckExact(timestamp_obj))
+        Py_RETURN_NONE;
+    int overflow;
+    long long timestamp = PyLong_AsLongLongAndOverflow(timestamp_obj, &overflow);
+    if (overflow)
+        Py_RETURN_NONE;
+    if (timestamp == -1 && PyErr_Occurred())
+        return NULL;
+    long long timestamp_delta = 0;
+    if (self->record_count
+        && __builtin_sub_overflow(timestamp, self->base_timestamp, &timestamp_delta))
+        Py_RETURN_NONE;
+    long long offset_delta = self->last_offset_delta + 1;
+    int done = encode_record(self->buffer, offset_delta, timestamp_delta, args[0], args[1], args[2]);
+    if (done <= 0)
+        return done < 0 ? NULL : Py_NewRef(Py_None);
+    if (writer_note(self, offset_delta, timestamp) < 0)
+        return NULL; /* the record is in the buffer but not counted: the batch is unusable */
+    return PyLong_FromLongLong(offset_delta);
+}
+
+static PyObject *
+writer_note_method(RecordWriter *self, PyObject *args)
+{
+    long long offset_delta, timestamp;
+    if (!PyArg_ParseTuple(args, "LL", &offset_delta, &timestamp))
+        return NULL;
+    if (!writer_has_buffer(self))
+        return NULL;
+    if (offset_delta <= self->last_offset_delta || offset_delta > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "offset delta %lld does not follow %lld", offset_delta,
+                     self->last_offset_delta);
+        return NULL;
+    }
+    if (writer_note(self, offset_delta, timestamp) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static int
+writer_index(RecordWriter *self, PyObject *arg, Py_ssize_t *index)
+{
+    if (!self->keep_times) {
+        PyErr_SetString(PyExc_ValueError, "RecordWriter made without keep_times");
+        return 0;
+    }
+    *index = PyLong_AsSsize_t(arg);
+    if (*index == -1 && PyErr_Occurred())
+        return 0;
+    if (*index < 0 || *index >= self->record_count) {
+        PyErr_SetString(PyExc_IndexError, "record index out of range");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *
+writer_timestamp(RecordWriter *self, PyObject *arg)
+{
+    Py_ssize_t index;
+    if (!writer_index(self, arg, &index))
+        return NULL;
+    return PyLong_FromLongLong(self->timestamps[index]);
+}
+
+static PyObject *
+writer_appended_at(RecordWriter *self, PyObject *arg)
+{
+    Py_ssize_t index;
+    if (!writer_index(self, arg, &index))
+        return NULL;
+    return PyFloat_FromDouble(self->appended_at[index]);
+}
+
+static PyObject *
+writer_release(RecordWriter *self, PyObject *Py_UNUSED(ignored))
+{
+    Py_CLEAR(self->buffer);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+writer_get_buffer(RecordWriter *self, void *Py_UNUSED(closure))
+{
+    if (!writer_has_buffer(self))
+        return NULL;
+    return Py_NewRef(self->buffer);
+}
+
+static PyObject *
+writer_get_record_count(RecordWriter *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSsize_t(self->record_count);
+}
+
+static PyObject *
+writer_get_base_timestamp(RecordWriter *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(self->base_timestamp);
+}
+
+static PyObject *
+writer_get_max_timestamp(RecordWriter *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(self->max_timestamp);
+}
+
+static PyObject *
+writer_get_last_offset_delta(RecordWriter *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(self->last_offset_delta);
+}
+
+static PyMethodDef writer_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))writer_append, METH_FASTCALL,
+     PyDoc_STR("append(key, value, headers, timestamp) -> offset delta, or None when declined")},
+    {"note", (PyCFunction)writer_note_method, METH_VARARGS,
+     PyDoc_STR("note(offset_delta, timestamp): count a record the caller wrote into buffer")},
+    {"timestamp", (PyCFunction)writer_timestamp, METH_O,
+     PyDoc_STR("timestamp(index) -> the record's timestamp (keep_times)")},
+    {"appended_at", (PyCFunction)writer_appended_at, METH_O,
+     PyDoc_STR("appended_at(index) -> time.perf_counter() clock at its append (keep_times)")},
+    {"release", (PyCFunction)writer_release, METH_NOARGS,
+     PyDoc_STR("release(): drop the buffer, keep the counts and times")},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef writer_getset[] = {
+    {"buffer", (getter)writer_get_buffer, NULL, NULL, NULL},
+    {"record_count", (getter)writer_get_record_count, NULL, NULL, NULL},
+    {"base_timestamp", (getter)writer_get_base_timestamp, NULL, NULL, NULL},
+    {"max_timestamp", (getter)writer_get_max_timestamp, NULL, NULL, NULL},
+    {"last_offset_delta", (getter)writer_get_last_offset_delta, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject RecordWriterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "josefk.records._crecords.RecordWriter",
+    .tp_doc = PyDoc_STR("RecordWriter(header_size, *, keep_times=False): see the module comment"),
+    .tp_basicsize = sizeof(RecordWriter),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = writer_new,
+    .tp_dealloc = (destructor)writer_dealloc,
+    .tp_methods = writer_methods,
+    .tp_getset = writer_getset,
+};
 
 static PyMethodDef module_methods[] = {
     {"scan_records", scan_records, METH_VARARGS,
@@ -445,5 +728,14 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__crecords(void)
 {
-    return PyModule_Create(&module_def);
+    if (PyType_Ready(&RecordWriterType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(module, "RecordWriter", (PyObject *)&RecordWriterType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -5,14 +5,16 @@ read. Imports nothing from josefk but ``records.batch``, ``records.compression``
 ``records.record`` (for the control record formats), ``records.varint``,
 ``records.errors`` and, when built, the C helper ``records._crecords``.
 
-A record appended at the next offset (the producer's case) is written straight into the
-output bytearray by ``_crecords.append_record`` (C, built by setup.py when a compiler is
-there), one call per record with no intermediate bytes; without the extension, or with
-``JOSEFK_PURE_PYTHON=1``, a record without headers is joined in one piece from precomputed
-varint encodings (``varint.SMALL_UVARINTS``) and added behind its length. Any other record
-(and any the C encoder declines) is encoded field by field by ``_encode_record_python``,
+A batch's record bytes and counts live in a ``RecordWriter``: ``_crecords.RecordWriter``
+(C, built by setup.py when a compiler is there) or its Python twin ``PyRecordWriter``
+(without the extension, or with ``JOSEFK_PURE_PYTHON=1``). The writer appends a record at
+the next offset in one call: the C one writes it straight into the bytearray with no
+intermediate bytes, the twin joins a record without headers in one piece from precomputed
+varint encodings (``varint.SMALL_UVARINTS``). A producer calls the writer directly, which
+also keeps each record's timestamp and send time (``keep_times``). Any other record (explicit
+offsets, and any the writer declines) is encoded field by field by ``_encode_record_python``,
 which checks every field: its size is computed first, so the length prefix goes out before
-the fields. All three write the same bytes. An uncompressed batch is built in place behind a
+the fields. All paths write the same bytes. An uncompressed batch is built in place behind a
 reserved 61-byte header; a compressed one compresses its record bytes once in ``build``.
 """
 
@@ -74,27 +76,27 @@ HeaderInput = tuple[str, BytesLike | None]
 _UINT32 = struct.Struct(">I")
 
 
-# Pieces of the fast path in ``BatchBuilder.append``.
+# Pieces of ``PyRecordWriter.append``'s one-piece join.
 _NO_ATTRIBUTES: Final = b"\x00"  # record attributes: unused by v2
 _NULL: Final = b"\x01"  # zig-zag -1: a null key or value
 _NO_HEADERS: Final = b"\x00"
 _join = b"".join
 
 
-def _load_append_record() -> Callable[..., bool] | None:
-    """The C record encoder, or None without the extension or with JOSEFK_PURE_PYTHON=1."""
+def _load_crecords() -> Any:
+    """The C helper module, or None without the extension or with JOSEFK_PURE_PYTHON=1."""
     if os.environ.get("JOSEFK_PURE_PYTHON") == "1":
         return None
     try:
-        module: Any = importlib.import_module("josefk.records._crecords")
+        return importlib.import_module("josefk.records._crecords")
     except ImportError:
         return None
-    return getattr(module, "append_record", None)
 
 
+_crecords: Final = _load_crecords()
 # append_record(out, offset_delta, timestamp_delta, key, value, headers) -> bool: True when
 # it appended the record, False (``out`` untouched) for one it leaves to Python.
-_append_record: Final = _load_append_record()
+_append_record: Final[Callable[..., bool] | None] = getattr(_crecords, "append_record", None)
 C_APPEND_AVAILABLE: Final = _append_record is not None
 
 
@@ -204,6 +206,143 @@ def _encode_record_python(
             out += header_value
 
 
+class PyRecordWriter:
+    """A batch's record bytes and what ``build`` needs to know of them, as records are
+    appended at the next offset or written by the caller; the Python twin of
+    ``_crecords.RecordWriter`` (``RecordWriter`` below is whichever is in use).
+
+    ``buffer`` starts with ``header_size`` zero bytes (the batch header's room).
+    ``append(key, value, headers, timestamp)`` encodes a record at the next offset and
+    returns its offset delta, or None, with nothing changed, for a record it leaves to the
+    caller's general path (here: any record with headers or a null value, a timestamp that is
+    no int or, for a first record, outside int64, deltas past the varint table; the C writer
+    declines odd types only). ``note(offset_delta, timestamp)`` counts a record the caller
+    wrote into ``buffer`` itself. With ``keep_times`` each record's timestamp and the
+    ``time.perf_counter()`` of its append are kept (the producer's RecordMetadata and
+    ``latency()``), and outlive ``release()``, which drops the bytes.
+    """
+
+    __slots__ = (
+        "_appended_at",
+        "_buffer",
+        "_keep_times",
+        "_timestamps",
+        "base_timestamp",
+        "last_offset_delta",
+        "max_timestamp",
+        "record_count",
+    )
+
+    def __init__(self, header_size: int, *, keep_times: bool = False) -> None:
+        if header_size < 0:
+            raise ValueError("header_size must not be negative")
+        self._buffer: bytearray | None = bytearray(header_size)
+        self.record_count = 0
+        self.base_timestamp = NO_TIMESTAMP
+        self.max_timestamp = NO_TIMESTAMP
+        self.last_offset_delta = -1
+        self._keep_times = keep_times
+        self._timestamps: list[int] = []
+        self._appended_at: list[float] = []
+
+    @property
+    def buffer(self) -> bytearray:
+        if self._buffer is None:
+            raise ValueError("RecordWriter: the records were released")
+        return self._buffer
+
+    def append(
+        self,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Sequence[HeaderInput],
+        timestamp: int,
+    ) -> int | None:
+        # The record joined in one piece from precomputed varints (about a third of the
+        # general path's cost); a number outside the table (IndexError) or an input of the
+        # wrong type (TypeError) goes back to the caller, nothing written.
+        out = self.buffer
+        if value is None or headers or type(timestamp) is not int:
+            return None
+        count = self.record_count
+        if count:
+            delta = timestamp - self.base_timestamp
+        elif INT64_MIN <= timestamp <= INT64_MAX:
+            delta = 0
+        else:
+            return None
+        offset_delta = self.last_offset_delta + 1
+        try:
+            if key is None:
+                record = _join(
+                    (
+                        _NO_ATTRIBUTES,
+                        SMALL_UVARINTS[delta << 1 if delta >= 0 else (-delta << 1) - 1],
+                        SMALL_UVARINTS[offset_delta << 1],
+                        _NULL,
+                        SMALL_UVARINTS[len(value) << 1],
+                        value,
+                        _NO_HEADERS,
+                    )
+                )
+            else:
+                record = _join(
+                    (
+                        _NO_ATTRIBUTES,
+                        SMALL_UVARINTS[delta << 1 if delta >= 0 else (-delta << 1) - 1],
+                        SMALL_UVARINTS[offset_delta << 1],
+                        SMALL_UVARINTS[len(key) << 1],
+                        key,
+                        SMALL_UVARINTS[len(value) << 1],
+                        value,
+                        _NO_HEADERS,
+                    )
+                )
+            length = SMALL_UVARINTS[len(record) << 1]
+        except (IndexError, TypeError):
+            return None
+        out += length
+        out += record
+        self.note(offset_delta, timestamp)
+        return offset_delta
+
+    def note(self, offset_delta: int, timestamp: int) -> None:
+        self.buffer  # noqa: B018  raises once released
+        if offset_delta <= self.last_offset_delta or offset_delta > INT32_MAX:
+            raise ValueError(
+                f"offset delta {offset_delta} does not follow {self.last_offset_delta}"
+            )
+        if self._keep_times:
+            self._timestamps.append(timestamp)
+            self._appended_at.append(time.perf_counter())
+        if self.record_count == 0:
+            self.base_timestamp = self.max_timestamp = timestamp
+        elif timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+        self.record_count += 1
+        self.last_offset_delta = offset_delta
+
+    def timestamp(self, index: int) -> int:
+        return self._timestamps[self._index(index)]
+
+    def appended_at(self, index: int) -> float:
+        return self._appended_at[self._index(index)]
+
+    def _index(self, index: int) -> int:
+        if not self._keep_times:
+            raise ValueError("RecordWriter made without keep_times")
+        if not 0 <= index < self.record_count:
+            raise IndexError("record index out of range")
+        return index
+
+    def release(self) -> None:
+        self._buffer = None
+
+
+# The C writer when built (same bytes, same counts, one call a record), else the twin.
+RecordWriter: type[PyRecordWriter] = getattr(_crecords, "RecordWriter", PyRecordWriter)
+
+
 class BatchBuilder:
     """Accumulates records and builds one v2 batch with a correct CRC32C.
 
@@ -212,28 +351,28 @@ class BatchBuilder:
     injected ``clock`` (milliseconds). ``build`` may be called once; the builder is closed
     afterwards because an uncompressed batch is returned without a copy.
 
+    The record bytes and counts live in ``records`` (a ``RecordWriter``): a producer appends
+    through it directly, one C call a record, and comes back to ``append`` only for a record
+    the writer declines. ``keep_times`` keeps each record's timestamp and append time there.
+
     Not safe for concurrent use; nothing here awaits.
     """
 
     __slots__ = (
         "_base_offset",
         "_base_sequence",
-        "_base_timestamp",
-        "_buffer",
         "_clock",
         "_closed",
         "_compression",
         "_compression_level",
         "_is_control",
         "_is_transactional",
-        "_last_offset_delta",
         "_log_append_time",
-        "_max_timestamp",
         "_partition_leader_epoch",
         "_producer_epoch",
         "_producer_id",
-        "_record_count",
         "_timestamp_type",
+        "records",
     )
 
     def __init__(
@@ -251,6 +390,7 @@ class BatchBuilder:
         compression_level: int | None = None,
         log_append_time: int | None = None,
         clock: Callable[[], int] = _wall_clock_ms,
+        keep_times: bool = False,
     ) -> None:
         self._base_offset = base_offset
         self._partition_leader_epoch = partition_leader_epoch
@@ -264,11 +404,7 @@ class BatchBuilder:
         self._compression_level = compression_level
         self._log_append_time = log_append_time
         self._clock = clock
-        self._buffer = bytearray(HEADER_SIZE)
-        self._record_count = 0
-        self._last_offset_delta = -1
-        self._base_timestamp = NO_TIMESTAMP
-        self._max_timestamp = NO_TIMESTAMP
+        self.records = RecordWriter(HEADER_SIZE, keep_times=keep_times)
         self._closed = False
 
     # -- state ---------------------------------------------------------------------------
@@ -279,12 +415,12 @@ class BatchBuilder:
 
     @property
     def record_count(self) -> int:
-        return self._record_count
+        return self.records.record_count
 
     @property
     def next_offset(self) -> int:
         """The offset the next ``append`` without an explicit offset gets."""
-        return self._base_offset + self._last_offset_delta + 1
+        return self._base_offset + self.records.last_offset_delta + 1
 
     @property
     def uncompressed_size(self) -> int:
@@ -292,10 +428,10 @@ class BatchBuilder:
 
         A producer compares this with its batch.size; the compressed batch is smaller.
         """
-        return len(self._buffer)
+        return len(self.records.buffer)
 
     def __len__(self) -> int:
-        return self._record_count
+        return self.records.record_count
 
     # -- appending -----------------------------------------------------------------------
 
@@ -315,108 +451,34 @@ class BatchBuilder:
         """
         if timestamp is None:
             timestamp = self._clock()
-        if offset is None and _append_record is not None and not self._closed:
-            # The producer's case, in C: one call writes the record into the buffer. A
-            # record it declines (False: odd types, numbers outside their fields) takes the
-            # general path below, which raises what it always raised. A first timestamp is
-            # checked here, since its delta is 0 whatever it is.
-            count = self._record_count
-            if count:
-                delta = timestamp - self._base_timestamp
-            elif INT64_MIN <= timestamp <= INT64_MAX:
-                delta = timestamp - timestamp  # 0, or 0.0 for a float, which C declines
-            else:
-                raise ValueError(f"timestamp {timestamp} does not fit int64")
-            offset_delta = self._last_offset_delta + 1
-            if _append_record(self._buffer, offset_delta, delta, key, value, headers):
-                if count:
-                    if timestamp > self._max_timestamp:
-                        self._max_timestamp = timestamp
-                else:
-                    self._base_timestamp = self._max_timestamp = timestamp
-                self._record_count = count + 1
-                self._last_offset_delta = offset_delta
-                return self._base_offset + offset_delta
-        elif offset is None and value is not None and not headers and not self._closed:
-            # The producer's case: next offset, no headers. Every varint is looked up in
-            # SMALL_UVARINTS and the record is joined in one piece (about a third of the
-            # general path's cost). A number outside the table (IndexError) or an input of
-            # the wrong type (TypeError, also for a timestamp that is no int) takes the
-            # general path below, which checks and encodes everything and raises what it
-            # always raised. Nothing changes before the record is whole.
-            count = self._record_count
-            delta = timestamp - (self._base_timestamp if count else timestamp)
-            offset_delta = self._last_offset_delta + 1
-            try:
-                if key is None:
-                    record = _join(
-                        (
-                            _NO_ATTRIBUTES,
-                            SMALL_UVARINTS[delta << 1 if delta >= 0 else (-delta << 1) - 1],
-                            SMALL_UVARINTS[offset_delta << 1],
-                            _NULL,
-                            SMALL_UVARINTS[len(value) << 1],
-                            value,
-                            _NO_HEADERS,
-                        )
-                    )
-                else:
-                    record = _join(
-                        (
-                            _NO_ATTRIBUTES,
-                            SMALL_UVARINTS[delta << 1 if delta >= 0 else (-delta << 1) - 1],
-                            SMALL_UVARINTS[offset_delta << 1],
-                            SMALL_UVARINTS[len(key) << 1],
-                            key,
-                            SMALL_UVARINTS[len(value) << 1],
-                            value,
-                            _NO_HEADERS,
-                        )
-                    )
-                length = SMALL_UVARINTS[len(record) << 1]
-            except (IndexError, TypeError):
-                pass
-            else:
-                if count:
-                    if timestamp > self._max_timestamp:
-                        self._max_timestamp = timestamp
-                elif INT64_MIN <= timestamp <= INT64_MAX:
-                    self._base_timestamp = self._max_timestamp = timestamp
-                else:
-                    raise ValueError(f"timestamp {timestamp} does not fit int64")
-                out = self._buffer
-                out += length
-                out += record
-                self._record_count = count + 1
-                self._last_offset_delta = offset_delta
-                return self._base_offset + offset_delta
         if self._closed:
             raise ValueError("BatchBuilder.append after build")
-        if not INT64_MIN <= timestamp <= INT64_MAX:
-            raise ValueError(f"timestamp {timestamp} does not fit int64")
+        records = self.records
         if offset is None:
-            offset_delta = self._last_offset_delta + 1
+            offset_delta = records.append(key, value, headers, timestamp)
+            if offset_delta is not None:
+                return self._base_offset + offset_delta
+            # Declined: the general path below checks and encodes every field, and raises
+            # what the record deserves. Nothing changed before the record is whole.
+            offset_delta = records.last_offset_delta + 1
         else:
             offset_delta = offset - self._base_offset
-            if offset_delta <= self._last_offset_delta:
+            if offset_delta <= records.last_offset_delta:
                 raise ValueError(
-                    f"offset {offset} does not follow {self._base_offset + self._last_offset_delta}"
+                    f"offset {offset} does not follow "
+                    f"{self._base_offset + records.last_offset_delta}"
                 )
-        count = self._record_count
+        if not INT64_MIN <= timestamp <= INT64_MAX:
+            raise ValueError(f"timestamp {timestamp} does not fit int64")
         _encode_record_python(
-            self._buffer,
+            records.buffer,
             offset_delta,
-            timestamp - (self._base_timestamp if count else timestamp),
+            timestamp - (records.base_timestamp if records.record_count else timestamp),
             key,
             value,
             headers,
         )
-        if count == 0:
-            self._base_timestamp = self._max_timestamp = timestamp
-        elif timestamp > self._max_timestamp:
-            self._max_timestamp = timestamp
-        self._record_count += 1
-        self._last_offset_delta = offset_delta
+        records.note(offset_delta, timestamp)
         return self._base_offset + offset_delta
 
     # -- building ------------------------------------------------------------------------
@@ -425,19 +487,18 @@ class BatchBuilder:
         """The finished batch: header, CRC32C and the (possibly compressed) records."""
         if self._closed:
             raise ValueError("BatchBuilder.build called twice")
-        if self._record_count == 0:
+        records = self.records
+        if records.record_count == 0:
             raise ValueError("a batch needs at least one record")
         self._closed = True
-        if self._compression == Compression.NONE:
-            out = self._buffer
-        else:
-            with memoryview(self._buffer) as whole:
+        out = records.buffer
+        if self._compression != Compression.NONE:
+            with memoryview(out) as whole:
                 compressed = compress(
                     self._compression, whole[HEADER_SIZE:], level=self._compression_level
                 )
             out = bytearray(HEADER_SIZE)
             out += compressed
-            self._buffer = out
         attributes = int(self._compression)
         if self._timestamp_type == TimestampType.LOG_APPEND_TIME:
             attributes |= TIMESTAMP_TYPE_BIT
@@ -445,7 +506,7 @@ class BatchBuilder:
             attributes |= TRANSACTIONAL_BIT
         if self._is_control:
             attributes |= CONTROL_BIT
-        max_timestamp = self._max_timestamp
+        max_timestamp = records.max_timestamp
         if (
             self._timestamp_type == TimestampType.LOG_APPEND_TIME
             and self._log_append_time is not None
@@ -460,13 +521,13 @@ class BatchBuilder:
             MAGIC,
             0,  # crc, filled in below once the rest of the header is in place
             attributes,
-            self._last_offset_delta,
-            self._base_timestamp,
+            records.last_offset_delta,
+            records.base_timestamp,
             max_timestamp,
             self._producer_id,
             self._producer_epoch,
             self._base_sequence,
-            self._record_count,
+            records.record_count,
         )
         _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
         return out

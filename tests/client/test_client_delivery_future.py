@@ -9,6 +9,7 @@ delivered to every record. Driven on a bare ``_Batch``, no broker.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -21,11 +22,11 @@ TP = TopicPartition("events", 3)
 
 
 def _batch(records: int = 3) -> tuple[_Batch, list[DeliveryFuture]]:
-    batch = _Batch(TP, BatchBuilder(), 1e18, -1, asyncio.get_running_loop().create_future)
+    builder = BatchBuilder(keep_times=True)
+    batch = _Batch(TP, builder, 1e18, -1, asyncio.get_running_loop().create_future)
     handles = []
     for i in range(records):
-        batch.timestamps.append(1000 + i)
-        batch.sent_at.append(float(i))
+        builder.append(None, b"v", (), 1000 + i)
         batch.record_count += 1
         handles.append(DeliveryFuture(batch, i))
     return batch, handles
@@ -165,8 +166,9 @@ async def test_as_completed_takes_handles() -> None:
 def test_run_until_complete_takes_a_handle() -> None:
     loop = asyncio.new_event_loop()
     try:
-        batch = _Batch(TP, BatchBuilder(), 1e18, -1, loop.create_future)
-        batch.timestamps.append(9)
+        builder = BatchBuilder(keep_times=True)
+        batch = _Batch(TP, builder, 1e18, -1, loop.create_future)
+        builder.append(None, b"v", (), 9)
         batch.record_count = 1
         loop.call_soon(batch.complete, 100, -1)
         assert loop.run_until_complete(DeliveryFuture(batch, 0)).offset == 100
@@ -217,9 +219,14 @@ async def test_cancel_runs_the_callbacks_of_that_record_only() -> None:
 
 
 async def test_latency_is_from_send_to_the_batch_outcome() -> None:
+    before = time.perf_counter()
     batch, handles = _batch(2)
+    after = time.perf_counter()
     assert handles[0].latency() is None
     batch.complete(0, -1)
-    assert batch.done_at > 0
-    assert handles[0].latency() == batch.done_at - 0.0
-    assert handles[1].latency() == batch.done_at - 1.0
+    assert batch.done_at >= after
+    sent = [batch.records.appended_at(i) for i in range(2)]
+    # Each record's send time is read on perf_counter's clock as it is appended.
+    assert before <= sent[0] <= sent[1] <= after
+    assert handles[0].latency() == batch.done_at - sent[0]
+    assert handles[1].latency() == batch.done_at - sent[1]

@@ -145,16 +145,17 @@ def test_builders_with_and_without_the_c_encoder_build_the_same_batch(
     records: list[tuple[bytes | None, bytes | None, object, int]],
 ) -> None:
     batches = []
-    for encoder in (builder_module._append_record, None):
-        saved = builder_module._append_record
-        builder_module._append_record = encoder  # type: ignore[misc]
+    for writer in (builder_module.RecordWriter, builder_module.PyRecordWriter):
+        saved = builder_module.RecordWriter
+        builder_module.RecordWriter = writer  # type: ignore[misc]
         try:
             builder = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=0)
+            assert type(builder.records) is writer
             for key, value, headers, delta in records:
                 builder.append(key, value, headers, 1_763_800_000_000 + delta)  # type: ignore[arg-type]
             batches.append(bytes(builder.build()))
         finally:
-            builder_module._append_record = saved  # type: ignore[misc]
+            builder_module.RecordWriter = saved  # type: ignore[misc]
     assert batches[0] == batches[1]
 
 
