@@ -386,9 +386,9 @@ class RecordAccumulator:
     ``append`` is the hot path of every ``send``; ``ready`` maps each partition to its
     closed batches in order (the sender pops from the left and puts retries back there);
     ``batch_done`` is called once for every batch that was opened, when it is delivered or
-    failed for good. ``on_close`` is told of each closed batch (the producer wakes its
-    sender and tells the partitioner); ``on_open`` of each new one (a transaction adds the
-    partition).
+    failed for good, and tells ``on_done`` (when set) of each such batch that held records.
+    ``on_close`` is told of each closed batch (the producer wakes its sender and tells the
+    partitioner); ``on_open`` of each new one (a transaction adds the partition).
     """
 
     def __init__(
@@ -413,6 +413,7 @@ class RecordAccumulator:
         self.transactional = transactional
         self._on_open = on_open
         self._on_close = on_close
+        self.on_done: Callable[[ProducerBatch], None] | None = None
         self.open: dict[TopicPartition, ProducerBatch] = {}
         # The batch the last record went to (open or not): append's first guess.
         self._last: ProducerBatch | None = None
@@ -566,6 +567,8 @@ class RecordAccumulator:
         if self.buffered_bytes < self.buffer_memory:
             self.space.set()
             self.accepting = self.admitting
+        if self.on_done is not None and batch.outcome is not None:
+            self.on_done(batch)
 
     def fail_queued(self, error: BaseException) -> int:
         """Fail every closed batch still queued; how many there were."""

@@ -101,12 +101,19 @@ class SenderMetrics:
     """Counters of the Produce requests this producer sent, for tools that compare them
     with the broker's own (``josefk perf produce``): requests answered, the record-batch
     bytes and records they carried, and ``on_request`` (when set) called with each
-    answered request's seconds from being written to its response being read."""
+    answered request's seconds from being written to its response being read.
+
+    ``on_records`` (when set) is called once per batch when it is delivered or fails for
+    good, with each of its records' seconds from ``send`` to that outcome (what
+    ``DeliveryFuture.latency()`` gives, for a batch at once) and the batch's error, None
+    when delivered: a tool that wants every record's latency need not hold a handle per
+    record."""
 
     requests: int = 0
     request_bytes: int = 0
     records: int = 0
     on_request: Callable[[float], None] | None = None
+    on_records: Callable[[list[float], BaseException | None], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +141,7 @@ class Sender:
     ) -> None:
         self._client = client
         self._accumulator = accumulator
+        accumulator.on_done = self._batch_done
         self.config = config
         self.acks = config.acks
         self._hooks = hooks
@@ -179,6 +187,18 @@ class Sender:
                 continue
             await self.in_flight_done.wait()
             self.in_flight_done.clear()
+
+    def _batch_done(self, batch: ProducerBatch) -> None:
+        report = self.metrics.on_records
+        if report is not None:
+            outcome = batch.outcome
+            try:
+                report(
+                    batch.records.latencies(batch.done_at),
+                    outcome if isinstance(outcome, BaseException) else None,
+                )
+            except Exception:  # a tool's callback must not stop the sender
+                log.exception("SenderMetrics.on_records failed")
 
     # ------------------------------------------------------------------ the loop
 

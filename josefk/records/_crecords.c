@@ -46,7 +46,8 @@
        declines or whose timestamp is no int within int64 (or whose delta is not); the
        caller then encodes it and calls note(offset_delta, timestamp). With `keep_times`
        each record's timestamp and the CLOCK_MONOTONIC time of its append (the clock of
-       time.perf_counter) are kept in C arrays: timestamp(i), appended_at(i). release()
+       time.perf_counter) are kept in C arrays: timestamp(i), appended_at(i), and
+       latencies(until), each record's seconds from its append to `until`. release()
        drops the buffer and keeps the rest. The producer's per-record path is this one call.
 
    Imports nothing from Python.
@@ -634,6 +635,30 @@ writer_appended_at(RecordWriter *self, PyObject *arg)
 }
 
 static PyObject *
+writer_latencies(RecordWriter *self, PyObject *arg)
+{
+    double until = PyFloat_AsDouble(arg);
+    if (until == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (!self->keep_times) {
+        PyErr_SetString(PyExc_ValueError, "RecordWriter made without keep_times");
+        return NULL;
+    }
+    PyObject *list = PyList_New(self->record_count);
+    if (list == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < self->record_count; i++) {
+        PyObject *latency = PyFloat_FromDouble(until - self->appended_at[i]);
+        if (latency == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, latency);
+    }
+    return list;
+}
+
+static PyObject *
 writer_release(RecordWriter *self, PyObject *Py_UNUSED(ignored))
 {
     Py_CLEAR(self->buffer);
@@ -681,6 +706,8 @@ static PyMethodDef writer_methods[] = {
      PyDoc_STR("timestamp(index) -> the record's timestamp (keep_times)")},
     {"appended_at", (PyCFunction)writer_appended_at, METH_O,
      PyDoc_STR("appended_at(index) -> time.perf_counter() clock at its append (keep_times)")},
+    {"latencies", (PyCFunction)writer_latencies, METH_O,
+     PyDoc_STR("latencies(until) -> [until - appended_at(i) for each record] (keep_times)")},
     {"release", (PyCFunction)writer_release, METH_NOARGS,
      PyDoc_STR("release(): drop the buffer, keep the counts and times")},
     {NULL, NULL, 0, NULL},

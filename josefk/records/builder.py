@@ -328,6 +328,12 @@ class PyRecordWriter:
     def appended_at(self, index: int) -> float:
         return self._appended_at[self._index(index)]
 
+    def latencies(self, until: float) -> list[float]:
+        """Each record's seconds from its append to ``until`` (a perf_counter time)."""
+        if not self._keep_times:
+            raise ValueError("RecordWriter made without keep_times")
+        return [until - at for at in self._appended_at]
+
     def _index(self, index: int) -> int:
         if not self._keep_times:
             raise ValueError("RecordWriter made without keep_times")

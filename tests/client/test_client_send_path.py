@@ -17,7 +17,7 @@ from client_helpers import unique_topic
 
 from josefk.client import AIOAdmin, AIOProducer, TopicPartition
 from josefk.client.accumulator import DeliveryFuture, ProducerBatch, RecordAccumulator
-from josefk.client.errors import MessageTooLargeError, UnknownTopicOrPartitionError
+from josefk.client.errors import KafkaError, MessageTooLargeError, UnknownTopicOrPartitionError
 from josefk.protocol import ApiKey
 from josefk.records import Compression, RecordBatch, iter_records
 
@@ -159,6 +159,37 @@ async def test_an_answer_puts_the_partitions_next_request_on_the_wire_at_once(
     assert len(written) == 3  # a request a batch
     assert written_when_first_delivered == [2]
     assert offsets == [offsets[0], offsets[0] + 1, offsets[0] + 2]
+
+
+async def test_on_records_reports_each_batch_once_with_its_records_latencies(
+    broker: BrokerProcess,
+) -> None:
+    topic = unique_topic("send-path")
+    small = unique_topic("send-path-small")
+    async with AIOAdmin(bootstrap_servers=broker.bootstrap) as admin:
+        await admin.create_topic(topic, num_partitions=2)
+        await admin.create_topic(small, num_partitions=1, configs={"max.message.bytes": "500"})
+    reports: list[tuple[list[float], BaseException | None]] = []
+    async with AIOProducer(
+        bootstrap_servers=broker.bootstrap, linger_ms=1, batch_size=4096, retries=0
+    ) as producer:
+        producer.request_metrics.on_records = lambda seconds, error: reports.append(
+            (seconds, error)
+        )
+        await producer.partitions_for(topic)
+        handles = [await producer.send(topic, b"v" * 100, partition=n % 2) for n in range(300)]
+        await producer.flush()
+        delivered = sorted(h.latency() or -1.0 for h in handles)
+        assert sorted(s for seconds, _ in reports for s in seconds) == delivered
+        assert all(error is None for _, error in reports) and delivered[0] >= 0
+        assert 300 * 100 // 4096 <= len(reports) < 300  # batches, not records
+        reports.clear()
+        refused = await producer.send(small, b"x" * 1000)
+        with pytest.raises(KafkaError):
+            await refused
+    [(seconds, error)] = reports
+    assert seconds == [refused.latency()]
+    assert error is refused.exception()
 
 
 async def test_send_raises_as_send_nowait_does(broker: BrokerProcess) -> None:

@@ -87,6 +87,7 @@ def test_append_times_are_read_on_the_perf_counter_clock(writer: Any) -> None:
     assert records.append(b"k", b"b", (), 9) == 1
     after = time.perf_counter()
     assert before <= records.appended_at(0) <= records.appended_at(1) <= after
+    assert records.latencies(after + 1.0) == [after + 1.0 - records.appended_at(i) for i in (0, 1)]
     assert (records.timestamp(0), records.timestamp(1)) == (5, 9)
     with pytest.raises(IndexError):
         records.timestamp(2)
