@@ -3,9 +3,9 @@ be sent, and the handles ``send`` returns.
 
 Owns ``RecordAccumulator`` (as Kafka's RecordAccumulator), ``ProducerBatch`` and
 ``DeliveryFuture``. A record is appended to its partition's open batch (one
-``BatchBuilder.append``, no future); a batch closes when it holds ``batch_size`` bytes,
-when ``linger_ms`` has passed since it opened, or when someone asks (``flush``, an epoch
-bump, a transaction's end). Closing builds the v2 batch once (compressed, CRC computed) and
+``RecordWriter.append`` in C, no future); a batch closes when it holds ``batch_size``
+bytes, when ``linger_ms`` has passed since it opened (one timer serves all open batches),
+or when someone asks (``flush``, an epoch bump, a transaction's end). Closing builds the v2 batch once (compressed, CRC computed) and
 queues it on its partition's ``ready`` deque, where the sender takes it. The accumulator
 also keeps the ``buffer_memory`` accounting (``space``, ``accepting``), the count of
 batches not yet done (``idle``), and each partition's next sequence number for an
@@ -88,6 +88,7 @@ class ProducerBatch:
         "data",
         "deadline",
         "done_at",
+        "linger_until",
         "outcome",
         "partition",
         "record_count",
@@ -128,6 +129,8 @@ class ProducerBatch:
         self.attempts = 0
         self.deadline = deadline
         self.base_sequence = base_sequence
+        # The event loop's time at which linger_ms has passed since the batch opened.
+        self.linger_until = 0.0
 
     def metadata(self, index: int) -> RecordMetadata:
         """The delivered record's metadata; call only after ``complete``."""
@@ -432,6 +435,8 @@ class RecordAccumulator:
         # admitting and room in buffer_memory: send_nowait's one check.
         self.accepting = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # One timer for all open batches' linger (see _linger_sweep), not one per batch.
+        self._linger_timer: asyncio.TimerHandle | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -510,19 +515,41 @@ class RecordAccumulator:
         loop = self._loop
         assert loop is not None
         batch = ProducerBatch(tp, builder, deadline, base_sequence, loop.create_future)
+        batch.linger_until = loop.time() + self.linger_s
+        # Never already in ``open`` (append closed and removed its predecessor): inserted
+        # last, so ``open`` stays in the order the batches opened, which the sweep needs.
         self.open[tp] = batch
         if self.undelivered == 0:
             self.idle.clear()
         self.undelivered += 1
-        if self.linger_s <= 0:
-            loop.call_soon(self._linger_expired, batch)
-        else:
-            loop.call_later(self.linger_s, self._linger_expired, batch)
+        if self._linger_timer is None:
+            self._linger_timer = loop.call_at(batch.linger_until, self._linger_sweep)
         return batch
 
-    def _linger_expired(self, batch: ProducerBatch) -> None:
-        if batch.builder is not None and self.open.get(batch.tp) is batch:
+    def _linger_sweep(self) -> None:
+        """Close the open batches whose linger has passed, then wait for the next one.
+
+        ``open`` holds the open batches in the order they opened, so their linger ends come
+        in that order too: the sweep stops at the first batch that must wait and sets the
+        one timer for it. A timer per batch (libuv's timer handle and a heap entry each)
+        was a fifth of a producer's cost per batch when records spread over thousands of
+        partitions, one or two to a batch; Kafka's accumulator likewise compares each
+        partition's oldest batch with linger.ms instead of arming a timer for it."""
+        self._linger_timer = None
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        expired = []
+        waiting: ProducerBatch | None = None
+        for batch in self.open.values():
+            if batch.linger_until > now:
+                waiting = batch
+                break
+            expired.append(batch)
+        for batch in expired:
             self.close_batch(batch)
+        if waiting is not None and self._linger_timer is None:
+            self._linger_timer = loop.call_at(waiting.linger_until, self._linger_sweep)
 
     def close_batch(self, batch: ProducerBatch) -> None:
         """Build ``batch`` and queue it for the sender (nothing if already closed)."""

@@ -405,8 +405,16 @@ class BatchBuilder:
         self._base_sequence = base_sequence
         self._is_transactional = is_transactional
         self._is_control = is_control
-        self._timestamp_type = TimestampType(timestamp_type)
-        self._compression = Compression(compression)
+        # Enum calls only for plain ints: a call on a member costs a µs a batch, and a
+        # producer spread over thousands of partitions builds a batch every few records.
+        self._timestamp_type = (
+            timestamp_type
+            if type(timestamp_type) is TimestampType
+            else TimestampType(timestamp_type)
+        )
+        self._compression = (
+            compression if type(compression) is Compression else Compression(compression)
+        )
         self._compression_level = compression_level
         self._log_append_time = log_append_time
         self._clock = clock

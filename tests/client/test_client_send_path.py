@@ -84,6 +84,67 @@ async def test_a_closed_batch_is_never_appended_to() -> None:
     assert [batch.tp for batch in closed][-2:] == [("a", 0), ("a", 1)]
 
 
+class _ManualClock:
+    """The accumulator's view of its event loop, with time moved by hand: the loop's clock
+    (``time``), ``call_at`` recorded instead of armed, real futures."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.now = 1000.0
+        self.timers: list[tuple[float, Any]] = []
+        self.create_future = loop.create_future
+
+    def time(self) -> float:
+        return self.now
+
+    def call_at(self, when: float, callback: Any, *args: Any) -> object:
+        self.timers.append((when, callback))
+        return object()
+
+    def fire_due(self) -> None:
+        due = [t for t in self.timers if t[0] <= self.now]
+        self.timers = [t for t in self.timers if t[0] > self.now]
+        for _, callback in due:
+            callback()
+
+
+async def test_one_timer_closes_batches_in_the_order_their_linger_ends() -> None:
+    closed: list[ProducerBatch] = []
+    accumulator = RecordAccumulator(
+        batch_size=1000,
+        buffer_memory=1 << 30,
+        linger_ms=5,
+        delivery_timeout_ms=120_000,
+        compression=Compression.NONE,
+        compression_level=None,
+        transactional=False,
+        on_open=lambda _tp: None,
+        on_close=closed.append,
+    )
+    clock = _ManualClock(asyncio.get_running_loop())
+    accumulator.start(clock)  # type: ignore[arg-type]
+    for step, partition in enumerate((0, 1, 2)):
+        clock.now = 1000.0 + step * 0.002
+        accumulator.append("t", partition, None, b"v", (), 1, 20)
+    # Three batches open, one timer: at the first one's linger end.
+    assert [when for when, _ in clock.timers] == [1000.005]
+    clock.now = 1000.005
+    clock.fire_due()
+    assert [b.partition for b in closed] == [0]
+    assert [when for when, _ in clock.timers] == [pytest.approx(1000.007)]
+    # A batch that fills up closes at once; the timer still serves the others.
+    accumulator.append("t", 1, None, b"v" * 990, (), 1, 990)
+    assert [b.partition for b in closed] == [0, 1]
+    clock.now = 1000.009
+    clock.fire_due()
+    assert [b.partition for b in closed] == [0, 1, 2]
+    # partition 1's new batch (opened with the big record) lingers on by itself.
+    assert [when for when, _ in clock.timers] == [pytest.approx(1000.005 + 0.005)]
+    clock.now = 1000.010
+    clock.fire_due()
+    assert [b.partition for b in closed] == [0, 1, 2, 1]
+    assert not accumulator.open and not clock.timers
+
+
 async def test_send_and_send_nowait_queue_the_same_records(broker: BrokerProcess) -> None:
     topic = unique_topic("send-path")
     async with AIOAdmin(bootstrap_servers=broker.bootstrap) as admin:
