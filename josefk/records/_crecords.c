@@ -1,7 +1,7 @@
 /* Optional C accelerator for josefk.records: the validator's one pass over a batch's records,
    and the producer's encoding of one record into a batch.
 
-   Owns two functions and a type. scan_records is the C twin of
+   Owns three functions and a type. scan_records is the C twin of
    josefk.records.scan._scan_records_python (the pure-Python fallback; both must give the
    same results, and a property test holds them to it). It walks records laid out as in josefk/records/record.py's docstring,
    checking each one's framing the way Kafka's reader does, and never creates a Python object
@@ -34,6 +34,15 @@
        their fields, a record over INT32_MAX bytes. The caller then encodes it in Python,
        which raises whatever error the record deserves. The buffer grows by doubling, so a
        1 MB batch is reallocated a handful of times rather than at every 1/8th.
+
+   accept_plain_batches(data, crc32c, max_bytes, ts_low, ts_high, check_timestamps,
+                        keys_required) -> (record_count, has_producer_id, spans) | None
+
+       The produce validator's fast path (josefk.records.scan.accept_plain_batches says
+       what it takes): a buffer of whole uncompressed v2 batches that pass every check with
+       nothing to correct comes back as one (position, batch length, last offset delta, max
+       timestamp) span per batch; anything else is None, never an error, and the Python
+       validator decides it. `crc32c` is the CRC function the rest of josefk uses.
 
    RecordWriter(header_size, *, keep_times=False)
 
@@ -270,6 +279,160 @@ fail:
     PyBuffer_Release(&view);
     Py_XDECREF(keyless);
     Py_XDECREF(bad_timestamps);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- accept_plain_batches */
+
+static inline int64_t
+be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t
+be32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8)
+                     | (uint32_t)p[3]);
+}
+
+static inline int16_t
+be16(const unsigned char *p)
+{
+    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
+}
+
+/* 1 when the records of one uncompressed batch (`p` from its first record to `stop`) are
+   exactly `count` well-framed records, with keys when `keys_required` and, when
+   `check_timestamps`, timestamps within [ts_low, ts_high] (or -1); their largest timestamp
+   delta in *max_delta. 0 for anything else. */
+static int
+records_acceptable(const unsigned char *p, Py_ssize_t at, Py_ssize_t stop, Py_ssize_t count,
+                   int64_t base_timestamp, int64_t ts_low, int64_t ts_high, int check_timestamps,
+                   int keys_required, int64_t *max_delta)
+{
+    *max_delta = INT64_MIN;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length, delta = 0;
+        int has_key = 0;
+        if (read_varint(p, &at, stop, 5, &length) <= 0 || length <= 0 || length > stop - at)
+            return 0;
+        if (check_body(p, at, at + (Py_ssize_t)length, &delta, &has_key) != NULL)
+            return 0;
+        if (keys_required && !has_key)
+            return 0;
+        if (check_timestamps) {
+            int64_t timestamp;
+            if (__builtin_add_overflow(base_timestamp, delta, &timestamp))
+                return 0;
+            if (timestamp != -1 && (timestamp < ts_low || timestamp > ts_high))
+                return 0;
+        }
+        if (delta > *max_delta)
+            *max_delta = delta;
+        at += (Py_ssize_t)length;
+    }
+    return at == stop;
+}
+
+/* accept_plain_batches(data, crc32c, max_bytes, ts_low, ts_high, check_timestamps,
+                        keys_required) -> (record_count, has_producer_id, spans) | None */
+static PyObject *
+accept_plain_batches(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    Py_buffer view;
+    PyObject *crc32c;
+    long long max_bytes, ts_low, ts_high;
+    int check_timestamps, keys_required;
+    if (!PyArg_ParseTuple(args, "y*OLLLpp", &view, &crc32c, &max_bytes, &ts_low, &ts_high,
+                          &check_timestamps, &keys_required))
+        return NULL;
+    const unsigned char *p = (const unsigned char *)view.buf;
+    Py_ssize_t end = view.len, position = 0;
+    long long record_count = 0;
+    int has_producer_id = 0;
+    PyObject *spans = PyList_New(0);
+    if (spans == NULL)
+        goto fail;
+    while (position < end) {
+        if (end - position < 61)
+            goto decline;
+        const unsigned char *b = p + position;
+        Py_ssize_t size = (Py_ssize_t)be32(b + 8) + 12;
+        if (size < 61 || size > end - position || size > max_bytes)
+            goto decline;
+        int16_t attributes = be16(b + 21);
+        int32_t last_offset_delta = be32(b + 23), count = be32(b + 57);
+        int64_t base_timestamp = be64(b + 27), max_timestamp = be64(b + 35);
+        int64_t producer_id = be64(b + 43);
+        /* Base offset 0, magic 2, uncompressed, no control batch, a transactional batch
+           with a producer id, records numbered 0..count-1: anything else is the Python
+           validator's to refuse. */
+        if (be64(b) != 0 || b[16] != 2 || (attributes & 0x07) || (attributes & 0x20)
+            || ((attributes & 0x10) && producer_id < 0) || count <= 0
+            || last_offset_delta != count - 1)
+            goto decline;
+        PyObject *region = PyMemoryView_FromMemory((char *)b + 21, size - 21, PyBUF_READ);
+        if (region == NULL)
+            goto fail;
+        PyObject *computed = PyObject_CallOneArg(crc32c, region);
+        Py_DECREF(region);
+        if (computed == NULL)
+            goto fail;
+        unsigned long crc = PyLong_AsUnsignedLong(computed);
+        Py_DECREF(computed);
+        if (crc == (unsigned long)-1 && PyErr_Occurred())
+            goto fail;
+        if (crc != (uint32_t)be32(b + 17))
+            goto decline;
+        int create_time = !(attributes & 0x08);
+        int64_t max_delta;
+        if (!records_acceptable(p, position + 61, position + size, count, base_timestamp, ts_low,
+                                ts_high, check_timestamps && create_time, keys_required,
+                                &max_delta))
+            goto decline;
+        if (create_time) {
+            /* The max timestamp the records give, as the validator computes it: a batch
+               whose header says otherwise is the validator's to correct. */
+            int64_t computed_max;
+            if (__builtin_add_overflow(base_timestamp, max_delta, &computed_max))
+                goto decline;
+            if (computed_max < -1)
+                computed_max = -1;
+            if (computed_max != max_timestamp)
+                goto decline;
+        }
+        PyObject *span = Py_BuildValue("(nnnL)", position, size - 12,
+                                       (Py_ssize_t)last_offset_delta, (long long)max_timestamp);
+        if (span == NULL)
+            goto fail;
+        int rc = PyList_Append(spans, span);
+        Py_DECREF(span);
+        if (rc < 0)
+            goto fail;
+        record_count += count;
+        has_producer_id |= producer_id >= 0;
+        position += size;
+    }
+    PyBuffer_Release(&view);
+    if (PyList_GET_SIZE(spans) == 0) {
+        Py_DECREF(spans);
+        Py_RETURN_NONE;
+    }
+    PyObject *result = Py_BuildValue("(LON)", record_count, has_producer_id ? Py_True : Py_False,
+                                     spans);
+    return result;
+decline:
+    PyBuffer_Release(&view);
+    Py_DECREF(spans);
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&view);
+    Py_XDECREF(spans);
     return NULL;
 }
 
@@ -739,6 +902,10 @@ static PyMethodDef module_methods[] = {
      PyDoc_STR("scan_records(data, position, count, first_index, base_timestamp, ts_low, "
                "ts_high, check_timestamps, keys_required, final) -> (position, scanned, "
                "max_delta, keyless, bad_timestamps, error)")},
+    {"accept_plain_batches", accept_plain_batches, METH_VARARGS,
+     PyDoc_STR("accept_plain_batches(data, crc32c, max_bytes, ts_low, ts_high, "
+               "check_timestamps, keys_required) -> (record_count, has_producer_id, spans) "
+               "or None")},
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      PyDoc_STR("append_record(out, offset_delta, timestamp_delta, key, value, headers) -> bool")},
     {NULL, NULL, 0, NULL},

@@ -21,6 +21,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
+from crc32c import crc32c
+
 from josefk.records.batch import HEADER_SIZE, BatchHeader, Compression
 from josefk.records.compression import DecompressionBudget, decompress_stream
 from josefk.records.errors import InvalidRecordError
@@ -354,3 +356,43 @@ def _scan_records_python(
     if error is not None:
         error = f"record {first_index + scanned}: {error}"
     return ScanStep(position, scanned, max_delta, keyless, bad, error)
+
+
+# (position, batch length, last offset delta, max timestamp) of each accepted batch.
+PlainSpan = tuple[int, int, int, int]
+
+
+def accept_plain_batches(
+    data: Buffer,
+    *,
+    max_bytes: int,
+    ts_low: int,
+    ts_high: int,
+    check_timestamps: bool,
+    keys_required: bool,
+) -> tuple[int, bool, list[PlainSpan]] | None:
+    """A producer's buffer whose every batch the validator would take as it is, in one C
+    call: (record count, whether a batch has a producer id, each batch's span); None, with
+    nothing decided, for anything else and without the C extension.
+
+    Takes only whole uncompressed v2 batches with base offset 0, a CRC that matches, records
+    numbered 0..count-1, no control batch, a producer id on a transactional batch, at most
+    ``max_bytes`` bytes, records whose framing ``scan_records`` accepts, keys on every record
+    when ``keys_required``, timestamps within [``ts_low``, ``ts_high``] when
+    ``check_timestamps`` and the batch is CreateTime, and (CreateTime) a header max timestamp
+    equal to the one the records give. Whatever it declines goes through the validator's
+    own checks, which refuse or correct it with the error Kafka gives: the C path never
+    refuses anything itself.
+    """
+    if _crecords is None:
+        return None
+    result: tuple[int, bool, list[PlainSpan]] | None = _crecords.accept_plain_batches(
+        data,
+        crc32c,
+        max_bytes,
+        max(ts_low, INT64_MIN),
+        min(ts_high, INT64_MAX),
+        check_timestamps,
+        keys_required,
+    )
+    return result

@@ -646,7 +646,7 @@ class Log:
                 self.log_end_offset, leader_epoch, now, log_append_time=log_append_time
             )
             view = validated.view
-            batch_count = len(validated.batches)
+            batch_count = validated.batch_count
             self._append_to_segment(
                 view,
                 assigned.first_offset,

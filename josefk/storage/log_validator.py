@@ -1,6 +1,7 @@
 """The checks a leader applies to a producer's batches before appending them (Kafka's LogValidator).
 
-Owns ``validate_batches`` and the ``ValidatedRecords`` it returns, and ``InvalidTimestampError``.
+Owns ``validate_batches`` and the ``ValidatedRecords`` or ``AcceptedRecords`` it returns, and
+``InvalidTimestampError``.
 ``Log.append_as_leader`` hands it the produce buffer and the topic's config; nothing is
 written anywhere while validating: the result says which batches are rebuilt in the topic's
 codec and which headers get their max timestamp corrected, and ``ValidatedRecords.apply``
@@ -24,10 +25,16 @@ Per batch, in this order (Kafka's order where Kafka has the check):
 
 Work is per batch: an uncompressed batch costs one walk over its records' lengths and
 timestamp deltas; the batch bytes stay in the caller's buffer unless a rebuild needs a new one.
+A buffer of uncompressed batches that pass all of the above with nothing to correct (the
+common case) is taken whole by one C call, ``records.scan.accept_plain_batches``, and comes
+back as ``AcceptedRecords`` (same interface); the C call never refuses anything: a buffer it
+declines goes through the checks above, so every refusal keeps its error. A property test
+holds the two paths to the same results.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +44,7 @@ from josefk.config.topic import LogConfig
 from josefk.records.batch import (
     COMPRESSION_MASK,
     CONTROL_BIT,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_BIT,
@@ -49,7 +57,13 @@ from josefk.records.batch import (
 from josefk.records.builder import recompress_batch
 from josefk.records.compression import DecompressionBudget
 from josefk.records.errors import CorruptRecordError, InvalidRecordError
-from josefk.records.scan import RecordsCheck, scan_batch_records, scan_uncompressed_batch
+from josefk.records.scan import (
+    PlainSpan,
+    RecordsCheck,
+    accept_plain_batches,
+    scan_batch_records,
+    scan_uncompressed_batch,
+)
 from josefk.records.varint import INT64_MAX
 from josefk.storage.errors import RecordTooLargeError, StorageError
 from josefk.storage.offsets import TopicPartition
@@ -131,6 +145,10 @@ class ValidatedRecords:
     max_timestamp_fixes: dict[int, int] = field(default_factory=dict)
     rebuilt: dict[int, bytearray] = field(default_factory=dict)
 
+    @property
+    def batch_count(self) -> int:
+        return len(self.batches)
+
     def apply(
         self, first_offset: int, leader_epoch: int, now: int, *, log_append_time: bool
     ) -> AssignedOffsets:
@@ -181,6 +199,74 @@ class ValidatedRecords:
         )
 
 
+# A batch's base offset, batch length and partition leader epoch: the leader writes the
+# first and last (the length between them goes back as it was).
+_OFFSET_LENGTH_EPOCH: Final = struct.Struct(">qii")
+
+
+@dataclass(slots=True)
+class AcceptedRecords:
+    """A produce buffer of uncompressed batches that ``accept_plain_batches`` (C) passed as
+    they are: the common case, with nothing to rebuild or correct. The same interface as
+    ``ValidatedRecords``, from one (position, batch length, last offset delta, max
+    timestamp) span per batch; the headers are read only when the producer state needs them."""
+
+    view: memoryview
+    record_count: int
+    has_producer_id: bool
+    spans: list[PlainSpan]
+    _headers: list[BatchHeader] | None = None
+
+    @property
+    def batch_count(self) -> int:
+        return len(self.spans)
+
+    @property
+    def headers(self) -> list[BatchHeader]:
+        """Each batch's header as it came (read once, before ``apply`` changes it)."""
+        if self._headers is None:
+            view = self.view
+            self._headers = [
+                BatchHeader(*HEADER_STRUCT.unpack_from(view, position))
+                for position, _, _, _ in self.spans
+            ]
+        return self._headers
+
+    def apply(
+        self, first_offset: int, leader_epoch: int, now: int, *, log_append_time: bool
+    ) -> AssignedOffsets:
+        """``ValidatedRecords.apply`` for batches with nothing to change but their offsets
+        and leader epoch (never under LogAppendTime: those go through the validator)."""
+        assert not log_append_time, "LogAppendTime appends go through validate_batches"
+        if self.has_producer_id and self._headers is None:
+            self.headers  # noqa: B018  read before the offsets are written
+        view = self.view
+        base_offsets: list[int] = []
+        next_offset = first_offset
+        max_timestamp = NO_TIMESTAMP
+        offset_of_max_timestamp = -1
+        last_offset_of_first_batch = -1
+        pack = _OFFSET_LENGTH_EPOCH.pack_into
+        for position, batch_length, last_offset_delta, batch_max_timestamp in self.spans:
+            if self.has_producer_id:
+                base_offsets.append(next_offset)
+            pack(view, position, next_offset, batch_length, leader_epoch)
+            last = next_offset + last_offset_delta
+            if last_offset_of_first_batch < 0:
+                last_offset_of_first_batch = last
+            if batch_max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max_timestamp = batch_max_timestamp, last
+            next_offset = last + 1
+        return AssignedOffsets(
+            first_offset=first_offset,
+            last_offset=next_offset - 1,
+            max_timestamp=max_timestamp,
+            offset_of_max_timestamp=offset_of_max_timestamp,
+            last_offset_of_first_batch=last_offset_of_first_batch,
+            base_offsets=base_offsets,
+        )
+
+
 def validate_batches(
     view: memoryview,
     config: LogConfig,
@@ -190,7 +276,7 @@ def validate_batches(
     now: int,
     validate_timestamps: bool = True,
     budget: DecompressionBudget | None = None,
-) -> ValidatedRecords:
+) -> ValidatedRecords | AcceptedRecords:
     """Check every batch of a producer's buffer (see the module docstring for the order).
 
     Changes nothing. ``budget`` bounds what the request's compressed batches may inflate to
@@ -199,16 +285,29 @@ def validate_batches(
     records that break a rule alone InvalidRecordsError or InvalidTimestampError naming every
     such record of the partition's data.
     """
+    log_append_time = config.log_append_time
+    max_bytes = config.max_message_bytes
+    target_codec = TOPIC_CODECS.get(config.compression_type)
+    compacted = config.compact_enabled
+    ts_low = now - config.message_timestamp_before_max_ms
+    ts_high = now + config.message_timestamp_after_max_ms
+    if not log_append_time and (target_codec is None or target_codec is Compression.NONE):
+        # The common case in one C call: uncompressed batches with nothing to correct.
+        # Anything it declines takes the checks below, which give Kafka's errors.
+        accepted = accept_plain_batches(
+            view,
+            max_bytes=max_bytes,
+            ts_low=ts_low,
+            ts_high=ts_high,
+            check_timestamps=validate_timestamps,
+            keys_required=compacted,
+        )
+        if accepted is not None:
+            record_count, has_producer_id, spans = accepted
+            return AcceptedRecords(view, record_count, has_producer_id, spans)
     batches = split_exact(view, topic_partition)
     if budget is None:
         budget = DecompressionBudget.for_request(view.nbytes)
-    log_append_time = config.log_append_time
-    max_bytes = config.max_message_bytes
-    before_max = config.message_timestamp_before_max_ms
-    after_max = config.message_timestamp_after_max_ms
-    target_codec = TOPIC_CODECS.get(config.compression_type)
-    compacted = config.compact_enabled
-    ts_low, ts_high = now - before_max, now + after_max
     record_count = 0
     has_producer_id = False
     headers: list[BatchHeader] = []
