@@ -18,6 +18,16 @@ from cli_helpers import (
 pytestmark = pytest.mark.timeout(180)
 
 
+def test_perf_produce_counts_the_records_the_broker_refused(cli_broker: BrokerProcess) -> None:
+    josefk(cli_broker, "topics", "create", "perf-small", "-p", "1", "-c", "max.message.bytes=200")
+    refused = josefk(
+        cli_broker, "perf", "produce", "perf-small", "-n", "3", "-s", "1000", "--acks", "1",
+        expect=1,
+    )  # fmt: skip
+    assert "3 of 3 records not delivered" in refused.stderr
+    assert "MESSAGE_TOO_LARGE" in refused.stderr or "too large" in refused.stderr.lower()
+
+
 def test_throughput_cap_and_payload_file(cli_broker: BrokerProcess, tmp_path: Path) -> None:
     josefk(cli_broker, "topics", "create", "perf-cap", "--partitions", "1")
     capped = josefk(
