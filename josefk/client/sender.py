@@ -295,10 +295,15 @@ class Sender:
         for node_id, batches in by_node.items():
             self._node_in_flight[node_id] += 1
             self._busy_partitions.update(batches)
-            body = self._produce_request(batches)
-            started_request = self._client.start_request(
-                node_id, ApiKey.PRODUCE, body, expect_response=self.acks != 0
-            )
+            body: ProduceRequest | None = None
+            started_request: StartedRequest | None = None
+            try:
+                body = self._produce_request(batches)
+                started_request = self._client.start_request(
+                    node_id, ApiKey.PRODUCE, body, expect_response=self.acks != 0
+                )
+            except Exception:  # noqa: BLE001  the request's task meets it again and settles
+                started_request = None
             self.spawn(self._produce(node_id, batches, body, started_request, time.perf_counter()))
         if need_metadata:
             self._client.invalidate()
@@ -361,14 +366,16 @@ class Sender:
         self,
         node_id: int,
         batches: dict[TopicPartition, list[ProducerBatch]],
-        body: ProduceRequest,
+        body: ProduceRequest | None,
         started_request: StartedRequest | None,
         started: float,
     ) -> None:
         """Await the answer of ``body`` (already written when ``started_request`` is given,
-        else sent here) and settle its batches; then drain at once."""
+        else built if need be and sent here) and settle its batches; then drain at once."""
         accumulator = self._accumulator
         try:
+            if body is None:
+                body = self._produce_request(batches)
             try:
                 response: ProduceResponse | None = await (
                     self._client.request(
