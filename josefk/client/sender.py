@@ -3,12 +3,13 @@ retried batches.
 
 Owns ``Sender`` (as Kafka's Sender) and ``SenderMetrics``. One task drains the
 accumulator's ready queues whenever it is woken: the closed batches are grouped by partition
-leader into one Produce request per broker, up to ``max_in_flight_requests_per_connection``
-requests per broker (pipelined on one connection, as librdkafka's max.in.flight) and one in
-flight per partition, so records of a partition stay in order across retries. All queued
-batches of a partition go in one request (up to ``max_request_size``): while a request is
-in flight the next one fills up. The record bytes are handed to the connection as they are
-(never copied into the frame).
+leader into Produce requests of at most ``max_request_size`` bytes each (as Kafka's drain),
+up to ``max_in_flight_requests_per_connection`` requests per broker (pipelined on one
+connection, as librdkafka's max.in.flight) and one in flight per partition, so records of a
+partition stay in order across retries. A partition's queued batches go in one request, as
+many as fit: while a request is in flight the next one fills up. Partitions served go to the
+back of the queue order, so that when requests fill up the others come first next time.
+The record bytes are handed to the connection as they are (never copied into the frame).
 
 A drain never awaits: a request whose connection is open is written in the drain itself
 (``KafkaClient.start_request``), and the drain runs again as soon as an answer has been
@@ -252,14 +253,30 @@ class Sender:
             self._hooks.fail_transaction_queue(error)
             return
         need_partitions = False
-        by_node: dict[int, dict[TopicPartition, list[ProducerBatch]]] = {}
         need_metadata = False
         metadata = self._client.metadata
         accumulator = self._accumulator
         max_in_flight = self.config.max_in_flight
         max_request_size = self.config.max_request_size
-        for tp, queue in accumulator.ready.items():
-            if not queue or tp in self._busy_partitions:
+        # Requests per leader, each up to max_request_size (Kafka's drain), as many as the
+        # leader has room in flight for: a producer spread over many partitions keeps the
+        # broker's pipeline full instead of sending all its batches in one request and
+        # waiting for the answer to free any partition.
+        requests: dict[int, list[dict[TopicPartition, list[ProducerBatch]]]] = {}
+        request_size: dict[int, int] = {}  # bytes in each leader's last request
+        served: list[TopicPartition] = []
+        emptied: list[TopicPartition] = []
+        # Leaders with no room in flight left: once every broker is one, the partitions
+        # still to look at can only wait (a drain must not walk thousands of them for
+        # nothing on every answer).
+        full: set[int] = set()
+        brokers = max(len(metadata.brokers), 1)
+        ready = accumulator.ready
+        for tp, queue in ready.items():
+            if not queue:
+                emptied.append(tp)
+                continue
+            if tp in self._busy_partitions:
                 continue
             if txn is not None and not txn.is_added(tp):
                 need_partitions = True  # AddPartitionsToTxn must come first
@@ -279,37 +296,66 @@ class Sender:
                 expired.fail(timeout)
                 accumulator.batch_done(expired)
             if not queue:
+                emptied.append(tp)
                 continue
             leader = metadata.leader_for(tp.topic, tp.partition)
             if leader is None:
                 need_metadata = True
                 continue
-            if self._node_in_flight[leader] >= max_in_flight:
+            if leader in full:
                 continue
+            leader_requests = requests.get(leader)
+            size = request_size.get(leader, 0)
+            if leader_requests is None or size + queue[0].size > max_request_size:
+                opened = len(leader_requests) if leader_requests is not None else 0
+                if self._node_in_flight[leader] + opened >= max_in_flight:
+                    full.add(leader)
+                    if len(full) >= brokers:
+                        break
+                    continue
+                if leader_requests is None:
+                    leader_requests = requests[leader] = []
+                leader_requests.append({})
+                size = 0
             taken = [queue.popleft()]
-            total = taken[0].size
-            while queue and total + queue[0].size <= max_request_size:
-                total += queue[0].size
+            size += taken[0].size
+            while queue and size + queue[0].size <= max_request_size:
+                size += queue[0].size
                 taken.append(queue.popleft())
-            by_node.setdefault(leader, {})[tp] = taken
-        for node_id, batches in by_node.items():
-            self._node_in_flight[node_id] += 1
-            self._busy_partitions.update(batches)
-            body: ProduceRequest | None = None
-            started_request: StartedRequest | None = None
-            try:
-                body = self._produce_request(batches)
-                started_request = self._client.start_request(
-                    node_id, ApiKey.PRODUCE, body, expect_response=self.acks != 0
-                )
-            except Exception:  # noqa: BLE001  the request's task meets it again and settles
-                started_request = None
-            self.spawn(self._produce(node_id, batches, body, started_request, time.perf_counter()))
+            leader_requests[-1][tp] = taken
+            request_size[leader] = size
+            served.append(tp)
+        # Served partitions go to the back: when requests fill up, the partitions left out
+        # this time come first next time (Kafka's drain rotates its starting partition).
+        for tp in served:
+            ready[tp] = ready.pop(tp)
+        for tp in emptied:
+            if not ready[tp]:
+                del ready[tp]
+        for node_id, leader_requests in requests.items():
+            for batches in leader_requests:
+                self._send(node_id, batches)
         if need_metadata:
             self._client.invalidate()
             self.spawn(self._refresh_then_wake())
         if need_partitions and self.adding_partitions is None:
             self.adding_partitions = asyncio.ensure_future(self._add_partitions())
+
+    def _send(self, node_id: int, batches: dict[TopicPartition, list[ProducerBatch]]) -> None:
+        """One Produce request to ``node_id``: written now when its connection takes it,
+        its answer awaited (or, failing that, the request sent) by a task of its own."""
+        self._node_in_flight[node_id] += 1
+        self._busy_partitions.update(batches)
+        body: ProduceRequest | None = None
+        started_request: StartedRequest | None = None
+        try:
+            body = self._produce_request(batches)
+            started_request = self._client.start_request(
+                node_id, ApiKey.PRODUCE, body, expect_response=self.acks != 0
+            )
+        except Exception:  # noqa: BLE001  the request's task meets it again and settles
+            started_request = None
+        self.spawn(self._produce(node_id, batches, body, started_request, time.perf_counter()))
 
     async def _add_partitions(self) -> None:
         assert self._txn is not None

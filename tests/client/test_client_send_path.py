@@ -253,6 +253,54 @@ async def test_on_records_reports_each_batch_once_with_its_records_latencies(
     assert error is refused.exception()
 
 
+async def test_requests_stay_within_max_request_size_and_take_turns(
+    broker: BrokerProcess,
+) -> None:
+    """Batches of many partitions are drained into requests of at most max_request_size
+    (Kafka's drain), as many as the connection has room in flight for; the partitions a
+    full request left out come first in the next one. (All of them in one request had
+    made a producer spread over 10,000 partitions send 20 MB requests.)"""
+    topic = unique_topic("send-path")
+    async with AIOAdmin(bootstrap_servers=broker.bootstrap) as admin:
+        await admin.create_topic(topic, num_partitions=40)
+    async with AIOProducer(
+        bootstrap_servers=broker.bootstrap, linger_ms=60_000, max_request_size=8_000
+    ) as producer:
+        await producer.partitions_for(topic)
+        client = producer._client
+        start_request, request = client.start_request, client.request
+        written: list[list[int]] = []  # each Produce request's partitions, in write order
+        sizes: list[int] = []  # and its record bytes
+
+        def note(body: Any) -> None:
+            written.append([p.index for t in body.topic_data for p in t.partition_data])
+            sizes.append(sum(len(p.records) for t in body.topic_data for p in t.partition_data))
+
+        def spy_start(node_id: int, api_key: int, body: Any, **kwargs: Any) -> Any:
+            started = start_request(node_id, api_key, body, **kwargs)
+            if api_key == ApiKey.PRODUCE and started is not None:
+                note(body)
+            return started
+
+        def spy_request(node_id: int, api_key: int, body: Any, **kwargs: Any) -> Any:
+            if api_key == ApiKey.PRODUCE:
+                note(body)
+            return request(node_id, api_key, body, **kwargs)
+
+        client.start_request = spy_start  # type: ignore[method-assign]
+        client.request = spy_request  # type: ignore[method-assign]
+        # One batch of about 1 KB in each of 40 partitions: 5 fit a request.
+        handles = [producer.send_nowait(topic, b"x" * 900, partition=p) for p in range(40)]
+        await producer.flush()
+        offsets = [(await h).offset for h in handles if h is not None]
+    assert len(offsets) == 40
+    assert max(sizes) <= 8_000
+    assert sorted(p for partitions in written for p in partitions) == list(range(40))
+    assert all(len(partitions) <= 8 for partitions in written) and len(written) >= 5
+    # In the order the partitions' batches closed: every request takes the next ones.
+    assert [p for partitions in written for p in partitions] == list(range(40))
+
+
 async def test_send_raises_as_send_nowait_does(broker: BrokerProcess) -> None:
     topic = unique_topic("send-errors")
     async with AIOAdmin(bootstrap_servers=broker.bootstrap) as admin:
