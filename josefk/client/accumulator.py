@@ -5,11 +5,11 @@ Owns ``RecordAccumulator`` (as Kafka's RecordAccumulator), ``ProducerBatch`` and
 ``DeliveryFuture``. A record is appended to its partition's open batch (one
 ``RecordWriter.append`` in C, no future); a batch closes when it holds ``batch_size``
 bytes, when ``linger_ms`` has passed since it opened (one timer serves all open batches),
-or when someone asks (``flush``, an epoch bump, a transaction's end). Closing builds the v2 batch once (compressed, CRC computed) and
-queues it on its partition's ``ready`` deque, where the sender takes it. The accumulator
-also keeps the ``buffer_memory`` accounting (``space``, ``accepting``), the count of
-batches not yet done (``idle``), and each partition's next sequence number for an
-idempotent producer.
+or when someone asks (``flush``, an epoch bump, a transaction's end). Closing builds the v2
+batch once (compressed, CRC computed) and queues it on its partition's ``ready`` deque,
+where the sender takes it. The accumulator also keeps the ``buffer_memory`` accounting
+(``space``, ``accepting``), the count of batches not yet done (``idle``), and each
+partition's next sequence number for an idempotent producer.
 
 It knows nothing of brokers, requests or retries (sender.py), nor of the producer's life
 cycle and transactions (producer.py). Imports josefk.records and josefk.client types only;
