@@ -22,12 +22,14 @@ from josefk.protocol import ApiKey
 from josefk.records import Compression, RecordBatch, iter_records
 
 
-def _accumulator(batch_size: int = 1000) -> tuple[RecordAccumulator, list[ProducerBatch]]:
+def _accumulator(
+    batch_size: int = 1000, *, linger_ms: float = 60_000, loop: Any = None
+) -> tuple[RecordAccumulator, list[ProducerBatch]]:
     closed: list[ProducerBatch] = []
     accumulator = RecordAccumulator(
         batch_size=batch_size,
         buffer_memory=1 << 30,
-        linger_ms=60_000,
+        linger_ms=linger_ms,
         delivery_timeout_ms=120_000,
         compression=Compression.NONE,
         compression_level=None,
@@ -35,7 +37,7 @@ def _accumulator(batch_size: int = 1000) -> tuple[RecordAccumulator, list[Produc
         on_open=lambda _tp: None,
         on_close=closed.append,
     )
-    accumulator.start(asyncio.get_running_loop())
+    accumulator.start(loop if loop is not None else asyncio.get_running_loop())
     return accumulator, closed
 
 
@@ -108,20 +110,8 @@ class _ManualClock:
 
 
 async def test_one_timer_closes_batches_in_the_order_their_linger_ends() -> None:
-    closed: list[ProducerBatch] = []
-    accumulator = RecordAccumulator(
-        batch_size=1000,
-        buffer_memory=1 << 30,
-        linger_ms=5,
-        delivery_timeout_ms=120_000,
-        compression=Compression.NONE,
-        compression_level=None,
-        transactional=False,
-        on_open=lambda _tp: None,
-        on_close=closed.append,
-    )
     clock = _ManualClock(asyncio.get_running_loop())
-    accumulator.start(clock)  # type: ignore[arg-type]
+    accumulator, closed = _accumulator(linger_ms=5, loop=clock)
     for step, partition in enumerate((0, 1, 2)):
         clock.now = 1000.0 + step * 0.002
         accumulator.append("t", partition, None, b"v", (), 1, 20)
