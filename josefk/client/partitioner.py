@@ -61,14 +61,18 @@ def partition_for_key(key: bytes, num_partitions: int) -> int:
 class DefaultPartitioner:
     """Keyed: murmur2. Keyless: sticky per topic until ``batch_completed`` is called.
 
-    ``rng`` is injected so tests can make the sticky choice deterministic.
+    ``rng`` is injected so tests can make the sticky choice deterministic. Neither call walks
+    the topic's partitions: a producer spread over thousands of them calls both for every
+    record and batch, so the sticky choice remembers the ``partitions`` sequence it was made
+    from and is checked against a new one only when the metadata changed it.
     """
 
     __slots__ = ("_rng", "_sticky")
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()
-        self._sticky: dict[str, int] = {}
+        # topic -> (sticky partition, the partitions sequence it was checked against)
+        self._sticky: dict[str, tuple[int, Sequence[int]]] = {}
 
     def __call__(
         self, topic: str, key: bytes | None, partitions: Sequence[int], available: Sequence[int]
@@ -76,18 +80,26 @@ class DefaultPartitioner:
         """Pick a partition of ``topic``; ``available`` are those with a known leader."""
         if key is not None:
             return partitions[partition_for_key(key, len(partitions))]
-        current = self._sticky.get(topic)
-        if current is None or current not in partitions:
-            choices = available or partitions
-            current = choices[self._rng.randrange(len(choices))]
-            self._sticky[topic] = current
+        sticky = self._sticky.get(topic)
+        if sticky is not None:
+            current, seen = sticky
+            if seen is partitions:
+                return current
+            if current in partitions:
+                self._sticky[topic] = (current, partitions)
+                return current
+        choices = available or partitions
+        current = choices[self._rng.randrange(len(choices))]
+        self._sticky[topic] = (current, partitions)
         return current
 
     def batch_completed(self, topic: str, partition: int, partitions: Sequence[int]) -> None:
         """A batch of ``topic``/``partition`` closed: move keyless records elsewhere."""
-        if self._sticky.get(topic) != partition:
+        sticky = self._sticky.get(topic)
+        if sticky is None or sticky[0] != partition or len(partitions) <= 1:
             return
-        if len(partitions) <= 1:
-            return
-        others = [p for p in partitions if p != partition]
-        self._sticky[topic] = others[self._rng.randrange(len(others))]
+        # Another partition, uniformly: draw until it differs (fewer than two draws on
+        # average) rather than build the list of the others.
+        while (chosen := partitions[self._rng.randrange(len(partitions))]) == partition:
+            pass
+        self._sticky[topic] = (chosen, partitions)
