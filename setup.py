@@ -1,4 +1,4 @@
-"""Build hook for the optional C decoder; all metadata lives in pyproject.toml.
+"""Build hook for the optional C extensions (decoder, records, file maps); all metadata lives in pyproject.toml.
 
 ``optional=True``: without a working C compiler the build of the extension is skipped and
 josefk installs as pure Python (josefk.protocol.compiler then uses the generated Python
@@ -17,6 +17,11 @@ setup(
         Extension(
             "josefk.records._crecords",
             ["josefk/records/_crecords.c"],
+            optional=True,
+        ),
+        Extension(
+            "josefk.fileio._cmap",
+            ["josefk/fileio/_cmap.c"],
             optional=True,
         ),
     ]

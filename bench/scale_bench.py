@@ -12,7 +12,10 @@ For each case (a partition count laid out as one topic, or as topics of 10 parti
 - produce throughput, 1 KiB records from librdkafka (confluent-kafka, acks=1) or, with
   ``--client josefk``, josefk's own producer: first to a 1-partition topic, then round robin
   over every partition of the case, same record count;
-  the ratio spread/single and the broker's CPU seconds per GB of each;
+  the ratio spread/single and the broker's CPU seconds per GB of each; with ``--keyless``,
+  the same records once more without a partition (the client's default partitioner, sticky
+  for keyless records) in batches of ``--keyless-batch-size`` (Kafka's default 16 KiB), with
+  the share of the case's partitions they reached;
 - start-up: SIGTERM (its time printed), then the time from exec to the broker's ready line
   (clean shutdown) and the broker's CPU seconds by then (imports included); then SIGKILL
   (after more records, so the logs have unflushed tails) and the same figures again.
@@ -211,19 +214,25 @@ def create_topics(bootstrap: str, case: Case) -> float:
 
 def produce(
     bootstrap: str,
-    targets: list[tuple[str, int]],
+    targets: list[tuple[str, int | None]],
     count: int,
     broker: Broker,
     client: str = "librdkafka",
+    batch_size: int | None = None,
 ) -> tuple[float, float]:
     """Send ``count`` 1 KiB records round robin over ``targets``: MB/s and broker CPU s/GB.
-    ``client``: librdkafka (confluent-kafka) or josefk (this tree's ``AIOProducer`` on
-    uvloop, the same batch size, linger and buffer as ``THROUGHPUT_PRODUCER``)."""
+    A target's partition None leaves the choice to the client's default partitioner
+    (keyless records: sticky). ``client``: librdkafka (confluent-kafka) or josefk (this
+    tree's ``AIOProducer`` on uvloop), both with ``THROUGHPUT_PRODUCER``'s batch size,
+    linger and buffer unless ``batch_size`` is given."""
     if client == "josefk":
-        return produce_josefk(bootstrap, targets, count, broker)
+        return produce_josefk(bootstrap, targets, count, broker, batch_size)
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, **THROUGHPUT_PRODUCER})
+    settings = dict(THROUGHPUT_PRODUCER)
+    if batch_size is not None:
+        settings["batch.size"] = batch_size
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, **settings})
     producer.list_topics(timeout=60)
     errors = 0
 
@@ -238,9 +247,10 @@ def produce(
     started = time.perf_counter()
     for i in range(count):
         topic, partition = targets[i % n]
+        keywords = {} if partition is None else {"partition": partition}
         while True:
             try:
-                producer.produce(topic, RECORD, partition=partition, on_delivery=delivered)
+                producer.produce(topic, RECORD, on_delivery=delivered, **keywords)
                 break
             except BufferError:
                 producer.poll(0.001)
@@ -261,7 +271,11 @@ def produce(
 
 
 def produce_josefk(
-    bootstrap: str, targets: list[tuple[str, int]], count: int, broker: Broker
+    bootstrap: str,
+    targets: list[tuple[str, int | None]],
+    count: int,
+    broker: Broker,
+    batch_size: int | None = None,
 ) -> tuple[float, float]:
     import uvloop
 
@@ -272,10 +286,10 @@ def produce_josefk(
             bootstrap_servers=bootstrap,
             acks=1,
             linger_ms=THROUGHPUT_PRODUCER["linger.ms"],
-            batch_size=THROUGHPUT_PRODUCER["batch.size"],
+            batch_size=batch_size or THROUGHPUT_PRODUCER["batch.size"],
             buffer_memory=THROUGHPUT_PRODUCER["queue.buffering.max.kbytes"] * 1024,
         ) as producer:
-            await producer.send(targets[0][0], b"", partition=targets[0][1])
+            await producer.send(targets[0][0], b"", partition=targets[0][1] or 0)
             await producer.flush()  # connected, metadata known
             cpu_before = broker.cpu()
             client_before = time.process_time()
@@ -299,6 +313,21 @@ def produce_josefk(
         flush=True,
     )
     return count * len(RECORD) / 1e6 / seconds, cpu / (count * len(RECORD) / 1e9)
+
+
+def partition_log_bytes(data: Path, case: Case) -> dict[str, int]:
+    """Each of the case's partition dirs: the bytes of its segment files (read off the data
+    dir: which partitions a run reached)."""
+    names = set(case.topic_names())
+    sizes = {}
+    with os.scandir(data) as entries:
+        for entry in entries:
+            if entry.is_dir() and entry.name.rpartition("-")[0] in names:
+                with os.scandir(entry.path) as files:
+                    sizes[entry.name] = sum(
+                        f.stat().st_size for f in files if f.name.endswith(".log")
+                    )
+    return sizes
 
 
 def run_case(root: Path, build: str, case: Case, args: argparse.Namespace) -> Result:
@@ -333,6 +362,22 @@ def run_case(root: Path, build: str, case: Case, args: argparse.Namespace) -> Re
             broker.bootstrap, targets, args.records, broker, args.client
         )
         f["spread_ratio"] = f["spread_mbs"] / f["single_mbs"]
+        if args.keyless:
+            # Keyless records, the partition left to the client (Kafka's default for them),
+            # in batches of Kafka's default batch.size: how much of the case they reach.
+            before = partition_log_bytes(data, case)
+            f["keyless_mbs"], f["keyless_cpu_gb"] = produce(
+                broker.bootstrap,
+                [(t, None) for t in case.topic_names()],
+                args.records,
+                broker,
+                args.client,
+                batch_size=args.keyless_batch_size,
+            )
+            after = partition_log_bytes(data, case)
+            f["keyless_ratio"] = f["keyless_mbs"] / f["single_mbs"]
+            grown = sum(1 for name, size in after.items() if size > before.get(name, 0))
+            f["keyless_reach"] = grown / case.partitions
         f["rss_loaded_mb"] = broker.rss_mb()
         f["stop_s"] = broker.stop()
         broker = Broker(root, data, log)
@@ -389,8 +434,12 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("single_mbs", "1-partition MB/s", "{:.0f}"),
     ("spread_mbs", "spread MB/s", "{:.0f}"),
     ("spread_ratio", "spread/1-partition", "{:.2f}"),
+    ("keyless_mbs", "keyless MB/s", "{:.0f}"),
+    ("keyless_ratio", "keyless/1-partition", "{:.2f}"),
+    ("keyless_reach", "partitions reached", "{:.0%}"),
     ("single_cpu_gb", "1-partition CPU s/GB", "{:.1f}"),
     ("spread_cpu_gb", "spread CPU s/GB", "{:.1f}"),
+    ("keyless_cpu_gb", "keyless CPU s/GB", "{:.1f}"),
     ("rss_loaded_mb", "RSS after produce MB", "{:.0f}"),
     ("stop_s", "SIGTERM stop s", "{:.1f}"),
     ("start_clean_s", "start-up clean s", "{:.1f}"),
@@ -433,6 +482,17 @@ def main() -> None:
         choices=("librdkafka", "josefk"),
         default="librdkafka",
         help="the producer of the throughput runs (josefk: this tree's client, for every build)",
+    )
+    parser.add_argument(
+        "--keyless",
+        action="store_true",
+        help="also send the records keyless, the partition chosen by the client (sticky)",
+    )
+    parser.add_argument(
+        "--keyless-batch-size",
+        type=int,
+        default=16_384,
+        help="batch.size of the keyless run (default: Kafka's default, 16 KiB)",
     )
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--cases", help="e.g. 100:100,10000:10 (partitions:per-topic)")

@@ -88,6 +88,7 @@ from josefk.config.properties import (
     generate_uuid,
 )
 from josefk.config.topic import LogConfig
+from josefk.fileio import MAPS_HOLD_DESCRIPTORS
 from josefk.metrics.broker_metrics import BrokerMetrics
 from josefk.metrics.collectors import (
     CleanerStats,
@@ -111,15 +112,31 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# At most this share of the open file limit goes to index maps (each Python mmap holds a
-# descriptor); the rest is for the .log files (one per segment), sockets and the like.
+# At most this share of the open file limit goes to index maps when each map holds a
+# descriptor (Python's mmap, without the C extension); the rest is for the .log files (one per
+# segment), sockets and the like.
 _INDEX_MAP_SHARE = 4
+# Maps that hold no descriptor are bounded by the kernel's count of mappings per process
+# instead: at most this share of vm.max_map_count, leaving the rest to the heap, thread stacks
+# and libraries (a broker uses a few hundred).
+_INDEX_MAP_COUNT_SHARE = 2
+_DEFAULT_MAX_MAP_COUNT = 65530
 _MAX_SOFT_NOFILE = 1 << 20
+
+
+def _max_map_count() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return _DEFAULT_MAX_MAP_COUNT
 
 
 def _bound_file_descriptors() -> None:
     """Raise the soft open file limit to the hard one (as a JVM does for Kafka), and bound
-    the index maps to a share of it, so that a broker with 10,000 partitions (10,000 open
+    the index maps: by ``vm.max_map_count`` where they hold no descriptor (the C extension's
+    maps; 10,000 partitions map 20,000 indexes, within the default 65,530 as for Kafka), else
+    by a share of the open file limit, so that a broker with 10,000 partitions (10,000 open
     .log files, two indexes each) runs under the default limits. Logged at info."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = _MAX_SOFT_NOFILE if hard == resource.RLIM_INFINITY else hard
@@ -131,9 +148,19 @@ def _bound_file_descriptors() -> None:
         except (ValueError, OSError) as exc:
             logger.warning("could not raise the open file limit from %d: %s", soft, exc)
     limit = _MAX_SOFT_NOFILE if soft == resource.RLIM_INFINITY else soft
-    maps = max(64, limit // _INDEX_MAP_SHARE)
+    if MAPS_HOLD_DESCRIPTORS:
+        maps = max(64, limit // _INDEX_MAP_SHARE)
+        logger.info("open file limit %d: at most %d index maps held at once", limit, maps)
+    else:
+        map_count = _max_map_count()
+        maps = max(64, map_count // _INDEX_MAP_COUNT_SHARE)
+        logger.info(
+            "open file limit %d, vm.max_map_count %d: at most %d index maps held at once",
+            limit,
+            map_count,
+            maps,
+        )
     set_index_map_limit(maps)
-    logger.info("open file limit %d: at most %d index maps held at once", limit, maps)
 
 
 SHUTDOWN_DEADLINE_S = 10.0

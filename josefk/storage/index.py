@@ -1,7 +1,8 @@
 """The sparse indexes of a segment: OffsetIndex (.index) and TimeIndex (.timeindex).
 
 Owns the byte layout and the mmap handling of both index files. Imports only
-``josefk.storage.errors``; never josefk.records, josefk.protocol or josefk.broker.
+``josefk.storage.errors`` and ``josefk.fileio`` (the maps); never josefk.records,
+josefk.protocol or josefk.broker.
 
 Both files are arrays of fixed-size big-endian entries, preallocated to ``max_index_size``
 rounded down to a whole number of entries (sparse zeros on disk) while their segment is
@@ -26,9 +27,13 @@ Entries strictly increase in offset (both files) and in timestamp (.timeindex).
 Indexes open lazily: building the object touches nothing on disk, the first use opens and
 maps the file. A broker with 10,000 segments thus maps only the ones it reads.
 
-Maps are bounded process-wide (``set_index_map_limit``): Python's mmap keeps a duplicate file
-descriptor per map, so 10,000 active segments would hold 20,000 descriptors for their two
-indexes besides the 10,000 of their .log files. Past the limit, the index mapped longest ago
+Maps come from ``josefk.fileio.map_file``: with the C extension a map holds no file
+descriptor (as the JVM's maps that Kafka's indexes use); without it, Python's mmap keeps a
+duplicate descriptor per map, so 10,000 active segments would hold 20,000 descriptors for
+their two indexes besides the 10,000 of their .log files. Either way maps are bounded
+process-wide (``set_index_map_limit``: the broker derives the bound from
+``vm.max_map_count``, or from the open file limit when maps hold descriptors). Past the
+limit, the index mapped longest ago
 is *parked*: unmapped without trimming, its entry count kept, and mapped again on its next
 read or write of entries (an open, an fstat and an mmap; nothing is read); its counts
 (``entries``, ``is_full``, which every append asks) are answered without mapping it. Only the thread that set the limit (the
@@ -50,6 +55,7 @@ import threading
 from pathlib import Path
 from typing import ClassVar, Final, NamedTuple, cast
 
+from josefk.fileio import map_file
 from josefk.storage.errors import (
     CorruptIndexError,
     IndexFullError,
@@ -286,8 +292,9 @@ class AbstractIndex:
     def _map(self, fd: int, length: int) -> mmap.mmap | None:
         if length == 0:
             return None  # mmap cannot map an empty file; an empty index needs no map
-        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        return mmap.mmap(fd, length, access=access)
+        # A FileMap where the C extension is built: it behaves as the mmap it is typed as
+        # for every use here (buffer, slices, flush, close).
+        return cast("mmap.mmap", map_file(fd, length, writable=self.writable))
 
     def _after_entries_changed(self) -> None:
         """Hook for subclasses caching their last entry."""

@@ -1207,9 +1207,10 @@ class Log:
     def _release_inactive_indexes(self, segments: Sequence[LogSegment]) -> None:
         """Unmap the (flushed) indexes of segments that are no longer active.
 
-        Python's mmap holds a file descriptor per map, so a log that kept every index
-        mapped would use three fds per segment and run out of them long before Kafka's
-        thousands of segments. A released index is mapped again on its next lookup.
+        A log that kept every index mapped would hold two maps per segment (and, without
+        the C extension, two file descriptors besides the .log's) and run out of them
+        long before Kafka's thousands of segments. A released index is mapped again on
+        its next lookup.
         """
         active = self.active_segment
         for segment in segments:

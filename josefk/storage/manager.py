@@ -632,7 +632,8 @@ class LogManager:
         """One retention pass over every log; returns the number of segments deleted.
 
         The same pass unmaps the indexes of inactive segments that lookups mapped since, so
-        the broker's file descriptors stay bounded (each Python mmap holds one).
+        the broker's maps stay bounded (each counts against vm.max_map_count and, without
+        the C extension, holds a file descriptor).
         """
         total = 0
         for log in self.all_logs():
