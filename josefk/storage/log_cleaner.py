@@ -422,7 +422,7 @@ class LogCleaner:
                 stats.bytes_read / 1e6,
                 stats.bytes_written / 1e6,
             )
-            await self._write_checkpoint(log.dir.parent)
+            await self._write_checkpoint(log.parent_dir)
             return result
         finally:
             self._in_progress.discard(tp)
@@ -442,7 +442,7 @@ class LogCleaner:
         offsets = {
             log.topic_partition: self._checkpoints[log.topic_partition]
             for log in self._logs()
-            if log.dir.parent == log_dir and log.topic_partition in self._checkpoints
+            if log.parent_dir == log_dir and log.topic_partition in self._checkpoints
         }
         checkpoint = OffsetCheckpointFile(log_dir / CLEANER_CHECKPOINT)
         try:

@@ -188,7 +188,7 @@ class LogManager:
     def logs_by_dir(self) -> dict[Path, list[Log]]:
         result: dict[Path, list[Log]] = {d: [] for d in self.live_log_dirs}
         for log in self.all_logs():
-            result.setdefault(log.dir.parent, []).append(log)
+            result.setdefault(log.parent_dir, []).append(log)
         return result
 
     def _config_for(self, topic: str) -> LogConfig:
@@ -351,7 +351,7 @@ class LogManager:
         else:
             counts = {d: 0 for d in live}
             for log in self._logs.values():
-                parent = log.dir.parent
+                parent = log.parent_dir
                 if parent in counts and not log.is_offline:
                     counts[parent] += 1
             log_dir = min(live, key=lambda d: (counts[d], live.index(d)))
@@ -530,13 +530,13 @@ class LogManager:
         try:
             log.close_handlers()
             os.rename(log.dir, target)
-            fsync_dir(log.dir.parent)
+            fsync_dir(log.parent_dir)
             remove_tree(target)
         except OSError as exc:
             error = KafkaStorageError(
                 f"error while removing the new log of {topic_partition}: {exc}", path=log.dir
             )
-            self._handle_log_dir_failure(log.dir.parent, error)
+            self._handle_log_dir_failure(log.parent_dir, error)
             raise error from exc
 
     def delete_log(self, topic_partition: TopicPartition) -> Log | None:
@@ -552,18 +552,18 @@ class LogManager:
         try:
             log.close()
             os.rename(log.dir, target)
-            fsync_dir(log.dir.parent)
+            fsync_dir(log.parent_dir)
         except (OSError, StorageError) as exc:
             error = KafkaStorageError(
                 f"error while deleting the log of {topic_partition}: {exc}", path=log.dir
             )
             cause = _os_error_in(exc)
-            if cause is not None and _is_path_error(cause) and log.dir.parent.is_dir():
+            if cause is not None and _is_path_error(cause) and log.parent_dir.is_dir():
                 # This partition's problem (its name, its permissions), not the disk's: the
                 # log dir and every other partition in it stay online.
                 _log.error("%s", error)
             else:
-                self._handle_log_dir_failure(log.dir.parent, exc)
+                self._handle_log_dir_failure(log.parent_dir, exc)
             raise error from exc
         self._schedule_dir_removal(target, delay_ms=log.config.file_delete_delay_ms)
         return log
@@ -708,7 +708,7 @@ class LogManager:
         self._offline_dirs[log_dir] = error
         _log.error("log dir %s is offline: %s", log_dir, error)
         for log in self._logs.values():
-            if log.dir.parent == log_dir:
+            if log.parent_dir == log_dir:
                 log.mark_offline()
         if self._on_log_dir_failure is not None:
             self._on_log_dir_failure(log_dir, error)

@@ -89,7 +89,7 @@ def handle_describe_log_dirs(
         if wanted is not None and (tp.topic, tp.partition) not in wanted:
             continue
         log = partition.log
-        log_dir = str(log.dir.parent)
+        log_dir = str(log.parent_dir)
         if log.is_offline:
             offline.add(log_dir)
             continue
