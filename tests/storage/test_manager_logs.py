@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -334,6 +335,34 @@ async def test_retention_pass_releases_index_maps_of_old_segments(tmp_path: Path
     await broker.manager.cleanup_logs()
     assert not any(s.time_index.is_open or s.offset_index.is_open for s in old)
     assert log.active_segment.offset_index.is_open
+
+
+async def test_the_periodic_passes_give_the_loop_turns_and_skip_closed_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retention or producer expiry pass over thousands of logs must not hold the event
+    loop; a log closed meanwhile (its topic deleted) is skipped, not an error."""
+    import josefk.storage.manager as manager_module
+
+    monkeypatch.setattr(manager_module, "PASS_CHUNK", 1)
+    broker = Broker([tmp_path / "a"], small_config(retention_ms=-1))
+    await broker.manager.startup()
+    for partition in range(4):
+        append(broker.manager, TopicPartition("t", partition), batches=2)
+    logs = broker.manager.all_logs()
+    loop = asyncio.get_running_loop()
+    ran_during: list[str] = []
+
+    def close_last() -> None:
+        ran_during.append("retention")
+        logs[-1].close()
+
+    loop.call_soon(close_last)
+    assert await broker.manager.cleanup_logs() == 0
+    assert ran_during == ["retention"]
+    loop.call_soon(ran_during.append, "expiry")
+    assert await broker.manager.remove_expired_producers() == 0
+    assert ran_during == ["retention", "expiry"]
 
 
 async def test_unclean_restart_recovers_only_from_the_checkpointed_recovery_point(
