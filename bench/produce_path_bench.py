@@ -1,0 +1,160 @@
+"""The broker's produce path in process: CPU per partition batch, without sockets or a client.
+
+A replica manager over real logs in a temporary directory (one topic of ``--partitions``
+partitions, this node their leader, the system clock), the registered Produce handler, and
+Produce requests that carry every partition with one small batch (``--records`` records of
+``--size`` bytes), decoded from their wire bytes once per request as the network layer does,
+then handled and their answers encoded. This is what ``spread_bench.py`` measures through a
+socket, with none of the network's cost, so that the handler's own cost per partition batch
+can be compared build against build (``--profile`` prints cProfile's top functions).
+
+    python bench/produce_path_bench.py --partitions 10000 --requests 10
+
+Not a test: nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import inspect
+import pstats
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from josefk.broker.catalog import TopicCatalog
+from josefk.broker.context import RequestContext
+from josefk.broker.handlers import registered_handlers
+from josefk.broker.replica_manager import ReplicaManager
+from josefk.broker.topic_admin import LocalTopicAdmin
+from josefk.config.broker import BrokerConfig
+from josefk.config.topic import LogConfig
+from josefk.protocol.api import ApiKey, decode_request, encode_request, encode_response_parts
+from josefk.protocol.headers import RequestHeader
+from josefk.protocol.message_types import ProduceRequest
+from josefk.records.builder import BatchBuilder
+from josefk.storage.manager import LogManager, LogManagerConfig
+from josefk.util.clock import SystemClock
+from josefk.util.scheduler import InlineExecutor, Scheduler
+
+TOPIC = "spread"
+VERSION = 9
+
+
+def batch(records: int, size: int) -> bytes:
+    builder = BatchBuilder()
+    now = int(time.time() * 1000)
+    for i in range(records):
+        builder.append(None, (b"%08d" % i).ljust(size, b"x"), timestamp=now)
+    return bytes(builder.build())
+
+
+def request_bytes(partitions: int, records: bytes) -> bytes:
+    body = ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=TOPIC,
+                partition_data=[
+                    ProduceRequest.PartitionProduceData(index=i, records=records)
+                    for i in range(partitions)
+                ],
+            )
+        ],
+    )
+    header = RequestHeader(
+        request_api_key=ApiKey.PRODUCE,
+        request_api_version=VERSION,
+        correlation_id=1,
+        client_id="produce-path-bench",
+    )
+    return encode_request(header, body)[4:]
+
+
+async def run(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="produce-path-") as tmp:
+        log_dir = Path(tmp)
+        clock = SystemClock()
+        logs = LogManager(
+            LogManagerConfig(log_dirs=(log_dir,)),
+            LogConfig(),
+            clock=clock,
+            scheduler=Scheduler(clock),
+            executor=InlineExecutor(),
+        )
+        await logs.startup()
+        replicas = ReplicaManager(
+            logs, TopicCatalog.load(log_dir), broker_id=0, default_log_config=LogConfig()
+        )
+        LocalTopicAdmin(replicas, broker_id=0).create_topic_now(TOPIC, args.partitions, {})
+        broker: Any = _Broker(replicas)
+        handler = registered_handlers()[ApiKey.PRODUCE].fn
+        frame = request_bytes(args.partitions, batch(args.records, args.size))
+
+        def one_request() -> None:
+            # A fresh writable frame per request, as the network layer hands over.
+            header, request = decode_request(memoryview(bytearray(frame)))
+            context = RequestContext(
+                broker=broker,
+                header=header,
+                api_version=VERSION,
+                connection=None,  # type: ignore[arg-type]
+            )
+            response = handler(context, request)
+            assert not inspect.isawaitable(response)
+            encode_response_parts(1, response, VERSION, api_key=ApiKey.PRODUCE)
+
+        one_request()  # every partition's first append (files, maps) out of the rounds
+        rounds = []
+        profiler = cProfile.Profile() if args.profile else None
+        for _ in range(args.rounds):
+            started = time.process_time()
+            if profiler is not None:
+                profiler.enable()
+            for _ in range(args.requests):
+                one_request()
+            if profiler is not None:
+                profiler.disable()
+            rounds.append((time.process_time() - started) / (args.requests * args.partitions) * 1e6)
+        print(
+            f"{args.partitions:,} partitions, {args.records} x {args.size} B a batch: "
+            f"{statistics.median(rounds):.2f} CPU µs a partition batch "
+            f"(rounds {', '.join(f'{r:.2f}' for r in rounds)})"
+        )
+        if profiler is not None:
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+        await logs.shutdown()
+
+
+class _Broker:
+    """The parts of the broker context the Produce handler reads."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self.replica_manager = replicas
+        self.metrics = None
+        self.authorizer = None
+        self.txn_coordinator = None
+        self.config = BrokerConfig()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", type=int, default=1000)
+    parser.add_argument("--requests", type=int, default=10)
+    parser.add_argument("--records", type=int, default=1)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--profile", type=int, default=0, help="print cProfile's top N functions by own time"
+    )
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
