@@ -91,8 +91,8 @@ class CredentialRecords:
                         deleted = event.kind == "DELETE"
                         on_change(self._user_of(kv.key), None if deleted else bytes(kv.value))
                 finally:
-                    with contextlib.suppress(Exception):
-                        await watch.cancel()
+                    with contextlib.suppress(Exception):  # bounded, as the store's close
+                        await asyncio.wait_for(watch.cancel(), self._store.timeout_s)
                 raise EtcdUnavailableError("the etcd watch ended")
             except (aetcd.exceptions.ClientError, MetadataStoreError, OSError) as exc:
                 logger.info("SCRAM credentials watch interrupted (%s); reloading", exc)

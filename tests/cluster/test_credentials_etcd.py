@@ -74,3 +74,42 @@ def test_users_follow_from_one_store_to_another_and_across_an_etcd_restart(
                 await metadata.close()
 
     asyncio.run(run())
+
+
+class _WedgedRecords:
+    """Credential records whose watch ignores cancellation until released: the follower of
+    a store whose etcd client's watcher is wedged."""
+
+    def __init__(self) -> None:
+        self.released = asyncio.Event()
+
+    async def load(self) -> tuple[int, dict[str, bytes]]:
+        return 0, {}
+
+    async def follow(self, revision: int, on_change: object, on_reload: object) -> None:
+        while not self.released.is_set():
+            try:
+                await self.released.wait()
+            except asyncio.CancelledError:
+                continue  # wedged: the cancellation is lost
+
+
+def test_closing_a_store_whose_watch_will_not_stop_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fault path: the broker's shutdown must not wait for good on the credentials watch."""
+    import josefk.broker.security.store as store_module
+
+    monkeypatch.setattr(store_module, "_CLOSE_TIMEOUT_S", 0.05)
+
+    async def run() -> None:
+        records = _WedgedRecords()
+        store = EtcdCredentialStore(records)  # type: ignore[arg-type]
+        await store.start()
+        try:
+            async with asyncio.timeout(5):
+                await store.close()
+        finally:
+            records.released.set()  # let the task end before the loop closes
+
+    asyncio.run(run())

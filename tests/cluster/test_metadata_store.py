@@ -249,3 +249,28 @@ async def test_watch_from_a_snapshot_misses_nothing(etcd: EtcdServer) -> None:
     finally:
         await store.close()
         await writer.close()
+
+
+class _WedgedClient:
+    """An etcd client whose close never returns (aetcd's, with its watcher wedged)."""
+
+    closes = 0
+
+    async def close(self) -> None:
+        type(self).closes += 1
+        await asyncio.Event().wait()
+
+
+def test_closing_a_wedged_client_is_bounded_by_the_store_s_timeout() -> None:
+    """A fault path: the broker's shutdown must not wait for good on the etcd client."""
+
+    async def run() -> None:
+        store = EtcdMetadataStore(parse_endpoints("127.0.0.1:1"), timeout_s=0.05)
+        store._client = _WedgedClient()  # type: ignore[assignment]
+        async with asyncio.timeout(5):
+            await store.close()
+        assert _WedgedClient.closes == 1
+        with pytest.raises(EtcdUnavailableError):
+            store.client  # noqa: B018  closed: no client any more
+
+    asyncio.run(run())

@@ -26,6 +26,9 @@ from cluster_process import BackgroundProducer, LocalCluster, read_all, wait_for
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 from etcd_server import ETCD, SKIP_REASON
+from raw_client import RawClient
+
+from josefk.protocol.api import ApiKey, request_class
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -183,8 +186,32 @@ def test_a_frozen_follower_leaves_the_isr_and_rejoins(cluster: LocalCluster) -> 
     assert sorted(controllers) == [0, 0, 1]
 
 
+def served_by_every_broker(cluster: LocalCluster, topic: str) -> bool:
+    """Every broker answers Metadata with a leader for each of ``topic``'s partitions: each
+    has applied the topic's creation from etcd (CreateTopics returns once the controller
+    wrote it; a broker that has not seen it yet learns nothing more while etcd is down)."""
+    topic_cls = request_class(ApiKey.METADATA).MetadataRequestTopic
+    for broker in cluster.brokers.values():
+        client = RawClient(broker.bootstrap)
+        try:
+            response = client.call(ApiKey.METADATA, 1, topics=[topic_cls(name=topic)])
+        finally:
+            client.close()
+        [found] = response.topics
+        if (
+            found.error_code
+            or len(found.partitions) != PARTITIONS
+            or any(p.leader_id < 0 for p in found.partitions)
+        ):
+            return False
+    return True
+
+
 def test_etcd_restart_keeps_the_cluster_serving(cluster: LocalCluster) -> None:
     create_topic(cluster)
+    wait_for(
+        "every broker serving the topic", lambda: served_by_every_broker(cluster, TOPIC) or None
+    )
     cluster.etcd.stop()
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     delivered: list[object] = []
