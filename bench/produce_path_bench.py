@@ -26,6 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+# The request bytes spread_bench sends through a socket (a sibling module: run from bench/).
+from spread_bench import PRODUCE_VERSION as VERSION
+from spread_bench import TOPIC, batch, produce_request
+
 from josefk.broker.catalog import TopicCatalog
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import registered_handlers
@@ -33,48 +37,10 @@ from josefk.broker.replica_manager import ReplicaManager
 from josefk.broker.topic_admin import LocalTopicAdmin
 from josefk.config.broker import BrokerConfig
 from josefk.config.topic import LogConfig
-from josefk.protocol.api import ApiKey, decode_request, encode_request, encode_response_parts
-from josefk.protocol.headers import RequestHeader
-from josefk.protocol.message_types import ProduceRequest
-from josefk.records.builder import BatchBuilder
+from josefk.protocol.api import ApiKey, decode_request, encode_response_parts
 from josefk.storage.manager import LogManager, LogManagerConfig
 from josefk.util.clock import SystemClock
 from josefk.util.scheduler import InlineExecutor, Scheduler
-
-TOPIC = "spread"
-VERSION = 9
-
-
-def batch(records: int, size: int) -> bytes:
-    builder = BatchBuilder()
-    now = int(time.time() * 1000)
-    for i in range(records):
-        builder.append(None, (b"%08d" % i).ljust(size, b"x"), timestamp=now)
-    return bytes(builder.build())
-
-
-def request_bytes(partitions: int, records: bytes) -> bytes:
-    body = ProduceRequest(
-        transactional_id=None,
-        acks=1,
-        timeout_ms=30_000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=TOPIC,
-                partition_data=[
-                    ProduceRequest.PartitionProduceData(index=i, records=records)
-                    for i in range(partitions)
-                ],
-            )
-        ],
-    )
-    header = RequestHeader(
-        request_api_key=ApiKey.PRODUCE,
-        request_api_version=VERSION,
-        correlation_id=1,
-        client_id="produce-path-bench",
-    )
-    return encode_request(header, body)[4:]
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -95,7 +61,8 @@ async def run(args: argparse.Namespace) -> None:
         LocalTopicAdmin(replicas, broker_id=0).create_topic_now(TOPIC, args.partitions, {})
         broker: Any = _Broker(replicas)
         handler = registered_handlers()[ApiKey.PRODUCE].fn
-        frame = request_bytes(args.partitions, batch(args.records, args.size))
+        # Without the length prefix, as the network layer hands a frame over.
+        frame = produce_request(args.partitions, batch(args.records, args.size), acks=1)[4:]
 
         def one_request() -> None:
             # A fresh writable frame per request, as the network layer hands over.
