@@ -12,6 +12,7 @@ seconds; tests poll the clients until the expected state, never sleep.
 
 from __future__ import annotations
 
+import collections
 import json
 import subprocess
 import sys
@@ -43,6 +44,9 @@ SETTINGS = (
     f"group.consumer.session.timeout.ms={SESSION_MS}",
     "group.consumer.min.session.timeout.ms=1000",
 )
+# The broker logs each ConsumerGroupHeartbeat at debug: a failed exactly-once check shows
+# the group's heartbeats (owned and assigned partitions, epochs) beside the duplicates.
+LOG_ARGS = ("--log-level", "debug")
 TIMEOUT_S = 40.0
 
 pytestmark = pytest.mark.timeout(180)
@@ -51,7 +55,9 @@ pytestmark = pytest.mark.timeout(180)
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     base = tmp_path_factory.mktemp("josefk-kip848")
-    broker = BrokerProcess(base / "data", base / "broker.stderr.log", settings=SETTINGS)
+    broker = BrokerProcess(
+        base / "data", base / "broker.stderr.log", settings=SETTINGS, extra_args=LOG_ARGS
+    )
     try:
         broker.start()
         yield broker
@@ -115,6 +121,26 @@ class Member:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def assert_consumed_once(
+    broker: BrokerProcess, group: str, members: Sequence[Member], total: int
+) -> None:
+    """Every record consumed by exactly one member, ``total`` in all; else the message says
+    which members read which records twice (their position in each member's reading order),
+    what each had revoked, and the broker's log of the group."""
+    records = [r for m in members for r in m.records]
+    counts = collections.Counter(records)
+    twice = {r for r, n in counts.items() if n > 1}
+    if twice:
+        lines = [f"{len(twice)} records consumed more than once:"]
+        for i, m in enumerate(members):
+            seen = [(k, r[1], r[2]) for k, r in enumerate(m.records) if r in twice]
+            lines.append(f"member {i}: (index, partition, offset) {seen}; revoked {m.revoked}")
+        text = broker.log_path.read_text(errors="replace") if broker.log_path.exists() else ""
+        lines += [line for line in text.splitlines() if group in line]
+        raise AssertionError("\n".join(lines))
+    assert len(records) == total, f"{len(records)} records consumed, {total} expected"
 
 
 def pump(members: Sequence[Member], until: Callable[[], bool], *, commit: bool = False) -> None:
@@ -262,9 +288,7 @@ def test_per_record_commits_never_see_a_record_consumed_twice(broker: BrokerProc
     finally:
         for m in members:
             m.close()
-    records = [r for m in (a, b, c) if m is not None for r in m.records]
-    assert len(records) == len(set(records)), "a record was consumed by two members"
-    assert len(records) == total + 60
+    assert_consumed_once(broker, group, [m for m in (a, b, c) if m is not None], total + 60)
 
 
 def test_a_regex_subscription_picks_up_a_topic_created_afterwards(broker: BrokerProcess) -> None:
@@ -700,6 +724,4 @@ def test_members_coming_and_going_at_random_never_consume_a_record_twice(
     finally:
         for m in members:
             m.close()
-    records = [r for m in (*members, *gone) for r in m.records]
-    assert len(set(records)) == total
-    assert len(records) == total, "a record was consumed twice"
+    assert_consumed_once(broker, group, [*members, *gone], total)

@@ -23,7 +23,16 @@ from broker_process import BrokerProcess
 from client_helpers import ck_admin, commit_record
 from confluent_kafka import ConsumerGroupType, KafkaError, KafkaException
 from raw_client import RawClient
-from test_consumer_groups import SETTINGS, TIMEOUT_S, Member, new_topic, produce, shares
+from test_consumer_groups import (
+    LOG_ARGS,
+    SETTINGS,
+    TIMEOUT_S,
+    Member,
+    assert_consumed_once,
+    new_topic,
+    produce,
+    shares,
+)
 
 from josefk.protocol.api import ApiKey, request_class
 from josefk.protocol.errors import ErrorCode
@@ -73,6 +82,7 @@ def _broker(tmp_path_factory: pytest.TempPathFactory, *settings: str) -> Iterato
         base / "data",
         base / "broker.stderr.log",
         settings=(*SETTINGS, "group.initial.rebalance.delay.ms=0", *settings),
+        extra_args=LOG_ARGS,
     )
     try:
         broker.start()
@@ -151,9 +161,7 @@ def roll(
     finally:
         for m in members:
             m.close()
-    records = [r for m in (*members, *gone) for r in m.records]
-    assert len(set(records)) == total
-    assert len(records) == total, "a record was consumed twice"
+    assert_consumed_once(broker, group, [*members, *gone], total)
     return kind, members
 
 
