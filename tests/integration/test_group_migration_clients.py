@@ -29,6 +29,7 @@ from test_consumer_groups import (
     TIMEOUT_S,
     Member,
     assert_consumed_once,
+    commit_from_start,
     new_topic,
     produce,
     shares,
@@ -133,6 +134,7 @@ def roll(
     total = 120
     topic = new_topic(broker.bootstrap, prefix, total)
     group = f"g-{uuid.uuid4().hex[:8]}"
+    commit_from_start(broker.bootstrap, group, topic)
     members = [MixedMember(broker.bootstrap, group, [topic], **start) for _ in range(3)]
     gone: list[Member] = []  # closed ones
 
