@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import inspect
 import pstats
 import statistics
@@ -34,6 +35,7 @@ from josefk.broker.catalog import TopicCatalog
 from josefk.broker.context import RequestContext
 from josefk.broker.handlers import registered_handlers
 from josefk.broker.replica_manager import ReplicaManager
+from josefk.broker.server import _GC_YOUNG_THRESHOLD
 from josefk.broker.topic_admin import LocalTopicAdmin
 from josefk.config.broker import BrokerConfig
 from josefk.config.topic import LogConfig
@@ -78,6 +80,13 @@ async def run(args: argparse.Namespace) -> None:
             encode_response_parts(1, response, VERSION, api_key=ApiKey.PRODUCE)
 
         one_request()  # every partition's first append (files, maps) out of the rounds
+        if args.gc != "python":
+            # The broker's collector settings; "restarted": the topic existed at start-up, so
+            # the broker froze its objects (a topic created while it runs is not frozen).
+            gc.collect()
+            if args.gc == "restarted":
+                gc.freeze()
+            gc.set_threshold(_GC_YOUNG_THRESHOLD, 20, 20)
         rounds = []
         profiler = cProfile.Profile() if args.profile else None
         for _ in range(args.rounds):
@@ -90,7 +99,7 @@ async def run(args: argparse.Namespace) -> None:
                 profiler.disable()
             rounds.append((time.process_time() - started) / (args.requests * args.partitions) * 1e6)
         print(
-            f"{args.partitions:,} partitions, {args.records} x {args.size} B a batch: "
+            f"{args.partitions:,} partitions, {args.records} x {args.size} B a batch, gc {args.gc}: "
             f"{statistics.median(rounds):.2f} CPU µs a partition batch "
             f"(rounds {', '.join(f'{r:.2f}' for r in rounds)})"
         )
@@ -117,6 +126,13 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--gc",
+        choices=("python", "created", "restarted"),
+        default="created",
+        help="the collector as CPython sets it, or as the broker does for a topic created "
+        "while it runs (the default) or present at its start-up (frozen)",
+    )
     parser.add_argument(
         "--profile", type=int, default=0, help="print cProfile's top N functions by own time"
     )
