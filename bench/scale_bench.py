@@ -15,7 +15,9 @@ For each case (a partition count laid out as one topic, or as topics of 10 parti
   the ratio spread/single and the broker's CPU seconds per GB of each; with ``--keyless``,
   the same records once more without a partition (the client's default partitioner, sticky
   for keyless records) in batches of ``--keyless-batch-size`` (Kafka's default 16 KiB), with
-  the share of the case's partitions they reached;
+  the share of the case's partitions they reached, beside the 1-partition topic once more in
+  batches of that size (what the keyless ratio owes to the smaller batches, not to the
+  partition count);
 - start-up: SIGTERM (its time printed), then the time from exec to the broker's ready line
   (clean shutdown) and the broker's CPU seconds by then (imports included); then SIGKILL
   (after more records, so the logs have unflushed tails) and the same figures again.
@@ -363,6 +365,16 @@ def run_case(root: Path, build: str, case: Case, args: argparse.Namespace) -> Re
         )
         f["spread_ratio"] = f["spread_mbs"] / f["single_mbs"]
         if args.keyless:
+            # One partition in batches of the keyless run's size first: what the keyless
+            # ratio owes to the batch size rather than to the partition count.
+            f["single_batch_mbs"], f["single_batch_cpu_gb"] = produce(
+                broker.bootstrap,
+                [("single", 0)],
+                args.records,
+                broker,
+                args.client,
+                batch_size=args.keyless_batch_size,
+            )
             # Keyless records, the partition left to the client (Kafka's default for them),
             # in batches of Kafka's default batch.size: how much of the case they reach.
             before = partition_log_bytes(data, case)
@@ -376,6 +388,7 @@ def run_case(root: Path, build: str, case: Case, args: argparse.Namespace) -> Re
             )
             after = partition_log_bytes(data, case)
             f["keyless_ratio"] = f["keyless_mbs"] / f["single_mbs"]
+            f["keyless_batch_ratio"] = f["keyless_mbs"] / f["single_batch_mbs"]
             grown = sum(1 for name, size in after.items() if size > before.get(name, 0))
             f["keyless_reach"] = grown / case.partitions
         f["rss_loaded_mb"] = broker.rss_mb()
@@ -437,8 +450,11 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("keyless_mbs", "keyless MB/s", "{:.0f}"),
     ("keyless_ratio", "keyless/1-partition", "{:.2f}"),
     ("keyless_reach", "partitions reached", "{:.0%}"),
+    ("single_batch_mbs", "1-partition MB/s, keyless batch size", "{:.0f}"),
+    ("keyless_batch_ratio", "keyless/1-partition, same batch size", "{:.2f}"),
     ("single_cpu_gb", "1-partition CPU s/GB", "{:.1f}"),
     ("spread_cpu_gb", "spread CPU s/GB", "{:.1f}"),
+    ("single_batch_cpu_gb", "1-partition CPU s/GB, keyless batch size", "{:.1f}"),
     ("keyless_cpu_gb", "keyless CPU s/GB", "{:.1f}"),
     ("rss_loaded_mb", "RSS after produce MB", "{:.0f}"),
     ("stop_s", "SIGTERM stop s", "{:.1f}"),
