@@ -23,7 +23,7 @@ import asyncio
 import collections
 import struct
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from contextvars import Context
 from typing import TYPE_CHECKING, Any, Final
 
@@ -46,10 +46,11 @@ INT32_MAX: Final = 0x7FFFFFFF
 _perf_counter = time.perf_counter
 _new_handle = object.__new__
 
-Callbacks = list[tuple["DeliveryFuture", Callable[["DeliveryFuture"], object], Context | None]]
+CallbackEntry = tuple["DeliveryFuture", Callable[["DeliveryFuture"], object], Context | None]
+Callbacks = list[CallbackEntry]
 
 
-def _run_callbacks(callbacks: Callbacks) -> None:
+def _run_callbacks(callbacks: Iterable[CallbackEntry]) -> None:
     """A done batch's callbacks, in order; one that raises is reported as asyncio reports a
     failed callback, and the others still run."""
     for handle, fn, context in callbacks:
@@ -120,7 +121,9 @@ class ProducerBatch:
         # perf_counter() of the batch's outcome: latency().
         self.done_at = 0.0
         self.waiting: dict[int, asyncio.Future[RecordMetadata]] = {}
-        self.callbacks: Callbacks = []
+        # A list only once a callback comes: most producers add none, and an empty list per
+        # batch is one more object for the garbage collector to walk while it is in flight.
+        self.callbacks: Callbacks | tuple[()] = ()
         self.outcome: tuple[int, int] | BaseException | None = None
         self.data: bytes | bytearray = b""
         self.record_count = 0
@@ -165,7 +168,7 @@ class ProducerBatch:
                         future.add_done_callback(_CallWithHandle(fn, handle), context=context)
                     else:
                         kept.append(entry)
-                self.callbacks = kept
+                self.callbacks = kept or ()
         return future
 
     def add_callback(
@@ -177,20 +180,23 @@ class ProducerBatch:
         """A done callback of a record without a real future: kept on the batch (one list
         entry instead of a future per record), or scheduled at once when the batch is done."""
         if self.outcome is None:
-            self.callbacks.append((handle, fn, context))
+            callbacks = self.callbacks
+            if isinstance(callbacks, list):
+                callbacks.append((handle, fn, context))
+            else:
+                self.callbacks = [(handle, fn, context)]
         else:
             asyncio.get_running_loop().call_soon(fn, handle, context=context)
 
     def remove_callbacks(self, index: int, fn: Callable[[DeliveryFuture], object]) -> int:
         before = len(self.callbacks)
-        self.callbacks = [
-            entry for entry in self.callbacks if entry[0]._index != index or entry[1] != fn
-        ]
-        return before - len(self.callbacks)
+        kept = [entry for entry in self.callbacks if entry[0]._index != index or entry[1] != fn]
+        self.callbacks = kept or ()
+        return before - len(kept)
 
     def _schedule_callbacks(self) -> None:
         if self.callbacks:
-            callbacks, self.callbacks = self.callbacks, []
+            callbacks, self.callbacks = self.callbacks, ()
             asyncio.get_running_loop().call_soon(_run_callbacks, callbacks)
 
     def complete(self, base_offset: int, log_append_time: int) -> None:
@@ -435,11 +441,15 @@ class RecordAccumulator:
         # admitting and room in buffer_memory: send_nowait's one check.
         self.accepting = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The loop's bound create_future, made once: a bound method per batch is one more
+        # object for the garbage collector to walk while the batch is in flight.
+        self._create_future: Callable[[], asyncio.Future[Any]] | None = None
         # One timer for all open batches' linger (see _linger_sweep), not one per batch.
         self._linger_timer: asyncio.TimerHandle | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._create_future = loop.create_future
         self.admitting = True
         self.accepting = self.space.is_set()
 
@@ -514,7 +524,9 @@ class RecordAccumulator:
         deadline = time.monotonic() + self.delivery_timeout_s
         loop = self._loop
         assert loop is not None
-        batch = ProducerBatch(tp, builder, deadline, base_sequence, loop.create_future)
+        create_future = self._create_future
+        assert create_future is not None
+        batch = ProducerBatch(tp, builder, deadline, base_sequence, create_future)
         batch.linger_until = loop.time() + self.linger_s
         # Never already in ``open`` (append closed and removed its predecessor): inserted
         # last, so ``open`` stays in the order the batches opened, which the sweep needs.
