@@ -10,7 +10,8 @@ checks it. A user is written whole by whichever broker (or ``josefk users add --
 changes it, with no compare-and-swap: two changes of one user at once end as the later one,
 as two AlterUserScramCredentials would on one Kafka controller. Every broker follows the keys
 by watch (``follow``), re-reading all of them after etcd comes back or compacted its history,
-so a user added through any broker logs in on every broker.
+and checking them after half a minute without an event (a watch can go quiet without
+breaking), so a user added through any broker logs in on every broker.
 
 Imports the standard library, the etcd client (``aetcd``) and josefk.cluster.metadata_store
 only.
@@ -22,12 +23,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Any, Final
 from urllib.parse import quote, unquote
 
 import aetcd.exceptions
 
-from josefk.cluster.errors import EtcdUnavailableError, MetadataStoreError
+from josefk.cluster.errors import MetadataStoreError
 from josefk.cluster.metadata_store import EtcdMetadataStore, etcd_errors_translated
 
 logger = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ logger = logging.getLogger(__name__)
 SEGMENT: Final = "scram_credentials"
 _BACKOFF_START_S: Final = 0.1
 _BACKOFF_MAX_S: Final = 2.0
+# A watch silent this long has the keys read again to check it did not miss anything.
+_CHECK_AFTER_S: Final = 30.0
 
 
 class CredentialRecords:
@@ -73,31 +76,67 @@ class CredentialRecords:
         revision: int,
         on_change: Callable[[str, bytes | None], None],
         on_reload: Callable[[Mapping[str, bytes]], None],
+        *,
+        check_after_s: float = _CHECK_AFTER_S,
     ) -> None:
         """Report every change after ``revision`` (``on_change(user, value or None)``), until
         cancelled. When the watch breaks, everything is read again (``on_reload``) once etcd
-        answers, and followed from there."""
+        answers, and followed from there.
+
+        A watch can also go quiet without breaking: an etcd client whose stream did not come
+        back after etcd restarted. So after ``check_after_s`` without an event, the keys are
+        read again and compared with what the watch reported; if they differ, the new
+        content is reloaded and a new watch follows from it."""
         backoff = _BACKOFF_START_S
+        seen: dict[str, bytes] | None = None  # the keys as the watch reported them
         while True:
             try:
-                watch = await self._store.client.watch_prefix(
-                    self._prefix(), start_revision=revision + 1
+                if seen is None:
+                    _, seen = await self.load()
+                watch = await asyncio.wait_for(
+                    self._store.client.watch_prefix(self._prefix(), start_revision=revision + 1),
+                    self._store.timeout_s,
                 )
+                events = aiter(watch)
+                pending: asyncio.Future[Any] = asyncio.ensure_future(anext(events))
                 try:
-                    async for event in watch:
+                    while True:
+                        done, _ = await asyncio.wait({pending}, timeout=check_after_s)
+                        if not done:
+                            revision, users = await self.load()
+                            if users != seen:
+                                logger.info("SCRAM credentials watch missed changes; reloading")
+                                seen = users
+                                on_reload(users)
+                                break  # a new watch from the revision just read
+                            continue
+                        event = pending.result()  # StopAsyncIteration: the watch ended
+                        pending = asyncio.ensure_future(anext(events))
                         backoff = _BACKOFF_START_S
                         kv = event.kv
                         revision = max(revision, int(kv.mod_revision))
-                        deleted = event.kind == "DELETE"
-                        on_change(self._user_of(kv.key), None if deleted else bytes(kv.value))
+                        user = self._user_of(kv.key)
+                        if event.kind == "DELETE":
+                            seen.pop(user, None)
+                            on_change(user, None)
+                        else:
+                            seen[user] = bytes(kv.value)
+                            on_change(user, seen[user])
                 finally:
+                    pending.cancel()
                     with contextlib.suppress(Exception):  # bounded, as the store's close
                         await asyncio.wait_for(watch.cancel(), self._store.timeout_s)
-                raise EtcdUnavailableError("the etcd watch ended")
-            except (aetcd.exceptions.ClientError, MetadataStoreError, OSError) as exc:
-                logger.info("SCRAM credentials watch interrupted (%s); reloading", exc)
+            except (
+                aetcd.exceptions.ClientError,
+                MetadataStoreError,
+                OSError,
+                TimeoutError,
+                StopAsyncIteration,
+            ) as exc:
+                logger.info("SCRAM credentials watch interrupted (%r); reloading", exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX_S)
-                with contextlib.suppress(MetadataStoreError, OSError):
+                with contextlib.suppress(MetadataStoreError, OSError, TimeoutError):
                     revision, users = await self.load()
+                    seen = dict(users)
                     on_reload(users)

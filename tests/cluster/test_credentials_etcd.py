@@ -5,7 +5,9 @@ their names included, and the watch picks up again after etcd restarts."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Mapping
+from types import SimpleNamespace
 
 import pytest
 from etcd_server import EtcdServer
@@ -111,5 +113,87 @@ def test_closing_a_store_whose_watch_will_not_stop_is_bounded(
                 await store.close()
         finally:
             records.released.set()  # let the task end before the loop closes
+
+    asyncio.run(run())
+
+
+class _QuietClient:
+    """An etcd client whose watch never delivers (its stream did not come back after etcd
+    restarted) while the keys change: the fault the follower's check is for."""
+
+    def __init__(self) -> None:
+        self.keys: dict[bytes, bytes] = {}
+        self.revision = 1
+        self.watches = 0
+        self.reads = 0
+
+    async def get_prefix(self, prefix: bytes) -> object:
+        self.reads += 1
+        kvs = [
+            SimpleNamespace(key=k, value=v, mod_revision=self.revision)
+            for k, v in sorted(self.keys.items())
+            if k.startswith(prefix)
+        ]
+        return _Range(kvs, SimpleNamespace(revision=self.revision))
+
+    async def watch_prefix(self, prefix: bytes, start_revision: int) -> object:
+        self.watches += 1
+        return _SilentWatch()
+
+
+class _Range(list[object]):
+    def __init__(self, kvs: list[object], header: object) -> None:
+        super().__init__(kvs)
+        self.header = header
+
+
+class _SilentWatch:
+    def __aiter__(self) -> _SilentWatch:
+        return self
+
+    async def __anext__(self) -> object:
+        await asyncio.Event().wait()  # nothing ever comes
+        raise AssertionError("unreachable")
+
+    async def cancel(self) -> None:
+        return None
+
+
+def test_a_quiet_watch_is_checked_and_a_missed_change_reloaded() -> None:
+    """A fault path: a user written while the watch was silently broken reaches the follower
+    by the check after a silence, and a new watch follows from there; silences without a
+    change reload nothing."""
+    client = _QuietClient()
+    store = SimpleNamespace(
+        client=client, timeout_s=1.0, key=lambda *parts: "/".join(("P", *parts)).encode()
+    )
+    records = CredentialRecords(store)  # type: ignore[arg-type]
+
+    async def run() -> None:
+        reloads: list[dict[str, bytes]] = []
+        reloaded = asyncio.Event()
+
+        def on_reload(users: Mapping[str, bytes]) -> None:
+            reloads.append(dict(users))
+            reloaded.set()
+
+        follower = asyncio.create_task(
+            records.follow(1, lambda user, value: None, on_reload, check_after_s=0.01)
+        )
+        try:
+            # The first read, then three checks after silences with nothing changed.
+            await _until("three quiet checks", lambda: client.reads >= 4)
+            assert reloads == []
+            assert client.watches == 1
+            client.keys[b"P/scram_credentials/dave"] = b"credentials"
+            client.revision = 2
+            async with asyncio.timeout(10):
+                await reloaded.wait()
+            assert reloads == [{"dave": b"credentials"}]
+            await _until("a new watch", lambda: client.watches >= 2)
+        finally:
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
 
     asyncio.run(run())
