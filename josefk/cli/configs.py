@@ -4,7 +4,8 @@ Owns the config verbs on one resource: a topic (``--topic NAME``), one broker
 (``--broker ID``, its dynamic per-broker configs, KIP-226) or every broker
 (``--broker-defaults``, the cluster-wide default). kafka-configs.sh's spelling works too:
 ``--entity-type brokers --entity-name 1``, ``--entity-default``, ``--add-config
-'k1=v1,k2=[a,b]'``, ``--delete-config k1,k2``. Talks to the broker through josefk.client's
+'k1=v1,k2=[a,b]'``, ``--delete-config k1,k2``, and ``--entity-type broker-loggers
+--entity-name 1`` for a broker's log levels (KIP-412). Talks to the broker through josefk.client's
 AIOAdmin only (describe with synonyms, IncrementalAlterConfigs).
 """
 
@@ -29,6 +30,7 @@ from josefk.cli.output import print_json, print_table
 from josefk.client import AIOAdmin, ConfigEntry, ResourceType
 
 _ENTITY_TYPES = {
+    "broker-loggers": ResourceType.BROKER_LOGGER,
     "brokers": ResourceType.BROKER,
     "topics": ResourceType.TOPIC,
     "groups": ResourceType.GROUP,
@@ -63,7 +65,8 @@ def _resource_options(f: F) -> F:
         click.option(
             "--entity-type",
             type=click.Choice(sorted(_ENTITY_TYPES)),
-            help="kafka-configs.sh spelling: brokers or topics.",
+            help="kafka-configs.sh spelling: brokers, topics, groups, or broker-loggers (a "
+            "broker's log levels, e.g. --add-config josefk.broker.group=DEBUG).",
         ),
         click.option("--entity-name", metavar="NAME", help="With --entity-type."),
         click.option("--entity-default", is_flag=True, help="With --entity-type brokers."),
@@ -132,7 +135,7 @@ def resource_of(
             "(or --entity-type with --entity-name/--entity-default)"
         )
     rtype, name = chosen[0]
-    if rtype == ResourceType.BROKER and name and not name.isdigit():
+    if rtype in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and name and not name.isdigit():
         raise click.BadParameter(f"a broker id is a number, not {name!r}", param_hint="--broker")
     if rtype == ResourceType.TOPIC and not name:
         raise click.BadParameter("a topic needs a name", param_hint="--topic")
@@ -152,6 +155,8 @@ def _label(rtype: ResourceType, name: str) -> str:
         return f"topic {name}"
     if rtype == ResourceType.GROUP:
         return f"group {name}"
+    if rtype == ResourceType.BROKER_LOGGER:
+        return f"the loggers of broker {name}"
     return f"broker {name}" if name else "the default of every broker"
 
 

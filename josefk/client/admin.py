@@ -954,7 +954,7 @@ class AIOAdmin:
         )
         node = (
             int(name)
-            if rtype == ResourceType.BROKER and name.isdigit()
+            if rtype in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and name.isdigit()
             else self._client.least_loaded_node()
         )
         response: IncrementalAlterConfigsResponse = await self._client.request(

@@ -63,6 +63,7 @@ from josefk.broker.group.group_configs import (
     InvalidGroupConfig,
 )
 from josefk.broker.handlers import handles
+from josefk.broker.loggers import change_levels, logger_entries
 from josefk.cluster.errors import MetadataStoreError
 from josefk.config.definitions import WIRE_TYPES, ConfigKey, Support
 from josefk.config.topic import InvalidConfigError, inert_topic_notes
@@ -152,6 +153,10 @@ def handle_describe_configs(
                     f"Unexpected broker id, expected {broker.broker_id} or empty string, "
                     f"but received {resource.resource_name}"
                 )
+        elif resource.resource_type == ResourceType.BROKER_LOGGER:
+            error, message = _this_broker(context, resource)
+            if not error:
+                entries = logger_entries()
         else:
             error = ErrorCode.INVALID_REQUEST
             message = f"unsupported resource type {resource.resource_type}"
@@ -212,6 +217,12 @@ async def handle_alter_configs(
             error, message = await _alter_broker(
                 context, resource, _replace_all(resource), request.validate_only
             )
+        elif resource.resource_type == ResourceType.BROKER_LOGGER:
+            error = ErrorCode.INVALID_REQUEST
+            message = (
+                "AlterConfigs does not support the resource type BROKER_LOGGER: use "
+                "IncrementalAlterConfigs"
+            )
         else:
             error, message = await _alter_topic(
                 context, resource, _replace_topic_configs(resource), request.validate_only
@@ -242,6 +253,10 @@ async def handle_incremental_alter_configs(
             )
         elif resource.resource_type == ResourceType.GROUP_CONFIG:
             error, message = await _alter_group(context, resource, request.validate_only)
+        elif resource.resource_type == ResourceType.BROKER_LOGGER:
+            error, message = _this_broker(context, resource)
+            if not error:
+                error, message = change_levels(resource.configs, request.validate_only)
         else:
             error, message = await _alter_topic(
                 context, resource, _incremental_topic_edit(context, resource), request.validate_only
@@ -255,6 +270,16 @@ async def handle_incremental_alter_configs(
             )
         )
     return IncrementalResponse(responses=results)
+
+
+def _this_broker(context: RequestContext, resource: _Resource) -> tuple[ErrorCode, str | None]:
+    """A BROKER_LOGGER resource names the broker whose loggers it is: this one only."""
+    if resource.resource_name == str(context.broker.broker_id):
+        return ErrorCode.NONE, None
+    return ErrorCode.INVALID_REQUEST, (
+        f"Unexpected broker id, expected {context.broker.broker_id}, "
+        f"but received {resource.resource_name}"
+    )
 
 
 def _denied(
