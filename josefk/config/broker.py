@@ -474,8 +474,7 @@ INERT_KEYS: Final[dict[str, ConfigKey]] = {
         "num.replica.alter.log.dirs.threads",
     ),
     **_inert(
-        "share groups (KIP-932) are not offered",
-        "max.request.partition.size.limit",
+        "a share fetch leaves the purgatory when it completes; there is nothing to purge",
         "share.fetch.purgatory.purge.interval.requests",
     ),
     **_inert(
@@ -1078,6 +1077,13 @@ class BrokerConfig(BaseModel):
     # Kafka's keys accepted as inert (``inert_reason``) as given; likewise one field, each key
     # its own entry for DescribeConfigs.
     inert_configs: dict[str, str] = Field(default_factory=dict)
+    max_request_partition_size_limit: Int = _key(
+        "max.request.partition.size.limit",
+        2000,
+        ge=1,
+        le=INT_MAX,
+        doc="The most partitions one DescribeTopicPartitions answer holds.",
+    )
     queued_max_requests: Int = _key(
         "queued.max.requests",
         500,

@@ -1,4 +1,5 @@
-"""Metadata (3): brokers, controller, cluster id and topics, auto-creating topics on request.
+"""Metadata (3): brokers, controller, cluster id and topics, auto-creating topics on request;
+DescribeTopicPartitions (75, KIP-966): the same partitions for admin clients, paged.
 
 A topic is auto-created when the request allows it (v4+ ``allow_auto_topic_creation``;
 always below v4) and ``auto.create.topics.enable`` is on, with ``num.partitions``
@@ -19,11 +20,21 @@ encoder picks each version's fields) while the metadata's generation and the cat
 id and partition count stay as they were (``josefk.broker.metadata_cache.TopicMemo``); the
 entries are frozen and shared. Entries with authorized operations depend on the principal
 and are built every time, as are error entries; the DESCRIBE filter runs on every request.
+
+DescribeTopicPartitions answers the named topics (every topic the principal may DESCRIBE
+when none is named) in name order, from the request's cursor on, at most
+``response_partition_limit`` partitions and ``max.request.partition.size.limit``; where it
+stops, ``next_cursor`` names the next partition. As Kafka: a named topic that does not exist
+is UNKNOWN_TOPIC_OR_PARTITION, one the principal may not DESCRIBE TOPIC_AUTHORIZATION_FAILED,
+and a cursor whose topic is not among those named makes the request INVALID_REQUEST (every
+named topic is answered with it). josefk has no eligible leader replicas (KIP-966's ELR): their lists
+are empty.
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from josefk.broker.catalog import (
     InvalidTopicError,
@@ -32,13 +43,18 @@ from josefk.broker.catalog import (
     validate_topic_name,
 )
 from josefk.broker.context import RequestContext
-from josefk.broker.errors import error_code_for
+from josefk.broker.errors import InvalidRequestError, error_code_for
 from josefk.broker.handlers import handles
 from josefk.broker.topic_admin import NewTopic
 from josefk.protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
-from josefk.protocol.message_types import MetadataRequest, MetadataResponse
+from josefk.protocol.message_types import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
 from josefk.storage.errors import StorageError
 
 # Kafka's "authorized operations not requested" marker.
@@ -48,6 +64,8 @@ Response = MetadataResponse
 TopicEntry = Response.MetadataResponseTopic
 PartitionEntry = TopicEntry.MetadataResponsePartition
 BrokerEntry = Response.MetadataResponseBroker
+PagedTopic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
+PagedPartition = PagedTopic.DescribeTopicPartitionsResponsePartition
 
 
 @handles(ApiKey.METADATA)
@@ -165,41 +183,10 @@ def _maybe_auto_create(
 def _topic_entry(
     context: RequestContext, info: TopicInfo, *, with_operations: bool
 ) -> MetadataResponse.MetadataResponseTopic:
-    metadata = context.broker.metadata
-    assert metadata is not None
-    partitions = []
-    for index in range(info.partitions):
-        view = metadata.partition(info.name, index)
-        if view is None:
-            partitions.append(
-                PartitionEntry(
-                    error_code=ErrorCode.LEADER_NOT_AVAILABLE,
-                    partition_index=index,
-                    leader_id=-1,
-                    leader_epoch=-1,
-                    replica_nodes=[],
-                    isr_nodes=[],
-                    offline_replicas=[],
-                )
-            )
-            continue
-        if view.storage_error:
-            error = ErrorCode.KAFKA_STORAGE_ERROR
-        elif view.leader < 0:
-            error = ErrorCode.LEADER_NOT_AVAILABLE
-        else:
-            error = ErrorCode.NONE
-        partitions.append(
-            PartitionEntry(
-                error_code=error,
-                partition_index=index,
-                leader_id=view.leader,
-                leader_epoch=view.leader_epoch,
-                replica_nodes=list(view.replicas),
-                isr_nodes=list(view.isr),
-                offline_replicas=list(view.offline_replicas),
-            )
-        )
+    partitions = [
+        PartitionEntry(**fields)
+        for fields in _partition_fields(context, info.name, range(info.partitions))
+    ]
     return TopicEntry(
         error_code=ErrorCode.NONE,
         name=info.name,
@@ -212,6 +199,48 @@ def _topic_entry(
             else _NO_OPERATIONS
         ),
     )
+
+
+def _partition_fields(context: RequestContext, topic: str, indexes: range) -> list[dict[str, Any]]:
+    """Each partition's leader, epoch, replicas, ISR and offline replicas as the broker's
+    metadata has them, with its error: LEADER_NOT_AVAILABLE without a leader (or not known
+    yet), KAFKA_STORAGE_ERROR where its log dir is offline."""
+    metadata = context.broker.metadata
+    assert metadata is not None
+    out: list[dict[str, Any]] = []
+    for index in indexes:
+        view = metadata.partition(topic, index)
+        if view is None:
+            out.append(
+                {
+                    "error_code": ErrorCode.LEADER_NOT_AVAILABLE,
+                    "partition_index": index,
+                    "leader_id": -1,
+                    "leader_epoch": -1,
+                    "replica_nodes": [],
+                    "isr_nodes": [],
+                    "offline_replicas": [],
+                }
+            )
+            continue
+        if view.storage_error:
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+        elif view.leader < 0:
+            error = ErrorCode.LEADER_NOT_AVAILABLE
+        else:
+            error = ErrorCode.NONE
+        out.append(
+            {
+                "error_code": error,
+                "partition_index": index,
+                "leader_id": view.leader,
+                "leader_epoch": view.leader_epoch,
+                "replica_nodes": list(view.replicas),
+                "isr_nodes": list(view.isr),
+                "offline_replicas": list(view.offline_replicas),
+            }
+        )
+    return out
 
 
 def _error_entry(name: str, error: ErrorCode) -> MetadataResponse.MetadataResponseTopic:
@@ -238,6 +267,87 @@ def _unknown_id(topic_id: uuid.UUID) -> MetadataResponse.MetadataResponseTopic:
         error_code=ErrorCode.UNKNOWN_TOPIC_ID,
         name=None,
         topic_id=topic_id,
+        partitions=[],
+        topic_authorized_operations=_NO_OPERATIONS,
+    )
+
+
+@handles(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
+def handle_describe_topic_partitions(
+    context: RequestContext, request: DescribeTopicPartitionsRequest
+) -> DescribeTopicPartitionsResponse:
+    broker = context.broker
+    catalog = broker.replica_manager.catalog
+    metadata = broker.metadata
+    assert metadata is not None
+    checked = broker.authorizer is not None
+
+    def may_describe(name: str) -> bool:
+        return not checked or context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+    cursor = request.cursor
+    if request.topics:
+        names = sorted({topic.name for topic in request.topics})
+        if cursor is not None and cursor.topic_name not in names:
+            raise InvalidRequestError("The cursor topic must be included in the topic list.")
+    else:
+        names = sorted(info.name for info in catalog.topics() if may_describe(info.name))
+    first = 0
+    if cursor is not None:
+        names = [name for name in names if name >= cursor.topic_name]
+        if names and names[0] == cursor.topic_name:
+            first = max(cursor.partition_index, 0)
+    budget = min(request.response_partition_limit, broker.config.max_request_partition_size_limit)
+    topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic] = []
+    next_cursor = None
+    for position, name in enumerate(names):
+        start = first if position == 0 else 0
+        info = catalog.get(name)
+        if not may_describe(name):
+            topics.append(_paged_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
+        if info is None:
+            topics.append(_paged_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        if budget <= 0:
+            next_cursor = request.Cursor(topic_name=name, partition_index=start)
+            break
+        end = min(info.partitions, start + budget)
+        budget -= end - start
+        topics.append(
+            PagedTopic(
+                error_code=ErrorCode.NONE,
+                name=name,
+                topic_id=info.topic_id,
+                is_internal=info.is_internal,
+                partitions=[
+                    PagedPartition(**fields, eligible_leader_replicas=[], last_known_elr=[])
+                    for fields in _partition_fields(context, name, range(start, end))
+                ],
+                topic_authorized_operations=context.authorized_operations(ResourceType.TOPIC, name),
+            )
+        )
+        if end < info.partitions:
+            next_cursor = request.Cursor(topic_name=name, partition_index=end)
+            break
+    return DescribeTopicPartitionsResponse(
+        topics=topics,
+        next_cursor=None
+        if next_cursor is None
+        else DescribeTopicPartitionsResponse.Cursor(
+            topic_name=next_cursor.topic_name, partition_index=next_cursor.partition_index
+        ),
+    )
+
+
+def _paged_error(
+    name: str, error: ErrorCode
+) -> DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic:
+    return PagedTopic(
+        error_code=error,
+        name=name,
+        topic_id=uuid.UUID(int=0),
+        is_internal=False,
         partitions=[],
         topic_authorized_operations=_NO_OPERATIONS,
     )
