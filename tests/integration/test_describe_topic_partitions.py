@@ -98,5 +98,10 @@ def test_all_topics_unknown_topics_and_a_stray_cursor(broker: BrokerProcess) -> 
         assert errors == {missing: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name: ErrorCode.NONE}
         refused = describe(client, [name], limit=10, cursor=(missing, 0))
         assert [t.error_code for t in refused.topics] == [ErrorCode.INVALID_REQUEST]
+        # A limit below one still moves on; a cursor past a topic's end skips to the next.
+        assert pages(client, [name], limit=0) == [[(name, 0)]]
+        past = describe(client, [name, missing], limit=10, cursor=(name, 5))
+        assert [(t.name, len(t.partitions)) for t in past.topics] == [(name, 0), (missing, 0)]
+        assert past.next_cursor is None
     finally:
         client.close()

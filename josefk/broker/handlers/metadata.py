@@ -297,9 +297,12 @@ def handle_describe_topic_partitions(
         names = [name for name in names if name >= cursor.topic_name]
         if names and names[0] == cursor.topic_name:
             first = max(cursor.partition_index, 0)
-    budget = min(request.response_partition_limit, broker.config.max_request_partition_size_limit)
+    # At least one partition a page, so that a cursor always moves on.
+    budget = max(
+        min(request.response_partition_limit, broker.config.max_request_partition_size_limit), 1
+    )
     topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic] = []
-    next_cursor = None
+    next_cursor: tuple[str, int] | None = None
     for position, name in enumerate(names):
         start = first if position == 0 else 0
         info = catalog.get(name)
@@ -309,8 +312,9 @@ def handle_describe_topic_partitions(
         if info is None:
             topics.append(_paged_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             continue
+        start = min(start, info.partitions)
         if budget <= 0:
-            next_cursor = request.Cursor(topic_name=name, partition_index=start)
+            next_cursor = (name, start)
             break
         end = min(info.partitions, start + budget)
         budget -= end - start
@@ -328,14 +332,14 @@ def handle_describe_topic_partitions(
             )
         )
         if end < info.partitions:
-            next_cursor = request.Cursor(topic_name=name, partition_index=end)
+            next_cursor = (name, end)
             break
     return DescribeTopicPartitionsResponse(
         topics=topics,
         next_cursor=None
         if next_cursor is None
         else DescribeTopicPartitionsResponse.Cursor(
-            topic_name=next_cursor.topic_name, partition_index=next_cursor.partition_index
+            topic_name=next_cursor[0], partition_index=next_cursor[1]
         ),
     )
 
