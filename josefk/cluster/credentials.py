@@ -74,12 +74,14 @@ class CredentialRecords:
     async def follow(
         self,
         revision: int,
+        users: Mapping[str, bytes],
         on_change: Callable[[str, bytes | None], None],
         on_reload: Callable[[Mapping[str, bytes]], None],
         *,
         check_after_s: float = _CHECK_AFTER_S,
     ) -> None:
-        """Report every change after ``revision`` (``on_change(user, value or None)``), until
+        """Report every change after ``revision``, at which the keys were ``users``
+        (``on_change(user, value or None)``), until
         cancelled. When the watch breaks, everything is read again (``on_reload``) once etcd
         answers, and followed from there.
 
@@ -88,11 +90,9 @@ class CredentialRecords:
         read again and compared with what the watch reported; if they differ, the new
         content is reloaded and a new watch follows from it."""
         backoff = _BACKOFF_START_S
-        seen: dict[str, bytes] | None = None  # the keys as the watch reported them
+        seen = dict(users)  # the keys as the watch reported them
         while True:
             try:
-                if seen is None:
-                    _, seen = await self.load()
                 watch = await asyncio.wait_for(
                     self._store.client.watch_prefix(self._prefix(), start_revision=revision + 1),
                     self._store.timeout_s,
@@ -103,11 +103,11 @@ class CredentialRecords:
                     while True:
                         done, _ = await asyncio.wait({pending}, timeout=check_after_s)
                         if not done:
-                            revision, users = await self.load()
-                            if users != seen:
+                            revision, current = await self.load()
+                            if current != seen:
                                 logger.info("SCRAM credentials watch missed changes; reloading")
-                                seen = users
-                                on_reload(users)
+                                seen = current
+                                on_reload(current)
                                 break  # a new watch from the revision just read
                             continue
                         event = pending.result()  # StopAsyncIteration: the watch ended
@@ -137,6 +137,5 @@ class CredentialRecords:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX_S)
                 with contextlib.suppress(MetadataStoreError, OSError, TimeoutError):
-                    revision, users = await self.load()
-                    seen = dict(users)
-                    on_reload(users)
+                    revision, seen = await self.load()
+                    on_reload(seen)

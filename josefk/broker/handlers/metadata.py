@@ -34,7 +34,8 @@ are empty.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from josefk.broker.catalog import (
     InvalidTopicError,
@@ -64,6 +65,7 @@ Response = MetadataResponse
 TopicEntry = Response.MetadataResponseTopic
 PartitionEntry = TopicEntry.MetadataResponsePartition
 BrokerEntry = Response.MetadataResponseBroker
+_P = TypeVar("_P")
 PagedTopic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 PagedPartition = PagedTopic.DescribeTopicPartitionsResponsePartition
 
@@ -183,10 +185,7 @@ def _maybe_auto_create(
 def _topic_entry(
     context: RequestContext, info: TopicInfo, *, with_operations: bool
 ) -> MetadataResponse.MetadataResponseTopic:
-    partitions = [
-        PartitionEntry(**fields)
-        for fields in _partition_fields(context, info.name, range(info.partitions))
-    ]
+    partitions = _partitions(context, info.name, range(info.partitions), PartitionEntry)
     return TopicEntry(
         error_code=ErrorCode.NONE,
         name=info.name,
@@ -201,26 +200,30 @@ def _topic_entry(
     )
 
 
-def _partition_fields(context: RequestContext, topic: str, indexes: range) -> list[dict[str, Any]]:
-    """Each partition's leader, epoch, replicas, ISR and offline replicas as the broker's
-    metadata has them, with its error: LEADER_NOT_AVAILABLE without a leader (or not known
-    yet), KAFKA_STORAGE_ERROR where its log dir is offline."""
+def _partitions(
+    context: RequestContext, topic: str, indexes: range, entry: Callable[..., _P], **extra: Any
+) -> list[_P]:
+    """Each partition's entry (Metadata's or DescribeTopicPartitions' type, ``extra`` its
+    fields beyond Metadata's): leader, epoch, replicas, ISR and offline replicas as the
+    broker's metadata has them, with its error: LEADER_NOT_AVAILABLE without a leader (or
+    not known yet), KAFKA_STORAGE_ERROR where its log dir is offline."""
     metadata = context.broker.metadata
     assert metadata is not None
-    out: list[dict[str, Any]] = []
+    out: list[_P] = []
     for index in indexes:
         view = metadata.partition(topic, index)
         if view is None:
             out.append(
-                {
-                    "error_code": ErrorCode.LEADER_NOT_AVAILABLE,
-                    "partition_index": index,
-                    "leader_id": -1,
-                    "leader_epoch": -1,
-                    "replica_nodes": [],
-                    "isr_nodes": [],
-                    "offline_replicas": [],
-                }
+                entry(
+                    error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                    partition_index=index,
+                    leader_id=-1,
+                    leader_epoch=-1,
+                    replica_nodes=[],
+                    isr_nodes=[],
+                    offline_replicas=[],
+                    **extra,
+                )
             )
             continue
         if view.storage_error:
@@ -230,15 +233,16 @@ def _partition_fields(context: RequestContext, topic: str, indexes: range) -> li
         else:
             error = ErrorCode.NONE
         out.append(
-            {
-                "error_code": error,
-                "partition_index": index,
-                "leader_id": view.leader,
-                "leader_epoch": view.leader_epoch,
-                "replica_nodes": list(view.replicas),
-                "isr_nodes": list(view.isr),
-                "offline_replicas": list(view.offline_replicas),
-            }
+            entry(
+                error_code=error,
+                partition_index=index,
+                leader_id=view.leader,
+                leader_epoch=view.leader_epoch,
+                replica_nodes=list(view.replicas),
+                isr_nodes=list(view.isr),
+                offline_replicas=list(view.offline_replicas),
+                **extra,
+            )
         )
     return out
 
@@ -324,10 +328,14 @@ def handle_describe_topic_partitions(
                 name=name,
                 topic_id=info.topic_id,
                 is_internal=info.is_internal,
-                partitions=[
-                    PagedPartition(**fields, eligible_leader_replicas=[], last_known_elr=[])
-                    for fields in _partition_fields(context, name, range(start, end))
-                ],
+                partitions=_partitions(
+                    context,
+                    name,
+                    range(start, end),
+                    PagedPartition,
+                    eligible_leader_replicas=[],
+                    last_known_elr=[],
+                ),
                 topic_authorized_operations=context.authorized_operations(ResourceType.TOPIC, name),
             )
         )

@@ -145,7 +145,7 @@ class EtcdCredentialStore(CredentialStore):
         revision, records = await self._records.load()
         self._reload(records)
         self._follower = asyncio.get_running_loop().create_task(
-            self._records.follow(revision, self._apply, self._reload)
+            self._records.follow(revision, records, self._apply, self._reload)
         )
 
     async def close(self) -> None:
