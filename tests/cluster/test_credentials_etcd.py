@@ -13,8 +13,9 @@ import pytest
 from etcd_server import EtcdServer
 
 from josefk.broker.security.scram import make_credential
-from josefk.broker.security.store import EtcdCredentialStore
+from josefk.broker.security.store import EtcdCredentialStore, decode_user, encode_user
 from josefk.cluster.credentials import CredentialRecords
+from josefk.cluster.errors import MetadataStoreError
 from josefk.cluster.metadata_store import EtcdMetadataStore, parse_endpoints
 
 pytestmark = pytest.mark.timeout(120)
@@ -197,5 +198,109 @@ def test_a_quiet_watch_is_checked_and_a_missed_change_reloaded() -> None:
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
+
+    asyncio.run(run())
+
+
+class _FlakyRecords:
+    """Credential records in a dict, whose writes fail while ``down`` and wait for ``gate``
+    when it is set, with the follower's callbacks kept for the test to call: etcd going away
+    and the follower reloading while a write is in flight."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, bytes] = {}
+        self.down = False
+        self.gate: asyncio.Event | None = None
+        self.on_change: Callable[[str, bytes | None], None] | None = None
+        self.on_reload: Callable[[Mapping[str, bytes]], None] | None = None
+
+    async def load(self) -> tuple[int, dict[str, bytes]]:
+        return 1, dict(self.keys)
+
+    async def follow(
+        self,
+        revision: int,
+        users: object,
+        on_change: Callable[[str, bytes | None], None],
+        on_reload: Callable[[Mapping[str, bytes]], None],
+    ) -> None:
+        self.on_change, self.on_reload = on_change, on_reload
+        await asyncio.Event().wait()
+
+    async def _write(self) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.down:
+            raise MetadataStoreError("etcd is unreachable")
+
+    async def put(self, user: str, value: bytes) -> None:
+        await self._write()
+        self.keys[user] = value
+
+    async def delete(self, user: str) -> None:
+        await self._write()
+        self.keys.pop(user, None)
+
+
+def test_a_change_survives_a_failed_write_and_a_reload_before_the_next() -> None:
+    """A fault path: a user whose write failed (etcd restarting) stays on this broker and is
+    written by the next persist, though the follower reloaded etcd's older content in
+    between; a watch event from before the write does not undo it either."""
+
+    async def run() -> None:
+        records = _FlakyRecords()
+        store = EtcdCredentialStore(records)  # type: ignore[arg-type]
+        await store.start()
+        await asyncio.sleep(0)  # the follower starts
+        try:
+            assert records.on_reload is not None and records.on_change is not None
+            store.upsert("carol", make_credential("SCRAM-SHA-256", b"pw"))
+            records.down = True
+            with pytest.raises(MetadataStoreError):
+                await store.persist()
+            records.on_reload({})  # etcd came back without carol
+            records.on_change("carol", None)
+            assert "carol" in store.users()
+            records.down = False
+            await store.persist()
+            assert set(records.keys) == {"carol"}
+            credential = decode_user(records.keys["carol"])
+            assert credential["SCRAM-SHA-256"].matches(b"pw")
+            records.on_reload(dict(records.keys))
+            records.on_change("carol", None)  # deleted elsewhere, now nothing is pending
+            assert store.users() == {}
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+
+
+def test_a_reload_while_a_write_is_in_flight_neither_drops_nor_reverts_the_rest() -> None:
+    """A fault path: one persist writes two users; while the first write waits, the follower
+    reloads etcd's content from before both. The second user is still written with its new
+    credentials, not deleted nor written back as etcd had it."""
+
+    async def run() -> None:
+        records = _FlakyRecords()
+        store = EtcdCredentialStore(records)  # type: ignore[arg-type]
+        old = make_credential("SCRAM-SHA-256", b"old")
+        records.keys["bob"] = encode_user({old.mechanism: old})
+        await store.start()
+        await asyncio.sleep(0)  # the follower starts
+        try:
+            assert records.on_reload is not None
+            store.upsert("alice", make_credential("SCRAM-SHA-256", b"a"))
+            store.upsert("bob", make_credential("SCRAM-SHA-256", b"new"))
+            records.gate = asyncio.Event()
+            persist = asyncio.create_task(store.persist())
+            await asyncio.sleep(0)  # the first write is waiting at the gate
+            records.on_reload(dict(records.keys))
+            records.gate.set()
+            await persist
+            assert set(records.keys) == {"alice", "bob"}
+            assert decode_user(records.keys["bob"])["SCRAM-SHA-256"].matches(b"new")
+            assert store.get("bob", "SCRAM-SHA-256").matches(b"new")  # type: ignore[union-attr]
+        finally:
+            await store.close()
 
     asyncio.run(run())

@@ -133,12 +133,19 @@ class FileCredentialStore(CredentialStore):
 
 
 class EtcdCredentialStore(CredentialStore):
-    """The cluster's users, followed from etcd; ``start`` before use, ``close`` at the end."""
+    """The cluster's users, followed from etcd; ``start`` before use, ``close`` at the end.
+
+    A change is written behind: ``upsert`` and ``delete`` note the user's new etcd value at
+    once, ``persist`` writes the noted values. Until a value is written, what the watch or a
+    reload reports for that user is overlaid by it, so a reload from etcd in the middle (etcd
+    restarting, the watch checked) neither loses a change nor writes a stale one back.
+    """
 
     def __init__(self, records: CredentialRecords) -> None:
         super().__init__()
         self._records = records
-        self._dirty: set[str] = set()
+        # user -> the value to write (None: delete the key), in change order.
+        self._pending: dict[str, bytes | None] = {}
         self._follower: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -159,27 +166,25 @@ class EtcdCredentialStore(CredentialStore):
                 logger.warning("the SCRAM credentials watch did not stop; closing anyway")
 
     def _changed(self, user: str) -> None:
-        self._dirty.add(user)
+        credentials = self._users.get(user)
+        self._pending[user] = encode_user(credentials) if credentials else None
 
     async def persist(self) -> None:
-        dirty, self._dirty = self._dirty, set()
-        pending = sorted(dirty)
-        try:
-            while pending:
-                user = pending[0]
-                credentials = self._users.get(user)
-                if credentials:
-                    await self._records.put(user, encode_user(credentials))
-                else:
-                    await self._records.delete(user)
-                pending.pop(0)
-        except BaseException:
-            # Not in etcd (unreachable): the client is told it failed, the next persist
-            # tries again, and a reload from etcd in between puts back what etcd holds.
-            self._dirty.update(pending)
-            raise
+        # A failed write leaves its user and every later one pending: the client is told it
+        # failed, and the next persist (any user's) tries again.
+        for user in list(self._pending):
+            if user not in self._pending:
+                continue  # written meanwhile by a persist running alongside
+            value = self._pending[user]
+            if value is None:
+                await self._records.delete(user)
+            else:
+                await self._records.put(user, value)
+            if user in self._pending and self._pending[user] is value:  # not changed again
+                del self._pending[user]
 
     def _apply(self, user: str, value: bytes | None) -> None:
+        value = self._pending.get(user, value)
         if value is None:
             self._users.pop(user, None)
             return
@@ -190,8 +195,8 @@ class EtcdCredentialStore(CredentialStore):
 
     def _reload(self, records: Mapping[str, bytes]) -> None:
         self._users.clear()
-        for user, value in records.items():
-            self._apply(user, value)
+        for user in records.keys() | self._pending.keys():
+            self._apply(user, records.get(user))
 
 
 def encode(users: Users) -> bytes:
