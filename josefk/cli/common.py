@@ -29,6 +29,7 @@ from josefk.client.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    UnknownBrokerError,
     UnknownTopicOrPartitionError,
 )
 from josefk.client.security import PROPERTY_NAMES, ClientSecurity, security_settings
@@ -240,6 +241,8 @@ def run(coro: Coroutine[Any, Any, T], *, bootstrap: str) -> T:
     except asyncio.CancelledError:
         # SIGTERM, turned into a cancellation by the verb (see consume): same orderly exit.
         raise SystemExit(143) from None
+    except UnknownBrokerError as exc:
+        raise CliError(f"the cluster at {bootstrap} has no such broker: {exc.message}") from None
     except KafkaConnectionError as exc:
         hint = ""
         if "closed" in exc.message or "lost" in exc.message:

@@ -40,6 +40,7 @@ from josefk.client.errors import (
     KafkaError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
+    UnknownBrokerError,
     UnknownTopicOrPartitionError,
     error_for,
 )
@@ -244,7 +245,10 @@ class KafkaClient:
             return self._bootstrap[(-node_id - 1) % len(self._bootstrap)]
         broker = self.metadata.brokers.get(node_id)
         if broker is None:
-            raise KafkaConnectionError(f"broker {node_id} is not in the metadata", node_id=node_id)
+            known = ", ".join(str(b) for b in sorted(self.metadata.brokers)) or "none"
+            raise UnknownBrokerError(
+                f"broker {node_id} is not in the metadata (its brokers: {known})", node_id=node_id
+            )
         return broker.host, broker.port
 
     def _backoff_s(self, failures: int) -> float:

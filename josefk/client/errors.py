@@ -61,6 +61,11 @@ class NotAKafkaBrokerError(KafkaConnectionError):
     retriable = False
 
 
+class UnknownBrokerError(KafkaConnectionError):
+    """A request for one broker by id (a broker's configs or loggers, say) names a broker the
+    cluster's metadata does not list."""
+
+
 class KafkaTimeoutError(KafkaError):
     """A request or a client operation did not finish in time."""
 
@@ -248,6 +253,7 @@ __all__ = [
     "TopicAlreadyExistsError",
     "TransactionAbortedError",
     "TransactionError",
+    "UnknownBrokerError",
     "UnknownMemberIdError",
     "UnknownProducerIdError",
     "UnknownServerError",

@@ -131,3 +131,6 @@ def test_refusals_and_usage_errors(cli_broker: BrokerProcess) -> None:
     unknown = josefk(cli_broker, "configs", "describe", "--topic", "cfg-ordres", expect=1)
     assert 'did you mean "cfg-orders"' in unknown.stderr
     josefk(cli_broker, "configs", "describe", "--broker", "one", expect=2)
+    absent = josefk(cli_broker, "configs", "describe", "--broker", "2", expect=1)
+    assert "has no such broker" in absent.stderr and "its brokers: 1" in absent.stderr
+    assert "Is `josefk serve` running" not in absent.stderr
