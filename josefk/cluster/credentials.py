@@ -81,9 +81,8 @@ class CredentialRecords:
         check_after_s: float = _CHECK_AFTER_S,
     ) -> None:
         """Report every change after ``revision``, at which the keys were ``users``
-        (``on_change(user, value or None)``), until
-        cancelled. When the watch breaks, everything is read again (``on_reload``) once etcd
-        answers, and followed from there.
+        (``on_change(user, value or None)``), until cancelled. When the watch breaks,
+        everything is read again (``on_reload``) once etcd answers, and followed from there.
 
         A watch can also go quiet without breaking: an etcd client whose stream did not come
         back after etcd restarted. So after ``check_after_s`` without an event, the keys are
