@@ -4,7 +4,9 @@ Owns ``FetchSessionCache``, ``FetchSession`` and ``CachedPartition``. A session 
 per partition, what its fetcher last asked for (fetch offset, log start offset, max bytes,
 leader epoch) and what the broker last answered (high watermark, last stable offset, log
 start offset). An incremental fetch names only the partitions whose request changed; the
-broker reads every partition of the session and answers only those with something new.
+broker fetches every partition of the session and answers only those with something new (an
+idle one, ``quiet``, is told idle from a stamp the replica manager gave it: see
+josefk.broker.handlers.fetch).
 
 Order (Kafka's rotation): a session keeps its partitions in one order, the order every fetch
 reads them in, and a partition whose answer carried records moves to the back of it. A fetch
@@ -78,6 +80,11 @@ class CachedPartition:
     high_watermark: int = -2
     last_stable_offset: int = -2
     answered_log_start_offset: int = -2
+    # Set when a fetch found this partition with nothing to answer: what the replica
+    # manager needs to tell, without looking again, that it still has nothing (the broker's
+    # partition, its log's change count then, ...; opaque here). Cleared by a request that
+    # names the partition and by an answer that includes it.
+    quiet: Any = None
 
     def update_request(
         self,
@@ -87,6 +94,7 @@ class CachedPartition:
         current_leader_epoch: int,
         log_start_offset: int,
     ) -> None:
+        self.quiet = None
         self.fetch_offset = fetch_offset
         self.partition_max_bytes = partition_max_bytes
         self.current_leader_epoch = current_leader_epoch
@@ -106,6 +114,7 @@ class CachedPartition:
             and log_start == self.answered_log_start_offset
         ):
             return False
+        self.quiet = None
         self.high_watermark = high_watermark
         self.last_stable_offset = last_stable_offset
         self.answered_log_start_offset = log_start

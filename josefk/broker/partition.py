@@ -279,10 +279,16 @@ class Partition:
             progress.last_caught_up_ms = now
         elif fetch_offset >= progress.last_fetch_leader_log_end_offset >= 0:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
-        progress.log_end_offset = fetch_offset
-        progress.log_start_offset = follower_log_start_offset
         progress.last_fetch_ms = now
         progress.last_fetch_leader_log_end_offset = leader_leo
+        if progress.log_end_offset == fetch_offset:
+            # The follower's end did not move: neither can the high watermark, which every
+            # other input of (an append, an ISR change) recomputes itself. Most fetches of
+            # a follower's session are of idle partitions.
+            progress.log_start_offset = follower_log_start_offset
+            return False
+        progress.log_end_offset = fetch_offset
+        progress.log_start_offset = follower_log_start_offset
         return self._maybe_increment_high_watermark()
 
     def progress(self, replica_id: int) -> ReplicaProgress | None:

@@ -33,6 +33,7 @@ from josefk.broker.partition import (
     NotLeaderOrFollowerError,
     Partition,
     PartitionRead,
+    ReplicaProgress,
     RequestTimedOutError,
     TopicPartition,
 )
@@ -45,7 +46,7 @@ from josefk.storage.errors import OffsetOutOfRangeError, StorageError
 from josefk.storage.log import Log
 from josefk.storage.manager import LogManager
 from josefk.storage.offsets import AppendOrigin, FetchIsolation, LogAppendInfo, TxnMarker
-from josefk.util.clock import Clock
+from josefk.util.clock import Clock, SystemClock
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +173,20 @@ class FetchPartition:
     known_offsets: tuple[int, int, int] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class QuietPartition:
+    """A fetch session's partition found with nothing to answer, and what must still hold
+    for it to have nothing: the same partition hosted, led in the same epoch, its log
+    unchanged (``Log.change_count``). ``progress``: the fetching follower's, else None."""
+
+    tp: TopicPartition
+    partition: Partition
+    change_count: int
+    leader_epoch: int
+    isolation: FetchIsolation
+    progress: ReplicaProgress | None
+
+
 @dataclass(slots=True)
 class FetchOutcome:
     """What a fetch found for one partition: data, or the error (with the offsets an
@@ -227,7 +242,7 @@ class ReplicaManager:
         self._logs = log_manager
         self.catalog = catalog
         self.broker_id = broker_id
-        self._clock = clock
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._default_log_config = default_log_config
         self._partitions = _PartitionMap()
         # Fetches wait on a partition (woken by appends) and consumers' fetches also on its
@@ -771,6 +786,7 @@ class ReplicaManager:
         min_bytes: int,
         max_bytes: int,
         isolation: FetchIsolation,
+        quiet: Sequence[TopicPartition] = (),
     ) -> list[FetchOutcome]:
         """Read every partition at once; park in the fetch purgatory (woken by appends and
         high watermark moves) until ``min_bytes`` are there or ``max_wait_ms`` passes.
@@ -779,14 +795,20 @@ class ReplicaManager:
         (never the high watermark), and its fetch offset is its log end offset, which may
         move the high watermark and bring it back into the ISR. Everyone else reads from the
         leader only, up to the high watermark (or the last stable offset).
+
+        ``quiet``: a session's partitions left out of ``partitions`` because they had
+        nothing new (``session_partition_unchanged``); the wait is woken by them too, and
+        then returns at once, whatever it has, for the caller to look at them again.
         """
         if replica_id >= 0:
             isolation = FetchIsolation.LOG_END
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
         keys: list[Hashable] = [p.tp for p in partitions]
+        keys += quiet
         if replica_id < 0:
             keys += [_HighWatermarkKey(p.tp) for p in partitions]
+            keys += [_HighWatermarkKey(tp) for tp in quiet]
         outcomes, total, failed = self._read_all(partitions, isolation, max_bytes)
         if replica_id >= 0:
             self._record_follower_fetches(replica_id, partitions)
@@ -796,6 +818,8 @@ class ReplicaManager:
                 outcomes, _, _ = self._read_all(partitions, isolation, max_bytes)
                 break
             outcomes, total, failed = self._read_all(partitions, isolation, max_bytes)
+            if quiet:
+                break
         return outcomes
 
     def _read_all(
@@ -854,31 +878,103 @@ class ReplicaManager:
     def _record_follower_fetches(
         self, replica_id: int, partitions: Sequence[FetchPartition]
     ) -> None:
-        proposer = self.isr_proposer
-        # Only while a DeleteRecords waits does a follower's log start offset matter here.
-        deletes_waiting = self.delete_records_purgatory.size > 0
         for wanted in partitions:
             partition = self._partitions.get(wanted.tp)
-            if partition is None or not partition.is_leader:
-                continue
-            log_start_moved = False
-            if deletes_waiting:
-                progress = partition.progress(replica_id)
-                log_start_moved = (
-                    progress is not None and progress.log_start_offset != wanted.log_start_offset
+            if partition is not None and partition.is_leader:
+                self._record_follower_fetch(
+                    replica_id, partition, wanted.fetch_offset, wanted.log_start_offset
                 )
-            if partition.update_follower_fetch_state(
-                replica_id, wanted.fetch_offset, wanted.log_start_offset
-            ):
-                self.high_watermark_moved(wanted.tp)
-            if log_start_moved:
-                self.delete_records_purgatory.advance(
-                    wanted.tp, partition.low_watermark(self._live_brokers())
-                )
-            if proposer is not None:
-                isr = partition.isr_expansion(replica_id)
-                if isr is not None:
-                    proposer(partition, isr)
+
+    def _record_follower_fetch(
+        self, replica_id: int, partition: Partition, fetch_offset: int, log_start_offset: int
+    ) -> None:
+        """A follower fetched ``partition`` (which this broker leads) from ``fetch_offset``."""
+        log_start_moved = False
+        # Only while a DeleteRecords waits does a follower's log start offset matter here.
+        if self.delete_records_purgatory.size > 0:
+            progress = partition.progress(replica_id)
+            log_start_moved = progress is not None and progress.log_start_offset != log_start_offset
+        if partition.update_follower_fetch_state(replica_id, fetch_offset, log_start_offset):
+            self.high_watermark_moved(partition.tp)
+        if log_start_moved:
+            self.delete_records_purgatory.advance(
+                partition.tp, partition.low_watermark(self._live_brokers())
+            )
+        proposer = self.isr_proposer
+        if proposer is not None:
+            isr = partition.isr_expansion(replica_id)
+            if isr is not None:
+                proposer(partition, isr)
+
+    def session_partition_quiet(
+        self,
+        tp: TopicPartition,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        log_start_offset: int,
+        known: tuple[int, int, int],
+        *,
+        replica_id: int,
+        isolation: FetchIsolation,
+    ) -> QuietPartition | None:
+        """Whether an incremental fetch session's partition has nothing to answer: this
+        broker leads it in the epoch asked for, nothing lies past ``fetch_offset`` and the
+        offsets ``known`` (last answered) still hold. Then a ``QuietPartition`` for
+        ``still_quiet`` at the session's next fetches, else None. A follower's fetch of
+        such a partition is recorded here (it keeps the follower in the ISR), so the fetch
+        can leave the partition out of everything else it does."""
+        partition = self._partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return None
+        if current_leader_epoch >= 0 and current_leader_epoch != partition.leader_epoch:
+            return None
+        if replica_id >= 0:
+            isolation = FetchIsolation.LOG_END
+        if not partition.nothing_new(fetch_offset, isolation, known):
+            return None
+        # Taken before the follower's fetch is recorded: when that moves the high watermark,
+        # the partition has news for the next fetch.
+        change_count = partition.log.change_count
+        progress = None
+        if replica_id >= 0:
+            self._record_follower_fetch(replica_id, partition, fetch_offset, log_start_offset)
+            progress = partition.progress(replica_id)
+        return QuietPartition(
+            tp, partition, change_count, partition.leader_epoch, isolation, progress
+        )
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def still_quiet(
+        self, quiet: QuietPartition, replica_id: int, isolation: FetchIsolation, now_ms: int
+    ) -> bool:
+        """Whether a partition ``session_partition_quiet`` found quiet still is, with the
+        session's request for it unchanged (the session forgets ``quiet`` otherwise): its
+        log has not changed since, nor its leadership. For a follower in the ISR this fetch
+        is then one more at the leader's log end offset, recorded as
+        ``update_follower_fetch_state`` would record it; a follower outside the ISR is
+        looked at again, for its ISR expansion. A few attribute reads per partition: a
+        follower's session of thousands of idle partitions costs little per fetch."""
+        partition = quiet.partition
+        if replica_id >= 0:
+            isolation = FetchIsolation.LOG_END
+        if (
+            partition.log.change_count != quiet.change_count
+            or isolation is not quiet.isolation
+            or partition.leader_epoch != quiet.leader_epoch
+            or partition.leader_id != self.broker_id
+            or self._partitions.get(quiet.tp) is not partition
+        ):
+            return False
+        if replica_id >= 0:
+            progress = quiet.progress
+            if progress is None or replica_id not in partition.isr:
+                return False
+            progress.last_caught_up_ms = now_ms
+            progress.last_fetch_ms = now_ms
+        return True
 
     def end_offset_for_leader_epoch(
         self, tp: TopicPartition, *, current_leader_epoch: int, leader_epoch: int, replica_id: int

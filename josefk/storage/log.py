@@ -209,6 +209,10 @@ class Log:
         self._closed = False
         self._offline = False
         self.last_flush_time_ms = clock.milliseconds()
+        # Moves with every change a fetch can see: the log end offset, the high watermark
+        # (and with them the last stable offset), the log start offset. A fetch session's
+        # idle partition stays idle while it holds (josefk.broker.fetch_session).
+        self.change_count = 0
         active = self.active_segment
         self._next_offset_metadata = LogOffsetMetadata(
             active.read_next_offset(), active.base_offset, active.size()
@@ -367,6 +371,7 @@ class Log:
         return cached
 
     def _on_high_watermark_changed(self) -> None:
+        self.change_count += 1
         self._producer_state.on_high_watermark_updated(self.high_watermark)
 
     @property
@@ -579,6 +584,7 @@ class Log:
         return info.fetch_offset_metadata
 
     def _update_log_end_offset(self, offset: int) -> None:
+        self.change_count += 1
         active = self.active_segment
         self._next_offset_metadata = LogOffsetMetadata(offset, active.base_offset, active.size())
         if self.high_watermark >= offset:
@@ -588,6 +594,7 @@ class Log:
             self._recovery_point = offset
 
     def _update_log_start_offset(self, offset: int) -> None:
+        self.change_count += 1
         self._log_start_offset = offset
         self._leader_epochs.truncate_from_start(offset)
         if self.high_watermark < offset:

@@ -136,6 +136,23 @@ class LogMachine(RuleBasedStateMachine):
         check_invariants(self.log)
         assert self.log.log_end_offset >= (self.batches[-1][1] + 1 if self.batches else 0)
 
+    @invariant()
+    def change_count_moves_with_what_a_fetch_sees(self) -> None:
+        # A fetch session's idle partition stays idle while the change count holds: any
+        # change of these offsets that left it alone would never be answered.
+        log = self.log
+        seen = (
+            log.log_end_offset,
+            log.high_watermark,
+            log.last_stable_offset,
+            log.log_start_offset,
+        )
+        # A restart opens a new Log, counting afresh (sessions see its new Partition).
+        last = getattr(self, "last_seen", None)
+        if last is not None and last[0] is log and last[2] != seen:
+            assert log.change_count != last[1], (last, seen)
+        self.last_seen = (log, log.change_count, seen)
+
 
 LogMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
 TestLogInvariants = LogMachine.TestCase

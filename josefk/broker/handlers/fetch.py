@@ -20,9 +20,12 @@ Fetch sessions (KIP-227, v7+; the cache and its epochs are josefk.broker.fetch_s
 full fetch with epoch 0 creates a session and its answer carries the id; an incremental fetch
 names only the partitions whose request changed (and forgets some), every partition of the
 session is fetched (and, for a follower, counted as its fetch, so idle partitions stay in
-the ISR; one with nothing past its fetch offset and offsets as last answered is not even read),
-and the answer carries only the partitions with records, an error or a changed high
-watermark, last stable offset or log start offset. The session's partitions are read in the
+the ISR), and the answer carries only the partitions with records, an error or a changed high
+watermark, last stable offset or log start offset. A quiet partition (nothing past its fetch
+offset, offsets as last answered) is left out of the fetch after one look and, while its
+log's change count and leadership hold, told quiet by its stamp alone
+(``ReplicaManager.still_quiet``); the wait is woken by quiet partitions too, and the session
+is then looked at again. The session's partitions are read in the
 session's order, and one whose answer carried records goes to the back of it (Kafka's
 rotation): under a ``max_bytes`` smaller than what the partitions hold, every partition gets
 its turn instead of the first ones taking every answer. An unknown id is
@@ -36,6 +39,7 @@ rotated order).
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -138,27 +142,44 @@ async def _read(
         if request.isolation_level == _READ_COMMITTED
         else FetchIsolation.HIGH_WATERMARK
     )
-    wanted = _resolve(context, topics, replica_id, in_session=session is not None)
-    if incremental:
-        for item in wanted:
-            if item.fetch is not None and item.cached is not None:
-                item.fetch.known_offsets = item.cached.known_offsets()
-    fetches = [w.fetch for w in wanted if w.fetch is not None]
     # Kafka's rule: the broker's fetch.max.bytes caps what the request asks for (v0-v2 ask
     # for no limit), and min_bytes never exceeds the cap.
     max_bytes = min(
         request.max_bytes if version >= 3 else 2**31 - 1, context.broker.config.fetch_max_bytes
     )
-    outcomes = iter(
-        await context.broker.replica_manager.fetch(
+    replicas = context.broker.replica_manager
+    skip_quiet = incremental and (
+        context.broker.authorizer is None
+        or (replica_id >= 0 and context.authorize_cluster(AclOperation.CLUSTER_ACTION))
+    )
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
+    while True:
+        quiet: list[TopicPartition] = []
+        planned = (
+            _skip_quiet(context, topics, replica_id, isolation, quiet) if skip_quiet else topics
+        )
+        wanted = _resolve(context, planned, replica_id, in_session=session is not None)
+        if incremental:
+            for item in wanted:
+                if item.fetch is not None and item.cached is not None:
+                    item.fetch.known_offsets = item.cached.known_offsets()
+        fetches = [w.fetch for w in wanted if w.fetch is not None]
+        min_bytes = min(request.min_bytes, max_bytes) if len(fetches) == len(wanted) else 0
+        found = await replicas.fetch(
             fetches,
             replica_id=replica_id,
-            max_wait_ms=request.max_wait_ms,
-            min_bytes=min(request.min_bytes, max_bytes) if all(w.fetch for w in wanted) else 0,
+            max_wait_ms=round((deadline - loop.time()) * 1000),
+            min_bytes=min_bytes,
             max_bytes=max_bytes,
             isolation=isolation,
+            quiet=quiet,
         )
-    )
+        # A quiet partition woke the wait: look at the session again, unless the wait is
+        # over anyway (enough bytes, an error, no time left).
+        if not quiet or deadline <= loop.time() or _enough(found, min_bytes):
+            break
+    outcomes = iter(found)
 
     metrics = context.broker.metrics
     kept = []
@@ -197,6 +218,69 @@ async def _read(
             elif data.records:
                 metrics.topics.fetched(item.topic, nbytes=len(data.records))
     return kept, answers
+
+
+def _skip_quiet(
+    context: RequestContext,
+    topics: _Topics,
+    replica_id: int,
+    isolation: FetchIsolation,
+    quiet: list[TopicPartition],
+) -> list[tuple[str, uuid.UUID, list[_Partition]]]:
+    """The runs of an incremental session's partitions left after those with nothing to
+    answer (appended to ``quiet``); only for fetches whose every partition is authorized
+    (no authorizer, or a follower allowed CLUSTER_ACTION), so none is an answer skipped."""
+    replicas = context.broker.replica_manager
+    catalog = replicas.catalog
+    by_id = context.api_version >= 13
+    now_ms = replicas.clock.monotonic_ms()
+    still_quiet = replicas.still_quiet
+    kept = []
+    for key, topic_id, partitions in topics:
+        name = key
+        if by_id:
+            info = catalog.by_id(topic_id)
+            if info is None:
+                kept.append((key, topic_id, list(partitions)))
+                continue
+            name = info.name
+        rest: list[_Partition] = []
+        for p in partitions:
+            cached = cast("CachedPartition", p)
+            if cached.quiet is not None and still_quiet(
+                cached.quiet, replica_id, isolation, now_ms
+            ):
+                quiet.append(cached.quiet.tp)
+                continue
+            known = cached.known_offsets()
+            if known is not None:
+                cached.quiet = replicas.session_partition_quiet(
+                    TopicPartition(name, cached.partition),
+                    cached.fetch_offset,
+                    cached.current_leader_epoch,
+                    cached.log_start_offset,
+                    known,
+                    replica_id=replica_id,
+                    isolation=isolation,
+                )
+                if cached.quiet is not None:
+                    quiet.append(cached.quiet.tp)
+                    continue
+            rest.append(p)
+        if rest:
+            kept.append((key, topic_id, rest))
+    return kept
+
+
+def _enough(outcomes: Iterable[FetchOutcome], min_bytes: int) -> bool:
+    """Whether a fetch may answer now: ``min_bytes`` found, or a partition failed."""
+    total = 0
+    for outcome in outcomes:
+        if outcome.error is not None:
+            return True
+        if outcome.read is not None:
+            total += outcome.read.info.size
+    return total >= min_bytes
 
 
 def _response(

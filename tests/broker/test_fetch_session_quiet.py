@@ -1,0 +1,209 @@
+"""A follower's fetch session of idle partitions: the leader leaves a partition with nothing to
+answer out of the fetch after one look (``ReplicaManager.session_partition_quiet``) and, at
+the next fetches, tells it is still quiet from its log's change count alone
+(``still_quiet``). Whatever a fetch can see must still reach the follower at the next fetch:
+records, a new log start offset, a change of leadership; a fetch parked on quiet partitions
+wakes for an append to one of them; and a quiet partition's fetch still counts as the
+follower's, or it would fall out of the ISR.
+
+Real logs and replica managers and the real Fetch handler, through the codec, no socket
+(``WireLeader`` of test_fetch_rotation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "storage"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from log_helpers import producer_batch
+from replica_helpers import create_topic
+from test_fetch_rotation import WireLeader
+
+from josefk.broker.fetch_session import FetchSessionCache
+from josefk.broker.replica_manager import ReplicaManager
+from josefk.cluster.metadata_store import PartitionState
+from josefk.protocol.api import ApiKey, request_class
+from josefk.protocol.errors import ErrorCode
+from josefk.storage.offsets import TopicPartition
+
+Fetch = request_class(ApiKey.FETCH)
+TOPIC = "q"
+PARTITIONS = 20
+STATE = PartitionState((0, 1), 0, 1, (0, 1), 1)  # broker 0 leads, broker 1 follows in the ISR
+FOLLOWER = 1
+
+
+class Follower:
+    """Broker 1's side of one fetch session with leader broker 0, as the replica fetcher
+    drives it: a full fetch, then incremental fetches naming only what moved."""
+
+    def __init__(self, leader: ReplicaManager) -> None:
+        self.replicas = leader
+        self.wire = WireLeader(leader, FetchSessionCache(10))
+        self.offsets = {TopicPartition(TOPIC, p): 0 for p in range(PARTITIONS)}
+        self.session_id = 0
+        self.epoch = 0
+
+    async def fetch(
+        self, moved: dict[TopicPartition, int] | None = None, max_wait_ms: int = 0
+    ) -> dict[TopicPartition, Any]:
+        """One fetch; the answered partitions. The full fetch names every partition."""
+        named = self.offsets if self.session_id == 0 else (moved or {})
+        request = Fetch(
+            replica_id=FOLLOWER,
+            max_wait_ms=max_wait_ms,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=self.session_id,
+            session_epoch=self.epoch,
+            topics=[
+                Fetch.FetchTopic(
+                    topic=TOPIC,
+                    partitions=[
+                        Fetch.FetchTopic.FetchPartition(
+                            partition=tp.partition,
+                            current_leader_epoch=STATE.leader_epoch,
+                            fetch_offset=offset,
+                            last_fetched_epoch=-1,
+                            log_start_offset=0,
+                            partition_max_bytes=1 << 20,
+                        )
+                        for tp, offset in named.items()
+                    ],
+                )
+            ]
+            if named
+            else [],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        response = await self.wire.request(ApiKey.FETCH, request, version=12, timeout_s=5)
+        assert response.error_code == ErrorCode.NONE
+        if self.session_id == 0:
+            self.session_id = response.session_id
+            assert self.session_id > 0
+        self.epoch += 1
+        return {
+            TopicPartition(topic.topic, data.partition_index): data
+            for topic in response.responses
+            for data in topic.partitions
+        }
+
+    def quiet_count(self) -> int:
+        session = self.wire.broker.fetch_sessions.get(self.session_id)
+        assert session is not None
+        return sum(1 for cached in session if cached.quiet is not None)
+
+
+async def _leader(replicas: ReplicaManager) -> Follower:
+    create_topic(replicas, TOPIC, PARTITIONS)
+    for p in range(PARTITIONS):
+        partition = replicas.get_partition(TOPIC, p)
+        assert partition is not None
+        partition.make_leader(STATE)
+    follower = Follower(replicas)
+    answered = await follower.fetch()
+    assert len(answered) == PARTITIONS  # a full fetch answers every partition
+    return follower
+
+
+def _append(replicas: ReplicaManager, tp: TopicPartition, records: int = 2) -> None:
+    [outcome] = replicas.append_records([(tp, memoryview(producer_batch(records)))], acks=1)
+    assert outcome.error is None
+
+
+async def test_idle_partitions_become_quiet_and_records_still_reach_the_follower(
+    replicas: ReplicaManager,
+) -> None:
+    follower = await _leader(replicas)
+    assert await follower.fetch() == {}
+    assert follower.quiet_count() == PARTITIONS
+    busy = TopicPartition(TOPIC, 7)
+    _append(replicas, busy)
+    answered = await follower.fetch()
+    assert list(answered) == [busy]
+    assert answered[busy].records
+    assert answered[busy].high_watermark == 0  # the follower has not fetched past 0 yet
+    # Its next fetch names the new offset and moves the high watermark (after its read,
+    # as Kafka's leader does); the fetch after that answers the new high watermark.
+    assert await follower.fetch({busy: 2}) == {}
+    answered = await follower.fetch()
+    assert list(answered) == [busy]
+    assert answered[busy].high_watermark == 2
+    assert not answered[busy].records
+    assert await follower.fetch() == {}
+    assert follower.quiet_count() == PARTITIONS
+
+
+async def test_a_new_log_start_offset_of_a_quiet_partition_is_answered(
+    replicas: ReplicaManager,
+) -> None:
+    follower = await _leader(replicas)
+    tp = TopicPartition(TOPIC, 3)
+    _append(replicas, tp, records=4)
+    await follower.fetch()
+    await follower.fetch({tp: 4})  # the follower has all 4: the high watermark moves to 4
+    assert (await follower.fetch())[tp].high_watermark == 4
+    assert await follower.fetch() == {}
+    assert follower.quiet_count() == PARTITIONS
+    partition = replicas.get_partition(TOPIC, 3)
+    assert partition is not None
+    partition.log.maybe_increment_log_start_offset(2)  # what DeleteRecords does
+    answered = await follower.fetch()
+    assert list(answered) == [tp]
+    assert answered[tp].log_start_offset == 2
+
+
+async def test_a_quiet_partition_whose_leadership_moved_answers_the_error(
+    replicas: ReplicaManager,
+) -> None:
+    follower = await _leader(replicas)
+    assert await follower.fetch() == {}
+    tp = TopicPartition(TOPIC, 11)
+    partition = replicas.get_partition(TOPIC, 11)
+    assert partition is not None
+    partition.make_follower(PartitionState((0, 1), 1, 2, (0, 1), 2))
+    replicas.partition_changed(tp)
+    answered = await follower.fetch()
+    assert list(answered) == [tp]
+    assert answered[tp].error_code == ErrorCode.FENCED_LEADER_EPOCH
+
+
+async def test_a_fetch_parked_on_quiet_partitions_wakes_for_an_append_to_one(
+    replicas: ReplicaManager,
+) -> None:
+    follower = await _leader(replicas)
+    assert await follower.fetch() == {}
+    parked = asyncio.create_task(follower.fetch(max_wait_ms=30_000))
+    for _ in range(3):  # the fetch runs up to its wait (no await before it but the wait's)
+        await asyncio.sleep(0)
+    assert replicas.fetch_purgatory.size == 1
+    tp = TopicPartition(TOPIC, 15)
+    _append(replicas, tp)
+    answered = await parked
+    assert list(answered) == [tp]
+    assert answered[tp].records
+
+
+async def test_a_quiet_partition_fetch_keeps_the_follower_caught_up(
+    replicas: ReplicaManager,
+) -> None:
+    follower = await _leader(replicas)
+    assert await follower.fetch() == {}
+    assert follower.quiet_count() == PARTITIONS
+    progress = []
+    for p in range(PARTITIONS):
+        partition = replicas.get_partition(TOPIC, p)
+        assert partition is not None
+        record = partition.progress(FOLLOWER)
+        assert record is not None
+        record.last_caught_up_ms = record.last_fetch_ms = 0  # long ago
+        progress.append(record)
+    assert await follower.fetch() == {}  # every partition still quiet
+    assert all(record.last_caught_up_ms > 0 for record in progress)
+    assert all(record.last_fetch_ms > 0 for record in progress)
