@@ -540,7 +540,7 @@ def latency_curve(
     """p50/p99 at each load of ``--latency-curve``, lowest first, on a fresh topic per
     tree and configuration: where the tail leaves the target, not just one point."""
     rates = sorted(float(rate) for rate in args.latency_curve.split(","))
-    print(f"{'code':12} {'config':6} {'acks':4} " + " ".join(f"{r:>13g}" for r in rates))
+    print(f"{'code':12} {'config':6} {'acks':4} " + " ".join(f"{r:>18g}" for r in rates))
     for index, cluster in enumerate(clusters):
         for name, rf, acks, min_isr in configs:
             topic = f"{name}-curve"
@@ -549,10 +549,15 @@ def latency_curve(
             for rate in rates:
                 os.sync()
                 time.sleep(args.settle_s)
+                cpu0, t0 = cluster.cpu_seconds(), time.perf_counter()
                 p50, p99 = latency(cluster, topic, acks, rate, args.latency_s)
-                cells.append(f"{p50:6.2f}/{p99:6.2f}")
+                busy = (cluster.cpu_seconds() - cpu0) / (time.perf_counter() - t0) * 100
+                cells.append(f"{p50:6.2f}/{p99:6.2f} {busy:3.0f}%")
             print(f"{trees[index][0][:12]:12} {name:6} {acks:4} " + " ".join(cells), flush=True)
-    print("(p50/p99 ms of librdkafka's delivery latency at each MB/s)")
+    print(
+        "(p50/p99 ms of librdkafka's delivery latency at each MB/s, and the three brokers' "
+        "CPU over the run, warm-up included, in % of one core)"
+    )
 
 
 def print_rows(rows: list[tuple[Any, ...]], rate: float) -> None:

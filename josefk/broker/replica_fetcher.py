@@ -21,7 +21,8 @@ Fetch sessions (KIP-227): the first fetch on a connection is a full one that ask
 for a session (epoch 0); after that each fetch is incremental (the session's id, epoch + 1)
 and names only the partitions whose fetch offset, log start offset or leader epoch changed
 since they were last sent, and forgets those no longer fetched (unfollowed, delayed after an
-error, waiting to truncate). The leader answers only partitions with news, so idle
+error, waiting to truncate). A partition whose log's change count is what it was when its
+state was last sent is passed over without a look at its offsets. The leader answers only partitions with news, so idle
 partitions cost neither side a thing per round. A session error (FETCH_SESSION_ID_NOT_FOUND,
 INVALID_FETCH_SESSION_EPOCH), any other failed fetch and a new connection start over with a
 full fetch; a leader that answers session id 0 (cache full) gets full fetches.
@@ -109,6 +110,9 @@ class _Followed:
     # Loop time before which the partition is not fetched (after an error), as Kafka's
     # fetcher delays a partition for replica.fetch.backoff.ms.
     delayed_until: float = 0.0
+    # The log's change count when this partition's state last went into the session's
+    # requests: while it holds, so does the state (nothing to send, nothing to compare).
+    sent_change_count: int = -1
 
 
 # What a fetch request said of one partition: (fetch offset, log start offset, leader epoch).
@@ -308,14 +312,25 @@ class ReplicaFetcher:
         settings = self._settings
         session = self._session
         full = session.session_id == 0
-        states: dict[TopicPartition, _SentState] = {}
+        # What the leader's session will hold once this fetch is answered: in an incremental
+        # fetch, what it holds now, less what we no longer fetch, with what changed.
+        states: dict[TopicPartition, _SentState] = {} if full else dict(session.sent)
+        forgotten: dict[str, list[int]] = {}
+        if not full:
+            for tp in states.keys() - ready.keys():
+                del states[tp]
+                forgotten.setdefault(tp.topic, []).append(tp.partition)
         wanted: list[tuple[str, Any]] = []  # (topic, FetchPartition) in our order
         for tp, followed in ready.items():
             log = followed.partition.log
+            change_count = log.change_count
+            if not full and followed.sent_change_count == change_count and tp in states:
+                continue  # nothing moved since it was sent: the leader's session has it
+            followed.sent_change_count = change_count
             state = (log.log_end_offset, log.log_start_offset, followed.leader_epoch)
-            states[tp] = state
-            if not full and session.sent.get(tp) == state:
+            if not full and states.get(tp) == state:
                 continue  # the leader's session has it as it is
+            states[tp] = state
             wanted.append(
                 (
                     tp.topic,
@@ -329,11 +344,6 @@ class ReplicaFetcher:
                     ),
                 )
             )
-        forgotten: dict[str, list[int]] = {}
-        if not full:
-            for tp in session.sent:
-                if tp not in states:
-                    forgotten.setdefault(tp.topic, []).append(tp.partition)
         request = FetchRequest(
             replica_id=settings.broker_id,
             max_wait_ms=settings.max_wait_ms,

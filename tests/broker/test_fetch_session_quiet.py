@@ -4,7 +4,9 @@ the next fetches, tells it is still quiet from its log's change count alone
 (``still_quiet``). Whatever a fetch can see must still reach the follower at the next fetch:
 records, a new log start offset, a change of leadership; a fetch parked on quiet partitions
 wakes for an append to one of them; and a quiet partition's fetch still counts as the
-follower's, or it would fall out of the ISR.
+follower's, or it would fall out of the ISR. On the follower's side, the fetcher passes over
+a partition whose log has not changed since it sent its state, yet sends a moved log start
+offset and brings back, whole, a partition it held back for a while.
 
 Real logs and replica managers and the real Fetch handler, through the codec, no socket
 (``WireLeader`` of test_fetch_rotation).
@@ -24,6 +26,7 @@ from replica_helpers import create_topic
 from test_fetch_rotation import WireLeader
 
 from josefk.broker.fetch_session import FetchSessionCache
+from josefk.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from josefk.broker.replica_manager import ReplicaManager
 from josefk.cluster.metadata_store import PartitionState
 from josefk.protocol.api import ApiKey, request_class
@@ -207,3 +210,80 @@ async def test_a_quiet_partition_fetch_keeps_the_follower_caught_up(
     assert await follower.fetch() == {}  # every partition still quiet
     assert all(record.last_caught_up_ms > 0 for record in progress)
     assert all(record.last_fetch_ms > 0 for record in progress)
+
+
+# -- the follower's side: what its fetcher sends -------------------------------------------
+
+
+class RecordingLeader(WireLeader):
+    """The leader behind the fetcher's connection, keeping each Fetch request it answers."""
+
+    def __init__(self, leader: ReplicaManager) -> None:
+        super().__init__(leader, FetchSessionCache(10))
+        self.fetches: list[Any] = []
+
+    async def request(
+        self, api_key: int, body: Any, *, version: int | None = None, timeout_s: float
+    ) -> Any:
+        if api_key == ApiKey.FETCH:
+            self.fetches.append(body)
+        return await super().request(api_key, body, version=version, timeout_s=timeout_s)
+
+
+def _named(request: Any) -> dict[int, tuple[int, int]]:
+    """The partitions a fetch request names: index -> (fetch offset, log start offset)."""
+    return {
+        p.partition: (p.fetch_offset, p.log_start_offset)
+        for topic in request.topics
+        for p in topic.partitions
+    }
+
+
+def _forgotten(request: Any) -> set[int]:
+    return {index for topic in request.forgotten_topics_data for index in topic.partitions}
+
+
+async def test_a_fetcher_sends_only_what_moved_and_forgets_what_it_stops_fetching(
+    replicas: ReplicaManager, follower_replicas: ReplicaManager
+) -> None:
+    leader = await _leader(replicas)  # the leader's partitions; its own session is unused
+    wire = RecordingLeader(leader.replicas)
+    fetcher = ReplicaFetcher(
+        0,
+        lambda: None,
+        FetcherSettings(broker_id=FOLLOWER, max_wait_ms=0, min_bytes=0),
+        on_high_watermark=lambda tp: None,
+    )
+    create_topic(follower_replicas, TOPIC, PARTITIONS)
+    for p in range(PARTITIONS):
+        partition = follower_replicas.get_partition(TOPIC, p)
+        assert partition is not None
+        partition.make_follower(STATE)
+        fetcher.follow(partition)
+
+    async def fetch_round() -> Any:
+        active = {tp: f for tp, f in fetcher._partitions.items() if f.delayed_until == 0}
+        await fetcher._truncate(wire, active)  # type: ignore[arg-type]
+        await fetcher._fetch_once(wire, active)  # type: ignore[arg-type]
+        return wire.fetches[-1]
+
+    assert len(_named(await fetch_round())) == PARTITIONS  # the full fetch
+    assert _named(await fetch_round()) == {}
+    moved = TopicPartition(TOPIC, 5)
+    _append(replicas, moved, records=4)
+    assert _named(await fetch_round()) == {}  # answered with the records, appended here
+    assert _named(await fetch_round()) == {5: (4, 0)}
+    assert _named(await fetch_round()) == {}
+    # The follower's own log start moves (its retention, say): the leader must hear of it.
+    follower_log = follower_replicas.get_partition(TOPIC, 5)
+    assert follower_log is not None and follower_log.log.high_watermark == 4
+    follower_log.log.maybe_increment_log_start_offset(2)
+    assert _named(await fetch_round()) == {5: (4, 2)}
+    # A partition held back (an error's backoff) leaves the session and comes back whole.
+    held = fetcher._partitions[TopicPartition(TOPIC, 12)]
+    held.delayed_until = 1e18
+    request = await fetch_round()
+    assert _named(request) == {} and _forgotten(request) == {12}
+    held.delayed_until = 0
+    assert _named(await fetch_round()) == {12: (0, 0)}
+    assert _named(await fetch_round()) == {}
