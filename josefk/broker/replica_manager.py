@@ -786,7 +786,6 @@ class ReplicaManager:
         min_bytes: int,
         max_bytes: int,
         isolation: FetchIsolation,
-        quiet: Sequence[TopicPartition] = (),
     ) -> list[FetchOutcome]:
         """Read every partition at once; park in the fetch purgatory (woken by appends and
         high watermark moves) until ``min_bytes`` are there or ``max_wait_ms`` passes.
@@ -795,20 +794,14 @@ class ReplicaManager:
         (never the high watermark), and its fetch offset is its log end offset, which may
         move the high watermark and bring it back into the ISR. Everyone else reads from the
         leader only, up to the high watermark (or the last stable offset).
-
-        ``quiet``: a session's partitions left out of ``partitions`` because they had
-        nothing new (``session_partition_unchanged``); the wait is woken by them too, and
-        then returns at once, whatever it has, for the caller to look at them again.
         """
         if replica_id >= 0:
             isolation = FetchIsolation.LOG_END
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
         keys: list[Hashable] = [p.tp for p in partitions]
-        keys += quiet
         if replica_id < 0:
             keys += [_HighWatermarkKey(p.tp) for p in partitions]
-            keys += [_HighWatermarkKey(tp) for tp in quiet]
         outcomes, total, failed = self._read_all(partitions, isolation, max_bytes)
         if replica_id >= 0:
             self._record_follower_fetches(replica_id, partitions)
@@ -818,9 +811,18 @@ class ReplicaManager:
                 outcomes, _, _ = self._read_all(partitions, isolation, max_bytes)
                 break
             outcomes, total, failed = self._read_all(partitions, isolation, max_bytes)
-            if quiet:
-                break
         return outcomes
+
+    async def wait_for_news(
+        self, tps: Sequence[TopicPartition], *, replica_id: int, timeout_s: float
+    ) -> bool:
+        """Wait, as ``fetch`` does, until one of ``tps`` may have something new for a
+        fetch (an append; for a consumer also a high watermark move; a change of role):
+        True when woken, False at the timeout or when the broker is stopping."""
+        keys: list[Hashable] = list(tps)
+        if replica_id < 0:
+            keys += [_HighWatermarkKey(tp) for tp in tps]
+        return await self.fetch_purgatory.wait(keys, timeout_s)
 
     def _read_all(
         self, partitions: Sequence[FetchPartition], isolation: FetchIsolation, max_bytes: int

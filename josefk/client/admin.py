@@ -400,6 +400,22 @@ class AIOAdmin:
             return metadata.controller_id
         return self._client.least_loaded_node()
 
+    async def _to_controller(self, api_key: int, body: Any, timeout_ms: int = 30_000) -> Any:
+        """A request only the controller answers. NOT_CONTROLLER (the controller moved, or
+        the Metadata this client had named a controller another broker's view already
+        replaced) is retried on fresh metadata with backoff, as Kafka's admin client does,
+        for up to ``timeout_ms``; then the last answer is returned as it is."""
+        client = self._client
+        deadline = client.config.clock() + max(timeout_ms, 0) / 1000
+        attempt = 0
+        while True:
+            response = await client.request(await self._controller(), api_key, body)
+            if not _not_controller(response) or client.config.clock() >= deadline:
+                return response
+            client.invalidate()
+            await asyncio.sleep(client._retry_backoff_s(min(attempt, 4)))
+            attempt += 1
+
     # ------------------------------------------------------------------ cluster
 
     async def describe_cluster(self) -> ClusterDescription:
@@ -611,8 +627,8 @@ class AIOAdmin:
             timeout_ms=timeout_ms,
             validate_only=validate_only,
         )
-        response: CreateTopicsResponse = await self._client.request(
-            await self._controller(), ApiKey.CREATE_TOPICS, body
+        response: CreateTopicsResponse = await self._to_controller(
+            ApiKey.CREATE_TOPICS, body, timeout_ms
         )
         result = {
             r.name: _err(r.error_code, r.error_message, topic=r.name) for r in response.topics
@@ -649,8 +665,8 @@ class AIOAdmin:
                 )
             return req(topic_names=names, timeout_ms=timeout_ms)
 
-        response: DeleteTopicsResponse = await self._client.request(
-            await self._controller(), ApiKey.DELETE_TOPICS, build
+        response: DeleteTopicsResponse = await self._to_controller(
+            ApiKey.DELETE_TOPICS, build, timeout_ms
         )
         self._client.invalidate()
         # v6+ names a result null only for a topic asked for by id, which this client never does.
@@ -682,8 +698,8 @@ class AIOAdmin:
             timeout_ms=timeout_ms,
             validate_only=validate_only,
         )
-        response: CreatePartitionsResponse = await self._client.request(
-            await self._controller(), ApiKey.CREATE_PARTITIONS, body
+        response: CreatePartitionsResponse = await self._to_controller(
+            ApiKey.CREATE_PARTITIONS, body, timeout_ms
         )
         self._client.invalidate()
         return {r.name: _err(r.error_code, r.error_message, topic=r.name) for r in response.results}
@@ -709,8 +725,8 @@ class AIOAdmin:
             else [req.TopicPartitions(topic=t, partitions=ps) for t, ps in grouped.items()],
             timeout_ms=timeout_ms,
         )
-        response: ElectLeadersResponse = await self._client.request(
-            await self._controller(), ApiKey.ELECT_LEADERS, body
+        response: ElectLeadersResponse = await self._to_controller(
+            ApiKey.ELECT_LEADERS, body, timeout_ms
         )
         if response.error_code:
             raise error_for(response.error_code)
@@ -750,8 +766,8 @@ class AIOAdmin:
             allow_replication_factor_change=allow_replication_factor_change,
             topics=[req.ReassignableTopic(name=t, partitions=ps) for t, ps in grouped.items()],
         )
-        response: AlterPartitionReassignmentsResponse = await self._client.request(
-            await self._controller(), ApiKey.ALTER_PARTITION_REASSIGNMENTS, body
+        response: AlterPartitionReassignmentsResponse = await self._to_controller(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS, body
         )
         if response.error_code:
             raise error_for(response.error_code, response.error_message)
@@ -781,8 +797,8 @@ class AIOAdmin:
                 for t, ps in grouped.items()
             ],
         )
-        response: ListPartitionReassignmentsResponse = await self._client.request(
-            await self._controller(), ApiKey.LIST_PARTITION_REASSIGNMENTS, body
+        response: ListPartitionReassignmentsResponse = await self._to_controller(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS, body
         )
         if response.error_code:
             raise error_for(response.error_code, response.error_message)
@@ -1470,3 +1486,17 @@ class AIOAdmin:
 
 def _config_source(code: int) -> ConfigSource:
     return ConfigSource(code) if code in ConfigSource._value2member_map_ else ConfigSource.UNKNOWN
+
+
+def _not_controller(response: Any) -> bool:
+    """Whether a controller-bound request was answered NOT_CONTROLLER: in its top-level
+    error code, or (CreateTopics, DeleteTopics, CreatePartitions, which have none) in every
+    one of its results."""
+    code = getattr(response, "error_code", None)
+    if code is not None:
+        return bool(code == ErrorCode.NOT_CONTROLLER)
+    for name in ("topics", "responses", "results"):
+        entries = getattr(response, name, None)
+        if entries:
+            return all(e.error_code == ErrorCode.NOT_CONTROLLER for e in entries)
+    return False

@@ -193,6 +193,19 @@ async def test_a_fetch_parked_on_quiet_partitions_wakes_for_an_append_to_one(
     assert answered[tp].records
 
 
+async def test_a_fetch_parked_on_quiet_partitions_answers_when_the_broker_stops(
+    replicas: ReplicaManager,
+) -> None:
+    follower = await _leader(replicas)
+    assert await follower.fetch() == {}
+    parked = asyncio.create_task(follower.fetch(max_wait_ms=30_000))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert replicas.fetch_purgatory.size == 1
+    replicas.fetch_purgatory.close()  # what a stopping broker does: no fetch waits on
+    assert await asyncio.wait_for(parked, 10) == {}
+
+
 async def test_a_quiet_partition_fetch_keeps_the_follower_caught_up(
     replicas: ReplicaManager,
 ) -> None:

@@ -40,6 +40,7 @@ rotated order).
 from __future__ import annotations
 
 import asyncio
+import math
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -169,15 +170,28 @@ async def _read(
         found = await replicas.fetch(
             fetches,
             replica_id=replica_id,
-            max_wait_ms=round((deadline - loop.time()) * 1000),
+            # With quiet partitions the wait is here: they must wake it too, and then the
+            # session is looked at again.
+            max_wait_ms=0 if quiet else math.ceil(max(deadline - loop.time(), 0) * 1000),
             min_bytes=min_bytes,
             max_bytes=max_bytes,
             isolation=isolation,
-            quiet=quiet,
         )
-        # A quiet partition woke the wait: look at the session again, unless the wait is
-        # over anyway (enough bytes, an error, no time left).
-        if not quiet or deadline <= loop.time() or _enough(found, min_bytes):
+        if not quiet or _enough(found, min_bytes):
+            break
+        remaining = deadline - loop.time()
+        if remaining <= 0 or not await replicas.wait_for_news(
+            [f.tp for f in fetches] + quiet, replica_id=replica_id, timeout_s=remaining
+        ):
+            # The wait is over (its time, or the broker stopping): answer what there is.
+            found = await replicas.fetch(
+                fetches,
+                replica_id=replica_id,
+                max_wait_ms=0,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                isolation=isolation,
+            )
             break
     outcomes = iter(found)
 
