@@ -786,6 +786,7 @@ class ReplicaManager:
         min_bytes: int,
         max_bytes: int,
         isolation: FetchIsolation,
+        record: bool = True,
     ) -> list[FetchOutcome]:
         """Read every partition at once; park in the fetch purgatory (woken by appends and
         high watermark moves) until ``min_bytes`` are there or ``max_wait_ms`` passes.
@@ -793,7 +794,8 @@ class ReplicaManager:
         ``replica_id`` >= 0 is a follower: it reads up to the log end offset of the leader
         (never the high watermark), and its fetch offset is its log end offset, which may
         move the high watermark and bring it back into the ISR. Everyone else reads from the
-        leader only, up to the high watermark (or the last stable offset).
+        leader only, up to the high watermark (or the last stable offset). ``record``
+        False: a request already counted as the follower's fetch (read again after a wait).
         """
         if replica_id >= 0:
             isolation = FetchIsolation.LOG_END
@@ -803,7 +805,7 @@ class ReplicaManager:
         if replica_id < 0:
             keys += [_HighWatermarkKey(p.tp) for p in partitions]
         outcomes, total, failed = self._read_all(partitions, isolation, max_bytes)
-        if replica_id >= 0:
+        if replica_id >= 0 and record:
             self._record_follower_fetches(replica_id, partitions)
         while total < min_bytes and not failed and keys:
             remaining = deadline - loop.time()
@@ -918,13 +920,16 @@ class ReplicaManager:
         *,
         replica_id: int,
         isolation: FetchIsolation,
+        record: bool = True,
     ) -> QuietPartition | None:
         """Whether an incremental fetch session's partition has nothing to answer: this
         broker leads it in the epoch asked for, nothing lies past ``fetch_offset`` and the
         offsets ``known`` (last answered) still hold. Then a ``QuietPartition`` for
         ``still_quiet`` at the session's next fetches, else None. A follower's fetch of
         such a partition is recorded here (it keeps the follower in the ISR), so the fetch
-        can leave the partition out of everything else it does."""
+        can leave the partition out of everything else it does (``record`` False: this
+        request's fetch is already recorded; a request is counted once, however often its
+        wait is woken)."""
         partition = self._partitions.get(tp)
         if partition is None or not partition.is_leader:
             return None
@@ -939,7 +944,8 @@ class ReplicaManager:
         change_count = partition.log.change_count
         progress = None
         if replica_id >= 0:
-            self._record_follower_fetch(replica_id, partition, fetch_offset, log_start_offset)
+            if record:
+                self._record_follower_fetch(replica_id, partition, fetch_offset, log_start_offset)
             progress = partition.progress(replica_id)
         return QuietPartition(
             tp, partition, change_count, partition.leader_epoch, isolation, progress

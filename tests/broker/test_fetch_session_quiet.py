@@ -206,6 +206,45 @@ async def test_a_fetch_parked_on_quiet_partitions_answers_when_the_broker_stops(
     assert await asyncio.wait_for(parked, 10) == {}
 
 
+async def test_a_parked_fetch_counts_as_the_followers_once_however_often_it_wakes(
+    replicas: ReplicaManager,
+) -> None:
+    # The follower is out of the ISR: each time its fetch is recorded it is caught up, and
+    # the leader proposes its return. A wake-up of the parked fetch (any change to any of
+    # the session's partitions) must not record it again: seen, a storm of proposals to etcd
+    # while the ISR changes of a restarted broker came in.
+    proposals: list[int] = []
+    replicas.isr_proposer = lambda partition, isr: proposals.append(partition.tp.partition)
+    create_topic(replicas, TOPIC, PARTITIONS)
+    out_of_sync = PartitionState((0, 1), 0, 1, (0,), 1)
+    partitions = []
+    for p in range(PARTITIONS):
+        partition = replicas.get_partition(TOPIC, p)
+        assert partition is not None
+        partition.make_leader(out_of_sync)
+        partitions.append(partition)
+    follower = Follower(replicas)
+    await follower.fetch()
+    assert sorted(proposals) == list(range(PARTITIONS))
+    for partition in partitions:
+        partition.isr_proposal_failed()  # refused: the next fetch proposes again
+    parked = asyncio.create_task(follower.fetch(max_wait_ms=30_000))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert replicas.fetch_purgatory.size == 1
+    assert len(proposals) == 2 * PARTITIONS
+    for partition in partitions:
+        partition.isr_proposal_failed()
+    for _ in range(5):
+        replicas.partition_changed(TopicPartition(TOPIC, 0))  # wakes the parked fetch
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert replicas.fetch_purgatory.size == 1
+    assert len(proposals) == 2 * PARTITIONS
+    replicas.fetch_purgatory.close()
+    await asyncio.wait_for(parked, 10)
+
+
 async def test_a_quiet_partition_fetch_keeps_the_follower_caught_up(
     replicas: ReplicaManager,
 ) -> None:

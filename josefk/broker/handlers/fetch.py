@@ -155,10 +155,15 @@ async def _read(
     )
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
+    # A follower's fetch moves its progress (and may propose its ISR expansion) once per
+    # request, not again at each look after a wake-up.
+    record = True
     while True:
         quiet: list[TopicPartition] = []
         planned = (
-            _skip_quiet(context, topics, replica_id, isolation, quiet) if skip_quiet else topics
+            _skip_quiet(context, topics, replica_id, isolation, quiet, record=record)
+            if skip_quiet
+            else topics
         )
         wanted = _resolve(context, planned, replica_id, in_session=session is not None)
         if incremental:
@@ -176,7 +181,9 @@ async def _read(
             min_bytes=min_bytes,
             max_bytes=max_bytes,
             isolation=isolation,
+            record=record,
         )
+        record = False
         if not quiet or _enough(found, min_bytes):
             break
         remaining = deadline - loop.time()
@@ -191,6 +198,7 @@ async def _read(
                 min_bytes=min_bytes,
                 max_bytes=max_bytes,
                 isolation=isolation,
+                record=False,
             )
             break
     outcomes = iter(found)
@@ -240,6 +248,8 @@ def _skip_quiet(
     replica_id: int,
     isolation: FetchIsolation,
     quiet: list[TopicPartition],
+    *,
+    record: bool,
 ) -> list[tuple[str, uuid.UUID, list[_Partition]]]:
     """The runs of an incremental session's partitions left after those with nothing to
     answer (appended to ``quiet``); only for fetches whose every partition is authorized
@@ -276,6 +286,7 @@ def _skip_quiet(
                     known,
                     replica_id=replica_id,
                     isolation=isolation,
+                    record=record,
                 )
                 if cached.quiet is not None:
                     quiet.append(cached.quiet.tp)
