@@ -572,8 +572,13 @@ class Log:
         self._check_usable()
         metadata = self._high_watermark_metadata
         if metadata.message_offset_only:
-            metadata = self.convert_to_offset_metadata(metadata.message_offset)
-            self._high_watermark_metadata = metadata
+            resolved = self.convert_to_offset_metadata(metadata.message_offset)
+            self._high_watermark_metadata = resolved
+            if resolved.message_offset != metadata.message_offset:
+                # A truncation inside a batch can leave the HW on no batch: resolved, it
+                # lands on the next one, a move that fetch sessions must hear of.
+                self._on_high_watermark_changed()
+            metadata = resolved
         return metadata
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:

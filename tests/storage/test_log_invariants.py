@@ -156,3 +156,22 @@ class LogMachine(RuleBasedStateMachine):
 
 LogMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
 TestLogInvariants = LogMachine.TestCase
+
+
+def test_a_high_watermark_resolved_onto_another_offset_moves_the_change_count() -> None:
+    # Found by the state machine: a truncation inside a batch leaves the HW (3) on no batch;
+    # the read that resolves its position lands it on the next one (4), and a fetch
+    # session's quiet partition must hear of that move.
+    tmp = Path(tempfile.mkdtemp(prefix="josefk-log-"))
+    log = open_log(tmp / "t-0", small_config(segment_bytes=3000), clock=ManualClock())
+    try:
+        log.append_as_leader(producer_batch(3, value_size=0) + producer_batch(3, value_size=0), 1)
+        log.update_high_watermark(3)
+        log.truncate_to(4)
+        before = (log.change_count, log.high_watermark)
+        log.read(0, 1, FetchIsolation.HIGH_WATERMARK, min_one_message=True)
+        if log.high_watermark != before[1]:
+            assert log.change_count != before[0]
+    finally:
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
