@@ -123,6 +123,9 @@ class Partition:
         self.partition_epoch = -1
         self.replicas: list[int] = []
         self.isr: list[int] = []
+        # Moves with every new state (leader, epoch, replicas, ISR): what a fetch session's
+        # quiet stamp compares (josefk.broker.replica_manager.QuietPartition).
+        self.state_version = 0
         self._progress: dict[int, ReplicaProgress] = {}
         self._pending_isr: frozenset[int] = frozenset()
         # The log end offset when this replica became leader in its current epoch: a
@@ -191,6 +194,7 @@ class Partition:
 
     def _set_state(self, state: PartitionState) -> None:
         Partition.state_changes += 1
+        self.state_version += 1
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch

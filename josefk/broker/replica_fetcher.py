@@ -106,6 +106,9 @@ class FetcherSettings:
 class _Followed:
     partition: Partition
     leader_epoch: int
+    # The fetcher's count of follow() calls when this one was made: an answer to a fetch
+    # sent before it is not this one's (the partition was followed anew meanwhile).
+    generation: int
     truncated: bool = False
     # Loop time before which the partition is not fetched (after an error), as Kafka's
     # fetcher delays a partition for replica.fetch.backoff.ms.
@@ -145,6 +148,14 @@ class ReplicaFetcher:
         self._settings = settings
         self._on_high_watermark = on_high_watermark
         self._partitions: dict[TopicPartition, _Followed] = {}
+        # The exceptions, kept apart so that a round with none costs nothing per partition:
+        # partitions waiting out a backoff, partitions to truncate before they are fetched,
+        # and whether one has left the fetched set since the last fetch (the session must
+        # forget it). Most rounds of a follower have none of them.
+        self._delayed: set[TopicPartition] = set()
+        self._untruncated: set[TopicPartition] = set()
+        self._left_session = False
+        self._follows = 0
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._connection: BrokerConnection | None = None
@@ -154,11 +165,19 @@ class ReplicaFetcher:
 
     def follow(self, partition: Partition) -> None:
         """Fetch ``partition`` from this leader, truncating first (a new leader or epoch)."""
-        self._partitions[partition.tp] = _Followed(partition, partition.leader_epoch)
+        tp = partition.tp
+        self._follows += 1
+        self._partitions[tp] = _Followed(partition, partition.leader_epoch, self._follows)
+        self._delayed.discard(tp)
+        self._untruncated.add(tp)
+        self._left_session = True
         self._changed.set()
 
     def unfollow(self, tp: TopicPartition) -> None:
-        self._partitions.pop(tp, None)
+        if self._partitions.pop(tp, None) is not None:
+            self._delayed.discard(tp)
+            self._untruncated.discard(tp)
+            self._left_session = True
 
     @property
     def partitions(self) -> list[TopicPartition]:
@@ -185,7 +204,7 @@ class ReplicaFetcher:
         loop = asyncio.get_running_loop()
         while True:
             now = loop.time()
-            active = {tp: f for tp, f in self._partitions.items() if f.delayed_until <= now}
+            active = self._active(now)
             if not active:
                 self._changed.clear()
                 delays = [f.delayed_until - now for f in self._partitions.values()]
@@ -214,6 +233,17 @@ class ReplicaFetcher:
                     self._connection = None
                 await asyncio.sleep(backoff_s)
 
+    def _active(self, now: float) -> dict[TopicPartition, _Followed]:
+        """The followed partitions not waiting out a backoff: all of them, not copied,
+        unless some are."""
+        if not self._delayed:
+            return self._partitions
+        for tp in [tp for tp in self._delayed if self._partitions[tp].delayed_until <= now]:
+            self._delayed.discard(tp)
+        if not self._delayed:
+            return self._partitions
+        return {tp: f for tp, f in self._partitions.items() if tp not in self._delayed}
+
     async def _connect(self) -> BrokerConnection:
         if self._connection is not None and not self._connection.closed:
             return self._connection
@@ -235,6 +265,8 @@ class ReplicaFetcher:
     async def _truncate(
         self, connection: BrokerConnection, active: dict[TopicPartition, _Followed]
     ) -> None:
+        if not self._untruncated:
+            return
         pending = {tp: f for tp, f in active.items() if not f.truncated}
         if not pending:
             return
@@ -243,7 +275,7 @@ class ReplicaFetcher:
         for tp, followed in pending.items():
             latest = followed.partition.log.leader_epoch_cache.latest_epoch
             if latest is None:
-                followed.truncated = True  # an empty history has nothing to diverge
+                self._mark_truncated(tp, followed)  # an empty history has nothing to diverge
                 continue
             asked[tp] = latest
             by_topic.setdefault(tp.topic, []).append(
@@ -279,6 +311,7 @@ class ReplicaFetcher:
                 self._truncate_to_divergence(
                     followed, asked[tp], result.leader_epoch, result.end_offset
                 )
+                self._mark_truncated(tp, followed)
 
     def _truncate_to_divergence(
         self, followed: _Followed, asked_epoch: int, leader_epoch: int, end_offset: int
@@ -301,25 +334,29 @@ class ReplicaFetcher:
                 self.leader_id,
             )
             log.truncate_to(target)
-        followed.truncated = True
 
     async def _fetch_once(
         self, connection: BrokerConnection, active: dict[TopicPartition, _Followed]
     ) -> None:
-        ready = {tp: f for tp, f in active.items() if f.truncated}
+        ready = active
+        if self._untruncated:
+            ready = {tp: f for tp, f in active.items() if f.truncated}
         if not ready:
             return
         settings = self._settings
         session = self._session
         full = session.session_id == 0
+        generation = self._follows
         # What the leader's session will hold once this fetch is answered: in an incremental
-        # fetch, what it holds now, less what we no longer fetch, with what changed.
-        states: dict[TopicPartition, _SentState] = {} if full else dict(session.sent)
+        # fetch, what it holds now, less what we no longer fetch, with what changed. Made
+        # in place: a fetch that fails in any way ends the session (a new one starts full).
+        states: dict[TopicPartition, _SentState] = {} if full else session.sent
         forgotten: dict[str, list[int]] = {}
-        if not full:
+        if not full and (self._left_session or len(states) != len(ready)):
             for tp in states.keys() - ready.keys():
                 del states[tp]
                 forgotten.setdefault(tp.topic, []).append(tp.partition)
+        self._left_session = False
         wanted: list[tuple[str, Any]] = []  # (topic, FetchPartition) in our order
         for tp, followed in ready.items():
             log = followed.partition.log
@@ -396,7 +433,7 @@ class ReplicaFetcher:
             for data in topic.partitions:
                 tp = TopicPartition(topic.topic, data.partition_index)
                 current = self._partitions.get(tp)
-                if current is None or current is not ready.get(tp):
+                if current is None or current.generation > generation or not current.truncated:
                     continue  # unfollowed or re-followed while the fetch was in flight
                 self._handle_partition(tp, current, data)
 
@@ -411,6 +448,8 @@ class ReplicaFetcher:
                 log.truncate_fully_and_start_at(data.log_start_offset)
             else:
                 followed.truncated = False
+                self._untruncated.add(tp)
+                self._left_session = True
             return
         if error != ErrorCode.NONE:
             self._delay(tp, followed, error)
@@ -438,10 +477,16 @@ class ReplicaFetcher:
         if new_hw != old_hw:
             self._on_high_watermark(tp)
 
+    def _mark_truncated(self, tp: TopicPartition, followed: _Followed) -> None:
+        followed.truncated = True
+        self._untruncated.discard(tp)
+
     def _delay(self, tp: TopicPartition, followed: _Followed, error: int) -> None:
         # Our metadata is behind or ahead of the leader's (or the leader is in trouble): try
         # again after the backoff; a new role from the metadata re-follows at once.
         loop = asyncio.get_running_loop()
         followed.delayed_until = loop.time() + self._settings.backoff_ms / 1000
+        self._delayed.add(tp)
+        self._left_session = True
         level = logging.INFO if error in _RETRY_ERRORS else logging.WARNING
         logger.log(level, "%s: leader %d answered %s", tp, self.leader_id, ErrorCode(error).name)

@@ -176,13 +176,22 @@ class FetchPartition:
 @dataclass(frozen=True, slots=True)
 class QuietPartition:
     """A fetch session's partition found with nothing to answer, and what must still hold
-    for it to have nothing: the same partition hosted, led in the same epoch, its log
-    unchanged (``Log.change_count``). ``progress``: the fetching follower's, else None."""
+    for it to have nothing: its log unchanged (``Log.change_count``), the partition's state
+    unchanged (``Partition.state_version``: its leader, epoch and ISR), no partition hosted
+    or dropped since (the replica manager's count of such changes, so a partition deleted
+    and made again is not taken for the old one) and the same isolation (LOG_END for a
+    follower). ``progress``: the fetching follower's, else None; while the stamp holds, each
+    fetch of the session counts as one more of that follower at the leader's log end offset
+    (its caught-up and fetch times are now). Compared, not looked up, by the fetch handler
+    (``_session_news``): a follower's session of thousands of idle partitions costs a few
+    attribute reads per partition per fetch."""
 
     tp: TopicPartition
+    log: Log
     partition: Partition
     change_count: int
-    leader_epoch: int
+    state_version: int
+    hosting: int
     isolation: FetchIsolation
     progress: ReplicaProgress | None
 
@@ -924,8 +933,8 @@ class ReplicaManager:
     ) -> QuietPartition | None:
         """Whether an incremental fetch session's partition has nothing to answer: this
         broker leads it in the epoch asked for, nothing lies past ``fetch_offset`` and the
-        offsets ``known`` (last answered) still hold. Then a ``QuietPartition`` for
-        ``still_quiet`` at the session's next fetches, else None. A follower's fetch of
+        offsets ``known`` (last answered) still hold. Then a ``QuietPartition`` to compare
+        at the session's next fetches, else None. A follower's fetch of
         such a partition is recorded here (it keeps the follower in the ISR), so the fetch
         can leave the partition out of everything else it does (``record`` False: this
         request's fetch is already recorded; a request is counted once, however often its
@@ -939,50 +948,38 @@ class ReplicaManager:
             isolation = FetchIsolation.LOG_END
         if not partition.nothing_new(fetch_offset, isolation, known):
             return None
+        log = partition.log
         # Taken before the follower's fetch is recorded: when that moves the high watermark,
         # the partition has news for the next fetch.
-        change_count = partition.log.change_count
+        change_count = log.change_count
         progress = None
         if replica_id >= 0:
             if record:
                 self._record_follower_fetch(replica_id, partition, fetch_offset, log_start_offset)
             progress = partition.progress(replica_id)
+            if progress is None or replica_id not in partition.isr:
+                # Quiet now, but looked at again at the next fetch: an out-of-sync
+                # follower's fetch is what may propose its ISR expansion.
+                change_count = -1
         return QuietPartition(
-            tp, partition, change_count, partition.leader_epoch, isolation, progress
+            tp,
+            log,
+            partition,
+            change_count,
+            partition.state_version,
+            self._partitions.changes,
+            isolation,
+            progress,
         )
 
     @property
     def clock(self) -> Clock:
         return self._clock
 
-    def still_quiet(
-        self, quiet: QuietPartition, replica_id: int, isolation: FetchIsolation, now_ms: int
-    ) -> bool:
-        """Whether a partition ``session_partition_quiet`` found quiet still is, with the
-        session's request for it unchanged (the session forgets ``quiet`` otherwise): its
-        log has not changed since, nor its leadership. For a follower in the ISR this fetch
-        is then one more at the leader's log end offset, recorded as
-        ``update_follower_fetch_state`` would record it; a follower outside the ISR is
-        looked at again, for its ISR expansion. A few attribute reads per partition: a
-        follower's session of thousands of idle partitions costs little per fetch."""
-        partition = quiet.partition
-        if replica_id >= 0:
-            isolation = FetchIsolation.LOG_END
-        if (
-            partition.log.change_count != quiet.change_count
-            or isolation is not quiet.isolation
-            or partition.leader_epoch != quiet.leader_epoch
-            or partition.leader_id != self.broker_id
-            or self._partitions.get(quiet.tp) is not partition
-        ):
-            return False
-        if replica_id >= 0:
-            progress = quiet.progress
-            if progress is None or replica_id not in partition.isr:
-                return False
-            progress.last_caught_up_ms = now_ms
-            progress.last_fetch_ms = now_ms
-        return True
+    @property
+    def hosting_changes(self) -> int:
+        """How many times a partition was hosted or dropped here (``QuietPartition.hosting``)."""
+        return self._partitions.changes
 
     def end_offset_for_leader_epoch(
         self, tp: TopicPartition, *, current_leader_epoch: int, leader_epoch: int, replica_id: int

@@ -1,10 +1,11 @@
 """A follower's fetch session of idle partitions: the leader leaves a partition with nothing to
 answer out of the fetch after one look (``ReplicaManager.session_partition_quiet``) and, at
-the next fetches, tells it is still quiet from its log's change count alone
-(``still_quiet``). Whatever a fetch can see must still reach the follower at the next fetch:
-records, a new log start offset, a change of leadership; a fetch parked on quiet partitions
-wakes for an append to one of them; and a quiet partition's fetch still counts as the
-follower's, or it would fall out of the ISR. On the follower's side, the fetcher passes over
+the next fetches, tells it is still quiet from its stamp alone (``QuietPartition``: its
+log's change count, its state's version). Whatever a fetch can see must still reach the
+follower at the next fetch: records, a new log start offset, a change of leadership or of
+the ISR; a fetch parked on quiet partitions wakes for an append to one of them; and a
+quiet partition's fetch still counts as the follower's, or it would fall out of the ISR.
+On the follower's side, the fetcher passes over
 a partition whose log has not changed since it sent its state, yet sends a moved log start
 offset and brings back, whole, a partition it held back for a while.
 
@@ -177,6 +178,45 @@ async def test_a_quiet_partition_whose_leadership_moved_answers_the_error(
     assert answered[tp].error_code == ErrorCode.FENCED_LEADER_EPOCH
 
 
+async def test_a_quiet_partition_whose_isr_dropped_the_follower_proposes_it_back(
+    replicas: ReplicaManager,
+) -> None:
+    """The same leader and epoch, a new ISR: the stamp lapses with the partition's state,
+    and the follower's next fetch, at the log end, asks for its expansion."""
+    proposed: list[tuple[TopicPartition, list[int]]] = []
+    replicas.isr_proposer = lambda partition, isr: proposed.append((partition.tp, isr))
+    follower = await _leader(replicas)
+    assert await follower.fetch() == {}
+    assert follower.quiet_count() == PARTITIONS
+    partition = replicas.get_partition(TOPIC, 4)
+    assert partition is not None
+    partition.apply_isr(PartitionState((0, 1), 0, 1, (0,), 2))  # the follower is out
+    assert await follower.fetch() == {}
+    assert proposed == [(TopicPartition(TOPIC, 4), [0, 1])]
+
+
+async def test_a_quiet_partition_deleted_and_made_again_is_not_taken_for_the_old_one(
+    replicas: ReplicaManager,
+) -> None:
+    follower = await _leader(replicas)
+    tp = TopicPartition(TOPIC, 9)
+    _append(replicas, tp, records=3)
+    assert (await follower.fetch())[tp].records  # the follower is at 0: records answered
+    await follower.fetch({tp: 3})  # the follower's fetch at 3 moves the high watermark
+    await follower.fetch()
+    assert await follower.fetch() == {}
+    assert follower.quiet_count() == PARTITIONS
+    old = replicas.get_partition(TOPIC, 9)
+    assert old is not None
+    # The partition is hosted anew, empty, in the same epoch (as a replica moved away and
+    # back would be): its log end is 0, not the 3 the session's stamp was made against.
+    replicas.remove_partition(tp, delete=True)
+    await replicas.host_partition_off_loop(tp, STATE)
+    answered = await follower.fetch()
+    assert list(answered) == [tp]
+    assert answered[tp].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
 async def test_a_fetch_parked_on_quiet_partitions_wakes_for_an_append_to_one(
     replicas: ReplicaManager,
 ) -> None:
@@ -295,6 +335,80 @@ def _forgotten(request: Any) -> set[int]:
     return {index for topic in request.forgotten_topics_data for index in topic.partitions}
 
 
+async def _fetch_round(fetcher: ReplicaFetcher, wire: RecordingLeader) -> Any:
+    """One round of the fetcher's loop, as ``ReplicaFetcher._run`` makes it."""
+    active = fetcher._active(asyncio.get_running_loop().time())
+    await fetcher._truncate(wire, active)  # type: ignore[arg-type]
+    await fetcher._fetch_once(wire, active)  # type: ignore[arg-type]
+    return wire.fetches[-1]
+
+
+def _follower(
+    follower_replicas: ReplicaManager, indexes: range
+) -> tuple[ReplicaFetcher, list[Any]]:
+    fetcher = ReplicaFetcher(
+        0,
+        lambda: None,
+        FetcherSettings(broker_id=FOLLOWER, max_wait_ms=0, min_bytes=0),
+        on_high_watermark=lambda tp: None,
+    )
+    create_topic(follower_replicas, TOPIC, PARTITIONS)
+    partitions = []
+    for p in range(PARTITIONS):
+        partition = follower_replicas.get_partition(TOPIC, p)
+        assert partition is not None
+        partition.make_follower(STATE)
+        partitions.append(partition)
+        if p in indexes:
+            fetcher.follow(partition)
+    return fetcher, partitions
+
+
+async def test_a_fetcher_swapping_one_partition_for_another_forgets_the_one_it_left(
+    replicas: ReplicaManager, follower_replicas: ReplicaManager
+) -> None:
+    """The same number of partitions before and after: the session still learns which."""
+    leader = await _leader(replicas)
+    wire = RecordingLeader(leader.replicas)
+    fetcher, partitions = _follower(follower_replicas, range(PARTITIONS - 1))
+    assert len(_named(await _fetch_round(fetcher, wire))) == PARTITIONS - 1
+    assert _named(await _fetch_round(fetcher, wire)) == {}
+    fetcher.unfollow(TopicPartition(TOPIC, 3))
+    fetcher.follow(partitions[PARTITIONS - 1])  # an empty log: nothing to truncate
+    request = await _fetch_round(fetcher, wire)
+    assert _named(request) == {PARTITIONS - 1: (0, 0)}
+    assert _forgotten(request) == {3}
+    assert _named(await _fetch_round(fetcher, wire)) == {}
+
+
+async def test_a_fetcher_drops_an_answer_for_a_partition_followed_anew_while_it_was_sent(
+    replicas: ReplicaManager, follower_replicas: ReplicaManager
+) -> None:
+    leader = await _leader(replicas)
+    wire = RecordingLeader(leader.replicas)
+    fetcher, partitions = _follower(follower_replicas, range(PARTITIONS))
+    await _fetch_round(fetcher, wire)
+    await _fetch_round(fetcher, wire)
+    moved = TopicPartition(TOPIC, 7)
+    _append(replicas, moved, records=3)
+    answered = wire.request
+
+    async def refollow_then_answer(api_key: int, body: Any, **kwargs: Any) -> Any:
+        response = await answered(api_key, body, **kwargs)
+        fetcher.follow(partitions[7])  # new metadata while the fetch was out
+        return response
+
+    wire.request = refollow_then_answer  # type: ignore[method-assign]
+    await _fetch_round(fetcher, wire)
+    # The records were for the old following: not appended. The new one finds where to
+    # start (its empty log: at 0, where the leader's session still has it) and gets them.
+    assert partitions[7].log.log_end_offset == 0
+    wire.request = answered  # type: ignore[method-assign]
+    await _fetch_round(fetcher, wire)
+    assert partitions[7].log.log_end_offset == 3
+    assert _named(await _fetch_round(fetcher, wire)) == {7: (3, 0)}
+
+
 async def test_a_fetcher_sends_only_what_moved_and_forgets_what_it_stops_fetching(
     replicas: ReplicaManager, follower_replicas: ReplicaManager
 ) -> None:
@@ -314,10 +428,7 @@ async def test_a_fetcher_sends_only_what_moved_and_forgets_what_it_stops_fetchin
         fetcher.follow(partition)
 
     async def fetch_round() -> Any:
-        active = {tp: f for tp, f in fetcher._partitions.items() if f.delayed_until == 0}
-        await fetcher._truncate(wire, active)  # type: ignore[arg-type]
-        await fetcher._fetch_once(wire, active)  # type: ignore[arg-type]
-        return wire.fetches[-1]
+        return await _fetch_round(fetcher, wire)
 
     assert len(_named(await fetch_round())) == PARTITIONS  # the full fetch
     assert _named(await fetch_round()) == {}
@@ -333,9 +444,9 @@ async def test_a_fetcher_sends_only_what_moved_and_forgets_what_it_stops_fetchin
     assert _named(await fetch_round()) == {5: (4, 2)}
     # A partition held back (an error's backoff) leaves the session and comes back whole.
     held = fetcher._partitions[TopicPartition(TOPIC, 12)]
-    held.delayed_until = 1e18
+    fetcher._delay(held.partition.tp, held, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     request = await fetch_round()
     assert _named(request) == {} and _forgotten(request) == {12}
-    held.delayed_until = 0
+    held.delayed_until = 0  # the backoff is over
     assert _named(await fetch_round()) == {12: (0, 0)}
     assert _named(await fetch_round()) == {}

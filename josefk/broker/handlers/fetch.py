@@ -23,8 +23,8 @@ session is fetched (and, for a follower, counted as its fetch, so idle partition
 the ISR), and the answer carries only the partitions with records, an error or a changed high
 watermark, last stable offset or log start offset. A quiet partition (nothing past its fetch
 offset, offsets as last answered) is left out of the fetch after one look and, while its
-log's change count and leadership hold, told quiet by its stamp alone
-(``ReplicaManager.still_quiet``); the wait is woken by quiet partitions too, and the session
+log's change count and its partition's state hold, told quiet by its stamp alone
+(``QuietPartition``, compared in ``_session_news``); the wait is woken by quiet partitions too, and the session
 is then looked at again. The session's partitions are read in the
 session's order, and one whose answer carried records goes to the back of it (Kafka's
 rotation): under a ``max_bytes`` smaller than what the partitions hold, every partition gets
@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter
-from typing import Protocol, TypeAlias, cast
+from typing import Any, Protocol, TypeAlias, cast
 
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
@@ -124,7 +124,7 @@ async def _read(
     context: RequestContext,
     request: FetchRequest,
     replica_id: int,
-    topics: _Topics,
+    topics: _Topics | None,
     *,
     session: FetchSession | None = None,
     incremental: bool = False,
@@ -132,11 +132,12 @@ async def _read(
     """Read the partitions of ``topics`` ((name, topic id, requested partitions) each): the
     resolved partitions answered and, in the same order, their PartitionData.
 
-    With a ``session``, ``topics`` hold its partitions (``_session_topics``): each remembers
-    the offsets answered, one that answers records goes to the back of the session, and an
-    incremental fetch answers only partitions with records, an error or changed offsets (the
-    others are dropped before their PartitionData is built: most of a follower's partitions
-    are idle)."""
+    With a ``session``, ``topics`` is None and the session's partitions are read
+    (``_session_topics``; in an incremental fetch only those ``_session_news`` leaves): each
+    remembers the offsets answered, one that answers records goes to the back of the
+    session, and an incremental fetch answers only partitions with records, an error or
+    changed offsets (the others are dropped before their PartitionData is built: most of a
+    follower's partitions are idle)."""
     version = context.api_version
     isolation = (
         FetchIsolation.TXN_COMMITTED
@@ -160,11 +161,16 @@ async def _read(
     record = True
     while True:
         quiet: list[TopicPartition] = []
-        planned = (
-            _skip_quiet(context, topics, replica_id, isolation, quiet, record=record)
-            if skip_quiet
-            else topics
-        )
+        if skip_quiet:
+            assert session is not None
+            planned: _Topics = _session_news(
+                context, session, replica_id, isolation, quiet, record=record
+            )
+        elif topics is None:
+            assert session is not None
+            planned = _session_topics(session, by_id=version >= 13)
+        else:
+            planned = topics
         wanted = _resolve(context, planned, replica_id, in_session=session is not None)
         if incremental:
             for item in wanted:
@@ -242,43 +248,62 @@ async def _read(
     return kept, answers
 
 
-def _skip_quiet(
+def _session_news(
     context: RequestContext,
-    topics: _Topics,
+    session: FetchSession,
     replica_id: int,
     isolation: FetchIsolation,
     quiet: list[TopicPartition],
     *,
     record: bool,
 ) -> list[tuple[str, uuid.UUID, list[_Partition]]]:
-    """The runs of an incremental session's partitions left after those with nothing to
-    answer (appended to ``quiet``); only for fetches whose every partition is authorized
-    (no authorizer, or a follower allowed CLUSTER_ACTION), so none is an answer skipped."""
+    """An incremental session's partitions that may have something to answer, as ``_read``
+    takes topics (runs of one topic's partitions, in the session's order); the others go
+    to ``quiet``. One pass over the session: a partition stamped quiet is told quiet by its
+    stamp alone (``QuietPartition``), one without a stamp is looked at and stamped if it
+    is. Only for fetches whose every partition is authorized (no authorizer,
+    or a follower allowed CLUSTER_ACTION), so none is an answer skipped."""
     replicas = context.broker.replica_manager
     catalog = replicas.catalog
     by_id = context.api_version >= 13
+    if replica_id >= 0:
+        isolation = FetchIsolation.LOG_END
     now_ms = replicas.clock.monotonic_ms()
-    still_quiet = replicas.still_quiet
-    kept = []
-    for key, topic_id, partitions in topics:
-        name = key
-        if by_id:
-            info = catalog.by_id(topic_id)
-            if info is None:
-                kept.append((key, topic_id, list(partitions)))
-                continue
-            name = info.name
-        rest: list[_Partition] = []
-        for p in partitions:
-            cached = cast("CachedPartition", p)
-            if cached.quiet is not None and still_quiet(
-                cached.quiet, replica_id, isolation, now_ms
+    hosting = replicas.hosting_changes
+    names: dict[Any, str | None] = {}
+    kept: list[tuple[str, uuid.UUID, list[_Partition]]] = []
+    run: list[_Partition] = []
+    run_key: Any = None
+    for cached in session:
+        stamp = cached.quiet
+        if stamp is not None:
+            # Inline, not a method: this runs for every partition of every fetch of every
+            # follower, and a call would cost as much as the comparisons.
+            if (
+                stamp.log.change_count == stamp.change_count
+                and stamp.partition.state_version == stamp.state_version
+                and stamp.hosting == hosting
+                and stamp.isolation is isolation
             ):
-                quiet.append(cached.quiet.tp)
+                progress = stamp.progress
+                if progress is not None:
+                    progress.last_caught_up_ms = now_ms
+                    progress.last_fetch_ms = now_ms
+                quiet.append(stamp.tp)
                 continue
-            known = cached.known_offsets()
-            if known is not None:
-                cached.quiet = replicas.session_partition_quiet(
+            cached.quiet = None
+        key = cached.topic_key
+        known = cached.known_offsets()
+        if known is not None:
+            if key in names:
+                name = names[key]
+            elif by_id:
+                info = catalog.by_id(key)
+                name = names[key] = info.name if info is not None else None
+            else:
+                name = names[key] = key
+            if name is not None:
+                stamp = replicas.session_partition_quiet(
                     TopicPartition(name, cached.partition),
                     cached.fetch_offset,
                     cached.current_leader_epoch,
@@ -288,12 +313,15 @@ def _skip_quiet(
                     isolation=isolation,
                     record=record,
                 )
-                if cached.quiet is not None:
-                    quiet.append(cached.quiet.tp)
+                if stamp is not None:
+                    cached.quiet = stamp
+                    quiet.append(stamp.tp)
                     continue
-            rest.append(p)
-        if rest:
-            kept.append((key, topic_id, rest))
+        if not run or key != run_key:
+            run = []
+            run_key = key
+            kept.append((key, key if by_id else ZERO_UUID, run))
+        run.append(cached)
     return kept
 
 
@@ -383,7 +411,7 @@ async def _fetch_in_session(
         context,
         request,
         replica_id,
-        _session_topics(session, by_id),
+        None,
         session=session,
         incremental=not full,
     )
@@ -391,7 +419,7 @@ async def _fetch_in_session(
 
 
 def _session_topics(
-    session: FetchSession, by_id: bool
+    session: FetchSession, *, by_id: bool
 ) -> list[tuple[str, uuid.UUID, list[CachedPartition]]]:
     """Every partition of the session in the session's order, as ``_read`` takes topics: a
     run of partitions of one topic is one entry, and after rotations a topic may have
