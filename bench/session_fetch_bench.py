@@ -203,15 +203,24 @@ async def measure(partitions: int, rounds: int, side: str) -> float:
                 fetcher.follow(partition)
 
             async def fetcher_round() -> None:
-                # What the fetcher's loop does each round, the connection being there.
-                await fetcher._fetch_once(wire, dict(fetcher._partitions))  # type: ignore[arg-type]
+                # What the fetcher's loop (ReplicaFetcher._run) does each round, the
+                # connection being there. Trees before baeb10f filtered the followed
+                # partitions into a new dict each round; later ones have ``_active``.
+                now = asyncio.get_running_loop().time()
+                active_of = getattr(fetcher, "_active", None)
+                active = (
+                    active_of(now)
+                    if active_of is not None
+                    else {t: f for t, f in fetcher._partitions.items() if f.delayed_until <= now}
+                )
+                await fetcher._truncate(wire, active)  # type: ignore[arg-type]
+                await fetcher._fetch_once(wire, active)  # type: ignore[arg-type]
 
             if side == "leader":
                 await fetch(offsets)  # the full fetch that makes the session
                 await fetch({})
             else:
-                await fetcher._truncate(wire, dict(fetcher._partitions))  # type: ignore[arg-type]
-                await fetcher_round()
+                await fetcher_round()  # the truncation (nothing to find) and the full fetch
                 await fetcher_round()
             fetches = 0
             cpu0 = time.process_time()
