@@ -8,6 +8,13 @@ broker fetches every partition of the session and answers only those with someth
 idle one, ``quiet``, is told idle from a stamp the replica manager gave it: see
 josefk.broker.handlers.fetch).
 
+Waiting: a quiet partition has a standing ``QuietWatch`` in the fetch purgatory, made when it
+is stamped; whatever the purgatory hears of the partition (an append, a change of role)
+lapses the stamp and wakes the session's parked fetch (``parked``), or, with none parked,
+leaves ``news`` for the next wait to find. A fetch therefore parks on the partitions it
+fetched alone, however many idle ones the session holds. A partition that leaves the
+session, and every partition of a session that is closed or evicted, drops its watch.
+
 Order (Kafka's rotation): a session keeps its partitions in one order, the order every fetch
 reads them in, and a partition whose answer carried records moves to the back of it. A fetch
 stops reading once the response limit (``max_bytes``) is used up, so without the rotation the
@@ -85,6 +92,8 @@ class CachedPartition:
     # partition, its log's change count then, ...; opaque here). Cleared by a request that
     # names the partition and by an answer that includes it.
     quiet: Any = None
+    # The standing watch on the partition while it is quiet (made at its first stamp).
+    watch: QuietWatch | None = None
 
     def update_request(
         self,
@@ -121,6 +130,36 @@ class CachedPartition:
         return True
 
 
+class QuietWatch:
+    """A session's standing watch on one of its quiet partitions in the fetch purgatory
+    (josefk.broker.purgatory's ``watch``). Taken as a future takes a result: notified, it
+    lapses the partition's stamp (the next look reads it) and wakes the session's parked
+    fetch, or leaves ``news`` when none is parked."""
+
+    __slots__ = ("cached", "cancel", "session")
+
+    def __init__(self, cached: CachedPartition, session: FetchSession) -> None:
+        self.cached = cached
+        self.session = session
+        # Drops the registration (set by whoever registered it).
+        self.cancel: Callable[[], None] | None = None
+
+    def done(self) -> bool:
+        return False
+
+    def set_result(self, result: None, /) -> None:
+        self.cached.quiet = None
+        self.session.news = True
+        parked = self.session.parked
+        if parked is not None and not parked.done():
+            parked.set_result(None)
+
+    def release(self) -> None:
+        if self.cancel is not None:
+            self.cancel()
+            self.cancel = None
+
+
 @dataclass(slots=True)
 class FetchSession:
     """One session: its partitions keyed by (topic key, partition), where the topic key is
@@ -138,6 +177,10 @@ class FetchSession:
     _partitions: OrderedDict[tuple[Any, int], CachedPartition] = field(
         default_factory=OrderedDict, init=False
     )
+    # The fetch of this session parked now, if any (an asyncio future), and whether a
+    # quiet partition's watch fired since the session's last look (see QuietWatch).
+    parked: Any = field(default=None, init=False)
+    news: bool = field(default=False, init=False)
 
     @property
     def privileged(self) -> bool:
@@ -180,7 +223,15 @@ class FetchSession:
             )
 
     def forget(self, topic_key: Any, partition: int) -> None:
-        self._partitions.pop((topic_key, partition), None)
+        cached = self._partitions.pop((topic_key, partition), None)
+        if cached is not None and cached.watch is not None:
+            cached.watch.release()
+
+    def release(self) -> None:
+        """The session is closed or evicted: its partitions' watches go."""
+        for cached in self._partitions.values():
+            if cached.watch is not None:
+                cached.watch.release()
 
     def get(self, topic_key: Any, partition: int) -> CachedPartition | None:
         return self._partitions.get((topic_key, partition))
@@ -225,7 +276,10 @@ class FetchSessionCache:
         return session
 
     def remove(self, session_id: int) -> FetchSession | None:
-        return self._sessions.pop(session_id, None)
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.release()
+        return session
 
     def create(self, *, replica_id: int, uses_topic_ids: bool) -> FetchSession | None:
         """A new empty session, or None when no slot can be had (the fetch then goes on
@@ -248,5 +302,6 @@ class FetchSessionCache:
         if victim is None:
             return False
         del self._sessions[victim.session_id]
+        victim.release()
         self.evictions += 1
         return True

@@ -2,7 +2,10 @@
 
 Owns ``Purgatory``: a fetch with ``min_bytes`` not yet met waits here on the partitions it
 touches and is woken by whatever changes them (an append, a high watermark move), or by its
-deadline. Nothing polls.
+deadline. Nothing polls. A fetch session's idle partitions are watched standing instead
+(``watch``): registered once, when the session finds one idle, not at every wait of every
+fetch, so a follower's session of thousands of idle partitions parks at the cost of the few
+it fetches.
 
 Also owns ``OffsetPurgatory``, for acks=all produces: each waits for one offset per
 partition, and a high watermark move wakes only the produces it has passed, in offset order.
@@ -20,7 +23,8 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Protocol
 
 from josefk.broker.parking import request_parked
 
@@ -34,6 +38,14 @@ async def _park(waiter: asyncio.Future[None], timeout_s: float) -> bool:
     return waiter.done() and not waiter.cancelled()
 
 
+class Waiter(Protocol):
+    """What a key's watchers hold: a parked future, or a standing watch that takes a
+    notification as a future takes its result."""
+
+    def done(self) -> bool: ...
+    def set_result(self, result: None, /) -> None: ...
+
+
 class Purgatory:
     """Futures parked under keys (topic partitions); ``notify`` wakes every waiter on a key.
 
@@ -44,43 +56,76 @@ class Purgatory:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._watchers: dict[Hashable, set[asyncio.Future[None]]] = {}
-        self._waiting = 0
+        self._watchers: dict[Hashable, set[Waiter]] = {}
+        # Every future parked in ``wait``, also those under no key (a session waiting only
+        # on its standing watches): ``close`` wakes them all.
+        self._parked: set[asyncio.Future[None]] = set()
         self._closed = False
 
     @property
     def size(self) -> int:
         """Operations waiting right now (exported as a metric)."""
-        return self._waiting
+        return len(self._parked)
 
-    async def wait(self, keys: Iterable[Hashable], timeout_s: float) -> bool:
-        """Park until one of ``keys`` is notified (True) or ``timeout_s`` passes (False)."""
+    async def wait(
+        self,
+        keys: Iterable[Hashable],
+        timeout_s: float,
+        *,
+        waiter: asyncio.Future[None] | None = None,
+    ) -> bool:
+        """Park until one of ``keys`` is notified (True) or ``timeout_s`` passes (False).
+        ``waiter``: the future to park, made by a caller that also hands it to standing
+        watches (``watch``), which may wake it; then it parks even under no key."""
         keys = list(keys)
-        if timeout_s <= 0 or not keys or self._closed:
+        if timeout_s <= 0 or (not keys and waiter is None) or self._closed:
             return False
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
+        watchers_by_key = self._watchers
         for key in keys:
-            self._watchers.setdefault(key, set()).add(waiter)
-        self._waiting += 1
+            watchers = watchers_by_key.get(key)
+            if watchers is None:
+                watchers_by_key[key] = {waiter}
+            else:
+                watchers.add(waiter)
+        self._parked.add(waiter)
         try:
             return await _park(waiter, timeout_s)
         finally:
-            self._waiting -= 1
+            self._parked.discard(waiter)
             for key in keys:
-                watchers = self._watchers.get(key)
-                if watchers is not None:
-                    watchers.discard(waiter)
-                    if not watchers:
-                        del self._watchers[key]
+                self.unwatch(key, waiter)
+
+    def watch(self, key: Hashable, watcher: Waiter) -> Callable[[], None]:
+        """Keep ``watcher`` under ``key`` until the key is notified (its ``set_result`` is
+        then called, and it is no longer kept) or the returned function is called. Standing,
+        unlike ``wait``: for what is watched across many waits. Watching again is harmless."""
+        watchers = self._watchers.get(key)
+        if watchers is None:
+            self._watchers[key] = {watcher}
+        else:
+            watchers.add(watcher)
+        return lambda: self.unwatch(key, watcher)
+
+    def unwatch(self, key: Hashable, watcher: Waiter) -> None:
+        watchers = self._watchers.get(key)
+        if watchers is not None:
+            watchers.discard(watcher)
+            if not watchers:
+                del self._watchers[key]
 
     def close(self) -> None:
         """Shutting down: wake every waiter now and park no more, so that in-flight fetches
         answer with what they have instead of holding shutdown for their max wait."""
         self._closed = True
         for watchers in list(self._watchers.values()):
-            for waiter in watchers:
+            for waiter in list(watchers):
                 if not waiter.done():
                     waiter.set_result(None)
+        for parked in self._parked:
+            if not parked.done():
+                parked.set_result(None)
 
     def notify(self, key: Hashable) -> None:
         watchers = self._watchers.pop(key, None)

@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from josefk.broker.fetch_session import INITIAL_EPOCH, next_epoch
 from josefk.broker.partition import Partition, TopicPartition
@@ -63,6 +63,9 @@ from josefk.protocol.message_types import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
+
+if TYPE_CHECKING:
+    from josefk.storage.log import Log
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +108,7 @@ class FetcherSettings:
 @dataclass(slots=True)
 class _Followed:
     partition: Partition
+    log: Log
     leader_epoch: int
     # The fetcher's count of follow() calls when this one was made: an answer to a fetch
     # sent before it is not this one's (the partition was followed anew meanwhile).
@@ -115,6 +119,7 @@ class _Followed:
     delayed_until: float = 0.0
     # The log's change count when this partition's state last went into the session's
     # requests: while it holds, so does the state (nothing to send, nothing to compare).
+    # -1 while the session does not hold the partition (never sent, or forgotten).
     sent_change_count: int = -1
 
 
@@ -167,7 +172,9 @@ class ReplicaFetcher:
         """Fetch ``partition`` from this leader, truncating first (a new leader or epoch)."""
         tp = partition.tp
         self._follows += 1
-        self._partitions[tp] = _Followed(partition, partition.leader_epoch, self._follows)
+        self._partitions[tp] = _Followed(
+            partition, partition.log, partition.leader_epoch, self._follows
+        )
         self._delayed.discard(tp)
         self._untruncated.add(tp)
         self._left_session = True
@@ -352,16 +359,24 @@ class ReplicaFetcher:
         # in place: a fetch that fails in any way ends the session (a new one starts full).
         states: dict[TopicPartition, _SentState] = {} if full else session.sent
         forgotten: dict[str, list[int]] = {}
-        if not full and (self._left_session or len(states) != len(ready)):
+        if full:
+            # A new session holds nothing yet: what is held back now (a backoff, a
+            # truncation) must be sent whole when it comes back, whatever an older session
+            # was sent. Rare: a session starts with a connection or after an error.
+            for followed in self._partitions.values():
+                followed.sent_change_count = -1
+        elif self._left_session or len(states) != len(ready):
             for tp in states.keys() - ready.keys():
                 del states[tp]
                 forgotten.setdefault(tp.topic, []).append(tp.partition)
+                if (left := self._partitions.get(tp)) is not None:
+                    left.sent_change_count = -1
         self._left_session = False
         wanted: list[tuple[str, Any]] = []  # (topic, FetchPartition) in our order
         for tp, followed in ready.items():
-            log = followed.partition.log
+            log = followed.log
             change_count = log.change_count
-            if not full and followed.sent_change_count == change_count and tp in states:
+            if followed.sent_change_count == change_count and not full:
                 continue  # nothing moved since it was sent: the leader's session has it
             followed.sent_change_count = change_count
             state = (log.log_end_offset, log.log_start_offset, followed.leader_epoch)

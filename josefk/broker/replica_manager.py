@@ -37,7 +37,7 @@ from josefk.broker.partition import (
     RequestTimedOutError,
     TopicPartition,
 )
-from josefk.broker.purgatory import OffsetPurgatory, Purgatory
+from josefk.broker.purgatory import OffsetPurgatory, Purgatory, Waiter
 from josefk.cluster.values import PartitionState
 from josefk.config.topic import LogConfig
 from josefk.records.compression import DecompressionBudget
@@ -825,15 +825,38 @@ class ReplicaManager:
         return outcomes
 
     async def wait_for_news(
-        self, tps: Sequence[TopicPartition], *, replica_id: int, timeout_s: float
+        self,
+        tps: Sequence[TopicPartition],
+        *,
+        replica_id: int,
+        timeout_s: float,
+        waiter: asyncio.Future[None] | None = None,
     ) -> bool:
         """Wait, as ``fetch`` does, until one of ``tps`` may have something new for a
         fetch (an append; for a consumer also a high watermark move; a change of role):
-        True when woken, False at the timeout or when the broker is stopping."""
+        True when woken, False at the timeout or when the broker is stopping. ``waiter``:
+        the future to park, when standing watches (``watch_for_news``) may wake it too."""
         keys: list[Hashable] = list(tps)
         if replica_id < 0:
             keys += [_HighWatermarkKey(tp) for tp in tps]
-        return await self.fetch_purgatory.wait(keys, timeout_s)
+        return await self.fetch_purgatory.wait(keys, timeout_s, waiter=waiter)
+
+    def watch_for_news(
+        self, tp: TopicPartition, watcher: Waiter, *, replica_id: int
+    ) -> Callable[[], None]:
+        """Keep ``watcher`` in the fetch purgatory, standing, under what would wake a fetch
+        of ``tp`` (as ``wait_for_news``) until it fires once; the function that drops it."""
+        purgatory = self.fetch_purgatory
+        cancel = purgatory.watch(tp, watcher)
+        if replica_id >= 0:
+            return cancel
+        cancel_high_watermark = purgatory.watch(_HighWatermarkKey(tp), watcher)
+
+        def cancel_both() -> None:
+            cancel()
+            cancel_high_watermark()
+
+        return cancel_both
 
     def _read_all(
         self, partitions: Sequence[FetchPartition], isolation: FetchIsolation, max_bytes: int

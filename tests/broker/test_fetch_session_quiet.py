@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "storage"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from log_helpers import producer_batch
@@ -246,6 +248,112 @@ async def test_a_fetch_parked_on_quiet_partitions_answers_when_the_broker_stops(
     assert await asyncio.wait_for(parked, 10) == {}
 
 
+def _watches(replicas: ReplicaManager) -> int:
+    """Standing watches and parked fetches held in the fetch purgatory, over all keys."""
+    return sum(len(watchers) for watchers in replicas.fetch_purgatory._watchers.values())
+
+
+async def test_a_fetch_parked_on_quiet_partitions_registers_no_key_for_them(
+    replicas: ReplicaManager,
+) -> None:
+    """Each quiet partition is watched once, standing, not at every wait: a parked fetch
+    of a session of idle partitions adds nothing under their keys."""
+    follower = await _leader(replicas)
+    assert await follower.fetch() == {}
+    assert _watches(replicas) == PARTITIONS
+    parked = asyncio.create_task(follower.fetch(max_wait_ms=30_000))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert replicas.fetch_purgatory.size == 1
+    assert _watches(replicas) == PARTITIONS
+    tp = TopicPartition(TOPIC, 2)
+    _append(replicas, tp)
+    assert list(await parked) == [tp]
+    # The append fired partition 2's watch (taken out); the answer lapsed its stamp.
+    assert _watches(replicas) == PARTITIONS - 1
+
+
+async def test_news_of_a_quiet_partition_with_no_fetch_parked_ends_the_next_wait_at_once(
+    replicas: ReplicaManager,
+) -> None:
+    follower = await _leader(replicas)
+    assert await follower.fetch() == {}
+    session = follower.wire.broker.fetch_sessions.get(follower.session_id)
+    assert session is not None
+    tp = TopicPartition(TOPIC, 6)
+    replicas.fetch_purgatory.notify(tp)  # as an append would, while nothing is parked
+    assert session.news
+    cached = session.get(TOPIC, 6)
+    assert cached is not None and cached.quiet is None  # looked at again next time
+    parked = asyncio.create_task(follower.fetch(max_wait_ms=30_000))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    # The fetch looked at the session (nothing new in fact), stamped 6 again and waits.
+    assert replicas.fetch_purgatory.size == 1 and not session.news
+    assert cached.quiet is not None
+    _append(replicas, tp)
+    assert list(await parked) == [tp]
+
+
+async def test_an_append_between_the_look_at_the_session_and_the_wait_is_not_missed(
+    replicas: ReplicaManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look at the session and the wait are apart by the read of the partitions it
+    left: news that comes in between (its watch fires with no fetch parked) must end the
+    wait at once, not after the fetch's whole max wait."""
+    follower = await _leader(replicas)
+    assert await follower.fetch() == {}
+    tp = TopicPartition(TOPIC, 13)
+    read = replicas.fetch
+    appended = False
+
+    async def read_then_append(*args: Any, **kwargs: Any) -> Any:
+        nonlocal appended
+        found = await read(*args, **kwargs)
+        if not appended:
+            appended = True
+            _append(replicas, tp)
+        return found
+
+    monkeypatch.setattr(replicas, "fetch", read_then_append)
+    answered = await asyncio.wait_for(follower.fetch(max_wait_ms=60_000), 10)
+    assert list(answered) == [tp]
+
+
+async def test_a_sessions_watches_go_with_its_partitions_and_with_it(
+    replicas: ReplicaManager,
+) -> None:
+    follower = await _leader(replicas)
+    assert await follower.fetch() == {}
+    assert _watches(replicas) == PARTITIONS
+    forget = Fetch(
+        replica_id=FOLLOWER,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=follower.session_id,
+        session_epoch=follower.epoch,
+        topics=[],
+        forgotten_topics_data=[Fetch.ForgottenTopic(topic=TOPIC, partitions=[0, 1, 2])],
+        rack_id="",
+    )
+    await follower.wire.request(ApiKey.FETCH, forget, version=12, timeout_s=5)
+    assert _watches(replicas) == PARTITIONS - 3
+    follower.wire.broker.fetch_sessions.remove(follower.session_id)  # closed
+    assert _watches(replicas) == 0
+    # Evicted: a cache of one slot gives a second follower session the first one's slot.
+    sessions = FetchSessionCache(1)
+    follower.wire.broker.fetch_sessions = sessions
+    follower.session_id, follower.epoch = 0, 0
+    await follower.fetch()
+    assert await follower.fetch() == {}
+    assert _watches(replicas) == PARTITIONS
+    assert sessions.create(replica_id=2, uses_topic_ids=False) is not None
+    assert sessions.evictions == 1
+    assert _watches(replicas) == 0
+
+
 async def test_a_parked_fetch_counts_as_the_followers_once_however_often_it_wakes(
     replicas: ReplicaManager,
 ) -> None:
@@ -379,6 +487,23 @@ async def test_a_fetcher_swapping_one_partition_for_another_forgets_the_one_it_l
     assert _named(request) == {PARTITIONS - 1: (0, 0)}
     assert _forgotten(request) == {3}
     assert _named(await _fetch_round(fetcher, wire)) == {}
+
+
+async def test_a_partition_held_back_across_a_new_session_is_sent_to_it_when_it_comes_back(
+    replicas: ReplicaManager, follower_replicas: ReplicaManager
+) -> None:
+    leader = await _leader(replicas)
+    wire = RecordingLeader(leader.replicas)
+    fetcher, _ = _follower(follower_replicas, range(PARTITIONS))
+    await _fetch_round(fetcher, wire)
+    assert _named(await _fetch_round(fetcher, wire)) == {}
+    held = fetcher._partitions[TopicPartition(TOPIC, 12)]
+    fetcher._delay(held.partition.tp, held, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    fetcher._session = type(fetcher._session)()  # a new connection: a new session
+    full = await _fetch_round(fetcher, wire)
+    assert len(_named(full)) == PARTITIONS - 1 and 12 not in _named(full)
+    held.delayed_until = 0  # the backoff is over
+    assert _named(await _fetch_round(fetcher, wire)) == {12: (0, 0)}
 
 
 async def test_a_fetcher_drops_an_answer_for_a_partition_followed_anew_while_it_was_sent(

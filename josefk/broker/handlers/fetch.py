@@ -55,6 +55,7 @@ from josefk.broker.fetch_session import (
     INITIAL_EPOCH,
     CachedPartition,
     FetchSession,
+    QuietWatch,
     next_epoch,
 )
 from josefk.broker.handlers import handles
@@ -160,12 +161,11 @@ async def _read(
     # request, not again at each look after a wake-up.
     record = True
     while True:
-        quiet: list[TopicPartition] = []
+        quiet = 0
         if skip_quiet:
             assert session is not None
-            planned: _Topics = _session_news(
-                context, session, replica_id, isolation, quiet, record=record
-            )
+            planned: _Topics
+            planned, quiet = _session_news(context, session, replica_id, isolation, record=record)
         elif topics is None:
             assert session is not None
             planned = _session_topics(session, by_id=version >= 13)
@@ -192,9 +192,10 @@ async def _read(
         record = False
         if not quiet or _enough(found, min_bytes):
             break
+        assert session is not None
         remaining = deadline - loop.time()
-        if remaining <= 0 or not await replicas.wait_for_news(
-            [f.tp for f in fetches] + quiet, replica_id=replica_id, timeout_s=remaining
+        if remaining <= 0 or not await _wait_in_session(
+            context, session, [f.tp for f in fetches], replica_id, remaining
         ):
             # The wait is over (its time, or the broker stopping): answer what there is.
             found = await replicas.fetch(
@@ -253,16 +254,16 @@ def _session_news(
     session: FetchSession,
     replica_id: int,
     isolation: FetchIsolation,
-    quiet: list[TopicPartition],
     *,
     record: bool,
-) -> list[tuple[str, uuid.UUID, list[_Partition]]]:
+) -> tuple[list[tuple[str, uuid.UUID, list[_Partition]]], int]:
     """An incremental session's partitions that may have something to answer, as ``_read``
-    takes topics (runs of one topic's partitions, in the session's order); the others go
-    to ``quiet``. One pass over the session: a partition stamped quiet is told quiet by its
-    stamp alone (``QuietPartition``), one without a stamp is looked at and stamped if it
-    is. Only for fetches whose every partition is authorized (no authorizer,
-    or a follower allowed CLUSTER_ACTION), so none is an answer skipped."""
+    takes topics (runs of one topic's partitions, in the session's order), and how many
+    others are quiet. One pass over the session: a partition stamped quiet is told quiet
+    by its stamp alone (``QuietPartition``), one without a stamp is looked at and, if it
+    is quiet, stamped and watched (a standing ``QuietWatch``: what wakes a fetch of it will
+    wake the session's wait). Only for fetches whose every partition is authorized (no
+    authorizer, or a follower allowed CLUSTER_ACTION), so none is an answer skipped."""
     replicas = context.broker.replica_manager
     catalog = replicas.catalog
     by_id = context.api_version >= 13
@@ -270,10 +271,13 @@ def _session_news(
         isolation = FetchIsolation.LOG_END
     now_ms = replicas.clock.monotonic_ms()
     hosting = replicas.hosting_changes
+    watch_for_news = replicas.watch_for_news
     names: dict[Any, str | None] = {}
     kept: list[tuple[str, uuid.UUID, list[_Partition]]] = []
     run: list[_Partition] = []
     run_key: Any = None
+    quiet = 0
+    session.news = False  # what the watches said is looked at now
     for cached in session:
         stamp = cached.quiet
         if stamp is not None:
@@ -289,7 +293,7 @@ def _session_news(
                 if progress is not None:
                     progress.last_caught_up_ms = now_ms
                     progress.last_fetch_ms = now_ms
-                quiet.append(stamp.tp)
+                quiet += 1
                 continue
             cached.quiet = None
         key = cached.topic_key
@@ -315,14 +319,41 @@ def _session_news(
                 )
                 if stamp is not None:
                     cached.quiet = stamp
-                    quiet.append(stamp.tp)
+                    watch = cached.watch
+                    if watch is None:
+                        watch = cached.watch = QuietWatch(cached, session)
+                    watch.cancel = watch_for_news(stamp.tp, watch, replica_id=replica_id)
+                    quiet += 1
                     continue
         if not run or key != run_key:
             run = []
             run_key = key
             kept.append((key, key if by_id else ZERO_UUID, run))
         run.append(cached)
-    return kept
+    return kept, quiet
+
+
+async def _wait_in_session(
+    context: RequestContext,
+    session: FetchSession,
+    tps: list[TopicPartition],
+    replica_id: int,
+    timeout_s: float,
+) -> bool:
+    """Wait for news of ``tps`` (the partitions fetched) or of the session's quiet ones
+    (their watches wake ``session.parked``): True when woken, False at the timeout or when
+    the broker is stopping. News that came since the session was looked at ends it at once."""
+    if session.news:
+        return True
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    session.parked = waiter
+    try:
+        return await context.broker.replica_manager.wait_for_news(
+            tps, replica_id=replica_id, timeout_s=timeout_s, waiter=waiter
+        )
+    finally:
+        if session.parked is waiter:
+            session.parked = None
 
 
 def _enough(outcomes: Iterable[FetchOutcome], min_bytes: int) -> bool:
