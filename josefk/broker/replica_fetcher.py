@@ -22,8 +22,10 @@ for a session (epoch 0); after that each fetch is incremental (the session's id,
 and names only the partitions whose fetch offset, log start offset or leader epoch changed
 since they were last sent, and forgets those no longer fetched (unfollowed, delayed after an
 error, waiting to truncate). A partition whose log's change count is what it was when its
-state was last sent is passed over without a look at its offsets. The leader answers only partitions with news, so idle
-partitions cost neither side a thing per round. A session error (FETCH_SESSION_ID_NOT_FOUND,
+state was last sent is passed over without a look at its offsets, and the exceptions (a
+backoff, a truncation to make, a partition that left the session) are kept apart, so a
+round without them copies nothing and looks nothing up per partition. The leader answers
+only partitions with news, so an idle partition costs each side a comparison per round. A session error (FETCH_SESSION_ID_NOT_FOUND,
 INVALID_FETCH_SESSION_EPOCH), any other failed fetch and a new connection start over with a
 full fetch; a leader that answers session id 0 (cache full) gets full fetches.
 
