@@ -125,6 +125,68 @@ def test_acks_all_survives_leader_kills_and_clean_restarts(cluster: LocalCluster
     wait_for("identical replicas", identical)
 
 
+def test_rf2_on_three_brokers_replicates_every_partition_to_its_own_follower(
+    cluster: LocalCluster,
+) -> None:
+    """Replication factor below the broker count: each follower's fetch session with a
+    leader holds only some of that leader's partitions (and a different set than the other
+    follower's), beside the internal topics at RF=3. Every acks=all record still reaches
+    its partition's one follower, and the two replicas end byte for byte alike."""
+    name, partitions = "pairs", 6
+    admin = cluster.admin()
+    topic = NewTopic(
+        name, num_partitions=partitions, replication_factor=2, config={"min.insync.replicas": "2"}
+    )
+    for future in admin.create_topics([topic]).values():
+        future.result(timeout=30)
+    wait_for(
+        "every partition led with a full ISR of two",
+        lambda: all(
+            leader > 0 and len(isr) == 2
+            for leader, _, isr in cluster.partition_states(name).values()
+        ),
+    )
+    states = cluster.partition_states(name)
+    # Some broker follows a partition of a leader and not another of the same leader.
+    assert len({tuple(sorted(replicas)) for _, replicas, _ in states.values()}) > 1
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 2, "log_level": 3}
+    )
+    delivered: list[object] = []
+    for i in range(600):
+        producer.produce(
+            name,
+            value=b"%d" % i,
+            partition=i % partitions,
+            on_delivery=lambda e, m: delivered.append(e),
+        )
+        if i % 100 == 0:
+            producer.flush(30)  # a few rounds, so that sessions go idle and wake again
+    assert producer.flush(60) == 0
+    assert delivered == [None] * 600
+    found = read_all(cluster, name, partitions)
+    assert {p: len(records) for p, records in found.items()} == dict.fromkeys(
+        range(partitions), 100
+    )
+
+    def replicas_alike() -> bool:
+        for partition, (_, replicas, _) in states.items():
+            contents = {
+                b"".join(
+                    f.read_bytes()
+                    for f in sorted(
+                        (cluster.brokers[b].data_dir / f"{name}-{partition}").glob("*.log")
+                    )
+                )
+                for b in replicas
+            }
+            if len(contents) != 1:
+                return False
+        return True
+
+    wait_for("both replicas of every partition alike", replicas_alike)
+
+
 def test_a_frozen_follower_leaves_the_isr_and_rejoins(cluster: LocalCluster) -> None:
     create_topic(cluster)
     leader, replicas, _ = cluster.partition_states(TOPIC)[0]
