@@ -25,9 +25,10 @@ error, waiting to truncate). A partition whose log's change count is what it was
 state was last sent is passed over without a look at its offsets, and the exceptions (a
 backoff, a truncation to make, a partition that left the session) are kept apart, so a
 round without them copies nothing and looks nothing up per partition. The leader answers
-only partitions with news, so an idle partition costs each side a comparison per round. A session error (FETCH_SESSION_ID_NOT_FOUND,
-INVALID_FETCH_SESSION_EPOCH), any other failed fetch and a new connection start over with a
-full fetch; a leader that answers session id 0 (cache full) gets full fetches.
+only partitions with news, so an idle partition costs each side a comparison per round. A
+session error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH), any other failed
+fetch and a new connection start over with a full fetch; a leader that answers session id 0
+(cache full) gets full fetches.
 
 Order (Kafka's PartitionStates.updateAndMoveToEnd): the followed partitions are kept in one
 order, and a partition that got records moves to the back of it. A full fetch names the
@@ -50,7 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from josefk.broker.fetch_session import INITIAL_EPOCH, next_epoch
 from josefk.broker.partition import Partition, TopicPartition
@@ -65,9 +66,6 @@ from josefk.protocol.message_types import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
-
-if TYPE_CHECKING:
-    from josefk.storage.log import Log
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +108,6 @@ class FetcherSettings:
 @dataclass(slots=True)
 class _Followed:
     partition: Partition
-    log: Log
     leader_epoch: int
     # The fetcher's count of follow() calls when this one was made: an answer to a fetch
     # sent before it is not this one's (the partition was followed anew meanwhile).
@@ -174,9 +171,7 @@ class ReplicaFetcher:
         """Fetch ``partition`` from this leader, truncating first (a new leader or epoch)."""
         tp = partition.tp
         self._follows += 1
-        self._partitions[tp] = _Followed(
-            partition, partition.log, partition.leader_epoch, self._follows
-        )
+        self._partitions[tp] = _Followed(partition, partition.leader_epoch, self._follows)
         self._delayed.discard(tp)
         self._untruncated.add(tp)
         self._left_session = True
@@ -376,7 +371,7 @@ class ReplicaFetcher:
         self._left_session = False
         wanted: list[tuple[str, Any]] = []  # (topic, FetchPartition) in our order
         for tp, followed in ready.items():
-            log = followed.log
+            log = followed.partition.log
             change_count = log.change_count
             if followed.sent_change_count == change_count and not full:
                 continue  # nothing moved since it was sent: the leader's session has it

@@ -187,7 +187,6 @@ class QuietPartition:
     attribute reads per partition per fetch."""
 
     tp: TopicPartition
-    log: Log
     partition: Partition
     change_count: int
     state_version: int
@@ -971,10 +970,9 @@ class ReplicaManager:
             isolation = FetchIsolation.LOG_END
         if not partition.nothing_new(fetch_offset, isolation, known):
             return None
-        log = partition.log
         # Taken before the follower's fetch is recorded: when that moves the high watermark,
         # the partition has news for the next fetch.
-        change_count = log.change_count
+        change_count = partition.log.change_count
         progress = None
         if replica_id >= 0:
             if record:
@@ -986,7 +984,6 @@ class ReplicaManager:
                 change_count = -1
         return QuietPartition(
             tp,
-            log,
             partition,
             change_count,
             partition.state_version,

@@ -44,9 +44,18 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield running
 
 
-def create_topic(cluster: LocalCluster, name: str = TOPIC) -> None:
+def create_topic(
+    cluster: LocalCluster,
+    name: str = TOPIC,
+    *,
+    partitions: int = PARTITIONS,
+    replication_factor: int = 3,
+) -> None:
     topic = NewTopic(
-        name, num_partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"}
+        name,
+        num_partitions=partitions,
+        replication_factor=replication_factor,
+        config={"min.insync.replicas": "2"},
     )
     admin = cluster.admin()  # kept alive until the futures resolve
     for future in admin.create_topics([topic]).values():
@@ -58,10 +67,16 @@ def create_topic(cluster: LocalCluster, name: str = TOPIC) -> None:
     wait_for(
         "every partition led with a full ISR",
         lambda: all(
-            leader > 0 and len(isr) == 3
+            leader > 0 and len(isr) == replication_factor
             for leader, _, isr in cluster.partition_states(name).values()
         ),
     )
+
+
+def replica_bytes(cluster: LocalCluster, broker_id: int, topic: str, partition: int) -> bytes:
+    """A replica's segment files, one after the other: what two replicas alike share."""
+    directory = cluster.brokers[broker_id].data_dir / f"{topic}-{partition}"
+    return b"".join(f.read_bytes() for f in sorted(directory.glob("*.log")))
 
 
 def wait_until_acked_more(producer: BackgroundProducer, than: int) -> None:
@@ -111,14 +126,8 @@ def test_acks_all_survives_leader_kills_and_clean_restarts(cluster: LocalCluster
     # Every replica holds the same batches, byte for byte.
     def identical() -> bool:
         for partition in range(PARTITIONS):
-            contents = {
-                b: b"".join(
-                    f.read_bytes()
-                    for f in sorted((broker.data_dir / f"{TOPIC}-{partition}").glob("*.log"))
-                )
-                for b, broker in cluster.brokers.items()
-            }
-            if len(set(contents.values())) != 1:
+            contents = {replica_bytes(cluster, b, TOPIC, partition) for b in cluster.brokers}
+            if len(contents) != 1:
                 return False
         return True
 
@@ -133,19 +142,7 @@ def test_rf2_on_three_brokers_replicates_every_partition_to_its_own_follower(
     follower's), beside the internal topics at RF=3. Every acks=all record still reaches
     its partition's one follower, and the two replicas end byte for byte alike."""
     name, partitions = "pairs", 6
-    admin = cluster.admin()
-    topic = NewTopic(
-        name, num_partitions=partitions, replication_factor=2, config={"min.insync.replicas": "2"}
-    )
-    for future in admin.create_topics([topic]).values():
-        future.result(timeout=30)
-    wait_for(
-        "every partition led with a full ISR of two",
-        lambda: all(
-            leader > 0 and len(isr) == 2
-            for leader, _, isr in cluster.partition_states(name).values()
-        ),
-    )
+    create_topic(cluster, name, partitions=partitions, replication_factor=2)
     states = cluster.partition_states(name)
     # Some broker follows a partition of a leader and not another of the same leader.
     assert len({tuple(sorted(replicas)) for _, replicas, _ in states.values()}) > 1
@@ -171,15 +168,7 @@ def test_rf2_on_three_brokers_replicates_every_partition_to_its_own_follower(
 
     def replicas_alike() -> bool:
         for partition, (_, replicas, _) in states.items():
-            contents = {
-                b"".join(
-                    f.read_bytes()
-                    for f in sorted(
-                        (cluster.brokers[b].data_dir / f"{name}-{partition}").glob("*.log")
-                    )
-                )
-                for b in replicas
-            }
+            contents = {replica_bytes(cluster, b, name, partition) for b in replicas}
             if len(contents) != 1:
                 return False
         return True

@@ -24,11 +24,11 @@ the ISR), and the answer carries only the partitions with records, an error or a
 watermark, last stable offset or log start offset. A quiet partition (nothing past its fetch
 offset, offsets as last answered) is left out of the fetch after one look and, while its
 log's change count and its partition's state hold, told quiet by its stamp alone
-(``QuietPartition``, compared in ``_session_news``); the wait is woken by quiet partitions too, and the session
-is then looked at again. The session's partitions are read in the
-session's order, and one whose answer carried records goes to the back of it (Kafka's
-rotation): under a ``max_bytes`` smaller than what the partitions hold, every partition gets
-its turn instead of the first ones taking every answer. An unknown id is
+(``QuietPartition``, compared in ``_session_news``); the wait is woken by quiet partitions
+too (standing watches), and the session is then looked at again. The session's partitions
+are read in the session's order, and one whose answer carried records goes to the back of
+it (Kafka's rotation): under a ``max_bytes`` smaller than what the partitions hold, every
+partition gets its turn instead of the first ones taking every answer. An unknown id is
 FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH (the session is
 closed), a session made with names used with topic ids or the reverse
 FETCH_SESSION_TOPIC_ID_ERROR. Sessions are keyed by topic name before v13 and by topic id
@@ -284,7 +284,7 @@ def _session_news(
             # Inline, not a method: this runs for every partition of every fetch of every
             # follower, and a call would cost as much as the comparisons.
             if (
-                stamp.log.change_count == stamp.change_count
+                stamp.partition.log.change_count == stamp.change_count
                 and stamp.partition.state_version == stamp.state_version
                 and stamp.hosting == hosting
                 and stamp.isolation is isolation
