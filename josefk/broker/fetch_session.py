@@ -181,6 +181,8 @@ class FetchSession:
     # quiet partition's watch fired since the session's last look (see QuietWatch).
     parked: Any = field(default=None, init=False)
     news: bool = field(default=False, init=False)
+    # Closed or evicted: a fetch of it still running answers what it has and watches nothing.
+    released: bool = field(default=False, init=False)
 
     @property
     def privileged(self) -> bool:
@@ -228,10 +230,15 @@ class FetchSession:
             cached.watch.release()
 
     def release(self) -> None:
-        """The session is closed or evicted: its partitions' watches go."""
+        """The session is closed or evicted: its partitions' watches go, and a fetch of it
+        parked on them answers now (nothing would wake it for them any more)."""
+        self.released = True
         for cached in self._partitions.values():
             if cached.watch is not None:
                 cached.watch.release()
+        parked = self.parked
+        if parked is not None and not parked.done():
+            parked.set_result(None)
 
     def get(self, topic_key: Any, partition: int) -> CachedPartition | None:
         return self._partitions.get((topic_key, partition))

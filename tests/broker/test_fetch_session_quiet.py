@@ -354,6 +354,33 @@ async def test_a_sessions_watches_go_with_its_partitions_and_with_it(
     assert _watches(replicas) == 0
 
 
+@pytest.mark.parametrize("how", ["closed", "evicted"])
+async def test_a_fetch_parked_on_quiet_partitions_answers_when_its_session_goes(
+    replicas: ReplicaManager, how: str
+) -> None:
+    """Closing or evicting a session takes its watches out, so nothing would wake its parked
+    fetch for the quiet partitions any more: it answers then, instead of at its max wait,
+    and leaves no watch behind when it does."""
+    follower = await _leader(replicas)
+    assert await follower.fetch() == {}
+    sessions = follower.wire.broker.fetch_sessions
+    parked = asyncio.create_task(follower.fetch(max_wait_ms=60_000))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert replicas.fetch_purgatory.size == 1
+    if how == "closed":
+        assert sessions.remove(follower.session_id) is not None
+    else:
+        sessions.max_slots = 1
+        assert sessions.create(replica_id=2, uses_topic_ids=False) is not None
+        assert sessions.evictions == 1
+    assert await asyncio.wait_for(parked, 10) == {}
+    assert replicas.fetch_purgatory.size == 0
+    assert _watches(replicas) == 0
+    _append(replicas, TopicPartition(TOPIC, 4))  # fires nothing of the session gone
+    assert _watches(replicas) == 0
+
+
 async def test_a_parked_fetch_counts_as_the_followers_once_however_often_it_wakes(
     replicas: ReplicaManager,
 ) -> None:

@@ -322,7 +322,8 @@ def _session_news(
                     watch = cached.watch
                     if watch is None:
                         watch = cached.watch = QuietWatch(cached, session)
-                    watch.cancel = watch_for_news(stamp.tp, watch, replica_id=replica_id)
+                    if not session.released:  # else nothing would ever take it out
+                        watch.cancel = watch_for_news(stamp.tp, watch, replica_id=replica_id)
                     quiet += 1
                     continue
         if not run or key != run_key:
@@ -342,15 +343,20 @@ async def _wait_in_session(
 ) -> bool:
     """Wait for news of ``tps`` (the partitions fetched) or of the session's quiet ones
     (their watches wake ``session.parked``): True when woken, False at the timeout or when
-    the broker is stopping. News that came since the session was looked at ends it at once."""
+    the broker is stopping or the session was closed or evicted meanwhile (its quiet
+    partitions are watched no more). News that came since the session was looked at ends it
+    at once."""
+    if session.released:
+        return False
     if session.news:
         return True
     waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     session.parked = waiter
     try:
-        return await context.broker.replica_manager.wait_for_news(
+        woken = await context.broker.replica_manager.wait_for_news(
             tps, replica_id=replica_id, timeout_s=timeout_s, waiter=waiter
         )
+        return woken and not session.released
     finally:
         if session.parked is waiter:
             session.parked = None
