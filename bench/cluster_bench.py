@@ -52,7 +52,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from serve_process import baseline_tree
+from serve_process import baseline_tree, warm_memory
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = b"x" * 1024
@@ -187,20 +187,6 @@ class Cluster:
         if self.etcd is not None:
             self.etcd.terminate()
             self.etcd.wait(30)
-
-
-def warm_memory(directory: Path, gigabytes: float) -> None:
-    """Write and delete ``gigabytes`` of file data before measuring. On a virtual machine
-    whose memory the host backs on first touch, the first write into a page of memory costs
-    several times what a later one does (seen here: 3 GB written to the page cache took 7.6 s
-    of system CPU the first time, 0.65 s the third), and RF=3 writes three times the data:
-    without this the bench measures the host's memory faults, not the broker."""
-    chunk = b"\0" * (1 << 20)
-    path = directory / "warm-up"
-    with path.open("wb") as out:
-        for _ in range(int(gigabytes * 1024)):
-            out.write(chunk)
-    path.unlink()
 
 
 def producer(cluster: Cluster, acks: str, **extra: Any) -> Producer:
