@@ -394,8 +394,10 @@ async def _create_on_first_use(server: str, topic: str, unknown: CliError) -> An
                 f"(auto.create.topics.enable=false): create it with "
                 f"`josefk topics create {topic}`"
             ) from None
+    count = len(description.partitions)
+    noun = "partition" if count == 1 else "partitions"
     note(
-        f'created topic "{topic}" on first use ({len(description.partitions)} partitions; '
+        f'created topic "{topic}" on first use ({count} {noun}; '
         "the broker has auto.create.topics.enable=true); --no-create refuses unknown topics"
     )
     return description

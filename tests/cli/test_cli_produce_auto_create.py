@@ -29,6 +29,11 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 
 @pytest.fixture
+def one_partition_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    yield from start_broker(tmp_path, "num.partitions=1")
+
+
+@pytest.fixture
 def strict_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     yield from start_broker(tmp_path, "auto.create.topics.enable=false")
 
@@ -40,6 +45,13 @@ def test_produce_creates_a_new_topic_when_the_broker_allows(broker: BrokerProces
     assert "produced 3 records" in result.stdout
     consumed = josefk(broker, "consume", "fresh", "--from", "beginning", "--count", "3")
     assert sorted(consumed.stdout.split()) == ["a", "b", "c"]
+
+
+def test_the_note_of_a_topic_created_with_one_partition_says_partition(
+    one_partition_broker: BrokerProcess,
+) -> None:
+    result = josefk(one_partition_broker, "produce", "jobs", stdin="a\n")
+    assert 'created topic "jobs" on first use (1 partition;' in result.stderr
 
 
 def test_produce_says_how_to_create_a_topic_when_the_broker_does_not(
