@@ -19,6 +19,7 @@ import datetime as dt
 import difflib
 import functools
 import os
+import re
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
@@ -364,15 +365,21 @@ def _is_integer(text: str) -> bool:
     return text.lstrip("-").isdigit() and text.count("-") <= 1
 
 
+# A bare ISO 8601 date, as Kafka's tools take one (kafka-consumer-groups.sh --to-datetime).
+_ISO_DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
 def parse_start(text: str, *, param: str = "--from", relative: bool = True) -> StartSpec:
-    """``beginning|earliest``, ``end|latest``, ``offset:N``, ``timestamp:MS|ISO``.
-    With ``relative``: ``offset:-N`` is N records before each partition's end (kcat's
-    ``-o -N``), and a bare integer is ``offset:`` that integer."""
+    """``beginning|earliest``, ``end|latest``, ``offset:N``, ``timestamp:MS|ISO``, or a bare
+    ISO date/time. With ``relative``: ``offset:-N`` is N records before each partition's end
+    (kcat's ``-o -N``), and a bare integer is ``offset:`` that integer."""
     lowered = text.strip().lower()
     if lowered in _ALIASES:
         return StartSpec(_ALIASES[lowered])
     if relative and _is_integer(lowered):
         return StartSpec("offset", int(lowered))
+    if _ISO_DATE.match(lowered):
+        return StartSpec("timestamp", parse_timestamp(text.strip()))
     kind, sep, rest = text.partition(":")
     kind = kind.strip().lower()
     rest = rest.strip()
@@ -382,6 +389,7 @@ def parse_start(text: str, *, param: str = "--from", relative: bool = True) -> S
         return StartSpec("timestamp", parse_timestamp(rest))
     offsets = "offset:N (offset:-N: N before the end)" if relative else "offset:N"
     raise click.BadParameter(
-        f"{text!r}: expected beginning, end, {offsets} or timestamp:MS (or timestamp:ISO-DATE)",
+        f"{text!r}: expected beginning, end, {offsets}, timestamp:MS or an ISO date"
+        " (timestamp:ISO-DATE or ISO-DATE alone)",
         param_hint=param,
     )

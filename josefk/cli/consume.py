@@ -171,14 +171,14 @@ def format_string(fmt: str) -> Callable[[ConsumerRecord], bytes]:
     "start",
     metavar="WHERE",
     help="beginning | end | offset:N | offset:-N (N records before each partition's end, "
-    "as kcat's -o -N) | timestamp:MS | timestamp:ISO-DATE. "
+    "as kcat's -o -N) | timestamp:MS | timestamp:ISO-DATE | ISO-DATE. "
     "Default: beginning; with --group the committed offsets, else beginning.",
 )
 @click.option(
     "--until",
     metavar="WHERE",
     help="Stop each partition before offset:N or at the first record at or after "
-    "timestamp:MS|ISO-DATE (and at its end, as --no-follow), then exit.",
+    "timestamp:MS|ISO-DATE or ISO-DATE alone (and at its end, as --no-follow), then exit.",
 )
 @click.option(
     "-p",
@@ -301,7 +301,7 @@ def consume(
     stop = parse_start(until, param="--until", relative=False) if until is not None else None
     if stop is not None and stop.kind not in ("offset", "timestamp", "end"):
         raise click.BadParameter(
-            f"{until!r}: expected offset:N, timestamp:MS or timestamp:ISO-DATE",
+            f"{until!r}: expected offset:N, timestamp:MS or an ISO date",
             param_hint="--until",
         )
     if group is not None and spec is not None and spec.kind in ("offset", "timestamp"):

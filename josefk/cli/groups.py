@@ -313,7 +313,7 @@ def describe(
     "--to",
     "target",
     metavar="WHERE",
-    help="earliest | latest | offset:N | timestamp:MS | timestamp:ISO-DATE",
+    help="earliest | latest | offset:N | timestamp:MS | timestamp:ISO-DATE | ISO-DATE",
 )
 @click.option(
     "--shift-by", type=int, metavar="N", help="Move each committed offset by N (negative: back)."

@@ -36,13 +36,18 @@ from josefk.client import ConsumerRecord, TimestampType
         ("timestamp:1700000000000", StartSpec("timestamp", 1_700_000_000_000)),
         ("timestamp:2023-11-14T22:13:20", StartSpec("timestamp", 1_700_000_000_000)),
         ("timestamp:2023-11-14T23:13:20+01:00", StartSpec("timestamp", 1_700_000_000_000)),
+        # A bare ISO date, as Kafka's tools take it (--to-datetime).
+        ("2023-11-14T22:13:20", StartSpec("timestamp", 1_700_000_000_000)),
+        ("2023-11-14", StartSpec("timestamp", 1_699_920_000_000)),
     ],
 )
 def test_parse_start(text: str, expected: StartSpec) -> None:
     assert parse_start(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "offset:", "offset:x", "offset:--1", "timestamp:", "soon"])
+@pytest.mark.parametrize(
+    "text", ["", "offset:", "offset:x", "offset:--1", "timestamp:", "soon", "2023-13-45"]
+)
 def test_parse_start_rejects(text: str) -> None:
     with pytest.raises(click.BadParameter):
         parse_start(text)
