@@ -39,6 +39,8 @@ STATES = (
     "Dead",
     "PrepareEpochFence",
 )
+# The states of a transaction not yet ended.
+_OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
 
 
 @click.group("transactions", short_help="List and describe transactions (transactional ids).")
@@ -139,6 +141,13 @@ def describe(ids: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None
         if n:
             click.echo()
         start = info["transaction_start_time_ms"]
+        started = start is not None and start >= 0
+        # The coordinator keeps the last transaction's start after it ends (as Kafka's does):
+        # only an open one has been open for that long.
+        if info["state"] in _OPEN_STATES:
+            since = ("open for", f"{max(0, now_ms - start)} ms" if started else "-")
+        else:
+            since = ("last began", f"{max(0, now_ms - start)} ms ago" if started else "-")
         print_fields(
             [
                 ("transactional id", info["transactional_id"]),
@@ -146,10 +155,7 @@ def describe(ids: tuple[str, ...], bootstrap: str | None, as_json: bool) -> None
                 ("producer", f"{info['producer_id']} epoch {info['producer_epoch']}"),
                 ("coordinator", info["coordinator"]),
                 ("timeout", f"{info['transaction_timeout_ms']} ms"),
-                (
-                    "open for",
-                    f"{max(0, now_ms - start)} ms" if start is not None and start >= 0 else "-",
-                ),
+                since,
             ]
         )
         if info["partitions"]:
@@ -298,7 +304,7 @@ def find_hanging(
                 ids = [listing.transactional_id for listing in listings]
                 described = await admin.describe_transactions(ids) if ids else []
                 known = any(
-                    d.state in ("Ongoing", "PrepareCommit", "PrepareAbort")
+                    d.state in _OPEN_STATES
                     and d.producer_epoch == state.producer_epoch
                     and tp in set(d.partitions)
                     for d in described

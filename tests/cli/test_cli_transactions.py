@@ -70,7 +70,10 @@ def test_transactional_produce_and_isolated_consume(cli_broker: BrokerProcess) -
         assert described["partitions"] == [{"topic": "t-txn", "partition": 0}]
         assert described["transaction_start_time_ms"] > 0
         text = josefk(cli_broker, "transactions", "describe", "cli-open").stdout
-        assert "Ongoing" in text and "t-txn" in text
+        assert "Ongoing" in text and "t-txn" in text and "open for" in text
+        # An ended transaction is not "open for" anything: its last one began some time ago.
+        ended = josefk(cli_broker, "transactions", "describe", "cli-loader").stdout
+        assert "CompleteCommit" in ended and "last began" in ended and "open for" not in ended
         active = josefk(cli_broker, "transactions", "producers", "t-txn", "--json").json()
         open_start = [p["current_transaction_start_offset"] for p in active]
         assert 8 in open_start  # "pending" went to offset 8, after 5 records and 3 markers
