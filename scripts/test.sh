@@ -12,7 +12,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # compiler and Python headers (josefk's optional C decoder, whose tests must not skip), a
 # Java runtime (PySpark's local mode), iproute2 (network namespaces for the partition test),
 # openssl (test certificates), prometheus (the dashboards' test), chromium with its driver (the
-# web console's browser tests) and debootstrap (the container tests' base image).
+# web console's browser tests), Go with sarama's sources (a Go client's tests) and debootstrap
+# (the container tests' base image).
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
@@ -27,6 +28,10 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # openssl: the TLS tests and the security benchmark make their CA and certificates with it,
 # as the README tells users to.
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# golang-go and sarama's sources: tests/integration/test_sarama.py builds a Go client program
+# in GOPATH mode from Debian's packaged sources (nothing is downloaded).
+command -v go >/dev/null 2>&1 || missing+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/Shopify/sarama ] || missing+=(golang-github-shopify-sarama-dev)
 # chromium and chromium-driver: the web console's tests drive a real headless browser.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
