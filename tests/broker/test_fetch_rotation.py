@@ -99,7 +99,8 @@ class WireLeader:
         header = RequestHeader(
             request_api_key=api_key, request_api_version=version, correlation_id=7, client_id="t"
         )
-        header, decoded = decode_request(encode_request(header, body)[4:])
+        # A writable frame, as the network layer receives one (a Produce appends in place).
+        header, decoded = decode_request(memoryview(bytearray(encode_request(header, body)))[4:])
         context = RequestContext(
             broker=self.broker,  # type: ignore[arg-type]
             header=header,

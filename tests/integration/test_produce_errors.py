@@ -73,9 +73,14 @@ class PartitionData:
     records: bytes
 
 
-def produce_v3(correlation_id: int, acks: int, data: Sequence[PartitionData]) -> bytes:
+def produce_v3(
+    correlation_id: int, acks: int, data: Sequence[PartitionData], version: int = 3
+) -> bytes:
+    """A Produce request of ``version`` 3 to 8, whose requests are laid out alike (v7 is the
+    first that may carry zstd, KIP-110)."""
+    assert 3 <= version <= 8
     client_id = b"josefk-produce-errors"
-    body = struct.pack(">hhih", 0, 3, correlation_id, len(client_id)) + client_id
+    body = struct.pack(">hhih", 0, version, correlation_id, len(client_id)) + client_id
     body += struct.pack(">hhi", -1, acks, 10_000)  # no transactional id, acks, timeout
     by_topic: dict[str, list[PartitionData]] = {}
     for item in data:
@@ -89,8 +94,12 @@ def produce_v3(correlation_id: int, acks: int, data: Sequence[PartitionData]) ->
     return struct.pack(">i", len(body)) + body
 
 
-def parse_produce_v3_response(body: bytes) -> dict[tuple[str, int], tuple[int, int]]:
-    """-> {(topic, partition): (error_code, base_offset)}"""
+def parse_produce_v3_response(
+    body: bytes, version: int = 3
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """-> {(topic, partition): (error_code, base_offset)}; ``version`` 3 to 7 (v5 added each
+    partition's log start offset)."""
+    assert 3 <= version <= 7
     pos = 4  # correlation id
     out = {}
     (topics,) = struct.unpack_from(">i", body, pos)
@@ -104,17 +113,17 @@ def parse_produce_v3_response(body: bytes) -> dict[tuple[str, int], tuple[int, i
         pos += 4
         for _ in range(partitions):
             index, error_code, base_offset, _append_time = struct.unpack_from(">ihqq", body, pos)
-            pos += 22
+            pos += 22 if version < 5 else 30
             out[(name, index)] = (error_code, base_offset)
     return out
 
 
 async def send_produce(
-    broker: BrokerProcess, data: Sequence[PartitionData], *, acks: int = -1
+    broker: BrokerProcess, data: Sequence[PartitionData], *, acks: int = -1, version: int = 3
 ) -> dict[tuple[str, int], tuple[int, int]]:
     reader, writer = await asyncio.open_connection(broker.host, broker.port)
     try:
-        writer.write(produce_v3(77, acks, data))
+        writer.write(produce_v3(77, acks, data, version))
         await writer.drain()
         (size,) = struct.unpack(
             ">i", await asyncio.wait_for(reader.readexactly(4), CLIENT_TIMEOUT_S)
@@ -123,7 +132,7 @@ async def send_produce(
     finally:
         writer.close()
     assert struct.unpack_from(">i", body)[0] == 77
-    return parse_produce_v3_response(body)
+    return parse_produce_v3_response(body, version)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,10 @@ from a follower (replica id >= 0, or the replica state of v15+) reads up to
 the log end offset and counts as that follower's progress.
 
 With an authorizer a consumer needs READ on each topic, a follower CLUSTER_ACTION on the
-cluster; a partition refused is TOPIC_AUTHORIZATION_FAILED (decided once per topic).
+cluster; a partition refused is TOPIC_AUTHORIZATION_FAILED (decided once per topic). A fetch
+before v10 cannot read zstd (KIP-110): a partition whose answer would hold a zstd batch
+answers UNSUPPORTED_COMPRESSION_TYPE instead (its batch headers are read for that, in those
+versions only).
 
 Fetch sessions (KIP-227, v7+; the cache and its epochs are josefk.broker.fetch_session): a
 full fetch with epoch 0 creates a session and its answer carries the id; an incremental fetch
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -66,6 +70,14 @@ from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import FetchRequest, FetchResponse
 from josefk.protocol.types import ZERO_UUID
+from josefk.records.batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    Compression,
+)
+from josefk.storage.file_records import FileSlice
 from josefk.storage.offsets import AbortedTxn, FetchIsolation
 
 Response = FetchResponse
@@ -237,6 +249,8 @@ async def _read(
                     elif incremental and not changed:
                         continue
             data = _partition_data(item.index, outcome)
+            if version < _FIRST_ZSTD_VERSION and data.records and _holds_zstd(data.records):
+                data = _error_entry(item.index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
         kept.append(item)
         answers.append(data)
         if metrics is not None:
@@ -556,6 +570,40 @@ def _partition_data(index: int, outcome: FetchOutcome) -> FetchResponse.Partitio
         # decoding gives (bytes or a memoryview).
         records=cast("bytes | None", read.info.records) if size else b"",
     )
+
+
+# KIP-110: a fetch before v10 cannot carry a zstd batch; the partition answers an error.
+_FIRST_ZSTD_VERSION = 10
+_HEADER_PREFIX = ATTRIBUTES_OFFSET + 2
+
+
+def _holds_zstd(records: object) -> bool:
+    """Whether a batch of ``records`` (a slice of a .log file, or bytes) is zstd-compressed:
+    reads each batch's length and attributes only. For fetches before v10, which only
+    clients older than Kafka 2.1's send."""
+    if isinstance(records, FileSlice):
+        base, fd = records.position, records.fd
+
+        def read(position: int) -> bytes | memoryview:
+            return os.pread(fd, _HEADER_PREFIX, base + position)
+
+    else:
+        view = memoryview(cast(bytes, records))
+
+        def read(position: int) -> bytes | memoryview:
+            return view[position : position + _HEADER_PREFIX]
+
+    size = len(cast(bytes, records))
+    position = 0
+    while position + _HEADER_PREFIX <= size:
+        head = read(position)
+        if len(head) < _HEADER_PREFIX:
+            break
+        if head[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK == Compression.ZSTD:
+            return True
+        length = int.from_bytes(head[BATCH_LENGTH_OFFSET : BATCH_LENGTH_OFFSET + 4], "big")
+        position += LOG_OVERHEAD + length
+    return False
 
 
 def _error_entry(

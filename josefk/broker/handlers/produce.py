@@ -14,7 +14,8 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition of a request holding t
 batches but no transactional id or one the principal may not WRITE (Kafka's check: a producer that did not say which transaction
 it belongs to may not write transactional data), INVALID_TXN_STATE for a producer's plain
 batch while its transaction is open, INVALID_RECORD for a control batch (markers are the
-transaction coordinator's). A partition refused because of some of its records (records
+transaction coordinator's), UNSUPPORTED_COMPRESSION_TYPE for a zstd batch in a request
+before v7 (KIP-110: zstd came with v7). A partition refused because of some of its records (records
 without a key on a compacted topic: INVALID_RECORD; timestamps out of range: INVALID_TIMESTAMP)
 names them in v8+'s ``record_errors`` with the validator's ``error_message`` (KIP-467).
 With an authorizer, a topic the principal may not WRITE is TOPIC_AUTHORIZATION_FAILED for each of its partitions, decided once per topic; without one
@@ -44,7 +45,13 @@ from josefk.protocol.api import ApiKey
 from josefk.protocol.compiler import fast_constructor
 from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import ProduceRequest, ProduceResponse
-from josefk.records.batch import TRANSACTIONAL_BIT, peek_attributes, peek_producer
+from josefk.records.batch import (
+    COMPRESSION_MASK,
+    TRANSACTIONAL_BIT,
+    Compression,
+    peek_attributes,
+    peek_producer,
+)
 
 Response = ProduceResponse
 TopicResponse = Response.TopicProduceResponse
@@ -54,6 +61,8 @@ PartitionResponse = TopicResponse.PartitionProduceResponse
 _new_partition_response = fast_constructor(PartitionResponse)
 
 _VALID_ACKS = (-1, 0, 1)
+# KIP-110: zstd came with Produce v7; an older request may not carry a zstd batch.
+_FIRST_ZSTD_VERSION = 7
 
 
 @handles(ApiKey.PRODUCE)
@@ -62,6 +71,7 @@ def handle_produce(
 ) -> Reply[ProduceResponse | NoResponse]:
     acks = request.acks
     replicas = context.broker.replica_manager
+    zstd_refused = context.api_version < _FIRST_ZSTD_VERSION
     entries: list[tuple[TopicPartition, memoryview]] = []
     refused: dict[tuple[str, int], ErrorCode] = {}
     writable = (
@@ -88,6 +98,11 @@ def handle_produce(
                 # Decoded records are a memoryview of the frame; bytes only where a caller
                 # built the request by hand.
                 view = records if isinstance(records, memoryview) else memoryview(records)
+                if zstd_refused and peek_attributes(view) & COMPRESSION_MASK == Compression.ZSTD:
+                    # As Kafka's ProduceRequest.validateRecords: the partition's error, not
+                    # a closed connection (KAFKA-7549).
+                    refused[(topic.name, data.index)] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+                    continue
                 entries.append((TopicPartition(topic.name, data.index), view))
     if (
         request.transactional_id is None

@@ -116,6 +116,10 @@ func produce(brokers []string, s spec) (interface{}, error) {
 		batch = append(batch, pm)
 	}
 	if err := p.SendMessages(batch); err != nil {
+		if failed, ok := err.(sarama.ProducerErrors); ok && len(failed) > 0 {
+			// The broker's own error, not only how many messages it concerns.
+			return nil, fmt.Errorf("%v: %v", err, failed[0].Err)
+		}
 		return nil, err
 	}
 	out := make([]message, len(batch))
