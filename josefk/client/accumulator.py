@@ -89,6 +89,7 @@ class ProducerBatch:
         "data",
         "deadline",
         "done_at",
+        "limit",
         "linger_until",
         "outcome",
         "partition",
@@ -129,6 +130,9 @@ class ProducerBatch:
         self.record_count = 0
         self.size = 0
         self.buffered = 0
+        # Bytes at which it closes: batch_size, or more while a request of its partition is
+        # in flight (RecordAccumulator.full).
+        self.limit = 0
         self.attempts = 0
         self.deadline = deadline
         self.base_sequence = base_sequence
@@ -414,6 +418,14 @@ class RecordAccumulator:
         on_close: Callable[[ProducerBatch], None],
     ) -> None:
         self.batch_size = batch_size
+        # What an open batch may grow to while a request of its partition is in flight:
+        # a Produce request carries one batch per partition (Kafka refuses more since v3),
+        # so a partition keeps up with its records by sending a larger batch per round trip,
+        # not several. Set by the producer (max_request_size, capped below the default
+        # max.message.bytes), never below batch_size.
+        self.grown_batch_size = batch_size
+        # The partitions with a Produce request in flight: the sender's set, shared.
+        self.in_flight: set[TopicPartition] = set()
         self.buffer_memory = buffer_memory
         self.linger_s = linger_ms / 1000
         self.delivery_timeout_s = delivery_timeout_ms / 1000
@@ -483,8 +495,7 @@ class RecordAccumulator:
             if batch is None:
                 batch = self._new_batch(TopicPartition(topic, partition))
             self._last = batch
-        if batch.buffered + size > self.batch_size and batch.record_count:
-            self.close_batch(batch)
+        if batch.buffered + size > batch.limit and batch.record_count and self.full(batch, size):
             batch = self._last = self._new_batch(batch.tp)
         index = batch.record_count
         # One C call encodes the record and keeps its timestamp and send time; the
@@ -495,8 +506,8 @@ class RecordAccumulator:
         batch.record_count = index + 1
         batch.buffered += size
         self.buffered_bytes += size
-        if batch.buffered >= self.batch_size:
-            self.close_batch(batch)
+        if batch.buffered >= batch.limit:
+            self.full(batch, 0)
         if self.buffered_bytes >= self.buffer_memory:
             self.space.clear()
             self.accepting = False
@@ -506,6 +517,29 @@ class RecordAccumulator:
         handle._batch = batch
         handle._index = index
         return handle
+
+    def full(self, batch: ProducerBatch, size: int) -> bool:
+        """``batch`` reached its limit (with ``size`` more bytes to come): closed, True; or,
+        while a request of its partition is in flight and nothing of it waits closed, left
+        open to grow up to ``grown_batch_size``, False (closed when the request is answered:
+        ``close_grown``)."""
+        if (
+            batch.limit < self.grown_batch_size
+            and batch.buffered + size < self.grown_batch_size
+            and batch.tp in self.in_flight
+            and not self.ready.get(batch.tp)
+        ):
+            batch.limit = self.grown_batch_size
+            return False
+        self.close_batch(batch)
+        return True
+
+    def close_grown(self, tp: TopicPartition) -> None:
+        """The request in flight for ``tp`` was answered: its open batch, if it is past
+        batch_size, goes now rather than at its linger."""
+        batch = self.open.get(tp)
+        if batch is not None and batch.buffered >= self.batch_size:
+            self.close_batch(batch)
 
     def _new_batch(self, tp: TopicPartition) -> ProducerBatch:
         base_sequence = NO_SEQUENCE
@@ -527,6 +561,7 @@ class RecordAccumulator:
         create_future = self._create_future
         assert create_future is not None
         batch = ProducerBatch(tp, builder, deadline, base_sequence, create_future)
+        batch.limit = self.batch_size
         batch.linger_until = loop.time() + self.linger_s
         # Never already in ``open`` (append closed and removed its predecessor): inserted
         # last, so ``open`` stays in the order the batches opened, which the sweep needs.

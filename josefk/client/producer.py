@@ -92,6 +92,11 @@ from josefk.records import Compression
 log = logging.getLogger("josefk.client.producer")
 
 _RECORD_OVERHEAD: Final = 12  # typical varints and attributes of one v2 record
+# What a partition's batch may grow to while a request of it is in flight (see
+# RecordAccumulator.full): librdkafka's batch.size default, under a topic's default
+# max.message.bytes; and the room a request's own fields take besides one batch.
+_GROWN_BATCH_CAP: Final = 1_000_000
+_REQUEST_OVERHEAD: Final = 1024
 _INT32_MAX: Final = 0x7FFFFFFF
 _time_ns = time.time_ns
 
@@ -207,6 +212,10 @@ class AIOProducer:
             transactional=self._txn is not None,
             on_open=self._batch_opened,
             on_close=self._batch_closed,
+        )
+        # Below a topic's default max.message.bytes (1 MB + 12) and the request's own limit.
+        self._accumulator.grown_batch_size = max(
+            config.batch_size, min(config.max_request_size - _REQUEST_OVERHEAD, _GROWN_BATCH_CAP)
         )
         self._sender = Sender(
             self._client,

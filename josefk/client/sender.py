@@ -149,6 +149,8 @@ class Sender:
         self._txn = txn
         self.metrics = SenderMetrics()
         self._busy_partitions: set[TopicPartition] = set()
+        # The accumulator grows a busy partition's open batch instead of queueing another.
+        accumulator.in_flight = self._busy_partitions
         self._retry_after: dict[TopicPartition, float] = {}
         # The leader each backed-off partition failed on.
         self._retry_leader: dict[TopicPartition, int | None] = {}
@@ -317,11 +319,11 @@ class Sender:
                     leader_requests = requests[leader] = []
                 leader_requests.append({})
                 size = 0
+            # One batch per partition and request: Kafka refuses more since Produce v3
+            # (ProduceRequest.validateRecords); the next waits for this one's answer, and
+            # meanwhile the accumulator grows the partition's open batch (``full``).
             taken = [queue.popleft()]
             size += taken[0].size
-            while queue and size + queue[0].size <= max_request_size:
-                size += queue[0].size
-                taken.append(queue.popleft())
             leader_requests[-1][tp] = taken
             request_size[leader] = size
             served.append(tp)
@@ -466,6 +468,8 @@ class Sender:
         finally:
             self._node_in_flight[node_id] -= 1
             self._busy_partitions.difference_update(batches)
+            for tp in batches:
+                accumulator.close_grown(tp)
             self.in_flight_done.set()
             if not self._stopped:
                 self._drain_safely()

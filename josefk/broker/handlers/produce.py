@@ -15,7 +15,9 @@ batches but no transactional id or one the principal may not WRITE (Kafka's chec
 it belongs to may not write transactional data), INVALID_TXN_STATE for a producer's plain
 batch while its transaction is open, INVALID_RECORD for a control batch (markers are the
 transaction coordinator's), UNSUPPORTED_COMPRESSION_TYPE for a zstd batch in a request
-before v7 (KIP-110: zstd came with v7). A partition refused because of some of its records (records
+before v7 (KIP-110: zstd came with v7), INVALID_RECORD for a partition given more than one
+batch (Kafka takes exactly one per partition since v3). A partition refused because of some
+of its records (records
 without a key on a compacted topic: INVALID_RECORD; timestamps out of range: INVALID_TIMESTAMP)
 names them in v8+'s ``record_errors`` with the validator's ``error_message`` (KIP-467).
 With an authorizer, a topic the principal may not WRITE is TOPIC_AUTHORIZATION_FAILED for each of its partitions, decided once per topic; without one
@@ -50,8 +52,10 @@ from josefk.records.batch import (
     TRANSACTIONAL_BIT,
     Compression,
     peek_attributes,
+    peek_batch_size,
     peek_producer,
 )
+from josefk.records.errors import CorruptRecordError
 
 Response = ProduceResponse
 TopicResponse = Response.TopicProduceResponse
@@ -102,6 +106,15 @@ def handle_produce(
                     # As Kafka's ProduceRequest.validateRecords: the partition's error, not
                     # a closed connection (KAFKA-7549).
                     refused[(topic.name, data.index)] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+                    continue
+                try:
+                    first = peek_batch_size(view)
+                except CorruptRecordError:
+                    first = None  # the log's validation refuses it, as CORRUPT_MESSAGE
+                if first is not None and len(view) > first:
+                    # More than one batch: Kafka refuses that since Produce v3 (every
+                    # version it still takes), ProduceRequest.validateRecords.
+                    refused[(topic.name, data.index)] = ErrorCode.INVALID_RECORD
                     continue
                 entries.append((TopicPartition(topic.name, data.index), view))
     if (

@@ -1,4 +1,10 @@
-"""KIP-110: zstd came with Produce v7 and Fetch v10. A Produce request of an older version
+"""What Kafka's ProduceRequest.validateRecords and its Fetch answer ask of a request's
+version, as josefk answers it.
+
+One batch per partition: since Produce v3 (every version Kafka 4 still takes) a partition
+carries exactly one batch; more is INVALID_RECORD for that partition, nothing of it appended.
+
+KIP-110: zstd came with Produce v7 and Fetch v10. A Produce request of an older version
 whose batch is zstd-compressed is refused with UNSUPPORTED_COMPRESSION_TYPE for that partition
 (Kafka's ProduceRequest.validateRecords; an answer, not a closed connection: KAFKA-7549),
 and a Fetch of an older version answers that error for a partition whose records hold a zstd
@@ -133,3 +139,15 @@ async def test_a_fetch_before_v10_is_refused_when_any_batch_it_would_carry_is_zs
     assert (await produce(wire, "zstd", batch(Compression.ZSTD), 7)).error_code == 0
     refused = await fetch(wire, "zstd", 9)
     assert refused.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+async def test_a_partition_given_two_batches_is_refused_and_nothing_of_it_appended(
+    wire: WireLeader,
+) -> None:
+    two = batch(Compression.NONE) + batch(Compression.NONE)
+    for version in (3, 9):
+        answer = await produce(wire, "gzip", two, version)
+        assert answer.error_code == ErrorCode.INVALID_RECORD
+    assert (await fetch(wire, "gzip", 12)).high_watermark == 0
+    one = await produce(wire, "gzip", batch(Compression.NONE), 9)
+    assert one.error_code == ErrorCode.NONE and one.base_offset == 0
