@@ -1,8 +1,9 @@
 """What Kafka's ProduceRequest.validateRecords and its Fetch answer ask of a request's
 version, as josefk answers it.
 
-One batch per partition: since Produce v3 (every version Kafka 4 still takes) a partition
-carries exactly one batch; more is INVALID_RECORD for that partition, nothing of it appended.
+One v2 batch per partition: since Produce v3 (every version Kafka 4 still takes) a partition
+carries exactly one batch, of the v2 format; more, or a message set of magic 0 or 1, is
+INVALID_RECORD for that partition, nothing of it appended.
 
 KIP-110: zstd came with Produce v7 and Fetch v10. A Produce request of an older version
 whose batch is zstd-compressed is refused with UNSUPPORTED_COMPRESSION_TYPE for that partition
@@ -151,3 +152,13 @@ async def test_a_partition_given_two_batches_is_refused_and_nothing_of_it_append
     assert (await fetch(wire, "gzip", 12)).high_watermark == 0
     one = await produce(wire, "gzip", batch(Compression.NONE), 9)
     assert one.error_code == ErrorCode.NONE and one.base_offset == 0
+
+
+async def test_a_message_set_of_an_old_format_is_invalid_not_corrupt(wire: WireLeader) -> None:
+    """A magic 0 or 1 message set is INVALID_RECORD (a client gives up), not CORRUPT_MESSAGE
+    (which clients retry): Kafka takes only v2 batches since Produce v3."""
+    old = bytearray(batch(Compression.NONE))
+    old[16] = 1  # the magic byte (the CRC does not cover it)
+    answer = await produce(wire, "gzip", bytes(old), 9)
+    assert answer.error_code == ErrorCode.INVALID_RECORD
+    assert (await fetch(wire, "gzip", 12)).high_watermark == 0

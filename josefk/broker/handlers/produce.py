@@ -16,7 +16,8 @@ it belongs to may not write transactional data), INVALID_TXN_STATE for a produce
 batch while its transaction is open, INVALID_RECORD for a control batch (markers are the
 transaction coordinator's), UNSUPPORTED_COMPRESSION_TYPE for a zstd batch in a request
 before v7 (KIP-110: zstd came with v7), INVALID_RECORD for a partition given more than one
-batch (Kafka takes exactly one per partition since v3). A partition refused because of some
+batch or a batch of the old formats (Kafka takes exactly one v2 batch per partition since
+v3). A partition refused because of some
 of its records (records
 without a key on a compacted topic: INVALID_RECORD; timestamps out of range: INVALID_TIMESTAMP)
 names them in v8+'s ``record_errors`` with the validator's ``error_message`` (KIP-467).
@@ -49,6 +50,8 @@ from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import ProduceRequest, ProduceResponse
 from josefk.records.batch import (
     COMPRESSION_MASK,
+    MAGIC,
+    MAGIC_OFFSET,
     TRANSACTIONAL_BIT,
     Compression,
     peek_attributes,
@@ -111,9 +114,11 @@ def handle_produce(
                     first = peek_batch_size(view)
                 except CorruptRecordError:
                     first = None  # the log's validation refuses it, as CORRUPT_MESSAGE
-                if first is not None and len(view) > first:
-                    # More than one batch: Kafka refuses that since Produce v3 (every
-                    # version it still takes), ProduceRequest.validateRecords.
+                if first is not None and (len(view) > first or view[MAGIC_OFFSET] != MAGIC):
+                    # More than one batch, or a message set of the old formats (magic 0
+                    # or 1): Kafka refuses both since Produce v3 (every version it still
+                    # takes), ProduceRequest.validateRecords. Not CORRUPT_MESSAGE, which
+                    # clients retry.
                     refused[(topic.name, data.index)] = ErrorCode.INVALID_RECORD
                     continue
                 entries.append((TopicPartition(topic.name, data.index), view))
