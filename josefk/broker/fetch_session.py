@@ -150,9 +150,7 @@ class QuietWatch:
     def set_result(self, result: None, /) -> None:
         self.cached.quiet = None
         self.session.news = True
-        parked = self.session.parked
-        if parked is not None and not parked.done():
-            parked.set_result(None)
+        self.session.wake()
 
     def release(self) -> None:
         if self.cancel is not None:
@@ -236,6 +234,10 @@ class FetchSession:
         for cached in self._partitions.values():
             if cached.watch is not None:
                 cached.watch.release()
+        self.wake()
+
+    def wake(self) -> None:
+        """End the wait of the fetch parked on this session, if one is."""
         parked = self.parked
         if parked is not None and not parked.done():
             parked.set_result(None)

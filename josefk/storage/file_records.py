@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from josefk.records.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH, RecordBatch
+from josefk.records.batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    RecordBatch,
+)
 from josefk.records.errors import RecordsError
 from josefk.records.record import iter_records
 from josefk.storage.errors import CorruptRecordsError, KafkaStorageError, StorageError
@@ -67,6 +74,21 @@ class FileSlice:
 
     def __len__(self) -> int:
         return self.size
+
+    def uses_codec(self, codec: int) -> bool:
+        """Whether a whole batch of the slice is compressed with ``codec``: reads each
+        batch's length and attributes only (a fetch before v10 may not carry zstd)."""
+        header = ATTRIBUTES_OFFSET + 2
+        position = 0
+        while position + header <= self.size:
+            head = os.pread(self.fd, header, self.position + position)
+            if len(head) < header:
+                break
+            if head[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK == codec:
+                return True
+            length = int.from_bytes(head[BATCH_LENGTH_OFFSET : BATCH_LENGTH_OFFSET + 4], "big")
+            position += LOG_OVERHEAD + length
+        return False
 
 
 class FileBatch(NamedTuple):

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -70,14 +69,7 @@ from josefk.protocol.api import ApiKey
 from josefk.protocol.errors import ErrorCode
 from josefk.protocol.message_types import FetchRequest, FetchResponse
 from josefk.protocol.types import ZERO_UUID
-from josefk.records.batch import (
-    ATTRIBUTES_OFFSET,
-    BATCH_LENGTH_OFFSET,
-    COMPRESSION_MASK,
-    LOG_OVERHEAD,
-    Compression,
-)
-from josefk.storage.file_records import FileSlice
+from josefk.records.batch import Compression
 from josefk.storage.offsets import AbortedTxn, FetchIsolation
 
 Response = FetchResponse
@@ -249,7 +241,7 @@ async def _read(
                     elif incremental and not changed:
                         continue
             data = _partition_data(item.index, outcome)
-            if version < _FIRST_ZSTD_VERSION and data.records and _holds_zstd(data.records):
+            if version < _FIRST_ZSTD_VERSION and _holds_zstd(outcome):
                 data = _error_entry(item.index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
         kept.append(item)
         answers.append(data)
@@ -574,36 +566,13 @@ def _partition_data(index: int, outcome: FetchOutcome) -> FetchResponse.Partitio
 
 # KIP-110: a fetch before v10 cannot carry a zstd batch; the partition answers an error.
 _FIRST_ZSTD_VERSION = 10
-_HEADER_PREFIX = ATTRIBUTES_OFFSET + 2
 
 
-def _holds_zstd(records: object) -> bool:
-    """Whether a batch of ``records`` (a slice of a .log file, or bytes) is zstd-compressed:
-    reads each batch's length and attributes only. For fetches before v10, which only
-    clients older than Kafka 2.1's send."""
-    if isinstance(records, FileSlice):
-        base, fd = records.position, records.fd
-
-        def read(position: int) -> bytes | memoryview:
-            return os.pread(fd, _HEADER_PREFIX, base + position)
-
-    else:
-        view = memoryview(cast(bytes, records))
-
-        def read(position: int) -> bytes | memoryview:
-            return view[position : position + _HEADER_PREFIX]
-
-    size = len(cast(bytes, records))
-    position = 0
-    while position + _HEADER_PREFIX <= size:
-        head = read(position)
-        if len(head) < _HEADER_PREFIX:
-            break
-        if head[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK == Compression.ZSTD:
-            return True
-        length = int.from_bytes(head[BATCH_LENGTH_OFFSET : BATCH_LENGTH_OFFSET + 4], "big")
-        position += LOG_OVERHEAD + length
-    return False
+def _holds_zstd(outcome: FetchOutcome) -> bool:
+    """Whether the records ``outcome`` read hold a zstd batch (for fetches before v10, which
+    only clients older than Kafka 2.1's send)."""
+    records = outcome.read.info.records if outcome.read is not None else None
+    return records is not None and records.uses_codec(Compression.ZSTD)
 
 
 def _error_entry(

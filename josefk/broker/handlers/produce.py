@@ -17,9 +17,8 @@ batch while its transaction is open, INVALID_RECORD for a control batch (markers
 transaction coordinator's), UNSUPPORTED_COMPRESSION_TYPE for a zstd batch in a request
 before v7 (KIP-110: zstd came with v7), INVALID_RECORD for a partition given more than one
 batch or a batch of the old formats (Kafka takes exactly one v2 batch per partition since
-v3). A partition refused because of some
-of its records (records
-without a key on a compacted topic: INVALID_RECORD; timestamps out of range: INVALID_TIMESTAMP)
+v3). A partition refused because of some of its records (records without a key on a
+compacted topic: INVALID_RECORD; timestamps out of range: INVALID_TIMESTAMP)
 names them in v8+'s ``record_errors`` with the validator's ``error_message`` (KIP-467).
 With an authorizer, a topic the principal may not WRITE is TOPIC_AUTHORIZATION_FAILED for each of its partitions, decided once per topic; without one
 nothing is asked.
