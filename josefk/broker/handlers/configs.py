@@ -22,6 +22,10 @@ otherwise (GROUP_CONFIG), altered with IncrementalAlterConfigs SET/DELETE within
 ``group-configs.json``, by a cluster in etcd (``josefk.broker.group.group_configs``). Authorization as Kafka's: DESCRIBE_CONFIGS /
 ALTER_CONFIGS on the group (GROUP_AUTHORIZATION_FAILED).
 
+Before anything else, as Kafka's ConfigAdminManager: a resource named twice in one alter
+request is INVALID_REQUEST at each place (none is altered), and so is a resource naming a key
+twice.
+
 Authorization (``_denied``): DESCRIBE_CONFIGS to describe, ALTER_CONFIGS to alter, on the
 topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker resource, on the cluster
 (CLUSTER_AUTHORIZATION_FAILED), per resource.
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from josefk.broker.catalog import internal_topic_refusal, is_internal_topic
@@ -208,10 +212,13 @@ def _describe_entry(
 async def handle_alter_configs(
     context: RequestContext, request: AlterConfigsRequest
 ) -> AlterConfigsResponse:
+    duplicated = _named_more_than_once(request.resources)
     results = []
     for resource in request.resources:
         message: str | None
-        if denied := _denied(context, resource, AclOperation.ALTER_CONFIGS):
+        if malformed := _malformed(resource, duplicated):
+            error, message = ErrorCode.INVALID_REQUEST, malformed
+        elif denied := _denied(context, resource, AclOperation.ALTER_CONFIGS):
             error, message = denied, denied.message
         elif resource.resource_type == ResourceType.BROKER:
             error, message = await _alter_broker(
@@ -242,10 +249,13 @@ async def handle_alter_configs(
 async def handle_incremental_alter_configs(
     context: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
+    duplicated = _named_more_than_once(request.resources)
     results = []
     for resource in request.resources:
         message: str | None
-        if denied := _denied(context, resource, AclOperation.ALTER_CONFIGS):
+        if malformed := _malformed(resource, duplicated):
+            error, message = ErrorCode.INVALID_REQUEST, malformed
+        elif denied := _denied(context, resource, AclOperation.ALTER_CONFIGS):
             error, message = denied, denied.message
         elif resource.resource_type == ResourceType.BROKER:
             error, message = await _alter_broker(
@@ -270,6 +280,28 @@ async def handle_incremental_alter_configs(
             )
         )
     return IncrementalResponse(responses=results)
+
+
+class _AlteredResource(_Resource, Protocol):
+    @property
+    def configs(self) -> Sequence[AlterResource.AlterableConfig | IncrementalChange]: ...
+
+
+def _named_more_than_once(resources: Iterable[_Resource]) -> set[tuple[int, str]]:
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    return {resource for resource, count in counts.items() if count > 1}
+
+
+def _malformed(resource: _AlteredResource, duplicated: set[tuple[int, str]]) -> str | None:
+    """Kafka's checks of an alter request's resource before its type, ACLs or configs are
+    looked at: INVALID_REQUEST, with this message, for every place of a resource named more
+    than once (none of them is altered) and for a resource that names a key twice."""
+    if (resource.resource_type, resource.resource_name) in duplicated:
+        return "Each resource must appear at most once."
+    names = [c.name for c in resource.configs]
+    if len(set(names)) < len(names):
+        return "Error due to duplicate config keys"
+    return None
 
 
 def _this_broker(context: RequestContext, resource: _Resource) -> tuple[ErrorCode, str | None]:
@@ -408,9 +440,6 @@ async def _alter_broker(
         return ErrorCode.INVALID_REQUEST, "this broker takes no dynamic configuration"
     names = [c.name for c in resource.configs]
     try:
-        duplicated = sorted(name for name, count in Counter(names).items() if count > 1)
-        if duplicated:
-            raise InvalidBrokerConfigRequest("Error due to duplicate config keys")
         await dynamic.alter(
             resource.resource_name, edit, touched=set(names), validate_only=validate_only
         )

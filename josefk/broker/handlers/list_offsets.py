@@ -6,10 +6,13 @@ timestamp (KIP-734), -4 earliest local and -5 earliest tiered (both the log star
 keeps every segment locally). A timestamp no record reaches answers offset -1. A special
 timestamp asked with a version older than the one that defined it, or a negative timestamp
 that is none of these, answers UNSUPPORTED_VERSION (Kafka's check, before the partition is
-looked up).
+looked up). A partition asked for more than once is INVALID_REQUEST at each place it is asked
+(after the ACL check), as Kafka answers.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from josefk.broker.context import RequestContext
 from josefk.broker.errors import error_code_for
@@ -41,6 +44,11 @@ def handle_list_offsets(
 ) -> ListOffsetsResponse:
     replicas = context.broker.replica_manager
     read_committed = context.api_version >= 2 and request.isolation_level == _READ_COMMITTED
+    asked = Counter(
+        (topic.name, wanted.partition_index)
+        for topic in request.topics
+        for wanted in topic.partitions
+    )
     topics = []
     for topic in request.topics:
         partitions = []
@@ -56,6 +64,8 @@ def handle_list_offsets(
             partition = replicas.get_partition(topic.name, wanted.partition_index)
             if not described:
                 entry = _with_error(entry, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif asked[topic.name, wanted.partition_index] > 1:
+                entry = _with_error(entry, ErrorCode.INVALID_REQUEST)
             elif wanted.timestamp < 0 and context.api_version < _SPECIAL_SINCE.get(
                 wanted.timestamp, 2**31
             ):

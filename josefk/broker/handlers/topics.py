@@ -7,6 +7,9 @@ the catalog and logs of this broker, in a cluster the controller (a broker that 
 controller answers NOT_CONTROLLER). The admin checks the rest in Kafka's order, existence
 first, and its errors become each topic's error code (``error_code_for``) with a message.
 
+- A topic named (or, in DeleteTopics, identified) more than once in a request is answered
+  once, INVALID_REQUEST "Duplicate topic name." (or id), and left alone, as Kafka's
+  controller answers CreateTopics, DeleteTopics and CreatePartitions.
 - Internal topics (``is_internal_topic``) cannot be created by a client (the broker makes
   them with the configs they need), deleted or given partitions: INVALID_TOPIC_EXCEPTION
   with a message saying why.
@@ -31,6 +34,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Hashable, Iterable
 
 from josefk.broker.catalog import (
     InvalidTopicError,
@@ -89,6 +93,16 @@ def _error_of(exc: Exception) -> tuple[ErrorCode, str]:
 # (validate-only too): POLICY_VIOLATION for every topic of it.
 MAX_PARTITIONS_PER_REQUEST = 10_000
 _EXCESSIVE = "Excessively large number of partitions per request."
+
+
+_DUPLICATE_NAME = "Duplicate topic name."
+
+
+def _named_more_than_once(names: Iterable[Hashable]) -> dict[Hashable, bool]:
+    """The names (or ids) a request gives more than once, each mapped to False: Kafka's
+    controller answers such a topic once, INVALID_REQUEST, and does nothing with it; the
+    handlers set True once they have answered it."""
+    return {name: False for name, count in Counter(names).items() if count > 1}
 
 
 def may_on_topic(context: RequestContext, operation: AclOperation, name: str) -> bool:
@@ -178,13 +192,16 @@ async def _create_topics(
 ) -> CreateTopicsResponse:
     broker = context.broker
     admin = broker.topic_admin
-    counts = Counter(topic.name for topic in request.topics)
+    duplicated = _named_more_than_once(topic.name for topic in request.topics)
     results = []
     for topic in request.topics:
         name = topic.name
         try:
-            if counts[name] > 1:
-                raise _Refused(ErrorCode.INVALID_REQUEST, f"topic {name!r} is named twice")
+            if name in duplicated:
+                if duplicated[name]:
+                    continue  # answered at its first place
+                duplicated[name] = True
+                raise _Refused(ErrorCode.INVALID_REQUEST, _DUPLICATE_NAME)
             _authorized(context, AclOperation.CREATE, name)
             validate_topic_name(name)
             new = _new_topic(context, topic)
@@ -238,6 +255,23 @@ async def _create_topics(
 # -- DeleteTopics --------------------------------------------------------------------------
 
 
+_DUPLICATE_ID = "Duplicate topic id."
+
+
+def _has_id(topic_id: uuid.UUID | None) -> bool:
+    return topic_id is not None and topic_id.int != 0
+
+
+def _deletion_key(name: str | None, topic_id: uuid.UUID | None) -> str | uuid.UUID | None:
+    """What a DeleteTopics entry names the topic by: its name or its id; None for an entry
+    giving both or neither, which deletion_refusal refuses on its own."""
+    if name is not None and not _has_id(topic_id):
+        return name
+    if name is None and _has_id(topic_id):
+        return topic_id
+    return None
+
+
 def deletion_refusal(
     context: RequestContext, name: str | None, topic_id: uuid.UUID | None, catalog: TopicCatalog
 ) -> tuple[TopicInfo | None, ErrorCode, str | None]:
@@ -246,7 +280,7 @@ def deletion_refusal(
     together (v6) is INVALID_REQUEST; a name the principal may not DESCRIBE is
     TOPIC_AUTHORIZATION_FAILED whether it exists or not (no existence leak), then an unknown
     topic, then DELETE."""
-    has_id = topic_id is not None and topic_id.int != 0
+    has_id = _has_id(topic_id)
     if name is not None and has_id:
         return None, ErrorCode.INVALID_REQUEST, "You may not give both a topic name and an id."
     if name is None and not has_id:
@@ -279,8 +313,24 @@ async def handle_delete_topics(
     else:
         # Before v6 topics are named; the id is never looked at.
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    duplicated = _named_more_than_once(
+        key for name, topic_id in wanted if (key := _deletion_key(name, topic_id)) is not None
+    )
     results = []
     for name, topic_id in wanted:
+        key = _deletion_key(name, topic_id)
+        if key is not None and key in duplicated:
+            if not duplicated[key]:
+                duplicated[key] = True
+                results.append(
+                    DeleteResult(
+                        name=name,
+                        topic_id=topic_id if _has_id(topic_id) else ZERO_UUID,
+                        error_code=ErrorCode.INVALID_REQUEST,
+                        error_message=_DUPLICATE_NAME if name is not None else _DUPLICATE_ID,
+                    )
+                )
+            continue
         info, error, message = deletion_refusal(context, name, topic_id, catalog)
         if error != ErrorCode.NONE or info is None:
             pass
@@ -340,10 +390,16 @@ async def _create_partitions(
     context: RequestContext, request: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
     admin = context.broker.topic_admin
+    duplicated = _named_more_than_once(topic.name for topic in request.topics)
     results = []
     for topic in request.topics:
         error, message = ErrorCode.NONE, None
         try:
+            if topic.name in duplicated:
+                if duplicated[topic.name]:
+                    continue  # answered at its first place
+                duplicated[topic.name] = True
+                raise _Refused(ErrorCode.INVALID_REQUEST, _DUPLICATE_NAME)
             _authorized(context, AclOperation.ALTER, topic.name)
             if is_internal_topic(topic.name):
                 raise InvalidTopicError(internal_topic_refusal(topic.name, "add partitions to"))
