@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from josefk.broker.catalog import internal_topic_refusal, is_internal_topic
 from josefk.broker.configs import (
@@ -212,74 +212,89 @@ def _describe_entry(
 async def handle_alter_configs(
     context: RequestContext, request: AlterConfigsRequest
 ) -> AlterConfigsResponse:
-    duplicated = _named_more_than_once(request.resources)
-    results = []
-    for resource in request.resources:
-        message: str | None
-        if malformed := _malformed(resource, duplicated):
-            error, message = ErrorCode.INVALID_REQUEST, malformed
-        elif denied := _denied(context, resource, AclOperation.ALTER_CONFIGS):
-            error, message = denied, denied.message
-        elif resource.resource_type == ResourceType.BROKER:
-            error, message = await _alter_broker(
+    async def alter(resource: AlterResource) -> tuple[ErrorCode, str | None]:
+        if resource.resource_type == ResourceType.BROKER:
+            return await _alter_broker(
                 context, resource, _replace_all(resource), request.validate_only
             )
-        elif resource.resource_type == ResourceType.BROKER_LOGGER:
-            error = ErrorCode.INVALID_REQUEST
-            message = (
+        if resource.resource_type == ResourceType.BROKER_LOGGER:
+            return ErrorCode.INVALID_REQUEST, (
                 "AlterConfigs does not support the resource type BROKER_LOGGER: use "
                 "IncrementalAlterConfigs"
             )
-        else:
-            error, message = await _alter_topic(
-                context, resource, _replace_topic_configs(resource), request.validate_only
-            )
-        results.append(
+        return await _alter_topic(
+            context, resource, _replace_topic_configs(resource), request.validate_only
+        )
+
+    return AlterResponse(
+        responses=[
             AlterResult(
                 error_code=error,
                 error_message=message,
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
             )
-        )
-    return AlterResponse(responses=results)
+            for resource, (error, message) in await _alter_each(context, request.resources, alter)
+        ]
+    )
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 async def handle_incremental_alter_configs(
     context: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    duplicated = _named_more_than_once(request.resources)
-    results = []
-    for resource in request.resources:
-        message: str | None
-        if malformed := _malformed(resource, duplicated):
-            error, message = ErrorCode.INVALID_REQUEST, malformed
-        elif denied := _denied(context, resource, AclOperation.ALTER_CONFIGS):
-            error, message = denied, denied.message
-        elif resource.resource_type == ResourceType.BROKER:
-            error, message = await _alter_broker(
+    async def alter(resource: IncrementalResource) -> tuple[ErrorCode, str | None]:
+        if resource.resource_type == ResourceType.BROKER:
+            return await _alter_broker(
                 context, resource, _incremental_edit(context, resource), request.validate_only
             )
-        elif resource.resource_type == ResourceType.GROUP_CONFIG:
-            error, message = await _alter_group(context, resource, request.validate_only)
-        elif resource.resource_type == ResourceType.BROKER_LOGGER:
+        if resource.resource_type == ResourceType.GROUP_CONFIG:
+            return await _alter_group(context, resource, request.validate_only)
+        if resource.resource_type == ResourceType.BROKER_LOGGER:
             error, message = _this_broker(context, resource)
-            if not error:
-                error, message = change_levels(resource.configs, request.validate_only)
-        else:
-            error, message = await _alter_topic(
-                context, resource, _incremental_topic_edit(context, resource), request.validate_only
-            )
-        results.append(
+            if error:
+                return error, message
+            return change_levels(resource.configs, request.validate_only)
+        return await _alter_topic(
+            context, resource, _incremental_topic_edit(context, resource), request.validate_only
+        )
+
+    return IncrementalResponse(
+        responses=[
             IncrementalResult(
                 error_code=error,
                 error_message=message,
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
             )
-        )
-    return IncrementalResponse(responses=results)
+            for resource, (error, message) in await _alter_each(context, request.resources, alter)
+        ]
+    )
+
+
+_R = TypeVar("_R", AlterResource, IncrementalResource)
+
+
+async def _alter_each(
+    context: RequestContext,
+    resources: list[_R],
+    alter: Callable[[_R], Awaitable[tuple[ErrorCode, str | None]]],
+) -> list[tuple[_R, tuple[ErrorCode, str | None]]]:
+    """Each resource of an alter request with its outcome: the request's own checks, in
+    Kafka's order (a resource or key named twice, then ALTER_CONFIGS), then ``alter``, one
+    resource after the other."""
+    duplicated = _named_more_than_once(resources)
+    outcomes = []
+    for resource in resources:
+        outcome: tuple[ErrorCode, str | None]
+        if malformed := _malformed(resource, duplicated):
+            outcome = ErrorCode.INVALID_REQUEST, malformed
+        elif denied := _denied(context, resource, AclOperation.ALTER_CONFIGS):
+            outcome = denied, denied.message
+        else:
+            outcome = await alter(resource)
+        outcomes.append((resource, outcome))
+    return outcomes
 
 
 class _AlteredResource(_Resource, Protocol):
