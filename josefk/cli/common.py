@@ -85,6 +85,7 @@ def bootstrap_option(f: F) -> F:
     return click.option(
         "-b",
         "--bootstrap",
+        "--bootstrap-server",
         metavar="HOST:PORT[,HOST:PORT...]",
         default=None,
         help=f"Broker(s) to bootstrap from (env {BOOTSTRAP_ENV}, default {DEFAULT_BOOTSTRAP}).",

@@ -44,6 +44,7 @@ class _Verbs(click.Group):
 @click.option(
     "-b",
     "--bootstrap",
+    "--bootstrap-server",
     metavar="HOST:PORT[,HOST:PORT...]",
     envvar=BOOTSTRAP_ENV,
     help=f"Broker(s) the client verbs talk to (env {BOOTSTRAP_ENV}, default {DEFAULT_BOOTSTRAP}).",

@@ -168,6 +168,9 @@ def test_group_and_partition_or_offsets_do_not_mix() -> None:
         ("env", "localhost:-5", "port '-5' is not a number"),
         ("verb", "127.0.0.1:9092,broker2", "'broker2': no port"),
         ("verb", ":9092", "no host before the port"),
+        # Kafka's tools spell it --bootstrap-server: the same option.
+        ("verb-kafka", "127.0.0.1:99999", "port 99999 is outside 1..65535"),
+        ("group-kafka", ":abc", "port 'abc' is not a number"),
     ],
 )
 def test_a_malformed_bootstrap_is_a_usage_error_naming_the_bad_part(
@@ -179,8 +182,12 @@ def test_a_malformed_bootstrap_is_a_usage_error_naming_the_bad_part(
     env = {"JOSEFK_BOOTSTRAP": ""}
     if where == "verb":
         args += ["--bootstrap", bootstrap]
+    elif where == "verb-kafka":
+        args += ["--bootstrap-server", bootstrap]
     elif where == "group":
         args = ["--bootstrap", bootstrap, *args]
+    elif where == "group-kafka":
+        args = ["--bootstrap-server", bootstrap, *args]
     else:
         env["JOSEFK_BOOTSTRAP"] = bootstrap
     result = CliRunner().invoke(cli, args, env=env)
