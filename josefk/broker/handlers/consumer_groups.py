@@ -20,7 +20,9 @@ In a cluster the heartbeat is answered once the group's records in ``__consumer_
 are replicated (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR when they are not).
 
 Authorization, as Kafka's: READ on the group for the heartbeat, DESCRIBE on the group for
-the description (GROUP_AUTHORIZATION_FAILED).
+the description (GROUP_AUTHORIZATION_FAILED); a heartbeat subscribing by name to a topic the
+member may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whole, the group untouched
+(``groups.subscription_refusal``, shared with the share groups' heartbeat).
 
 Imports josefk.protocol and the group package; must not import the server or network layer.
 """
@@ -40,6 +42,7 @@ from josefk.broker.handlers.groups import (
     coordinator_of,
     group_lookup_error,
     member_heartbeat_response,
+    subscription_refusal,
 )
 from josefk.protocol.acls import AclOperation, ResourceType
 from josefk.protocol.api import ApiKey
@@ -78,6 +81,8 @@ async def handle_consumer_group_heartbeat(
         else {t.topic_id: frozenset(t.partitions) for t in request.topic_partitions}
     )
     names = request.subscribed_topic_names
+    if refusal := subscription_refusal(context, names):
+        return HEARTBEAT(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=refusal)
     result = coordinator.consumer_group_heartbeat(
         HeartbeatRequest(
             group_id=request.group_id,

@@ -23,6 +23,7 @@ must not import the server or network layer.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final, TypeVar
 
 from josefk.broker.context import RequestContext
@@ -90,6 +91,21 @@ def client_host(context: RequestContext) -> str:
 def may_read_group(context: RequestContext, group_id: str) -> bool:
     """READ on the group: what every group membership API (and OffsetCommit) needs."""
     return context.authorize(AclOperation.READ, ResourceType.GROUP, group_id)
+
+
+def subscription_refusal(context: RequestContext, names: Iterable[str] | None) -> str | None:
+    """For a KIP-848 or share-group heartbeat: why its subscription is refused
+    (TOPIC_AUTHORIZATION_FAILED), naming the subscribed topics the member may not DESCRIBE,
+    or None when it may describe them all. Kafka refuses the whole heartbeat so, before the
+    group is touched: a member learns nothing of a topic it may not see."""
+    denied = sorted(
+        {
+            name
+            for name in names or ()
+            if not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        }
+    )
+    return f"Topic authorization failed for topics {denied}" if denied else None
 
 
 def group_lookup_error(

@@ -34,6 +34,7 @@ from josefk.broker.handlers.groups import (
     coordinator_of,
     group_lookup_error,
     member_heartbeat_response,
+    subscription_refusal,
 )
 from josefk.broker.partition import TopicPartition
 from josefk.protocol.acls import AclOperation, ResourceType
@@ -69,17 +70,8 @@ async def handle_share_group_heartbeat(
     if coordinator is None:
         return HEARTBEAT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     names = request.subscribed_topic_names
-    denied = sorted(
-        name
-        for name in names or ()
-        if not context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
-    )
-    if denied:
-        # As Kafka: a subscription naming a topic the member may not describe is refused.
-        error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        return HEARTBEAT(
-            error_code=error, error_message=f"Topic authorization failed for topics {denied}"
-        )
+    if refusal := subscription_refusal(context, names):
+        return HEARTBEAT(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=refusal)
     result = coordinator.share_group_heartbeat(
         ShareHeartbeatRequest(
             group_id=request.group_id,
