@@ -21,6 +21,8 @@ COMPRESS=$(cd "${2:?COMPRESS_DIR}" && pwd)
 LZ4=$(cd "${3:?LZ4_DIR}" && pwd)
 RUN=${4:-.}
 WORK=${WORK:-/tmp/josefk-peer}
+# shellcheck source=broker.sh
+. "$ROOT/scripts/peer/broker.sh"
 PORT=${PORT:-19192}
 mkdir -p "$WORK"
 
@@ -46,16 +48,9 @@ fi
 # A PLAINTEXT listener for the suite and a SASL_PLAINTEXT one (the next port) for its SCRAM
 # tests, whose user is created over the first.
 SCRAM_PORT=$((PORT + 1))
-rm -rf "$WORK/data-franz"
-"$ROOT/.venv/bin/josefk" serve --data-dir "$WORK/data-franz" --metrics-port 0 \
+start_broker franz-go "$PORT" \
     --set "listeners=PLAINTEXT://127.0.0.1:$PORT,SASL_PLAINTEXT://127.0.0.1:$SCRAM_PORT" \
-    --set num.partitions=1 > "$WORK/franz-go-broker.log" 2>&1 &
-BROKER=$!
-trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null || true' EXIT
-for _ in $(seq 1 120); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
-    sleep 0.5
-done
+    --set num.partitions=1
 "$ROOT/.venv/bin/josefk" users add franz --mechanism SCRAM-SHA-256 --password franz-secret \
     --bootstrap "127.0.0.1:$PORT" > /dev/null
 

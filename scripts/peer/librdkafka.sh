@@ -25,6 +25,8 @@ PROTO=${2:-classic}
 shift $(( $# < 2 ? $# : 2 ))
 LIST="$*"
 WORK=${WORK:-/tmp/josefk-peer}
+# shellcheck source=broker.sh
+. "$ROOT/scripts/peer/broker.sh"
 PORT=${PORT:-19292}
 MULT=${MULT:-2}
 PER_TEST_TIMEOUT=${PER_TEST_TIMEOUT:-900}
@@ -61,17 +63,10 @@ PY
 )
 fi
 
-rm -rf "$WORK/data-librdkafka"
-"$ROOT/.venv/bin/josefk" serve --data-dir "$WORK/data-librdkafka" --listen "127.0.0.1:$PORT" \
-    --metrics-port 0 --set num.partitions=4 --set group.share.min.record.lock.duration.ms=1000 \
+start_broker librdkafka "$PORT" --listen "127.0.0.1:$PORT" --set num.partitions=4 \
+    --set group.share.min.record.lock.duration.ms=1000 \
     --set authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
-    --set allow.everyone.if.no.acl.found=true > "$WORK/librdkafka-broker.log" 2>&1 &
-BROKER=$!
-trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null || true' EXIT
-for _ in $(seq 1 120); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
-    sleep 0.5
-done
+    --set allow.everyone.if.no.acl.found=true
 
 cat > "$OUT/test.conf" <<EOF
 bootstrap.servers=127.0.0.1:$PORT
