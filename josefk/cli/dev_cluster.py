@@ -222,7 +222,7 @@ def dev_cluster(
         )
     root = Path(data_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    client_port, peer_port = _free_port(), _free_port()
+    client_port, peer_port, *metrics_ports = _free_ports(2 + brokers)
     etcd_endpoint = f"127.0.0.1:{client_port}"
     etcd_process: subprocess.Popen[bytes] | None = None
     console: subprocess.Popen[bytes] | None = None
@@ -281,8 +281,8 @@ def dev_cluster(
         _wait_for_etcd(etcd_endpoint, etcd_process)
         for request in root.glob("restart-broker-*"):
             request.unlink()  # left by an earlier run: acted on by nobody
-        for broker_id, port in enumerate(ports, start=1):
-            metrics_port = _free_port()
+        listeners = zip(ports, metrics_ports, strict=True)
+        for broker_id, (port, metrics_port) in enumerate(listeners, start=1):
             command = [
                 sys.executable, "-m", "josefk", "serve",
                 "--data-dir", str(root / f"broker{broker_id}"),
@@ -543,10 +543,15 @@ def _wait_until_whole(bootstrap: list[str], brokers: int) -> None:
     asyncio.run(wait())
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """``count`` different ports free right now: every probe stays bound until all are
+    picked, since a closed probe's port can come straight back to the next one (etcd given
+    one port for its client and peer listeners fails with "address already in use")."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
 
 
 def _wait_for_etcd(endpoint: str, process: subprocess.Popen[bytes]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -14,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from broker_process import SOURCE_DIR, free_port
+from broker_process import SOURCE_DIR
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from etcd_server import ETCD, SKIP_REASON
@@ -24,10 +25,14 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(ETCD is None, reason=
 
 def free_port_run(count: int) -> int:
     """A port P such that P .. P+count-1 are all free right now (dev-cluster puts broker N on
-    base port + N - 1; a single free port's neighbours may be taken, and a broker then fails
-    to start)."""
+    base port + N - 1). The run is drawn from below the kernel's ephemeral range: a run next
+    to a port the kernel handed out was once taken between this probe and the broker's bind,
+    by a client's outgoing connection or another test's port-0 listener, both of which only
+    ever get ephemeral ports."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    chooser = random.Random()
     for _ in range(100):
-        base = free_port()
+        base = chooser.randrange(max(1024, low - 12000), low - count)
         probes = []
         try:
             for port in range(base, base + count):
