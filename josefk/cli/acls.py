@@ -4,8 +4,11 @@ Owns the operator's verbs for ACLs: ``add`` makes one ALLOW binding per
 (--allow-principal, --operation, resource) and one DENY binding per --deny-principal;
 ``list`` and ``delete`` take the same flags as a filter (no resource flag: every resource;
 ``--resource-pattern-type`` any, match, literal or prefixed). Resources: ``--topic``,
-``--group``, ``--transactional-id`` (repeatable) and ``--cluster``. Talks to the broker
-through josefk.client's AIOAdmin only (CreateAcls, DescribeAcls, DeleteAcls).
+``--group``, ``--transactional-id`` (repeatable) and ``--cluster``. Hosts: ``--host`` for
+both kinds, or kafka-acls.sh's ``--allow-host`` and ``--deny-host`` (repeatable), each for
+the principals of its kind; ``delete`` takes kafka-acls.sh's ``--force`` and, as without it,
+asks nothing. Talks to the broker through josefk.client's AIOAdmin only (CreateAcls,
+DescribeAcls, DeleteAcls).
 """
 
 from __future__ import annotations
@@ -52,7 +55,22 @@ class AclFlags:
     deny: tuple[str, ...]
     operations: tuple[str, ...]
     host: str | None
+    allow_hosts: tuple[str, ...]
+    deny_hosts: tuple[str, ...]
     pattern: str
+
+    def principals(self) -> list[tuple[AclPermissionType, str, str | None]]:
+        """(permission, principal, host) for each principal and each of its kind's hosts:
+        --allow-host or --deny-host where given, else --host (None: not named)."""
+        found = []
+        for permission, principals, hosts in (
+            (AclPermissionType.ALLOW, self.allow, self.allow_hosts),
+            (AclPermissionType.DENY, self.deny, self.deny_hosts),
+        ):
+            for principal in principals:
+                for host in hosts or (self.host,):
+                    found.append((permission, principal, host))
+        return found
 
     def resources(self) -> list[tuple[ResourceType, str]]:
         found = [(ResourceType.TOPIC, t) for t in self.topics]
@@ -97,6 +115,19 @@ def _acl_flags(pattern_default: str, pattern_help: str) -> Callable[[F], F]:
         ),
         click.option("--host", default=None, help="The client address (default: any, *)."),
         click.option(
+            "--allow-host",
+            "allow_hosts",
+            multiple=True,
+            help="The client address of the --allow-principal ones (repeatable; as "
+            "kafka-acls.sh, instead of --host).",
+        ),
+        click.option(
+            "--deny-host",
+            "deny_hosts",
+            multiple=True,
+            help="The client address of the --deny-principal ones (repeatable).",
+        ),
+        click.option(
             "--resource-pattern-type",
             "pattern",
             default=pattern_default,
@@ -126,13 +157,9 @@ def add(flags: AclFlags, bootstrap: str | None) -> None:
     ops = flags.parsed_operations() or [AclOperation.ALL]
     pattern_type = flags.pattern_type()
     bindings = [
-        AclBinding(rtype, name, pattern_type, principal, flags.host or "*", op, permission)
+        AclBinding(rtype, name, pattern_type, principal, host or "*", op, permission)
         for rtype, name in resources
-        for permission, principals in (
-            (AclPermissionType.ALLOW, flags.allow),
-            (AclPermissionType.DENY, flags.deny),
-        )
-        for principal in principals
+        for permission, principal, host in flags.principals()
         for op in ops
     ]
 
@@ -152,18 +179,15 @@ def _filters(flags: AclFlags) -> list[AclBindingFilter]:
     resources: list[tuple[ResourceType, str | None]] = list(flags.resources()) or [
         (ResourceType.ANY, None)
     ]
-    principals: list[tuple[AclPermissionType, str | None]] = [
-        (AclPermissionType.ALLOW, p) for p in flags.allow
-    ]
-    principals += [(AclPermissionType.DENY, p) for p in flags.deny]
-    if not principals:
-        principals = [(AclPermissionType.ANY, None)]
+    principals: list[tuple[AclPermissionType, str | None, str | None]] = list(
+        flags.principals()
+    ) or [(AclPermissionType.ANY, None, flags.host)]
     ops = flags.parsed_operations() or [AclOperation.ANY]
     pattern_type = flags.pattern_type()
     return [
-        AclBindingFilter(rtype, name, pattern_type, principal, flags.host, op, permission)
+        AclBindingFilter(rtype, name, pattern_type, principal, host, op, permission)
         for rtype, name in resources
-        for permission, principal in principals
+        for permission, principal, host in principals
         for op in ops
     ]
 
@@ -227,9 +251,12 @@ def list_acls(flags: AclFlags, bootstrap: str | None, as_json: bool) -> None:
 @acls.command("delete", short_help="Delete the ACLs matching the flags.")
 @_acl_flags("any", "any, match, literal or prefixed.")
 @click.option("--all", "everything", is_flag=True, help="Allow a filter that matches every ACL.")
+@click.option("--force", is_flag=True, help="As kafka-acls.sh's: do not ask (delete never asks).")
 @bootstrap_option
 @json_option
-def delete(flags: AclFlags, everything: bool, bootstrap: str | None, as_json: bool) -> None:
+def delete(
+    flags: AclFlags, everything: bool, force: bool, bootstrap: str | None, as_json: bool
+) -> None:
     """Delete the ACLs matching the flags and list what was deleted."""
     server = resolve_bootstrap(bootstrap)
     if not (flags.resources() or flags.allow or flags.deny or everything):

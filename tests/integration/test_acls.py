@@ -356,6 +356,28 @@ def test_acls_cli_round_trip_and_restart(tmp_path: Path) -> None:
             run_josefk(broker.plaintext, "acls", "delete", "--topic", topic, "--json")
         )
         assert {r["operation"] for r in deleted} == {"READ", "DESCRIBE_CONFIGS"}
+        # kafka-acls.sh's spellings: a host per kind of principal, and --force on delete.
+        run_josefk(
+            broker.plaintext,
+            "acls", "add", "--topic", "hosts",
+            "--allow-principal", "User:dave", "--allow-host", "10.0.0.2", "--allow-host", "10.0.0.3",
+            "--deny-principal", "User:eve", "--deny-host", "10.0.0.4",
+        )  # fmt: skip
+        hosts = json.loads(
+            run_josefk(broker.plaintext, "acls", "list", "--topic", "hosts", "--json")
+        )
+        assert sorted((r["principal"], r["host"], r["permission"]) for r in hosts) == [
+            ("User:dave", "10.0.0.2", "ALLOW"),
+            ("User:dave", "10.0.0.3", "ALLOW"),
+            ("User:eve", "10.0.0.4", "DENY"),
+        ]
+        removed = run_josefk(
+            broker.plaintext,
+            "acls", "delete", "--force", "--topic", "hosts",
+            "--allow-principal", "User:dave", "--allow-host", "10.0.0.3", "--json",
+        )  # fmt: skip
+        deleted = json.loads(removed)
+        assert [(r["principal"], r["host"]) for r in deleted] == [("User:dave", "10.0.0.3")]
         run_josefk(broker.plaintext, "acls", "delete", expect=1)  # no filter: refused without --all
         run_josefk(broker.plaintext, "acls", "delete", "--all")
         assert json.loads(run_josefk(broker.plaintext, "acls", "list", "--json")) == []
