@@ -130,6 +130,9 @@ fi
 cd "$RDK/tests"
 export LD_LIBRARY_PATH=../src:../src-cpp RDKAFKA_TEST_CONF="$OUT/test.conf" \
     TEST_KAFKA_VERSION=4.2.0 TEST_MODE=bare TEST_MAX_REPLICATION_FACTOR=1
+# Tests that call Kafka's shell tools (0045's subtests, 0052, 0077, 0109, 0115, 0119) get the
+# stand-ins over the josefk CLI, on the PLAINTEXT listener, unless KAFKA_PATH names a Kafka.
+export KAFKA_PATH=${KAFKA_PATH:-$ROOT/scripts/peer/kafka-path} BROKERS=${BROKERS:-127.0.0.1:$PORT}
 if [ "$PROTO" = consumer ]; then
     export TEST_CONSUMER_GROUP_PROTOCOL=consumer
 else
