@@ -480,3 +480,31 @@ def test_offset_fetch_v1_on_an_unauthorized_group_fails_each_partition(
         ]
     finally:
         carol.close()
+
+
+def test_a_groups_authorized_operations_include_the_configs_pair(acl_broker: SaslBroker) -> None:
+    """Kafka 4 counts DESCRIBE_CONFIGS and ALTER_CONFIGS among a group's operations (group
+    configs, KIP-848): librdkafka's 0081 asks for all five as a principal allowed everything
+    (found by it), and for READ with its implied DESCRIBE as one given READ alone."""
+    group = f"ops-{uuid.uuid4().hex[:8]}"
+    create_acls(acl_broker, [allow("carol", ResourceType.GROUP, group, AclOperation.READ)])
+
+    def operations(user: str) -> set[AclOperation]:
+        client = raw_as(acl_broker, user)
+        try:
+            [described] = client.call(
+                ApiKey.DESCRIBE_GROUPS, 5, groups=[group], include_authorized_operations=True
+            ).groups
+        finally:
+            client.close()
+        assert described.error_code == ErrorCode.NONE
+        return {op for op in AclOperation if described.authorized_operations >> op.value & 1}
+
+    assert operations("admin") == {
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    }
+    assert operations("carol") == {AclOperation.READ, AclOperation.DESCRIBE}

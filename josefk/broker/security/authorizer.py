@@ -59,7 +59,15 @@ SUPPORTED_OPERATIONS: Final[dict[ResourceType, tuple[AclOperation, ...]]] = {
         AclOperation.DESCRIBE_CONFIGS,
         AclOperation.ALTER_CONFIGS,
     ),
-    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    # Kafka 4 added the configs pair with group configs (KIP-848); DescribeConfigs and
+    # IncrementalAlterConfigs of a GROUP resource check them.
+    ResourceType.GROUP: (
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
     ResourceType.CLUSTER: (
         AclOperation.CREATE,
         AclOperation.CLUSTER_ACTION,
