@@ -22,7 +22,8 @@
 # SECURITY=SASL_PLAINTEXT runs the suite over a SASL_PLAINTEXT listener (PORT+1; the
 # PLAINTEXT one stays for creating the user) as a SCRAM-SHA-512 user, with
 # connections.max.reauth.ms=REAUTH_MS (default 10000), so that the SASL tests (0135
-# credentials, 0142 re-authentication) run instead of skipping; results in
+# credentials, 0142 re-authentication) run instead of skipping (0093 needs REAUTH_MS above
+# the 20 s it parks a JoinGroup: librdkafka holds re-authentication behind it); results in
 # WORK/librdkafka-<protocol>-sasl.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
