@@ -43,6 +43,7 @@ import click
 
 from josefk.client.cluster import KafkaClient
 from josefk.client.errors import KafkaError
+from josefk.util.ports import free_ports
 
 _READY_TIMEOUT_S = 60.0
 # How often the supervisor looks at its processes, its request files and the keyboard.
@@ -222,7 +223,7 @@ def dev_cluster(
         )
     root = Path(data_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    client_port, peer_port, *metrics_ports = _free_ports(2 + brokers)
+    client_port, peer_port, *metrics_ports = free_ports(2 + brokers)
     etcd_endpoint = f"127.0.0.1:{client_port}"
     etcd_process: subprocess.Popen[bytes] | None = None
     console: subprocess.Popen[bytes] | None = None
@@ -541,17 +542,6 @@ def _wait_until_whole(bootstrap: list[str], brokers: int) -> None:
             await asyncio.sleep(0.1)
 
     asyncio.run(wait())
-
-
-def _free_ports(count: int) -> list[int]:
-    """``count`` different ports free right now: every probe stays bound until all are
-    picked, since a closed probe's port can come straight back to the next one (etcd given
-    one port for its client and peer listeners fails with "address already in use")."""
-    with contextlib.ExitStack() as stack:
-        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [int(probe.getsockname()[1]) for probe in probes]
 
 
 def _wait_for_etcd(endpoint: str, process: subprocess.Popen[bytes]) -> None:

@@ -13,7 +13,7 @@ settings (one partition for each internal topic, no initial rebalance delay, no 
 endpoint) that ``settings`` can override. The clients under test talk to them over TCP like
 to any Kafka broker.
 
-Imports josefk.broker, josefk.config and josefk.client (for the topic helpers); never
+Imports josefk.broker, josefk.config, josefk.client (for the topic helpers) and josefk.util; never
 josefk.cli.
 """
 
@@ -24,7 +24,6 @@ import concurrent.futures
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -34,6 +33,8 @@ from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, TypeVar
+
+from josefk.util.ports import free_ports
 
 __all__ = [
     "ETCD_MISSING",
@@ -62,12 +63,6 @@ ETCD_MISSING: Final = (
 def etcd_binary() -> str | None:
     """The etcd program a cluster would run, or None."""
     return shutil.which("etcd")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class _TopicHelpers:
@@ -296,7 +291,7 @@ class JosefkCluster(_TopicHelpers):
         return self
 
     def _start_etcd(self, etcd: str, base: Path) -> None:
-        client, peer = _free_port(), _free_port()
+        client, peer = free_ports(2)
         self.etcd_endpoint = f"127.0.0.1:{client}"
         with (base / "etcd.log").open("ab") as log:
             self._etcd = subprocess.Popen(
